@@ -1,0 +1,134 @@
+"""Every setting, read once from the environment (and an optional `.env`).
+
+Names follow the specs where they give one (IDENTITY_*, INVITE_SECRET, ...); the toolkit's own
+settings start with GYMCTL_. Defaults make up the embedded default: SQLite and files under
+GYMCTL_HOME, so `gymctl quickstart` needs no configuration at all.
+"""
+
+from __future__ import annotations
+
+import functools
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class Environment(StrEnum):
+    production = "production"
+    development = "development"
+    test = "test"
+
+
+class ConfigError(RuntimeError):
+    """A setting is missing or invalid; raised at start-up, before any work is done."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
+
+    env: Environment = Field(Environment.development, alias="GYMCTL_ENV")
+    home: Path = Field(Path(".gymctl"), alias="GYMCTL_HOME")
+    database_url: str | None = Field(None, alias="GYMCTL_DATABASE_URL")
+    event_sink: str | None = Field(
+        None,
+        alias="GYMCTL_EVENT_SINK",
+        description="file:///path.jsonl or http(s)://capture endpoint; default events.jsonl in home",
+    )
+    log_level: str = Field("INFO", alias="GYMCTL_LOG_LEVEL")
+
+    identity_secret_key: SecretStr | None = Field(None, alias="IDENTITY_SECRET_KEY")
+    identity_jwt_key: SecretStr | None = Field(None, alias="IDENTITY_JWT_KEY")
+    identity_publishable_key: str | None = Field(None, alias="IDENTITY_PUBLISHABLE_KEY")
+    identity_webhook_secret: SecretStr | None = Field(None, alias="IDENTITY_WEBHOOK_SECRET")
+    identity_api_url: str | None = Field(None, alias="IDENTITY_API_URL")
+    identity_authorized_parties: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, alias="IDENTITY_AUTHORIZED_PARTIES"
+    )
+
+    invite_secret: SecretStr | None = Field(None, alias="INVITE_SECRET")
+    national_id_encryption_key: SecretStr | None = Field(None, alias="NATIONAL_ID_ENCRYPTION_KEY")
+    test_auth_bypass: bool = Field(False, alias="TEST_AUTH_BYPASS")
+    test_seed_secret: SecretStr | None = Field(None, alias="TEST_SEED_SECRET")
+    frontend_url: str | None = Field(None, alias="FRONTEND_URL")
+    minisite_preview_server_secret: SecretStr | None = Field(
+        None, alias="MINISITE_PREVIEW_SERVER_SECRET"
+    )
+    sentry_dsn: SecretStr | None = Field(None, alias="SENTRY_DSN")
+
+    @field_validator("identity_authorized_parties", mode="before")
+    @classmethod
+    def _split_csv(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @property
+    def is_production(self) -> bool:
+        return self.env is Environment.production
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The configured URL, or the embedded default's SQLite file under GYMCTL_HOME."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.home / 'gymctl.db').resolve()}"
+
+    @property
+    def dev_signing_key_path(self) -> Path:
+        """Where `gymctl quickstart` keeps the local identity signing key (embedded default)."""
+        return self.home / "identity" / "signing_key.pem"
+
+    @property
+    def identity_public_key_pem(self) -> str | None:
+        """IDENTITY_JWT_KEY, or outside production the quick start's local public key."""
+        if self.identity_jwt_key is not None:
+            return self.identity_jwt_key.get_secret_value()
+        public = self.dev_signing_key_path.with_name("public_key.pem")
+        if not self.is_production and public.exists():
+            return public.read_text()
+        return None
+
+    @property
+    def resolved_event_sink(self) -> str:
+        return self.event_sink or (self.home / "events.jsonl").resolve().as_uri()
+
+    def check(self) -> None:
+        """Refuse to start production with a setting missing; name each one."""
+        if not self.is_production:
+            return
+        missing = []
+        if self.identity_secret_key is None and self.identity_jwt_key is None:
+            missing.append("IDENTITY_SECRET_KEY or IDENTITY_JWT_KEY")
+        if self.identity_jwt_key is None and not self.identity_api_url:
+            missing.append("IDENTITY_API_URL (the key set is fetched there without IDENTITY_JWT_KEY)")
+        if self.identity_webhook_secret is None:
+            missing.append("IDENTITY_WEBHOOK_SECRET")
+        if not self.database_url:
+            missing.append("GYMCTL_DATABASE_URL")
+        if missing:
+            raise ConfigError("missing required setting(s) for production: " + ", ".join(missing))
+        if not self.database_url.startswith("postgresql"):
+            raise ConfigError("GYMCTL_DATABASE_URL must be PostgreSQL in production")
+        if self.test_auth_bypass:
+            raise ConfigError("TEST_AUTH_BYPASS is not allowed in production")
+
+    def redacted(self) -> dict[str, Any]:
+        """Every setting by its environment name, secrets shown only as set or unset."""
+        shown: dict[str, Any] = {}
+        for name, field in type(self).model_fields.items():
+            value = getattr(self, name)
+            if isinstance(value, SecretStr):
+                value = "********"
+            elif isinstance(value, StrEnum | Path):
+                value = str(value)
+            shown[field.alias or name] = value
+        return shown
+
+
+@functools.cache
+def get_settings() -> Settings:
+    """The settings of this process, read once."""
+    return Settings()

@@ -1,0 +1,127 @@
+"""Engine, sessions, transactions and locks.
+
+One session per request, command or job, committed at the edge (`session_scope`); domain code
+flushes but never commits. Locks are PostgreSQL's transaction-level advisory locks; on the embedded
+SQLite default a process lock stands in (SQLite serializes writers anyway).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from gymctl.config import get_settings
+
+
+def is_postgres(bind: Engine | Session) -> bool:
+    return bind.get_bind().dialect.name == "postgresql" if isinstance(bind, Session) else (
+        bind.dialect.name == "postgresql"
+    )
+
+
+@functools.cache
+def get_engine(url: str | None = None) -> Engine:
+    """The process's engine for `url` (default: the configured database)."""
+    url = url or get_settings().resolved_database_url
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _sqlite_begin)
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    # Let SQLAlchemy emit BEGIN itself (pysqlite's own handling breaks SAVEPOINT).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def _sqlite_begin(connection) -> None:
+    # IMMEDIATE takes the write lock up front: concurrent writers wait (busy_timeout) instead of
+    # failing on a lock upgrade. The embedded default trades concurrency for that safety.
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+@functools.cache
+def _sessionmaker(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+def session_factory(engine: Engine | None = None) -> sessionmaker[Session]:
+    return _sessionmaker(engine or get_engine())
+
+
+@contextmanager
+def session_scope(factory: sessionmaker[Session] | None = None) -> Iterator[Session]:
+    """A unit of work: commit when the block ends normally, roll back on any error."""
+    session = (factory or session_factory())()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+def lock_key(name: str) -> int:
+    """A stable signed 64-bit key for an advisory lock name (same in every process)."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big", signed=True)
+
+
+_process_locks: dict[str, threading.Lock] = {}
+_process_locks_guard = threading.Lock()
+
+
+def _process_lock(name: str) -> threading.Lock:
+    with _process_locks_guard:
+        return _process_locks.setdefault(name, threading.Lock())
+
+
+def advisory_lock(session: Session, name: str, *, wait: bool = True) -> bool:
+    """Take the lock `name` until the session's transaction ends; False if `wait` and it is held.
+
+    PostgreSQL: pg_advisory_xact_lock / pg_try_advisory_xact_lock, released by commit or
+    rollback. SQLite (embedded default, one process): a process lock released the same way.
+    """
+    if is_postgres(session):
+        fn = "pg_advisory_xact_lock" if wait else "pg_try_advisory_xact_lock"
+        result = session.execute(text(f"SELECT {fn}(:key)"), {"key": lock_key(name)}).scalar()
+        return True if wait else bool(result)
+    lock = _process_lock(name)
+    if not lock.acquire(blocking=wait):
+        return False
+    held = session.info.setdefault("gymctl_process_locks", [])
+    held.append(lock)
+    if len(held) == 1:
+        event.listen(session, "after_commit", _release_process_locks)
+        event.listen(session, "after_rollback", _release_process_locks)
+    return True
+
+
+def _release_process_locks(session: Session) -> None:
+    held = session.info.get("gymctl_process_locks", [])
+    while held:
+        held.pop().release()
+    event.remove(session, "after_commit", _release_process_locks)
+    event.remove(session, "after_rollback", _release_process_locks)
+
+
+def ping(engine: Engine) -> str:
+    """The server's version string; raises when the database is unreachable."""
+    with engine.connect() as connection:
+        if engine.dialect.name == "postgresql":
+            return connection.execute(text("SHOW server_version")).scalar_one()
+        return "sqlite " + connection.execute(text("SELECT sqlite_version()")).scalar_one()

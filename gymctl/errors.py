@@ -1,0 +1,35 @@
+"""The one domain error type: the spec's `code`, its HTTP status and a human message.
+
+The HTTP door renders it as `{"code", "message"}` with `status`; the CLI prints the code and
+exits 1. Domain code raises it and never knows which door it came through.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class DomainError(Exception):
+    def __init__(
+        self, code: str, message: str | None = None, *, status: int = 400, **details: Any
+    ) -> None:
+        self.code = code
+        self.message = message or code.replace("_", " ")
+        self.status = status
+        self.details = details
+        super().__init__(f"{code}: {self.message}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, **self.details}
+
+
+def unauthorized(code: str, message: str) -> DomainError:
+    return DomainError(code, message, status=401)
+
+
+def forbidden(code: str, message: str) -> DomainError:
+    return DomainError(code, message, status=403)
+
+
+def not_found(code: str, message: str) -> DomainError:
+    return DomainError(code, message, status=404)

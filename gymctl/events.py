@@ -1,0 +1,63 @@
+"""The one event emitter: analytics, audit and domain events, in the caller's transaction.
+
+An event lands in the outbox together with the change it describes, so it is never sent for a
+change that rolled back and never lost for one that committed; the relay (gymctl.relay) delivers
+it afterwards. An audit event also writes an audit_log row, the record operators query.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from gymctl.models import AuditLog, OutboxEvent
+
+
+class EventKind(StrEnum):
+    analytics = "analytics"
+    audit = "audit"
+    domain = "domain"
+
+
+def emit(
+    session: Session,
+    kind: EventKind,
+    name: str,
+    *,
+    at: datetime,
+    aggregate_type: str,
+    aggregate_id: uuid.UUID | str,
+    organization_id: uuid.UUID | None = None,
+    actor_user_id: uuid.UUID | None = None,
+    payload: dict[str, Any] | None = None,
+) -> OutboxEvent:
+    payload = dict(payload or {})
+    if kind is EventKind.audit:
+        session.add(
+            AuditLog(
+                at=at,
+                action=name,
+                organization_id=organization_id,
+                actor_user_id=actor_user_id,
+                target_type=aggregate_type,
+                target_id=str(aggregate_id),
+                data=payload,
+            )
+        )
+    if actor_user_id is not None:
+        payload.setdefault("actorUserId", str(actor_user_id))
+    event = OutboxEvent(
+        kind=kind.value,
+        name=name,
+        aggregate_type=aggregate_type,
+        aggregate_id=str(aggregate_id),
+        organization_id=organization_id,
+        payload=payload,
+        occurred_at=at,
+    )
+    session.add(event)
+    return event

@@ -1,0 +1,51 @@
+"""Alembic, driven from code: `gymctl db ...`, the quick start and the tests share this."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+import migrations
+from gymctl.config import get_settings
+from gymctl.db import get_engine
+
+
+def alembic_config(url: str | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(Path(migrations.__file__).parent))
+    config.set_main_option("sqlalchemy.url", url or get_settings().resolved_database_url)
+    return config
+
+
+def upgrade(url: str | None = None, revision: str = "head") -> None:
+    url = url or get_settings().resolved_database_url
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    command.upgrade(alembic_config(url), revision)
+
+
+def current(url: str | None = None) -> str | None:
+    with get_engine(url).connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def head() -> str | None:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def history() -> list[tuple[str, str | None, str]]:
+    """(revision, down_revision, message), newest first."""
+    script = ScriptDirectory.from_config(alembic_config())
+    return [
+        (rev.revision, rev.down_revision, rev.doc or "")  # type: ignore[misc]
+        for rev in script.walk_revisions()
+    ]
+
+
+def check(url: str | None = None) -> None:
+    """Raise if the models and the migrated schema differ (`alembic check`)."""
+    command.check(alembic_config(url))

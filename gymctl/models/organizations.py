@@ -1,0 +1,74 @@
+"""Organizations (gyms) and memberships (spec A 1, 2.3)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from enum import StrEnum
+
+from sqlalchemy import Enum, ForeignKey, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from gymctl import clock
+from gymctl.models.base import Base, IdMixin
+from gymctl.models.identity import User
+
+
+class Role(StrEnum):
+    owner = "owner"
+    admin = "admin"
+    coach = "coach"
+    member = "member"
+
+
+class MembershipStatus(StrEnum):
+    active = "active"
+    invited = "invited"
+    pending_invitation = "pending_invitation"
+    suspended = "suspended"
+    cancelled = "cancelled"
+
+
+class OrganizationStatus(StrEnum):
+    active = "active"
+    inactive = "inactive"
+
+
+def _enum(cls: type[StrEnum], name: str) -> Enum:
+    return Enum(cls, name=name, native_enum=False, create_constraint=True, length=32)
+
+
+class Organization(IdMixin, Base):
+    __tablename__ = "organizations"
+
+    name: Mapped[str] = mapped_column(String(200))
+    slug: Mapped[str] = mapped_column(String(100), unique=True)
+    status: Mapped[OrganizationStatus] = mapped_column(
+        _enum(OrganizationStatus, "organization_status"), default=OrganizationStatus.active
+    )
+    created_at: Mapped[datetime] = mapped_column(default=clock.now)
+    deleted_at: Mapped[datetime | None]
+
+
+class Membership(IdMixin, Base):
+    """Links one user to one organization with a role and a status."""
+
+    __tablename__ = "memberships"
+
+    organization_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("organizations.id", ondelete="CASCADE")
+    )
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    role: Mapped[Role] = mapped_column(_enum(Role, "membership_role"))
+    status: Mapped[MembershipStatus] = mapped_column(
+        _enum(MembershipStatus, "membership_status"), default=MembershipStatus.active
+    )
+    # Spec A 5.3: a staff invitation to a login whose email is unproven is held.
+    invitation_held: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(default=clock.now)
+    updated_at: Mapped[datetime] = mapped_column(default=clock.now)
+
+    organization: Mapped[Organization] = relationship(lazy="joined")
+    user: Mapped[User] = relationship()
+
+    __table_args__ = (UniqueConstraint("organization_id", "user_id"),)

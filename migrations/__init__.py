@@ -1,0 +1,1 @@
+"""Alembic migrations: the journal is authoritative; every schema change is a revision."""

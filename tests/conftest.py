@@ -1,0 +1,137 @@
+"""Test harness: a real PostgreSQL migrated once per session, every test in a rolled-back
+savepoint, and a SQLite pass for tests marked `embedded`.
+
+GYMCTL_TEST_DATABASE_URL names the PostgreSQL server (default: the local one); the harness
+creates and migrates its own database `gymctl_test` on it, so nothing else there is touched.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+os.environ["GYMCTL_ENV"] = "test"
+os.environ.setdefault("GYMCTL_HOME", tempfile.mkdtemp(prefix="gymctl-test-home-"))
+
+from gymctl import migrate  # noqa: E402
+from gymctl.clock import FixedClock  # noqa: E402
+from gymctl.config import get_settings  # noqa: E402
+from gymctl.db import get_engine  # noqa: E402
+
+DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+TEST_DB_NAME = "gymctl_test"
+NOW = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
+
+
+def _loopback_only(original):
+    def connect(self, address):
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            host = address[0]
+            if not (host.startswith("127.") or host in ("::1", "localhost")):
+                raise OSError(f"tests may not reach the network beyond loopback: {host}")
+        return original(self, address)
+
+    return connect
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _block_network() -> Iterator[None]:
+    original = socket.socket.connect
+    socket.socket.connect = _loopback_only(original)  # type: ignore[method-assign]
+    yield
+    socket.socket.connect = original  # type: ignore[method-assign]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_settings() -> Iterator[None]:
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked `embedded` run on PostgreSQL and on the embedded SQLite default."""
+    if "engine" in metafunc.fixturenames and metafunc.definition.get_closest_marker("embedded"):
+        metafunc.parametrize("engine", ["postgresql", "sqlite"], indirect=True)
+
+
+def _pg_admin_url() -> str:
+    return os.environ.get("GYMCTL_TEST_DATABASE_URL", DEFAULT_PG)
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    """A fresh, migrated PostgreSQL database for this test session."""
+    admin = create_engine(_pg_admin_url(), isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f"DROP DATABASE IF EXISTS {TEST_DB_NAME} WITH (FORCE)"))
+        connection.execute(text(f"CREATE DATABASE {TEST_DB_NAME}"))
+    admin.dispose()
+    url = make_url(_pg_admin_url()).set(database=TEST_DB_NAME).render_as_string(
+        hide_password=False
+    )
+    migrate.upgrade(url)
+    return url
+
+
+@pytest.fixture(scope="session")
+def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('sqlite') / 'gymctl.db'}"
+    migrate.upgrade(url)
+    return url
+
+
+@pytest.fixture
+def engine(request: pytest.FixtureRequest) -> Engine:
+    backend = getattr(request, "param", "postgresql")
+    url = request.getfixturevalue("pg_url" if backend == "postgresql" else "sqlite_url")
+    return get_engine(url)
+
+
+@pytest.fixture
+def connection(engine: Engine) -> Iterator:
+    """One outer transaction per test, rolled back at the end: tests never see each other."""
+    with engine.connect() as connection:
+        outer = connection.begin()
+        yield connection
+        outer.rollback()
+
+
+@pytest.fixture
+def session_factory(connection) -> sessionmaker[Session]:
+    """Sessions that commit into savepoints of the test's outer transaction."""
+    return sessionmaker(
+        bind=connection, expire_on_commit=False, join_transaction_mode="create_savepoint"
+    )
+
+
+@pytest.fixture
+def session(session_factory: sessionmaker[Session]) -> Iterator[Session]:
+    with session_factory() as session:
+        yield session
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock(NOW)
+
+
+@pytest.fixture
+def committed_pg(pg_url: str) -> Iterator[str]:
+    """For tests that need real commits seen by other connections or processes: the URL of the
+    session database, emptied after the test."""
+    yield pg_url
+    engine = get_engine(pg_url)
+    from gymctl.models import Base
+
+    tables = ", ".join(table.name for table in Base.metadata.sorted_tables)
+    with engine.begin() as connection:
+        connection.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
