@@ -35,7 +35,7 @@ class Settings(BaseSettings):
     event_sink: str | None = Field(
         None,
         alias="GYMCTL_EVENT_SINK",
-        description="file:///path.jsonl or http(s)://capture endpoint; default events.jsonl in home",
+        description="file:///events.jsonl or an http(s) capture endpoint; default: GYMCTL_HOME",
     )
     log_level: str = Field("INFO", alias="GYMCTL_LOG_LEVEL")
 
@@ -103,7 +103,9 @@ class Settings(BaseSettings):
         if self.identity_secret_key is None and self.identity_jwt_key is None:
             missing.append("IDENTITY_SECRET_KEY or IDENTITY_JWT_KEY")
         if self.identity_jwt_key is None and not self.identity_api_url:
-            missing.append("IDENTITY_API_URL (the key set is fetched there without IDENTITY_JWT_KEY)")
+            missing.append(
+                "IDENTITY_API_URL (the key set is fetched there without IDENTITY_JWT_KEY)"
+            )
         if self.identity_webhook_secret is None:
             missing.append("IDENTITY_WEBHOOK_SECRET")
         if not self.database_url:

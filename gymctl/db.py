@@ -13,15 +13,17 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.config import get_settings
 
 
 def is_postgres(bind: Engine | Session) -> bool:
-    return bind.get_bind().dialect.name == "postgresql" if isinstance(bind, Session) else (
-        bind.dialect.name == "postgresql"
+    return (
+        bind.get_bind().dialect.name == "postgresql"
+        if isinstance(bind, Session)
+        else (bind.dialect.name == "postgresql")
     )
 
 
@@ -78,7 +80,9 @@ def session_scope(factory: sessionmaker[Session] | None = None) -> Iterator[Sess
 
 def lock_key(name: str) -> int:
     """A stable signed 64-bit key for an advisory lock name (same in every process)."""
-    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big", signed=True)
+    return int.from_bytes(
+        hashlib.blake2b(name.encode(), digest_size=8).digest(), "big", signed=True
+    )
 
 
 _process_locks: dict[str, threading.Lock] = {}
@@ -119,9 +123,8 @@ def _release_process_locks(session: Session) -> None:
     event.remove(session, "after_rollback", _release_process_locks)
 
 
-def ping(engine: Engine) -> str:
-    """The server's version string; raises when the database is unreachable."""
-    with engine.connect() as connection:
-        if engine.dialect.name == "postgresql":
-            return connection.execute(text("SHOW server_version")).scalar_one()
-        return "sqlite " + connection.execute(text("SELECT sqlite_version()")).scalar_one()
+def server_version(connection: Connection) -> str:
+    """The database server's version string; raises when the database is unreachable."""
+    if connection.dialect.name == "postgresql":
+        return connection.execute(text("SHOW server_version")).scalar_one()
+    return "sqlite " + connection.execute(text("SELECT sqlite_version()")).scalar_one()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from alembic import command
@@ -33,7 +34,9 @@ def current(url: str | None = None) -> str | None:
         return MigrationContext.configure(connection).get_current_revision()
 
 
+@functools.cache
 def head() -> str | None:
+    """The newest revision of the journal (read once per process)."""
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 

@@ -58,7 +58,9 @@ class Membership(IdMixin, Base):
     organization_id: Mapped[uuid.UUID] = mapped_column(
         ForeignKey("organizations.id", ondelete="CASCADE")
     )
-    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), index=True
+    )
     role: Mapped[Role] = mapped_column(_enum(Role, "membership_role"))
     status: Mapped[MembershipStatus] = mapped_column(
         _enum(MembershipStatus, "membership_status"), default=MembershipStatus.active

@@ -1,0 +1,44 @@
+"""The `gymctl` command: Typer sub-apps joined here, one module per command group.
+
+Every command is a thin door: parse, call the domain, render. A DomainError anywhere becomes its
+code on stderr and exit status 1; a configuration error stops the command before any work.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from gymctl.cli import config as config_cli
+from gymctl.cli import daemons as daemons_cli
+from gymctl.cli import db as db_cli
+from gymctl.cli.output import err_console
+from gymctl.config import ConfigError
+from gymctl.errors import DomainError
+
+app = typer.Typer(no_args_is_help=True, help="Back office of a multi-gym platform.")
+app.add_typer(config_cli.app, name="config", help="Show the settings in force.")
+app.add_typer(db_cli.app, name="db", help="Database migrations.")
+app.add_typer(daemons_cli.app, name="daemons", help="Run the sweep daemons.")
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except DomainError as error:
+        err_console.print(f"[red]error[/red] {error.code}: {error.message}")
+        sys.exit(1)
+    except ConfigError as error:
+        err_console.print(f"[red]configuration error[/red]: {error}")
+        sys.exit(2)
+    except typer.Abort:
+        err_console.print("aborted")
+        sys.exit(1)
+    except Exception as error:  # click usage errors carry their own exit code
+        import click
+
+        if isinstance(error, click.ClickException):
+            error.show()
+            sys.exit(error.exit_code)
+        raise

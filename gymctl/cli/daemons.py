@@ -1,0 +1,1 @@
+"""`gymctl daemons run`: placeholder replaced by the daemons work."""

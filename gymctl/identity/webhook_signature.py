@@ -1,0 +1,88 @@
+"""Standard Webhooks signature check for the identity provider's deliveries (spec A 6.1).
+
+Written here rather than taken from the `standardwebhooks` package because that package reads
+the wall clock (we verify against an injectable one), decodes the body as text before checking it,
+and lets ValueError or binascii.Error escape on a malformed header: every refusal here is a
+DomainError with a code and status 400, never a 500.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from gymctl.errors import DomainError
+
+TOLERANCE = timedelta(minutes=5)
+SECRET_PREFIX = "whsec_"  # noqa: S105 (a format prefix, not a secret)
+
+
+@dataclass(frozen=True)
+class VerifiedDelivery:
+    id: str
+    timestamp: datetime
+
+
+def _refuse(code: str, message: str) -> DomainError:
+    return DomainError(code, message, status=400)
+
+
+def decode_secret(secret: str) -> bytes:
+    raw = secret.removeprefix(SECRET_PREFIX)
+    try:
+        key = base64.b64decode(raw + "=" * (-len(raw) % 4), validate=True)
+    except binascii.Error as error:
+        raise ValueError("the webhook secret is not base64 after its whsec_ prefix") from error
+    if not key:
+        raise ValueError("the webhook secret is empty")
+    return key
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    """svix-<name> (what the provider sends) or webhook-<name> (the standard's own names)."""
+    lowered = {key.lower(): value for key, value in headers.items()}
+    return lowered.get(f"svix-{name}") or lowered.get(f"webhook-{name}")
+
+
+def sign(secret: str, delivery_id: str, timestamp: int, body: bytes) -> str:
+    """The `v1,<base64>` signature of a delivery; used by tests and by anyone replaying one."""
+    digest = hmac.new(
+        decode_secret(secret), f"{delivery_id}.{timestamp}.".encode() + body, hashlib.sha256
+    ).digest()
+    return "v1," + base64.b64encode(digest).decode()
+
+
+def verify(
+    secret: str, headers: Mapping[str, str], body: bytes, *, now: datetime
+) -> VerifiedDelivery:
+    """Check id, timestamp and signature headers against the raw body (never re-serialised)."""
+    delivery_id = _header(headers, "id")
+    timestamp_text = _header(headers, "timestamp")
+    signatures = _header(headers, "signature")
+    if not delivery_id or not timestamp_text or not signatures:
+        raise _refuse("webhook_headers_missing", "id, timestamp and signature headers required")
+    try:
+        timestamp = int(timestamp_text)
+        sent_at = datetime.fromtimestamp(timestamp, UTC)
+    except (ValueError, OverflowError, OSError):
+        raise _refuse("webhook_timestamp_invalid", "the timestamp header is not a number") from None
+    if abs(now - sent_at) > TOLERANCE:
+        raise _refuse("webhook_timestamp_stale", "the timestamp is outside the 5-minute tolerance")
+
+    expected = base64.b64decode(sign(secret, delivery_id, timestamp, body).split(",", 1)[1])
+    for candidate in signatures.split():
+        version, _, encoded = candidate.partition(",")
+        if version != "v1" or not encoded:
+            continue
+        try:
+            given = base64.b64decode(encoded, validate=True)
+        except binascii.Error:
+            continue
+        if hmac.compare_digest(expected, given):
+            return VerifiedDelivery(id=delivery_id, timestamp=sent_at)
+    raise _refuse("webhook_signature_invalid", "no signature matches the body")

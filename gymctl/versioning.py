@@ -1,0 +1,20 @@
+"""Payload versions requested by installed clients (spec A 9): integers 1 to 4, absent means 1."""
+
+from __future__ import annotations
+
+from gymctl.errors import DomainError
+
+SCHEMAS = range(1, 5)
+
+
+def payload_schema(value: str | None, *, parameter: str) -> int:
+    if value is None:
+        return 1
+    if not value.isdigit() or int(value) not in SCHEMAS:
+        raise DomainError(
+            "schema_unsupported",
+            f"{parameter} must be an integer from 1 to 4",
+            status=400,
+            parameter=parameter,
+        )
+    return int(value)

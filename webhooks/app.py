@@ -1,0 +1,107 @@
+"""The Flask app factory: `webhooks.app:create_app()` for gunicorn and the tests."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+
+import sentry_sdk
+from flask import Flask, g, request
+from sentry_sdk.integrations.flask import FlaskIntegration
+from sqlalchemy.orm import Session, sessionmaker
+
+from gymctl import clock as default_clock
+from gymctl.clock import Clock
+from gymctl.config import Settings, get_settings
+from gymctl.db import session_factory as default_session_factory
+from gymctl.identity.tokens import TokenVerifier, build_verifier
+from gymctl.logs import configure_logging, request_id_var
+from webhooks import errors, guard
+from webhooks.blueprints import health, identity, openapi, users
+from webhooks.context import Services
+
+log = logging.getLogger("gymctl.api")
+REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    session_factory: sessionmaker[Session] | None = None,
+    verifier: TokenVerifier | None = None,
+    clock: Clock | None = None,
+) -> Flask:
+    settings = settings or get_settings()
+    settings.check()
+    configure_logging(settings.log_level)
+    if settings.sentry_dsn is not None:
+        sentry_sdk.init(
+            dsn=settings.sentry_dsn.get_secret_value(),
+            environment=settings.env.value,
+            integrations=[FlaskIntegration()],
+            send_default_pii=False,
+        )
+    clock = clock or default_clock
+    if verifier is None and (settings.identity_public_key_pem or settings.identity_api_url):
+        verifier = build_verifier(settings, clock=clock)
+
+    app = Flask("gymctl")
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.extensions["gymctl"] = Services(
+        settings=settings,
+        session_factory=session_factory or default_session_factory(),
+        verifier=verifier,
+        clock=clock,
+    )
+    app.before_request(_start_request)
+    guard.install(app)
+    app.after_request(_finish_request)
+    app.teardown_request(_close_session)
+    errors.register(app)
+    for blueprint in (health.bp, identity.bp, users.bp, openapi.bp):
+        app.register_blueprint(blueprint)
+    return app
+
+
+def _start_request() -> None:
+    given = request.headers.get("X-Request-Id", "")
+    g.request_id = given if REQUEST_ID.match(given) else uuid.uuid4().hex
+    g.request_token = request_id_var.set(g.request_id)
+    g.started = time.perf_counter()
+
+
+def _finish_request(response):
+    """Commit at the edge: a successful response commits the request's session."""
+    session = g.get("db")
+    if session is not None:
+        if response.status_code < 400:
+            session.commit()
+        else:
+            session.rollback()
+    response.headers["X-Request-Id"] = g.get("request_id", "")
+    auth = g.get("auth")
+    log.info(
+        "%s %s %s",
+        request.method,
+        request.path,
+        response.status_code,
+        extra={
+            "status": response.status_code,
+            "durationMs": round(
+                (time.perf_counter() - g.get("started", time.perf_counter())) * 1000, 2
+            ),
+            "userId": auth.user_id if auth else None,
+        },
+    )
+    return response
+
+
+def _close_session(_error: BaseException | None) -> None:
+    session = g.pop("db", None)
+    if session is not None:
+        session.close()
+    token = g.pop("request_token", None)
+    if token is not None:
+        request_id_var.reset(token)

@@ -1,0 +1,44 @@
+"""POST /webhooks/identity: the provider's user events, signature-checked on the raw body."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import sentry_sdk
+from flask import Blueprint, jsonify, request
+
+from gymctl.errors import DomainError
+from gymctl.identity import webhook_signature
+from gymctl.identity.users import apply_identity_event
+from webhooks.context import db, now, services
+from webhooks.guard import public
+
+bp = Blueprint("identity_webhook", __name__)
+log = logging.getLogger("gymctl.identity")
+
+
+@bp.post("/webhooks/identity")
+@public
+def identity_webhook():
+    secret = services().settings.identity_webhook_secret
+    if secret is None:
+        raise DomainError("webhook_not_configured", "IDENTITY_WEBHOOK_SECRET is unset", status=503)
+    body = request.get_data(cache=False)
+    try:
+        delivery = webhook_signature.verify(
+            secret.get_secret_value(), request.headers, body, now=now()
+        )
+    except DomainError as error:
+        log.warning("identity webhook refused: %s", error.code)
+        sentry_sdk.add_breadcrumb(category="identity.webhook", message=error.code, level="warning")
+        raise
+    try:
+        event = json.loads(body)
+    except ValueError:
+        raise DomainError("webhook_payload_invalid", "the body is not JSON", status=400) from None
+    sentry_sdk.add_breadcrumb(
+        category="identity.webhook", message=str(event.get("type")), data={"id": delivery.id}
+    )
+    outcome = apply_identity_event(db(), delivery.id, event, now=now())
+    return jsonify(received=True, id=delivery.id, outcome=outcome)

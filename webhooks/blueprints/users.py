@@ -1,0 +1,33 @@
+"""GET /users/me."""
+
+from __future__ import annotations
+
+import uuid
+
+from flask import Blueprint, jsonify, request
+
+from gymctl.errors import DomainError
+from gymctl.identity.me import current_user
+from gymctl.versioning import payload_schema
+from webhooks.context import auth, db, now
+
+bp = Blueprint("users", __name__)
+
+
+def _organization_id() -> uuid.UUID | None:
+    value = request.args.get("organizationId")
+    if value is None:
+        return None
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise DomainError("organization_id_invalid", "organizationId must be a UUID") from None
+
+
+@bp.get("/users/me")
+def me():
+    schema = payload_schema(request.args.get("brandingSchema"), parameter="brandingSchema")
+    body = current_user(
+        db(), auth(), now=now(), organization_id=_organization_id(), branding_schema=schema
+    )
+    return jsonify(body)

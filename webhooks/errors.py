@@ -1,0 +1,34 @@
+"""The one JSON error envelope: `{"code", "message"}` with the spec's status."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask, jsonify
+from werkzeug.exceptions import HTTPException
+
+from gymctl.errors import DomainError
+
+log = logging.getLogger("gymctl.api")
+
+
+def _code(error: HTTPException) -> str:
+    return (error.name or "error").lower().replace(" ", "_")
+
+
+def register(app: Flask) -> None:
+    @app.errorhandler(DomainError)
+    def domain_error(error: DomainError):
+        log.info("refused %s (%s)", error.code, error.status)
+        return jsonify(error.to_json()), error.status
+
+    # Unexpected exceptions reach Flask's own handling first (and error tracking through its
+    # got_request_exception signal), then arrive here as a 500 InternalServerError.
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException):
+        if error.code and error.code >= 500:
+            original = getattr(error, "original_exception", None)
+            if original is not None:
+                log.error("unhandled error", exc_info=original)
+            return jsonify(code="internal_error", message="internal server error"), error.code
+        return jsonify(code=_code(error), message=error.description), error.code
