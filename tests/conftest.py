@@ -135,3 +135,42 @@ def committed_pg(pg_url: str) -> Iterator[str]:
     tables = ", ".join(table.name for table in Base.metadata.sorted_tables)
     with engine.begin() as connection:
         connection.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+
+
+WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+
+@pytest.fixture
+def idp():
+    """The stand-in identity provider: keys, tokens and a JWKS endpoint on loopback."""
+    from tests.idp import IdentityProvider
+
+    provider = IdentityProvider()
+    yield provider
+    provider.close()
+
+
+@pytest.fixture
+def settings(idp):
+    """Settings of a configured deployment: in-process PEM key, JWKS fallback, webhook secret."""
+    from gymctl.config import Settings
+
+    return Settings(
+        GYMCTL_ENV="test",
+        IDENTITY_JWT_KEY=idp.key.public_pem,
+        IDENTITY_API_URL=idp.url,
+        IDENTITY_SECRET_KEY=idp.SECRET_KEY,
+        IDENTITY_WEBHOOK_SECRET=WEBHOOK_SECRET,
+    )
+
+
+@pytest.fixture
+def app(settings, session_factory, clock):
+    from webhooks.app import create_app
+
+    return create_app(settings, session_factory=session_factory, clock=clock)
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import sys
 
+import click
 import typer
 
 from gymctl.cli import config as config_cli
 from gymctl.cli import daemons as daemons_cli
 from gymctl.cli import db as db_cli
+from gymctl.cli import users as users_cli
 from gymctl.cli.output import err_console
+from gymctl.cli.quickstart import quickstart
+from gymctl.cli.serve import serve
 from gymctl.config import ConfigError
 from gymctl.errors import DomainError
 
@@ -21,24 +25,24 @@ app = typer.Typer(no_args_is_help=True, help="Back office of a multi-gym platfor
 app.add_typer(config_cli.app, name="config", help="Show the settings in force.")
 app.add_typer(db_cli.app, name="db", help="Database migrations.")
 app.add_typer(daemons_cli.app, name="daemons", help="Run the sweep daemons.")
+app.add_typer(users_cli.app, name="users", help="People: tokens and identity.")
+app.command("quickstart")(quickstart)
+app.command("serve")(serve)
 
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        result = app(standalone_mode=False)
     except DomainError as error:
-        err_console.print(f"[red]error[/red] {error.code}: {error.message}")
+        err_console.print(f"[red]error[/red] {error.code}: {error.message}", highlight=False)
         sys.exit(1)
     except ConfigError as error:
-        err_console.print(f"[red]configuration error[/red]: {error}")
+        err_console.print(f"[red]configuration error[/red]: {error}", highlight=False)
         sys.exit(2)
-    except typer.Abort:
+    except click.exceptions.Abort:
         err_console.print("aborted")
         sys.exit(1)
-    except Exception as error:  # click usage errors carry their own exit code
-        import click
-
-        if isinstance(error, click.ClickException):
-            error.show()
-            sys.exit(error.exit_code)
-        raise
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    sys.exit(result if isinstance(result, int) else 0)

@@ -29,16 +29,17 @@ def identity_webhook():
         delivery = webhook_signature.verify(
             secret.get_secret_value(), request.headers, body, now=now()
         )
+        try:
+            event = json.loads(body)
+        except ValueError:
+            raise DomainError("webhook_payload_invalid", "the body is not JSON") from None
+        outcome = apply_identity_event(db(), delivery.id, event, now=now())
     except DomainError as error:
+        # Spec A 6.1: failures appear as breadcrumbs and warn/error logs.
         log.warning("identity webhook refused: %s", error.code)
         sentry_sdk.add_breadcrumb(category="identity.webhook", message=error.code, level="warning")
         raise
-    try:
-        event = json.loads(body)
-    except ValueError:
-        raise DomainError("webhook_payload_invalid", "the body is not JSON", status=400) from None
     sentry_sdk.add_breadcrumb(
-        category="identity.webhook", message=str(event.get("type")), data={"id": delivery.id}
+        category="identity.webhook", message=outcome, data={"id": delivery.id, "type": event["type"]}
     )
-    outcome = apply_identity_event(db(), delivery.id, event, now=now())
     return jsonify(received=True, id=delivery.id, outcome=outcome)

@@ -1,0 +1,70 @@
+"""`gymctl quickstart`: the embedded default, from nothing to a signed-in API call."""
+
+from __future__ import annotations
+
+import typer
+from rich.panel import Panel
+
+from gymctl import clock, migrate
+from gymctl.cli.output import console, print_json, render_rows
+from gymctl.config import get_settings
+from gymctl.db import session_scope
+from gymctl.identity.dev_keys import ensure_signing_key, mint_dev_token
+from gymctl.quickstart import seed_demo_gym
+
+
+def quickstart(
+    port: int = typer.Option(8000, help="Port shown in the curl line (`gymctl serve --port`)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Create GYMCTL_HOME, migrate, seed a demo gym, run each sweep once, print a dev token."""
+    from daemons.runner import run_daemons
+
+    settings = get_settings()
+    settings.check()
+    settings.home.mkdir(parents=True, exist_ok=True)
+    migrate.upgrade()
+    key_created = ensure_signing_key(settings)
+    with session_scope() as session:
+        demo = seed_demo_gym(session, now=clock.now())
+        people = [
+            {"identityId": user.identity_id, "email": user.email, "role": role.value}
+            for user, role in demo.people
+        ]
+        organization = {"id": str(demo.organization.id), "name": demo.organization.name}
+    sweeps = run_daemons(None, once=True, settings=settings)
+    token = mint_dev_token(settings, "user_demo_owner", now=clock.now())
+    curl = f'curl -s -H "Authorization: Bearer {token}" http://127.0.0.1:{port}/users/me'
+    if as_json:
+        print_json(
+            {
+                "home": str(settings.home.resolve()),
+                "database": settings.resolved_database_url,
+                "revision": migrate.current(),
+                "organization": organization,
+                "people": people,
+                "sweeps": [sweep.as_row() for sweep in sweeps],
+                "token": token,
+                "curl": curl,
+            }
+        )
+        return
+    console.print(
+        Panel.fit(
+            f"home      {settings.home.resolve()}\n"
+            f"database  {settings.resolved_database_url} (revision {migrate.current()})\n"
+            f"gym       {organization['name']} ({organization['id']})"
+            + ("" if demo.created else "  [dim]already seeded[/dim]")
+            + ("\nkey       local signing key created" if key_created else ""),
+            title="gymctl quickstart",
+        )
+    )
+    render_rows(people, ["identityId", "email", "role"], title="demo people")
+    render_rows(
+        [sweep.as_row() for sweep in sweeps], ["job", "status", "result"], title="sweeps run once"
+    )
+    console.print("\nStart the API:  [bold]gymctl serve[/bold]   then, in another terminal:\n")
+    print(curl)  # noqa: T201
+    console.print(
+        "\nOther people: [bold]gymctl users dev-token user_demo_coach[/bold]", highlight=False
+    )

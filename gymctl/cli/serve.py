@@ -1,0 +1,31 @@
+"""`gymctl serve`: the API under gunicorn (the same app as `webhooks.app:create_app()`)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from gymctl.cli.output import err_console
+from gymctl.config import get_settings
+
+
+def serve(
+    host: str = typer.Option("127.0.0.1", help="Interface to bind."),
+    port: int = typer.Option(8000, help="Port to bind."),
+    workers: int = typer.Option(2, help="gunicorn worker processes."),
+    timeout: int = typer.Option(30, help="Seconds before a silent worker is restarted."),
+) -> None:
+    """Serve the webhooks and the client API with gunicorn."""
+    get_settings().check()
+    err_console.print(f"serving on http://{host}:{port} with {workers} worker(s)")
+    argv = [
+        sys.executable, "-m", "gunicorn",
+        "--bind", f"{host}:{port}",
+        "--workers", str(workers),
+        "--timeout", str(timeout),
+        "--access-logfile", "-",
+        "webhooks.app:create_app()",
+    ]  # fmt: skip
+    os.execv(sys.executable, argv)  # noqa: S606 (replace this process with gunicorn)

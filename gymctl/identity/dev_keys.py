@@ -1,0 +1,66 @@
+"""The embedded default's local identity signing key: lets a fresh checkout sign in without the
+real provider. Refused in production, where only the provider mints tokens."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import jwt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from gymctl.config import Settings
+from gymctl.errors import DomainError
+
+DEV_KID = "gymctl-dev"
+
+
+def ensure_signing_key(settings: Settings) -> bool:
+    """Create the key pair under GYMCTL_HOME/identity once; True when it was created now."""
+    if settings.is_production:
+        raise DomainError("dev_keys_refused", "local signing keys are not used in production")
+    path = settings.dev_signing_key_path
+    if path.exists():
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    path.chmod(0o600)
+    path.with_name("public_key.pem").write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    return True
+
+
+def mint_dev_token(
+    settings: Settings,
+    identity_id: str,
+    *,
+    now: datetime,
+    lifetime: timedelta = timedelta(hours=12),
+) -> str:
+    """A session token for `identity_id`, signed with the local key. Real tokens live 60 s; a dev
+    token lives longer so a person can paste it into curl."""
+    if settings.is_production:
+        raise DomainError("dev_keys_refused", "local signing keys are not used in production")
+    if not settings.dev_signing_key_path.exists():
+        raise DomainError("dev_key_missing", "run `gymctl quickstart` first to create the key")
+    private = settings.dev_signing_key_path.read_bytes()
+    issued = int(now.timestamp())
+    claims = {
+        "sub": identity_id,
+        "sid": f"sess_dev_{issued}",
+        "iat": issued,
+        "nbf": issued,
+        "exp": issued + int(lifetime.total_seconds()),
+        "iss": "gymctl-dev",
+    }
+    return jwt.encode(claims, private, algorithm="RS256", headers={"kid": DEV_KID})

@@ -1,0 +1,95 @@
+"""The demo gym of the quick start: an owner, a coach and members, created once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.events import EventKind, emit
+from gymctl.models import (
+    LegalConsent,
+    LegalDocument,
+    LegalDocumentType,
+    Membership,
+    Organization,
+    Role,
+    User,
+)
+
+DEMO_SLUG = "demo-gym"
+DEMO_PEOPLE = (
+    ("user_demo_owner", "owner@demo-gym.example", Role.owner),
+    ("user_demo_coach", "coach@demo-gym.example", Role.coach),
+    ("user_demo_member_1", "dana@demo-gym.example", Role.member),
+    ("user_demo_member_2", "eli@demo-gym.example", Role.member),
+    ("user_demo_member_3", "fran@demo-gym.example", Role.member),
+)
+
+
+@dataclass
+class DemoGym:
+    organization: Organization
+    people: list[tuple[User, Role]]
+    created: bool
+
+
+def seed_demo_gym(session: Session, *, now: datetime) -> DemoGym:
+    """Idempotent: a second run finds the gym and changes nothing."""
+    existing = session.scalar(select(Organization).where(Organization.slug == DEMO_SLUG))
+    if existing is not None:
+        rows = session.execute(
+            select(User, Membership.role)
+            .join(Membership, Membership.user_id == User.id)
+            .where(Membership.organization_id == existing.id)
+            .order_by(Membership.created_at)
+        ).all()
+        return DemoGym(existing, [(user, role) for user, role in rows], created=False)
+
+    organization = Organization(name="Demo Gym", slug=DEMO_SLUG, created_at=now)
+    session.add(organization)
+    documents = [
+        LegalDocument(
+            type=doc_type,
+            version="2026-01",
+            locale="en",
+            url=f"https://demo-gym.example/legal/{doc_type.value}",
+            published_at=now - timedelta(days=30),
+        )
+        for doc_type in LegalDocumentType
+    ]
+    session.add_all(documents)
+    session.flush()
+    people = []
+    for offset, (identity_id, email, role) in enumerate(DEMO_PEOPLE):
+        at = now + timedelta(microseconds=offset)
+        user = User(identity_id=identity_id, email=email, created_at=at, updated_at=at)
+        session.add(user)
+        session.flush()
+        session.add(
+            Membership(
+                organization_id=organization.id,
+                user_id=user.id,
+                role=role,
+                created_at=at,
+                updated_at=at,
+            )
+        )
+        # The owner has accepted the terms of use only, so /users/me shows 2 consents owed.
+        if role is Role.owner:
+            session.add(LegalConsent(user_id=user.id, document_id=documents[0].id, accepted_at=at))
+        people.append((user, role))
+    emit(
+        session,
+        EventKind.domain,
+        "organization.created",
+        at=now,
+        aggregate_type="organization",
+        aggregate_id=organization.id,
+        organization_id=organization.id,
+        payload={"slug": DEMO_SLUG, "demo": True},
+    )
+    session.flush()
+    return DemoGym(organization, people, created=True)
