@@ -107,20 +107,22 @@ def advisory_lock(session: Session, name: str, *, wait: bool = True) -> bool:
     lock = _process_lock(name)
     if not lock.acquire(blocking=wait):
         return False
-    held = session.info.setdefault("gymctl_process_locks", [])
-    held.append(lock)
-    if len(held) == 1:
-        event.listen(session, "after_commit", _release_process_locks)
-        event.listen(session, "after_rollback", _release_process_locks)
+    if not session.in_transaction():
+        session.begin()  # so that commit, rollback or close ends a transaction and releases
+    if "gymctl_process_locks" not in session.info:
+        session.info["gymctl_process_locks"] = []
+        # The listener stays for the session's life: removing one while it runs is not allowed.
+        event.listen(session, "after_transaction_end", _release_process_locks)
+    session.info["gymctl_process_locks"].append(lock)
     return True
 
 
-def _release_process_locks(session: Session) -> None:
+def _release_process_locks(session: Session, transaction) -> None:
+    if transaction.parent is not None:
+        return  # a savepoint ended; the transaction (and the lock) goes on
     held = session.info.get("gymctl_process_locks", [])
     while held:
         held.pop().release()
-    event.remove(session, "after_commit", _release_process_locks)
-    event.remove(session, "after_rollback", _release_process_locks)
 
 
 def server_version(connection: Connection) -> str:

@@ -21,10 +21,10 @@ from sqlalchemy.orm import Session, sessionmaker
 os.environ["GYMCTL_ENV"] = "test"
 os.environ.setdefault("GYMCTL_HOME", tempfile.mkdtemp(prefix="gymctl-test-home-"))
 
-from gymctl import migrate  # noqa: E402
-from gymctl.clock import FixedClock  # noqa: E402
-from gymctl.config import get_settings  # noqa: E402
-from gymctl.db import get_engine  # noqa: E402
+from gymctl import migrate
+from gymctl.clock import FixedClock
+from gymctl.config import get_settings
+from gymctl.db import get_engine
 
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 TEST_DB_NAME = "gymctl_test"
@@ -75,9 +75,7 @@ def pg_url() -> str:
         connection.execute(text(f"DROP DATABASE IF EXISTS {TEST_DB_NAME} WITH (FORCE)"))
         connection.execute(text(f"CREATE DATABASE {TEST_DB_NAME}"))
     admin.dispose()
-    url = make_url(_pg_admin_url()).set(database=TEST_DB_NAME).render_as_string(
-        hide_password=False
-    )
+    url = make_url(_pg_admin_url()).set(database=TEST_DB_NAME).render_as_string(hide_password=False)
     migrate.upgrade(url)
     return url
 

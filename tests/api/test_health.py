@@ -20,13 +20,18 @@ def test_health_reports_the_database_and_the_revision(settings, session_factory,
     assert body["status"] == "ok" and body["version"] == gymctl.__version__
     assert body["database"]["reachable"] is True
     assert body["database"]["revision"] == migrate.head()
-    assert body["database"]["server"].startswith("sqlite" if engine.dialect.name == "sqlite" else "1")
+    assert body["database"]["server"].startswith(
+        "sqlite" if engine.dialect.name == "sqlite" else "1"
+    )
 
 
 def test_health_is_503_when_the_database_is_down(settings, clock):
-    down = create_engine("postgresql+psycopg://postgres@127.0.0.1:1/nowhere",
-                         connect_args={"connect_timeout": 2})
-    client = create_app(settings, session_factory=sessionmaker(bind=down), clock=clock).test_client()
+    down = create_engine(
+        "postgresql+psycopg://postgres@127.0.0.1:1/nowhere", connect_args={"connect_timeout": 2}
+    )
+    client = create_app(
+        settings, session_factory=sessionmaker(bind=down), clock=clock
+    ).test_client()
     response = client.get("/health")
     assert response.status_code == 503
     assert response.json["status"] == "unavailable"

@@ -16,15 +16,26 @@ from tests.conftest import NOW, WEBHOOK_SECRET
 _delivery = iter(range(1, 10_000))
 
 
-def provider_user(identity_id="user_2abc", email="alice@example.test", *, verified=True,
-                  image_url="https://img.example.test/alice.png"):
+def provider_user(
+    identity_id="user_2abc",
+    email="alice@example.test",
+    *,
+    verified=True,
+    image_url="https://img.example.test/alice.png",
+):
     return {
         "id": identity_id,
         "email_addresses": [
-            {"id": "idn_other", "email_address": "old@example.test",
-             "verification": {"status": "verified"}},
-            {"id": "idn_primary", "email_address": email,
-             "verification": {"status": "verified" if verified else "unverified"}},
+            {
+                "id": "idn_other",
+                "email_address": "old@example.test",
+                "verification": {"status": "verified"},
+            },
+            {
+                "id": "idn_primary",
+                "email_address": email,
+                "verification": {"status": "verified" if verified else "unverified"},
+            },
         ],
         "primary_email_address_id": "idn_primary",
         "image_url": image_url,
@@ -32,18 +43,24 @@ def provider_user(identity_id="user_2abc", email="alice@example.test", *, verifi
     }
 
 
-def deliver(client, event, *, delivery_id=None, at=NOW, secret=WEBHOOK_SECRET, raw=None,
-            headers=None):
+def deliver(
+    client, event, *, delivery_id=None, at=NOW, secret=WEBHOOK_SECRET, raw=None, headers=None
+):
     body = raw if raw is not None else json.dumps(event).encode()
     delivery_id = delivery_id or f"msg_{next(_delivery)}"
     timestamp = int(at.timestamp())
-    sent = headers if headers is not None else {
-        "svix-id": delivery_id,
-        "svix-timestamp": str(timestamp),
-        "svix-signature": sign(secret, delivery_id, timestamp, body),
-    }
-    return client.post("/webhooks/identity", data=body, headers=sent,
-                       content_type="application/json")
+    sent = (
+        headers
+        if headers is not None
+        else {
+            "svix-id": delivery_id,
+            "svix-timestamp": str(timestamp),
+            "svix-signature": sign(secret, delivery_id, timestamp, body),
+        }
+    )
+    return client.post(
+        "/webhooks/identity", data=body, headers=sent, content_type="application/json"
+    )
 
 
 def count(session, model, *where):
@@ -55,7 +72,10 @@ def test_user_created_creates_the_row_and_emits_user_signed_up(client, session):
     assert response.status_code == 200, response.json
     assert response.json["outcome"] == "created"
     user = session.scalar(select(User).where(User.identity_id == "user_2abc"))
-    assert (user.email, user.image_url) == ("alice@example.test", "https://img.example.test/alice.png")
+    assert (user.email, user.image_url) == (
+        "alice@example.test",
+        "https://img.example.test/alice.png",
+    )
     event = session.scalar(select(OutboxEvent).where(OutboxEvent.name == "user_signed_up"))
     assert event.kind == "analytics" and event.aggregate_id == str(user.id)
 
@@ -104,7 +124,9 @@ def test_user_updated_mirrors_email_and_image(client, session):
 def test_user_deleted_soft_deletes_without_calling_the_provider(client, session, idp):
     user = factories.user(session, identity_id="user_2abc")
     session.commit()
-    response = deliver(client, {"type": "user.deleted", "data": {"id": "user_2abc", "deleted": True}})
+    response = deliver(
+        client, {"type": "user.deleted", "data": {"id": "user_2abc", "deleted": True}}
+    )
     assert response.json["outcome"] == "deleted"
     session.refresh(user)
     assert user.deleted_at == NOW
@@ -126,10 +148,18 @@ def _nothing_changed(session):
     ("headers", "code"),
     [
         ({}, "webhook_headers_missing"),
-        ({"svix-id": "msg_1", "svix-timestamp": str(int(NOW.timestamp())),
-          "svix-signature": "garbage"}, "webhook_signature_invalid"),
-        ({"svix-id": "msg_1", "svix-timestamp": "yesterday", "svix-signature": "v1,AAAA"},
-         "webhook_timestamp_invalid"),
+        (
+            {
+                "svix-id": "msg_1",
+                "svix-timestamp": str(int(NOW.timestamp())),
+                "svix-signature": "garbage",
+            },
+            "webhook_signature_invalid",
+        ),
+        (
+            {"svix-id": "msg_1", "svix-timestamp": "yesterday", "svix-signature": "v1,AAAA"},
+            "webhook_timestamp_invalid",
+        ),
     ],
 )
 def test_bad_headers_are_400_with_a_code_and_change_nothing(client, session, headers, code):
@@ -139,8 +169,9 @@ def test_bad_headers_are_400_with_a_code_and_change_nothing(client, session, hea
 
 
 def test_wrong_secret_is_refused(client, session):
-    response = deliver(client, {"type": "user.created", "data": provider_user()},
-                       secret="whsec_" + "B" * 32)
+    response = deliver(
+        client, {"type": "user.created", "data": provider_user()}, secret="whsec_" + "B" * 32
+    )
     assert (response.status_code, response.json["code"]) == (400, "webhook_signature_invalid")
     _nothing_changed(session)
 
@@ -155,8 +186,11 @@ def test_stale_or_future_delivery_is_refused(client, session, drift):
 def test_tampered_body_is_refused(client, session):
     body = json.dumps({"type": "user.created", "data": provider_user()}).encode()
     timestamp = str(int(NOW.timestamp()))
-    headers = {"svix-id": "msg_t", "svix-timestamp": timestamp,
-               "svix-signature": sign(WEBHOOK_SECRET, "msg_t", int(timestamp), body)}
+    headers = {
+        "svix-id": "msg_t",
+        "svix-timestamp": timestamp,
+        "svix-signature": sign(WEBHOOK_SECRET, "msg_t", int(timestamp), body),
+    }
     tampered = body.replace(b"alice@", b"mallory@")
     response = deliver(client, None, raw=tampered, headers=headers)
     assert (response.status_code, response.json["code"]) == (400, "webhook_signature_invalid")
@@ -164,7 +198,8 @@ def test_tampered_body_is_refused(client, session):
 
 
 @pytest.mark.parametrize(
-    "raw", [b"not json", b"[1, 2]", b'{"type": "user.created"}', b'{"type": "user.created", "data": {}}']
+    "raw",
+    [b"not json", b"[1, 2]", b'{"type": "user.created"}', b'{"type": "user.created", "data": {}}'],
 )
 def test_signed_but_invalid_payload_is_400_and_changes_nothing(client, session, raw):
     response = deliver(client, None, raw=raw)

@@ -48,13 +48,17 @@ def test_session_cookie_is_read_when_there_is_no_authorization_header(client, id
 
 
 def test_request_id_is_echoed_or_minted(client):
-    assert client.get("/health", headers={"X-Request-Id": "req-42"}).headers["X-Request-Id"] == "req-42"
+    assert (
+        client.get("/health", headers={"X-Request-Id": "req-42"}).headers["X-Request-Id"]
+        == "req-42"
+    )
     minted = client.get("/health", headers={"X-Request-Id": "bad id!"}).headers["X-Request-Id"]
     assert minted and minted != "bad id!"
 
 
-def test_test_auth_bypass_headers_are_honoured_outside_production(settings, session_factory, clock,
-                                                                  session):
+def test_test_auth_bypass_headers_are_honoured_outside_production(
+    settings, session_factory, clock, session
+):
     from webhooks.app import create_app
 
     factories.user(session, identity_id="user_bypass", email="bypass@example.test")
@@ -92,16 +96,30 @@ def test_memberships_and_the_earliest_active_organization(client, session, idp):
     suspended_gym = factories.organization(session, name="Suspended Gym")
     first_gym = factories.organization(session, name="First Gym")
     second_gym = factories.organization(session, name="Second Gym")
-    factories.membership(session, user=alice, organization=suspended_gym,
-                         status=MembershipStatus.suspended, created_at=NOW - timedelta(days=3))
-    factories.membership(session, user=alice, organization=first_gym, role=Role.coach,
-                         created_at=NOW - timedelta(days=2))
-    factories.membership(session, user=alice, organization=second_gym,
-                         created_at=NOW - timedelta(days=1))
+    factories.membership(
+        session,
+        user=alice,
+        organization=suspended_gym,
+        status=MembershipStatus.suspended,
+        created_at=NOW - timedelta(days=3),
+    )
+    factories.membership(
+        session,
+        user=alice,
+        organization=first_gym,
+        role=Role.coach,
+        created_at=NOW - timedelta(days=2),
+    )
+    factories.membership(
+        session, user=alice, organization=second_gym, created_at=NOW - timedelta(days=1)
+    )
     session.commit()
     body = client.get("/users/me", headers=bearer(idp)).json
     assert [m["organizationName"] for m in body["memberships"]] == [
-        "Suspended Gym", "First Gym", "Second Gym"]
+        "Suspended Gym",
+        "First Gym",
+        "Second Gym",
+    ]
     assert body["activeOrganization"]["name"] == "First Gym"
     assert body["activeOrganization"]["role"] == "coach"
     assert body["branding"]["schema"] == 1
@@ -121,8 +139,9 @@ def test_active_organization_never_comes_from_a_token_claim(client, session, idp
 
 
 @pytest.mark.parametrize("status", [MembershipStatus.suspended, MembershipStatus.cancelled, None])
-def test_asking_for_an_organization_without_an_active_membership_is_404(client, session, idp,
-                                                                        status):
+def test_asking_for_an_organization_without_an_active_membership_is_404(
+    client, session, idp, status
+):
     alice = factories.user(session, identity_id="user_alice")
     gym = factories.organization(session)
     if status is not None:
@@ -147,8 +166,9 @@ def test_branding_schema_one_to_four_is_accepted(client, session, idp, schema):
 
 
 @pytest.mark.parametrize("schema", ["0", "5", "x", "-1", "1.0", ""])
-def test_branding_schema_outside_one_to_four_is_400_and_creates_nothing(client, session, idp,
-                                                                         schema):
+def test_branding_schema_outside_one_to_four_is_400_and_creates_nothing(
+    client, session, idp, schema
+):
     response = client.get(f"/users/me?brandingSchema={schema}", headers=bearer(idp))
     assert (response.status_code, response.json["code"]) == (400, "schema_unsupported")
     assert users(session) == 0
@@ -159,18 +179,28 @@ def test_pending_legal_consents_follow_the_latest_published_document(client, ses
     session.commit()
     assert client.get("/users/me", headers=bearer(idp)).json["pendingLegalConsents"] == 3
 
-    terms_v1 = factories.legal_document(session, type=LegalDocumentType.terms_of_use,
-                                        published_at=NOW - timedelta(days=10))
-    factories.legal_document(session, type=LegalDocumentType.privacy_policy,
-                             published_at=NOW - timedelta(days=10))
+    terms_v1 = factories.legal_document(
+        session, type=LegalDocumentType.terms_of_use, published_at=NOW - timedelta(days=10)
+    )
+    factories.legal_document(
+        session, type=LegalDocumentType.privacy_policy, published_at=NOW - timedelta(days=10)
+    )
     factories.consent(session, user=alice, document=terms_v1, accepted_at=NOW - timedelta(days=9))
     session.commit()
     assert client.get("/users/me", headers=bearer(idp)).json["pendingLegalConsents"] == 2
 
-    factories.legal_document(session, type=LegalDocumentType.terms_of_use, version="2",
-                             published_at=NOW - timedelta(days=1))
-    factories.legal_document(session, type=LegalDocumentType.terms_of_use, version="3",
-                             published_at=NOW + timedelta(days=1))  # not yet published
+    factories.legal_document(
+        session,
+        type=LegalDocumentType.terms_of_use,
+        version="2",
+        published_at=NOW - timedelta(days=1),
+    )
+    factories.legal_document(
+        session,
+        type=LegalDocumentType.terms_of_use,
+        version="3",
+        published_at=NOW + timedelta(days=1),
+    )  # not yet published
     session.commit()
     assert client.get("/users/me", headers=bearer(idp)).json["pendingLegalConsents"] == 3
 
@@ -178,8 +208,13 @@ def test_pending_legal_consents_follow_the_latest_published_document(client, ses
 def test_invitation_held_reflects_a_held_membership(client, session, idp):
     alice = factories.user(session, identity_id="user_alice")
     gym = factories.organization(session)
-    factories.membership(session, user=alice, organization=gym,
-                         status=MembershipStatus.pending_invitation, invitation_held=True)
+    factories.membership(
+        session,
+        user=alice,
+        organization=gym,
+        status=MembershipStatus.pending_invitation,
+        invitation_held=True,
+    )
     session.commit()
     body = client.get("/users/me", headers=bearer(idp)).json
     assert body["invitationHeld"] is True

@@ -44,8 +44,13 @@ def _unsigned(header: dict, payload: dict, signature: bytes = b"") -> str:
 
 
 def _claims(now=NOW, **extra):
-    return {"sub": "user_alice", "sid": "sess_1", "iat": int(now.timestamp()),
-            "exp": int(now.timestamp()) + 60, **extra}
+    return {
+        "sub": "user_alice",
+        "sid": "sess_1",
+        "iat": int(now.timestamp()),
+        "exp": int(now.timestamp()) + 60,
+        **extra,
+    }
 
 
 def test_valid_token_verifies_in_process_with_the_pem_key(idp, clock):
@@ -183,7 +188,9 @@ def test_a_pem_key_that_cannot_verify_falls_back_to_the_key_set_reported_once(id
 
 
 def test_a_garbage_pem_key_also_falls_back(idp, clock):
-    verifier = jwks_verifier(idp, clock, pem="-----BEGIN PUBLIC KEY-----\nnope\n-----END PUBLIC KEY-----")
+    verifier = jwks_verifier(
+        idp, clock, pem="-----BEGIN PUBLIC KEY-----\nnope\n-----END PUBLIC KEY-----"
+    )
     assert verifier.verify(idp.token(now=NOW)).sub == "user_alice"
 
 

@@ -18,8 +18,11 @@ AT = datetime.fromtimestamp(TIMESTAMP, UTC)
 
 
 def headers(prefix="svix", *, msg_id=MSG_ID, timestamp=TIMESTAMP, signature=SIGNATURE):
-    return {f"{prefix}-id": msg_id, f"{prefix}-timestamp": str(timestamp),
-            f"{prefix}-signature": signature}
+    return {
+        f"{prefix}-id": msg_id,
+        f"{prefix}-timestamp": str(timestamp),
+        f"{prefix}-signature": signature,
+    }
 
 
 def refused(code, *args, **kwargs):
@@ -52,7 +55,9 @@ def test_wrong_secret_is_refused():
     refused("webhook_signature_invalid", "whsec_" + "A" * 32, headers(), BODY, now=AT)
 
 
-@pytest.mark.parametrize("drift", [timedelta(minutes=5, seconds=1), -timedelta(minutes=5, seconds=1)])
+@pytest.mark.parametrize(
+    "drift", [timedelta(minutes=5, seconds=1), -timedelta(minutes=5, seconds=1)]
+)
 def test_stale_or_future_timestamp_is_refused(drift):
     refused("webhook_timestamp_stale", SECRET, headers(), BODY, now=AT + drift)
 

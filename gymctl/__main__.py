@@ -1,0 +1,5 @@
+"""`python -m gymctl` is the `gymctl` command."""
+
+from gymctl.cli import main
+
+main()

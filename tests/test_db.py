@@ -1,0 +1,40 @@
+"""The lock helper: transaction-scoped, on PostgreSQL (advisory) and SQLite (process lock)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gymctl.db import advisory_lock, lock_key, session_factory
+
+
+@pytest.mark.embedded
+@pytest.mark.parametrize("end", ["commit", "rollback", "close"])
+def test_a_lock_is_held_until_the_transaction_ends(engine, end):
+    factory = session_factory(engine)
+    holder, rival = factory(), factory()
+    try:
+        assert advisory_lock(holder, "test:lock") is True
+        assert advisory_lock(rival, "test:lock", wait=False) is False
+        rival.rollback()
+        getattr(holder, end)()
+        assert advisory_lock(rival, "test:lock", wait=False) is True
+        rival.rollback()
+    finally:
+        holder.close()
+        rival.close()
+
+
+@pytest.mark.embedded
+def test_different_names_do_not_block_each_other(engine):
+    factory = session_factory(engine)
+    with factory() as one, factory() as two:
+        assert advisory_lock(one, "test:a", wait=False)
+        assert advisory_lock(two, "test:b", wait=False)
+        one.rollback()
+        two.rollback()
+
+
+def test_lock_keys_are_stable_signed_64_bit_integers():
+    assert lock_key("daemon:event_relay") == lock_key("daemon:event_relay")
+    assert lock_key("a") != lock_key("b")
+    assert -(2**63) <= lock_key("x") < 2**63
