@@ -93,7 +93,8 @@ def test_quickstart_twice_changes_nothing_and_relays_the_events_once(home_env, t
 def test_dev_token_for_another_person_and_config_show_redacts(home_env):
     gymctl(home_env, "quickstart", "--json")
     token = json.loads(gymctl(home_env, "users", "dev-token", "user_demo_coach", "--json").stdout)
-    assert token["identityId"] == "user_demo_coach" and token["token"].count(".") == 2
+    assert token["identityId"] == "user_demo_coach"
+    assert token["token"].count(".") == 2
     home_env["IDENTITY_SECRET_KEY"] = "sk_live_do_not_print"
     shown = json.loads(gymctl(home_env, "config", "show", "--json").stdout)
     assert shown["IDENTITY_SECRET_KEY"] == "********"

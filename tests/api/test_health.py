@@ -17,7 +17,8 @@ def test_health_reports_the_database_and_the_revision(settings, session_factory,
     response = client.get("/health")
     assert response.status_code == 200
     body = response.json
-    assert body["status"] == "ok" and body["version"] == gymctl.__version__
+    assert body["status"] == "ok"
+    assert body["version"] == gymctl.__version__
     assert body["database"]["reachable"] is True
     assert body["database"]["revision"] == migrate.head()
     assert body["database"]["server"].startswith(

@@ -77,7 +77,8 @@ def test_user_created_creates_the_row_and_emits_user_signed_up(client, session):
         "https://img.example.test/alice.png",
     )
     event = session.scalar(select(OutboxEvent).where(OutboxEvent.name == "user_signed_up"))
-    assert event.kind == "analytics" and event.aggregate_id == str(user.id)
+    assert event.kind == "analytics"
+    assert event.aggregate_id == str(user.id)
 
 
 def test_replayed_delivery_is_acknowledged_and_not_applied_twice(client, session):

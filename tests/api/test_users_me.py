@@ -53,7 +53,8 @@ def test_request_id_is_echoed_or_minted(client):
         == "req-42"
     )
     minted = client.get("/health", headers={"X-Request-Id": "bad id!"}).headers["X-Request-Id"]
-    assert minted and minted != "bad id!"
+    assert minted
+    assert minted != "bad id!"
 
 
 def test_test_auth_bypass_headers_are_honoured_outside_production(
@@ -235,7 +236,8 @@ def test_deleted_organizations_are_not_listed(client, session, idp):
     factories.membership(session, user=alice, organization=gone)
     session.commit()
     body = client.get("/users/me", headers=bearer(idp)).json
-    assert body["memberships"] == [] and body["activeOrganization"] is None
+    assert body["memberships"] == []
+    assert body["activeOrganization"] is None
 
 
 def test_unknown_organization_uuid_is_404(client, idp):

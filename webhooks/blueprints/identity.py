@@ -40,6 +40,8 @@ def identity_webhook():
         sentry_sdk.add_breadcrumb(category="identity.webhook", message=error.code, level="warning")
         raise
     sentry_sdk.add_breadcrumb(
-        category="identity.webhook", message=outcome, data={"id": delivery.id, "type": event["type"]}
+        category="identity.webhook",
+        message=outcome,
+        data={"id": delivery.id, "type": event["type"]},
     )
     return jsonify(received=True, id=delivery.id, outcome=outcome)
