@@ -27,7 +27,7 @@ from gymctl.config import get_settings
 from gymctl.db import get_engine
 
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-TEST_DB_NAME = "gymctl_test"
+TEST_DB_NAME = f"gymctl_test_{os.getpid()}"  # concurrent runs never share a database
 NOW = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 
 
