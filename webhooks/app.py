@@ -7,7 +7,6 @@ import re
 import time
 import uuid
 
-import sentry_sdk
 from flask import Flask, g, request
 from sentry_sdk.integrations.flask import FlaskIntegration
 from sqlalchemy.orm import Session, sessionmaker
@@ -18,6 +17,7 @@ from gymctl.config import Settings, get_settings
 from gymctl.db import session_factory as default_session_factory
 from gymctl.identity.tokens import TokenVerifier, build_verifier
 from gymctl.logs import configure_logging, request_id_var
+from gymctl.tracking import init_error_tracking
 from webhooks import errors, guard
 from webhooks.blueprints import health, identity, openapi, users
 from webhooks.context import Services
@@ -36,13 +36,7 @@ def create_app(
     settings = settings or get_settings()
     settings.check()
     configure_logging(settings.log_level)
-    if settings.sentry_dsn is not None:
-        sentry_sdk.init(
-            dsn=settings.sentry_dsn.get_secret_value(),
-            environment=settings.env.value,
-            integrations=[FlaskIntegration()],
-            send_default_pii=False,
-        )
+    init_error_tracking(settings, FlaskIntegration())
     clock = clock or default_clock
     if verifier is None and (settings.identity_public_key_pem or settings.identity_api_url):
         verifier = build_verifier(settings, clock=clock)
