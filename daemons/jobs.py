@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from gymctl.config import Settings
 from gymctl.errors import DomainError
+from gymctl.models import JobRun
 from gymctl.providers.event_sink import sink_from_url
 from gymctl.relay import relay_events
 
@@ -33,8 +35,18 @@ def event_relay(session: Session, now: datetime, settings: Settings) -> JobResul
     return result.as_dict()
 
 
+JOB_RUNS_KEPT = timedelta(days=14)
+
+
+def job_runs_prune(session: Session, now: datetime, settings: Settings) -> JobResult:
+    """The ledger gains a row per job and tick (17,280 a day for a 5 s job): keep two weeks."""
+    deleted = session.execute(delete(JobRun).where(JobRun.started_at < now - JOB_RUNS_KEPT))
+    return {"deleted": deleted.rowcount}
+
+
 JOBS: tuple[Job, ...] = (
     Job("event_relay", 5, event_relay, "deliver outbox events to the event sink"),
+    Job("job_runs_prune", 3600, job_runs_prune, "delete job_runs rows older than 14 days"),
 )
 
 

@@ -14,7 +14,6 @@ import logging
 import os
 import signal
 import socket
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -31,7 +30,9 @@ from gymctl import clock
 from gymctl.config import Settings
 from gymctl.db import advisory_lock, get_engine
 from gymctl.db import session_factory as default_session_factory
+from gymctl.logs import configure_logging as configure_json_logging
 from gymctl.models import JobRun
+from gymctl.tracking import init_error_tracking
 
 logger = logging.getLogger("gymctl.daemons")
 
@@ -69,8 +70,8 @@ def tick_for(at: datetime, interval_seconds: int) -> int:
     APScheduler 3 does not tell a job its scheduled time, so the tick is the current time rounded
     down to the interval. The trigger fires on epoch-aligned boundaries and never early, so this is
     the scheduled boundary's number unless the run starts a whole interval late (then it counts as
-    the later tick, which coalescing would have run anyway). Hosts agree as long as their clocks do
-    to within an interval.
+    the later tick, which coalescing would have run anyway). Each host numbers its own boundaries,
+    so clock skew between hosts only changes which host reaches a tick first, not its number.
     """
     return (at - EPOCH) // timedelta(seconds=interval_seconds)
 
@@ -91,9 +92,6 @@ def run_job_once(
     runner = runner_id()
     session = session_factory()
     try:
-        # Begin on a connection first, so the transaction (and on SQLite the process lock that
-        # stands in for the advisory lock) ends with a real commit or rollback on every path.
-        session.connection()
         if not advisory_lock(session, f"daemon:{job.name}", wait=False):
             session.rollback()
             return JobOutcome(job.name, tick, "skipped", reason="locked: running elsewhere")
@@ -257,39 +255,29 @@ def _scheduled_run(job: Job, factory: sessionmaker[Session], settings: Settings)
 def _install_signal_handlers(stop: threading.Event) -> Callable[[], None]:
     """SIGTERM and SIGINT set `stop`; returns a function restoring the previous handlers.
 
+    The first signal also restores them, so a second one stops a daemon whose running job hangs.
     Only the main thread may install handlers; elsewhere the caller stops us through `stop`.
     """
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
 
-    def handle(signum: int, _frame: object) -> None:
-        logger.info("daemon %s received %s", runner_id(), signal.Signals(signum).name)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
-
     def restore() -> None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
+    def handle(signum: int, _frame: object) -> None:
+        logger.info("daemon %s received %s", runner_id(), signal.Signals(signum).name)
+        restore()
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
     return restore
 
 
 def configure_logging(settings: Settings) -> None:
-    """Plain logging to stderr at GYMCTL_LOG_LEVEL, and Sentry when SENTRY_DSN is set (its logging
-    integration turns logger.exception into an event)."""
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    """JSON log lines to stderr, as the API writes them, and error tracking when SENTRY_DSN is
+    set (its logging integration turns logger.exception into an event)."""
+    configure_json_logging(settings.log_level)
     # APScheduler logs every run at INFO; our own line per run says more.
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
-    if settings.sentry_dsn is not None:
-        import sentry_sdk
-
-        sentry_sdk.init(
-            dsn=settings.sentry_dsn.get_secret_value(),
-            environment=settings.env.value,
-            send_default_pii=False,
-        )
+    init_error_tracking(settings)

@@ -13,7 +13,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -31,10 +31,6 @@ from gymctl.events import EventKind, emit
 from gymctl.models import JobRun, OutboxEvent
 
 REPO = Path(__file__).resolve().parents[1]
-SQLITE_LOCK_BUG = (
-    "gymctl.db: the SQLite process lock's after_commit listener removes itself while SQLAlchemy "
-    "iterates the listeners (RuntimeError: deque mutated during iteration)"
-)
 
 
 def _probe(calls: list[datetime], *, fail: bool = False) -> Job:
@@ -49,12 +45,6 @@ def _probe(calls: list[datetime], *, fail: bool = False) -> Job:
     return Job("probe", 5, run)
 
 
-def _xfail_on_sqlite(request: pytest.FixtureRequest) -> None:
-    callspec = getattr(request.node, "callspec", None)
-    if callspec and callspec.params.get("engine") == "sqlite":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=SQLITE_LOCK_BUG))
-
-
 def test_tick_is_the_epoch_aligned_interval_number() -> None:
     assert tick_for(datetime(1970, 1, 1, 0, 0, 12, tzinfo=UTC), 5) == 2
     assert tick_for(datetime(1970, 1, 1, 0, 0, 15, tzinfo=UTC), 5) == 3
@@ -65,12 +55,8 @@ def test_tick_is_the_epoch_aligned_interval_number() -> None:
 
 @pytest.mark.embedded
 def test_a_tick_already_in_the_ledger_is_skipped(
-    request: pytest.FixtureRequest,
-    session: Session,
-    session_factory: sessionmaker[Session],
-    clock: FixedClock,
+    session: Session, session_factory: sessionmaker[Session], clock: FixedClock
 ) -> None:
-    _xfail_on_sqlite(request)
     calls: list[datetime] = []
     job = _probe(calls)
     run = {"session_factory": session_factory, "settings": get_settings(), "now": clock.now()}
@@ -106,18 +92,28 @@ def test_a_job_whose_advisory_lock_is_held_elsewhere_is_skipped(
     assert session.get(JobRun, ("probe", 200)) is None
 
 
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.mark.embedded
 def test_a_failing_job_is_recorded_failed_rolled_back_and_does_not_raise(
-    session: Session,
-    session_factory: sessionmaker[Session],
-    clock: FixedClock,
-    caplog: pytest.LogCaptureFixture,
+    session: Session, session_factory: sessionmaker[Session], clock: FixedClock
 ) -> None:
     job = _probe([], fail=True)
-
-    with caplog.at_level(logging.ERROR, logger="gymctl.daemons"):
+    captured = _Records()  # not caplog: the suite may run with -p no:logging
+    logging.getLogger("gymctl.daemons").addHandler(captured)
+    try:
         outcome = run_job_once(
             job, session_factory=session_factory, settings=get_settings(), now=clock.now(), tick=300
         )
+    finally:
+        logging.getLogger("gymctl.daemons").removeHandler(captured)
 
     assert (outcome.status, outcome.reason) == ("failed", "RuntimeError: boom")
     ledger = session.get(JobRun, ("probe", 300))
@@ -125,7 +121,7 @@ def test_a_failing_job_is_recorded_failed_rolled_back_and_does_not_raise(
     assert (ledger.status, ledger.result) == ("failed", "RuntimeError: boom")
     assert ledger.finished_at is not None
     assert session.scalars(select(OutboxEvent).where(OutboxEvent.name == "probe.ran")).all() == []
-    errors = [r for r in caplog.records if r.name == "gymctl.daemons" and r.exc_info]
+    errors = [r for r in captured.records if r.exc_info]
     assert errors
     assert "probe" in errors[0].getMessage()
 
@@ -158,13 +154,18 @@ def test_cli_runs_the_relay_once_and_shows_jobs_and_runs(
 ) -> None:
     from gymctl.cli.daemons import app
 
+    # `run` configures logging for the process; keep that from outliving the test.
+    monkeypatch.setattr(logging.root, "handlers", list(logging.root.handlers))
+    monkeypatch.setattr(logging.root, "level", logging.root.level)
+    scheduler_logger = logging.getLogger("apscheduler")
+    monkeypatch.setattr(scheduler_logger, "level", scheduler_logger.level)
     monkeypatch.setenv("GYMCTL_DATABASE_URL", committed_pg)
     monkeypatch.setenv("GYMCTL_HOME", str(tmp_path))
     monkeypatch.delenv("GYMCTL_EVENT_SINK", raising=False)
     ids = _emit_committed(committed_pg, 2)
     cli = CliRunner()
 
-    ran = cli.invoke(app, ["run", "--once", "--json"])
+    ran = cli.invoke(app, ["run", "--once", "--job", "event_relay", "--json"])
 
     assert ran.exit_code == 0, ran.output
     [row] = json.loads(ran.stdout)
@@ -267,7 +268,7 @@ def test_two_daemons_started_at_once_on_postgresql_run_each_tick_once_between_th
     assert delivered == ids  # once, in order, although both daemons were running the relay
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_daemon_stops_promptly_and_cleanly_on_a_signal(
     signum: signal.Signals, spawn_daemon: Spawn
 ) -> None:
@@ -282,3 +283,20 @@ def test_a_daemon_stops_promptly_and_cleanly_on_a_signal(
     assert time.monotonic() - sent < 3
     assert f"received {signum.name}" in log.read_text()
     assert "stopped" in log.read_text()
+
+
+@pytest.mark.embedded
+def test_job_runs_older_than_two_weeks_are_pruned(session, clock) -> None:
+    from daemons.jobs import job_runs_prune
+    from gymctl.models import JobRun
+
+    now = clock.now()
+    for tick, age in ((1, timedelta(days=15)), (2, timedelta(days=13))):
+        session.add(
+            JobRun(
+                job_name="event_relay", tick=tick, runner="test", status="ok", started_at=now - age
+            )
+        )
+    session.flush()
+    assert job_runs_prune(session, now, None) == {"deleted": 1}
+    assert [run.tick for run in session.query(JobRun).all()] == [2]
