@@ -204,3 +204,21 @@ def test_fixed_clock_is_what_time_checks_use(idp):
     clock = FixedClock(NOW + timedelta(days=365))
     verifier = TokenVerifier(public_key_pem=idp.key.public_pem, key_set=None, clock=clock)
     assert refused(verifier, idp.token(now=NOW)).code == "token_expired"
+
+
+def test_verify_session_token_is_one_function_other_services_import(idp, monkeypatch):
+    """Spec A 5.1: the same helper serves other services (MCP auth, messaging gateway, ...)."""
+    from datetime import UTC, datetime
+
+    from gymctl.identity import tokens
+
+    monkeypatch.setenv("IDENTITY_JWT_KEY", idp.key.public_pem)
+    tokens._process_verifier.cache_clear()
+    try:
+        claims = tokens.verify_session_token(idp.token("user_service", now=datetime.now(UTC)))
+        assert claims.sub == "user_service"
+        with pytest.raises(DomainError) as caught:
+            tokens.verify_session_token("not-a-token")
+        assert caught.value.status == 401
+    finally:
+        tokens._process_verifier.cache_clear()
