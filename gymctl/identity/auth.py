@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from gymctl.models import User
@@ -21,9 +21,13 @@ class Auth:
     role: str | None = None
 
 
+# Built once: every authenticated request runs it (statement construction is not free).
+_USER_BY_IDENTITY = select(User).where(User.identity_id == bindparam("identity_id"))
+
+
 def user_by_identity(session: Session, identity_id: str) -> User | None:
     """The row linked to a login, soft-deleted rows included (callers decide what that means)."""
-    return session.scalar(select(User).where(User.identity_id == identity_id))
+    return session.scalar(_USER_BY_IDENTITY, {"identity_id": identity_id})
 
 
 def build_auth(

@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import Row, and_, bindparam, func, join, select
 from sqlalchemy.orm import Session
 
 from gymctl.errors import DomainError, not_found
@@ -23,16 +23,16 @@ from gymctl.models import (
 )
 
 
-def pending_legal_consents(session: Session, user: User, *, now: datetime) -> int:
-    """Required types whose latest published document the user has not accepted; a type with no
-    published document counts as owed (spec A 2.6, 4). One query."""
+def _accepted_latest_documents():
+    """How many required types have their latest published document (published_at not after
+    :now) accepted by :user_id."""
     latest = (
         select(LegalDocument.type, func.max(LegalDocument.published_at).label("published_at"))
-        .where(LegalDocument.published_at <= now)
+        .where(LegalDocument.published_at <= bindparam("now"))
         .group_by(LegalDocument.type)
         .subquery()
     )
-    accepted = session.scalar(
+    return (
         select(func.count(func.distinct(LegalDocument.type)))
         .join(
             latest,
@@ -43,24 +43,39 @@ def pending_legal_consents(session: Session, user: User, *, now: datetime) -> in
         )
         .join(
             LegalConsent,
-            and_(LegalConsent.document_id == LegalDocument.id, LegalConsent.user_id == user.id),
-        )
-    )
-    return len(LegalDocumentType) - (accepted or 0)
-
-
-def _memberships(session: Session, user: User) -> list[Membership]:
-    return list(
-        session.scalars(
-            select(Membership)
-            .join(Organization)
-            .where(Membership.user_id == user.id, Organization.deleted_at.is_(None))
-            .order_by(Membership.created_at, Membership.id)
+            and_(
+                LegalConsent.document_id == LegalDocument.id,
+                LegalConsent.user_id == bindparam("user_id"),
+            ),
         )
     )
 
 
-def _active(memberships: list[Membership], organization_id: uuid.UUID | None) -> Membership | None:
+# Built once: /users/me is the hottest authenticated route. One round trip: the user's live
+# memberships (deleted organizations left out), each row carrying the legal-consent count.
+_LIVE_MEMBERSHIPS = join(
+    Membership,
+    Organization,
+    and_(Organization.id == Membership.organization_id, Organization.deleted_at.is_(None)),
+)
+_ME = (
+    select(
+        _accepted_latest_documents().scalar_subquery().label("accepted"),
+        Membership.organization_id,
+        Membership.role,
+        Membership.status,
+        Membership.invitation_held,
+        Organization.name,
+        Organization.slug,
+    )
+    .select_from(User)
+    .outerjoin(_LIVE_MEMBERSHIPS, Membership.user_id == User.id)
+    .where(User.id == bindparam("user_id"))
+    .order_by(Membership.created_at, Membership.id)
+)
+
+
+def _active(memberships: list[Row], organization_id: uuid.UUID | None) -> Row | None:
     """The organization context: the one asked for, else the earliest active membership.
     Never a token claim (spec A 1)."""
     usable = [m for m in memberships if m.status is MembershipStatus.active]
@@ -86,7 +101,10 @@ def current_user(
         user, _created = find_or_create(session, auth.user_id, now=now)
     if user.deleted_at is not None:
         raise DomainError("user_deleted", "this account was deleted", status=401)
-    memberships = _memberships(session, user)
+    rows = session.execute(_ME, {"user_id": user.id, "now": now}).all()
+    memberships = [row for row in rows if row.organization_id is not None]
+    # Spec A 2.6: a required type with no published document counts as owed.
+    pending_legal_consents = len(LegalDocumentType) - (rows[0].accepted or 0)
     active = _active(memberships, organization_id)
     body: dict[str, Any] = {
         "user": {
@@ -98,27 +116,26 @@ def current_user(
         "memberships": [
             {
                 "organizationId": str(m.organization_id),
-                "organizationName": m.organization.name,
+                "organizationName": m.name,
                 "role": m.role.value,
                 "status": m.status.value,
             }
             for m in memberships
         ],
         "activeOrganization": None,
-        "pendingLegalConsents": pending_legal_consents(session, user, now=now),
+        "pendingLegalConsents": pending_legal_consents,
         "invitationHeld": any(m.invitation_held for m in memberships),
     }
     if active is not None:
-        organization = active.organization
         body["activeOrganization"] = {
-            "id": str(organization.id),
-            "name": organization.name,
-            "slug": organization.slug,
+            "id": str(active.organization_id),
+            "name": active.name,
+            "slug": active.slug,
             "role": active.role.value,
         }
         body["branding"] = {
             "schema": branding_schema,
-            "organizationName": organization.name,
+            "organizationName": active.name,
             # Palettes and publishing arrive with the branding issue; until then nothing is live.
             "status": "unpublished",
         }

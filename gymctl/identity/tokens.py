@@ -10,7 +10,10 @@ when a fetch fails. A PEM key that fails is reported once per process.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
+import json
 import logging
 import threading
 from dataclasses import dataclass, field
@@ -20,6 +23,7 @@ from typing import Any
 import httpx
 import jwt
 from jwt import PyJWK, PyJWKSet
+from jwt.algorithms import RSAAlgorithm
 
 from gymctl import clock as default_clock
 from gymctl.clock import Clock
@@ -91,6 +95,27 @@ class KeySet:
             return self._keys.get(kid) if kid else None
 
 
+def _parse_header(token: str) -> dict[str, Any]:
+    """The JOSE header, read without trusting it (only to refuse a wrong alg and find the kid)."""
+    head, dot, _rest = token.partition(".")
+    try:
+        if not dot or _rest.count(".") != 1:
+            raise ValueError("a JWT has three segments")
+        header = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
+    except (ValueError, binascii.Error) as error:
+        raise unauthorized("token_malformed", "the session token is not a JWT") from error
+    if not isinstance(header, dict):
+        raise unauthorized("token_malformed", "the session token is not a JWT")
+    return header
+
+
+def _load_pem(pem: str) -> Any | None:
+    try:
+        return RSAAlgorithm(RSAAlgorithm.SHA256).prepare_key(pem)
+    except (jwt.PyJWTError, ValueError, TypeError):
+        return None
+
+
 class TokenVerifier:
     def __init__(
         self,
@@ -103,23 +128,24 @@ class TokenVerifier:
         if public_key_pem is None and key_set is None:
             raise ValueError("a PEM key or a key set URL is required to verify session tokens")
         self._pem = public_key_pem
+        # Parsed once, not per request; an unusable PEM behaves like a key that cannot verify.
+        self._pem_key = _load_pem(public_key_pem) if public_key_pem is not None else None
         self._key_set = key_set
         self._authorized_parties = tuple(authorized_parties)
         self._clock = clock
         self._pem_failure_reported = False
 
     def verify(self, token: str) -> SessionClaims:
-        try:
-            header = jwt.get_unverified_header(token)
-        except jwt.PyJWTError as error:
-            raise unauthorized("token_malformed", "the session token is not a JWT") from error
+        header = _parse_header(token)
         if header.get("alg") != ALGORITHM:
             raise unauthorized("token_algorithm", "session tokens must be signed with RS256")
 
         claims = None
         if self._pem is not None:
             try:
-                claims = self._decode(token, self._pem)
+                if self._pem_key is None:
+                    raise unauthorized("token_signature", "IDENTITY_JWT_KEY is not a usable key")
+                claims = self._decode(token, self._pem_key)
             except DomainError as error:
                 if error.code != "token_signature" or self._key_set is None:
                     raise
