@@ -10,7 +10,7 @@ SCHEMAS = range(1, 5)
 def payload_schema(value: str | None, *, parameter: str) -> int:
     if value is None:
         return 1
-    if not value.isdigit() or int(value) not in SCHEMAS:
+    if value not in {str(n) for n in SCHEMAS}:  # ASCII digits only: '²'.isdigit() is True
         raise DomainError(
             "schema_unsupported",
             f"{parameter} must be an integer from 1 to 4",

@@ -31,4 +31,9 @@ def register(app: Flask) -> None:
             if original is not None:
                 log.error("unhandled error", exc_info=original)
             return jsonify(code="internal_error", message="internal server error"), error.code
-        return jsonify(code=_code(error), message=error.description), error.code
+        response = jsonify(code=_code(error), message=error.description)
+        # Keep what the error says beyond its body, e.g. the Allow header of a 405 (RFC 9110).
+        for name, value in error.get_headers():
+            if name.lower() != "content-type":
+                response.headers[name] = value
+        return response, error.code

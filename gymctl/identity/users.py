@@ -148,6 +148,17 @@ HANDLERS = {
 }
 
 
+def _kept_strings(event: dict[str, Any]) -> list[Any]:
+    """The values of an event that can reach a column: the type and the user's own fields."""
+    data = event.get("data") if isinstance(event.get("data"), dict) else {}
+    kept = [event["type"], data.get("id"), data.get("image_url")]
+    kept.append(data.get("primary_email_address_id"))
+    for address in data.get("email_addresses") or []:
+        if isinstance(address, dict):
+            kept += [address.get("id"), address.get("email_address")]
+    return kept
+
+
 def apply_identity_event(session: Session, delivery_id: str, event: Any, *, now: datetime) -> str:
     """Apply one verified delivery once: a replayed delivery id is acknowledged, not re-applied.
 
@@ -155,6 +166,9 @@ def apply_identity_event(session: Session, delivery_id: str, event: Any, *, now:
     """
     if not isinstance(event, dict) or not isinstance(event.get("type"), str):
         raise DomainError("webhook_payload_invalid", "the body is not a provider event", status=400)
+    if any(isinstance(value, str) and "\x00" in value for value in _kept_strings(event)):
+        # PostgreSQL text cannot hold NUL, and no provider sends one in the fields we keep.
+        raise DomainError("webhook_payload_invalid", "the event contains a NUL character")
     event_type = event["type"]
     handler = HANDLERS.get(event_type)
     data = event.get("data")
