@@ -58,7 +58,23 @@ class Settings(BaseSettings):
     )
     sentry_dsn: SecretStr | None = Field(None, alias="SENTRY_DSN")
 
-    @field_validator("identity_authorized_parties", mode="before")
+    smtp_url: SecretStr | None = Field(
+        None, alias="GYMCTL_SMTP_URL", description="smtp://user:pass@host:port?starttls=true"
+    )
+    mail_from: str = Field("gymctl <no-reply@gymctl.localhost>", alias="GYMCTL_MAIL_FROM")
+    identity_admin: str = Field(
+        "auto",
+        alias="GYMCTL_IDENTITY_ADMIN",
+        description="provider admin API: http (IDENTITY_API_URL), local, or auto",
+    )
+    platform_admins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        alias="GYMCTL_PLATFORM_ADMINS",
+        description="local identity admin only: identity ids whose platformRole is admin",
+    )
+    invitation_ttl_days: int = Field(14, alias="GYMCTL_INVITATION_TTL_DAYS")
+
+    @field_validator("identity_authorized_parties", "platform_admins", mode="before")
     @classmethod
     def _split_csv(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -75,6 +91,11 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.home / 'gymctl.db').resolve()}"
+
+    @property
+    def mailbox_path(self) -> Path:
+        """Where the embedded default delivers email: one .eml file per message."""
+        return self.home / "mailbox"
 
     @property
     def dev_signing_key_path(self) -> Path:
