@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 
-from sqlalchemy import Index, String, func
+from sqlalchemy import ForeignKey, Index, String, UniqueConstraint, Uuid, func
 from sqlalchemy.orm import Mapped, mapped_column
 
 from gymctl import clock
@@ -20,11 +21,44 @@ class User(IdMixin, Base):
     identity_id: Mapped[str | None] = mapped_column(String(128), unique=True)
     email: Mapped[str | None] = mapped_column(String(320))
     image_url: Mapped[str | None] = mapped_column(String(2048))
+    name: Mapped[str | None] = mapped_column(String(200))
+    # Spec A 5.3: None while the address is unproven (a login made from a join link handed to
+    # the browser); set by the provider's verified flag or by an operator's Mark email verified.
+    email_verified_at: Mapped[datetime | None]
+    email_verified_by: Mapped[str | None] = mapped_column(String(128))
+    # Where the row came from: self (provider sign-up), join_link, invitation, desk, lead, import.
+    signup_origin: Mapped[str] = mapped_column(String(32), default="self", server_default="self")
+    signup_organization_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    signup_join_link_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    created_by_user_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    # AES-256-GCM (gymctl.crypto); never logged, never in ordinary responses.
+    national_id_ciphertext: Mapped[str | None] = mapped_column(String(512))
     created_at: Mapped[datetime] = mapped_column(default=clock.now)
     updated_at: Mapped[datetime] = mapped_column(default=clock.now)
     deleted_at: Mapped[datetime | None]
 
     __table_args__ = (Index("ix_users_email_lower", func.lower(email)),)
+
+
+class UserSession(IdMixin, Base):
+    """A provider session seen on an authenticated request, for the ownership trail."""
+
+    __tablename__ = "user_sessions"
+
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    session_id: Mapped[str] = mapped_column(String(128))
+    ip: Mapped[str | None] = mapped_column(String(64))
+    city: Mapped[str | None] = mapped_column(String(128))
+    country: Mapped[str | None] = mapped_column(String(64))
+    user_agent: Mapped[str | None] = mapped_column(String(512))
+    impersonated_by: Mapped[str | None] = mapped_column(String(128))
+    first_seen_at: Mapped[datetime]
+    last_seen_at: Mapped[datetime]
+
+    __table_args__ = (
+        UniqueConstraint("user_id", "session_id"),
+        Index("ix_user_sessions_user_id_last_seen_at", "user_id", "last_seen_at"),
+    )
 
 
 class IdentityWebhookDelivery(Base):

@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import Enum, ForeignKey, String, UniqueConstraint
+from sqlalchemy import Enum, ForeignKey, String, UniqueConstraint, true
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from gymctl import clock
@@ -29,6 +29,17 @@ class MembershipStatus(StrEnum):
     cancelled = "cancelled"
 
 
+class Tier(StrEnum):
+    """Plan tiers of the platform; each caps the gym's active members (None: no cap)."""
+
+    starter = "starter"
+    growth = "growth"
+    elite = "elite"
+
+
+ACTIVE_MEMBER_CAP: dict[Tier, int | None] = {Tier.starter: 150, Tier.growth: 600, Tier.elite: None}
+
+
 class OrganizationStatus(StrEnum):
     active = "active"
     inactive = "inactive"
@@ -46,6 +57,12 @@ class Organization(IdMixin, Base):
     status: Mapped[OrganizationStatus] = mapped_column(
         _enum(OrganizationStatus, "organization_status"), default=OrganizationStatus.active
     )
+    tier: Mapped[Tier] = mapped_column(
+        _enum(Tier, "organization_tier"), default=Tier.starter, server_default="starter"
+    )
+    # Spec A 2.9: off makes every join link answer 404.
+    join_enabled: Mapped[bool] = mapped_column(default=True, server_default=true())
+    onboarding_completed_at: Mapped[datetime | None]
     created_at: Mapped[datetime] = mapped_column(default=clock.now)
     deleted_at: Mapped[datetime | None]
 
