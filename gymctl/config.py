@@ -129,6 +129,8 @@ class Settings(BaseSettings):
             )
         if self.identity_webhook_secret is None:
             missing.append("IDENTITY_WEBHOOK_SECRET")
+        if self.invite_secret is None:
+            missing.append("INVITE_SECRET")
         if not self.database_url:
             missing.append("GYMCTL_DATABASE_URL")
         if missing:

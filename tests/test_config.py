@@ -13,6 +13,7 @@ def production(**overrides):
         "GYMCTL_DATABASE_URL": "postgresql+psycopg://app@db/gymctl",
         "IDENTITY_JWT_KEY": "-----BEGIN PUBLIC KEY-----...",
         "IDENTITY_WEBHOOK_SECRET": "whsec_c2VjcmV0",
+        "INVITE_SECRET": "invite-secret-for-tests",
     }
     values.update(overrides)
     return Settings(**{k: v for k, v in values.items() if v is not None})
@@ -28,6 +29,7 @@ def test_a_complete_production_configuration_starts():
         ("IDENTITY_JWT_KEY", "IDENTITY_SECRET_KEY or IDENTITY_JWT_KEY"),
         ("IDENTITY_WEBHOOK_SECRET", "IDENTITY_WEBHOOK_SECRET"),
         ("GYMCTL_DATABASE_URL", "GYMCTL_DATABASE_URL"),
+        ("INVITE_SECRET", "INVITE_SECRET"),
     ],
 )
 def test_production_names_each_missing_setting(missing, named):

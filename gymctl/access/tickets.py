@@ -1,0 +1,80 @@
+"""Signed tickets: invitation tokens and join tickets, HS256 JWTs under INVITE_SECRET.
+
+Each is bound to its purpose (audience), carries an expiry, and names the row it opens; single use
+is enforced by that row's state (an accepted invitation cannot be accepted again) and, for
+invitations, by a version that a resend bumps, so an older email's link stops working.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import jwt
+
+from gymctl.config import Settings
+from gymctl.errors import DomainError
+
+INVITATION = "gymctl:invitation"
+JOIN = "gymctl:join"
+
+
+@dataclass(frozen=True)
+class Ticket:
+    subject: str
+    version: int
+    claims: dict[str, Any]
+
+
+def invite_secret(settings: Settings) -> str:
+    """INVITE_SECRET; outside production a per-home secret is made once so a checkout runs."""
+    if settings.invite_secret is not None:
+        return settings.invite_secret.get_secret_value()
+    if settings.is_production:
+        raise DomainError("invite_secret_missing", "INVITE_SECRET is not set", status=500)
+    path = settings.home / "identity" / "invite_secret"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(48))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def sign(
+    settings: Settings,
+    purpose: str,
+    subject: str,
+    *,
+    now: datetime,
+    expires_at: datetime,
+    version: int = 1,
+    **claims: Any,
+) -> str:
+    payload = {
+        "aud": purpose,
+        "sub": subject,
+        "ver": version,
+        "iat": int(now.timestamp()),
+        "exp": int(expires_at.timestamp()),
+        **claims,
+    }
+    return jwt.encode(payload, invite_secret(settings), algorithm="HS256")
+
+
+def verify(settings: Settings, purpose: str, token: str, *, now: datetime) -> Ticket:
+    """The ticket's subject and version; 400 ticket_invalid or 410 ticket_expired otherwise."""
+    try:
+        claims = jwt.decode(
+            token,
+            invite_secret(settings),
+            algorithms=["HS256"],
+            audience=purpose,
+            options={"require": ["aud", "sub", "exp", "ver"], "verify_exp": False},
+        )
+    except jwt.PyJWTError:
+        raise DomainError("ticket_invalid", "the link is not valid") from None
+    if int(claims["exp"]) <= now.timestamp():
+        raise DomainError("ticket_expired", "the link has expired", status=410)
+    return Ticket(subject=str(claims["sub"]), version=int(claims["ver"]), claims=claims)
