@@ -6,10 +6,11 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, and_, bindparam, func, join, select
-from sqlalchemy.orm import Session
+from sqlalchemy import Row, and_, bindparam, exists, func, join, select
+from sqlalchemy.orm import Session, aliased
 
-from gymctl.errors import DomainError, not_found
+from gymctl.access.ownership import settle_ownership
+from gymctl.errors import DomainError, forbidden, not_found
 from gymctl.identity.auth import Auth
 from gymctl.identity.users import find_or_create
 from gymctl.models import (
@@ -51,6 +52,8 @@ def _accepted_latest_documents():
     )
 
 
+_PROFILE = aliased(User)
+
 # Built once: /users/me is the hottest authenticated route. One round trip: the user's live
 # memberships (deleted organizations left out), each row carrying the legal-consent count.
 _LIVE_MEMBERSHIPS = join(
@@ -61,6 +64,14 @@ _LIVE_MEMBERSHIPS = join(
 _ME = (
     select(
         _accepted_latest_documents().scalar_subquery().label("accepted"),
+        # Spec A 5.3: is there a profile a gym created under this address, not yet linked?
+        exists()
+        .where(
+            func.lower(_PROFILE.email) == func.lower(bindparam("email")),
+            _PROFILE.identity_id.is_(None),
+            _PROFILE.deleted_at.is_(None),
+        )
+        .label("unlinked_profile"),
         Membership.organization_id,
         Membership.role,
         Membership.status,
@@ -101,7 +112,16 @@ def current_user(
         user, _created = find_or_create(session, auth.user_id, now=now)
     if user.deleted_at is not None:
         raise DomainError("user_deleted", "this account was deleted", status=401)
-    rows = session.execute(_ME, {"user_id": user.id, "now": now}).all()
+    rows = session.execute(_ME, {"user_id": user.id, "now": now, "email": user.email}).all()
+    held = any(row.invitation_held for row in rows)
+    if rows[0].unlinked_profile or (held and user.email_verified_at is not None):
+        if user.email_verified_at is None:
+            raise forbidden(
+                "EMAIL_OWNERSHIP_REQUIRED",
+                "a gym registered this address; confirm you own it with the gym",
+            )
+        user = settle_ownership(session, user, now=now)
+        rows = session.execute(_ME, {"user_id": user.id, "now": now, "email": user.email}).all()
     memberships = [row for row in rows if row.organization_id is not None]
     # Spec A 2.6: a required type with no published document counts as owed.
     pending_legal_consents = len(LegalDocumentType) - (rows[0].accepted or 0)

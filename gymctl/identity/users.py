@@ -98,6 +98,7 @@ def user_created(session: Session, data: dict[str, Any], *, now: datetime) -> st
         user.email = email or user.email
         user.image_url = data.get("image_url") or user.image_url
         user.updated_at = now
+    _mirror_verification(user, verified, now=now)
     emit(
         session,
         EventKind.analytics,
@@ -107,15 +108,28 @@ def user_created(session: Session, data: dict[str, Any], *, now: datetime) -> st
         aggregate_id=user.id,
         payload={"linked": not created},
     )
-    # Auto-accepting matching pending invitations arrives with invitations (access issue).
+    from gymctl.access.invitations import accept_on_sign_up  # access builds on identity
+
+    accept_on_sign_up(session, user, now=now)
     return "created" if created else "linked"
 
 
+def _mirror_verification(user: User, verified: bool, *, now: datetime) -> None:
+    """The provider's word proves an address; it never un-proves one an operator confirmed."""
+    if verified and user.email_verified_at is None:
+        user.email_verified_at = now
+        user.email_verified_by = "provider"
+
+
 def user_updated(session: Session, data: dict[str, Any], *, now: datetime) -> str:
-    email, _verified = _primary_email(data)
+    email, verified = _primary_email(data)
     user, created = find_or_create(
         session, _subject(data), now=now, email=email, image_url=data.get("image_url")
     )
+    if (user.email or "").lower() != (email or "").lower():
+        user.email_verified_at = None  # a new address is unproven until the provider says so
+        user.email_verified_by = None
+    _mirror_verification(user, verified, now=now)
     user.email = email
     user.image_url = data.get("image_url")
     user.updated_at = now

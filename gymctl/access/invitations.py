@@ -1,0 +1,470 @@
+"""Invitations (spec A 2.4, 3): create, list, revoke, resend, accept, auto-accept, expire.
+
+An invitee without an identity account gets an email whose sign-up link carries the signed token
+as `__identity_ticket`. One with an account gets a pending_invitation membership at once; if that
+account's email is unproven the membership is held (spec A 5.3) until an operator marks the email
+verified: opening the email never releases a hold.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gymctl.access import tickets
+from gymctl.access.grants import require_grant, require_invitation_handling
+from gymctl.access.memberships import owner_of
+from gymctl.config import Settings
+from gymctl.errors import DomainError, forbidden, not_found
+from gymctl.events import EventKind, emit
+from gymctl.identity.users import find_or_create
+from gymctl.models import (
+    Invitation,
+    InvitationStatus,
+    Membership,
+    MembershipStatus,
+    Organization,
+    Role,
+    User,
+)
+from gymctl.providers.identity_admin import IdentityAdmin
+from gymctl.providers.mail import Mailer, OutgoingEmail
+
+DEFAULT_FRONTEND = "http://localhost:3000"
+
+
+@dataclass(frozen=True)
+class Outreach:
+    """The outside parts an invitation talks to."""
+
+    settings: Settings
+    mailer: Mailer
+    identity_admin: IdentityAdmin
+
+
+def normalize_email(email: str) -> str:
+    cleaned = (email or "").strip()
+    local, at, domain = cleaned.partition("@")
+    if not at or not local or "." not in domain or " " in cleaned or len(cleaned) > 320:
+        raise DomainError("email_invalid", "a valid email address is required", status=422)
+    return f"{local}@{domain.lower()}"
+
+
+def frontend(settings: Settings) -> str:
+    return (settings.frontend_url or DEFAULT_FRONTEND).rstrip("/")
+
+
+def _token(settings: Settings, invitation: Invitation, now: datetime) -> str:
+    return tickets.sign(
+        settings,
+        tickets.INVITATION,
+        str(invitation.id),
+        now=now,
+        expires_at=invitation.expires_at,
+        version=invitation.token_version,
+    )
+
+
+def _links(settings: Settings, invitation: Invitation, now: datetime) -> dict[str, str]:
+    token = _token(settings, invitation, now)
+    return {
+        "signUp": f"{frontend(settings)}/sign-up?"
+        + urlencode({"__identity_ticket": token, "status": "invited"}),
+        "accept": f"{frontend(settings)}/invitations/accept?" + urlencode({"token": token}),
+    }
+
+
+def _send(
+    outreach: Outreach, invitation: Invitation, organization: Organization | None, now: datetime
+) -> None:
+    links = _links(outreach.settings, invitation, now)
+    place = organization.name if organization else "gymctl (create your gym)"
+    link = links["accept"] if invitation.user_id else links["signUp"]
+    outreach.mailer.send(
+        OutgoingEmail(
+            to=invitation.email,
+            subject=f"You're invited to join {place}",
+            text=(
+                f"You have been invited to {place} as {invitation.role.value}.\n\n"
+                f"Open this link to accept:\n{link}\n\n"
+                f"It expires on {invitation.expires_at:%Y-%m-%d}."
+            ),
+            headers={"X-Gymctl-Invitation": str(invitation.id)},
+            tag="invitation",
+        )
+    )
+    invitation.send_count += 1
+    invitation.last_sent_at = now
+
+
+def _user_by_email(session: Session, email: str) -> User | None:
+    """A linked login under this address (the gym's own unlinked rows are not accounts)."""
+    return session.scalar(
+        select(User)
+        .where(func.lower(User.email) == email.lower(), User.identity_id.is_not(None))
+        .where(User.deleted_at.is_(None))
+        .order_by(User.created_at)
+        .limit(1)
+    )
+
+
+def create_invitation(
+    session: Session,
+    outreach: Outreach,
+    *,
+    organization: Organization | None,
+    actor: Membership | None,
+    actor_user_id: uuid.UUID,
+    email: str,
+    role: Role,
+    now: datetime,
+) -> Invitation:
+    """Invite `email` with `role`. With `organization` None it is an owner grant (platform
+    admins only: the caller checks), the claimable right to create a gym."""
+    email = normalize_email(email)
+    org_id = organization.id if organization else None
+    if actor is not None:
+        require_grant(actor.role, role)
+    if organization is not None and role is Role.owner and owner_of(session, org_id) is not None:
+        raise DomainError(
+            "owner_exists", "the organization has an owner; transfer ownership instead", status=409
+        )
+    pending = session.scalar(
+        select(Invitation).where(
+            Invitation.organization_id.is_(None)
+            if org_id is None
+            else Invitation.organization_id == org_id,
+            func.lower(Invitation.email) == email.lower(),
+            Invitation.status == InvitationStatus.pending,
+        )
+    )
+    if pending is not None:
+        raise DomainError(
+            "invitation_pending", "a pending invitation exists; resend it", status=409
+        )
+
+    account = outreach.identity_admin.find_account(email)
+    invitee = None
+    if account is not None:
+        invitee = (
+            _user_by_email(session, email)
+            or find_or_create(session, account.identity_id, now=now, email=account.email)[0]
+        )
+        if account.email_verified and invitee.email_verified_at is None:
+            invitee.email_verified_at, invitee.email_verified_by = now, "provider"
+    invitation = Invitation(
+        organization_id=org_id,
+        email=email,
+        role=role,
+        invited_by_user_id=actor_user_id,
+        user_id=invitee.id if invitee else None,
+        created_at=now,
+        expires_at=now + timedelta(days=outreach.settings.invitation_ttl_days),
+    )
+    session.add(invitation)
+    session.flush()
+    if invitee is not None and organization is not None:
+        _pending_membership(session, invitation, invitee, now=now)
+    elif invitee is None:
+        invitation.provider_invitation_id = outreach.identity_admin.create_invitation(
+            email,
+            redirect_url=_links(outreach.settings, invitation, now)["signUp"],
+            metadata={"invitationId": str(invitation.id)},
+        )
+    emit(
+        session,
+        EventKind.audit,
+        "invitation.created",
+        at=now,
+        aggregate_type="invitation",
+        aggregate_id=invitation.id,
+        organization_id=org_id,
+        actor_user_id=actor_user_id,
+        payload={"role": role.value, "existingAccount": invitee is not None},
+    )
+    _send(outreach, invitation, organization, now)
+    session.flush()
+    return invitation
+
+
+def _pending_membership(
+    session: Session, invitation: Invitation, invitee: User, *, now: datetime
+) -> Membership:
+    membership = session.scalar(
+        select(Membership).where(
+            Membership.organization_id == invitation.organization_id,
+            Membership.user_id == invitee.id,
+        )
+    )
+    if membership is not None and membership.status is MembershipStatus.active:
+        raise DomainError("already_member", "this person is already a member", status=409)
+    if membership is None:
+        membership = Membership(
+            organization_id=invitation.organization_id,
+            user_id=invitee.id,
+            created_at=now,
+        )
+        session.add(membership)
+    membership.role = invitation.role
+    membership.status = MembershipStatus.pending_invitation
+    membership.updated_at = now
+    membership.invitation_held = invitee.email_verified_at is None
+    session.flush()
+    if membership.invitation_held:
+        emit(
+            session,
+            EventKind.audit,
+            "membership.invitation_held",
+            at=now,
+            aggregate_type="user",
+            aggregate_id=invitee.id,
+            organization_id=invitation.organization_id,
+            payload={"invitationId": str(invitation.id), "reason": "email_unproven"},
+        )
+    return membership
+
+
+def list_invitations(session: Session, org_id: uuid.UUID) -> list[dict[str, Any]]:
+    rows = session.scalars(
+        select(Invitation)
+        .where(Invitation.organization_id == org_id)
+        .order_by(Invitation.created_at.desc())
+    )
+    return [describe(invitation) for invitation in rows]
+
+
+def describe(invitation: Invitation) -> dict[str, Any]:
+    return {
+        "id": str(invitation.id),
+        "email": invitation.email,
+        "role": invitation.role.value,
+        "status": invitation.status.value,
+        "existingAccount": invitation.user_id is not None,
+        "sendCount": invitation.send_count,
+        "lastSentAt": invitation.last_sent_at.isoformat() if invitation.last_sent_at else None,
+        "expiresAt": invitation.expires_at.isoformat(),
+        "createdAt": invitation.created_at.isoformat(),
+    }
+
+
+def _invitation(session: Session, org_id: uuid.UUID, invitation_id: uuid.UUID) -> Invitation:
+    invitation = session.get(Invitation, invitation_id)
+    if invitation is None or invitation.organization_id != org_id:
+        raise not_found("invitation_not_found", "no such invitation")
+    return invitation
+
+
+def _require_pending(invitation: Invitation) -> None:
+    if invitation.status is not InvitationStatus.pending:
+        raise DomainError(
+            "invitation_not_pending", f"the invitation is {invitation.status.value}", status=409
+        )
+
+
+def revoke_invitation(
+    session: Session, actor: Membership, invitation_id: uuid.UUID, *, now: datetime
+) -> Invitation:
+    invitation = _invitation(session, actor.organization_id, invitation_id)
+    require_invitation_handling(actor.role, invitation.role)
+    _require_pending(invitation)
+    invitation.status = InvitationStatus.revoked
+    invitation.revoked_at = now
+    _end_pending_membership(session, invitation, now=now)
+    emit(
+        session,
+        EventKind.audit,
+        "invitation.revoked",
+        at=now,
+        aggregate_type="invitation",
+        aggregate_id=invitation.id,
+        organization_id=actor.organization_id,
+        actor_user_id=actor.user_id,
+    )
+    session.flush()
+    return invitation
+
+
+def resend_invitation(
+    session: Session,
+    outreach: Outreach,
+    actor: Membership,
+    invitation_id: uuid.UUID,
+    *,
+    now: datetime,
+) -> Invitation:
+    """A fresh token (the older email's link stops working) and a fresh expiry."""
+    invitation = _invitation(session, actor.organization_id, invitation_id)
+    require_invitation_handling(actor.role, invitation.role)
+    _require_pending(invitation)
+    invitation.token_version += 1
+    invitation.expires_at = now + timedelta(days=outreach.settings.invitation_ttl_days)
+    _send(outreach, invitation, session.get(Organization, invitation.organization_id), now)
+    session.flush()
+    return invitation
+
+
+def _end_pending_membership(session: Session, invitation: Invitation, *, now: datetime) -> None:
+    if invitation.user_id is None or invitation.organization_id is None:
+        return
+    membership = session.scalar(
+        select(Membership).where(
+            Membership.organization_id == invitation.organization_id,
+            Membership.user_id == invitation.user_id,
+            Membership.status == MembershipStatus.pending_invitation,
+        )
+    )
+    if membership is not None:
+        membership.status = MembershipStatus.cancelled
+        membership.invitation_held = False
+        membership.updated_at = now
+
+
+def _activate(session: Session, invitation: Invitation, user: User, *, now: datetime) -> None:
+    invitation.status = InvitationStatus.accepted
+    invitation.accepted_at = now
+    invitation.accepted_user_id = user.id
+    if invitation.organization_id is not None:
+        membership = session.scalar(
+            select(Membership).where(
+                Membership.organization_id == invitation.organization_id,
+                Membership.user_id == user.id,
+            )
+        )
+        if membership is None:
+            membership = Membership(
+                organization_id=invitation.organization_id,
+                user_id=user.id,
+                role=invitation.role,
+                created_at=now,
+            )
+            session.add(membership)
+        if membership.status is not MembershipStatus.active:
+            membership.role = invitation.role
+        membership.status = MembershipStatus.active
+        membership.invitation_held = False
+        membership.updated_at = now
+    emit(
+        session,
+        EventKind.audit,
+        "invitation.accepted",
+        at=now,
+        aggregate_type="user",
+        aggregate_id=user.id,
+        organization_id=invitation.organization_id,
+        actor_user_id=user.id,
+        payload={"invitationId": str(invitation.id)},
+    )
+    session.flush()
+
+
+def accept_invitation(
+    session: Session, settings: Settings, user: User, token: str, *, now: datetime
+) -> Invitation:
+    """The signed-in invitee accepts in the app. The token must be the newest one sent, the
+    address must be the caller's, and a held invitation stays held (spec A 5.3)."""
+    ticket = tickets.verify(settings, tickets.INVITATION, token, now=now)
+    try:
+        invitation = session.get(Invitation, uuid.UUID(ticket.subject))
+    except ValueError:
+        invitation = None
+    if invitation is None:
+        raise not_found("invitation_not_found", "no such invitation")
+    if invitation.token_version != ticket.version:
+        raise DomainError("ticket_invalid", "a newer invitation email replaced this link")
+    _require_pending(invitation)
+    if invitation.expires_at <= now:
+        raise DomainError("ticket_expired", "the invitation has expired", status=410)
+    if (user.email or "").lower() != invitation.email.lower():
+        raise forbidden("invitation_other_address", "this invitation is for another address")
+    if user.email_verified_at is None:
+        # Opening the invitation email never releases a hold (spec A 5.3).
+        raise forbidden("INVITATION_HELD", "confirm your email address with the gym first")
+    _activate(session, invitation, user, now=now)
+    return invitation
+
+
+def _hold(session: Session, invitation: Invitation, user: User, *, now: datetime) -> None:
+    if invitation.organization_id is None:
+        return
+    invitation.user_id = invitation.user_id or user.id
+    membership = session.scalar(
+        select(Membership).where(
+            Membership.organization_id == invitation.organization_id,
+            Membership.user_id == user.id,
+        )
+    )
+    if membership is None or not membership.invitation_held:
+        _pending_membership(session, invitation, user, now=now)
+
+
+def accept_on_sign_up(session: Session, user: User, *, now: datetime) -> int:
+    """user.created: accept the pending invitations sent to the new login's address. Only a
+    proven address accepts; an unproven one holds them instead (spec A 3, 5.3)."""
+    if not user.email:
+        return 0
+    pending = session.scalars(
+        select(Invitation).where(
+            func.lower(Invitation.email) == user.email.lower(),
+            Invitation.status == InvitationStatus.pending,
+            Invitation.expires_at > now,
+            Invitation.organization_id.is_not(None),
+        )
+    ).all()
+    for invitation in pending:
+        if user.email_verified_at is None:
+            _hold(session, invitation, user, now=now)
+        else:
+            _activate(session, invitation, user, now=now)
+    return len(pending)
+
+
+def release_held(session: Session, user: User, *, now: datetime) -> int:
+    """After an operator marked the email verified: the held invitations become memberships."""
+    held = session.execute(
+        select(Membership, Invitation)
+        .join(
+            Invitation,
+            (Invitation.organization_id == Membership.organization_id)
+            & (Invitation.user_id == Membership.user_id),
+        )
+        .where(
+            Membership.user_id == user.id,
+            Membership.invitation_held.is_(True),
+            Membership.status == MembershipStatus.pending_invitation,
+            Invitation.status == InvitationStatus.pending,
+        )
+    ).all()
+    for _membership, invitation in held:
+        _activate(session, invitation, user, now=now)
+    return len(held)
+
+
+def expire_invitations(session: Session, *, now: datetime) -> dict[str, int]:
+    """Daemon sweep: pending invitations past expires_at become expired; their pending
+    memberships end. A second run finds nothing."""
+    due = session.scalars(
+        select(Invitation)
+        .where(Invitation.status == InvitationStatus.pending, Invitation.expires_at <= now)
+        .with_for_update(skip_locked=True)
+        .limit(1000)
+    ).all()
+    for invitation in due:
+        invitation.status = InvitationStatus.expired
+        _end_pending_membership(session, invitation, now=now)
+        emit(
+            session,
+            EventKind.domain,
+            "invitation.expired",
+            at=now,
+            aggregate_type="invitation",
+            aggregate_id=invitation.id,
+            organization_id=invitation.organization_id,
+        )
+    session.flush()
+    return {"expired": len(due)}

@@ -1,0 +1,168 @@
+"""Memberships: resolving the caller's, the roster, role changes and removal (spec A 2.3, 2.7,
+2.8). The single-owner rules live here: an organization always has exactly one owner, ownership
+moves only by transfer, and only a platform admin removes an owner."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gymctl.access.grants import require_grant, require_role_change
+from gymctl.errors import DomainError, forbidden, not_found
+from gymctl.events import EventKind, emit
+from gymctl.models import Membership, MembershipStatus, Organization, OrganizationStatus, Role, User
+
+
+def resolve_membership(session: Session, org_id: uuid.UUID, user: User | None) -> Membership:
+    """The caller's active membership in a live organization; 404 otherwise (the caller may not
+    learn whether the organization exists)."""
+    if user is not None and user.deleted_at is None:
+        membership = session.scalar(
+            select(Membership)
+            .join(Organization)
+            .where(
+                Membership.organization_id == org_id,
+                Membership.user_id == user.id,
+                Membership.status == MembershipStatus.active,
+                Organization.deleted_at.is_(None),
+                Organization.status == OrganizationStatus.active,
+            )
+        )
+        if membership is not None:
+            return membership
+    raise not_found("organization_not_found", "no active membership in that organization")
+
+
+def membership_of(session: Session, org_id: uuid.UUID, user_id: uuid.UUID) -> Membership:
+    membership = session.scalar(
+        select(Membership).where(
+            Membership.organization_id == org_id, Membership.user_id == user_id
+        )
+    )
+    if membership is None:
+        raise not_found("member_not_found", "no such member in this organization")
+    return membership
+
+
+def owner_of(session: Session, org_id: uuid.UUID) -> Membership | None:
+    return session.scalar(
+        select(Membership).where(
+            Membership.organization_id == org_id,
+            Membership.role == Role.owner,
+            Membership.status == MembershipStatus.active,
+        )
+    )
+
+
+def roster(session: Session, org_id: uuid.UUID) -> list[dict[str, Any]]:
+    """The member roster: who, role, status, and whether the login is still Unproven."""
+    rows = session.execute(
+        select(Membership, User)
+        .join(User, User.id == Membership.user_id)
+        .where(Membership.organization_id == org_id, User.deleted_at.is_(None))
+        .order_by(Membership.created_at, Membership.id)
+    ).all()
+    return [
+        {
+            "userId": str(user.id),
+            "name": user.name,
+            "email": user.email,
+            "role": membership.role.value,
+            "status": membership.status.value,
+            "login": "linked" if user.identity_id else "unproven",
+            "invitationHeld": membership.invitation_held,
+        }
+        for membership, user in rows
+    ]
+
+
+def active_member_count(session: Session, org_id: uuid.UUID) -> int:
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(Membership)
+            .where(
+                Membership.organization_id == org_id,
+                Membership.role == Role.member,
+                Membership.status == MembershipStatus.active,
+            )
+        )
+        or 0
+    )
+
+
+def change_role(
+    session: Session, actor: Membership, target_user_id: uuid.UUID, new_role: Role, *, now: datetime
+) -> Membership:
+    """Change a member's role. Giving the owner role transfers ownership: the caller (the owner)
+    becomes an admin in the same transaction, so there is always exactly one owner."""
+    target = membership_of(session, actor.organization_id, target_user_id)
+    if target.id == actor.id:
+        raise forbidden("role_change_self", "you cannot change your own role")
+    require_role_change(actor.role, target.role, new_role)
+    if target.status is not MembershipStatus.active:
+        raise DomainError(
+            "member_not_active", "only an active member's role can change", status=409
+        )
+    previous = target.role
+    if new_role is Role.owner:
+        actor.role = Role.admin
+        actor.updated_at = now
+    target.role = new_role
+    target.updated_at = now
+    emit(
+        session,
+        EventKind.audit,
+        "membership.role_changed",
+        at=now,
+        aggregate_type="user",
+        aggregate_id=target.user_id,
+        organization_id=actor.organization_id,
+        actor_user_id=actor.user_id,
+        payload={
+            "from": previous.value,
+            "to": new_role.value,
+            "ownershipTransferred": new_role is Role.owner,
+        },
+    )
+    session.flush()
+    return target
+
+
+def remove_member(
+    session: Session,
+    org_id: uuid.UUID,
+    target_user_id: uuid.UUID,
+    *,
+    actor: Membership | None,
+    actor_user_id: uuid.UUID,
+    platform_admin: bool = False,
+    now: datetime,
+) -> Membership:
+    """End a membership (status cancelled). The owner is removable only by a platform admin."""
+    target = membership_of(session, org_id, target_user_id)
+    if target.role is Role.owner and not platform_admin:
+        raise forbidden("owner_protected", "only a platform admin can remove the owner")
+    if actor is not None and not platform_admin:
+        if target.id == actor.id:
+            raise forbidden("remove_self", "leave the organization from your own settings")
+        require_grant(actor.role, target.role)
+    target.status = MembershipStatus.cancelled
+    target.updated_at = now
+    emit(
+        session,
+        EventKind.audit,
+        "membership.removed",
+        at=now,
+        aggregate_type="user",
+        aggregate_id=target.user_id,
+        organization_id=org_id,
+        actor_user_id=actor_user_id,
+        payload={"role": target.role.value, "platformAdmin": platform_admin},
+    )
+    session.flush()
+    return target

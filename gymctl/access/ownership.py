@@ -1,0 +1,116 @@
+"""Email ownership (spec A 5.3): unproven logins, linking gym-created profiles, Mark email
+verified. A login whose address is unproven is never linked to the profile a gym created under
+that address: the person could be anyone who typed it. Once an operator confirms ownership out of
+band, the next /users/me links the profile and releases held invitations."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from gymctl.access.invitations import release_held
+from gymctl.events import EventKind, emit
+from gymctl.models import LegalConsent, Membership, User
+
+
+def unlinked_profiles(session: Session, email: str) -> list[User]:
+    """Rows a gym created under this address that no login owns yet, oldest first."""
+    return list(
+        session.scalars(
+            select(User)
+            .where(
+                func.lower(User.email) == email.lower(),
+                User.identity_id.is_(None),
+                User.deleted_at.is_(None),
+            )
+            .order_by(User.created_at, User.id)
+        )
+    )
+
+
+def link_profiles(session: Session, login: User, *, now: datetime) -> User:
+    """Give the oldest gym-created profile the login's identity (the gym's records keep pointing
+    at it) and fold the login row and any other profiles into it. Returns the linked row."""
+    profiles = unlinked_profiles(session, login.email or "")
+    if not profiles or login.email_verified_at is None:
+        return login
+    target, others = profiles[0], profiles[1:]
+    identity_id = login.identity_id
+    for source in [login, *others]:
+        _move_records(session, source, target)
+        source.deleted_at = now
+        source.updated_at = now
+    login.identity_id = None
+    session.flush()
+    target.identity_id = identity_id
+    target.image_url = login.image_url or target.image_url
+    target.email_verified_at = login.email_verified_at
+    target.email_verified_by = login.email_verified_by
+    target.updated_at = now
+    emit(
+        session,
+        EventKind.audit,
+        "user.linked",
+        at=now,
+        aggregate_type="user",
+        aggregate_id=target.id,
+        payload={"loginRowId": str(login.id), "mergedProfiles": [str(p.id) for p in others]},
+    )
+    session.flush()
+    return target
+
+
+def _move_records(session: Session, source: User, target: User) -> None:
+    """Memberships and consents follow the person; where both rows are members of one gym, the
+    target's membership stays and the source's ends."""
+    taken = set(
+        session.scalars(select(Membership.organization_id).where(Membership.user_id == target.id))
+    )
+    for membership in session.scalars(select(Membership).where(Membership.user_id == source.id)):
+        if membership.organization_id in taken:
+            session.delete(membership)
+        else:
+            membership.user_id = target.id
+            taken.add(membership.organization_id)
+    accepted = set(
+        session.scalars(select(LegalConsent.document_id).where(LegalConsent.user_id == target.id))
+    )
+    session.execute(
+        update(LegalConsent)
+        .where(LegalConsent.user_id == source.id, LegalConsent.document_id.not_in(accepted))
+        .values(user_id=target.id)
+    )
+    session.flush()
+
+
+def settle_ownership(session: Session, user: User, *, now: datetime) -> User:
+    """What the next /users/me does for a proven login: link profiles, release held invitations."""
+    user = link_profiles(session, user, now=now)
+    release_held(session, user, now=now)
+    return user
+
+
+def mark_email_verified(
+    session: Session, user: User, *, actor_user_id: uuid.UUID | None, actor: str, now: datetime
+) -> bool:
+    """An operator confirmed ownership out of band. False when it was already proven."""
+    if user.email_verified_at is not None:
+        return False
+    user.email_verified_at = now
+    user.email_verified_by = actor
+    user.updated_at = now
+    emit(
+        session,
+        EventKind.audit,
+        "user.email_verified",
+        at=now,
+        aggregate_type="user",
+        aggregate_id=user.id,
+        actor_user_id=actor_user_id,
+        payload={"verifiedBy": actor, "platformAdmin": True},
+    )
+    session.flush()
+    return True

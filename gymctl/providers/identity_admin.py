@@ -1,0 +1,349 @@
+"""The identity provider's admin API: does an address already have an account, create the
+provider's invitation, read a user's private metadata (the platform-admin guard, spec A 5.2).
+
+Two implementations behind one interface: HTTP against IDENTITY_API_URL with IDENTITY_SECRET_KEY,
+and the embedded default where the users table stands in for the provider's accounts. Emails are
+personal data: no message, log line or error here carries one.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import quote
+from uuid import uuid4
+
+import httpx
+from sqlalchemy import func, select
+
+from gymctl import clock as default_clock
+from gymctl.clock import Clock
+from gymctl.config import ConfigError
+from gymctl.errors import DomainError
+from gymctl.models import User
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session, sessionmaker
+
+    from gymctl.config import Settings
+
+RATE_LIMITED = "rate_limited"
+PROVIDER_ERROR = "identity_provider_error"
+INVITATIONS_PER_WINDOW = 100  # spec A 8: identity invitations, 100 per hour per instance
+INVITATION_WINDOW = timedelta(hours=1)
+TIMEOUT = 5.0
+
+
+class IdentityAdminError(DomainError):
+    """The provider did not answer usefully (network, timeout, unexpected status or body).
+    The message names the call and the cause only: never an email or the secret key."""
+
+    def __init__(
+        self, message: str, *, code: str = PROVIDER_ERROR, status: int = 502, **details: Any
+    ) -> None:
+        super().__init__(code, message, status=status, **details)
+
+
+class RateLimited(IdentityAdminError):
+    """Refused for rate: by our own per-instance window (no call made) or by a provider 429.
+    `retry_after` is in seconds when known."""
+
+    def __init__(self, message: str, *, retry_after: int | None = None) -> None:
+        details = {"retryAfter": retry_after} if retry_after is not None else {}
+        super().__init__(message, code=RATE_LIMITED, status=429, **details)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Account:
+    identity_id: str
+    email: str
+    email_verified: bool
+
+
+class IdentityAdmin(Protocol):
+    def find_account(self, email: str) -> Account | None:
+        """The provider account holding this address (case-insensitive), or None."""
+        ...
+
+    def create_invitation(self, email: str, *, redirect_url: str, metadata: dict[str, Any]) -> str:
+        """Create the provider's invitation; returns its id."""
+        ...
+
+    def private_metadata(self, identity_id: str) -> dict[str, Any]:
+        """The user's private metadata; {} for an unknown user."""
+        ...
+
+
+class SlidingWindow:
+    """At most `limit` acquisitions in any span of `per`, over the injected clock; thread-safe.
+    Per process: the provider's own 429 remains the limit across processes."""
+
+    def __init__(self, limit: int, per: timedelta, clock: Clock) -> None:
+        self.limit = limit
+        self.per = per
+        self._clock = clock
+        self._times: deque[datetime] = deque()
+        self._lock = threading.Lock()
+
+    def acquire(self) -> None:
+        now = self._clock.now()
+        with self._lock:
+            while self._times and self._times[0] <= now - self.per:
+                self._times.popleft()
+            if len(self._times) >= self.limit:
+                wait = (self._times[0] + self.per - now).total_seconds()
+                raise RateLimited(
+                    f"at most {self.limit} identity invitations per {_span(self.per)}",
+                    retry_after=max(1, math.ceil(wait)),
+                )
+            self._times.append(now)
+
+
+def _span(per: timedelta) -> str:
+    seconds = int(per.total_seconds())
+    return "hour" if seconds == 3600 else f"{seconds} s"
+
+
+class _RedactQueries(logging.Filter):
+    """httpx logs each request's full URL at INFO; the account lookup carries the email in its
+    query string, so strip query strings from httpx's records."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(isinstance(a, httpx.URL) for a in record.args):
+            record.args = tuple(
+                a.copy_with(query=None) if isinstance(a, httpx.URL) else a for a in record.args
+            )
+        return True
+
+
+_REDACT_QUERIES = _RedactQueries()
+
+
+class HttpIdentityAdmin:
+    """The provider's backend API over httpx, bearer secret key, 5 s timeout.
+
+    Invitations go through a per-instance sliding window (spec A 8); past it, RateLimited is
+    raised without calling. Lookups are not counted: the platform-admin guard reads metadata on
+    every admin request and must not run dry after 100 clicks. A provider 429 on any call is
+    RateLimited too, with Retry-After when the provider gave one.
+    """
+
+    def __init__(
+        self,
+        api_url: str,
+        secret_key: str,
+        client: httpx.Client | None = None,
+        clock: Clock = default_clock,
+        limit: int = INVITATIONS_PER_WINDOW,
+        per: timedelta = INVITATION_WINDOW,
+        timeout: float = TIMEOUT,
+    ) -> None:
+        self._api = api_url.rstrip("/")
+        self._secret_key = secret_key
+        self._client = client or httpx.Client()
+        self._clock = clock
+        self._timeout = timeout
+        self._invitations = SlidingWindow(limit, per, clock)
+        httpx_logger = logging.getLogger("httpx")
+        if _REDACT_QUERIES not in httpx_logger.filters:
+            httpx_logger.addFilter(_REDACT_QUERIES)
+
+    def find_account(self, email: str) -> Account | None:
+        response = self._call("GET", "/v1/users", "account lookup", params={"email_address": email})
+        users = _json(response, "account lookup")
+        if not isinstance(users, list):
+            raise IdentityAdminError("account lookup: the provider's answer is not a list")
+        wanted = email.lower()
+        found: list[Account] = []
+        for user in users:
+            for address in _addresses(user):
+                if str(address.get("email_address", "")).lower() == wanted:
+                    verification = address.get("verification") or {}
+                    found.append(
+                        Account(
+                            identity_id=str(user["id"]),
+                            email=str(address["email_address"]),
+                            email_verified=verification.get("status") == "verified",
+                        )
+                    )
+        # A verified holder of the address wins over a login that never proved it.
+        found.sort(key=lambda account: not account.email_verified)
+        return found[0] if found else None
+
+    def create_invitation(self, email: str, *, redirect_url: str, metadata: dict[str, Any]) -> str:
+        self._invitations.acquire()
+        body = {"email_address": email, "redirect_url": redirect_url, "public_metadata": metadata}
+        response = self._call("POST", "/v1/invitations", "invitation", json=body)
+        invitation = _json(response, "invitation")
+        if not isinstance(invitation, dict) or not isinstance(invitation.get("id"), str):
+            raise IdentityAdminError("invitation: the provider's answer has no id")
+        return invitation["id"]
+
+    def private_metadata(self, identity_id: str) -> dict[str, Any]:
+        path = f"/v1/users/{quote(identity_id, safe='')}"
+        response = self._call("GET", path, "user read", allow_404=True)
+        if response.status_code == 404:
+            return {}
+        user = _json(response, "user read")
+        metadata = user.get("private_metadata") if isinstance(user, dict) else None
+        return metadata if isinstance(metadata, dict) else {}
+
+    def _call(
+        self, method: str, path: str, what: str, *, allow_404: bool = False, **kwargs: Any
+    ) -> httpx.Response:
+        try:
+            response = self._client.request(
+                method,
+                self._api + path,
+                headers={"Authorization": f"Bearer {self._secret_key}"},
+                timeout=self._timeout,
+                **kwargs,
+            )
+        except httpx.HTTPError as error:
+            # Not chained: the request inside the error carries the URL, and so the email.
+            raise IdentityAdminError(f"{what} failed: {type(error).__name__}") from None
+        if response.status_code == 429:
+            raise RateLimited(
+                f"{what}: the identity provider answered 429",
+                retry_after=_retry_after(response.headers.get("Retry-After"), self._clock.now()),
+            )
+        if response.is_success or (allow_404 and response.status_code == 404):
+            return response
+        raise IdentityAdminError(f"{what}: the identity provider answered {response.status_code}")
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __repr__(self) -> str:
+        return f"HttpIdentityAdmin({self._api!r})"
+
+
+def _json(response: httpx.Response, what: str) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        raise IdentityAdminError(f"{what}: the identity provider's answer is not JSON") from None
+
+
+def _addresses(user: Any) -> list[dict[str, Any]]:
+    if not isinstance(user, dict) or "id" not in user:
+        return []
+    addresses = user.get("email_addresses") or []
+    return [a for a in addresses if isinstance(a, dict)]
+
+
+def _retry_after(value: str | None, now: datetime) -> int | None:
+    """Retry-After as seconds: either delta-seconds or an HTTP date (RFC 9110 10.2.3)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return int(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0, math.ceil((when - now).total_seconds()))
+
+
+class LocalIdentityAdmin:
+    """The embedded default: accounts are the users rows linked to a login (identity_id set, not
+    deleted). There is no provider to invite through, and platform admins come from the setting
+    GYMCTL_PLATFORM_ADMINS."""
+
+    def __init__(
+        self, session_factory: sessionmaker[Session], platform_admins: Iterable[str]
+    ) -> None:
+        self._session_factory = session_factory
+        self._platform_admins = frozenset(platform_admins)
+
+    def find_account(self, email: str) -> Account | None:
+        with self._session_factory() as session:
+            row = session.scalars(
+                select(User)
+                .where(
+                    User.identity_id.is_not(None),
+                    User.deleted_at.is_(None),
+                    func.lower(User.email) == email.lower(),
+                )
+                .order_by(User.created_at, User.id)
+                .limit(1)
+            ).first()
+            if row is None or row.identity_id is None or row.email is None:
+                return None
+            return Account(identity_id=row.identity_id, email=row.email, email_verified=True)
+
+    def create_invitation(self, email: str, *, redirect_url: str, metadata: dict[str, Any]) -> str:
+        return f"inv_local_{uuid4().hex}"
+
+    def private_metadata(self, identity_id: str) -> dict[str, Any]:
+        return {"platformRole": "admin"} if identity_id in self._platform_admins else {}
+
+    def __repr__(self) -> str:
+        return "LocalIdentityAdmin()"
+
+
+def identity_admin_from_settings(
+    settings: Settings,
+    session_factory: sessionmaker[Session],
+    *,
+    clock: Clock = default_clock,
+    client: httpx.Client | None = None,
+) -> IdentityAdmin:
+    """GYMCTL_IDENTITY_ADMIN: http (needs IDENTITY_API_URL and IDENTITY_SECRET_KEY), local, or
+    auto (http when both are set, else local)."""
+    mode = settings.identity_admin.strip().lower()
+    if mode not in ("http", "local", "auto"):
+        raise ConfigError(
+            f"GYMCTL_IDENTITY_ADMIN: {settings.identity_admin!r} is not http, local or auto"
+        )
+    secret = settings.identity_secret_key.get_secret_value() if settings.identity_secret_key else ""
+    configured = bool(settings.identity_api_url) and bool(secret)
+    if mode == "http" and not configured:
+        raise ConfigError(
+            "GYMCTL_IDENTITY_ADMIN=http needs IDENTITY_API_URL and IDENTITY_SECRET_KEY"
+        )
+    if mode == "http" or (mode == "auto" and configured):
+        assert settings.identity_api_url is not None
+        return HttpIdentityAdmin(settings.identity_api_url, secret, client=client, clock=clock)
+    return LocalIdentityAdmin(session_factory, settings.platform_admins)
+
+
+def bulk_invite(
+    admin: IdentityAdmin,
+    emails: Iterable[str],
+    *,
+    redirect_url: str,
+    metadata: dict[str, Any],
+) -> list[tuple[str, str]]:
+    """Invite each address in order; each outcome is the provider's invitation id or a code.
+
+    From the first RateLimited on, every remaining target is `rate_limited` and the provider is
+    not called again (spec A 7). Any other provider failure is `identity_provider_error` for that
+    target only, and the run goes on: the invitations already created stay reported.
+    """
+    outcomes: list[tuple[str, str]] = []
+    limited = False
+    for email in emails:
+        if limited:
+            outcomes.append((email, RATE_LIMITED))
+            continue
+        try:
+            outcome = admin.create_invitation(email, redirect_url=redirect_url, metadata=metadata)
+        except RateLimited:
+            limited = True
+            outcome = RATE_LIMITED
+        except IdentityAdminError as error:
+            outcome = error.code
+        outcomes.append((email, outcome))
+    return outcomes
