@@ -11,11 +11,20 @@ from typing import Any
 
 class DomainError(Exception):
     def __init__(
-        self, code: str, message: str | None = None, *, status: int = 400, **details: Any
+        self,
+        code: str,
+        message: str | None = None,
+        *,
+        status: int = 400,
+        audited: bool = False,
+        **details: Any,
     ) -> None:
         self.code = code
         self.message = message or code.replace("_", " ")
         self.status = status
+        # An audited refusal wrote its own audit record before raising: the door commits that
+        # (and nothing else was written) instead of rolling it back.
+        self.audited = audited
         self.details = details
         super().__init__(f"{code}: {self.message}")
 

@@ -159,14 +159,24 @@ def settings(idp):
         IDENTITY_API_URL=idp.url,
         IDENTITY_SECRET_KEY=idp.SECRET_KEY,
         IDENTITY_WEBHOOK_SECRET=WEBHOOK_SECRET,
+        INVITE_SECRET="invite-secret-for-tests",
+        FRONTEND_URL="https://app.example.test",
     )
 
 
 @pytest.fixture
-def app(settings, session_factory, clock):
+def mailbox(tmp_path):
+    """The folder the app's mail lands in (read it with gymctl.providers.mail.read_mailbox)."""
+    return tmp_path / "mailbox"
+
+
+@pytest.fixture
+def app(settings, session_factory, clock, mailbox):
+    from gymctl.providers.mail import MailboxMailer
     from webhooks.app import create_app
 
-    return create_app(settings, session_factory=session_factory, clock=clock)
+    mailer = MailboxMailer(mailbox, settings.mail_from, clock=clock)
+    return create_app(settings, session_factory=session_factory, clock=clock, mailer=mailer)
 
 
 @pytest.fixture

@@ -1,14 +1,16 @@
-"""A stand-in identity provider for tests: RSA keys made here, tokens minted here, and its key
-set served over real HTTP on loopback (with a switch to take it down)."""
+"""A stand-in identity provider for tests: RSA keys made here, tokens minted here, its key set
+and the admin API the toolkit uses served over real HTTP on loopback (with switches for faults)."""
 
 from __future__ import annotations
 
 import functools
 import json
 import threading
+import time
 from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import jwt
 from cryptography.hazmat.primitives import serialization
@@ -43,7 +45,14 @@ class SigningKey:
 
 
 class IdentityProvider:
-    """Mints session tokens and serves GET /v1/jwks (bearer secret checked) on loopback."""
+    """Mints session tokens and serves, on loopback with the bearer secret checked on every route:
+    GET /v1/jwks, and the admin API the toolkit uses (GET /v1/users?email_address=,
+    GET /v1/users/{id}, POST /v1/invitations) over an in-memory set of accounts.
+
+    Switches: `.down` answers 503 everywhere; `.answer_429_after = N` answers 429 (Retry-After: 60)
+    to every admin call after the first N; `.admin_status` answers that status to every admin call;
+    `.admin_delay` sleeps that many seconds before answering an admin call.
+    """
 
     SECRET_KEY = "sk_test_identity"
 
@@ -51,25 +60,70 @@ class IdentityProvider:
         self.keys = [SigningKey("kid-1")]
         self.down = False
         self.jwks_requests = 0
+        self.accounts: dict[str, dict[str, Any]] = {}
+        self.invitations: list[dict[str, Any]] = []
+        self.admin_requests = 0
+        self.answer_429_after: int | None = None
+        self.admin_status: int | None = None
+        self.admin_delay = 0.0
+        self._lock = threading.Lock()
         provider = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                provider.jwks_requests += 1
-                if provider.down or self.path != "/v1/jwks":
-                    self.send_response(503 if provider.down else 404)
-                    self.end_headers()
+                parts = urlsplit(self.path)
+                if parts.path != "/v1/jwks":
+                    self._admin("GET", parts.path, parse_qs(parts.query))
                     return
-                if self.headers.get("Authorization") != f"Bearer {provider.SECRET_KEY}":
-                    self.send_response(401)
-                    self.end_headers()
+                with provider._lock:
+                    provider.jwks_requests += 1
+                if provider.down:
+                    self._answer(503)
                     return
-                body = json.dumps({"keys": [k.jwk() for k in provider.keys]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
+                if not self._authorized():
+                    self._answer(401)
+                    return
+                self._answer(200, {"keys": [k.jwk() for k in provider.keys]})
+
+            def do_POST(self) -> None:
+                parts = urlsplit(self.path)
+                self._admin("POST", parts.path, parse_qs(parts.query))
+
+            def _admin(self, method: str, path: str, query: dict[str, list[str]]) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                with provider._lock:
+                    provider.admin_requests += 1
+                    number = provider.admin_requests
+                if provider.admin_delay:
+                    time.sleep(provider.admin_delay)
+                if provider.down:
+                    self._answer(503)
+                elif not self._authorized():
+                    self._answer(401, _error("authentication_invalid"))
+                elif provider.answer_429_after is not None and number > provider.answer_429_after:
+                    self._answer(429, _error("too_many_requests"), {"Retry-After": "60"})
+                elif provider.admin_status is not None:
+                    self._answer(provider.admin_status, _error("forced"))
+                else:
+                    status, body = provider._route(method, path, query, raw)
+                    self._answer(status, body)
+
+            def _authorized(self) -> bool:
+                return self.headers.get("Authorization") == f"Bearer {provider.SECRET_KEY}"
+
+            def _answer(
+                self, status: int, body: Any = None, headers: dict[str, str] | None = None
+            ) -> None:
+                data = json.dumps(body).encode() if body is not None else b""
+                self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                if body is not None:
+                    self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(body)
+                self.wfile.write(data)
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -79,6 +133,73 @@ class IdentityProvider:
             target=self._server.serve_forever, args=(0.05,), daemon=True
         )
         self._thread.start()
+
+    def add_account(
+        self,
+        identity_id: str,
+        email: str,
+        verified: bool = True,
+        private_metadata: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """A provider user shaped like the webhook's user objects."""
+        address_id = f"idn_{len(self.accounts) + 1}"
+        user = {
+            "id": identity_id,
+            "object": "user",
+            "primary_email_address_id": address_id,
+            "email_addresses": [
+                {
+                    "id": address_id,
+                    "object": "email_address",
+                    "email_address": email,
+                    "verification": {
+                        "status": "verified" if verified else "unverified",
+                        "strategy": "email_code",
+                    },
+                }
+            ],
+            "image_url": None,
+            "public_metadata": {},
+            "private_metadata": dict(private_metadata or {}),
+        }
+        with self._lock:
+            self.accounts[identity_id] = user
+        return user
+
+    def _route(
+        self, method: str, path: str, query: dict[str, list[str]], raw: bytes
+    ) -> tuple[int, Any]:
+        if method == "GET" and path == "/v1/users":
+            wanted = {address.lower() for address in query.get("email_address", [])}
+            with self._lock:
+                users = list(self.accounts.values())
+            return 200, [
+                user
+                for user in users
+                if any(a["email_address"].lower() in wanted for a in user["email_addresses"])
+            ]
+        if method == "GET" and path.startswith("/v1/users/"):
+            user = self.accounts.get(unquote(path.removeprefix("/v1/users/")))
+            return (200, user) if user is not None else (404, _error("resource_not_found"))
+        if method == "POST" and path == "/v1/invitations":
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                return 400, _error("form_param_format_invalid")
+            if not isinstance(body, dict) or not body.get("email_address"):
+                return 422, _error("form_param_missing")
+            with self._lock:
+                invitation = {
+                    "id": f"inv_{len(self.invitations) + 1}",
+                    "object": "invitation",
+                    "email_address": body["email_address"],
+                    "redirect_url": body.get("redirect_url"),
+                    "public_metadata": body.get("public_metadata") or {},
+                    "status": "pending",
+                }
+                self.invitations.append(invitation)
+            return 200, invitation
+        return 404, _error("resource_not_found")
 
     @property
     def url(self) -> str:
@@ -121,3 +242,7 @@ class IdentityProvider:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def _error(code: str) -> dict[str, Any]:
+    return {"errors": [{"code": code, "message": code.replace("_", " ")}]}

@@ -12,14 +12,27 @@ from sentry_sdk.integrations.flask import FlaskIntegration
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import clock as default_clock
+from gymctl.access.platform_admin import PlatformAdmins
 from gymctl.clock import Clock
 from gymctl.config import Settings, get_settings
 from gymctl.db import session_factory as default_session_factory
 from gymctl.identity.tokens import TokenVerifier, build_verifier
 from gymctl.logs import configure_logging, request_id_var
+from gymctl.providers.identity_admin import IdentityAdmin, identity_admin_from_settings
+from gymctl.providers.mail import Mailer, mailer_from_settings
 from gymctl.tracking import init_error_tracking
 from webhooks import errors, guard
-from webhooks.blueprints import health, identity, openapi, users
+from webhooks.blueprints import (
+    admin,
+    health,
+    identity,
+    invitations,
+    join,
+    legal,
+    openapi,
+    organizations,
+    users,
+)
 from webhooks.context import Services
 
 log = logging.getLogger("gymctl.api")
@@ -32,6 +45,8 @@ def create_app(
     session_factory: sessionmaker[Session] | None = None,
     verifier: TokenVerifier | None = None,
     clock: Clock | None = None,
+    mailer: Mailer | None = None,
+    identity_admin: IdentityAdmin | None = None,
 ) -> Flask:
     settings = settings or get_settings()
     settings.check()
@@ -43,18 +58,28 @@ def create_app(
 
     app = Flask("gymctl")
     app.json.sort_keys = False  # type: ignore[attr-defined]
+    session_factory = session_factory or default_session_factory()
+    identity_admin = identity_admin or identity_admin_from_settings(
+        settings, session_factory, clock=clock
+    )
     app.extensions["gymctl"] = Services(
         settings=settings,
-        session_factory=session_factory or default_session_factory(),
+        session_factory=session_factory,
         verifier=verifier,
         clock=clock,
+        mailer=mailer or mailer_from_settings(settings, clock=clock),
+        identity_admin=identity_admin,
+        platform_admins=PlatformAdmins(identity_admin, clock),
     )
     app.before_request(_start_request)
     guard.install(app)
     app.after_request(_finish_request)
     app.teardown_request(_close_session)
     errors.register(app)
-    for blueprint in (health.bp, identity.bp, users.bp, openapi.bp):
+    for blueprint in (
+        health.bp, identity.bp, users.bp, openapi.bp, organizations.bp, invitations.bp,
+        join.bp, legal.bp, admin.bp,
+    ):  # fmt: skip
         app.register_blueprint(blueprint)
     return app
 
@@ -70,7 +95,7 @@ def _finish_request(response):
     """Commit at the edge: a successful response commits the request's session."""
     session = g.get("db")
     if session is not None:
-        if response.status_code < 400:
+        if response.status_code < 400 or g.get("commit_refusal"):
             session.commit()
         else:
             session.rollback()

@@ -5,13 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from flask import current_app, g
+from flask import current_app, g, request
 from sqlalchemy.orm import Session, sessionmaker
 
+from gymctl.access.invitations import Outreach
+from gymctl.access.platform_admin import PlatformAdmins
 from gymctl.clock import Clock
 from gymctl.config import Settings
 from gymctl.identity.auth import Auth
 from gymctl.identity.tokens import TokenVerifier
+from gymctl.providers.identity_admin import IdentityAdmin
+from gymctl.providers.mail import Mailer
 
 
 @dataclass
@@ -20,6 +24,13 @@ class Services:
     session_factory: sessionmaker[Session]
     verifier: TokenVerifier | None
     clock: Clock
+    mailer: Mailer
+    identity_admin: IdentityAdmin
+    platform_admins: PlatformAdmins
+
+    @property
+    def outreach(self) -> Outreach:
+        return Outreach(self.settings, self.mailer, self.identity_admin)
 
 
 def services() -> Services:
@@ -39,3 +50,9 @@ def auth() -> Auth:
 
 def now() -> datetime:
     return services().clock.now()
+
+
+def client_ip() -> str | None:
+    """The caller's address as the load balancer saw it (first X-Forwarded-For hop)."""
+    forwarded = request.headers.get("X-Forwarded-For", "")
+    return forwarded.split(",")[0].strip() or request.remote_addr

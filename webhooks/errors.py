@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, jsonify
+from flask import Flask, g, jsonify
 from werkzeug.exceptions import HTTPException
 
 from gymctl.errors import DomainError
@@ -20,6 +20,7 @@ def register(app: Flask) -> None:
     @app.errorhandler(DomainError)
     def domain_error(error: DomainError):
         log.info("refused %s (%s)", error.code, error.status)
+        g.commit_refusal = error.audited
         return jsonify(error.to_json()), error.status
 
     # Unexpected exceptions reach Flask's own handling first (and error tracking through its

@@ -34,7 +34,7 @@ from gymctl.models import (
     User,
 )
 from gymctl.providers.identity_admin import IdentityAdmin
-from gymctl.providers.mail import Mailer, OutgoingEmail
+from gymctl.providers.mail import Mailer, MailError, OutgoingEmail
 
 DEFAULT_FRONTEND = "http://localhost:3000"
 
@@ -86,19 +86,23 @@ def _send(
     links = _links(outreach.settings, invitation, now)
     place = organization.name if organization else "gymctl (create your gym)"
     link = links["accept"] if invitation.user_id else links["signUp"]
-    outreach.mailer.send(
-        OutgoingEmail(
-            to=invitation.email,
-            subject=f"You're invited to join {place}",
-            text=(
-                f"You have been invited to {place} as {invitation.role.value}.\n\n"
-                f"Open this link to accept:\n{link}\n\n"
-                f"It expires on {invitation.expires_at:%Y-%m-%d}."
-            ),
-            headers={"X-Gymctl-Invitation": str(invitation.id)},
-            tag="invitation",
+    try:
+        outreach.mailer.send(
+            OutgoingEmail(
+                to=invitation.email,
+                subject=f"You're invited to join {place}",
+                text=(
+                    f"You have been invited to {place} as {invitation.role.value}.\n\n"
+                    f"Open this link to accept:\n{link}\n\n"
+                    f"It expires on {invitation.expires_at:%Y-%m-%d}."
+                ),
+                headers={"X-Gymctl-Invitation": str(invitation.id)},
+                tag="invitation",
+            )
         )
-    )
+    except MailError as error:
+        # Nothing is kept: the request's transaction rolls back with this refusal.
+        raise DomainError("mail_failed", str(error), status=502) from None
     invitation.send_count += 1
     invitation.last_sent_at = now
 
@@ -191,6 +195,45 @@ def create_invitation(
     _send(outreach, invitation, organization, now)
     session.flush()
     return invitation
+
+
+def invite_many(
+    session: Session,
+    outreach: Outreach,
+    *,
+    organization: Organization,
+    actor: Membership,
+    emails: list[str],
+    role: Role,
+    now: datetime,
+) -> list[dict[str, Any]]:
+    """A bulk invite: each address its own invitation (a refusal touches only that address).
+    After the provider's first 429 every remaining address reports rate_limited and the
+    provider is not called again (spec A 7)."""
+    results: list[dict[str, Any]] = []
+    limited = False
+    for email in emails:
+        if limited:
+            results.append({"email": email, "outcome": "rate_limited"})
+            continue
+        try:
+            with session.begin_nested():
+                invitation = create_invitation(
+                    session,
+                    outreach,
+                    organization=organization,
+                    actor=actor,
+                    actor_user_id=actor.user_id,
+                    email=email,
+                    role=role,
+                    now=now,
+                )
+        except DomainError as error:
+            limited = error.code == "rate_limited"
+            results.append({"email": email, "outcome": error.code})
+            continue
+        results.append({"email": email, "outcome": "invited", "id": str(invitation.id)})
+    return results
 
 
 def _pending_membership(

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import typer
+from rich.panel import Panel
+from rich.text import Text
 
 from gymctl import clock
-from gymctl.cli.output import print_json
+from gymctl.access.trail import ownership_trail, resolve_user
+from gymctl.cli.output import console, print_json, render_rows
 from gymctl.config import get_settings
+from gymctl.db import get_engine, session_factory, session_scope
 from gymctl.identity.dev_keys import mint_dev_token
 
 app = typer.Typer(no_args_is_help=True)
@@ -28,3 +33,69 @@ def dev_token(
         print_json({"identityId": identity_id, "token": token})
     else:
         print(token)  # noqa: T201
+
+
+@app.command("ownership-trail")
+def ownership_trail_command(
+    user: str = typer.Argument(..., help="Database id (UUID) or identity subject (user_...)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Show who owns an account: sign-up origin, sessions, join forms, consents, events."""
+    # The configured URL is passed explicitly: get_engine() without one caches the first URL.
+    factory = session_factory(get_engine(get_settings().resolved_database_url))
+    with session_scope(factory) as session:
+        trail = ownership_trail(session, resolve_user(session, user))
+    if as_json:
+        print_json(trail)
+        return
+
+    person, origin = trail["user"], trail["signUpOrigin"]
+    verification = origin["emailVerification"]
+    lines = [
+        f"id            {person['id']}",
+        f"login         {person['identityId'] or 'Unproven'} ({person['loginState']})",
+        f"email         {person['email'] or '-'}",
+        f"created       {person['createdAt']}"
+        + (f" by {origin['createdByUserId']}" if origin["createdByUserId"] else ""),
+        f"origin        {origin['origin']}",
+    ]
+    if origin["organization"]:
+        org = origin["organization"]
+        lines.append(f"gym           {org['name'] or '?'} ({org['id']})")
+    if origin["joinLink"]:
+        link = origin["joinLink"]
+        lines.append(f"join link     {link['label'] or '-'} ({link['id']})")
+    lines.append(
+        f"email proven  {verification['verifiedAt']} by {verification['verifiedBy']}"
+        if verification["verifiedAt"]
+        else "email proven  no"
+    )
+    if person["deletedAt"]:
+        lines.append(f"deleted       {person['deletedAt']}")
+    # Text, not markup: names and labels are user input.
+    console.print(Panel(Text("\n".join(lines)), title="User and sign-up origin"))
+
+    session_columns = ["lastSeenAt", "firstSeenAt", "ip", "city", "country", "browser", "device"]
+    render_rows(trail["sessions"], [*session_columns, "impersonatedBy"], title="Last sessions")
+    render_rows(
+        trail["joinSubmissions"],
+        ["createdAt", "outcome", "email", "organizationId", "joinLinkId", "ip", "userAgent"],
+        title="Join-form submissions",
+    )
+    render_rows(
+        trail["consents"],
+        ["acceptedAt", "documentType", "documentVersion", "locale", "ip", "userAgent"],
+        title="Consents",
+    )
+    for key, rows_key, title in (
+        ("ownershipEvents", "events", "Ownership and refusal events"),
+        ("platformAdminActions", "actions", "Platform admin actions"),
+    ):
+        section = trail[key]
+        rows = [
+            {**row, "data": json.dumps(row["data"], sort_keys=True)} for row in section[rows_key]
+        ]
+        more = " (truncated: older rows exist)" if section["truncated"] else ""
+        render_rows(
+            rows, ["at", "action", "actorUserId", "organizationId", "data"], title=title + more
+        )

@@ -180,7 +180,12 @@ class HttpIdentityAdmin:
 
     def create_invitation(self, email: str, *, redirect_url: str, metadata: dict[str, Any]) -> str:
         self._invitations.acquire()
-        body = {"email_address": email, "redirect_url": redirect_url, "public_metadata": metadata}
+        body = {
+            "email_address": email,
+            "redirect_url": redirect_url,
+            "public_metadata": metadata,
+            "notify": False,  # we send our own email, with our signed ticket
+        }
         response = self._call("POST", "/v1/invitations", "invitation", json=body)
         invitation = _json(response, "invitation")
         if not isinstance(invitation, dict) or not isinstance(invitation.get("id"), str):
@@ -317,33 +322,3 @@ def identity_admin_from_settings(
         assert settings.identity_api_url is not None
         return HttpIdentityAdmin(settings.identity_api_url, secret, client=client, clock=clock)
     return LocalIdentityAdmin(session_factory, settings.platform_admins)
-
-
-def bulk_invite(
-    admin: IdentityAdmin,
-    emails: Iterable[str],
-    *,
-    redirect_url: str,
-    metadata: dict[str, Any],
-) -> list[tuple[str, str]]:
-    """Invite each address in order; each outcome is the provider's invitation id or a code.
-
-    From the first RateLimited on, every remaining target is `rate_limited` and the provider is
-    not called again (spec A 7). Any other provider failure is `identity_provider_error` for that
-    target only, and the run goes on: the invitations already created stay reported.
-    """
-    outcomes: list[tuple[str, str]] = []
-    limited = False
-    for email in emails:
-        if limited:
-            outcomes.append((email, RATE_LIMITED))
-            continue
-        try:
-            outcome = admin.create_invitation(email, redirect_url=redirect_url, metadata=metadata)
-        except RateLimited:
-            limited = True
-            outcome = RATE_LIMITED
-        except IdentityAdminError as error:
-            outcome = error.code
-        outcomes.append((email, outcome))
-    return outcomes

@@ -172,8 +172,8 @@ def _describe(error: BaseException) -> str:
 class MailboxMailer:
     """The embedded default: each message is an .eml file in a folder (GYMCTL_HOME/mailbox).
 
-    Files are named `<utc timestamp>-<uuid>.eml`, so a sorted listing is in sending order, and
-    appear whole or not at all (written to a hidden temp file, then renamed).
+    Files are named `<utc timestamp>-<uuid>.eml`, so a sorted listing is in sending order (to the
+    microsecond), and appear whole or not at all (written to a hidden temp file, then renamed).
     """
 
     def __init__(self, folder: Path | str, sender: str, *, clock: Clock = default_clock) -> None:

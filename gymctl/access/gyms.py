@@ -1,0 +1,121 @@
+"""Creating, onboarding and deleting a gym. Creation needs a claimable owner grant: a pending
+owner invitation (no organization yet) sent by a platform admin to the caller's proven address
+(spec A 7, OWNER_INVITATION_REQUIRED)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gymctl.errors import DomainError, forbidden
+from gymctl.events import EventKind, emit
+from gymctl.models import (
+    Invitation,
+    InvitationStatus,
+    Membership,
+    MembershipStatus,
+    Organization,
+    Role,
+    User,
+)
+
+SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
+
+
+def create_gym(
+    session: Session, user: User, *, name: str, slug: str, now: datetime
+) -> Organization:
+    grant = None
+    if user.email and user.email_verified_at is not None:
+        grant = session.scalar(
+            select(Invitation)
+            .where(
+                Invitation.organization_id.is_(None),
+                Invitation.role == Role.owner,
+                Invitation.status == InvitationStatus.pending,
+                Invitation.expires_at > now,
+                func.lower(Invitation.email) == user.email.lower(),
+            )
+            .with_for_update()
+            .limit(1)
+        )
+    if grant is None:
+        raise forbidden("OWNER_INVITATION_REQUIRED", "creating a gym needs an owner invitation")
+    if not (name or "").strip():
+        raise DomainError("name_required", "the gym needs a name", status=422)
+    if not SLUG.match(slug or ""):
+        raise DomainError("slug_invalid", "lowercase letters, digits and hyphens", status=422)
+    if session.scalar(select(Organization.id).where(Organization.slug == slug)) is not None:
+        raise DomainError("slug_taken", "that address is taken", status=409)
+    organization = Organization(name=name.strip(), slug=slug, created_at=now)
+    session.add(organization)
+    session.flush()
+    session.add(
+        Membership(
+            organization_id=organization.id,
+            user_id=user.id,
+            role=Role.owner,
+            status=MembershipStatus.active,
+            created_at=now,
+            updated_at=now,
+        )
+    )
+    grant.status = InvitationStatus.accepted
+    grant.accepted_at = now
+    grant.accepted_user_id = user.id
+    grant.organization_id = organization.id
+    emit(
+        session,
+        EventKind.audit,
+        "organization.created",
+        at=now,
+        aggregate_type="organization",
+        aggregate_id=organization.id,
+        organization_id=organization.id,
+        actor_user_id=user.id,
+        payload={"slug": slug, "ownerGrantId": str(grant.id)},
+    )
+    session.flush()
+    return organization
+
+
+def complete_onboarding(
+    session: Session, organization: Organization, *, actor_user_id, now: datetime
+) -> Organization:
+    if organization.onboarding_completed_at is None:
+        organization.onboarding_completed_at = now
+        emit(
+            session,
+            EventKind.audit,
+            "organization.onboarding_completed",
+            at=now,
+            aggregate_type="organization",
+            aggregate_id=organization.id,
+            organization_id=organization.id,
+            actor_user_id=actor_user_id,
+        )
+    session.flush()
+    return organization
+
+
+def delete_organization(
+    session: Session, organization: Organization, *, actor_user_id, now: datetime
+) -> Organization:
+    """Soft delete: the gym disappears from every member's list and its links stop answering."""
+    if organization.deleted_at is None:
+        organization.deleted_at = now
+        emit(
+            session,
+            EventKind.audit,
+            "organization.deleted",
+            at=now,
+            aggregate_type="organization",
+            aggregate_id=organization.id,
+            organization_id=organization.id,
+            actor_user_id=actor_user_id,
+        )
+    session.flush()
+    return organization

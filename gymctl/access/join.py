@@ -1,0 +1,372 @@
+"""Join links (spec A 2.9, 4, 5.3): eligibility, the public join flow, failed checkouts.
+
+A link answers only while the organization allows joining, the link is active and not revoked.
+A join ticket is never issued for an address that already has an account (join.blocked,
+account_exists): that person signs in and joins signed-in, where a held invitation answers 403
+INVITATION_HELD.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+from sqlalchemy import func, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from gymctl import ids
+from gymctl.access import tickets
+from gymctl.access.invitations import Outreach, frontend, normalize_email
+from gymctl.errors import DomainError, forbidden, not_found
+from gymctl.events import EventKind, emit
+from gymctl.models import (
+    JoinLink,
+    JoinSubmission,
+    Membership,
+    MembershipStatus,
+    Organization,
+    OrganizationStatus,
+    Role,
+    Task,
+    User,
+)
+
+JOIN_TICKET_LIFETIME = timedelta(days=2)
+PAYMENT_FOLLOW_UP_DUE = timedelta(hours=4)
+
+
+def create_join_link(
+    session: Session,
+    org_id: uuid.UUID,
+    *,
+    actor_user_id: uuid.UUID,
+    label: str | None,
+    plan_id: uuid.UUID | None,
+    now: datetime,
+) -> JoinLink:
+    link = JoinLink(
+        organization_id=org_id,
+        token=ids.token(18),
+        label=label,
+        plan_id=plan_id,
+        created_by_user_id=actor_user_id,
+        created_at=now,
+    )
+    session.add(link)
+    session.flush()
+    return link
+
+
+def describe(link: JoinLink) -> dict[str, Any]:
+    return {
+        "id": str(link.id),
+        "token": link.token,
+        "label": link.label,
+        "active": link.active,
+        "revoked": link.revoked_at is not None,
+        "planId": str(link.plan_id) if link.plan_id else None,
+        "createdAt": link.created_at.isoformat(),
+    }
+
+
+def list_join_links(session: Session, org_id: uuid.UUID) -> list[dict[str, Any]]:
+    links = session.scalars(
+        select(JoinLink).where(JoinLink.organization_id == org_id).order_by(JoinLink.created_at)
+    )
+    return [describe(link) for link in links]
+
+
+def revoke_join_link(
+    session: Session,
+    org_id: uuid.UUID,
+    link_id: uuid.UUID,
+    *,
+    actor_user_id: uuid.UUID,
+    now: datetime,
+) -> JoinLink:
+    link = session.get(JoinLink, link_id)
+    if link is None or link.organization_id != org_id:
+        raise not_found("join_link_not_found", "no such join link")
+    if link.revoked_at is None:
+        link.revoked_at = now
+        link.active = False
+        emit(
+            session,
+            EventKind.audit,
+            "join_link.revoked",
+            at=now,
+            aggregate_type="join_link",
+            aggregate_id=link.id,
+            organization_id=org_id,
+            actor_user_id=actor_user_id,
+        )
+    session.flush()
+    return link
+
+
+def eligible_link(session: Session, token: str) -> tuple[JoinLink, Organization]:
+    """The link behind `token` if it may be used now; 404 for anything else, including a gym
+    that switched joining off (spec A 2.9)."""
+    row = session.execute(
+        select(JoinLink, Organization)
+        .join(Organization, Organization.id == JoinLink.organization_id)
+        .where(
+            JoinLink.token == token,
+            JoinLink.active.is_(True),
+            JoinLink.revoked_at.is_(None),
+            Organization.join_enabled.is_(True),
+            Organization.status == OrganizationStatus.active,
+            Organization.deleted_at.is_(None),
+        )
+    ).first()
+    if row is None:
+        raise not_found("join_link_not_found", "this join link is not available")
+    return row[0], row[1]
+
+
+def minisite_join_link(session: Session, organization: Organization) -> JoinLink | None:
+    """The link a minisite's call to action may advertise: eligible and without a stored plan
+    (a stored plan would override the plan chosen on a pricing card). join_token is never used."""
+    if not organization.join_enabled:
+        return None
+    return session.scalar(
+        select(JoinLink)
+        .where(
+            JoinLink.organization_id == organization.id,
+            JoinLink.active.is_(True),
+            JoinLink.revoked_at.is_(None),
+            JoinLink.plan_id.is_(None),
+        )
+        .order_by(JoinLink.created_at)
+        .limit(1)
+    )
+
+
+def public_view(link: JoinLink, organization: Organization) -> dict[str, Any]:
+    return {
+        "organization": {
+            "id": str(organization.id),
+            "name": organization.name,
+            "slug": organization.slug,
+        },
+        "planId": str(link.plan_id) if link.plan_id else None,
+    }
+
+
+def _submission(
+    session: Session,
+    link: JoinLink,
+    *,
+    outcome: str,
+    email: str | None,
+    ip: str | None,
+    user_agent: str | None,
+    now: datetime,
+    user_id: uuid.UUID | None = None,
+    data: dict | None = None,
+) -> JoinSubmission:
+    row = JoinSubmission(
+        join_link_id=link.id,
+        organization_id=link.organization_id,
+        email=email,
+        user_id=user_id,
+        outcome=outcome,
+        ip=ip,
+        user_agent=user_agent,
+        data=data or {},
+        created_at=now,
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def request_invite(
+    session: Session,
+    outreach: Outreach,
+    token: str,
+    *,
+    email: str,
+    ip: str | None,
+    user_agent: str | None,
+    now: datetime,
+) -> dict[str, Any]:
+    """The join form: a sign-up ticket for a new address, or join.blocked for a known one."""
+    link, organization = eligible_link(session, token)
+    email = normalize_email(email)
+    if _has_account(session, outreach, email):
+        _submission(
+            session,
+            link,
+            outcome="blocked_account_exists",
+            email=email,
+            ip=ip,
+            user_agent=user_agent,
+            now=now,
+        )
+        emit(
+            session,
+            EventKind.audit,
+            "join.blocked",
+            at=now,
+            aggregate_type="join_link",
+            aggregate_id=link.id,
+            organization_id=organization.id,
+            payload={"reason": "account_exists", "email": email, "ip": ip},
+        )
+        raise DomainError(
+            "account_exists",
+            "this address has an account: sign in to join",
+            status=409,
+            audited=True,
+            reason="account_exists",
+        )
+    _submission(
+        session, link, outcome="ticket_issued", email=email, ip=ip, user_agent=user_agent, now=now
+    )
+    ticket = tickets.sign(
+        outreach.settings,
+        tickets.JOIN,
+        str(link.id),
+        now=now,
+        expires_at=now + JOIN_TICKET_LIFETIME,
+        email=email,
+        org=str(organization.id),
+    )
+    query = urlencode({"__identity_ticket": ticket, "status": "join"})
+    return {
+        "signUpUrl": f"{frontend(outreach.settings)}/sign-up?{query}",
+        "expiresAt": (now + JOIN_TICKET_LIFETIME).isoformat(),
+    }
+
+
+def _has_account(session: Session, outreach: Outreach, email: str) -> bool:
+    linked = session.scalar(
+        select(User.id)
+        .where(func.lower(User.email) == email.lower(), User.identity_id.is_not(None))
+        .where(User.deleted_at.is_(None))
+        .limit(1)
+    )
+    return linked is not None or outreach.identity_admin.find_account(email) is not None
+
+
+def join_signed_in(
+    session: Session,
+    token: str,
+    user: User,
+    *,
+    ip: str | None,
+    user_agent: str | None,
+    now: datetime,
+) -> tuple[Membership, bool]:
+    """A signed-in person joins through a link as a member; (membership, joined now)."""
+    link, organization = eligible_link(session, token)
+    membership = session.scalar(
+        select(Membership).where(
+            Membership.organization_id == organization.id, Membership.user_id == user.id
+        )
+    )
+    if membership is not None and membership.invitation_held:
+        raise forbidden(
+            "INVITATION_HELD",
+            "a staff invitation to this address is held until the gym confirms it",
+        )
+    if membership is not None and membership.status is MembershipStatus.active:
+        return membership, False
+    if membership is None:
+        membership = Membership(
+            organization_id=organization.id, user_id=user.id, role=Role.member, created_at=now
+        )
+        session.add(membership)
+    membership.status = MembershipStatus.active
+    membership.updated_at = now
+    _submission(
+        session,
+        link,
+        outcome="joined",
+        email=user.email,
+        ip=ip,
+        user_agent=user_agent,
+        now=now,
+        user_id=user.id,
+    )
+    emit(
+        session,
+        EventKind.audit,
+        "membership.joined",
+        at=now,
+        aggregate_type="user",
+        aggregate_id=user.id,
+        organization_id=organization.id,
+        actor_user_id=user.id,
+        payload={"joinLinkId": str(link.id)},
+    )
+    session.flush()
+    return membership, True
+
+
+def checkout_failed(
+    session: Session,
+    token: str,
+    *,
+    email: str | None,
+    reason: str | None,
+    ip: str | None,
+    user_agent: str | None,
+    now: datetime,
+) -> Task:
+    """Record the failed join checkout and file (or refresh) one urgent payment follow-up task
+    per link and address, so repeated failures do not flood the staff's list."""
+    link, organization = eligible_link(session, token)
+    email = normalize_email(email) if email else None
+    _submission(
+        session,
+        link,
+        outcome="checkout_failed",
+        email=email,
+        ip=ip,
+        user_agent=user_agent,
+        now=now,
+        data={"reason": (reason or "")[:200]},
+    )
+    subject = f"{link.id}:{(email or 'anonymous').lower()}"
+    values = dict(
+        id=ids.new_id(),
+        organization_id=organization.id,
+        kind="payment_follow_up",
+        priority="urgent",
+        status="open",
+        title=f"Join checkout failed{f' for {email}' if email else ''}: follow up on payment",
+        detail=reason,
+        subject_type="join_checkout",
+        subject_id=subject,
+        due_at=now + PAYMENT_FOLLOW_UP_DUE,
+        data={"joinLinkId": str(link.id), "email": email},
+        created_at=now,
+    )
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    statement = insert(Task).values(**values)
+    session.execute(
+        statement.on_conflict_do_update(
+            index_elements=["organization_id", "kind", "subject_type", "subject_id"],
+            set_={
+                "status": "open",
+                "priority": "urgent",
+                "due_at": values["due_at"],
+                "detail": reason,
+            },
+        )
+    )
+    session.flush()
+    return session.scalar(
+        select(Task).where(
+            Task.organization_id == organization.id,
+            Task.kind == "payment_follow_up",
+            Task.subject_type == "join_checkout",
+            Task.subject_id == subject,
+        )
+    )

@@ -1,0 +1,277 @@
+"""The three ways a gym creates members (spec A 5.3): desk registration by staff, conversion of a
+lead, and a CSV import. Rows are created without an identity (Unproven until the person signs
+in); an address that belongs to an unproven login is refused with STAFF_REGISTRATION_UNVERIFIED,
+so a gym can never attach its records to a login whose owner is unknown."""
+
+from __future__ import annotations
+
+import csv
+import io
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gymctl.access.invitations import normalize_email
+from gymctl.access.memberships import active_member_count
+from gymctl.errors import DomainError, not_found
+from gymctl.events import EventKind, emit
+from gymctl.models import (
+    ACTIVE_MEMBER_CAP,
+    Lead,
+    Membership,
+    MembershipStatus,
+    Organization,
+    Role,
+    User,
+)
+
+
+@dataclass(frozen=True)
+class Registrar:
+    """Who registers, from where: what the refusal audit records."""
+
+    organization: Organization
+    staff_user_id: uuid.UUID
+    ip: str | None
+    path: str
+
+
+def _refuse_unverified(
+    session: Session, registrar: Registrar, email: str, *, role: Role, now: datetime
+) -> DomainError:
+    emit(
+        session,
+        EventKind.audit,
+        "membership.registration_refused",
+        at=now,
+        aggregate_type="organization",
+        aggregate_id=registrar.organization.id,
+        organization_id=registrar.organization.id,
+        actor_user_id=registrar.staff_user_id,
+        payload={
+            "staffUserId": str(registrar.staff_user_id),
+            "organizationId": str(registrar.organization.id),
+            "ip": registrar.ip,
+            "path": registrar.path,
+            "attemptedRole": role.value,
+            "reason": "email_unproven",
+        },
+    )
+    return DomainError(
+        "STAFF_REGISTRATION_UNVERIFIED",
+        "this address belongs to a login whose email is not proven",
+        status=422,
+        audited=True,
+    )
+
+
+def _people(session: Session, email: str) -> list[User]:
+    return list(
+        session.scalars(
+            select(User)
+            .where(func.lower(User.email) == email.lower(), User.deleted_at.is_(None))
+            .order_by(User.created_at, User.id)
+        )
+    )
+
+
+def _unproven_login(people: list[User]) -> bool:
+    return any(p.identity_id is not None and p.email_verified_at is None for p in people)
+
+
+def register_member(
+    session: Session,
+    registrar: Registrar,
+    *,
+    email: str,
+    name: str | None,
+    origin: str,
+    now: datetime,
+    role: Role = Role.member,
+) -> tuple[User, bool]:
+    """Make `email` an active member; (user, created_membership). The refusal is audited in its
+    own right, so callers commit it even though the request fails."""
+    email = normalize_email(email)
+    people = _people(session, email)
+    if _unproven_login(people):
+        raise _refuse_unverified(session, registrar, email, role=role, now=now)
+    # A proven login, or the gym's earlier unlinked profile, is reused: one person, one row.
+    person = next((p for p in people if p.identity_id), None) or (people[0] if people else None)
+    if person is None:
+        person = User(
+            email=email,
+            name=name,
+            signup_origin=origin,
+            signup_organization_id=registrar.organization.id,
+            created_by_user_id=registrar.staff_user_id,
+            created_at=now,
+            updated_at=now,
+        )
+        session.add(person)
+        session.flush()
+    membership = session.scalar(
+        select(Membership).where(
+            Membership.organization_id == registrar.organization.id,
+            Membership.user_id == person.id,
+        )
+    )
+    if membership is not None and membership.status is MembershipStatus.active:
+        return person, False
+    if membership is None:
+        membership = Membership(
+            organization_id=registrar.organization.id, user_id=person.id, created_at=now
+        )
+        session.add(membership)
+    membership.role = role
+    membership.status = MembershipStatus.active
+    membership.updated_at = now
+    emit(
+        session,
+        EventKind.audit,
+        "membership.registered",
+        at=now,
+        aggregate_type="user",
+        aggregate_id=person.id,
+        organization_id=registrar.organization.id,
+        actor_user_id=registrar.staff_user_id,
+        payload={"origin": origin},
+    )
+    session.flush()
+    return person, True
+
+
+def create_lead(
+    session: Session, org_id: uuid.UUID, *, name: str, email: str, now: datetime
+) -> Lead:
+    if not (name or "").strip():
+        raise DomainError("name_required", "a lead needs a name", status=422)
+    lead = Lead(
+        organization_id=org_id, name=name.strip(), email=normalize_email(email), created_at=now
+    )
+    session.add(lead)
+    session.flush()
+    return lead
+
+
+def convert_lead(
+    session: Session, registrar: Registrar, lead_id: uuid.UUID, *, now: datetime
+) -> User:
+    lead = session.get(Lead, lead_id)
+    if lead is None or lead.organization_id != registrar.organization.id:
+        raise not_found("lead_not_found", "no such lead")
+    if lead.status == "converted":
+        raise DomainError("lead_converted", "this lead is already a member", status=409)
+    person, _created = register_member(
+        session, registrar, email=lead.email, name=lead.name, origin="lead", now=now
+    )
+    lead.status = "converted"
+    lead.converted_user_id = person.id
+    session.flush()
+    return person
+
+
+@dataclass
+class ImportResults:
+    created: list[str] = field(default_factory=list)
+    existing: list[str] = field(default_factory=list)
+    unverified: list[str] = field(default_factory=list)
+    invalid: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "members": {
+                "created": self.created,
+                "existing": self.existing,
+                "unverified": self.unverified,
+                "invalid": self.invalid,
+            }
+        }
+
+
+def parse_members_csv(content: str) -> list[dict[str, str]]:
+    """Rows of a members CSV with an `email` column and optional `name` (header names are
+    case-insensitive)."""
+    reader = csv.DictReader(io.StringIO(content.lstrip("\ufeff")))
+    headers = {h.strip().lower(): h for h in reader.fieldnames or []}
+    if "email" not in headers:
+        raise DomainError("import_invalid", "the CSV needs an email column", status=422)
+    return [
+        {
+            "email": (row.get(headers["email"]) or "").strip(),
+            "name": (row.get(headers["name"]) or "").strip() if "name" in headers else "",
+        }
+        for row in reader
+    ]
+
+
+def import_members(
+    session: Session,
+    registrar: Registrar,
+    rows: Iterable[dict[str, str]],
+    *,
+    now: datetime,
+    progress: Callable[[int], None] | None = None,
+) -> ImportResults:
+    """Create an active member per row. Refused up front, creating nothing, when the rows that
+    would become new active members exceed the tier's cap; refused addresses are listed."""
+    results = ImportResults()
+    planned: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for number, row in enumerate(rows, start=2):
+        try:
+            email = normalize_email(row["email"])
+        except DomainError:
+            results.invalid.append({"row": number, "reason": "email_invalid"})
+            continue
+        if email.lower() in seen:
+            results.invalid.append({"row": number, "reason": "duplicate"})
+            continue
+        seen.add(email.lower())
+        people = _people(session, email)
+        if _unproven_login(people):
+            results.unverified.append(email)
+            _refuse_unverified(session, registrar, email, role=Role.member, now=now)
+            continue
+        planned.append((email, row.get("name") or ""))
+    cap = ACTIVE_MEMBER_CAP[registrar.organization.tier]
+    newcomers = sum(1 for email, _ in planned if not _is_active_member(session, registrar, email))
+    if (
+        cap is not None
+        and active_member_count(session, registrar.organization.id) + newcomers > cap
+    ):
+        raise DomainError(
+            "member_cap_exceeded",
+            f"the {registrar.organization.tier.value} tier allows {cap} active members",
+            status=422,
+            cap=cap,
+            wouldAdd=newcomers,
+        )
+    for done, (email, name) in enumerate(planned, start=1):
+        _person, created = register_member(
+            session, registrar, email=email, name=name or None, origin="import", now=now
+        )
+        (results.created if created else results.existing).append(email)
+        if progress:
+            progress(done)
+    return results
+
+
+def _is_active_member(session: Session, registrar: Registrar, email: str) -> bool:
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(Membership)
+            .join(User, User.id == Membership.user_id)
+            .where(
+                Membership.organization_id == registrar.organization.id,
+                Membership.status == MembershipStatus.active,
+                func.lower(User.email) == email.lower(),
+            )
+        )
+        > 0
+    )

@@ -1,0 +1,117 @@
+"""Sales grants (spec A 2.5): a staff-only capability beside the role, never instead of it.
+
+Only owner and admin grant (the matrix's sales module); only an active coach receives one; a
+member membership never holds one, and a leftover grant from an earlier staff role gives no
+access. Owner and admin are implicit team managers. Granting changes neither the role nor billing
+or member administration.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.access.memberships import membership_of
+from gymctl.errors import DomainError, not_found
+from gymctl.events import EventKind, emit
+from gymctl.models import Membership, MembershipStatus, Role, SalesGrant
+
+SCOPES = ("own", "team")
+
+
+@dataclass(frozen=True)
+class SalesAccess:
+    scope: str
+    manager: bool
+
+
+def grant_sales(
+    session: Session,
+    actor: Membership,
+    target_user_id: uuid.UUID,
+    *,
+    scope: str,
+    manager: bool,
+    now: datetime,
+) -> SalesGrant:
+    if scope not in SCOPES:
+        raise DomainError(
+            "sales_scope_invalid", f"scope must be one of {', '.join(SCOPES)}", status=422
+        )
+    target = membership_of(session, actor.organization_id, target_user_id)
+    if target.role is Role.member:
+        raise DomainError(
+            "sales_grant_member_refused",
+            "a member (customer) membership can never hold sales access",
+            status=422,
+        )
+    if target.role is not Role.coach or target.status is not MembershipStatus.active:
+        raise DomainError(
+            "sales_grant_ineligible",
+            "only an active coach receives a sales grant (owner and admin already manage sales)",
+            status=422,
+        )
+    grant = _live_grant(session, target.id) or SalesGrant(
+        organization_id=actor.organization_id, membership_id=target.id, created_at=now
+    )
+    grant.scope, grant.manager, grant.granted_by_user_id = scope, manager, actor.user_id
+    session.add(grant)
+    emit(
+        session,
+        EventKind.audit,
+        "sales.granted",
+        at=now,
+        aggregate_type="user",
+        aggregate_id=target.user_id,
+        organization_id=actor.organization_id,
+        actor_user_id=actor.user_id,
+        payload={"scope": scope, "manager": manager},
+    )
+    session.flush()
+    return grant
+
+
+def revoke_sales(
+    session: Session, actor: Membership, grant_id: uuid.UUID, *, now: datetime
+) -> SalesGrant:
+    grant = session.get(SalesGrant, grant_id)
+    if grant is None or grant.organization_id != actor.organization_id:
+        raise not_found("sales_grant_not_found", "no such sales grant")
+    if grant.revoked_at is None:
+        grant.revoked_at = now
+        emit(
+            session,
+            EventKind.audit,
+            "sales.revoked",
+            at=now,
+            aggregate_type="sales_grant",
+            aggregate_id=grant.id,
+            organization_id=actor.organization_id,
+            actor_user_id=actor.user_id,
+        )
+    session.flush()
+    return grant
+
+
+def _live_grant(session: Session, membership_id: uuid.UUID) -> SalesGrant | None:
+    return session.scalar(
+        select(SalesGrant).where(
+            SalesGrant.membership_id == membership_id, SalesGrant.revoked_at.is_(None)
+        )
+    )
+
+
+def sales_access(session: Session, membership: Membership) -> SalesAccess | None:
+    """What sales access a membership has now, or None."""
+    if membership.status is not MembershipStatus.active:
+        return None
+    if membership.role in (Role.owner, Role.admin):
+        return SalesAccess(scope="team", manager=True)
+    if membership.role is not Role.coach:
+        return None  # a leftover grant from an earlier staff role gives nothing
+    grant = _live_grant(session, membership.id)
+    return SalesAccess(scope=grant.scope, manager=grant.manager) if grant else None

@@ -1,0 +1,316 @@
+"""The identity provider's admin API: the HTTP client against the stand-in provider on loopback,
+its per-instance invitation limit, bulk invites after a 429, and the embedded default."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from datetime import timedelta
+
+import pytest
+
+from gymctl.clock import FixedClock
+from gymctl.config import ConfigError, Settings
+from gymctl.providers.identity_admin import (
+    Account,
+    HttpIdentityAdmin,
+    IdentityAdminError,
+    LocalIdentityAdmin,
+    RateLimited,
+    SlidingWindow,
+    identity_admin_from_settings,
+)
+from tests import factories
+from tests.conftest import NOW
+
+REDIRECT = "https://app.example.test/en/sign-up"
+METADATA = {"invitationId": "0b6f7c1e-0000-4000-8000-000000000001"}
+
+
+@pytest.fixture
+def admin(idp, clock: FixedClock):
+    client = HttpIdentityAdmin(idp.url, idp.SECRET_KEY, clock=clock)
+    yield client
+    client.close()
+
+
+def invite(admin, email: str = "new.person@example.test") -> str:
+    return admin.create_invitation(email, redirect_url=REDIRECT, metadata=METADATA)
+
+
+def test_lookup_finds_a_verified_account_case_insensitively(admin, idp) -> None:
+    idp.add_account("user_ann", "Ann.Member@Example.test")
+    assert admin.find_account("ann.member@example.TEST") == Account(
+        identity_id="user_ann", email="Ann.Member@Example.test", email_verified=True
+    )
+    assert idp.admin_requests == 1
+
+
+def test_lookup_of_an_unknown_address_is_none(admin, idp) -> None:
+    idp.add_account("user_ann", "ann@example.test")
+    assert admin.find_account("nobody@example.test") is None
+
+
+def test_lookup_reports_an_unproven_email(admin, idp) -> None:
+    idp.add_account("user_joiner", "joiner@example.test", verified=False)
+    account = admin.find_account("joiner@example.test")
+    assert account is not None
+    assert account.identity_id == "user_joiner"
+    assert account.email_verified is False
+
+
+def test_lookup_prefers_the_verified_holder(admin, idp) -> None:
+    idp.add_account("user_unproven", "shared@example.test", verified=False)
+    idp.add_account("user_proven", "shared@example.test", verified=True)
+    account = admin.find_account("shared@example.test")
+    assert account is not None
+    assert account.identity_id == "user_proven"
+
+
+def test_invitation_is_created_at_the_provider(admin, idp) -> None:
+    invitation_id = invite(admin, "new.person@example.test")
+    assert invitation_id == "inv_1"
+    assert idp.invitations == [
+        {
+            "id": "inv_1",
+            "object": "invitation",
+            "email_address": "new.person@example.test",
+            "redirect_url": REDIRECT,
+            "public_metadata": METADATA,
+            "status": "pending",
+        }
+    ]
+
+
+def test_private_metadata_of_a_platform_admin_and_of_others(admin, idp) -> None:
+    idp.add_account("user_root", "root@example.test", private_metadata={"platformRole": "admin"})
+    idp.add_account("user_plain", "plain@example.test")
+    assert admin.private_metadata("user_root") == {"platformRole": "admin"}
+    assert admin.private_metadata("user_plain") == {}
+    assert admin.private_metadata("user_gone") == {}  # 404: no such user, so no admin
+    assert admin.private_metadata("user/../v1/jwks") == {}  # the id stays one path segment
+
+
+def test_the_bearer_secret_is_checked(idp, clock) -> None:
+    idp.add_account("user_ann", "ann@example.test")
+    wrong = HttpIdentityAdmin(idp.url, "sk_test_wrong", clock=clock)
+    with pytest.raises(IdentityAdminError, match="answered 401"):
+        wrong.find_account("ann@example.test")
+    with pytest.raises(IdentityAdminError, match="answered 401"):
+        invite(wrong)
+    with pytest.raises(IdentityAdminError, match="answered 401"):
+        wrong.private_metadata("user_ann")
+    assert idp.invitations == []
+
+
+def test_101st_invitation_within_the_hour_is_refused_without_a_call(admin, idp, clock) -> None:
+    for n in range(100):
+        clock.set(NOW + timedelta(seconds=30 * n))  # spread over 49.5 minutes
+        invite(admin, f"person{n}@example.test")
+    assert idp.admin_requests == 100
+
+    with pytest.raises(RateLimited) as refused:
+        invite(admin, "one.too.many@example.test")
+    assert idp.admin_requests == 100  # refused here, the provider never asked
+    assert refused.value.code == "rate_limited"
+    assert refused.value.status == 429
+    assert refused.value.retry_after == 60 * 10 + 30  # the first slot frees at NOW + 1 h
+    assert refused.value.to_json()["retryAfter"] == 630
+
+    # Lookups and metadata reads do not spend the invitation budget (the admin guard needs them).
+    assert admin.find_account("person1@example.test") is None
+    assert admin.private_metadata("user_x") == {}
+
+    clock.set(NOW + timedelta(hours=1))  # the first invitation left the window
+    assert invite(admin, "one.too.many@example.test") == "inv_101"
+    with pytest.raises(RateLimited):
+        invite(admin)
+    clock.set(NOW + timedelta(hours=1, seconds=30))  # and the second one
+    assert invite(admin) == "inv_102"
+
+
+def test_sliding_window_frees_slots_one_by_one() -> None:
+    clock = FixedClock(NOW)
+    window = SlidingWindow(3, timedelta(minutes=10), clock)
+    for minute in (0, 4, 8):
+        clock.set(NOW + timedelta(minutes=minute))
+        window.acquire()
+    clock.set(NOW + timedelta(minutes=9, seconds=59))
+    with pytest.raises(RateLimited) as refused:
+        window.acquire()
+    assert refused.value.retry_after == 1
+    clock.set(NOW + timedelta(minutes=10))
+    window.acquire()
+    with pytest.raises(RateLimited) as refused:
+        window.acquire()
+    assert refused.value.retry_after == 4 * 60
+
+
+def test_sliding_window_is_thread_safe() -> None:
+    window = SlidingWindow(100, timedelta(hours=1), FixedClock(NOW))
+    granted: list[int] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        for _ in range(25):
+            try:
+                window.acquire()
+            except RateLimited:
+                continue
+            with lock:
+                granted.append(1)
+
+    threads = [threading.Thread(target=worker) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(granted) == 100
+
+
+def test_a_provider_429_is_rate_limited_with_retry_after(admin, idp) -> None:
+    idp.answer_429_after = 0
+    with pytest.raises(RateLimited) as refused:
+        invite(admin)
+    assert refused.value.retry_after == 60
+    assert refused.value.code == "rate_limited"
+    with pytest.raises(RateLimited):
+        admin.find_account("ann@example.test")
+    assert idp.invitations == []
+
+
+def test_a_500_is_an_identity_admin_error(admin, idp) -> None:
+    idp.admin_status = 500
+    for call in (
+        lambda: admin.find_account("ann@example.test"),
+        lambda: invite(admin, "ann@example.test"),
+        lambda: admin.private_metadata("user_ann"),
+    ):
+        with pytest.raises(IdentityAdminError) as failed:
+            call()
+        assert not isinstance(failed.value, RateLimited)
+        assert "answered 500" in str(failed.value)
+        assert "ann@example.test" not in str(failed.value)
+        assert failed.value.code == "identity_provider_error"
+        assert failed.value.status == 502
+
+
+def test_a_timeout_is_an_identity_admin_error(idp, clock) -> None:
+    idp.admin_delay = 1.0
+    admin = HttpIdentityAdmin(idp.url, idp.SECRET_KEY, clock=clock, timeout=0.2)
+    with pytest.raises(IdentityAdminError, match="ReadTimeout") as failed:
+        admin.find_account("slow@example.test")
+    assert "slow@example.test" not in str(failed.value)
+    assert failed.value.__cause__ is None
+    assert failed.value.__suppress_context__
+
+
+def test_provider_down_or_unreachable_is_an_identity_admin_error(idp, clock) -> None:
+    idp.down = True
+    admin = HttpIdentityAdmin(idp.url, idp.SECRET_KEY, clock=clock)
+    with pytest.raises(IdentityAdminError, match="answered 503"):
+        admin.find_account("ann@example.test")
+    idp.close()
+    with pytest.raises(IdentityAdminError, match="ConnectError"):
+        admin.private_metadata("user_ann")
+
+
+def test_the_default_timeout_is_five_seconds(idp) -> None:
+    admin = HttpIdentityAdmin(idp.url, idp.SECRET_KEY)
+    assert admin._timeout == 5.0
+
+
+def test_emails_never_reach_the_logs(admin, idp, caplog) -> None:
+    email = "private.person@example.test"
+    idp.add_account("user_private", email)
+    with caplog.at_level(logging.DEBUG):
+        admin.find_account(email)
+        invite(admin, email)
+        idp.admin_status = 500
+        with pytest.raises(IdentityAdminError):
+            admin.find_account(email)
+    logged = "\n".join(
+        caplog.handler.format(record) + json.dumps(vars(record), default=str)
+        for record in caplog.records
+    )
+    assert any("/v1/users" in record.getMessage() for record in caplog.records)  # httpx logged
+    assert email not in logged
+    assert "private.person%40example.test" not in logged
+    assert idp.SECRET_KEY not in logged
+
+
+# The embedded default: the users table stands in for the provider.
+
+
+@pytest.mark.embedded
+def test_local_lookup_matches_linked_live_rows_case_insensitively(session, session_factory):
+    factories.user(session, identity_id="user_ann", email="Ann@Example.test")
+    factories.user(session, identity_id=None, email="gym.created@example.test")  # no login yet
+    factories.user(session, identity_id="user_gone", email="gone@example.test", deleted_at=NOW)
+    local = LocalIdentityAdmin(session_factory, [])
+
+    assert local.find_account("ann@example.TEST") == Account(
+        identity_id="user_ann", email="Ann@Example.test", email_verified=True
+    )
+    assert local.find_account("gym.created@example.test") is None
+    assert local.find_account("gone@example.test") is None
+    assert local.find_account("nobody@example.test") is None
+
+
+def test_local_invitation_and_metadata(session_factory) -> None:
+    local = LocalIdentityAdmin(session_factory, ["user_root"])
+    first, second = invite(local), invite(local)
+    assert first.startswith("inv_local_")
+    assert len(first) == len("inv_local_") + 32
+    assert first != second
+    assert local.private_metadata("user_root") == {"platformRole": "admin"}
+    assert local.private_metadata("user_other") == {}
+
+
+def _settings(**values) -> Settings:
+    return Settings(
+        **{"IDENTITY_API_URL": None, "IDENTITY_SECRET_KEY": None, "GYMCTL_PLATFORM_ADMINS": ""}
+        | values
+    )
+
+
+def test_identity_admin_from_settings_picks_each(idp, session_factory, clock) -> None:
+    configured = {"IDENTITY_API_URL": idp.url, "IDENTITY_SECRET_KEY": idp.SECRET_KEY}
+
+    http = identity_admin_from_settings(
+        _settings(GYMCTL_IDENTITY_ADMIN="http", **configured), session_factory, clock=clock
+    )
+    assert isinstance(http, HttpIdentityAdmin)
+    idp.add_account("user_ann", "ann@example.test")
+    assert http.find_account("ann@example.test") is not None  # wired to the provider and key
+
+    auto = identity_admin_from_settings(_settings(**configured), session_factory)
+    assert isinstance(auto, HttpIdentityAdmin)
+
+    local = identity_admin_from_settings(
+        _settings(
+            GYMCTL_IDENTITY_ADMIN="local", GYMCTL_PLATFORM_ADMINS="user_a, user_b", **configured
+        ),
+        session_factory,
+    )
+    assert isinstance(local, LocalIdentityAdmin)
+    assert local.private_metadata("user_b") == {"platformRole": "admin"}
+
+    for partial in ({}, {"IDENTITY_API_URL": idp.url}, {"IDENTITY_SECRET_KEY": "sk_x"}):
+        fallback = identity_admin_from_settings(_settings(**partial), session_factory)
+        assert isinstance(fallback, LocalIdentityAdmin)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"GYMCTL_IDENTITY_ADMIN": "http"},
+        {"GYMCTL_IDENTITY_ADMIN": "http", "IDENTITY_API_URL": "http://127.0.0.1:9"},
+        {"GYMCTL_IDENTITY_ADMIN": "http", "IDENTITY_SECRET_KEY": "sk_x"},
+        {"GYMCTL_IDENTITY_ADMIN": "clerk"},
+    ],
+)
+def test_identity_admin_from_settings_refuses_what_cannot_work(values, session_factory) -> None:
+    with pytest.raises(ConfigError, match="GYMCTL_IDENTITY_ADMIN"):
+        identity_admin_from_settings(_settings(**values), session_factory)

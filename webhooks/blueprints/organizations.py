@@ -1,0 +1,323 @@
+"""Organization routes: members, invitations, leads, join links, sales grants, the gym itself.
+Every route resolves the caller's membership first and then enforces the permission matrix."""
+
+from __future__ import annotations
+
+import uuid
+
+from flask import Blueprint, jsonify, request
+from pydantic import Field
+
+from gymctl.access import gyms, invitations, join, memberships, registrations, sales
+from gymctl.access.permissions import Action, Module
+from gymctl.crypto import national_id_cipher
+from gymctl.errors import DomainError
+from gymctl.events import EventKind, emit
+from gymctl.models import Organization, Role, User
+from webhooks.access import membership, org_route, owner_route, signed_in_user
+from webhooks.context import auth, client_ip, db, now, services
+from webhooks.validation import Body, parse
+
+bp = Blueprint("organizations", __name__, url_prefix="/organizations")
+ORG = "/<uuid:org_id>"
+
+
+def _organization(org_id: uuid.UUID) -> Organization:
+    return db().get(Organization, org_id)
+
+
+def _registrar(org_id: uuid.UUID) -> registrations.Registrar:
+    return registrations.Registrar(
+        organization=_organization(org_id),
+        staff_user_id=membership().user_id,
+        ip=client_ip(),
+        path=request.path,
+    )
+
+
+class CreateGym(Body):
+    name: str = Field(min_length=1, max_length=200)
+    slug: str = Field(min_length=1, max_length=64)
+
+
+@bp.post("")
+def create_gym():
+    body = parse(CreateGym)
+    organization = gyms.create_gym(
+        db(), signed_in_user(), name=body.name, slug=body.slug, now=now()
+    )
+    return jsonify(id=str(organization.id), name=organization.name, slug=organization.slug), 201
+
+
+@bp.delete(ORG)
+@owner_route
+def delete_gym(org_id):
+    gyms.delete_organization(
+        db(), _organization(org_id), actor_user_id=membership().user_id, now=now()
+    )
+    return jsonify(deleted=True)
+
+
+@bp.post(f"{ORG}/onboarding/complete")
+@owner_route
+def complete_onboarding(org_id):
+    organization = gyms.complete_onboarding(
+        db(), _organization(org_id), actor_user_id=membership().user_id, now=now()
+    )
+    return jsonify(onboardingCompletedAt=organization.onboarding_completed_at.isoformat())
+
+
+# --- members ---------------------------------------------------------------------------------
+
+
+@bp.get(f"{ORG}/members")
+@org_route(Module.members, Action.view)
+def roster(org_id):
+    return jsonify(members=memberships.roster(db(), org_id))
+
+
+class DeskRegistration(Body):
+    email: str = Field(max_length=320)
+    name: str | None = Field(None, max_length=200)
+
+
+@bp.post(f"{ORG}/members")
+@org_route(Module.members, Action.manage)
+def register_at_desk(org_id):
+    body = parse(DeskRegistration)
+    person, created = registrations.register_member(
+        db(), _registrar(org_id), email=body.email, name=body.name, origin="desk", now=now()
+    )
+    return jsonify(
+        userId=str(person.id), created=created, login="linked" if person.identity_id else "unproven"
+    ), 201 if created else 200
+
+
+@bp.post(f"{ORG}/members/import")
+@org_route(Module.members, Action.manage)
+def import_members(org_id):
+    upload = request.files.get("file")
+    content = upload.read() if upload else request.get_data()
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DomainError("import_invalid", "the CSV must be UTF-8", status=422) from None
+    rows = registrations.parse_members_csv(text)
+    results = registrations.import_members(db(), _registrar(org_id), rows, now=now())
+    return jsonify(results=results.as_dict())
+
+
+class RoleChange(Body):
+    role: Role
+
+
+@bp.patch(f"{ORG}/members/<uuid:user_id>")
+@org_route(Module.members, Action.manage)
+def change_role(org_id, user_id):
+    body = parse(RoleChange)
+    target = memberships.change_role(db(), membership(), user_id, body.role, now=now())
+    return jsonify(userId=str(target.user_id), role=target.role.value)
+
+
+@bp.delete(f"{ORG}/members/<uuid:user_id>")
+@org_route(Module.members, Action.manage)
+def remove_member(org_id, user_id):
+    target = memberships.remove_member(
+        db(), org_id, user_id, actor=membership(), actor_user_id=membership().user_id, now=now()
+    )
+    return jsonify(userId=str(target.user_id), status=target.status.value)
+
+
+class NationalId(Body):
+    nationalId: str = Field(min_length=4, max_length=32, pattern=r"^[0-9A-Za-z-]+$")
+
+
+@bp.put(f"{ORG}/members/<uuid:user_id>/national-id")
+@org_route(Module.members, Action.manage)
+def set_national_id(org_id, user_id):
+    """Stored encrypted and bound to the row; the answer never echoes it."""
+    body = parse(NationalId)
+    memberships.membership_of(db(), org_id, user_id)
+    person = db().get(User, user_id)
+    person.national_id_ciphertext = national_id_cipher(services().settings).encrypt(
+        body.nationalId, table="users", column="national_id", row_id=str(person.id)
+    )
+    emit(
+        db(),
+        EventKind.audit,
+        "user.national_id_set",
+        at=now(),
+        aggregate_type="user",
+        aggregate_id=person.id,
+        organization_id=org_id,
+        actor_user_id=membership().user_id,
+    )
+    return jsonify(userId=str(person.id), nationalIdStored=True)
+
+
+# --- invitations -----------------------------------------------------------------------------
+
+
+class InvitationRequest(Body):
+    email: str = Field(max_length=320)
+    role: Role = Role.member
+
+
+@bp.get(f"{ORG}/invitations")
+@org_route(Module.invitations, Action.view)
+def list_invitations(org_id):
+    return jsonify(invitations=invitations.list_invitations(db(), org_id))
+
+
+@bp.post(f"{ORG}/invitations")
+@org_route(Module.invitations, Action.manage)
+def create_invitation(org_id):
+    body = parse(InvitationRequest)
+    invitation = invitations.create_invitation(
+        db(),
+        services().outreach,
+        organization=_organization(org_id),
+        actor=membership(),
+        actor_user_id=membership().user_id,
+        email=body.email,
+        role=body.role,
+        now=now(),
+    )
+    return jsonify(invitations.describe(invitation)), 201
+
+
+class BulkInvitations(Body):
+    emails: list[str] = Field(min_length=1, max_length=500)
+    role: Role = Role.member
+
+
+@bp.post(f"{ORG}/invitations/bulk")
+@org_route(Module.invitations, Action.manage)
+def bulk_invitations(org_id):
+    body = parse(BulkInvitations)
+    results = invitations.invite_many(
+        db(),
+        services().outreach,
+        organization=_organization(org_id),
+        actor=membership(),
+        emails=body.emails,
+        role=body.role,
+        now=now(),
+    )
+    return jsonify(results=results)
+
+
+@bp.post(f"{ORG}/invitations/<uuid:invitation_id>/revoke")
+@org_route(Module.invitations, Action.manage)
+def revoke_invitation(org_id, invitation_id):
+    invitation = invitations.revoke_invitation(db(), membership(), invitation_id, now=now())
+    return jsonify(invitations.describe(invitation))
+
+
+@bp.post(f"{ORG}/invitations/<uuid:invitation_id>/resend")
+@org_route(Module.invitations, Action.manage)
+def resend_invitation(org_id, invitation_id):
+    invitation = invitations.resend_invitation(
+        db(), services().outreach, membership(), invitation_id, now=now()
+    )
+    return jsonify(invitations.describe(invitation))
+
+
+# --- leads -----------------------------------------------------------------------------------
+
+
+class LeadRequest(Body):
+    name: str = Field(min_length=1, max_length=200)
+    email: str = Field(max_length=320)
+
+
+@bp.post(f"{ORG}/leads")
+@org_route(Module.crm, Action.manage)
+def create_lead(org_id):
+    body = parse(LeadRequest)
+    lead = registrations.create_lead(db(), org_id, name=body.name, email=body.email, now=now())
+    return jsonify(id=str(lead.id), name=lead.name, email=lead.email, status=lead.status), 201
+
+
+@bp.post(f"{ORG}/leads/<uuid:lead_id>/convert")
+@org_route(Module.crm, Action.manage)
+def convert_lead(org_id, lead_id):
+    person = registrations.convert_lead(db(), _registrar(org_id), lead_id, now=now())
+    return jsonify(userId=str(person.id), login="linked" if person.identity_id else "unproven")
+
+
+# --- join links ------------------------------------------------------------------------------
+
+
+class JoinLinkRequest(Body):
+    label: str | None = Field(None, max_length=200)
+    planId: uuid.UUID | None = None
+
+
+@bp.get(f"{ORG}/join-links")
+@org_route(Module.join_links, Action.view)
+def list_join_links(org_id):
+    return jsonify(joinLinks=join.list_join_links(db(), org_id))
+
+
+@bp.post(f"{ORG}/join-links")
+@org_route(Module.join_links, Action.manage)
+def create_join_link(org_id):
+    body = parse(JoinLinkRequest)
+    link = join.create_join_link(
+        db(),
+        org_id,
+        actor_user_id=membership().user_id,
+        label=body.label,
+        plan_id=body.planId,
+        now=now(),
+    )
+    return jsonify(join.describe(link)), 201
+
+
+@bp.post(f"{ORG}/join-links/<uuid:link_id>/revoke")
+@org_route(Module.join_links, Action.manage)
+def revoke_join_link(org_id, link_id):
+    link = join.revoke_join_link(
+        db(), org_id, link_id, actor_user_id=membership().user_id, now=now()
+    )
+    return jsonify(join.describe(link))
+
+
+# --- sales -----------------------------------------------------------------------------------
+
+
+class SalesGrantRequest(Body):
+    userId: uuid.UUID
+    scope: str
+    manager: bool = False
+
+
+@bp.post(f"{ORG}/sales-grants")
+@org_route(Module.sales, Action.manage)
+def grant_sales(org_id):
+    body = parse(SalesGrantRequest)
+    grant = sales.grant_sales(
+        db(), membership(), body.userId, scope=body.scope, manager=body.manager, now=now()
+    )
+    return jsonify(id=str(grant.id), scope=grant.scope, manager=grant.manager), 201
+
+
+@bp.delete(f"{ORG}/sales-grants/<uuid:grant_id>")
+@org_route(Module.sales, Action.manage)
+def revoke_sales(org_id, grant_id):
+    grant = sales.revoke_sales(db(), membership(), grant_id, now=now())
+    return jsonify(id=str(grant.id), revoked=grant.revoked_at is not None)
+
+
+@bp.get(f"{ORG}/me/sales-access")
+def my_sales_access(org_id):
+    """Own records (outside the matrix): any active member may ask about themself."""
+    mine = memberships.resolve_membership(db(), org_id, auth().user)
+    access = sales.sales_access(db(), mine)
+    return jsonify(
+        salesAccess=None if access is None else {"scope": access.scope, "manager": access.manager}
+    )
+
+
+my_sales_access.gymctl_access = ("own",)  # type: ignore[attr-defined]
