@@ -1,4 +1,4 @@
-"""The permission matrix (spec A 2.7, 2.8): the pure table, and the API held to it route by route."""
+"""The permission matrix (spec A 2.7, 2.8): the pure table, and the API held to it per route."""
 
 from __future__ import annotations
 
