@@ -139,6 +139,8 @@ class Settings(BaseSettings):
             raise ConfigError("GYMCTL_DATABASE_URL must be PostgreSQL in production")
         if self.test_auth_bypass:
             raise ConfigError("TEST_AUTH_BYPASS is not allowed in production")
+        if len(self.invite_secret.get_secret_value()) < 32:
+            raise ConfigError("INVITE_SECRET must be at least 32 characters (HS256 key)")
 
     def redacted(self) -> dict[str, Any]:
         """Every setting by its environment name, secrets shown only as set or unset."""

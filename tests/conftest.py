@@ -159,7 +159,7 @@ def settings(idp):
         IDENTITY_API_URL=idp.url,
         IDENTITY_SECRET_KEY=idp.SECRET_KEY,
         IDENTITY_WEBHOOK_SECRET=WEBHOOK_SECRET,
-        INVITE_SECRET="invite-secret-for-tests",
+        INVITE_SECRET="invite-secret-for-tests-0123456789abcdef",
         FRONTEND_URL="https://app.example.test",
     )
 

@@ -13,7 +13,7 @@ def production(**overrides):
         "GYMCTL_DATABASE_URL": "postgresql+psycopg://app@db/gymctl",
         "IDENTITY_JWT_KEY": "-----BEGIN PUBLIC KEY-----...",
         "IDENTITY_WEBHOOK_SECRET": "whsec_c2VjcmV0",
-        "INVITE_SECRET": "invite-secret-for-tests",
+        "INVITE_SECRET": "invite-secret-for-tests-0123456789abcdef",
     }
     values.update(overrides)
     return Settings(**{k: v for k, v in values.items() if v is not None})

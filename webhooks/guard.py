@@ -13,9 +13,10 @@ from typing import TypeVar
 import sentry_sdk
 from flask import Flask, current_app, g, request
 
+from gymctl.access.sessions import impersonator_from_claims, location_from_headers, record_session
 from gymctl.errors import unauthorized
 from gymctl.identity.auth import build_auth
-from webhooks.context import db, services
+from webhooks.context import client_ip, db, services
 
 F = TypeVar("F", bound=Callable)
 
@@ -69,8 +70,27 @@ def guard() -> None:
             raise unauthorized("identity_not_configured", "no identity key is configured")
         claims = svc.verifier.verify(token)
         g.auth = build_auth(db(), identity_id=claims.sub, session_id=claims.sid)
+        if g.auth.user is not None:
+            _record_session(g.auth.user.id, claims.sid, claims.raw)
     user = g.auth.user
     sentry_sdk.set_user({"id": str(user.id) if user else g.auth.user_id})
+
+
+def _record_session(user_id, session_id: str, claims: dict) -> None:
+    """For the ownership trail: where and how this person signs in (cheap: at most one write
+    per session every five minutes)."""
+    city, country = location_from_headers(request.headers)
+    record_session(
+        db(),
+        user_id=user_id,
+        session_id=session_id,
+        ip=client_ip(),
+        user_agent=request.user_agent.string or None,
+        city=city,
+        country=country,
+        impersonated_by=impersonator_from_claims(claims),
+        now=services().clock.now(),
+    )
 
 
 def install(app: Flask) -> None:

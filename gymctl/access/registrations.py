@@ -59,6 +59,7 @@ def _refuse_unverified(
             "ip": registrar.ip,
             "path": registrar.path,
             "attemptedRole": role.value,
+            "email": email,
             "reason": "email_unproven",
         },
     )
