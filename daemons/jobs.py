@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
+from gymctl.access.invitations import expire_invitations
 from gymctl.config import Settings
 from gymctl.errors import DomainError
 from gymctl.models import JobRun
@@ -44,8 +45,13 @@ def job_runs_prune(session: Session, now: datetime, settings: Settings) -> JobRe
     return {"deleted": deleted.rowcount}
 
 
+def invitation_expiry(session: Session, now: datetime, settings: Settings) -> JobResult:
+    return expire_invitations(session, now=now)
+
+
 JOBS: tuple[Job, ...] = (
     Job("event_relay", 5, event_relay, "deliver outbox events to the event sink"),
+    Job("invitation_expiry", 3600, invitation_expiry, "expire pending invitations past their date"),
     Job("job_runs_prune", 3600, job_runs_prune, "delete job_runs rows older than 14 days"),
 )
 

@@ -27,10 +27,13 @@ def is_postgres(bind: Engine | Session) -> bool:
     )
 
 
-@functools.cache
 def get_engine(url: str | None = None) -> Engine:
-    """The process's engine for `url` (default: the configured database)."""
-    url = url or get_settings().resolved_database_url
+    """The process's engine for `url` (default: the configured database, read now)."""
+    return _engine(url or get_settings().resolved_database_url)
+
+
+@functools.cache
+def _engine(url: str) -> Engine:
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
         event.listen(engine, "connect", _sqlite_pragmas)
@@ -49,10 +52,16 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor.close()
 
 
+READ_ONLY = {"gymctl_read_only": True}
+
+
 def _sqlite_begin(connection) -> None:
     # IMMEDIATE takes the write lock up front: concurrent writers wait (busy_timeout) instead of
-    # failing on a lock upgrade. The embedded default trades concurrency for that safety.
-    connection.exec_driver_sql("BEGIN IMMEDIATE")
+    # failing on a lock upgrade. The embedded default trades concurrency for that safety. A
+    # session that only reads (READ_ONLY execution options) begins deferred and never waits on
+    # a writer (WAL).
+    read_only = connection.get_execution_options().get("gymctl_read_only")
+    connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
 @functools.cache

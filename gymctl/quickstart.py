@@ -93,3 +93,57 @@ def seed_demo_gym(session: Session, *, now: datetime) -> DemoGym:
     )
     session.flush()
     return DemoGym(organization, people, created=True)
+
+
+DEMO_INVITEE = ("user_demo_new_coach", "new.coach@demo-gym.example")
+
+
+def demo_invitation(session: Session, outreach, demo: DemoGym, *, now: datetime) -> dict | None:
+    """The owner invites a coach (the email lands in the mailbox), then the coach signs up and
+    the identity provider's user.created accepts it. Skipped when already done."""
+    from gymctl.access.invitations import create_invitation
+    from gymctl.identity.users import apply_identity_event
+    from gymctl.models import Invitation, MembershipStatus
+
+    identity_id, email = DEMO_INVITEE
+    if session.scalar(select(Invitation).where(Invitation.email == email)) is not None:
+        return None
+    owner = next(user for user, role in demo.people if role is Role.owner)
+    owner_membership = session.scalar(
+        select(Membership).where(
+            Membership.user_id == owner.id, Membership.organization_id == demo.organization.id
+        )
+    )
+    invitation = create_invitation(
+        session,
+        outreach,
+        organization=demo.organization,
+        actor=owner_membership,
+        actor_user_id=owner.id,
+        email=email,
+        role=Role.coach,
+        now=now,
+    )
+    event = {
+        "type": "user.created",
+        "data": {
+            "id": identity_id,
+            "primary_email_address_id": "idn_demo",
+            "email_addresses": [
+                {"id": "idn_demo", "email_address": email, "verification": {"status": "verified"}}
+            ],
+        },
+    }
+    apply_identity_event(session, f"msg_demo_{invitation.id.hex}", event, now=now)
+    membership = session.scalar(
+        select(Membership)
+        .join(User, User.id == Membership.user_id)
+        .where(User.identity_id == identity_id)
+    )
+    return {
+        "email": email,
+        "role": invitation.role.value,
+        "status": invitation.status.value,
+        "membership": membership.status.value if membership else None,
+        "accepted": membership is not None and membership.status is MembershipStatus.active,
+    }

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -52,8 +53,21 @@ def test_quickstart_then_serve_answers_users_me_with_the_printed_token(home_env)
     out = json.loads(gymctl(home_env, "quickstart", "--json").stdout)
     assert out["database"].startswith("sqlite:///")
     assert {p["role"] for p in out["people"]} == {"owner", "coach", "member"}
-    assert [s["job"] for s in out["sweeps"]] == ["event_relay", "job_runs_prune"]
+    assert [s["job"] for s in out["sweeps"]] == [
+        "event_relay",
+        "invitation_expiry",
+        "job_runs_prune",
+    ]
     assert {s["status"] for s in out["sweeps"]} == {"ok"}
+    assert out["invitation"] == {
+        "email": "new.coach@demo-gym.example",
+        "role": "coach",
+        "status": "accepted",
+        "membership": "active",
+        "accepted": True,
+    }
+    [mail] = list(Path(out["mailbox"]).glob("*.eml"))
+    assert "new.coach@demo-gym.example" in mail.read_text()
 
     port = free_port()
     server = subprocess.Popen(
@@ -85,9 +99,15 @@ def test_quickstart_then_serve_answers_users_me_with_the_printed_token(home_env)
 def test_quickstart_twice_changes_nothing_and_relays_the_events_once(home_env, tmp_path):
     gymctl(home_env, "quickstart", "--json")
     second = json.loads(gymctl(home_env, "quickstart", "--json").stdout)
-    assert len(second["people"]) == 5
+    assert len(second["people"]) == 6  # the five seeded and the invited coach
     events = (tmp_path / "home" / "events.jsonl").read_text().splitlines()
-    assert [json.loads(line)["name"] for line in events] == ["organization.created"]
+    assert [json.loads(line)["name"] for line in events] == [
+        "organization.created",
+        "invitation.created",
+        "user_signed_up",
+        "invitation.accepted",
+    ]
+    assert second["invitation"] is None  # done once
 
 
 def test_dev_token_for_another_person_and_config_show_redacts(home_env):

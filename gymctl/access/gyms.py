@@ -5,12 +5,13 @@ owner invitation (no organization yet) sent by a platform admin to the caller's 
 from __future__ import annotations
 
 import re
+import uuid
 from datetime import datetime
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from gymctl.errors import DomainError, forbidden
+from gymctl.errors import DomainError, forbidden, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import (
     Invitation,
@@ -23,6 +24,17 @@ from gymctl.models import (
 )
 
 SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
+
+
+def resolve_organization(session: Session, ref: str) -> Organization:
+    """An organization by id or slug, for operators' commands."""
+    try:
+        found = session.get(Organization, uuid.UUID(ref))
+    except ValueError:
+        found = session.scalar(select(Organization).where(Organization.slug == ref))
+    if found is None or found.deleted_at is not None:
+        raise not_found("organization_not_found", f"no organization {ref}")
+    return found
 
 
 def create_gym(

@@ -124,7 +124,7 @@ def create_invitation(
     *,
     organization: Organization | None,
     actor: Membership | None,
-    actor_user_id: uuid.UUID,
+    actor_user_id: uuid.UUID | None,
     email: str,
     role: Role,
     now: datetime,

@@ -277,11 +277,14 @@ def join_signed_in(
         )
     if membership is not None and membership.status is MembershipStatus.active:
         return membership, False
+    if membership is not None and membership.status is MembershipStatus.suspended:
+        # A public link never lifts a suspension the gym decided.
+        raise forbidden("membership_suspended", "this membership is suspended; ask the gym")
     if membership is None:
-        membership = Membership(
-            organization_id=organization.id, user_id=user.id, role=Role.member, created_at=now
-        )
+        membership = Membership(organization_id=organization.id, user_id=user.id, created_at=now)
         session.add(membership)
+    # Whoever comes back through a public link comes back as a member, whatever they were.
+    membership.role = Role.member
     membership.status = MembershipStatus.active
     membership.updated_at = now
     _submission(

@@ -14,6 +14,8 @@ import typer
 from gymctl.cli import config as config_cli
 from gymctl.cli import daemons as daemons_cli
 from gymctl.cli import db as db_cli
+from gymctl.cli import invitations as invitations_cli
+from gymctl.cli import members as members_cli
 from gymctl.cli import users as users_cli
 from gymctl.cli.output import err_console
 from gymctl.cli.quickstart import quickstart
@@ -25,7 +27,9 @@ app = typer.Typer(no_args_is_help=True, help="Back office of a multi-gym platfor
 app.add_typer(config_cli.app, name="config", help="Show the settings in force.")
 app.add_typer(db_cli.app, name="db", help="Database migrations.")
 app.add_typer(daemons_cli.app, name="daemons", help="Run the sweep daemons.")
-app.add_typer(users_cli.app, name="users", help="People: tokens and identity.")
+app.add_typer(users_cli.app, name="users", help="People: tokens, identity, ownership trail.")
+app.add_typer(members_cli.app, name="members", help="A gym's members: CSV import.")
+app.add_typer(invitations_cli.app, name="invitations", help="Invitations and owner grants.")
 app.command("quickstart")(quickstart)
 app.command("serve")(serve)
 

@@ -6,11 +6,14 @@ import typer
 from rich.panel import Panel
 
 from gymctl import clock, migrate
+from gymctl.access.invitations import Outreach
 from gymctl.cli.output import console, print_json, render_rows
 from gymctl.config import get_settings
-from gymctl.db import session_scope
+from gymctl.db import session_factory, session_scope
 from gymctl.identity.dev_keys import ensure_signing_key, mint_dev_token
-from gymctl.quickstart import seed_demo_gym
+from gymctl.providers.identity_admin import identity_admin_from_settings
+from gymctl.providers.mail import mailer_from_settings
+from gymctl.quickstart import demo_invitation, seed_demo_gym
 
 
 def quickstart(
@@ -25,8 +28,14 @@ def quickstart(
     settings.home.mkdir(parents=True, exist_ok=True)
     migrate.upgrade()
     key_created = ensure_signing_key(settings)
+    outreach = Outreach(
+        settings,
+        mailer_from_settings(settings),
+        identity_admin_from_settings(settings, session_factory()),
+    )
     with session_scope() as session:
         demo = seed_demo_gym(session, now=clock.now())
+        invited = demo_invitation(session, outreach, demo, now=clock.now())
         people = [
             {"identityId": user.identity_id, "email": user.email, "role": role.value}
             for user, role in demo.people
@@ -43,6 +52,8 @@ def quickstart(
                 "revision": migrate.current(),
                 "organization": organization,
                 "people": people,
+                "invitation": invited,
+                "mailbox": str(settings.mailbox_path.resolve()),
                 "sweeps": [sweep.as_row() for sweep in sweeps],
                 "token": token,
                 "curl": curl,
@@ -60,6 +71,13 @@ def quickstart(
         )
     )
     render_rows(people, ["identityId", "email", "role"], title="demo people")
+    if invited:
+        console.print(
+            f"invitation: owner invited {invited['email']} as {invited['role']}; the email is in "
+            f"{settings.mailbox_path.resolve()}; the coach signed up and it was "
+            f"{invited['status']} (membership {invited['membership']})",
+            highlight=False,
+        )
     render_rows(
         [sweep.as_row() for sweep in sweeps], ["job", "status", "result"], title="sweeps run once"
     )

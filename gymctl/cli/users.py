@@ -10,10 +10,11 @@ from rich.panel import Panel
 from rich.text import Text
 
 from gymctl import clock
+from gymctl.access.ownership import mark_email_verified
 from gymctl.access.trail import ownership_trail, resolve_user
 from gymctl.cli.output import console, print_json, render_rows
 from gymctl.config import get_settings
-from gymctl.db import get_engine, session_factory, session_scope
+from gymctl.db import session_scope
 from gymctl.identity.dev_keys import mint_dev_token
 
 app = typer.Typer(no_args_is_help=True)
@@ -41,9 +42,7 @@ def ownership_trail_command(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Show who owns an account: sign-up origin, sessions, join forms, consents, events."""
-    # The configured URL is passed explicitly: get_engine() without one caches the first URL.
-    factory = session_factory(get_engine(get_settings().resolved_database_url))
-    with session_scope(factory) as session:
+    with session_scope() as session:
         trail = ownership_trail(session, resolve_user(session, user))
     if as_json:
         print_json(trail)
@@ -99,3 +98,24 @@ def ownership_trail_command(
         render_rows(
             rows, ["at", "action", "actorUserId", "organizationId", "data"], title=title + more
         )
+
+
+@app.command("mark-email-verified")
+def mark_email_verified_command(
+    user: str = typer.Argument(..., help="Database id (UUID) or identity subject (user_...)."),
+    operator: str = typer.Option(
+        ..., "--operator", help="Who confirmed ownership out of band (recorded in the trail)."
+    ),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Confirm a person owns their address; their next /users/me links or activates."""
+    with session_scope() as session:
+        person = resolve_user(session, user)
+        changed = mark_email_verified(
+            session, person, actor_user_id=None, actor=f"cli:{operator}", now=clock.now()
+        )
+        result = {"userId": str(person.id), "verified": True, "changed": changed}
+    if as_json:
+        print_json(result)
+    else:
+        console.print(f"{result['userId']}: email verified" + ("" if changed else " (already was)"))

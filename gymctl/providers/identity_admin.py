@@ -26,6 +26,7 @@ from sqlalchemy import func, select
 from gymctl import clock as default_clock
 from gymctl.clock import Clock
 from gymctl.config import ConfigError
+from gymctl.db import READ_ONLY
 from gymctl.errors import DomainError
 from gymctl.models import User
 
@@ -263,8 +264,8 @@ def _retry_after(value: str | None, now: datetime) -> int | None:
 
 class LocalIdentityAdmin:
     """The embedded default: accounts are the users rows linked to a login (identity_id set, not
-    deleted). There is no provider to invite through, and platform admins come from the setting
-    GYMCTL_PLATFORM_ADMINS."""
+    deleted), proven when email_verified_at is set. There is no provider to invite through, and
+    platform admins come from the setting GYMCTL_PLATFORM_ADMINS."""
 
     def __init__(
         self, session_factory: sessionmaker[Session], platform_admins: Iterable[str]
@@ -274,6 +275,8 @@ class LocalIdentityAdmin:
 
     def find_account(self, email: str) -> Account | None:
         with self._session_factory() as session:
+            # Read-only: on SQLite it must not wait for the caller's own write transaction.
+            session.connection(execution_options=READ_ONLY)
             row = session.scalars(
                 select(User)
                 .where(
@@ -286,7 +289,11 @@ class LocalIdentityAdmin:
             ).first()
             if row is None or row.identity_id is None or row.email is None:
                 return None
-            return Account(identity_id=row.identity_id, email=row.email, email_verified=True)
+            return Account(
+                identity_id=row.identity_id,
+                email=row.email,
+                email_verified=row.email_verified_at is not None,
+            )
 
     def create_invitation(self, email: str, *, redirect_url: str, metadata: dict[str, Any]) -> str:
         return f"inv_local_{uuid4().hex}"
