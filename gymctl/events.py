@@ -34,7 +34,10 @@ def emit(
     organization_id: uuid.UUID | None = None,
     actor_user_id: uuid.UUID | None = None,
     payload: dict[str, Any] | None = None,
+    private: dict[str, Any] | None = None,
 ) -> OutboxEvent:
+    """`private` fields (addresses, IPs) go to the audit record only, never to the outbox that
+    the relay sends out."""
     payload = dict(payload or {})
     if kind is EventKind.audit:
         session.add(
@@ -45,7 +48,7 @@ def emit(
                 actor_user_id=actor_user_id,
                 target_type=aggregate_type,
                 target_id=str(aggregate_id),
-                data=payload,
+                data={**payload, **(private or {})},
             )
         )
     if actor_user_id is not None:

@@ -216,7 +216,8 @@ def request_invite(
             aggregate_type="join_link",
             aggregate_id=link.id,
             organization_id=organization.id,
-            payload={"reason": "account_exists", "email": email, "ip": ip},
+            payload={"reason": "account_exists"},
+            private={"email": email, "ip": ip},
         )
         raise DomainError(
             "account_exists",

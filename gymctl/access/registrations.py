@@ -56,12 +56,11 @@ def _refuse_unverified(
         payload={
             "staffUserId": str(registrar.staff_user_id),
             "organizationId": str(registrar.organization.id),
-            "ip": registrar.ip,
             "path": registrar.path,
             "attemptedRole": role.value,
-            "email": email,
             "reason": "email_unproven",
         },
+        private={"email": email, "ip": registrar.ip},
     )
     return DomainError(
         "STAFF_REGISTRATION_UNVERIFIED",

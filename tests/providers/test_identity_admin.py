@@ -245,13 +245,17 @@ def test_emails_never_reach_the_logs(admin, idp, caplog) -> None:
 
 @pytest.mark.embedded
 def test_local_lookup_matches_linked_live_rows_case_insensitively(session, session_factory):
-    factories.user(session, identity_id="user_ann", email="Ann@Example.test")
+    factories.user(session, identity_id="user_ann", email="Ann@Example.test", email_verified_at=NOW)
+    factories.user(session, identity_id="user_bo", email="bo@example.test")  # unproven address
     factories.user(session, identity_id=None, email="gym.created@example.test")  # no login yet
     factories.user(session, identity_id="user_gone", email="gone@example.test", deleted_at=NOW)
     local = LocalIdentityAdmin(session_factory, [])
 
     assert local.find_account("ann@example.TEST") == Account(
         identity_id="user_ann", email="Ann@Example.test", email_verified=True
+    )
+    assert local.find_account("bo@example.test") == Account(
+        identity_id="user_bo", email="bo@example.test", email_verified=False
     )
     assert local.find_account("gym.created@example.test") is None
     assert local.find_account("gone@example.test") is None

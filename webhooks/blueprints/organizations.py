@@ -10,6 +10,7 @@ from pydantic import Field
 
 from gymctl.access import gyms, invitations, join, memberships, registrations, sales
 from gymctl.access.permissions import Action, Module
+from gymctl.config import ConfigError
 from gymctl.crypto import national_id_cipher
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
@@ -139,7 +140,13 @@ def set_national_id(org_id, user_id):
     body = parse(NationalId)
     memberships.membership_of(db(), org_id, user_id)
     person = db().get(User, user_id)
-    person.national_id_ciphertext = national_id_cipher(services().settings).encrypt(
+    try:
+        cipher = national_id_cipher(services().settings)
+    except ConfigError:
+        raise DomainError(
+            "national_id_not_configured", "national ids cannot be stored here yet", status=503
+        ) from None
+    person.national_id_ciphertext = cipher.encrypt(
         body.nationalId, table="users", column="national_id", row_id=str(person.id)
     )
     emit(
