@@ -1,0 +1,259 @@
+"""Email ownership and the ways a gym creates members (spec A 5.3)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from sqlalchemy import func, select
+
+from gymctl.models import (
+    AuditLog,
+    Lead,
+    Membership,
+    MembershipStatus,
+    Organization,
+    Role,
+    Tier,
+    User,
+)
+from tests import factories
+from tests.access.conftest import signed_in
+from tests.conftest import NOW
+
+
+def count(session, model, *where):
+    return session.scalar(select(func.count()).select_from(model).where(*where))
+
+
+def desk(client, gym, email, by=Role.admin):
+    return client.post(
+        f"/organizations/{gym.id}/members",
+        json={"email": email, "name": "Pat"},
+        headers={**gym[by].headers, "X-Forwarded-For": "203.0.113.9, 10.0.0.1"},
+    )
+
+
+@pytest.fixture
+def platform_admin(idp, session):
+    admin = signed_in(idp, session, identity_id="user_ops", email="ops@platform.example")
+    session.commit()
+    idp.add_account("user_ops", "ops@platform.example", private_metadata={"platformRole": "admin"})
+    return admin
+
+
+def test_desk_registration_creates_an_unproven_profile_then_sign_in_links_it(
+    client, gym, session, idp
+):
+    created = desk(client, gym, "pat@example.test")
+    assert (created.status_code, created.json["login"]) == (201, "unproven")
+    roster = client.get(f"/organizations/{gym.id}/members", headers=gym[Role.coach].headers).json
+    assert {m["email"]: m["login"] for m in roster["members"]}["pat@example.test"] == "unproven"
+
+    pat = signed_in(idp, session, identity_id="user_pat", email="pat@example.test")
+    session.commit()
+    me = client.get("/users/me", headers=pat.headers).json
+    assert me["user"]["id"] == created.json["userId"]  # the gym's row now carries the login
+    assert me["activeOrganization"]["id"] == str(gym.id)
+    assert session.get(User, created.json["userId"]).identity_id == "user_pat"
+    assert count(session, AuditLog, AuditLog.action == "user.linked") == 1
+
+
+def test_an_unproven_login_never_takes_over_the_gym_profile(
+    client, gym, session, idp, platform_admin
+):
+    """Spec A 5.3: the gym-created profile is not linked; /users/me answers 403
+    EMAIL_OWNERSHIP_REQUIRED until an operator marks the email verified."""
+    profile_id = desk(client, gym, "pat@example.test").json["userId"]
+    joiner = signed_in(
+        idp, session, identity_id="user_joiner", email="pat@example.test", verified=False
+    )
+    session.commit()
+    refused = client.get("/users/me", headers=joiner.headers)
+    assert (refused.status_code, refused.json["code"]) == (403, "EMAIL_OWNERSHIP_REQUIRED")
+    assert session.get(User, profile_id).identity_id is None
+
+    marked = client.post(
+        "/admin/users/user_joiner/mark-email-verified", headers=platform_admin.headers
+    )
+    assert marked.json == {"userId": str(joiner.user.id), "verified": True, "changed": True}
+    me = client.get("/users/me", headers=joiner.headers)
+    assert me.status_code == 200
+    assert me.json["user"]["id"] == profile_id
+    session.expire_all()
+    assert session.get(User, joiner.user.id).deleted_at is not None
+
+
+def test_mark_email_verified_needs_a_platform_admin(client, gym):
+    response = client.post(
+        f"/admin/users/{gym[Role.member].user.id}/mark-email-verified",
+        headers=gym[Role.owner].headers,
+    )
+    assert (response.status_code, response.json["code"]) == (403, "platform_admin_required")
+
+
+@pytest.mark.parametrize("route", ["desk", "lead", "import"])
+def test_registering_the_address_of_an_unproven_login_is_refused_and_audited(
+    client, gym, session, idp, route
+):
+    """STAFF_REGISTRATION_UNVERIFIED (422), with membership.registration_refused recording
+    staff, gym, IP, path and the attempted role; nothing else changes."""
+    signed_in(idp, session, identity_id="user_unproven", email="maybe@example.test", verified=False)
+    session.commit()
+    users_before = count(session, User)
+    headers = {**gym[Role.admin].headers, "X-Forwarded-For": "203.0.113.9"}
+    if route == "desk":
+        response = desk(client, gym, "maybe@example.test")
+    elif route == "lead":
+        lead = client.post(
+            f"/organizations/{gym.id}/leads",
+            json={"name": "Maybe", "email": "maybe@example.test"},
+            headers=headers,
+        ).json
+        response = client.post(
+            f"/organizations/{gym.id}/leads/{lead['id']}/convert", headers=headers
+        )
+    else:
+        response = client.post(
+            f"/organizations/{gym.id}/members/import",
+            data={"file": (io.BytesIO(b"email,name\nmaybe@example.test,M\n"), "members.csv")},
+            headers=headers,
+            content_type="multipart/form-data",
+        )
+    if route == "import":
+        assert response.status_code == 200
+        assert response.json["results"]["members"]["unverified"] == ["maybe@example.test"]
+    else:
+        assert (response.status_code, response.json["code"]) == (
+            422,
+            "STAFF_REGISTRATION_UNVERIFIED",
+        )
+    [audit] = session.scalars(
+        select(AuditLog).where(AuditLog.action == "membership.registration_refused")
+    ).all()
+    assert audit.data["staffUserId"] == str(gym[Role.admin].user.id)
+    assert audit.data["organizationId"] == str(gym.id)
+    assert audit.data["ip"] == "203.0.113.9"
+    assert audit.data["path"].startswith(f"/organizations/{gym.id}/")
+    assert audit.data["attemptedRole"] == "member"
+    assert count(session, User) == users_before
+    assert count(session, Membership, Membership.organization_id == gym.id) == 4
+    if route == "lead":
+        assert session.scalar(select(Lead.status)) == "open"
+
+
+def test_import_creates_members_and_lists_each_outcome(client, gym, session):
+    factories.user(
+        session, identity_id="user_known", email="known@example.test", email_verified_at=NOW
+    )
+    session.commit()
+    csv = (
+        "Email,Name\nnew1@example.test,One\nknown@example.test,Known\nnot-an-email,X\n"
+        "new1@example.test,Again\nmember@iron.example,Already\n"
+    )
+    response = client.post(
+        f"/organizations/{gym.id}/members/import",
+        data=csv,
+        headers={**gym[Role.owner].headers, "Content-Type": "text/csv"},
+    )
+    members = response.json["results"]["members"]
+    assert members["created"] == ["new1@example.test", "known@example.test"]
+    assert members["existing"] == ["member@iron.example"]
+    assert [i["reason"] for i in members["invalid"]] == ["email_invalid", "duplicate"]
+    new = session.scalar(select(User).where(User.email == "new1@example.test"))
+    assert (new.identity_id, new.signup_origin) == (None, "import")
+
+
+def test_import_over_the_tier_cap_is_refused_up_front_creating_nothing(client, gym, session):
+    organization = session.get(Organization, gym.id)
+    organization.tier = Tier.starter
+    for n in range(149):
+        person = factories.user(session, identity_id=None, email=f"m{n}@example.test")
+        factories.membership(session, user=person, organization=organization)
+    session.commit()  # 150 active members with the fixture's one: the starter cap
+    users_before = count(session, User)
+    response = client.post(
+        f"/organizations/{gym.id}/members/import",
+        data="email\nextra@example.test\n",
+        headers={**gym[Role.owner].headers, "Content-Type": "text/csv"},
+    )
+    assert (response.status_code, response.json["code"]) == (422, "member_cap_exceeded")
+    assert response.json["cap"] == 150
+    assert count(session, User) == users_before
+
+
+def test_import_needs_an_email_column(client, gym):
+    response = client.post(
+        f"/organizations/{gym.id}/members/import",
+        data="name\nX\n",
+        headers={**gym[Role.owner].headers, "Content-Type": "text/csv"},
+    )
+    assert (response.status_code, response.json["code"]) == (422, "import_invalid")
+
+
+def test_lead_conversion_makes_an_active_member(client, gym, session):
+    lead = client.post(
+        f"/organizations/{gym.id}/leads",
+        json={"name": "Lee", "email": "lee@example.test"},
+        headers=gym[Role.admin].headers,
+    ).json
+    converted = client.post(
+        f"/organizations/{gym.id}/leads/{lead['id']}/convert", headers=gym[Role.admin].headers
+    )
+    assert converted.json["login"] == "unproven"
+    again = client.post(
+        f"/organizations/{gym.id}/leads/{lead['id']}/convert", headers=gym[Role.admin].headers
+    )
+    assert (again.status_code, again.json["code"]) == (409, "lead_converted")
+    membership = session.scalar(
+        select(Membership).where(Membership.user_id == converted.json["userId"])
+    )
+    assert membership.status is MembershipStatus.active
+
+
+def test_role_changes_follow_the_grant_matrix_and_ownership_only_transfers(client, gym, session):
+    base = f"/organizations/{gym.id}/members"
+    coach_id, admin_id = gym[Role.coach].user.id, gym[Role.admin].user.id
+    owner_id = gym[Role.owner].user.id
+    refused = client.patch(
+        f"{base}/{coach_id}", json={"role": "admin"}, headers=gym[Role.admin].headers
+    )
+    assert (refused.status_code, refused.json["code"]) == (403, "role_grant_forbidden")
+    refused = client.patch(
+        f"{base}/{owner_id}", json={"role": "member"}, headers=gym[Role.admin].headers
+    )
+    assert (refused.status_code, refused.json["code"]) == (403, "role_grant_forbidden")
+    refused = client.patch(
+        f"{base}/{owner_id}", json={"role": "admin"}, headers=gym[Role.owner].headers
+    )
+    assert (refused.status_code, refused.json["code"]) == (403, "role_change_self")
+    assert (
+        client.patch(
+            f"{base}/{coach_id}", json={"role": "member"}, headers=gym[Role.admin].headers
+        ).json["role"]
+        == "member"
+    )
+
+    transfer = client.patch(
+        f"{base}/{admin_id}", json={"role": "owner"}, headers=gym[Role.owner].headers
+    )
+    assert transfer.json["role"] == "owner"
+    roles = {
+        m["userId"]: m["role"]
+        for m in client.get(base, headers=gym[Role.admin].headers).json["members"]
+    }
+    assert (roles[str(admin_id)], roles[str(owner_id)]) == ("owner", "admin")
+    assert list(roles.values()).count("owner") == 1
+
+
+def test_the_owner_is_removable_only_by_a_platform_admin(client, gym, session, platform_admin):
+    owner_id = gym[Role.owner].user.id
+    refused = client.delete(
+        f"/organizations/{gym.id}/members/{owner_id}", headers=gym[Role.admin].headers
+    )
+    assert (refused.status_code, refused.json["code"]) == (403, "owner_protected")
+    removed = client.delete(
+        f"/admin/organizations/{gym.id}/members/{owner_id}", headers=platform_admin.headers
+    )
+    assert removed.json["status"] == "cancelled"
+    assert count(session, AuditLog, AuditLog.action == "membership.removed") == 1
