@@ -65,7 +65,14 @@ def seed_demo_gym(session: Session, *, now: datetime) -> DemoGym:
     people = []
     for offset, (identity_id, email, role) in enumerate(DEMO_PEOPLE):
         at = now + timedelta(microseconds=offset)
-        user = User(identity_id=identity_id, email=email, created_at=at, updated_at=at)
+        user = User(
+            identity_id=identity_id,
+            email=email,
+            email_verified_at=at,
+            email_verified_by="provider",
+            created_at=at,
+            updated_at=at,
+        )
         session.add(user)
         session.flush()
         session.add(

@@ -1,0 +1,51 @@
+"""Operators' access commands on the embedded default, end to end in a subprocess."""
+
+from __future__ import annotations
+
+import json
+
+from tests.test_quickstart import gymctl, home_env  # noqa: F401 (fixture)
+
+
+def test_members_import_then_mark_email_verified_and_invitations(home_env, tmp_path):  # noqa: F811
+    gymctl(home_env, "quickstart", "--json")
+    csv = tmp_path / "members.csv"
+    csv.write_text("email,name\nnew.one@example.test,New One\ndana@demo-gym.example,Dana\n")
+    imported = json.loads(
+        gymctl(home_env, "members", "import", "demo-gym", str(csv), "--json").stdout
+    )
+    assert imported["members"]["created"] == ["new.one@example.test"]
+    assert imported["members"]["existing"] == ["dana@demo-gym.example"]
+
+    marked = json.loads(
+        gymctl(
+            home_env,
+            "users",
+            "mark-email-verified",
+            "user_demo_member_1",
+            "--operator",
+            "desk-call-42",
+            "--json",
+        ).stdout
+    )
+    assert marked["changed"] is False  # seeded people are proven already
+    trail = json.loads(
+        gymctl(home_env, "users", "ownership-trail", "user_demo_member_1", "--json").stdout
+    )
+    assert trail["user"]["email"] == "dana@demo-gym.example"
+
+    granted = json.loads(
+        gymctl(home_env, "invitations", "owner-grant", "founder@example.test", "--json").stdout
+    )
+    assert (granted["role"], granted["status"]) == ("owner", "pending")
+    listed = json.loads(gymctl(home_env, "invitations", "list", "demo-gym", "--json").stdout)
+    assert [i["email"] for i in listed] == ["new.coach@demo-gym.example"]
+
+
+def test_unknown_organization_is_a_coded_refusal(home_env, tmp_path):  # noqa: F811
+    csv = tmp_path / "members.csv"
+    csv.write_text("email\nx@example.test\n")
+    gymctl(home_env, "db", "upgrade")
+    result = gymctl(home_env, "members", "import", "nowhere", str(csv), check=False)
+    assert result.returncode == 1
+    assert "organization_not_found" in result.stderr
