@@ -243,3 +243,25 @@ def test_deleted_organizations_are_not_listed(client, session, idp):
 def test_unknown_organization_uuid_is_404(client, idp):
     response = client.get(f"/users/me?organizationId={uuid.uuid4()}", headers=bearer(idp))
     assert response.status_code == 404
+
+
+def test_an_authenticated_request_records_the_session_for_the_ownership_trail(client, session, idp):
+    from gymctl.models import UserSession
+
+    alice = factories.user(session, identity_id="user_alice")
+    session.commit()
+    headers = {
+        **bearer(idp),
+        "User-Agent": "Mozilla/5.0 (Macintosh) Chrome/120.0",
+        "X-Forwarded-For": "198.51.100.7",
+        "X-Geo-Country": "PT",
+        "X-Geo-City": "Porto",
+    }
+    client.get("/users/me", headers=headers)
+    [recorded] = session.scalars(select(UserSession).where(UserSession.user_id == alice.id))
+    assert (recorded.session_id, recorded.ip, recorded.country, recorded.city) == (
+        "sess_1",
+        "198.51.100.7",
+        "PT",
+        "Porto",
+    )
