@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from gymctl.models import Membership, Organization, Role, User
+from gymctl.models import Base, Membership, Organization, Role, User
 from tests import factories
 from tests.conftest import NOW
 
@@ -62,5 +64,27 @@ def gym(session, idp) -> Gym:
 @pytest.fixture
 def outsider(session, idp) -> Person:
     person = signed_in(idp, session, identity_id="user_outsider", email="outsider@else.example")
+    session.commit()
+    return person
+
+
+NOT_STATE = {"user_sessions", "job_runs"}  # bookkeeping, not the state a refusal may not touch
+
+
+def snapshot(session: Session) -> dict[str, list[str]]:
+    """Every row of every table: equal snapshots mean nothing was written or altered."""
+    session.expire_all()
+    return {
+        table.name: sorted(repr(tuple(row)) for row in session.execute(select(table)))
+        for table in Base.metadata.sorted_tables
+        if table.name not in NOT_STATE
+    }
+
+
+@pytest.fixture
+def platform_admin(session, idp) -> Person:
+    """A platform admin: platformRole admin in the provider's private metadata."""
+    idp.add_account("user_ops", "ops@gymctl.example", private_metadata={"platformRole": "admin"})
+    person = signed_in(idp, session, identity_id="user_ops", email="ops@gymctl.example")
     session.commit()
     return person

@@ -34,14 +34,6 @@ def desk(client, gym, email, by=Role.admin):
     )
 
 
-@pytest.fixture
-def platform_admin(idp, session):
-    admin = signed_in(idp, session, identity_id="user_ops", email="ops@platform.example")
-    session.commit()
-    idp.add_account("user_ops", "ops@platform.example", private_metadata={"platformRole": "admin"})
-    return admin
-
-
 def test_desk_registration_creates_an_unproven_profile_then_sign_in_links_it(
     client, gym, session, idp
 ):

@@ -16,7 +16,6 @@ from gymctl.access import tickets
 from gymctl.access.join import PAYMENT_FOLLOW_UP_DUE, minisite_join_link
 from gymctl.models import (
     AuditLog,
-    Base,
     JoinLink,
     JoinSubmission,
     Membership,
@@ -27,24 +26,13 @@ from gymctl.models import (
     Task,
 )
 from tests import factories
-from tests.access.conftest import signed_in
+from tests.access.conftest import signed_in, snapshot
 from tests.conftest import NOW
 
 UA = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) Version/17.1 Mobile/1 Safari/6"
 FROM = {"X-Forwarded-For": "203.0.113.9, 10.0.0.1", "User-Agent": UA}
 
 # Session sightings are tracking written beside a request, not a change the request makes.
-NOT_STATE = {"user_sessions", "job_runs"}
-
-
-def snapshot(session: Session) -> dict[str, list[str]]:
-    """Every row of every table: equal snapshots mean nothing was written or altered."""
-    session.expire_all()
-    return {
-        table.name: sorted(repr(tuple(row)) for row in session.execute(select(table)))
-        for table in Base.metadata.sorted_tables
-        if table.name not in NOT_STATE
-    }
 
 
 def changed(before: dict[str, list[str]], after: dict[str, list[str]]) -> dict[str, int]:

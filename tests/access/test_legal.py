@@ -10,24 +10,13 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.models import AuditLog, Base, LegalConsent, LegalDocumentType
+from gymctl.models import AuditLog, LegalConsent, LegalDocumentType
 from tests import factories
+from tests.access.conftest import snapshot
 from tests.conftest import NOW
 
 TYPES = ["terms_of_use", "privacy_policy", "fitness_waiver"]
 UA = "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 Chrome/120.0 Safari"
-
-NOT_STATE = {"user_sessions", "job_runs"}
-
-
-def snapshot(session: Session) -> dict[str, list[str]]:
-    """Every row of every table: equal snapshots mean nothing was written or altered."""
-    session.expire_all()
-    return {
-        table.name: sorted(repr(tuple(row)) for row in session.execute(select(table)))
-        for table in Base.metadata.sorted_tables
-        if table.name not in NOT_STATE
-    }
 
 
 def publish(session: Session, doc_type: str, version: str, *, days_ago: float):

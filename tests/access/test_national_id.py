@@ -13,22 +13,12 @@ from sqlalchemy.orm import Session
 
 from gymctl.crypto import DecryptionError, generate_key_setting, national_id_cipher
 from gymctl.logs import JsonFormatter
-from gymctl.models import AuditLog, Base, OutboxEvent, Role, User
+from gymctl.models import AuditLog, OutboxEvent, Role, User
 from gymctl.providers.mail import MailboxMailer
+from tests.access.conftest import snapshot
 from webhooks.app import create_app
 
 NATIONAL_ID = "PT-19850317-7734"
-NOT_STATE = {"user_sessions", "job_runs"}
-
-
-def snapshot(session: Session) -> dict[str, list[str]]:
-    """Every row of every table: equal snapshots mean nothing was written or altered."""
-    session.expire_all()
-    return {
-        table.name: sorted(repr(tuple(row)) for row in session.execute(select(table)))
-        for table in Base.metadata.sorted_tables
-        if table.name not in NOT_STATE
-    }
 
 
 @pytest.fixture

@@ -8,31 +8,10 @@ from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
-from gymctl.models import AuditLog, Base, Membership, MembershipStatus, Role
-from tests.access.conftest import signed_in
+from gymctl.models import AuditLog, Membership, MembershipStatus, Role
+from tests.access.conftest import snapshot
 from tests.conftest import NOW
-
-NOT_STATE = {"user_sessions", "job_runs"}
-
-
-def snapshot(session: Session) -> dict[str, list[str]]:
-    """Every row of every table: equal snapshots mean nothing was written or altered."""
-    session.expire_all()
-    return {
-        table.name: sorted(repr(tuple(row)) for row in session.execute(select(table)))
-        for table in Base.metadata.sorted_tables
-        if table.name not in NOT_STATE
-    }
-
-
-@pytest.fixture
-def platform_admin(session, idp):
-    idp.add_account("user_ops", "ops@gymctl.example", private_metadata={"platformRole": "admin"})
-    person = signed_in(idp, session, identity_id="user_ops", email="ops@gymctl.example")
-    session.commit()
-    return person
 
 
 def bearer(idp, identity_id: str, clock) -> dict[str, str]:

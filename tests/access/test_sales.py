@@ -10,21 +10,9 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.models import AuditLog, Base, Membership, MembershipStatus, Role, SalesGrant
+from gymctl.models import AuditLog, Membership, MembershipStatus, Role, SalesGrant
 from tests import factories
-from tests.access.conftest import signed_in
-
-NOT_STATE = {"user_sessions", "job_runs"}
-
-
-def snapshot(session: Session) -> dict[str, list[str]]:
-    """Every row of every table: equal snapshots mean nothing was written or altered."""
-    session.expire_all()
-    return {
-        table.name: sorted(repr(tuple(row)) for row in session.execute(select(table)))
-        for table in Base.metadata.sorted_tables
-        if table.name not in NOT_STATE
-    }
+from tests.access.conftest import signed_in, snapshot
 
 
 def grant(client, gym, by: Role, target, *, scope="own", manager=False):
