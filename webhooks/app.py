@@ -16,6 +16,7 @@ from gymctl.access.platform_admin import PlatformAdmins
 from gymctl.clock import Clock
 from gymctl.config import Settings, get_settings
 from gymctl.db import session_factory as default_session_factory
+from gymctl.errors import DomainError
 from gymctl.identity.tokens import TokenVerifier, build_verifier
 from gymctl.logs import configure_logging, request_id_var
 from gymctl.providers.identity_admin import IdentityAdmin, identity_admin_from_settings
@@ -89,6 +90,8 @@ def _start_request() -> None:
     g.request_id = given if REQUEST_ID.match(given) else uuid.uuid4().hex
     g.request_token = request_id_var.set(g.request_id)
     g.started = time.perf_counter()
+    if "\x00" in request.path:
+        raise DomainError("path_invalid", "the path contains a NUL character")
 
 
 def _finish_request(response):

@@ -55,4 +55,5 @@ def now() -> datetime:
 def client_ip() -> str | None:
     """The caller's address as the load balancer saw it (first X-Forwarded-For hop)."""
     forwarded = request.headers.get("X-Forwarded-For", "")
-    return forwarded.split(",")[0].strip() or request.remote_addr
+    address = forwarded.split(",")[0].strip() or request.remote_addr
+    return address[:64] if address else None

@@ -8,6 +8,7 @@ INVITATION_HELD.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -175,8 +176,8 @@ def _submission(
         email=email,
         user_id=user_id,
         outcome=outcome,
-        ip=ip,
-        user_agent=user_agent,
+        ip=ip[:64] if ip else None,
+        user_agent=user_agent[:512] if user_agent else None,
         data=data or {},
         created_at=now,
     )
@@ -337,14 +338,17 @@ def checkout_failed(
         now=now,
         data={"reason": (reason or "")[:200]},
     )
-    subject = f"{link.id}:{(email or 'anonymous').lower()}"
+    # One task per link and address; the address is hashed to fit the subject column.
+    digest = hashlib.sha256((email or "anonymous").lower().encode()).hexdigest()[:32]
+    subject = f"{link.id}:{digest}"
+    title = f"Join checkout failed{f' for {email}' if email else ''}: follow up on payment"
     values = dict(
         id=ids.new_id(),
         organization_id=organization.id,
         kind="payment_follow_up",
         priority="urgent",
         status="open",
-        title=f"Join checkout failed{f' for {email}' if email else ''}: follow up on payment",
+        title=title[:300],
         detail=reason,
         subject_type="join_checkout",
         subject_id=subject,

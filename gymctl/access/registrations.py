@@ -223,6 +223,9 @@ def import_members(
     planned: list[tuple[str, str]] = []
     seen: set[str] = set()
     for number, row in enumerate(rows, start=2):
+        if any("\x00" in value for value in row.values()):
+            results.invalid.append({"row": number, "reason": "nul_character"})
+            continue
         try:
             email = normalize_email(row["email"])
         except DomainError:
