@@ -23,6 +23,7 @@ from gymctl.models import (
 from gymctl.providers.mail import read_mailbox
 from tests.access.conftest import signed_in
 from tests.conftest import NOW, WEBHOOK_SECRET
+from tests.providers.test_mail import smtp  # noqa: F401 (fixture)
 
 
 def invite(client, gym, email, role="member", by=Role.owner):
@@ -310,3 +311,18 @@ def test_expiry_sweep_expires_once_and_ends_pending_memberships(client, gym, ses
     user = session.scalar(select(User).where(User.identity_id == "user_known"))
     membership = session.scalar(select(Membership).where(Membership.user_id == user.id))
     assert membership.status is MembershipStatus.cancelled
+
+
+def test_the_invitation_email_goes_out_through_smtp(settings, session_factory, clock, gym, smtp):  # noqa: F811
+    """The real path: an SMTP server on loopback receives the sign-up ticket."""
+    from gymctl.providers.mail import SmtpMailer
+    from webhooks.app import create_app
+
+    controller, recorder = smtp
+    mailer = SmtpMailer(f"smtp://127.0.0.1:{controller.port}", settings.mail_from)
+    app = create_app(settings, session_factory=session_factory, clock=clock, mailer=mailer)
+    assert invite(app.test_client(), gym, "smtp.person@example.test").status_code == 201
+    [envelope] = recorder.envelopes
+    assert envelope.rcpt_tos == ["smtp.person@example.test"]
+    ticket, _ = link_in(recorder.message(), "__identity_ticket")
+    assert ticket.count(".") == 2
