@@ -1,0 +1,393 @@
+"""Normalize an uploaded image into a member-app slot (spec A 4, asset intake rules 1 to 9).
+
+Sniff, probe the header under a ceiling, refuse before decoding what is too large, pass a clean
+PNG through byte for byte, otherwise orient, crop, fit, fill or clear the background, encode,
+recompress if needed, and let validation judge. Only AssetRefused (400, a spec code) comes out
+for a bad file; anything else is a fault (500, error tracking).
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import threading
+import time
+import warnings
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+from opentelemetry import trace
+from PIL import Image, ImageOps
+
+from gymctl.assets import background
+from gymctl.assets.types import AssetRefused, Crop, NormalizedAsset, Slot, Transform
+
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024  # MAX_BRAND_ASSET_BYTES default (docs/decisions.md)
+MAX_SOURCE_PIXELS = 40_000_000  # MAX_BRAND_ASSET_SOURCE_PIXELS
+PROBE_PIXELS = 100_000_000
+ICON_SIZE = 1024
+FIT = 4096
+MIN_SIDE = 64
+SQUARE_TOLERANCE = 2
+RECOMPRESS_FLOOR = 1024  # never downscale below this longest side while recompressing
+DOWNSCALES = 3
+DOWNSCALE_STEP = 0.75
+CONCURRENT = 2  # normalizations at once per process; further uploads wait
+
+_tracer = trace.get_tracer("gymctl.assets")
+_running = threading.BoundedSemaphore(CONCURRENT)
+_DECODE_ERRORS = (
+    OSError,
+    SyntaxError,
+    ValueError,
+    EOFError,
+    IndexError,
+    KeyError,
+    struct.error,
+    zlib.error,
+    Image.DecompressionBombError,
+)
+_EXIF_ORIENTATION = 0x0112
+
+
+def sniff(data: bytes) -> str | None:
+    """The format by its leading bytes; only these three ever reach a decoder."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "PNG"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "JPEG"
+    if len(data) >= 12 and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "WEBP"
+    return None
+
+
+@dataclass
+class _Work:
+    slot: Slot
+    source: str
+    format: str | None = None
+    width: int | None = None
+    height: int | None = None
+
+    def refuse(self, code: str, message: str) -> AssetRefused:
+        return AssetRefused(code, message, format=self.format, width=self.width, height=self.height)
+
+
+def normalize(
+    data: bytes,
+    slot: Slot,
+    transform: Transform,
+    *,
+    source: str = "upload",
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> NormalizedAsset:
+    """The stored PNG and its report, or AssetRefused. At most CONCURRENT run at once."""
+    with _running, _tracer.start_as_current_span("brand_asset.normalize") as span:
+        span.set_attribute("slot", slot.value)
+        span.set_attribute("source", source)
+        span.set_attribute("bytes", len(data))
+        try:
+            result = _normalize(data, slot, transform, source=source, max_bytes=max_bytes)
+        except AssetRefused as refusal:
+            span.set_attribute("code", refusal.code)  # an owner refusal: the span stays OK
+            raise
+        span.set_attribute("width", result.width)
+        span.set_attribute("height", result.height)
+        return result
+
+
+def _normalize(
+    data: bytes, slot: Slot, transform: Transform, *, source: str, max_bytes: int
+) -> NormalizedAsset:
+    started = time.perf_counter()
+    work = _Work(slot, source)
+    if not data:
+        raise work.refuse("brand_asset_empty", "the file is empty")
+    if len(data) > max_bytes:
+        raise work.refuse("brand_asset_size", "the file is over the size limit")
+    work.format = sniff(data)
+    if work.format is None:
+        raise work.refuse("brand_asset_source_format", "only PNG, JPEG and WebP are accepted")
+    image = _probe(data, work)
+    orientation = _orientation(image, work)
+    report = _report(work)
+    report["removeBackgroundRequested"] = transform.remove_background
+
+    if _passthrough(data, work, image, transform, orientation):
+        _decode(image, work)
+        _validate(image, len(data), work, max_bytes)
+        report.update(
+            passthrough=True, outputWidth=image.width, outputHeight=image.height, bytes=len(data)
+        )
+        return _done(data, image.width, image.height, report, started)
+
+    image = _decode(image, work, draft=_draft_target(work, transform, orientation))
+    if orientation != 1:
+        image = ImageOps.exif_transpose(image)
+    box = _crop_box(image, transform.crop, work)
+    report["cropped"] = box != (0, 0, image.width, image.height)
+    if slot is Slot.icon:
+        image = _icon(image, box, transform, work, report)
+    else:
+        image = _fit(image, box, transform, work, report)
+    png, image = _encode(image, work, max_bytes, report)
+    _validate(image, len(png), work, max_bytes)
+    report.update(outputWidth=image.width, outputHeight=image.height, bytes=len(png))
+    return _done(png, image.width, image.height, report, started)
+
+
+def _probe(data: bytes, work: _Work) -> Image.Image:
+    """Open the header only (no pixels yet) and refuse what is too large before any decode."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(io.BytesIO(data), formats=[work.format])
+    except Image.DecompressionBombError:
+        raise work.refuse("brand_asset_source_too_large", "over the pixel ceiling") from None
+    except _DECODE_ERRORS:
+        raise work.refuse("brand_asset_source_format", "the file cannot be read") from None
+    work.width, work.height = image.size
+    pixels = image.width * image.height
+    if pixels > PROBE_PIXELS or pixels > MAX_SOURCE_PIXELS:
+        raise work.refuse("brand_asset_source_too_large", "over 40 megapixels")
+    if getattr(image, "is_animated", False) or getattr(image, "n_frames", 1) > 1:
+        raise work.refuse("brand_asset_source_format", "animated images are not accepted")
+    return image
+
+
+def _orientation(image: Image.Image, work: _Work) -> int:
+    """The EXIF orientation (1 when absent). A PNG's eXIf chunk may follow the pixels, so for
+    PNG this decodes: a damaged file is refused here."""
+    try:
+        value = image.getexif().get(_EXIF_ORIENTATION, 1)
+    except _DECODE_ERRORS:
+        raise work.refuse("brand_asset_source_format", "the file is damaged") from None
+    return value if value in range(1, 9) else 1
+
+
+def _decode(
+    image: Image.Image, work: _Work, *, draft: tuple[int, int] | None = None
+) -> Image.Image:
+    try:
+        if draft is not None and work.format == "JPEG":
+            image.draft("RGB", draft)
+        image.load()
+    except _DECODE_ERRORS:
+        raise work.refuse("brand_asset_source_format", "the file is damaged") from None
+    return image
+
+
+def _draft_target(work: _Work, transform: Transform, orientation: int) -> tuple[int, int] | None:
+    """JPEG draft decoding (DCT scaling) only where it is exact for the output: an icon from a
+    large uncropped upright source, decoded at no less than the output size."""
+    if (
+        work.slot is Slot.icon
+        and transform.crop is None
+        and orientation == 1
+        and min(work.width, work.height) >= 2 * ICON_SIZE
+    ):
+        return (ICON_SIZE, ICON_SIZE)
+    return None
+
+
+PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"
+
+
+def _passthrough(
+    data: bytes, work: _Work, image: Image.Image, transform: Transform, orientation: int
+) -> bool:
+    """Byte for byte only for a whole PNG (IEND last) that needs nothing done."""
+    if work.format != "PNG" or orientation != 1 or transform != Transform():
+        return False
+    if not data.endswith(PNG_END):
+        return False
+    if work.slot is Slot.icon:
+        return image.size == (ICON_SIZE, ICON_SIZE)
+    return max(image.size) <= FIT and min(image.size) >= MIN_SIDE
+
+
+def _crop_box(image: Image.Image, crop: Crop | None, work: _Work) -> tuple[int, int, int, int]:
+    if crop is None:
+        return (0, 0, image.width, image.height)
+    left, top = max(0, crop.x), max(0, crop.y)
+    right = min(image.width, crop.x + crop.width)
+    bottom = min(image.height, crop.y + crop.height)
+    if right <= left or bottom <= top:
+        raise work.refuse("brand_asset_crop", "the crop leaves nothing of the image")
+    return (left, top, right, bottom)
+
+
+def _icon(
+    image: Image.Image,
+    box: tuple[int, int, int, int],
+    transform: Transform,
+    work: _Work,
+    report: dict,
+) -> Image.Image:
+    scale = work.width / image.width if image.width else 1  # a draft decode shrank the image
+    w, h = box[2] - box[0], box[3] - box[1]
+    source_w, source_h = round(w * scale), round(h * scale)
+    if abs(source_w - source_h) > SQUARE_TOLERANCE:
+        raise work.refuse("brand_icon_dimensions", "the icon must be square (within 2 px)")
+    if min(source_w, source_h) < ICON_SIZE:
+        raise work.refuse("brand_icon_source_small", "the icon source must be at least 1024 px")
+    mode = "RGBA" if _has_alpha(image) else "RGB"
+    icon = image.convert(mode).resize((ICON_SIZE, ICON_SIZE), Image.Resampling.LANCZOS, box=box)
+    report["downscaled"] = max(source_w, source_h) > ICON_SIZE
+    if transform.background is not None and mode == "RGBA":
+        canvas = Image.new("RGB", icon.size, transform.background)
+        canvas.paste(icon, mask=icon.getchannel("A"))
+        icon = canvas
+    report["filled"] = transform.background is not None
+    return _drop_opaque_alpha(icon)
+
+
+def _fit(
+    image: Image.Image,
+    box: tuple[int, int, int, int],
+    transform: Transform,
+    work: _Work,
+    report: dict,
+) -> Image.Image:
+    w, h = box[2] - box[0], box[3] - box[1]
+    scale = min(1.0, FIT / max(w, h))
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    mode = "RGBA" if _has_alpha(image) or transform.remove_background else "RGB"
+    if mode == "RGBA" and image.mode not in ("RGBA", "RGB"):
+        image = image.convert("RGBA")
+    elif image.mode not in ("RGBA", "RGB"):
+        image = _to_rgb(image)
+    if size != (w, h):
+        out = image.resize(size, Image.Resampling.LANCZOS, box=box)
+        report["downscaled"] = True
+    else:
+        out = image.crop(box) if box != (0, 0, image.width, image.height) else image
+    out = out.convert(mode) if out.mode != mode else out
+    if transform.remove_background:
+        analysis = background.analyse(out)
+        report["backgroundAnalysis"] = analysis.kind
+        if analysis.kind == "uneven":
+            raise work.refuse(
+                "brand_asset_background_uneven", "the corners are not one opaque colour"
+            )
+        if analysis.kind == "flat":
+            out = background.remove(out, analysis.colour)
+            report["backgroundRemoved"] = True
+    return out
+
+
+def _to_rgb(image: Image.Image) -> Image.Image:
+    """16-bit greyscale is scaled, not clipped (a plain convert turns it white)."""
+    if image.mode in ("I;16", "I;16B", "I;16L", "I"):
+        array = np.asarray(image, dtype=np.uint32)
+        top = 65535 if image.mode.startswith("I;16") or array.max() > 255 else 255
+        return Image.fromarray((array * 255 // top).astype(np.uint8), "L").convert("RGB")
+    return image.convert("RGB")
+
+
+def _has_alpha(image: Image.Image) -> bool:
+    return (
+        image.mode in ("RGBA", "LA", "PA")
+        or (image.mode == "P" and "transparency" in image.info)
+        or (image.mode in ("RGB", "L") and "transparency" in image.info)
+    )
+
+
+def _drop_opaque_alpha(image: Image.Image) -> Image.Image:
+    if image.mode == "RGBA" and image.getchannel("A").getextrema()[0] == 255:
+        return image.convert("RGB")
+    return image
+
+
+def _encode(
+    image: Image.Image, work: _Work, max_bytes: int, report: dict
+) -> tuple[bytes, Image.Image]:
+    """Level 6 with run-length deflate (fast; the bytes stay below common encoders'); over the
+    limit, level 9, then up to three downscales, never below 1024 px on the longest side."""
+    if image.mode not in ("RGB", "RGBA"):
+        image = image.convert("RGBA" if _has_alpha(image) else "RGB")
+    png = _png(image, level=6, rle=True)
+    if len(png) <= max_bytes:
+        return png, image
+    report["recompressed"] = True
+    png = _png(image, level=9, rle=False)
+    for _ in range(DOWNSCALES):
+        if len(png) <= max_bytes:
+            return png, image
+        longest = max(image.size)
+        target = max(RECOMPRESS_FLOOR, round(longest * DOWNSCALE_STEP))
+        if target >= longest:
+            break
+        scale = target / longest
+        image = image.resize(
+            (max(1, round(image.width * scale)), max(1, round(image.height * scale))),
+            Image.Resampling.LANCZOS,
+        )
+        report["downscaled"] = True
+        png = _png(image, level=9, rle=False)
+    if len(png) > max_bytes:
+        raise work.refuse(
+            "brand_asset_output_too_large", "still over the size limit after recompression"
+        )
+    return png, image
+
+
+def _png(image: Image.Image, *, level: int, rle: bool) -> bytes:
+    buffer = io.BytesIO()
+    options = {"compress_level": level}
+    if rle:
+        options["compress_type"] = 3  # zlib Z_RLE
+    image.save(buffer, format="PNG", **options)
+    return buffer.getvalue()
+
+
+def _validate(image: Image.Image, size: int, work: _Work, max_bytes: int) -> None:
+    """The sole judge of a valid slot (rule 8)."""
+    if size == 0 or image.width == 0 or image.height == 0:
+        raise work.refuse("brand_asset_empty", "the image is empty")
+    if min(image.size) < MIN_SIDE:
+        raise work.refuse("brand_asset_dimensions", "at least 64 px on each side")
+    if size > max_bytes:
+        raise work.refuse("brand_asset_size", "over the size limit")
+    transparent = _has_alpha(image) and _min_alpha(image) < 255
+    if work.slot is Slot.icon:
+        if image.size != (ICON_SIZE, ICON_SIZE):
+            raise work.refuse("brand_icon_dimensions", "the icon must be 1024x1024")
+        if transparent:
+            raise work.refuse("brand_icon_opaque", "the icon must be opaque (choose a fill)")
+    elif not transparent:
+        raise work.refuse("brand_logo_transparent", "this slot needs a transparent background")
+
+
+def _min_alpha(image: Image.Image) -> int:
+    if image.mode in ("RGBA", "LA", "PA"):
+        return image.getchannel("A").getextrema()[0]
+    return image.convert("RGBA").getchannel("A").getextrema()[0]
+
+
+def _report(work: _Work) -> dict:
+    return {
+        "asset": work.slot.value,
+        "source": work.source,
+        "sourceFormat": work.format.lower() if work.format else None,
+        "sourceWidth": work.width,
+        "sourceHeight": work.height,
+        "outputWidth": None,
+        "outputHeight": None,
+        "bytes": None,
+        "cropped": False,
+        "filled": False,
+        "removeBackgroundRequested": False,
+        "backgroundAnalysis": None,
+        "backgroundRemoved": False,
+        "passthrough": False,
+        "recompressed": False,
+        "downscaled": False,
+        "durationMs": None,
+    }
+
+
+def _done(png: bytes, width: int, height: int, report: dict, started: float) -> NormalizedAsset:
+    report["durationMs"] = round((time.perf_counter() - started) * 1000, 1)
+    return NormalizedAsset(png=png, width=width, height=height, report=report)
