@@ -8,6 +8,7 @@ GYMCTL_HOME, so `gymctl quickstart` needs no configuration at all.
 from __future__ import annotations
 
 import functools
+import secrets
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -74,6 +75,13 @@ class Settings(BaseSettings):
     )
     invitation_ttl_days: int = Field(14, alias="GYMCTL_INVITATION_TTL_DAYS")
 
+    storage_url: str | None = Field(
+        None, alias="GYMCTL_STORAGE_URL", description="s3://bucket?endpoint_url=... or file:///dir"
+    )
+    storage_signing_secret: SecretStr | None = Field(None, alias="GYMCTL_STORAGE_SIGNING_SECRET")
+    public_url: str = Field("http://127.0.0.1:8000", alias="GYMCTL_PUBLIC_URL")
+    max_brand_asset_bytes: int = Field(16 * 1024 * 1024, alias="MAX_BRAND_ASSET_BYTES")
+
     @field_validator("identity_authorized_parties", "platform_admins", mode="before")
     @classmethod
     def _split_csv(cls, value: Any) -> Any:
@@ -91,6 +99,11 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.home / 'gymctl.db').resolve()}"
+
+    @property
+    def resolved_storage_url(self) -> str:
+        """GYMCTL_STORAGE_URL, or the embedded default's folder under GYMCTL_HOME."""
+        return self.storage_url or (self.home / "objects").resolve().as_uri()
 
     @property
     def mailbox_path(self) -> Path:
@@ -115,6 +128,20 @@ class Settings(BaseSettings):
     @property
     def resolved_event_sink(self) -> str:
         return self.event_sink or (self.home / "events.jsonl").resolve().as_uri()
+
+    def home_secret(self, name: str, configured: SecretStr | None) -> bytes:
+        """`configured`, or outside production a random secret made once under GYMCTL_HOME, so
+        a fresh checkout runs; production refuses (the caller names the setting)."""
+        if configured is not None:
+            return configured.get_secret_value().encode()
+        if self.is_production:
+            raise ConfigError(f"{name} is not set")
+        path = self.home / "secrets" / name.lower()
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(secrets.token_urlsafe(48))
+            path.chmod(0o600)
+        return path.read_text().strip().encode()
 
     def check(self) -> None:
         """Refuse to start production with a setting missing; name each one."""

@@ -16,6 +16,7 @@ from gymctl.identity.auth import Auth
 from gymctl.identity.tokens import TokenVerifier
 from gymctl.providers.identity_admin import IdentityAdmin
 from gymctl.providers.mail import Mailer
+from gymctl.providers.storage import ObjectStore
 
 
 @dataclass
@@ -27,6 +28,7 @@ class Services:
     mailer: Mailer
     identity_admin: IdentityAdmin
     platform_admins: PlatformAdmins
+    store: ObjectStore
 
     @property
     def outreach(self) -> Outreach:

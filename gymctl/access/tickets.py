@@ -7,14 +7,13 @@ invitations, by a version that a resend bumps, so an older email's link stops wo
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import jwt
 
-from gymctl.config import Settings
+from gymctl.config import ConfigError, Settings
 from gymctl.errors import DomainError
 
 INVITATION = "gymctl:invitation"
@@ -30,16 +29,10 @@ class Ticket:
 
 def invite_secret(settings: Settings) -> str:
     """INVITE_SECRET; outside production a per-home secret is made once so a checkout runs."""
-    if settings.invite_secret is not None:
-        return settings.invite_secret.get_secret_value()
-    if settings.is_production:
-        raise DomainError("invite_secret_missing", "INVITE_SECRET is not set", status=500)
-    path = settings.home / "identity" / "invite_secret"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_urlsafe(48))
-        path.chmod(0o600)
-    return path.read_text().strip()
+    try:
+        return settings.home_secret("INVITE_SECRET", settings.invite_secret).decode()
+    except ConfigError:
+        raise DomainError("invite_secret_missing", "INVITE_SECRET is not set", status=500) from None
 
 
 def sign(

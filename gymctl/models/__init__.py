@@ -10,6 +10,7 @@ from gymctl.models.access import (
     Task,
 )
 from gymctl.models.base import Base
+from gymctl.models.branding import BrandAsset, MemberAppDraftAsset, RateWindow
 from gymctl.models.daemons import JobRun
 from gymctl.models.events import AuditLog, OutboxEvent
 from gymctl.models.identity import IdentityWebhookDelivery, User, UserSession
@@ -28,6 +29,7 @@ __all__ = [
     "ACTIVE_MEMBER_CAP",
     "AuditLog",
     "Base",
+    "BrandAsset",
     "IdentityWebhookDelivery",
     "Invitation",
     "InvitationStatus",
@@ -38,11 +40,13 @@ __all__ = [
     "LegalConsent",
     "LegalDocument",
     "LegalDocumentType",
+    "MemberAppDraftAsset",
     "Membership",
     "MembershipStatus",
     "Organization",
     "OrganizationStatus",
     "OutboxEvent",
+    "RateWindow",
     "Role",
     "SalesGrant",
     "Task",

@@ -1,0 +1,239 @@
+"""Storing normalized assets and the member app's draft slots (spec A 2.11, asset rules 10, 11).
+
+Each stored slot is a new immutable object under the organization's prefix, written before the
+draft row that references it: a failed or repeated upload leaves at most an unreferenced object,
+never a changed draft. Draft previews are presigned URLs, signed fresh on every read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.assets.pipeline import normalize
+from gymctl.assets.types import AssetRefused, Slot, Transform
+from gymctl.errors import DomainError, not_found
+from gymctl.events import EventKind, emit
+from gymctl.models import BrandAsset, MemberAppDraftAsset
+from gymctl.providers.storage import ObjectStore
+
+PREVIEW_LIFETIME = timedelta(hours=1)
+PNG = "image/png"
+
+
+def prefix(organization_id: uuid.UUID) -> str:
+    return f"organizations/{organization_id}/brand-assets/"
+
+
+def store_upload(
+    session: Session,
+    store: ObjectStore,
+    *,
+    organization_id: uuid.UUID,
+    slot: Slot,
+    data: bytes,
+    transform: Transform,
+    source: str,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+    max_bytes: int,
+) -> BrandAsset:
+    """Normalize, store under a new key, point the draft's slot at it. A refusal records
+    branding.asset_rejected (kept: the refusal is audited) and changes nothing else."""
+    try:
+        result = normalize(data, slot, transform, source=source, max_bytes=max_bytes)
+    except AssetRefused as refusal:
+        emit(
+            session,
+            EventKind.analytics,
+            "branding.asset_rejected",
+            at=now,
+            aggregate_type="organization",
+            aggregate_id=organization_id,
+            organization_id=organization_id,
+            actor_user_id=actor_user_id,
+            payload={
+                "asset": slot.value,
+                "source": source,
+                "code": refusal.code,
+                "format": refusal.format.lower() if refusal.format else None,
+                "width": refusal.width,
+                "height": refusal.height,
+            },
+        )
+        refusal.audited = True
+        raise
+    key = f"{prefix(organization_id)}{uuid.uuid4()}.png"
+    store.put(key, result.png, content_type=PNG)
+    asset = BrandAsset(
+        organization_id=organization_id,
+        slot=slot.value,
+        key=key,
+        content_type=PNG,
+        width=result.width,
+        height=result.height,
+        bytes=len(result.png),
+        sha256=hashlib.sha256(result.png).hexdigest(),
+        source=source,
+        report=result.report,
+        created_by_user_id=actor_user_id,
+        created_at=now,
+    )
+    session.add(asset)
+    session.flush()
+    _point_draft(session, organization_id, slot, asset.id, now=now)
+    emit(
+        session,
+        EventKind.analytics,
+        "branding.asset_normalized",
+        at=now,
+        aggregate_type="organization",
+        aggregate_id=organization_id,
+        organization_id=organization_id,
+        actor_user_id=actor_user_id,
+        payload=result.report,
+    )
+    session.flush()
+    return asset
+
+
+def reject(
+    session: Session,
+    refusal: AssetRefused,
+    *,
+    organization_id: uuid.UUID,
+    slot: Slot,
+    source: str,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+) -> AssetRefused:
+    """Record branding.asset_rejected (no file content or name) and mark the refusal audited
+    so the event is kept although the request fails."""
+    emit(
+        session,
+        EventKind.analytics,
+        "branding.asset_rejected",
+        at=now,
+        aggregate_type="organization",
+        aggregate_id=organization_id,
+        organization_id=organization_id,
+        actor_user_id=actor_user_id,
+        payload={
+            "asset": slot.value,
+            "source": source,
+            "code": refusal.code,
+            "format": refusal.format.lower() if refusal.format else None,
+            "width": refusal.width,
+            "height": refusal.height,
+        },
+    )
+    refusal.audited = True
+    return refusal
+
+
+def reuse_library_asset(
+    session: Session,
+    store: ObjectStore,
+    *,
+    organization_id: uuid.UUID,
+    asset_id: uuid.UUID,
+    slot: Slot,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+    max_bytes: int,
+) -> BrandAsset:
+    """A brand-library image into a native slot, through the same path as an upload."""
+    library = session.get(BrandAsset, asset_id)
+    if library is None or library.organization_id != organization_id:
+        raise not_found("brand_asset_not_found", "no such brand asset")
+    recheck(store, organization_id, library.key)
+    data = store.get(library.key)
+    if data is None:
+        raise DomainError("brand_asset_stored_invalid", "the stored object is missing")
+    return store_upload(
+        session,
+        store,
+        organization_id=organization_id,
+        slot=slot,
+        data=data,
+        transform=Transform(),
+        source="library",
+        actor_user_id=actor_user_id,
+        now=now,
+        max_bytes=max_bytes,
+    )
+
+
+def recheck(store: ObjectStore, organization_id: uuid.UUID, key: str) -> None:
+    """Rule 10: on save and publish every stored asset is checked again."""
+    if not key.startswith(prefix(organization_id)) or ".." in key:
+        raise DomainError("brand_asset_not_owned", "that asset belongs to another organization")
+    info = store.head(key)
+    if info is None or info.content_type != PNG:
+        raise DomainError("brand_asset_stored_invalid", "the stored asset is missing or not PNG")
+
+
+def save_draft(
+    session: Session,
+    store: ObjectStore,
+    *,
+    organization_id: uuid.UUID,
+    keys: dict[Slot, str],
+    now: datetime,
+) -> dict[str, Any]:
+    """Point slots at stored assets by key (e.g. restoring an earlier one), re-checking each
+    first; any refusal changes nothing."""
+    chosen = {}
+    for slot, key in keys.items():
+        recheck(store, organization_id, key)
+        asset = session.scalar(
+            select(BrandAsset).where(
+                BrandAsset.key == key, BrandAsset.organization_id == organization_id
+            )
+        )
+        if asset is None:
+            raise DomainError("brand_asset_stored_invalid", "no stored asset has that key")
+        chosen[slot] = asset
+    for slot, asset in chosen.items():
+        _point_draft(session, organization_id, slot, asset.id, now=now)
+    session.flush()
+    return draft_view(session, store, organization_id)
+
+
+def _point_draft(
+    session: Session, organization_id: uuid.UUID, slot: Slot, asset_id: uuid.UUID, *, now: datetime
+) -> None:
+    row = session.get(MemberAppDraftAsset, (organization_id, slot.value))
+    if row is None:
+        row = MemberAppDraftAsset(organization_id=organization_id, slot=slot.value)
+        session.add(row)
+    row.asset_id = asset_id
+    row.updated_at = now
+
+
+def describe(store: ObjectStore, asset: BrandAsset) -> dict[str, Any]:
+    return {
+        "id": str(asset.id),
+        "slot": asset.slot,
+        "key": asset.key,
+        "width": asset.width,
+        "height": asset.height,
+        "bytes": asset.bytes,
+        "sha256": asset.sha256,
+        "previewUrl": store.presign_get(asset.key, expires=PREVIEW_LIFETIME),
+    }
+
+
+def draft_view(session: Session, store: ObjectStore, organization_id: uuid.UUID) -> dict[str, Any]:
+    """The draft's slots with previews signed now (never cached)."""
+    rows = session.execute(
+        select(MemberAppDraftAsset.slot, BrandAsset)
+        .join(BrandAsset, BrandAsset.id == MemberAppDraftAsset.asset_id)
+        .where(MemberAppDraftAsset.organization_id == organization_id)
+    ).all()
+    return {"assets": {slot: describe(store, asset) for slot, asset in rows}}
