@@ -11,6 +11,7 @@ import sys
 import click
 import typer
 
+from gymctl.cli import assets as assets_cli
 from gymctl.cli import config as config_cli
 from gymctl.cli import daemons as daemons_cli
 from gymctl.cli import db as db_cli
@@ -30,6 +31,7 @@ app.add_typer(daemons_cli.app, name="daemons", help="Run the sweep daemons.")
 app.add_typer(users_cli.app, name="users", help="People: tokens, identity, ownership trail.")
 app.add_typer(members_cli.app, name="members", help="A gym's members: CSV import.")
 app.add_typer(invitations_cli.app, name="invitations", help="Invitations and owner grants.")
+app.add_typer(assets_cli.app, name="assets", help="Member-app image intake.")
 app.command("quickstart")(quickstart)
 app.command("serve")(serve)
 
