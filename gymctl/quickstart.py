@@ -154,3 +154,46 @@ def demo_invitation(session: Session, outreach, demo: DemoGym, *, now: datetime)
         "membership": membership.status.value if membership else None,
         "accepted": membership is not None and membership.status is MembershipStatus.active,
     }
+
+
+def demo_logo(
+    session: Session, store, demo: DemoGym, *, now: datetime, max_bytes: int
+) -> dict | None:
+    """The member app's logo: a flat-background JPEG through the intake pipeline with
+    removeBackground, stored and referenced by the draft. Skipped when the draft has one."""
+    import io
+
+    from PIL import Image, ImageDraw
+
+    from gymctl.assets.intake import store_upload
+    from gymctl.assets.types import Slot, Transform
+    from gymctl.models import MemberAppDraftAsset
+
+    if session.get(MemberAppDraftAsset, (demo.organization.id, Slot.logo.value)) is not None:
+        return None
+    image = Image.new("RGB", (1600, 800), (246, 246, 246))
+    draw = ImageDraw.Draw(image)
+    draw.rounded_rectangle((260, 180, 1340, 620), radius=120, fill=(28, 64, 160))
+    draw.ellipse((640, 280, 960, 520), fill=(246, 190, 40))
+    buffer = io.BytesIO()
+    image.save(buffer, "JPEG", quality=90)
+    owner = next(user for user, role in demo.people if role is Role.owner)
+    asset = store_upload(
+        session,
+        store,
+        organization_id=demo.organization.id,
+        slot=Slot.logo,
+        data=buffer.getvalue(),
+        transform=Transform(remove_background=True),
+        source="upload",
+        actor_user_id=owner.id,
+        now=now,
+        max_bytes=max_bytes,
+    )
+    return {
+        "key": asset.key,
+        "width": asset.width,
+        "height": asset.height,
+        "bytes": asset.bytes,
+        "backgroundRemoved": asset.report["backgroundRemoved"],
+    }

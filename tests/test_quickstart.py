@@ -66,6 +66,7 @@ def test_quickstart_then_serve_answers_users_me_with_the_printed_token(home_env)
         "membership": "active",
         "accepted": True,
     }
+    assert out["logo"]["backgroundRemoved"] is True
     [mail] = list(Path(out["mailbox"]).glob("*.eml"))
     assert "new.coach@demo-gym.example" in mail.read_text()
 
@@ -106,8 +107,10 @@ def test_quickstart_twice_changes_nothing_and_relays_the_events_once(home_env, t
         "invitation.created",
         "user_signed_up",
         "invitation.accepted",
+        "branding.asset_normalized",
     ]
     assert second["invitation"] is None  # done once
+    assert second["logo"] is None
 
 
 def test_dev_token_for_another_person_and_config_show_redacts(home_env):

@@ -21,7 +21,7 @@ from gymctl.identity.tokens import TokenVerifier, build_verifier
 from gymctl.logs import configure_logging, request_id_var
 from gymctl.providers.identity_admin import IdentityAdmin, identity_admin_from_settings
 from gymctl.providers.mail import Mailer, mailer_from_settings
-from gymctl.providers.storage import ObjectStore, storage_from_url
+from gymctl.providers.storage import ObjectStore, storage_from_settings
 from gymctl.tracking import init_error_tracking
 from webhooks import errors, guard
 from webhooks.blueprints import (
@@ -74,7 +74,7 @@ def create_app(
         mailer=mailer or mailer_from_settings(settings, clock=clock),
         identity_admin=identity_admin,
         platform_admins=PlatformAdmins(identity_admin, clock),
-        store=store or _store(settings, clock),
+        store=store or storage_from_settings(settings, clock=clock),
     )
     app.before_request(_start_request)
     guard.install(app)
@@ -87,19 +87,6 @@ def create_app(
     ):  # fmt: skip
         app.register_blueprint(blueprint)
     return app
-
-
-def _store(settings: Settings, clock: Clock) -> ObjectStore:
-    """GYMCTL_STORAGE_URL; the folder store signs its links and serves them at /storage."""
-    url = settings.resolved_storage_url
-    secret = (
-        b""
-        if url.startswith("s3:")
-        else settings.home_secret("GYMCTL_STORAGE_SIGNING_SECRET", settings.storage_signing_secret)
-    )
-    return storage_from_url(
-        url, url_base=settings.public_url.rstrip("/") + "/storage", secret=secret, clock=clock
-    )
 
 
 def _start_request() -> None:

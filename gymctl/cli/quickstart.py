@@ -13,7 +13,8 @@ from gymctl.db import session_factory, session_scope
 from gymctl.identity.dev_keys import ensure_signing_key, mint_dev_token
 from gymctl.providers.identity_admin import identity_admin_from_settings
 from gymctl.providers.mail import mailer_from_settings
-from gymctl.quickstart import demo_invitation, seed_demo_gym
+from gymctl.providers.storage import storage_from_settings
+from gymctl.quickstart import demo_invitation, demo_logo, seed_demo_gym
 
 
 def quickstart(
@@ -36,6 +37,13 @@ def quickstart(
     with session_scope() as session:
         demo = seed_demo_gym(session, now=clock.now())
         invited = demo_invitation(session, outreach, demo, now=clock.now())
+        logo = demo_logo(
+            session,
+            storage_from_settings(settings),
+            demo,
+            now=clock.now(),
+            max_bytes=settings.max_brand_asset_bytes,
+        )
         people = [
             {"identityId": user.identity_id, "email": user.email, "role": role.value}
             for user, role in demo.people
@@ -53,6 +61,7 @@ def quickstart(
                 "organization": organization,
                 "people": people,
                 "invitation": invited,
+                "logo": logo,
                 "mailbox": str(settings.mailbox_path.resolve()),
                 "sweeps": [sweep.as_row() for sweep in sweeps],
                 "token": token,
@@ -76,6 +85,12 @@ def quickstart(
             f"invitation: owner invited {invited['email']} as {invited['role']}; the email is in "
             f"{settings.mailbox_path.resolve()}; the coach signed up and it was "
             f"{invited['status']} (membership {invited['membership']})",
+            highlight=False,
+        )
+    if logo:
+        console.print(
+            f"member-app logo: background removed, stored at {settings.resolved_storage_url}"
+            f"/{logo['key']} ({logo['width']}x{logo['height']}, {logo['bytes']} bytes)",
             highlight=False,
         )
     render_rows(

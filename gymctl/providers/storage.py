@@ -36,7 +36,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from gymctl import clock as default_clock
 from gymctl.clock import Clock, ensure_utc
-from gymctl.config import ConfigError
+from gymctl.config import ConfigError, Settings
 
 MAX_KEY_BYTES = 1024  # S3's own limit on a key, in UTF-8 bytes
 # A segment becomes a file name (and its sidecar `<segment>.json`): stay within NAME_MAX (255).
@@ -471,4 +471,18 @@ def storage_from_url(
     raise ConfigError(
         f"GYMCTL_STORAGE_URL: unsupported scheme {parts.scheme or '(none)'!r}; "
         "use s3://bucket?endpoint_url=... or file:///absolute/path"
+    )
+
+
+def storage_from_settings(settings: Settings, *, clock: Clock = default_clock) -> ObjectStore:
+    """GYMCTL_STORAGE_URL (default: a folder under GYMCTL_HOME). The folder store signs its links
+    with GYMCTL_STORAGE_SIGNING_SECRET and they are served by the API at GYMCTL_PUBLIC_URL."""
+    url = settings.resolved_storage_url
+    secret = (
+        b""
+        if url.startswith("s3:")
+        else settings.home_secret("GYMCTL_STORAGE_SIGNING_SECRET", settings.storage_signing_secret)
+    )
+    return storage_from_url(
+        url, url_base=settings.public_url.rstrip("/") + "/storage", secret=secret, clock=clock
     )
