@@ -2,9 +2,9 @@
 small sample, is cleared on the full-resolution output in slices, and edge pixels are un-mixed.
 
 An anti-aliased edge pixel is a blend c = a*f + (1-a)*bg of the foreground f and the known
-background bg. f is taken from the nearest solid foreground pixel (within a few pixels), then
-a = <c-bg, f-bg> / |f-bg|^2; with no solid neighbour, f is the colour-to-alpha extreme along
-c-bg. Near-background pixels become fully transparent wherever they sit (enclosed ones too).
+background bg. f is taken from the pixel furthest from the background within a few pixels (the
+solid foreground beside the edge), then a = <c-bg, f-bg> / |f-bg|^2. Near-background pixels
+become fully transparent wherever they sit (enclosed ones too).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from PIL import Image
 SAMPLE_SIDE = 384  # BRAND_BACKGROUND_SAMPLE_MAX_SIDE
 SLICE_PIXELS = 1_000_000
 CLEAR = 24  # Chebyshev distance to the background at or below which a pixel is background
-SOLID = 128  # at or above which a pixel is solid foreground (never altered)
 CORNER_SPREAD = 24  # corners further apart than this are not one colour
 NEIGHBOUR_RADIUS = 3
 
@@ -53,7 +52,6 @@ def remove(image: Image.Image, colour: tuple[int, int, int]) -> Image.Image:
     pixels = np.array(image.convert("RGBA"))  # one writable copy
     h, w = pixels.shape[:2]
     flat = pixels.reshape(-1, 4)
-    bg = np.array(colour, dtype=np.int16)
     luts = [np.abs(np.arange(256, dtype=np.int16) - c).astype(np.uint8) for c in colour]
     distance = np.empty(h * w, dtype=np.uint8)
     rows = max(1, SLICE_PIXELS // w)
@@ -62,45 +60,54 @@ def remove(image: Image.Image, colour: tuple[int, int, int]) -> Image.Image:
         d = np.maximum(np.maximum(luts[0][part[:, 0]], luts[1][part[:, 1]]), luts[2][part[:, 2]])
         distance[top * w : top * w + len(part)] = d
         part[d <= CLEAR, 3] = 0
-    edge = np.flatnonzero((distance > CLEAR) & (distance < SOLID))
+    # An edge pixel is visible but has a neighbour clearly further from the background: it is
+    # a blend. Solid pixels (nothing further nearby) are never altered.
+    nearby = _max_filter(distance.reshape(h, w), NEIGHBOUR_RADIUS).reshape(-1)
+    edge = np.flatnonzero((distance > CLEAR) & (nearby.astype(np.int16) - distance > CLEAR))
     if edge.size:
-        _unmix(flat, distance, edge, bg, w, h)
+        _unmix(flat, distance, edge, np.array(colour, dtype=np.float32), w, h)
     return Image.fromarray(pixels, "RGBA")
+
+
+def _max_filter(values: np.ndarray, radius: int) -> np.ndarray:
+    """The maximum over a (2r+1)^2 square around each pixel (separable, edges clamped)."""
+    out = values.copy()
+    for axis in (0, 1):
+        source = out.copy()
+        size = source.shape[axis]
+        for shift in range(1, radius + 1):
+            if shift >= size:
+                break
+            ahead = [slice(None)] * 2
+            behind = [slice(None)] * 2
+            ahead[axis], behind[axis] = slice(shift, None), slice(None, -shift)
+            np.maximum(out[tuple(behind)], source[tuple(ahead)], out=out[tuple(behind)])
+            np.maximum(out[tuple(ahead)], source[tuple(behind)], out=out[tuple(ahead)])
+    return out
 
 
 def _unmix(
     flat: np.ndarray, distance: np.ndarray, edge: np.ndarray, bg: np.ndarray, w: int, h: int
 ) -> None:
+    """Foreground = the neighbour furthest from the background within the radius; alpha = the
+    projection of (c - bg) on (f - bg)."""
     c = flat[edge, :3].astype(np.float32)
-    fg = np.full_like(c, np.nan)
     ys, xs = np.divmod(edge, w)
-    for radius in range(1, NEIGHBOUR_RADIUS + 1):
-        missing = np.isnan(fg[:, 0])
-        if not missing.any():
-            break
-        for dy in range(-radius, radius + 1):
-            for dx in range(-radius, radius + 1):
-                if max(abs(dx), abs(dy)) != radius:
-                    continue
-                ny, nx = ys + dy, xs + dx
-                ok = missing & (ny >= 0) & (ny < h) & (nx >= 0) & (nx < w)
-                sel = np.flatnonzero(ok)
-                neighbour = ny[sel] * w + nx[sel]
-                solid = distance[neighbour] >= SOLID
-                take = sel[solid]
-                fg[take] = flat[neighbour[solid], :3]
-                missing[take] = False
-    bgf = bg.astype(np.float32)
-    delta = c - bgf
-    unknown = np.isnan(fg[:, 0])
-    if unknown.any():
-        # Colour-to-alpha: the most transparent reading, f at the extreme along c - bg.
-        room = np.where(delta[unknown] > 0, 255 - bgf, bgf)
-        ratio = np.abs(delta[unknown]) / np.maximum(room, 1)
-        a = np.clip(ratio.max(axis=1, keepdims=True), 1e-3, 1)
-        fg[unknown] = np.clip(bgf + delta[unknown] / a, 0, 255)
-    direction = fg - bgf
+    best = np.zeros(edge.size, dtype=np.int16)
+    source = edge.copy()
+    for dy in range(-NEIGHBOUR_RADIUS, NEIGHBOUR_RADIUS + 1):
+        for dx in range(-NEIGHBOUR_RADIUS, NEIGHBOUR_RADIUS + 1):
+            ny, nx = ys + dy, xs + dx
+            inside = (ny >= 0) & (ny < h) & (nx >= 0) & (nx < w)
+            neighbour = np.where(inside, ny * w + nx, edge)
+            d = distance[neighbour].astype(np.int16)
+            better = inside & (d > best)
+            best[better] = d[better]
+            source[better] = neighbour[better]
+    fg = flat[source, :3].astype(np.float32)
+    delta = c - bg
+    direction = fg - bg
     alpha = (delta * direction).sum(axis=1) / np.maximum((direction**2).sum(axis=1), 1)
     alpha = np.clip(alpha, 0, 1)
-    flat[edge, :3] = np.clip(np.rint(fg), 0, 255).astype(np.uint8)
+    flat[edge, :3] = fg.astype(np.uint8)
     flat[edge, 3] = np.rint(flat[edge, 3] * alpha).astype(np.uint8)

@@ -233,7 +233,7 @@ def _icon(
     if min(source_w, source_h) < ICON_SIZE:
         raise work.refuse("brand_icon_source_small", "the icon source must be at least 1024 px")
     mode = "RGBA" if _has_alpha(image) else "RGB"
-    icon = image.convert(mode).resize((ICON_SIZE, ICON_SIZE), Image.Resampling.LANCZOS, box=box)
+    icon = _working(image, mode).resize((ICON_SIZE, ICON_SIZE), Image.Resampling.LANCZOS, box=box)
     report["downscaled"] = max(source_w, source_h) > ICON_SIZE
     if transform.background is not None and mode == "RGBA":
         canvas = Image.new("RGB", icon.size, transform.background)
@@ -254,10 +254,8 @@ def _fit(
     scale = min(1.0, FIT / max(w, h))
     size = (max(1, round(w * scale)), max(1, round(h * scale)))
     mode = "RGBA" if _has_alpha(image) or transform.remove_background else "RGB"
-    if mode == "RGBA" and image.mode not in ("RGBA", "RGB"):
-        image = image.convert("RGBA")
-    elif image.mode not in ("RGBA", "RGB"):
-        image = _to_rgb(image)
+    if image.mode not in ("RGBA", "RGB"):
+        image = _working(image, "RGBA" if _has_alpha(image) else "RGB")
     if size != (w, h):
         out = image.resize(size, Image.Resampling.LANCZOS, box=box)
         report["downscaled"] = True
@@ -277,13 +275,14 @@ def _fit(
     return out
 
 
-def _to_rgb(image: Image.Image) -> Image.Image:
-    """16-bit greyscale is scaled, not clipped (a plain convert turns it white)."""
+def _working(image: Image.Image, mode: str) -> Image.Image:
+    """`image` in RGB or RGBA. 16-bit greyscale is scaled, not clipped (a plain convert turns it
+    white)."""
     if image.mode in ("I;16", "I;16B", "I;16L", "I"):
         array = np.asarray(image, dtype=np.uint32)
         top = 65535 if image.mode.startswith("I;16") or array.max() > 255 else 255
-        return Image.fromarray((array * 255 // top).astype(np.uint8), "L").convert("RGB")
-    return image.convert("RGB")
+        image = Image.fromarray((array * 255 // top).astype(np.uint8), "L")
+    return image if image.mode == mode else image.convert(mode)
 
 
 def _has_alpha(image: Image.Image) -> bool:
@@ -306,7 +305,7 @@ def _encode(
     """Level 6 with run-length deflate (fast; the bytes stay below common encoders'); over the
     limit, level 9, then up to three downscales, never below 1024 px on the longest side."""
     if image.mode not in ("RGB", "RGBA"):
-        image = image.convert("RGBA" if _has_alpha(image) else "RGB")
+        image = _working(image, "RGBA" if _has_alpha(image) else "RGB")
     png = _png(image, level=6, rle=True)
     if len(png) <= max_bytes:
         return png, image
@@ -350,7 +349,10 @@ def _validate(image: Image.Image, size: int, work: _Work, max_bytes: int) -> Non
         raise work.refuse("brand_asset_dimensions", "at least 64 px on each side")
     if size > max_bytes:
         raise work.refuse("brand_asset_size", "over the size limit")
-    transparent = _has_alpha(image) and _min_alpha(image) < 255
+    alpha = _alpha_extrema(image) if _has_alpha(image) else (255, 255)
+    if alpha[1] == 0:
+        raise work.refuse("brand_asset_empty", "nothing visible is left of the image")
+    transparent = alpha[0] < 255
     if work.slot is Slot.icon:
         if image.size != (ICON_SIZE, ICON_SIZE):
             raise work.refuse("brand_icon_dimensions", "the icon must be 1024x1024")
@@ -360,10 +362,10 @@ def _validate(image: Image.Image, size: int, work: _Work, max_bytes: int) -> Non
         raise work.refuse("brand_logo_transparent", "this slot needs a transparent background")
 
 
-def _min_alpha(image: Image.Image) -> int:
+def _alpha_extrema(image: Image.Image) -> tuple[int, int]:
     if image.mode in ("RGBA", "LA", "PA"):
-        return image.getchannel("A").getextrema()[0]
-    return image.convert("RGBA").getchannel("A").getextrema()[0]
+        return image.getchannel("A").getextrema()
+    return image.convert("RGBA").getchannel("A").getextrema()
 
 
 def _report(work: _Work) -> dict:
