@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 
 from gymctl.models import BrandAsset, MemberAppDraftAsset, OutboxEvent, Role
 from tests.access.conftest import snapshot
+from tests.assets import corpus
 from tests.conftest import NOW
 
 
@@ -193,3 +194,36 @@ def test_saving_rechecks_every_stored_asset(client, gym, session, app):
     saved = client.put(url, json={"assets": {"wordmark": logo["key"]}}, headers=headers)
     assert saved.json["assets"]["wordmark"]["key"] == logo["key"]
     assert session.scalar(select(func.count()).select_from(BrandAsset)) == 1
+
+
+@pytest.mark.parametrize(
+    ("data", "transform", "code"),
+    [
+        (corpus.png_bomb(), None, "brand_asset_source_too_large"),
+        (corpus.uneven_corners_png(), {"removeBackground": True}, "brand_asset_background_uneven"),
+        (corpus.flat_jpeg(), {"removeBackground": True}, "brand_asset_empty"),
+        (corpus.truncated(corpus.noisy_jpeg()), None, "brand_asset_source_format"),
+        (corpus.apng(), None, "brand_asset_source_format"),
+    ],
+)
+def test_the_other_refusals_through_http_leave_the_draft_unchanged(
+    client, gym, session, data, transform, code
+):
+    upload(client, gym, "logo", png())
+    before = snapshot(session)
+    response = upload(client, gym, "logo", data, transform=transform)
+    assert (response.status_code, response.json["code"]) == (400, code)
+    after = snapshot(session)
+    assert after["member_app_draft_assets"] == before["member_app_draft_assets"]
+    assert after["brand_assets"] == before["brand_assets"]
+
+
+def test_output_still_too_large_through_http(settings, session_factory, clock, gym, session):
+    from webhooks.app import create_app
+
+    data = corpus.noisy_jpeg(2400, 800, 16, 40)
+    settings.max_brand_asset_bytes = len(data) + 1  # the source fits; its PNG cannot
+    client = create_app(settings, session_factory=session_factory, clock=clock).test_client()
+    response = upload(client, gym, "logo", data, transform={"removeBackground": True})
+    assert (response.status_code, response.json["code"]) == (400, "brand_asset_output_too_large")
+    assert session.scalar(select(func.count()).select_from(BrandAsset)) == 0
