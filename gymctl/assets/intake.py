@@ -48,26 +48,15 @@ def store_upload(
     try:
         result = normalize(data, slot, transform, source=source, max_bytes=max_bytes)
     except AssetRefused as refusal:
-        emit(
+        raise reject(
             session,
-            EventKind.analytics,
-            "branding.asset_rejected",
-            at=now,
-            aggregate_type="organization",
-            aggregate_id=organization_id,
+            refusal,
             organization_id=organization_id,
+            slot=slot,
+            source=source,
             actor_user_id=actor_user_id,
-            payload={
-                "asset": slot.value,
-                "source": source,
-                "code": refusal.code,
-                "format": refusal.format.lower() if refusal.format else None,
-                "width": refusal.width,
-                "height": refusal.height,
-            },
-        )
-        refusal.audited = True
-        raise
+            now=now,
+        ) from None
     key = f"{prefix(organization_id)}{uuid.uuid4()}.png"
     store.put(key, result.png, content_type=PNG)
     asset = BrandAsset(
