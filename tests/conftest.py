@@ -68,16 +68,20 @@ def _pg_admin_url() -> str:
 
 
 @pytest.fixture(scope="session")
-def pg_url() -> str:
-    """A fresh, migrated PostgreSQL database for this test session."""
+def pg_url() -> Iterator[str]:
+    """A fresh, migrated PostgreSQL database for this test session, dropped at its end."""
     admin = create_engine(_pg_admin_url(), isolation_level="AUTOCOMMIT")
+    drop = text(f"DROP DATABASE IF EXISTS {TEST_DB_NAME} WITH (FORCE)")
     with admin.connect() as connection:
-        connection.execute(text(f"DROP DATABASE IF EXISTS {TEST_DB_NAME} WITH (FORCE)"))
+        connection.execute(drop)
         connection.execute(text(f"CREATE DATABASE {TEST_DB_NAME}"))
-    admin.dispose()
     url = make_url(_pg_admin_url()).set(database=TEST_DB_NAME).render_as_string(hide_password=False)
     migrate.upgrade(url)
-    return url
+    yield url
+    get_engine(url).dispose()
+    with admin.connect() as connection:
+        connection.execute(drop)
+    admin.dispose()
 
 
 @pytest.fixture(scope="session")
