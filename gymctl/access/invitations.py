@@ -107,7 +107,7 @@ def _send(
     invitation.last_sent_at = now
 
 
-def _user_by_email(session: Session, email: str) -> User | None:
+def linked_login(session: Session, email: str) -> User | None:
     """A linked login under this address (the gym's own unlinked rows are not accounts)."""
     return session.scalar(
         select(User)
@@ -157,7 +157,7 @@ def create_invitation(
     invitee = None
     if account is not None:
         invitee = (
-            _user_by_email(session, email)
+            linked_login(session, email)
             or find_or_create(session, account.identity_id, now=now, email=account.email)[0]
         )
         if account.email_verified and invitee.email_verified_at is None:

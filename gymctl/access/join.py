@@ -14,14 +14,14 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from gymctl import ids
 from gymctl.access import tickets
-from gymctl.access.invitations import Outreach, frontend, normalize_email
+from gymctl.access.invitations import Outreach, frontend, linked_login, normalize_email
 from gymctl.errors import DomainError, forbidden, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import (
@@ -247,13 +247,10 @@ def request_invite(
 
 
 def _has_account(session: Session, outreach: Outreach, email: str) -> bool:
-    linked = session.scalar(
-        select(User.id)
-        .where(func.lower(User.email) == email.lower(), User.identity_id.is_not(None))
-        .where(User.deleted_at.is_(None))
-        .limit(1)
+    return (
+        linked_login(session, email) is not None
+        or outreach.identity_admin.find_account(email) is not None
     )
-    return linked is not None or outreach.identity_admin.find_account(email) is not None
 
 
 def join_signed_in(
