@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from daemons.jobs import Job, JobResult, select_jobs
 from gymctl import clock
 from gymctl.config import Settings
-from gymctl.db import advisory_lock, get_engine
+from gymctl.db import READ_ONLY, advisory_lock, get_engine
 from gymctl.db import session_factory as default_session_factory
 from gymctl.logs import configure_logging as configure_json_logging
 from gymctl.models import JobRun
@@ -64,7 +64,7 @@ def runner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"[:128]
 
 
-def tick_for(at: datetime, interval_seconds: int) -> int:
+def tick_for(at: datetime, interval_seconds: int, offset_seconds: int = 0) -> int:
     """The number of the epoch-aligned interval containing `at`.
 
     APScheduler 3 does not tell a job its scheduled time, so the tick is the current time rounded
@@ -73,7 +73,7 @@ def tick_for(at: datetime, interval_seconds: int) -> int:
     the later tick, which coalescing would have run anyway). Each host numbers its own boundaries,
     so clock skew between hosts only changes which host reaches a tick first, not its number.
     """
-    return (at - EPOCH) // timedelta(seconds=interval_seconds)
+    return (at - EPOCH - timedelta(seconds=offset_seconds)) // timedelta(seconds=interval_seconds)
 
 
 def run_job_once(
@@ -89,6 +89,10 @@ def run_job_once(
     Never raises: a failure is logged (logger.exception, which Sentry's logging integration
     reports), the job's work rolls back, and a "failed" ledger row is written separately.
     """
+    if job.own_transactions:
+        return _run_own_transactions(
+            job, session_factory=session_factory, settings=settings, now=now, tick=tick
+        )
     runner = runner_id()
     session = session_factory()
     try:
@@ -126,6 +130,69 @@ def run_job_once(
         return JobOutcome(job.name, tick, "failed", reason=message)
     finally:
         session.close()
+
+
+def _run_own_transactions(
+    job: Job,
+    *,
+    session_factory: sessionmaker[Session],
+    settings: Settings,
+    now: datetime,
+    tick: int | None,
+) -> JobOutcome:
+    """A job that commits as it goes: the advisory lock is held by a session that writes
+    nothing (on SQLite it begins deferred, so it holds no write lock), and the ledger row is
+    claimed in its own committed transaction before the job runs, then closed after."""
+    runner = runner_id()
+    holder = session_factory()
+    try:
+        holder.connection(execution_options=READ_ONLY)
+        if not advisory_lock(holder, f"daemon:{job.name}", wait=False):
+            return JobOutcome(job.name, tick, "skipped", reason="locked: running elsewhere")
+        if tick is not None and not _claim_tick(session_factory, job, tick, runner, now):
+            return JobOutcome(job.name, tick, "skipped", reason="already ran this tick")
+        try:
+            result = job.run(session_factory, now, settings)
+        except Exception as error:
+            logger.exception("job %s tick %s failed", job.name, tick)
+            message = f"{type(error).__name__}: {error}"[:MAX_RESULT_CHARS]
+            if tick is not None:
+                _close_tick(session_factory, job, tick, "failed", message)
+            return JobOutcome(job.name, tick, "failed", reason=message)
+        if tick is not None:
+            _close_tick(session_factory, job, tick, "ok", _result_text(result))
+        return JobOutcome(job.name, tick, "ok", result=result)
+    finally:
+        _rollback_quietly(holder)
+        holder.close()
+
+
+def _claim_tick(
+    session_factory: sessionmaker[Session], job: Job, tick: int, runner: str, now: datetime
+) -> bool:
+    with session_factory() as session:
+        if session.get(JobRun, (job.name, tick)) is not None:
+            return False
+        session.add(
+            JobRun(job_name=job.name, tick=tick, runner=runner, started_at=now, status="running")
+        )
+        try:
+            session.commit()
+        except IntegrityError:
+            session.rollback()
+            return False
+    return True
+
+
+def _close_tick(
+    session_factory: sessionmaker[Session], job: Job, tick: int, status: str, result: str
+) -> None:
+    with session_factory() as session:
+        ledger = session.get(JobRun, (job.name, tick))
+        ledger.status = status
+        ledger.result = result
+        ledger.finished_at = clock.now()
+        session.commit()
 
 
 def _rollback_quietly(session: Session) -> None:
@@ -217,7 +284,8 @@ def _serve(
     )
     for job in jobs:
         # Epoch-aligned start: every process fires on the same boundaries, so ticks match.
-        trigger = IntervalTrigger(seconds=job.interval_seconds, start_date=EPOCH, timezone=UTC)
+        start = EPOCH + timedelta(seconds=job.offset_seconds)
+        trigger = IntervalTrigger(seconds=job.interval_seconds, start_date=start, timezone=UTC)
         scheduler.add_job(
             _scheduled_run, trigger, args=(job, factory, settings), id=job.name, name=job.name
         )
@@ -240,7 +308,7 @@ def _serve(
 
 def _scheduled_run(job: Job, factory: sessionmaker[Session], settings: Settings) -> None:
     now = clock.now()
-    tick = tick_for(now, job.interval_seconds)
+    tick = tick_for(now, job.interval_seconds, job.offset_seconds)
     try:
         outcome = run_job_once(job, session_factory=factory, settings=settings, now=now, tick=tick)
     except Exception:  # run_job_once does not raise; this keeps the daemon up if it ever does

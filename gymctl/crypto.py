@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import os
 import re
 from collections.abc import Iterable
@@ -258,3 +259,16 @@ def generate_key_setting(kid: str = "k1") -> str:
     if not _valid_kid(kid):
         raise ValueError("kid must be 1-16 characters of A-Z, a-z, 0-9, _ and -")
     return f"{kid}:{base64.urlsafe_b64encode(AESGCM.generate_key(bit_length=256)).decode()}"
+
+
+BILLING_SETTING = "GYMCTL_BILLING_ENCRYPTION_KEY"
+
+
+def billing_cipher(settings: Settings) -> FieldCipher:
+    """The cipher for saved cards and provider credentials. Outside production, without the
+    setting, a key derived from a per-home secret lets the embedded default run."""
+    if settings.billing_encryption_key is not None:
+        value = settings.billing_encryption_key.get_secret_value()
+        return FieldCipher(Keyring.parse(value, setting=BILLING_SETTING))
+    seed = settings.home_secret(BILLING_SETTING, None)
+    return FieldCipher(Keyring([("home", hashlib.sha256(seed).digest())], setting=BILLING_SETTING))

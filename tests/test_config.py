@@ -14,6 +14,7 @@ def production(**overrides):
         "IDENTITY_JWT_KEY": "-----BEGIN PUBLIC KEY-----...",
         "IDENTITY_WEBHOOK_SECRET": "whsec_c2VjcmV0",
         "INVITE_SECRET": "invite-secret-for-tests-0123456789abcdef",
+        "GYMCTL_BILLING_ENCRYPTION_KEY": "k1:" + "A" * 43 + "=",
     }
     values.update(overrides)
     return Settings(**{k: v for k, v in values.items() if v is not None})
@@ -30,6 +31,7 @@ def test_a_complete_production_configuration_starts():
         ("IDENTITY_WEBHOOK_SECRET", "IDENTITY_WEBHOOK_SECRET"),
         ("GYMCTL_DATABASE_URL", "GYMCTL_DATABASE_URL"),
         ("INVITE_SECRET", "INVITE_SECRET"),
+        ("GYMCTL_BILLING_ENCRYPTION_KEY", "GYMCTL_BILLING_ENCRYPTION_KEY"),
     ],
 )
 def test_production_names_each_missing_setting(missing, named):

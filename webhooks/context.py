@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -12,8 +13,10 @@ from gymctl.access.invitations import Outreach
 from gymctl.access.platform_admin import PlatformAdmins
 from gymctl.clock import Clock
 from gymctl.config import Settings
+from gymctl.crypto import FieldCipher, billing_cipher
 from gymctl.identity.auth import Auth
 from gymctl.identity.tokens import TokenVerifier
+from gymctl.providers.card import CardProvider, card_provider_from_settings
 from gymctl.providers.identity_admin import IdentityAdmin
 from gymctl.providers.mail import Mailer
 from gymctl.providers.storage import ObjectStore
@@ -29,10 +32,19 @@ class Services:
     identity_admin: IdentityAdmin
     platform_admins: PlatformAdmins
     store: ObjectStore
+    injected_card_provider: CardProvider | None = None
 
     @property
     def outreach(self) -> Outreach:
         return Outreach(self.settings, self.mailer, self.identity_admin)
+
+    @functools.cached_property
+    def card_provider(self) -> CardProvider:
+        return self.injected_card_provider or card_provider_from_settings(self.settings)
+
+    @functools.cached_property
+    def billing_cipher(self) -> FieldCipher:
+        return billing_cipher(self.settings)
 
 
 def services() -> Services:

@@ -15,8 +15,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 from sqlalchemy import select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from gymctl import ids
@@ -35,6 +33,7 @@ from gymctl.models import (
     Task,
     User,
 )
+from gymctl.tasks import file_task
 
 JOIN_TICKET_LIFETIME = timedelta(days=2)
 PAYMENT_FOLLOW_UP_DUE = timedelta(hours=4)
@@ -339,39 +338,16 @@ def checkout_failed(
     digest = hashlib.sha256((email or "anonymous").lower().encode()).hexdigest()[:32]
     subject = f"{link.id}:{digest}"
     title = f"Join checkout failed{f' for {email}' if email else ''}: follow up on payment"
-    values = dict(
-        id=ids.new_id(),
+    return file_task(
+        session,
         organization_id=organization.id,
         kind="payment_follow_up",
-        priority="urgent",
-        status="open",
-        title=title[:300],
-        detail=reason,
         subject_type="join_checkout",
         subject_id=subject,
+        title=title,
+        priority="urgent",
         due_at=now + PAYMENT_FOLLOW_UP_DUE,
+        now=now,
+        detail=reason,
         data={"joinLinkId": str(link.id), "email": email},
-        created_at=now,
-    )
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    statement = insert(Task).values(**values)
-    session.execute(
-        statement.on_conflict_do_update(
-            index_elements=["organization_id", "kind", "subject_type", "subject_id"],
-            set_={
-                "status": "open",
-                "priority": "urgent",
-                "due_at": values["due_at"],
-                "detail": reason,
-            },
-        )
-    )
-    session.flush()
-    return session.scalar(
-        select(Task).where(
-            Task.organization_id == organization.id,
-            Task.kind == "payment_follow_up",
-            Task.subject_type == "join_checkout",
-            Task.subject_id == subject,
-        )
     )

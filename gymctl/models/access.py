@@ -159,7 +159,15 @@ class Task(IdMixin, Base):
     subject_id: Mapped[str | None] = mapped_column(String(128))
     due_at: Mapped[datetime | None]
     data: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    source: Mapped[str] = mapped_column(String(16), default="auto", server_default="auto")
+    assignee_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL")
+    )
+    linked_user_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL")
+    )
     created_at: Mapped[datetime]
+    deleted_at: Mapped[datetime | None]
 
     __table_args__ = (
         Index("ix_tasks_organization_id_status_due_at", "organization_id", "status", "due_at"),

@@ -40,17 +40,25 @@ HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "tra
 # An invitation token is valid only when the app signed it for a live invitation, which a
 # generated one never is: a schema-valid /invitations/accept body is refused with the documented
 # 400 ticket_invalid, so that operation's positive cases may also answer 400.
+# Payment webhooks likewise: a schema-valid delivery names no page the provider knows (400
+# deal_not_found), and every rejection of the card provider is a 400 (spec B 6).
+ACCEPTS_VALID_BODIES_WITH_400 = (
+    "/invitations/accept",
+    "/webhooks/card-provider/{org_id}",
+    "/webhooks/payments/{provider}/{org_id}",
+)
 POSITIVE_STATUSES = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]  # schemathesis' own
 CONFIG = schemathesis.Config.from_dict(
     {
         "generation": {"allow-extra-parameters": False},
         "operations": [
             {
-                "include-path": "/invitations/accept",
+                "include-path": path,
                 "checks": {
                     "positive_data_acceptance": {"expected-statuses": [*POSITIVE_STATUSES, "400"]}
                 },
             }
+            for path in ACCEPTS_VALID_BODIES_WITH_400
         ],
     }
 )

@@ -1,0 +1,166 @@
+"""The organization's merchant account and its members' saved cards.
+
+Credentials and card tokens are stored only encrypted (AES-256-GCM, bound to their row and
+column), and leave this module only as a `Terminal` or a `SavedCard` handed to the provider.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from gymctl import ids
+from gymctl.crypto import FieldCipher
+from gymctl.models import BillingSettings, PaymentMethod, PaymentProviderConfig
+from gymctl.providers.card import CardToken, Terminal
+
+CARD_PROVIDER = "card_provider"
+
+
+@dataclass(frozen=True)
+class SavedCard:
+    token: str
+    expiry: date | None
+    terminal: str | None  # the terminal the card was verified on (verify-account writes it)
+
+
+def active_config(session: Session, organization_id: uuid.UUID) -> PaymentProviderConfig | None:
+    return session.scalar(
+        select(PaymentProviderConfig).where(
+            PaymentProviderConfig.organization_id == organization_id,
+            PaymentProviderConfig.active.is_(True),
+        )
+    )
+
+
+def configure_provider(
+    session: Session,
+    organization_id: uuid.UUID,
+    *,
+    provider: str,
+    terminal: str | None,
+    api_name: str | None,
+    now: datetime,
+    cipher: FieldCipher,
+    webhook_signature_enforcement: bool | None = None,
+    webhook_secret: str | None = None,
+) -> PaymentProviderConfig:
+    """Make `provider` the organization's active one. A new terminal starts its terminal_since
+    clock (the presale card-age rule counts from it); the same terminal keeps its date."""
+    previous = active_config(session, organization_id)
+    since = now
+    if previous is not None:
+        if previous.provider == provider and previous.terminal == terminal:
+            since = previous.terminal_since or now
+        session.execute(
+            update(PaymentProviderConfig)
+            .where(PaymentProviderConfig.id == previous.id)
+            .values(active=False)
+        )
+        session.flush()
+    config = PaymentProviderConfig(
+        id=ids.new_id(),
+        organization_id=organization_id,
+        provider=provider,
+        terminal=terminal,
+        terminal_since=since if terminal else None,
+        active=True,
+        webhook_signature_enforcement=webhook_signature_enforcement,
+        created_at=now,
+    )
+    credentials = {"apiName": api_name, "webhookSecret": webhook_secret}
+    credentials = {key: value for key, value in credentials.items() if value is not None}
+    if credentials:
+        config.credentials_ciphertext = cipher.encrypt(
+            json.dumps(credentials), **_where_credentials(config.id)
+        )
+    session.add(config)
+    session.flush()
+    return config
+
+
+def credentials_of(config: PaymentProviderConfig, cipher: FieldCipher) -> dict[str, str]:
+    if not config.credentials_ciphertext:
+        return {}
+    return json.loads(
+        cipher.decrypt(config.credentials_ciphertext, **_where_credentials(config.id))
+    )
+
+
+def terminal_of(config: PaymentProviderConfig, cipher: FieldCipher) -> Terminal:
+    api_name = credentials_of(config, cipher).get("apiName", "")
+    return Terminal(number=config.terminal or "", api_name=api_name)
+
+
+def save_card(
+    session: Session,
+    *,
+    organization_id: uuid.UUID,
+    user_id: uuid.UUID,
+    card: CardToken,
+    terminal: str,
+    now: datetime,
+    cipher: FieldCipher,
+) -> PaymentMethod:
+    method = PaymentMethod(
+        id=ids.new_id(),
+        organization_id=organization_id,
+        user_id=user_id,
+        last4=card.last4,
+        expires_month=card.expiry.strftime("%Y-%m") if card.expiry else None,
+        saved_at=now,
+    )
+    payload = {
+        "token": card.token,
+        "expiry": card.expiry.isoformat() if card.expiry else None,
+        "terminalNumber": terminal,
+    }
+    method.payload_ciphertext = cipher.encrypt(json.dumps(payload), **_where_card(method.id))
+    session.add(method)
+    session.flush()
+    return method
+
+
+def saved_card(method: PaymentMethod, cipher: FieldCipher) -> SavedCard:
+    payload = json.loads(cipher.decrypt(method.payload_ciphertext, **_where_card(method.id)))
+    expiry = payload.get("expiry")
+    return SavedCard(
+        token=payload["token"],
+        expiry=date.fromisoformat(expiry) if expiry else None,
+        terminal=payload.get("terminalNumber"),
+    )
+
+
+def rewrite_card_terminal(method: PaymentMethod, terminal: str, cipher: FieldCipher) -> None:
+    """verify-account's write: the card is proven to live on `terminal`."""
+    payload = json.loads(cipher.decrypt(method.payload_ciphertext, **_where_card(method.id)))
+    payload["terminalNumber"] = terminal
+    method.payload_ciphertext = cipher.encrypt(json.dumps(payload), **_where_card(method.id))
+
+
+def billing_settings(session: Session, organization_id: uuid.UUID) -> BillingSettings:
+    """The organization's billing settings (spec B 2.5); defaults when it never set any."""
+    found = session.get(BillingSettings, organization_id)
+    return found or BillingSettings(
+        organization_id=organization_id,
+        billing_grace_days=7,
+        plan_required_to_book=False,
+        timezone="UTC",
+    )
+
+
+def _where_credentials(config_id: uuid.UUID) -> dict[str, str]:
+    return {
+        "table": "payment_provider_configs",
+        "column": "credentials_ciphertext",
+        "row_id": str(config_id),
+    }
+
+
+def _where_card(method_id: uuid.UUID) -> dict[str, str]:
+    return {"table": "payment_methods", "column": "payload_ciphertext", "row_id": str(method_id)}

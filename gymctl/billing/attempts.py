@@ -1,0 +1,516 @@
+"""Protected billing attempts (spec B 1, 2.2, 8): stored before the provider is called, settled
+exactly once, and resolved by asking the provider about the stored id, never by charging again.
+
+The three steps run in three transactions:
+
+1. `begin_attempt`: under the subscription's row lock, check the obligation is due and has no
+   unresolved attempt, store the attempt (billingAttempt protocol v1) and COMMIT.
+2. the provider call, outside any transaction, under the attempt's external id.
+3. `apply_outcome`: under the same lock, apply the answer if the attempt is still pending.
+
+A crash after 1 leaves a pending attempt the provider may never have seen; a crash after 2
+leaves one it may have charged. Both are resolved by `resolve_attempt`, which asks the provider
+about the stored id: approved settles, declined opens debt, not_found is a confirmed
+non-charge that may be retried (5, 15, 60 minutes, three times per obligation).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from dateutil.relativedelta import relativedelta
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from gymctl import ids
+from gymctl.billing import debt
+from gymctl.billing.accounts import CARD_PROVIDER, active_config, saved_card, terminal_of
+from gymctl.crypto import FieldCipher
+from gymctl.events import EventKind, emit
+from gymctl.models import Membership, PaymentMethod, PaymentTransaction, Plan, Subscription
+from gymctl.models.billing import (
+    AttemptKind,
+    CollectionMethod,
+    SubscriptionStatus,
+    TransactionStatus,
+    TransactionType,
+)
+from gymctl.models.organizations import MembershipStatus
+from gymctl.providers.card import CardProvider, ChargeResult, Outcome, ProviderUnavailable, Terminal
+from gymctl.tasks import file_task
+
+PROTOCOL = 1
+TECHNICAL_RETRY_DELAYS = (timedelta(minutes=5), timedelta(minutes=15), timedelta(minutes=60))
+EXECUTING_GRACE = timedelta(seconds=90)  # spec B 8: an attempt this young may still be running
+PRESALE_CARD_AGE = timedelta(minutes=45)  # spec B 8: card saved 45 min after terminal_since
+DEBT_RETRY_INTERVAL = timedelta(days=1)  # ours: a debt is retried daily until paid or cancelled
+FOLLOW_UP_DUE = timedelta(days=1)
+COLLECTABLE = (
+    SubscriptionStatus.scheduled,
+    SubscriptionStatus.active,
+    SubscriptionStatus.past_due,
+    SubscriptionStatus.debt,
+)
+
+
+@dataclass(frozen=True)
+class Began:
+    """The outcome of step 1: an attempt to send, or why nothing was started."""
+
+    outcome: str  # started, busy, blocked, skipped
+    reason: str | None = None
+    transaction_id: uuid.UUID | None = None
+    terminal: Terminal | None = None
+    token: Any = None  # SavedCard; never logged
+    alert: str | None = None
+
+
+@dataclass(frozen=True)
+class Applied:
+    outcome: str  # charged, declined, pending, already_resolved, contradiction, not_charged
+    transaction_id: uuid.UUID
+    alert: str | None = None
+
+
+def lock_subscription(
+    session: Session, subscription_id: uuid.UUID, *, skip_locked: bool = False
+) -> Subscription | None:
+    """Locks in the fixed order organization, membership, subscription (spec B 4.1): the
+    membership row first, then the subscription. None when another worker holds it."""
+    membership_id = session.scalar(
+        select(Subscription.membership_id).where(Subscription.id == subscription_id)
+    )
+    if membership_id is None:
+        return None
+    found = session.scalar(
+        select(Membership.id)
+        .where(Membership.id == membership_id)
+        .with_for_update(skip_locked=skip_locked)
+    )
+    if found is None:
+        return None
+    return session.scalar(
+        select(Subscription)
+        .where(Subscription.id == subscription_id)
+        .with_for_update(skip_locked=skip_locked)
+        .execution_options(populate_existing=True)
+    )
+
+
+def is_due(subscription: Subscription, now: datetime) -> bool:
+    if subscription.deleted_at is not None or subscription.status not in COLLECTABLE:
+        return False
+    if subscription.payment_collection_method != CollectionMethod.card_provider:
+        return False
+    if subscription.next_charge_date is None or subscription.next_charge_date > now:
+        return False
+    return subscription.retry_at is None or subscription.retry_at <= now
+
+
+def kind_of(subscription: Subscription) -> AttemptKind:
+    if subscription.status == SubscriptionStatus.debt:
+        return AttemptKind.debt
+    return AttemptKind.recurring
+
+
+def obligation_of(subscription: Subscription, kind: AttemptKind) -> str:
+    """The charge an attempt collects: a renewal by its due date, a debt by its day 0."""
+    if kind == AttemptKind.debt and subscription.debt_since is not None:
+        return f"{subscription.id}:debt:{subscription.debt_since.isoformat()}"
+    due = subscription.next_charge_date.isoformat() if subscription.next_charge_date else "now"
+    return f"{subscription.id}:{kind.value}:{due}"
+
+
+def amount_of(subscription: Subscription, kind: AttemptKind) -> int:
+    if kind == AttemptKind.debt and subscription.debt_amount_in_cents:
+        return subscription.debt_amount_in_cents
+    return subscription.price_in_cents
+
+
+def technical_failures(session: Session, obligation: str) -> int:
+    return session.scalar(
+        select(func.count())
+        .select_from(PaymentTransaction)
+        .where(
+            PaymentTransaction.obligation_key == obligation,
+            PaymentTransaction.status == TransactionStatus.failed,
+            PaymentTransaction.billing_resolution["decision"].as_string() == "not_charged",
+        )
+    )
+
+
+def unresolved_attempt(session: Session, subscription_id: uuid.UUID) -> PaymentTransaction | None:
+    return session.scalar(
+        select(PaymentTransaction).where(
+            PaymentTransaction.subscription_id == subscription_id,
+            PaymentTransaction.status == TransactionStatus.pending,
+            PaymentTransaction.attempt_kind.is_not(None),
+        )
+    )
+
+
+def begin_attempt(
+    session: Session,
+    subscription_id: uuid.UUID,
+    *,
+    now: datetime,
+    cipher: FieldCipher,
+    kind: AttemptKind | None = None,
+    skip_locked: bool = True,
+) -> Began:
+    """Step 1. The caller commits the session when the outcome is `started`, before calling
+    the provider; any other outcome wrote nothing."""
+    subscription = lock_subscription(session, subscription_id, skip_locked=skip_locked)
+    if subscription is None:
+        return Began("busy", "locked")
+    if not is_due(subscription, now) and kind != AttemptKind.manual:
+        return Began("skipped", "not_due")
+    if unresolved_attempt(session, subscription.id) is not None:
+        return Began("busy", "unresolved_attempt")
+    if subscription.collection_paused:
+        return Began("blocked", "collection_paused_by_owner", alert="collection_paused_by_owner")
+    config = active_config(session, subscription.organization_id)
+    if config is None or config.provider != CARD_PROVIDER or not config.terminal:
+        return Began("blocked", "no_card_provider_terminal")
+    method = (
+        session.get(PaymentMethod, subscription.payment_method_id)
+        if subscription.payment_method_id
+        else None
+    )
+    if method is None or method.deleted_at is not None:
+        return Began("blocked", "no_saved_card")
+    if subscription.status == SubscriptionStatus.scheduled and (
+        config.terminal_since is not None
+        and method.saved_at < config.terminal_since + PRESALE_CARD_AGE
+    ):
+        # spec B 8: only a card saved 45 minutes after the terminal went live is on it.
+        return Began("blocked", "card_predates_terminal")
+    kind = kind or kind_of(subscription)
+    obligation = obligation_of(subscription, kind)
+    failures = technical_failures(session, obligation)
+    if failures > len(TECHNICAL_RETRY_DELAYS):
+        return Began("blocked", "technical_retries_exhausted", alert="technical_retries_exhausted")
+    amount = amount_of(subscription, kind)
+    external_id = str(ids.new_id())
+    transaction = PaymentTransaction(
+        id=ids.new_id(),
+        organization_id=subscription.organization_id,
+        subscription_id=subscription.id,
+        user_id=subscription.user_id,
+        type=TransactionType.recurring,
+        status=TransactionStatus.pending,
+        provider=CARD_PROVIDER,
+        method="card",
+        amount_in_cents=amount,
+        currency=subscription.currency,
+        attempt_kind=kind,
+        obligation_key=obligation,
+        billing_attempt={
+            "protocol": PROTOCOL,
+            "externalAttemptId": external_id,
+            "terminal": config.terminal,
+            "amountInCents": amount,
+            "currency": subscription.currency,
+            "idempotencyKey": external_id,
+            "technicalRetry": failures,
+            "startedAt": now.isoformat(),
+            "snapshot": _snapshot(subscription),
+        },
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(transaction)
+    try:
+        session.flush()
+    except IntegrityError:
+        # Another collector stored its attempt between our check and our insert.
+        session.rollback()
+        return Began("busy", "unresolved_attempt")
+    return Began(
+        "started",
+        transaction_id=transaction.id,
+        terminal=terminal_of(config, cipher),
+        token=saved_card(method, cipher),
+    )
+
+
+def send_attempt(session: Session, began: Began, provider: CardProvider) -> ChargeResult:
+    """Step 2: the provider call for a committed attempt (no transaction is held)."""
+    transaction = session.get(PaymentTransaction, began.transaction_id)
+    attempt = transaction.billing_attempt
+    return provider.charge_token(
+        began.terminal,
+        token=began.token.token,
+        expiry=began.token.expiry,
+        amount_in_cents=attempt["amountInCents"],
+        currency=attempt["currency"],
+        unique_id=attempt["externalAttemptId"],
+    )
+
+
+def apply_outcome(
+    session: Session, transaction_id: uuid.UUID, result: ChargeResult, *, now: datetime
+) -> Applied:
+    """Step 3: apply the provider's answer once; the caller commits."""
+    transaction = session.get(PaymentTransaction, transaction_id)
+    subscription = lock_subscription(session, transaction.subscription_id)
+    transaction = session.scalar(
+        select(PaymentTransaction)
+        .where(PaymentTransaction.id == transaction_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if transaction.status != TransactionStatus.pending:
+        return Applied("already_resolved", transaction.id)
+    attempt = dict(transaction.billing_attempt)
+    if result.outcome == Outcome.approved:
+        mismatch = _evidence_mismatch(attempt, result)
+        if mismatch:
+            attempt["contradiction"] = {"field": mismatch, "at": now.isoformat()}
+            _save_attempt(transaction, attempt, now)
+            return Applied("contradiction", transaction.id, alert="billing_contradiction")
+        settle(session, transaction, subscription, result.transaction_id, now=now)
+        review = transaction.billing_attempt.get("settlementReview")
+        alert = f"settlement_review:{review['reason']}" if review else None
+        return Applied("charged", transaction.id, alert=alert)
+    if result.outcome == Outcome.declined:
+        decline(session, transaction, subscription, result, now=now)
+        return Applied("declined", transaction.id)
+    if result.outcome == Outcome.not_found:
+        return _not_charged(session, transaction, subscription, now=now)
+    attempt["uncertainSince"] = attempt.get("uncertainSince") or now.isoformat()
+    _save_attempt(transaction, attempt, now)
+    return Applied("pending", transaction.id)
+
+
+def resolve_attempt(
+    session: Session,
+    transaction_id: uuid.UUID,
+    provider: CardProvider,
+    *,
+    now: datetime,
+    cipher: FieldCipher,
+) -> Applied:
+    """Ask the provider about a pending attempt's stored id (no charge) and apply the answer.
+    An attempt inside the 90 s executing grace is left alone: it may still be on its way."""
+    transaction = session.get(PaymentTransaction, transaction_id)
+    if transaction is None or transaction.status != TransactionStatus.pending:
+        return Applied("already_resolved", transaction_id)
+    attempt = transaction.billing_attempt or {}
+    started = datetime.fromisoformat(attempt.get("startedAt", now.isoformat()))
+    if now - started < EXECUTING_GRACE:
+        return Applied("pending", transaction.id)
+    config = active_config(session, transaction.organization_id)
+    if config is None or config.terminal != attempt.get("terminal"):
+        # The original merchant account is gone: only an operator can resolve this one.
+        return Applied("pending", transaction.id, alert="original_account_unavailable")
+    session.rollback()  # no transaction is held across the provider call
+    try:
+        result = provider.lookup_charge(terminal_of(config, cipher), attempt["externalAttemptId"])
+    except ProviderUnavailable:
+        return Applied("pending", transaction_id)
+    return apply_outcome(session, transaction_id, result, now=now)
+
+
+def settle(
+    session: Session,
+    transaction: PaymentTransaction,
+    subscription: Subscription,
+    provider_transaction_id: str | None,
+    *,
+    now: datetime,
+) -> None:
+    """A verified success: the ledger settles, and the membership and subscription are
+    granted their period in the same transaction. Drift since the attempt began never holds
+    back the ledger: it records settlementReview and files an urgent follow-up instead."""
+    attempt = dict(transaction.billing_attempt)
+    transaction.status = TransactionStatus.completed
+    transaction.provider_transaction_id = provider_transaction_id
+    review = _drift(attempt, subscription, transaction.attempt_kind)
+    done = ["ledger"]
+    if review:
+        attempt["settlementReview"] = {"reason": review, "at": now.isoformat()}
+        file_task(
+            session,
+            organization_id=transaction.organization_id,
+            kind="payment_follow_up",
+            subject_type="payment_transaction",
+            subject_id=str(transaction.id),
+            title=f"Payment settled but not granted ({review}): review the subscription",
+            priority="urgent",
+            due_at=now + FOLLOW_UP_DUE,
+            now=now,
+            data={"reason": review, "subscriptionId": str(subscription.id)},
+            linked_user_id=subscription.user_id,
+        )
+    else:
+        grant_period(session, subscription, now=now)
+        done += ["subscription", "membership"]
+    transaction.billing_attempt = attempt
+    transaction.effects = {"done": done, "at": now.isoformat()}
+    transaction.updated_at = now
+    emit(
+        session,
+        EventKind.domain,
+        "subscription.renewed",
+        at=now,
+        aggregate_type="subscription",
+        aggregate_id=subscription.id,
+        organization_id=subscription.organization_id,
+        payload={
+            "transactionId": str(transaction.id),
+            "amountInCents": transaction.amount_in_cents,
+            "currency": transaction.currency,
+            "kind": transaction.attempt_kind.value if transaction.attempt_kind else None,
+            "granted": not review,
+        },
+    )
+
+
+def decline(
+    session: Session,
+    transaction: PaymentTransaction,
+    subscription: Subscription,
+    result: ChargeResult,
+    *,
+    now: datetime,
+) -> None:
+    """A decline opens debt (day 0 = the decline), a presale's too even with no active
+    owner; a debt retry's decline keeps the debt and its day 0."""
+    transaction.status = TransactionStatus.failed
+    transaction.provider_transaction_id = result.transaction_id
+    transaction.metadata_ = {**transaction.metadata_, "responseCode": result.response_code}
+    transaction.updated_at = now
+    subscription.decline_count += 1
+    presale = subscription.status == SubscriptionStatus.scheduled
+    if subscription.status != SubscriptionStatus.debt:
+        debt.open_debt(
+            session,
+            subscription,
+            amount_in_cents=transaction.amount_in_cents,
+            reason=debt.CHARGE_FAILED,
+            since=now,
+            now=now,
+        )
+    subscription.retry_at = now + DEBT_RETRY_INTERVAL
+    if presale:
+        subscription.retention_case_kind = "presale_charge_failed"
+    emit(
+        session,
+        EventKind.domain,
+        "payment.charge_failed",
+        at=now,
+        aggregate_type="payment_transaction",
+        aggregate_id=transaction.id,
+        organization_id=transaction.organization_id,
+        payload={
+            "subscriptionId": str(subscription.id),
+            "amountInCents": transaction.amount_in_cents,
+            "currency": transaction.currency,
+            "declineCount": subscription.decline_count,
+            "presale": presale,
+        },
+    )
+
+
+def _not_charged(
+    session: Session, transaction: PaymentTransaction, subscription: Subscription, *, now: datetime
+) -> Applied:
+    """The provider confirmed it never received the attempt: close it as not charged and
+    schedule the next technical retry (5, 15, 60 minutes), at most three per obligation."""
+    transaction.status = TransactionStatus.failed
+    transaction.billing_resolution = {
+        "decision": "not_charged",
+        "evidence": {"source": "provider_lookup", "answer": "not_found", "at": now.isoformat()},
+    }
+    transaction.updated_at = now
+    session.flush()
+    failures = technical_failures(session, transaction.obligation_key)
+    if failures > len(TECHNICAL_RETRY_DELAYS):
+        return Applied("not_charged", transaction.id, alert="technical_retries_exhausted")
+    subscription.retry_at = now + TECHNICAL_RETRY_DELAYS[failures - 1]
+    subscription.updated_at = now
+    return Applied("not_charged", transaction.id)
+
+
+def grant_period(session: Session, subscription: Subscription, *, now: datetime) -> None:
+    """The paid period: a presale starts on its opening day, a renewal where the last ended."""
+    plan = session.get(Plan, subscription.plan_id)
+    first = subscription.status == SubscriptionStatus.scheduled
+    start = subscription.current_period_end or subscription.opening_day or now
+    if first:
+        start = subscription.opening_day or now
+        subscription.started_at = subscription.started_at or start
+        subscription.sessions_remaining = plan.sessions_quota if plan else None
+    months = subscription.interval_months or 1
+    end = start + relativedelta(months=months)
+    subscription.current_period_start = start
+    subscription.current_period_end = end
+    renews = subscription.interval_months is not None and (
+        subscription.renewal_end is None or end < subscription.renewal_end
+    )
+    subscription.next_charge_date = end if renews else None
+    subscription.retry_at = None
+    debt.restore_from_debt(subscription, now=now)
+    subscription.status = SubscriptionStatus.active
+    membership = session.get(Membership, subscription.membership_id)
+    if membership is not None and membership.status != MembershipStatus.active:
+        membership.status = MembershipStatus.active
+        membership.updated_at = now
+    if first:
+        emit(
+            session,
+            EventKind.domain,
+            "membership.activated",
+            at=now,
+            aggregate_type="subscription",
+            aggregate_id=subscription.id,
+            organization_id=subscription.organization_id,
+            payload={"userId": str(subscription.user_id), "periodStart": start.isoformat()},
+        )
+
+
+def _snapshot(subscription: Subscription) -> dict[str, Any]:
+    """What the attempt was computed from; drift is judged against it at settlement."""
+    return {
+        "status": subscription.status.value,
+        "debtAmountInCents": subscription.debt_amount_in_cents,
+        "nextChargeDate": _iso(subscription.next_charge_date),
+    }
+
+
+def _drift(
+    attempt: dict[str, Any], subscription: Subscription, kind: AttemptKind | None
+) -> str | None:
+    snapshot = attempt.get("snapshot") or {}
+    if kind == AttemptKind.debt and subscription.debt_amount_in_cents != snapshot.get(
+        "debtAmountInCents"
+    ):
+        return "debt_changed"
+    if _iso(subscription.next_charge_date) != snapshot.get("nextChargeDate"):
+        return "retry_date_changed"
+    return None
+
+
+def _evidence_mismatch(attempt: dict[str, Any], result: ChargeResult) -> str | None:
+    """A success counts only for the exact amount, currency and terminal of the attempt."""
+    if result.amount_in_cents is not None and result.amount_in_cents != attempt["amountInCents"]:
+        return "amount"
+    if result.currency is not None and result.currency != attempt["currency"]:
+        return "currency"
+    if result.terminal is not None and result.terminal != attempt["terminal"]:
+        return "terminal"
+    return None
+
+
+def _save_attempt(transaction: PaymentTransaction, attempt: dict[str, Any], now: datetime) -> None:
+    transaction.billing_attempt = attempt
+    transaction.updated_at = now
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat() if at else None

@@ -1,0 +1,347 @@
+"""Hosted checkout pages (spec B 3, 4.3, 5, 6): a member's card-plan purchase, the page's
+verified completion (webhook or the member's return), and the abandoned-page sweep.
+
+A page's outcome is only ever taken from the provider's read-back on the organization's
+terminal, never from what a webhook claims; completing a page is idempotent on the checkout
+row (locked), so a redelivered or out-of-order webhook never settles twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from gymctl import ids
+from gymctl.access.memberships import membership_of
+from gymctl.billing import attempts, plans
+from gymctl.billing.accounts import CARD_PROVIDER, active_config, save_card, terminal_of
+from gymctl.crypto import FieldCipher
+from gymctl.errors import DomainError
+from gymctl.events import EventKind, emit
+from gymctl.models import Checkout, PaymentTransaction, Subscription
+from gymctl.models.billing import (
+    CheckoutStatus,
+    CollectionMethod,
+    PlanType,
+    SubscriptionStatus,
+    TransactionStatus,
+    TransactionType,
+)
+from gymctl.models.organizations import MembershipStatus
+from gymctl.providers.card import (
+    CardProvider,
+    PageRequest,
+    PageResult,
+    PageState,
+    ProviderUnavailable,
+)
+
+logger = logging.getLogger(__name__)
+
+CHECKOUT_TTL = timedelta(hours=2)  # ours: after this an open page counts as abandoned
+SAVE_CARD_ONLY = "CreateTokenOnly"  # the provider's operation names
+CHARGE_AND_SAVE_CARD = "ChargeAndCreateToken"
+ABANDONED = "checkout_abandoned"
+FAILED = "checkout_failed"
+
+
+@dataclass(frozen=True)
+class Urls:
+    """Where the provider sends the member back, and where it posts its webhook."""
+
+    success: str
+    failure: str
+    webhook: str
+
+
+def purchase_card_plan(
+    session: Session,
+    provider: CardProvider,
+    *,
+    organization_id: uuid.UUID,
+    plan_id: uuid.UUID,
+    user_id: uuid.UUID,
+    urls: Urls,
+    now: datetime,
+    cipher: FieldCipher,
+) -> tuple[Subscription, Checkout]:
+    """A member buys a card plan: a scheduled subscription and its hosted page. Before the
+    opening day this is a presale: the page only saves the card (no period, quota or credits
+    until the opening day's charge)."""
+    membership = membership_of(session, organization_id, user_id)
+    if membership.status != MembershipStatus.active:
+        raise DomainError("membership_inactive", "your membership is not active", status=403)
+    plan = plans.live_plan(session, organization_id, plan_id)
+    if plan.type != PlanType.card:
+        raise DomainError("plan_sold_at_desk", "this plan is sold at the front desk", status=409)
+    config = active_config(session, organization_id)
+    if config is None or config.provider != CARD_PROVIDER or not config.terminal:
+        raise DomainError(
+            "card_provider_not_configured",
+            "this gym does not take card payments online",
+            status=409,
+        )
+    plans.refuse_if_held(session, plan, user_id)
+    plans.take_purchase_slot(session, plan)
+    opening = plans.presale_opening_day(session, organization_id, now)
+    subscription = plans.new_subscription(
+        session,
+        plan,
+        membership,
+        status=SubscriptionStatus.scheduled,
+        method=CollectionMethod.card_provider,
+        now=now,
+        opening_day=opening,
+    )
+    checkout = Checkout(
+        id=ids.new_id(),
+        organization_id=organization_id,
+        subscription_id=subscription.id,
+        user_id=user_id,
+        operation=SAVE_CARD_ONLY if opening else CHARGE_AND_SAVE_CARD,
+        terminal=config.terminal,
+        amount_in_cents=plan.price_in_cents,
+        currency=plan.currency,
+        status=CheckoutStatus.open,
+        metadata_={},
+        expires_at=now + CHECKOUT_TTL,
+        created_at=now,
+    )
+    session.add(checkout)
+    session.flush()
+    try:
+        page = provider.create_page(
+            terminal_of(config, cipher),
+            PageRequest(
+                operation=checkout.operation,
+                amount_in_cents=checkout.amount_in_cents,
+                currency=checkout.currency,
+                return_value=str(checkout.id),
+                success_url=urls.success,
+                failure_url=urls.failure,
+                webhook_url=urls.webhook,
+            ),
+        )
+    except ProviderUnavailable:
+        raise DomainError(
+            "provider_unreachable", "the card provider is unreachable; try again", status=503
+        ) from None
+    checkout.page_id = page.page_id
+    checkout.url = page.url
+    checkout.metadata_ = {"lowProfileId": page.page_id}
+    emit(
+        session,
+        EventKind.analytics,
+        "payment.form_created",
+        at=now,
+        aggregate_type="checkout",
+        aggregate_id=checkout.id,
+        organization_id=organization_id,
+        actor_user_id=user_id,
+        payload={
+            "subscriptionId": str(subscription.id),
+            "operation": checkout.operation,
+            "presale": opening is not None,
+        },
+    )
+    session.flush()
+    return subscription, checkout
+
+
+def checkout_by_page(session: Session, organization_id: uuid.UUID, page_id: str) -> Checkout | None:
+    return session.scalar(
+        select(Checkout).where(
+            Checkout.organization_id == organization_id, Checkout.page_id == page_id
+        )
+    )
+
+
+def apply_page(
+    session: Session,
+    checkout_id: uuid.UUID,
+    page: PageResult,
+    *,
+    now: datetime,
+    cipher: FieldCipher,
+) -> str:
+    """Apply a verified read-back to its checkout, once. Returns completed, failed,
+    already_completed or already_failed. The caller has checked the page is ours."""
+    checkout = session.scalar(
+        select(Checkout)
+        .where(Checkout.id == checkout_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if checkout.status == CheckoutStatus.completed:
+        return "already_completed"
+    subscription = attempts.lock_subscription(session, checkout.subscription_id)
+    if page.state == PageState.failed:
+        if checkout.status == CheckoutStatus.failed:
+            return "already_failed"
+        checkout.status = CheckoutStatus.failed
+        checkout.completed_at = now
+        _cancel_unpaid(subscription, reason=FAILED, now=now)
+        emit(
+            session,
+            EventKind.domain,
+            "payment.failed",
+            at=now,
+            aggregate_type="checkout",
+            aggregate_id=checkout.id,
+            organization_id=checkout.organization_id,
+            payload={"subscriptionId": str(subscription.id), "responseCode": page.response_code},
+        )
+        return "failed"
+    checkout.status = CheckoutStatus.completed
+    checkout.completed_at = now
+    checkout.provider_transaction_id = page.transaction_id
+    if page.token is not None:
+        method = save_card(
+            session,
+            organization_id=checkout.organization_id,
+            user_id=checkout.user_id,
+            card=page.token,
+            terminal=checkout.terminal,
+            now=now,
+            cipher=cipher,
+        )
+        subscription.payment_method_id = method.id
+    if subscription.status == SubscriptionStatus.cancelled and subscription.cancellation_reason in (
+        ABANDONED,
+        FAILED,
+    ):
+        # spec B 3: a late verified completion revives an abandoned checkout to scheduled.
+        subscription.status = SubscriptionStatus.scheduled
+        subscription.cancellation_reason = None
+        subscription.cancelled_at = None
+        subscription.ended_at = None
+    subscription.updated_at = now
+    if checkout.operation == CHARGE_AND_SAVE_CARD:
+        transaction = PaymentTransaction(
+            id=ids.new_id(),
+            organization_id=checkout.organization_id,
+            subscription_id=subscription.id,
+            user_id=checkout.user_id,
+            type=TransactionType.charge,
+            status=TransactionStatus.completed,
+            provider=CARD_PROVIDER,
+            method="card",
+            amount_in_cents=checkout.amount_in_cents,
+            currency=checkout.currency,
+            provider_transaction_id=page.transaction_id,
+            metadata_={"checkoutId": str(checkout.id), "pageId": checkout.page_id},
+            effects={"done": ["ledger", "subscription", "membership"], "at": now.isoformat()},
+            created_at=now,
+            updated_at=now,
+        )
+        session.add(transaction)
+        attempts.grant_period(session, subscription, now=now)
+    session.flush()
+    return "completed"
+
+
+def verify_and_apply(
+    session: Session,
+    provider: CardProvider,
+    *,
+    organization_id: uuid.UUID,
+    page_id: str,
+    now: datetime,
+    cipher: FieldCipher,
+) -> tuple[str, Checkout | None]:
+    """Read the page back on the organization's terminal and apply it if it is ours.
+
+    Outcomes: completed / failed / already_* (applied), unverified (not our page),
+    deal_not_found (5096), deal_not_finalized (still settling), provider_unreachable."""
+    config = active_config(session, organization_id)
+    if config is None or config.provider != CARD_PROVIDER or not config.terminal:
+        return "unverified", None
+    checkout = checkout_by_page(session, organization_id, page_id)
+    terminal = terminal_of(config, cipher)
+    try:
+        page = provider.get_page(terminal, page_id)
+    except ProviderUnavailable:
+        return "provider_unreachable", checkout
+    if page.state == PageState.unknown_page:
+        return "deal_not_found", checkout
+    if checkout is None or page.return_value != str(checkout.id):
+        return "unverified", checkout
+    if page.state == PageState.pending or (
+        page.state == PageState.succeeded and not _confirmed(checkout, page)
+    ):
+        return "deal_not_finalized", checkout
+    return apply_page(session, checkout.id, page, now=now, cipher=cipher), checkout
+
+
+def abandoned_sweep(
+    factory: sessionmaker[Session], provider: CardProvider, *, now: datetime, cipher: FieldCipher
+) -> dict[str, object]:
+    """Open pages past their time: read back first (a lost webhook may hide a success), then
+    cancel the unpaid subscription. A later verified completion revives it."""
+    with factory() as session:
+        expired = session.scalars(
+            select(Checkout.id).where(
+                Checkout.status == CheckoutStatus.open, Checkout.expires_at <= now
+            )
+        ).all()
+    result: dict[str, object] = {"checked": len(expired), "completed": 0, "abandoned": []}
+    for checkout_id in expired:
+        with factory() as session:
+            checkout = session.get(Checkout, checkout_id)
+            outcome = "deal_not_found"
+            if checkout.page_id:
+                outcome, _ = verify_and_apply(
+                    session,
+                    provider,
+                    organization_id=checkout.organization_id,
+                    page_id=checkout.page_id,
+                    now=now,
+                    cipher=cipher,
+                )
+            if outcome in ("completed", "failed", "provider_unreachable"):
+                result["completed"] += outcome == "completed"
+                session.commit()
+                continue
+            checkout = session.scalar(
+                select(Checkout).where(Checkout.id == checkout_id).with_for_update()
+            )
+            if checkout.status != CheckoutStatus.open:
+                session.rollback()
+                continue
+            checkout.status = CheckoutStatus.abandoned
+            checkout.metadata_ = {**checkout.metadata_, "checkoutPageExpiredAt": now.isoformat()}
+            subscription = attempts.lock_subscription(session, checkout.subscription_id)
+            _cancel_unpaid(subscription, reason=ABANDONED, now=now)
+            logger.warning(
+                "billing alert %s",
+                {"reason": "presale_checkout_attempt_cancelled", "checkoutId": str(checkout_id)},
+            )
+            result["abandoned"].append(str(subscription.id))
+            session.commit()
+    return result
+
+
+def _confirmed(checkout: Checkout, page: PageResult) -> bool:
+    """A charging page counts only with its deal and the exact amount and currency."""
+    if checkout.operation != CHARGE_AND_SAVE_CARD:
+        return page.token is not None
+    return (
+        page.transaction_id is not None
+        and page.amount_in_cents == checkout.amount_in_cents
+        and (page.currency is None or page.currency == checkout.currency)
+    )
+
+
+def _cancel_unpaid(subscription: Subscription, *, reason: str, now: datetime) -> None:
+    if subscription.status != SubscriptionStatus.scheduled or subscription.payment_method_id:
+        return
+    subscription.status = SubscriptionStatus.cancelled
+    subscription.cancellation_reason = reason
+    subscription.cancelled_at = now
+    subscription.ended_at = now
+    subscription.updated_at = now

@@ -1,0 +1,361 @@
+"""The protected collector's passes (spec B 1, 6, 8): the catch-up pass, the daily sweep, the
+manual and debt recovery, and the side-effect recovery.
+
+Every pass drives `attempts` in its own short transactions (the attempt is committed before the
+provider is called), so a pass takes a session factory rather than one session. Organizations
+on other providers are never selected: they keep provider-direct collection.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from gymctl.billing import attempts
+from gymctl.billing.accounts import CARD_PROVIDER
+from gymctl.crypto import FieldCipher
+from gymctl.models import PaymentProviderConfig, PaymentTransaction, Subscription
+from gymctl.models.billing import CollectionMethod, SubscriptionStatus, TransactionStatus
+from gymctl.providers.card import CardProvider
+
+logger = logging.getLogger(__name__)
+
+CATCHUP_ORGANIZATIONS = 20  # spec B 8
+CATCHUP_PER_ORGANIZATION = 5
+CATCHUP_BUDGET_SECONDS = 30.0
+RECOVERY_BATCH = 200
+SIDE_EFFECTS_STALE = timedelta(minutes=15)
+
+
+@dataclass
+class Summary:
+    """Counts of one pass (spec B 6) and the alerts it raised."""
+
+    organizations: int = 0
+    unevaluable: int = 0
+    selected: int = 0
+    charged: int = 0
+    declined: int = 0
+    busy: int = 0
+    blocked: int = 0
+    skipped: int = 0
+    errors: int = 0
+    pending: int = 0
+    resolved: int = 0
+    alerts: list[dict[str, str]] = field(default_factory=list)
+    completed: bool = True  # False when the time budget stopped new work
+
+    def alert(self, reason: str, **ids: Any) -> None:
+        entry = {"reason": reason, **{key: str(value) for key, value in ids.items()}}
+        self.alerts.append(entry)
+        logger.warning("billing alert %s", entry)
+
+    @property
+    def useful(self) -> bool:
+        """A completed run that evaluated something without errors: worth a heartbeat."""
+        return self.completed and self.errors == 0 and self.organizations > 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "organizations": self.organizations,
+            "unevaluable": self.unevaluable,
+            "selected": self.selected,
+            "charged": self.charged,
+            "declined": self.declined,
+            "busy": self.busy,
+            "blocked": self.blocked,
+            "skipped": self.skipped,
+            "errors": self.errors,
+            "pending": self.pending,
+            "resolved": self.resolved,
+            "completed": self.completed,
+            "alerts": self.alerts,
+        }
+
+
+def collect_subscription(
+    factory: sessionmaker[Session],
+    subscription_id: uuid.UUID,
+    provider: CardProvider,
+    *,
+    now: datetime,
+    cipher: FieldCipher,
+    summary: Summary,
+    kind: attempts.AttemptKind | None = None,
+) -> str:
+    """Store the attempt and commit, call the provider, apply the answer: one charge at most."""
+    with factory() as session:
+        began = attempts.begin_attempt(session, subscription_id, now=now, cipher=cipher, kind=kind)
+        if began.outcome != "started":
+            session.rollback()
+            _count(summary, began.outcome)
+            if began.alert:
+                summary.alert(began.alert, subscriptionId=subscription_id)
+            return began.outcome
+        session.commit()
+        result = attempts.send_attempt(session, began, provider)
+        applied = attempts.apply_outcome(session, began.transaction_id, result, now=now)
+        session.commit()
+    _count(summary, applied.outcome)
+    if applied.alert:
+        summary.alert(
+            applied.alert, subscriptionId=subscription_id, transactionId=applied.transaction_id
+        )
+    return applied.outcome
+
+
+def catch_up(
+    factory: sessionmaker[Session],
+    provider: CardProvider,
+    *,
+    now: datetime,
+    cipher: FieldCipher,
+    monotonic: Callable[[], float] = time.monotonic,
+    organizations: int = CATCHUP_ORGANIZATIONS,
+    per_organization: int = CATCHUP_PER_ORGANIZATION,
+    budget_seconds: float = CATCHUP_BUDGET_SECONDS,
+) -> Summary:
+    """Every minute: due card-provider subscriptions, at most 20 organizations and 5 each; no
+    new work starts once the 30 s monotonic budget is spent."""
+    return _collect_due(
+        factory,
+        provider,
+        now=now,
+        cipher=cipher,
+        monotonic=monotonic,
+        organizations=organizations,
+        per_organization=per_organization,
+        budget_seconds=budget_seconds,
+    )
+
+
+def daily_sweep(
+    factory: sessionmaker[Session], provider: CardProvider, *, now: datetime, cipher: FieldCipher
+) -> Summary:
+    """02:00 UTC: every due card-provider subscription of every organization."""
+    return _collect_due(factory, provider, now=now, cipher=cipher)
+
+
+def recover(
+    factory: sessionmaker[Session], provider: CardProvider, *, now: datetime, cipher: FieldCipher
+) -> Summary:
+    """Every 5 minutes: resolve pending attempts by asking the provider about their stored
+    ids, then collect debts whose retry day has come."""
+    summary = Summary()
+    with factory() as session:
+        pending = session.scalars(
+            select(PaymentTransaction.id)
+            .where(
+                PaymentTransaction.status == TransactionStatus.pending,
+                PaymentTransaction.attempt_kind.is_not(None),
+                PaymentTransaction.provider == CARD_PROVIDER,
+            )
+            .order_by(PaymentTransaction.updated_at)
+            .limit(RECOVERY_BATCH)
+        ).all()
+    for transaction_id in pending:
+        with factory() as session:
+            try:
+                applied = attempts.resolve_attempt(
+                    session, transaction_id, provider, now=now, cipher=cipher
+                )
+                session.commit()
+            except Exception:
+                logger.exception("resolving attempt %s failed", transaction_id)
+                summary.errors += 1
+                continue
+        if applied.outcome == "pending":
+            summary.pending += 1
+        else:
+            summary.resolved += 1
+            _count(summary, applied.outcome)
+        if applied.alert:
+            summary.alert(applied.alert, transactionId=transaction_id)
+    debts = _collect_due(
+        factory, provider, now=now, cipher=cipher, statuses=(SubscriptionStatus.debt,)
+    )
+    return _merge(summary, debts)
+
+
+def side_effect_recovery(factory: sessionmaker[Session], *, now: datetime) -> Summary:
+    """Every 5 minutes: settled transactions whose delivered-effects record was left open
+    (a settlement review waits for staff) are reported until a person closes them."""
+    summary = Summary()
+    with factory() as session:
+        rows = session.scalars(
+            select(PaymentTransaction).where(
+                PaymentTransaction.status == TransactionStatus.completed,
+                PaymentTransaction.effects.is_not(None),
+                PaymentTransaction.updated_at <= now - SIDE_EFFECTS_STALE,
+            )
+        ).all()
+        for transaction in rows:
+            done = set((transaction.effects or {}).get("done", []))
+            if {"subscription", "membership"} <= done:
+                continue
+            summary.selected += 1
+            summary.alert(
+                "settlement_side_effects_pending",
+                transactionId=transaction.id,
+                subscriptionId=transaction.subscription_id,
+            )
+    return summary
+
+
+def ping_heartbeat(url: str | None, summary: Summary, *, name: str) -> bool:
+    """memberBillingCatchup / memberRecurringCharge: pinged only after a completed useful run."""
+    if not url or not summary.useful:
+        return False
+    try:
+        httpx.get(url, timeout=5.0).raise_for_status()
+    except httpx.HTTPError as error:
+        logger.warning("heartbeat %s failed: %s", name, type(error).__name__)
+        return False
+    return True
+
+
+def _collect_due(
+    factory: sessionmaker[Session],
+    provider: CardProvider,
+    *,
+    now: datetime,
+    cipher: FieldCipher,
+    monotonic: Callable[[], float] = time.monotonic,
+    organizations: int | None = None,
+    per_organization: int | None = None,
+    budget_seconds: float | None = None,
+    statuses: tuple[SubscriptionStatus, ...] = attempts.COLLECTABLE,
+) -> Summary:
+    summary = Summary()
+    started = monotonic()
+    with factory() as session:
+        plan = due_by_organization(
+            session, now=now, statuses=statuses, organizations=organizations
+        )
+        summary.unevaluable = unevaluable(session, now=now)
+    for organization_id in plan:
+        summary.organizations += 1
+        with factory() as session:
+            due = due_in(session, organization_id, now=now, statuses=statuses)
+        if per_organization is not None:
+            due = due[:per_organization]
+        for subscription_id in due:
+            if budget_seconds is not None and monotonic() - started >= budget_seconds:
+                summary.completed = False
+                summary.skipped += 1
+                continue
+            summary.selected += 1
+            try:
+                collect_subscription(
+                    factory, subscription_id, provider, now=now, cipher=cipher, summary=summary
+                )
+            except Exception:
+                logger.exception("collecting subscription %s failed", subscription_id)
+                summary.errors += 1
+    return summary
+
+
+def _due_filter(now: datetime, statuses: tuple[SubscriptionStatus, ...]) -> list[Any]:
+    return [
+        Subscription.deleted_at.is_(None),
+        Subscription.status.in_(statuses),
+        Subscription.payment_collection_method == CollectionMethod.card_provider,
+        Subscription.next_charge_date <= now,
+        (Subscription.retry_at.is_(None)) | (Subscription.retry_at <= now),
+    ]
+
+
+def _card_provider_organizations():
+    return select(PaymentProviderConfig.organization_id).where(
+        PaymentProviderConfig.active.is_(True),
+        PaymentProviderConfig.provider == CARD_PROVIDER,
+        PaymentProviderConfig.terminal.is_not(None),
+    )
+
+
+def due_by_organization(
+    session: Session,
+    *,
+    now: datetime,
+    statuses: tuple[SubscriptionStatus, ...] = attempts.COLLECTABLE,
+    organizations: int | None = None,
+) -> list[uuid.UUID]:
+    """Organizations with due work, the longest-waiting first."""
+    query = (
+        select(Subscription.organization_id)
+        .where(*_due_filter(now, statuses))
+        .where(Subscription.organization_id.in_(_card_provider_organizations()))
+        .group_by(Subscription.organization_id)
+        .order_by(func.min(Subscription.next_charge_date), Subscription.organization_id)
+    )
+    if organizations is not None:
+        query = query.limit(organizations)
+    return list(session.scalars(query))
+
+
+def due_in(
+    session: Session,
+    organization_id: uuid.UUID,
+    *,
+    now: datetime,
+    statuses: tuple[SubscriptionStatus, ...] = attempts.COLLECTABLE,
+) -> list[uuid.UUID]:
+    return list(
+        session.scalars(
+            select(Subscription.id)
+            .where(Subscription.organization_id == organization_id, *_due_filter(now, statuses))
+            .order_by(Subscription.next_charge_date, Subscription.id)
+        )
+    )
+
+
+def unevaluable(session: Session, *, now: datetime) -> int:
+    """Organizations with due card-provider subscriptions but no usable terminal."""
+    return session.scalar(
+        select(func.count(func.distinct(Subscription.organization_id))).where(
+            *_due_filter(now, attempts.COLLECTABLE),
+            Subscription.organization_id.not_in(_card_provider_organizations()),
+        )
+    )
+
+
+def _count(summary: Summary, outcome: str) -> None:
+    field_name = {
+        "charged": "charged",
+        "declined": "declined",
+        "busy": "busy",
+        "blocked": "blocked",
+        "skipped": "skipped",
+        "pending": "pending",
+    }.get(outcome)
+    if field_name:
+        setattr(summary, field_name, getattr(summary, field_name) + 1)
+
+
+def _merge(first: Summary, second: Summary) -> Summary:
+    for name in (
+        "organizations",
+        "unevaluable",
+        "selected",
+        "charged",
+        "declined",
+        "busy",
+        "blocked",
+        "skipped",
+        "errors",
+        "pending",
+        "resolved",
+    ):
+        setattr(first, name, getattr(first, name) + getattr(second, name))
+    first.alerts.extend(second.alerts)
+    first.completed = first.completed and second.completed
+    return first

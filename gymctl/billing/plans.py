@@ -1,0 +1,271 @@
+"""Plans and plan purchase (spec B 2.1, 4.3).
+
+A purchase of a card plan on a card-provider organization opens a hosted payment page: a
+presale (before the organization's opening day) saves the card only and waits for the opening
+day's charge; otherwise the page charges the first period and saves the card. Other plans are
+sold at the desk by staff (`grant_plan`) and recorded with a manual transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from dateutil.relativedelta import relativedelta
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from gymctl import ids
+from gymctl.billing.accounts import CARD_PROVIDER, active_config, billing_settings
+from gymctl.errors import DomainError
+from gymctl.events import EventKind, emit
+from gymctl.models import Membership, PaymentTransaction, Plan, Subscription
+from gymctl.models.billing import (
+    CollectionMethod,
+    PlanType,
+    SubscriptionStatus,
+    TransactionStatus,
+    TransactionType,
+)
+
+CURRENCY_LENGTH = 3
+
+
+@dataclass(frozen=True)
+class PlanSpec:
+    name: str
+    type: PlanType
+    price_in_cents: int
+    currency: str
+    interval_months: int | None = None
+    open_ended: bool = True
+    validity_days: int | None = None
+    sessions_quota: int | None = None
+    max_purchases: int | None = None
+    plan_group: str | None = None
+
+
+def create_plan(
+    session: Session, organization_id: uuid.UUID, spec: PlanSpec, *, now: datetime
+) -> Plan:
+    if spec.price_in_cents < 0:
+        raise DomainError("plan_price_invalid", "price_in_cents must be 0 or more", status=422)
+    if len(spec.currency) != CURRENCY_LENGTH or not spec.currency.isalpha():
+        raise DomainError("plan_currency_invalid", "currency is a 3-letter ISO code", status=422)
+    if spec.type == PlanType.card and spec.interval_months is not None and spec.interval_months < 1:
+        raise DomainError("plan_interval_invalid", "interval_months must be 1 or more", status=422)
+    if spec.type in (PlanType.pack, PlanType.drop_in) and not spec.validity_days:
+        raise DomainError(
+            "plan_validity_required", "packs and drop-ins need validity_days", status=422
+        )
+    if spec.max_purchases is not None and spec.max_purchases < 1:
+        raise DomainError("plan_cap_invalid", "max_purchases must be 1 or more", status=422)
+    plan = Plan(
+        id=ids.new_id(),
+        organization_id=organization_id,
+        name=spec.name,
+        type=spec.type,
+        plan_group=spec.plan_group,
+        price_in_cents=spec.price_in_cents,
+        currency=spec.currency.upper(),
+        interval_months=spec.interval_months,
+        open_ended=spec.open_ended,
+        validity_days=spec.validity_days,
+        sessions_quota=spec.sessions_quota,
+        max_purchases=spec.max_purchases,
+        purchases_count=0,
+        created_at=now,
+    )
+    session.add(plan)
+    session.flush()
+    return plan
+
+
+def live_plan(session: Session, organization_id: uuid.UUID, plan_id: uuid.UUID) -> Plan:
+    plan = session.get(Plan, plan_id)
+    if plan is None or plan.organization_id != organization_id or plan.deleted_at is not None:
+        raise DomainError("plan_not_found", "no such plan", status=404)
+    return plan
+
+
+def plans_of(session: Session, organization_id: uuid.UUID) -> list[Plan]:
+    return list(
+        session.scalars(
+            select(Plan)
+            .where(Plan.organization_id == organization_id, Plan.deleted_at.is_(None))
+            .order_by(Plan.created_at, Plan.id)
+        )
+    )
+
+
+def subscriptions_of(
+    session: Session, organization_id: uuid.UUID, user_id: uuid.UUID
+) -> list[Subscription]:
+    return list(
+        session.scalars(
+            select(Subscription)
+            .where(
+                Subscription.organization_id == organization_id,
+                Subscription.user_id == user_id,
+                Subscription.deleted_at.is_(None),
+            )
+            .order_by(Subscription.created_at.desc(), Subscription.id)
+        )
+    )
+
+
+def refuse_if_held(session: Session, plan: Plan, user_id: uuid.UUID) -> None:
+    """409 plan_already_held {status, subscriptionId} for an active or scheduled holder of a
+    recurring plan (spec B 4.3); the join flow treats that answer as done."""
+    if not plan.recurring:
+        return
+    held = session.scalar(
+        select(Subscription).where(
+            Subscription.plan_id == plan.id,
+            Subscription.user_id == user_id,
+            Subscription.deleted_at.is_(None),
+            Subscription.status.in_((SubscriptionStatus.active, SubscriptionStatus.scheduled)),
+        )
+    )
+    if held is not None:
+        error = DomainError(
+            "plan_already_held",
+            "you already hold this plan",
+            status=409,
+            subscriptionId=str(held.id),
+        )
+        error.details["status"] = held.status.value  # a detail named like the HTTP status
+        raise error
+
+
+def take_purchase_slot(session: Session, plan: Plan) -> None:
+    """Count the purchase against max_purchases in one guarded UPDATE: two buyers of the last
+    slot cannot both get it. A full cap refuses with 409 plan_sold_out."""
+    taken = session.execute(
+        update(Plan)
+        .where(
+            Plan.id == plan.id,
+            (Plan.max_purchases.is_(None)) | (Plan.purchases_count < Plan.max_purchases),
+        )
+        .values(purchases_count=Plan.purchases_count + 1)
+        .execution_options(synchronize_session=False)
+    )
+    if taken.rowcount == 0:
+        raise DomainError("plan_sold_out", "this plan is sold out", status=409)
+
+
+def new_subscription(
+    session: Session,
+    plan: Plan,
+    membership: Membership,
+    *,
+    status: SubscriptionStatus,
+    method: CollectionMethod,
+    now: datetime,
+    opening_day: datetime | None = None,
+) -> Subscription:
+    """A subscription row for `plan`; a presale holds no period, quota or credits."""
+    subscription = Subscription(
+        id=ids.new_id(),
+        organization_id=plan.organization_id,
+        membership_id=membership.id,
+        user_id=membership.user_id,
+        plan_id=plan.id,
+        plan_type=plan.type,
+        status=status,
+        payment_collection_method=method,
+        price_in_cents=plan.price_in_cents,
+        currency=plan.currency,
+        interval_months=plan.interval_months,
+        open_ended=plan.open_ended,
+        opening_day=opening_day,
+        next_charge_date=opening_day,
+        created_at=now,
+        updated_at=now,
+        cash_pauses=[],
+    )
+    session.add(subscription)
+    session.flush()
+    return subscription
+
+
+def collection_method_for(session: Session, plan: Plan) -> CollectionMethod:
+    config = active_config(session, plan.organization_id)
+    if plan.type == PlanType.card:
+        if config is not None and config.provider == CARD_PROVIDER:
+            return CollectionMethod.card_provider
+        return CollectionMethod.provider_direct
+    return CollectionMethod.cash
+
+
+def presale_opening_day(session: Session, organization_id: uuid.UUID, now: datetime):
+    """The organization's opening day while it is still ahead, else None (no presale)."""
+    opening = billing_settings(session, organization_id).opening_day
+    return opening if opening is not None and opening > now else None
+
+
+def grant_plan(
+    session: Session,
+    plan: Plan,
+    membership: Membership,
+    *,
+    method: CollectionMethod,
+    now: datetime,
+    actor_user_id: uuid.UUID | None,
+    paid: bool = True,
+    payment_due_at: datetime | None = None,
+) -> Subscription:
+    """A desk sale by staff: active at once, its period from now; paid in cash (a manual
+    completed transaction) or on pay-later terms (unpaid balance due at `payment_due_at`)."""
+    refuse_if_held(session, plan, membership.user_id)
+    take_purchase_slot(session, plan)
+    subscription = new_subscription(
+        session, plan, membership, status=SubscriptionStatus.active, method=method, now=now
+    )
+    subscription.started_at = now
+    subscription.current_period_start = now
+    if plan.validity_days:
+        subscription.current_period_end = now + timedelta(days=plan.validity_days)
+    elif plan.interval_months:
+        subscription.current_period_end = now + relativedelta(months=plan.interval_months)
+    subscription.sessions_remaining = plan.sessions_quota
+    if method == CollectionMethod.cash:
+        subscription.cash_prepaid_through = subscription.current_period_end
+    if method == CollectionMethod.pay_later:
+        if payment_due_at is None:
+            raise DomainError("payment_due_required", "pay-later needs a due date", status=422)
+        subscription.payment_due_at = payment_due_at
+        subscription.payment_last_day = payment_due_at
+        subscription.unpaid_amount_in_cents = plan.price_in_cents
+        paid = False
+    if paid and plan.price_in_cents:
+        session.add(
+            PaymentTransaction(
+                id=ids.new_id(),
+                organization_id=plan.organization_id,
+                subscription_id=subscription.id,
+                user_id=membership.user_id,
+                type=TransactionType.charge,
+                status=TransactionStatus.completed,
+                provider="manual",
+                method="cash",
+                amount_in_cents=plan.price_in_cents,
+                currency=plan.currency,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+    emit(
+        session,
+        EventKind.audit,
+        "subscription.granted",
+        at=now,
+        aggregate_type="subscription",
+        aggregate_id=subscription.id,
+        organization_id=plan.organization_id,
+        actor_user_id=actor_user_id,
+        payload={"planId": str(plan.id), "method": method.value, "userId": str(membership.user_id)},
+    )
+    session.flush()
+    return subscription

@@ -1,0 +1,107 @@
+"""The billing sweeps by name: what the daemons run on their schedule and what
+`gymctl billing sweep NAME` runs by hand. Each builds its provider and cipher from settings.
+
+A dry run reports what the sweep would select and calls no provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from gymctl.billing import checkout, collector
+from gymctl.config import Settings
+from gymctl.crypto import billing_cipher
+from gymctl.errors import DomainError
+from gymctl.providers.card import card_provider_from_settings
+
+SweepResult = dict[str, Any]
+Sweep = Callable[[sessionmaker[Session], datetime, Settings], SweepResult]
+
+
+def catch_up(factory: sessionmaker[Session], now: datetime, settings: Settings) -> SweepResult:
+    summary = collector.catch_up(
+        factory, card_provider_from_settings(settings), now=now, cipher=billing_cipher(settings)
+    )
+    result = summary.as_dict()
+    result["heartbeat"] = collector.ping_heartbeat(
+        settings.heartbeat_member_billing_catchup_url, summary, name="memberBillingCatchup"
+    )
+    return result
+
+
+def daily(factory: sessionmaker[Session], now: datetime, settings: Settings) -> SweepResult:
+    summary = collector.daily_sweep(
+        factory, card_provider_from_settings(settings), now=now, cipher=billing_cipher(settings)
+    )
+    result = summary.as_dict()
+    result["heartbeat"] = collector.ping_heartbeat(
+        settings.heartbeat_member_recurring_charge_url, summary, name="memberRecurringCharge"
+    )
+    return result
+
+
+def recovery(factory: sessionmaker[Session], now: datetime, settings: Settings) -> SweepResult:
+    return collector.recover(
+        factory, card_provider_from_settings(settings), now=now, cipher=billing_cipher(settings)
+    ).as_dict()
+
+
+def side_effects(factory: sessionmaker[Session], now: datetime, settings: Settings) -> SweepResult:
+    return collector.side_effect_recovery(factory, now=now).as_dict()
+
+
+def abandoned_checkouts(
+    factory: sessionmaker[Session], now: datetime, settings: Settings
+) -> SweepResult:
+    return checkout.abandoned_sweep(
+        factory, card_provider_from_settings(settings), now=now, cipher=billing_cipher(settings)
+    )
+
+
+SWEEPS: dict[str, Sweep] = {
+    "catch-up": catch_up,
+    "daily": daily,
+    "recovery": recovery,
+    "side-effects": side_effects,
+    "abandoned-checkouts": abandoned_checkouts,
+}
+
+
+def due_report(factory: sessionmaker[Session], now: datetime) -> SweepResult:
+    """The dry run of the collecting sweeps: who is due, per organization; nothing is sent."""
+    with factory() as session:
+        organizations = collector.due_by_organization(session, now=now)
+        return {
+            "dryRun": True,
+            "organizations": [
+                {
+                    "organizationId": str(organization_id),
+                    "due": [str(i) for i in collector.due_in(session, organization_id, now=now)],
+                }
+                for organization_id in organizations
+            ],
+            "unevaluable": collector.unevaluable(session, now=now),
+        }
+
+
+def run_sweep(
+    name: str,
+    factory: sessionmaker[Session],
+    now: datetime,
+    settings: Settings,
+    *,
+    dry_run: bool = False,
+) -> SweepResult:
+    if name not in SWEEPS:
+        raise DomainError(
+            "unknown_sweep", f"unknown sweep {name}; sweeps: {', '.join(SWEEPS)}", status=404
+        )
+    if dry_run:
+        if name not in ("catch-up", "daily", "recovery"):
+            raise DomainError("dry_run_unsupported", f"{name} has no dry run", status=422)
+        return due_report(factory, now)
+    return SWEEPS[name](factory, now, settings)

@@ -1,0 +1,159 @@
+"""Payment provider webhooks (spec B 5, 6).
+
+The card provider's webhooks are not signed: each is verified by reading the page back on the
+organization's terminal, and only that read-back is acted on. Its HTTP answers: 200 processed
+(success or payment.failed), 503 deal_not_finalized / provider_unreachable so it redelivers,
+400 for every rejection (deal_not_found, unverified, malformed).
+
+Other providers sign their webhooks; the per-organization flag
+payment-webhook-signature-enforcement chooses between a 400 and a logged 200 whose reason ends
+in _unenforced. The flag is read per request and fails open (unset: not enforced).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import re
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from gymctl.billing.accounts import CARD_PROVIDER, active_config, credentials_of
+from gymctl.billing.checkout import verify_and_apply
+from gymctl.crypto import FieldCipher
+from gymctl.events import EventKind, emit
+from gymctl.providers.card import CardProvider
+
+logger = logging.getLogger(__name__)
+
+SIGNATURE_HEADER = "x-webhook-signature"
+PAGE_ID = re.compile(r"[A-Za-z0-9-]{1,128}")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the HTTP door sends back; `commit` says whether the work is kept."""
+
+    status: int
+    body: dict[str, Any] = field(default_factory=dict)
+    commit: bool = True
+
+
+def card_provider_webhook(
+    session: Session,
+    provider: CardProvider,
+    *,
+    organization_id: uuid.UUID,
+    body: dict[str, Any],
+    now: datetime,
+    cipher: FieldCipher,
+) -> Answer:
+    page_id = body.get("LowProfileId") or body.get("lowProfileId")
+    if not isinstance(page_id, str) or not PAGE_ID.fullmatch(page_id):
+        return _rejected(session, organization_id, "webhook_malformed", None, now)
+    outcome, checkout = verify_and_apply(
+        session, provider, organization_id=organization_id, page_id=page_id, now=now, cipher=cipher
+    )
+    if outcome in ("completed", "already_completed"):
+        return Answer(200, {"outcome": "processed", "checkoutId": str(checkout.id)})
+    if outcome in ("failed", "already_failed"):
+        return Answer(200, {"outcome": "payment.failed", "checkoutId": str(checkout.id)})
+    if outcome in ("deal_not_finalized", "provider_unreachable"):
+        # Transient: nothing is kept and the provider redelivers (1, 2, 2, 16, 60 min, 12 h).
+        return Answer(503, {"code": outcome, "message": _MESSAGES[outcome]}, commit=False)
+    if outcome == "unverified":
+        emit(
+            session,
+            EventKind.analytics,
+            "payment.webhook_ignored",
+            at=now,
+            aggregate_type="organization",
+            aggregate_id=organization_id,
+            organization_id=organization_id,
+            payload={"reason": "unverified", "pageId": page_id},
+        )
+        return _rejected(session, organization_id, "webhook_unverified", page_id, now)
+    return _rejected(session, organization_id, outcome, page_id, now)
+
+
+def other_provider_webhook(
+    session: Session,
+    *,
+    organization_id: uuid.UUID,
+    provider_name: str,
+    raw_body: bytes,
+    signature: str | None,
+    now: datetime,
+    cipher: FieldCipher,
+) -> Answer:
+    """Signed webhooks of other providers: HMAC-SHA256 of the body under the configured
+    webhook secret. Their collection is provider-direct: a verified event is recorded."""
+    config = active_config(session, organization_id)
+    if config is None or config.provider in (CARD_PROVIDER,) or config.provider != provider_name:
+        return _rejected(session, organization_id, "webhook_provider_mismatch", None, now)
+    secret = credentials_of(config, cipher).get("webhookSecret")
+    expected = hmac.new(secret.encode(), raw_body, hashlib.sha256).hexdigest() if secret else None
+    valid = bool(expected and signature and hmac.compare_digest(expected, signature.strip()))
+    if not valid:
+        reason = "signature_missing" if not signature else "signature_invalid"
+        if config.webhook_signature_enforcement:
+            return _rejected(session, organization_id, reason, None, now)
+        reason = f"{reason}_unenforced"
+        logger.warning("payment webhook accepted unverified: %s", reason)
+        emit(
+            session,
+            EventKind.analytics,
+            "payment.webhook_ignored",
+            at=now,
+            aggregate_type="organization",
+            aggregate_id=organization_id,
+            organization_id=organization_id,
+            payload={"reason": reason, "provider": provider_name},
+        )
+        return Answer(200, {"outcome": "ignored", "reason": reason})
+    emit(
+        session,
+        EventKind.domain,
+        "payment.webhook_received",
+        at=now,
+        aggregate_type="organization",
+        aggregate_id=organization_id,
+        organization_id=organization_id,
+        payload={"provider": provider_name, "bytes": len(raw_body)},
+    )
+    return Answer(200, {"outcome": "processed"})
+
+
+_MESSAGES = {
+    "deal_not_finalized": "the payment page has not settled yet",
+    "provider_unreachable": "the card provider could not be reached",
+    "deal_not_found": "the provider does not know this payment page",
+    "webhook_unverified": "the payment page is not one of this organization's checkouts",
+    "webhook_malformed": "the webhook names no payment page",
+    "webhook_provider_mismatch": "this organization does not use that provider",
+    "signature_missing": "the webhook is not signed",
+    "signature_invalid": "the webhook signature does not match",
+}
+
+
+def _rejected(
+    session: Session, organization_id: uuid.UUID, code: str, page_id: str | None, now: datetime
+) -> Answer:
+    """Rejections are always 400 for the card provider (spec B 6). The rejection event is
+    kept; nothing else was written."""
+    emit(
+        session,
+        EventKind.analytics,
+        "payment.webhook_rejected",
+        at=now,
+        aggregate_type="organization",
+        aggregate_id=organization_id,
+        organization_id=organization_id,
+        payload={"code": code, "outcome": "failure", "pageId": page_id},
+    )
+    return Answer(400, {"code": code, "message": _MESSAGES.get(code, code)})

@@ -1,0 +1,72 @@
+"""Staff tasks (spec B 2.3): one upsert for every area that files one.
+
+A task is keyed by (organization, kind, subject): filing it again refreshes the open task
+instead of adding a second, so a repeated failure never floods the staff's list.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from gymctl import ids
+from gymctl.models import Task
+
+
+def file_task(
+    session: Session,
+    *,
+    organization_id: uuid.UUID,
+    kind: str,
+    subject_type: str,
+    subject_id: str,
+    title: str,
+    priority: str,
+    due_at: datetime | None,
+    now: datetime,
+    detail: str | None = None,
+    data: dict[str, Any] | None = None,
+    linked_user_id: uuid.UUID | None = None,
+) -> Task:
+    """Open (or reopen and refresh) the task of this subject; returns the row."""
+    values = dict(
+        id=ids.new_id(),
+        organization_id=organization_id,
+        kind=kind,
+        priority=priority,
+        status="open",
+        source="auto",
+        title=title[:300],
+        detail=detail,
+        subject_type=subject_type,
+        subject_id=subject_id,
+        due_at=due_at,
+        data=data or {},
+        linked_user_id=linked_user_id,
+        created_at=now,
+    )
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    statement = insert(Task).values(**values)
+    session.execute(
+        statement.on_conflict_do_update(
+            index_elements=["organization_id", "kind", "subject_type", "subject_id"],
+            set_={"status": "open", "priority": priority, "due_at": due_at, "detail": detail},
+        )
+    )
+    session.flush()
+    return session.scalar(
+        select(Task)
+        .where(
+            Task.organization_id == organization_id,
+            Task.kind == kind,
+            Task.subject_type == subject_type,
+            Task.subject_id == subject_id,
+        )
+        .execution_options(populate_existing=True)
+    )
