@@ -52,7 +52,7 @@ def app(settings, session_factory, clock, mailbox, card_server):
 
 
 @pytest.fixture
-def org(gym, client, card_server):
+def org(gym, client, card_server):  # noqa: F811
     """The gym on the fake provider's terminal, with a monthly card plan."""
     terminal = card_server.TERMINAL
     owner = gym[Role.owner].headers
@@ -314,7 +314,7 @@ def test_only_finance_managers_create_plans(client, org):
         assert refused.status_code == 403
 
 
-def _other_provider(client, gym, enforcement):
+def _other_provider(client, gym, enforcement):  # noqa: F811
     body = {"provider": "direct_debit", "webhookSecret": "whsec-test"}
     if enforcement is not None:
         body["webhookSignatureEnforcement"] = enforcement
@@ -332,7 +332,7 @@ def _signed(body: bytes, secret: str = "whsec-test") -> str:
     ("enforcement", "status", "reason"),
     [(True, 400, None), (False, 200, "signature_invalid_unenforced"), (None, 200, None)],
 )
-def test_other_providers_signature_enforcement_flag(client, gym, enforcement, status, reason):
+def test_other_providers_signature_enforcement_flag(client, gym, enforcement, status, reason):  # noqa: F811
     """payment-webhook-signature-enforcement: 400, or a logged 200 whose reason ends in
     _unenforced (read per request, fail-open: unset is not enforced)."""
     _other_provider(client, gym, enforcement)
