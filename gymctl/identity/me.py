@@ -10,6 +10,7 @@ from sqlalchemy import Row, and_, bindparam, exists, func, join, select
 from sqlalchemy.orm import Session, aliased
 
 from gymctl.access.ownership import settle_ownership
+from gymctl.branding.published import public_branding
 from gymctl.errors import DomainError, forbidden, not_found
 from gymctl.identity.auth import Auth
 from gymctl.identity.users import find_or_create
@@ -153,10 +154,8 @@ def current_user(
             "slug": active.slug,
             "role": active.role.value,
         }
-        body["branding"] = {
-            "schema": branding_schema,
-            "organizationName": active.name,
-            # Palettes and publishing arrive with the branding issue; until then nothing is live.
-            "status": "unpublished",
-        }
+        # The same projection as GET /public/organizations/:id/branding?schema=N.
+        body["branding"] = public_branding(
+            session, active.organization_id, active.name, branding_schema
+        )
     return body

@@ -1,0 +1,293 @@
+"""The brand workspace (spec A 3, 4): the three channels' drafts, and the read model with the
+server-computed pending flags.
+
+| channel    | pending when                                                                   |
+|------------|--------------------------------------------------------------------------------|
+| brand      | a draft exists and its identity (colours case-insensitively, name, logos)      |
+|            | differs from the published one, or nothing is published                        |
+| website    | adopted (schema 2) and never published, or publishedContentRevision differs    |
+|            | from draftRevision                                                             |
+| member app | a draft row exists and nothing is published, or the draft was written more     |
+|            | than 1 s after publishedAt                                                     |
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gymctl.assets.intake import recheck
+from gymctl.assets.types import Slot
+from gymctl.branding.palette import Palette, brand_identity
+from gymctl.branding.published import latest_app_version, latest_revision, live_app_version
+from gymctl.branding.website import CONTENT_SCHEMA, parse_content
+from gymctl.errors import DomainError, not_found
+from gymctl.models import (
+    BrandAsset,
+    BrandDraft,
+    BrandRevision,
+    MemberAppDraft,
+    MemberAppDraftAsset,
+    Website,
+    WebsiteRevision,
+)
+from gymctl.providers.storage import ObjectStore
+
+APP_WRITE_TOLERANCE = timedelta(seconds=1)
+CHANNELS = ("brand", "website", "app")  # also the publishing order
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat() if at is not None else None
+
+
+# --- drafts --------------------------------------------------------------------------------
+
+
+def logo_keys(
+    session: Session, store: ObjectStore, organization_id: uuid.UUID, logos: dict[str, Any]
+) -> dict[str, str]:
+    """slot -> asset id from the caller, as slot -> durable key, each stored object re-checked
+    (spec A asset rule 10)."""
+    keys = {}
+    for slot, asset_id in logos.items():
+        try:
+            Slot(slot)
+            asset = session.get(BrandAsset, uuid.UUID(str(asset_id)))
+        except ValueError:
+            raise DomainError("brand_logo_invalid", f"{slot}: a slot and an asset id") from None
+        if asset is None or asset.organization_id != organization_id:
+            raise not_found("brand_asset_not_found", f"{slot}: no such brand asset")
+        recheck(store, organization_id, asset.key)
+        keys[slot] = asset.key
+    return keys
+
+
+def save_brand_draft(
+    session: Session,
+    store: ObjectStore,
+    organization_id: uuid.UUID,
+    *,
+    palette: Any,
+    name: str | None,
+    logos: dict[str, Any] | None,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+) -> BrandDraft:
+    """Replace the brand draft (a draft never goes live until published); `logos` None keeps
+    the draft's logos (each re-checked)."""
+    checked = Palette.parse(palette)
+    draft = session.get(BrandDraft, organization_id) or BrandDraft(organization_id=organization_id)
+    if logos is None:
+        keys = dict(draft.logos or {})
+        for key in keys.values():
+            recheck(store, organization_id, key)
+    else:
+        keys = logo_keys(session, store, organization_id, logos)
+    draft.palette = checked.as_json()
+    draft.name = name
+    draft.logos = keys
+    draft.updated_at = now
+    draft.updated_by_user_id = actor_user_id
+    session.add(draft)
+    session.flush()
+    return draft
+
+
+def save_website_draft(
+    session: Session,
+    organization_id: uuid.UUID,
+    *,
+    content: Any,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+) -> Website:
+    """A new content revision, adopted into schema 2; the draft points at it."""
+    checked = parse_content(content)
+    revision = (
+        session.scalar(
+            select(func.max(WebsiteRevision.revision)).where(
+                WebsiteRevision.organization_id == organization_id
+            )
+        )
+        or 0
+    ) + 1
+    session.add(
+        WebsiteRevision(
+            organization_id=organization_id,
+            revision=revision,
+            content=checked,
+            created_at=now,
+            created_by_user_id=actor_user_id,
+        )
+    )
+    website = session.get(Website, organization_id) or Website(organization_id=organization_id)
+    website.adopted_schema = CONTENT_SCHEMA
+    website.draft_revision = revision
+    website.updated_at = now
+    session.add(website)
+    session.flush()
+    return website
+
+
+def save_app_draft(
+    session: Session, organization_id: uuid.UUID, *, display_name: str | None, now: datetime
+) -> MemberAppDraft:
+    draft = session.get(MemberAppDraft, organization_id) or MemberAppDraft(
+        organization_id=organization_id
+    )
+    draft.display_name = display_name
+    draft.updated_at = now
+    session.add(draft)
+    session.flush()
+    return draft
+
+
+def app_draft_written_at(session: Session, organization_id: uuid.UUID) -> datetime | None:
+    """The last write to the member app's draft: its settings row or any of its slots."""
+    draft = session.get(MemberAppDraft, organization_id)
+    slots = session.scalar(
+        select(func.max(MemberAppDraftAsset.updated_at)).where(
+            MemberAppDraftAsset.organization_id == organization_id
+        )
+    )
+    times = [t for t in (draft.updated_at if draft else None, slots) if t is not None]
+    return max(times) if times else None
+
+
+# --- pending flags -------------------------------------------------------------------------
+
+
+def brand_pending(draft: BrandDraft | None, live: BrandRevision | None) -> bool:
+    if draft is None:
+        return False
+    if live is None or live.unpublished_at is not None:
+        return True
+    return brand_identity(draft.palette, draft.name, draft.logos) != brand_identity(
+        live.palette, live.name, live.logos
+    )
+
+
+def website_pending(website: Website | None) -> bool:
+    if website is None or website.adopted_schema != CONTENT_SCHEMA:
+        return False
+    return website.published_content_revision != website.draft_revision
+
+
+def app_pending(draft_written_at: datetime | None, published_at: datetime | None) -> bool:
+    if draft_written_at is None:
+        return False
+    if published_at is None:
+        return True
+    return draft_written_at - published_at > APP_WRITE_TOLERANCE
+
+
+# --- the read model ------------------------------------------------------------------------
+
+
+def _brand_channel(session: Session, organization_id: uuid.UUID) -> dict[str, Any]:
+    draft = session.get(BrandDraft, organization_id)
+    latest = latest_revision(session, organization_id)
+    live = latest if latest is not None and latest.unpublished_at is None else None
+    return {
+        "channel": "brand",
+        "pending": brand_pending(draft, live),
+        "live": live is not None,
+        "draft": None
+        if draft is None
+        else {
+            "palette": draft.palette,
+            "name": draft.name,
+            "logos": draft.logos,
+            "updatedAt": _iso(draft.updated_at),
+        },
+        "published": None
+        if live is None
+        else {
+            "revision": live.revision,
+            "palette": live.palette,
+            "name": live.name,
+            "logos": live.logos,
+            "publishedAt": _iso(live.published_at),
+        },
+        "latestRevision": latest.revision if latest is not None else None,
+    }
+
+
+def _website_channel(session: Session, organization_id: uuid.UUID) -> dict[str, Any]:
+    website = session.get(Website, organization_id)
+    draft = (
+        session.get(WebsiteRevision, (organization_id, website.draft_revision)) if website else None
+    )
+    return {
+        "channel": "website",
+        "pending": website_pending(website),
+        "live": website is not None and website.published_content_revision is not None,
+        "adoptedSchema": website.adopted_schema if website else None,
+        "draftRevision": website.draft_revision if website else None,
+        "publishedContentRevision": website.published_content_revision if website else None,
+        "publishedBrandRevision": website.published_brand_revision if website else None,
+        "publishedAt": _iso(website.published_at) if website else None,
+        "updatedAt": _iso(website.updated_at) if website else None,
+        "draft": draft.content if draft is not None else None,
+    }
+
+
+def _attestation(at: datetime | None, by: uuid.UUID | None) -> dict[str, Any] | None:
+    return None if at is None else {"at": _iso(at), "byUserId": str(by) if by else None}
+
+
+def _app_channel(session: Session, organization_id: uuid.UUID) -> dict[str, Any]:
+    draft = session.get(MemberAppDraft, organization_id)
+    written = app_draft_written_at(session, organization_id)
+    live = live_app_version(session, organization_id)
+    latest = latest_app_version(session, organization_id)
+    slots = session.scalars(
+        select(MemberAppDraftAsset.slot).where(
+            MemberAppDraftAsset.organization_id == organization_id
+        )
+    ).all()
+    return {
+        "channel": "app",
+        "pending": app_pending(written, live.published_at if live else None),
+        "live": live is not None,
+        "version": live.version if live else None,
+        "latestVersion": latest.version if latest else None,
+        "publishedAt": _iso(live.published_at) if live else None,
+        "updatedAt": _iso(written),
+        "draft": {"displayName": draft.display_name if draft else None, "slots": sorted(slots)},
+        "attestations": {
+            "screenshot": _attestation(
+                live.screenshot_attested_at, live.screenshot_attested_by_user_id
+            )
+            if live
+            else None,
+            "internalSmoke": _attestation(
+                live.internal_smoke_attested_at, live.internal_smoke_attested_by_user_id
+            )
+            if live
+            else None,
+        },
+    }
+
+
+def workspace(session: Session, organization_id: uuid.UUID) -> dict[str, Any]:
+    """GET /organizations/:orgId/brand-workspace: the channels in publishing order."""
+    return {
+        "organizationId": str(organization_id),
+        "channels": [
+            _brand_channel(session, organization_id),
+            _website_channel(session, organization_id),
+            _app_channel(session, organization_id),
+        ],
+    }
+
+
+def channel(session: Session, organization_id: uuid.UUID, name: str) -> dict[str, Any]:
+    return {"brand": _brand_channel, "website": _website_channel, "app": _app_channel}[name](
+        session, organization_id
+    )
