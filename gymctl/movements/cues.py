@@ -1,0 +1,112 @@
+"""Coaching text (spec B 4.5 /cues): 3 cues, 2 common faults and 2 scaling options per movement,
+in English, from the chat model. Without rebuild only rows short of a count are filled. An
+answer that does not hold exactly those counts of short plain strings is refused for that row
+and changes nothing; a dry run shows what would be written and writes nothing."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from gymctl.events import EventKind, emit
+from gymctl.models import Movement
+from gymctl.movements.clients import ChatModel
+from gymctl.movements.progress import SILENT, Progress
+from gymctl.movements.targets import canonical_rows
+
+COUNTS = {"cues": 3, "commonFaults": 2, "scalingOptions": 2}
+COLUMNS = {"cues": "cues", "commonFaults": "common_faults", "scalingOptions": "scaling_options"}
+MAX_ITEM = 200
+DISABLED = "cue writing is disabled: GYMCTL_LLM_KEY is unset"
+PROMPT = (
+    "You write coaching text for a gym's movement library, in English. For the movement given, "
+    'answer JSON {"cues": [3 short coaching cues], "commonFaults": [2 common faults], '
+    '"scalingOptions": [2 ways to scale it]}; each item one sentence of at most 200 characters.'
+)
+
+
+def short_of_counts(movement: Movement) -> bool:
+    return any(len(getattr(movement, COLUMNS[k]) or []) < n for k, n in COUNTS.items())
+
+
+def validated(answer: dict[str, Any]) -> dict[str, list[str]] | None:
+    out = {}
+    for key, count in COUNTS.items():
+        items = answer.get(key)
+        if not isinstance(items, list) or len(items) != count:
+            return None
+        if not all(
+            isinstance(i, str) and i.strip() and len(i) <= MAX_ITEM and "\x00" not in i
+            for i in items
+        ):
+            return None
+        out[key] = [i.strip() for i in items]
+    return out
+
+
+def write_cues(
+    session: Session,
+    llm: ChatModel | None,
+    *,
+    now: datetime,
+    dry_run: bool = False,
+    rebuild: bool = False,
+    limit: int | None = None,
+    actor_user_id: uuid.UUID | None = None,
+    progress: Progress = SILENT,
+) -> dict[str, Any]:
+    if llm is None:
+        return {"disabled": DISABLED, "dryRun": dry_run}
+    rows = [m for m in canonical_rows(session) if rebuild or short_of_counts(m)]
+    if limit is not None:
+        rows = rows[:limit]
+    cost, filled, invalid, report = 0, 0, [], []
+    progress.start("cues", len(rows))
+    for movement in rows:
+        user = json.dumps(
+            {
+                "movement": movement.name,
+                "equipment": movement.equipment,
+                "instructions": (movement.instructions or [])[:6],
+            }
+        )
+        answer, usage = llm.complete_json(PROMPT, user)
+        cost += llm.cost_micros(usage)
+        text = validated(answer)
+        if text is None:
+            invalid.append(movement.slug)
+        else:
+            filled += 1
+            report.append({"id": str(movement.id), "slug": movement.slug, **text})
+            if not dry_run:
+                for key, items in text.items():
+                    setattr(movement, COLUMNS[key], items)
+                movement.updated_at = now
+        progress.advance()
+    result = {
+        "dryRun": dry_run,
+        "rebuild": rebuild,
+        "considered": len(rows),
+        "filled": filled,
+        "invalid": invalid,
+        "costUsdMicros": cost,
+        "model": llm.model,
+        "report": report,
+    }
+    if not dry_run:
+        session.flush()
+        emit(
+            session,
+            EventKind.audit,
+            "movements.cues_written",
+            at=now,
+            aggregate_type="movement_library",
+            aggregate_id="canonical",
+            actor_user_id=actor_user_id,
+            payload={k: v for k, v in result.items() if k != "report"},
+        )
+    return result

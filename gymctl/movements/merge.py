@@ -1,0 +1,205 @@
+"""Merging duplicates and removing aliases (spec B 4.5 /merge, /alias-change).
+
+A wrong merge corrupts every workout that used the loser, so each write has a dry run that
+counts and writes nothing, runs under the library lock with its rows locked in id order, and
+leaves an audit row with what it changed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.db import advisory_lock
+from gymctl.errors import DomainError, not_found
+from gymctl.events import EventKind, emit
+from gymctl.models import Movement
+from gymctl.movements.aliases import fold, merge_aliases
+from gymctl.movements.embeddings import Embedder, embed_movements
+from gymctl.movements.progress import SILENT, Progress
+from gymctl.movements.references import reference_counts, repoint
+
+LIBRARY_LOCK = "movements:library"
+# Filled on the winner from the loser when the winner has none: media moves with the merge.
+_CARRIED = ("thumbnail_url", "cues", "common_faults", "scaling_options")
+
+
+def lock_canonical(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Movement]:
+    """The library lock, then the rows FOR UPDATE in id order; any id not canonical is 404."""
+    advisory_lock(session, LIBRARY_LOCK)
+    wanted = sorted(set(ids))
+    rows = session.scalars(
+        select(Movement)
+        .where(Movement.id.in_(wanted), Movement.organization_id.is_(None))
+        .order_by(Movement.id)
+        .with_for_update()
+    ).all()
+    found = {row.id: row for row in rows}
+    missing = [str(i) for i in wanted if i not in found]
+    if missing:
+        raise DomainError(
+            "movement_not_found", "no canonical movement with this id", status=404, ids=missing
+        )
+    return found
+
+
+def merge_pairs(
+    session: Session,
+    embedder: Embedder,
+    pairs: Sequence[tuple[uuid.UUID, uuid.UUID]],
+    *,
+    dry_run: bool,
+    now: datetime,
+    actor_user_id: uuid.UUID | None = None,
+    progress: Progress = SILENT,
+) -> dict[str, Any]:
+    """Each pair is (winnerId, loserId). A refusal anywhere changes nothing at all."""
+    for winner_id, loser_id in pairs:
+        if winner_id == loser_id:
+            raise DomainError("merge_pair_invalid", "a movement cannot merge into itself")
+    rows = lock_canonical(session, [i for pair in pairs for i in pair])
+    progress.start("merge", len(pairs))
+    results = []
+    for winner_id, loser_id in pairs:
+        winner, loser = rows[winner_id], rows[loser_id]
+        if loser.deleted_at is not None:
+            results.append(_outcome(winner, loser, "already_merged"))
+        elif winner.deleted_at is not None:
+            raise DomainError(
+                "merge_winner_deleted",
+                f"{winner.slug} was merged or deleted; merge into its survivor",
+                status=409,
+                winnerId=str(winner.id),
+                mergedIntoId=str(winner.merged_into_id) if winner.merged_into_id else None,
+            )
+        elif dry_run:
+            outcome = _outcome(winner, loser, "would_merge")
+            outcome["references"] = reference_counts(session, [loser.id])[loser.id]
+            outcome["aliasesAfter"] = _aliases_after(winner, loser)
+            results.append(outcome)
+        else:
+            with session.begin_nested():
+                results.append(
+                    _merge(session, embedder, winner, loser, now=now, actor=actor_user_id)
+                )
+        progress.advance()
+    return {"dryRun": dry_run, "pairs": results}
+
+
+def _outcome(winner: Movement, loser: Movement, outcome: str) -> dict[str, Any]:
+    return {"winnerId": str(winner.id), "loserId": str(loser.id), "outcome": outcome}
+
+
+def _aliases_after(winner: Movement, loser: Movement) -> list[str]:
+    return merge_aliases(
+        winner.aliases or [], [loser.name, *(loser.aliases or [])], name=winner.name
+    )
+
+
+def _merge(
+    session: Session,
+    embedder: Embedder,
+    winner: Movement,
+    loser: Movement,
+    *,
+    now: datetime,
+    actor: uuid.UUID | None,
+) -> dict[str, Any]:
+    before = list(winner.aliases or [])
+    moved = repoint(session, loser, winner)
+    winner.aliases = _aliases_after(winner, loser)
+    for name in _CARRIED:
+        if not getattr(winner, name) and getattr(loser, name):
+            setattr(winner, name, getattr(loser, name))
+    if not winner.video_url and loser.video_url:
+        winner.video_url, winner.video_status = loser.video_url, loser.video_status
+    known = {c.get("url") for c in winner.video_candidates or []}
+    winner.video_candidates = [
+        *(winner.video_candidates or []),
+        *(c for c in loser.video_candidates or [] if c.get("url") not in known),
+    ]
+    winner.updated_at = now
+    loser.deleted_at = now
+    loser.merged_into_id = winner.id
+    loser.updated_at = now
+    embed_movements(embedder, [winner])
+    session.flush()
+    emit(
+        session,
+        EventKind.audit,
+        "movements.merged",
+        at=now,
+        aggregate_type="movement",
+        aggregate_id=winner.id,
+        actor_user_id=actor,
+        payload={
+            "winnerId": str(winner.id),
+            "loserId": str(loser.id),
+            "loserSlug": loser.slug,
+            "references": moved,
+            "before": before,
+            "after": list(winner.aliases),
+        },
+    )
+    return {
+        **_outcome(winner, loser, "merged"),
+        "references": moved,
+        "aliasesAfter": winner.aliases,
+    }
+
+
+def alias_change(
+    session: Session,
+    embedder: Embedder,
+    *,
+    source_id: uuid.UUID,
+    alias: str,
+    dry_run: bool,
+    now: datetime,
+    actor_user_id: uuid.UUID | None = None,
+) -> dict[str, Any]:
+    """Remove every spelling of the term from the source row's aliases, then re-embed it."""
+    term = fold(alias)
+    if not term:
+        raise DomainError("alias_invalid", "the alias folds to nothing")
+    source = lock_canonical(session, [source_id])[source_id]
+    if source.deleted_at is not None:
+        raise not_found("movement_not_found", "this movement was merged or deleted")
+    if fold(source.name) == term:
+        raise DomainError(
+            "alias_is_name", "the term is the movement's own name, not an alias", status=409
+        )
+    before = list(source.aliases or [])
+    after = [a for a in before if fold(a) != term]
+    if len(after) == len(before):
+        raise not_found("alias_not_found", f"{source.slug} holds no spelling of {alias!r}")
+    result = {
+        "sourceId": str(source.id),
+        "term": term,
+        "removed": [a for a in before if fold(a) == term],
+        "before": before,
+        "after": after,
+        "dryRun": dry_run,
+    }
+    if dry_run:
+        return result
+    source.aliases = after
+    source.updated_at = now
+    embed_movements(embedder, [source])
+    session.flush()
+    emit(
+        session,
+        EventKind.audit,
+        "movements.alias_changed",
+        at=now,
+        aggregate_type="movement",
+        aggregate_id=source.id,
+        actor_user_id=actor_user_id,
+        payload={"term": term, "before": before, "after": after},
+    )
+    return result

@@ -1,0 +1,130 @@
+"""Seeding the canonical library from a published file in object storage (spec B 4.5 /seed).
+
+Rows are upserted by slug. Base fields (name, category, pattern, ...) follow the file; aliases
+only grow (merged names stay). Enriched fields (thumbnail, video, cues, faults, scaling) are
+filled where empty, and overwritten only with rebuild. A merged or deleted slug is left alone,
+so re-seeding never resurrects a loser.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.errors import not_found
+from gymctl.events import EventKind, emit
+from gymctl.models import Movement
+from gymctl.movements.aliases import merge_aliases
+from gymctl.movements.embeddings import Embedder, Pacer, embed_movements, embedding_text
+from gymctl.movements.library import LibraryEntry, parse_library
+from gymctl.movements.progress import SILENT, Progress
+from gymctl.providers.storage import ObjectStore
+
+BASE_FIELDS = (
+    "name",
+    "category",
+    "kind",
+    "movement_pattern",
+    "equipment",
+    "primary_muscles",
+    "instructions",
+)
+ENRICHED_FIELDS = ("thumbnail_url", "cues", "common_faults", "scaling_options")
+
+
+def read_library(store: ObjectStore, key: str) -> list[LibraryEntry]:
+    data = store.get(key)
+    if data is None:
+        raise not_found("library_file_not_found", f"no library file at {key}")
+    return parse_library(data)
+
+
+def seed_library(
+    session: Session,
+    store: ObjectStore,
+    embedder: Embedder,
+    *,
+    key: str,
+    rebuild: bool = False,
+    rpm: int | None = None,
+    now: datetime,
+    actor_user_id: uuid.UUID | None = None,
+    progress: Progress = SILENT,
+    pacer: Pacer | None = None,
+) -> dict[str, Any]:
+    """`rpm` paces a remote embedder's requests (`pacer` overrides it, for tests)."""
+    entries = read_library(store, key)
+    existing = {
+        row.slug: row
+        for row in session.scalars(select(Movement).where(Movement.organization_id.is_(None)))
+    }
+    counts = {"created": 0, "updated": 0, "unchanged": 0, "skippedDeleted": 0}
+    to_embed: list[Movement] = []
+    progress.start("upsert", len(entries))
+    for entry in entries:
+        row = existing.get(entry.slug)
+        if row is not None and row.deleted_at is not None:
+            counts["skippedDeleted"] += 1
+        elif row is None:
+            row = Movement(slug=entry.slug, created_at=now, updated_at=now)
+            _apply(row, entry, enriched=True)
+            session.add(row)
+            to_embed.append(row)
+            counts["created"] += 1
+        else:
+            before = (embedding_text(row), _snapshot(row))
+            _apply(row, entry, enriched=rebuild)
+            changed = _snapshot(row) != before[1]
+            if changed:
+                row.updated_at = now
+            counts["updated" if changed else "unchanged"] += 1
+            if rebuild or row.embedding_model != embedder.model or embedding_text(row) != before[0]:
+                to_embed.append(row)
+        progress.advance()
+    progress.start("embed", len(to_embed))
+    embed_movements(embedder, to_embed, pacer=pacer or Pacer(rpm), progress=progress.advance)
+    session.flush()
+    result = {
+        "key": key,
+        "rebuild": rebuild,
+        "entries": len(entries),
+        **counts,
+        "embedded": len(to_embed),
+        "model": embedder.model,
+    }
+    emit(
+        session,
+        EventKind.audit,
+        "movements.library_seeded",
+        at=now,
+        aggregate_type="movement_library",
+        aggregate_id="canonical",
+        actor_user_id=actor_user_id,
+        payload=result,
+    )
+    return result
+
+
+def _snapshot(row: Movement) -> tuple:
+    fields = (*BASE_FIELDS, "aliases", *ENRICHED_FIELDS, "video_url", "video_status")
+    return tuple(repr(getattr(row, name)) for name in fields)
+
+
+def _apply(row: Movement, entry: LibraryEntry, *, enriched: bool) -> None:
+    for name in BASE_FIELDS:
+        setattr(row, name, getattr(entry, name))
+    row.aliases = merge_aliases(row.aliases or [], entry.aliases, name=entry.name)
+    for name in ENRICHED_FIELDS:
+        value = getattr(entry, name)
+        if enriched or not getattr(row, name):
+            setattr(row, name, value)
+    if enriched or (not row.video_url and entry.video_url):
+        # A video named by the published file was chosen by a person: rank never touches it.
+        row.video_url = entry.video_url
+        row.video_status = "manual" if entry.video_url else "none"
+    row.video_candidates = row.video_candidates or []
+    row.video_rejected_ids = row.video_rejected_ids or []

@@ -1,0 +1,326 @@
+"""The movement library's doors (spec B 4.5): platform-admin routes under
+/admin/exercises/canonical, a member's video report and a gym's own thumbnail upload. Long work
+is enqueued (202 with the job); the rest answers at once. Each calls the same domain functions as
+`gymctl movements ...`."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from flask import Blueprint, current_app, jsonify, request
+from pydantic import Field, StringConstraints
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from gymctl.access.memberships import resolve_membership
+from gymctl.access.permissions import Action, Module
+from gymctl.errors import DomainError, not_found
+from gymctl.movements import cues, discovery, jobs, merge, ranking, thumbnails
+from gymctl.movements.duplicates import DEFAULT_LIMIT, alias_collisions, duplicates_report
+from gymctl.movements.embeddings import threshold_for
+from gymctl.movements.services import Library, library_from_settings
+from gymctl.movements.views import describe
+from webhooks.access import membership, org_route, platform_admin_route, signed_in_user
+from webhooks.context import auth, db, now, services
+from webhooks.validation import Body, parse
+
+bp = Blueprint("movements", __name__)
+ADMIN = "/admin/exercises/canonical"
+ORG = "/organizations/<uuid:org_id>/exercises/<uuid:movement_id>"
+MULTIPART_OVERHEAD = 64 * 1024
+
+Slug = Annotated[str, StringConstraints(min_length=1, max_length=160)]
+
+
+def _library() -> Library:
+    """Built once per app from its settings and object store."""
+    if "gymctl.movements" not in current_app.extensions:
+        svc = services()
+        current_app.extensions["gymctl.movements"] = library_from_settings(
+            svc.settings, store=svc.store
+        )
+    return current_app.extensions["gymctl.movements"]
+
+
+def _enqueued(job) -> tuple:
+    return jsonify(jobs.describe_job(job)), 202
+
+
+class SeedRequest(Body):
+    r2Key: str = Field(min_length=1, max_length=1024)
+    rebuild: bool = False
+    rpm: int | None = Field(None, ge=1, le=100_000)
+
+
+@bp.post(f"{ADMIN}/seed")
+@platform_admin_route
+def seed():
+    body = parse(SeedRequest)
+    try:
+        present = _library().store.head(body.r2Key) is not None
+    except ValueError:
+        present = False
+    if not present:
+        raise not_found("library_file_not_found", f"no library file at {body.r2Key}")
+    payload = body.model_dump(exclude_none=True)
+    job = jobs.enqueue(db(), "seed", payload, now=now(), actor_user_id=signed_in_user().id)
+    return _enqueued(job)
+
+
+@bp.get(f"{ADMIN}/jobs")
+@platform_admin_route
+def list_jobs():
+    queue = request.args.get("queue") or None
+    status = request.args.get("status") or None
+    return jsonify(jobs=jobs.list_jobs(db(), queue=queue, status=status))
+
+
+@bp.get(f"{ADMIN}/jobs/<queue>/<uuid:job_id>")
+@platform_admin_route
+def get_job(queue, job_id):
+    return jsonify(jobs.get_job(db(), queue, job_id))
+
+
+class ThumbnailsRequest(Body):
+    force: bool = False
+
+
+@bp.post(f"{ADMIN}/thumbnails")
+@platform_admin_route
+def enqueue_thumbnails():
+    body = parse(ThumbnailsRequest)
+    library = _library()
+    reason = thumbnails.disabled_reason(library.settings, library.images)
+    if reason:
+        return jsonify(enqueued=0, jobIds=[], disabled=reason)
+    actor = signed_in_user().id
+    queued = [
+        jobs.enqueue(
+            db(),
+            "thumbnail",
+            {"movementId": str(m.id), "slug": m.slug, "force": body.force},
+            now=now(),
+            actor_user_id=actor,
+        )
+        for m in thumbnails.rows_needing_thumbnails(db(), force=body.force)
+    ]
+    return jsonify(enqueued=len(queued), jobIds=[str(j.id) for j in queued]), 202
+
+
+class DuplicatesRequest(Body):
+    limit: int = Field(DEFAULT_LIMIT, ge=1, le=10_000)
+
+
+@bp.post(f"{ADMIN}/duplicates")
+@platform_admin_route
+def duplicates():
+    body = parse(DuplicatesRequest)
+    library = _library()
+    model = library.embedder.model
+    return jsonify(
+        duplicates_report(
+            db(), model=model, threshold=threshold_for(library.settings, model), limit=body.limit
+        )
+    )
+
+
+class Pair(Body):
+    winnerId: uuid.UUID
+    loserId: uuid.UUID
+
+
+class MergeRequest(Body):
+    pairs: list[Pair] = Field(min_length=1, max_length=500)
+    dryRun: bool = False
+
+
+@bp.post(f"{ADMIN}/merge")
+@platform_admin_route
+def merge_pairs():
+    body = parse(MergeRequest)
+    return jsonify(
+        merge.merge_pairs(
+            db(),
+            _library().embedder,
+            [(p.winnerId, p.loserId) for p in body.pairs],
+            dry_run=body.dryRun,
+            now=now(),
+            actor_user_id=signed_in_user().id,
+        )
+    )
+
+
+@bp.get(f"{ADMIN}/alias-collisions")
+@platform_admin_route
+def list_alias_collisions():
+    return jsonify(aliasCollisions=alias_collisions(db()))
+
+
+class AliasChangeRequest(Body):
+    sourceId: uuid.UUID
+    alias: str = Field(min_length=1, max_length=200)
+    dryRun: bool = False
+
+
+@bp.post(f"{ADMIN}/alias-change")
+@platform_admin_route
+def alias_change():
+    body = parse(AliasChangeRequest)
+    return jsonify(
+        merge.alias_change(
+            db(),
+            _library().embedder,
+            source_id=body.sourceId,
+            alias=body.alias,
+            dry_run=body.dryRun,
+            now=now(),
+            actor_user_id=signed_in_user().id,
+        )
+    )
+
+
+class DiscoverRequest(Body):
+    limit: int | None = Field(None, ge=1, le=10_000)
+    ids: list[uuid.UUID] | None = Field(None, max_length=1000)
+    slugs: list[Slug] | None = Field(None, max_length=1000)
+    force: bool = False
+
+
+class RefreshRequest(DiscoverRequest):
+    dryRun: bool = False
+    includeUncovered: bool = False
+
+
+class RankRequest(Body):
+    dryRun: bool = False
+    limit: int | None = Field(None, ge=1, le=10_000)
+    slugs: list[Slug] | None = Field(None, max_length=1000)
+    includeUncovered: bool = False
+
+
+def _payload(body: Body) -> dict:
+    return body.model_dump(mode="json", exclude_none=True)
+
+
+@bp.post(f"{ADMIN}/video/discover")
+@platform_admin_route
+def video_discover():
+    body = parse(DiscoverRequest)
+    if _library().search is None:
+        return jsonify(discovery.discover(db(), None, _library().settings, now=now()))
+    job = jobs.enqueue(
+        db(), "video_discover", _payload(body), now=now(), actor_user_id=signed_in_user().id
+    )
+    return _enqueued(job)
+
+
+@bp.post(f"{ADMIN}/video/refresh")
+@platform_admin_route
+def video_refresh():
+    body = parse(RefreshRequest)
+    job = jobs.enqueue(
+        db(), "video_refresh", _payload(body), now=now(), actor_user_id=signed_in_user().id
+    )
+    return _enqueued(job)
+
+
+@bp.post(f"{ADMIN}/video/rank")
+@platform_admin_route
+def video_rank():
+    body = parse(RankRequest)
+    if _library().llm is None:
+        return jsonify(disabled=ranking.DISABLED, dryRun=body.dryRun)
+    job = jobs.enqueue(
+        db(), "video_rank", _payload(body), now=now(), actor_user_id=signed_in_user().id
+    )
+    return _enqueued(job)
+
+
+class CuesRequest(Body):
+    dryRun: bool = False
+    rebuild: bool = False
+
+
+@bp.post(f"{ADMIN}/cues")
+@platform_admin_route
+def write_cues():
+    body = parse(CuesRequest)
+    if _library().llm is None:
+        return jsonify(disabled=cues.DISABLED, dryRun=body.dryRun)
+    job = jobs.enqueue(db(), "cues", _payload(body), now=now(), actor_user_id=signed_in_user().id)
+    return _enqueued(job)
+
+
+@bp.post(f"{ADMIN}/<uuid:movement_id>/video/verify")
+@platform_admin_route
+def verify_video(movement_id):
+    return jsonify(ranking.verify(db(), movement_id, now=now(), actor_user_id=signed_in_user().id))
+
+
+@bp.post(f"{ADMIN}/<uuid:movement_id>/video/demote")
+@platform_admin_route
+def demote_video(movement_id):
+    return jsonify(
+        ranking.demote(
+            db(), movement_id, _library().settings, now=now(), actor_user_id=signed_in_user().id
+        )
+    )
+
+
+class VideoReportRequest(Body):
+    negative: bool = True
+    reason: str | None = Field(None, max_length=500)
+
+
+@bp.post(f"{ORG}/video/report")
+def report_video(org_id, movement_id):
+    """Any active member of the gym may report the video of a movement it can see."""
+    member = resolve_membership(db(), org_id, auth().user)
+    body = parse(VideoReportRequest)
+    return jsonify(
+        ranking.report_video(
+            db(),
+            _library().settings,
+            organization_id=org_id,
+            movement_id=movement_id,
+            user_id=member.user_id,
+            negative=body.negative,
+            reason=body.reason,
+            now=now(),
+        )
+    )
+
+
+report_video.gymctl_access = ("own",)  # type: ignore[attr-defined]
+
+
+def _thumbnail_file() -> bytes:
+    request.max_content_length = thumbnails.MAX_UPLOAD_BYTES + MULTIPART_OVERHEAD
+    if request.mimetype != "multipart/form-data":
+        raise DomainError("movement_thumbnail_multipart", "send multipart/form-data with one file")
+    try:
+        files = request.files
+    except RequestEntityTooLarge:
+        raise DomainError("movement_thumbnail_too_large", "at most 5 MB", status=413) from None
+    parts = [part for name in files for part in files.getlist(name)]
+    if len(parts) != 1:
+        raise DomainError("movement_thumbnail_multipart", "exactly one file part is expected")
+    return parts[0].read(thumbnails.MAX_UPLOAD_BYTES + 1)
+
+
+@bp.put(f"{ORG}/thumbnail")
+@org_route(Module.programming, Action.manage)
+def upload_thumbnail(org_id, movement_id):
+    data = _thumbnail_file()
+    library = _library()
+    movement = thumbnails.upload_thumbnail(
+        db(),
+        library.public_store,
+        library.settings,
+        organization_id=org_id,
+        movement_id=movement_id,
+        data=data,
+        now=now(),
+        actor_user_id=membership().user_id,
+    )
+    return jsonify(describe(movement))
