@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from gymctl.billing import checkout, collector
+from gymctl.billing import checkout, collector, lifecycle
 from gymctl.config import Settings
 from gymctl.crypto import billing_cipher
 from gymctl.errors import DomainError
@@ -62,7 +62,17 @@ def abandoned_checkouts(
     )
 
 
+def lifecycle_pass(
+    factory: sessionmaker[Session], now: datetime, settings: Settings
+) -> SweepResult:
+    with factory() as session:
+        result = lifecycle.run_lifecycle(session, now=now)
+        session.commit()
+    return result
+
+
 SWEEPS: dict[str, Sweep] = {
+    "lifecycle": lifecycle_pass,
     "catch-up": catch_up,
     "daily": daily,
     "recovery": recovery,
@@ -100,6 +110,11 @@ def run_sweep(
         raise DomainError(
             "unknown_sweep", f"unknown sweep {name}; sweeps: {', '.join(SWEEPS)}", status=404
         )
+    if dry_run and name == "lifecycle":
+        with factory() as session:  # the pass itself, rolled back: what it would move
+            result = lifecycle.run_lifecycle(session, now=now)
+            session.rollback()
+        return {**result, "dryRun": True}
     if dry_run:
         if name not in ("catch-up", "daily", "recovery"):
             raise DomainError("dry_run_unsupported", f"{name} has no dry run", status=422)

@@ -19,3 +19,12 @@ def test_sweep_dry_run_and_unknown_sweep(home_env):  # noqa: F811
     refused = gymctl(home_env, "billing", "sweep", "nightly", check=False)
     assert refused.returncode == 1
     assert "unknown_sweep" in refused.stderr + refused.stdout
+
+
+def test_lifecycle_sweep_dry_run_moves_nothing(home_env):  # noqa: F811
+    gymctl(home_env, "db", "upgrade")
+    report = json.loads(
+        gymctl(home_env, "billing", "sweep", "lifecycle", "--dry-run", "--json").stdout
+    )
+    assert report["dryRun"] is True
+    assert report["expired"] == 0

@@ -1,0 +1,342 @@
+"""The hourly lifecycle pass (spec B 3): every subscription transition the table gives to the
+lifecycle, each as one set-based statement on PostgreSQL (`gymctl.billing.transitions`).
+
+Each transition moves a row out of the state its condition reads, so a second run at the same
+`now` changes nothing and writes nothing. The order matters: debt is entered before anything
+ends (an unpaid pay-later pack owes its debt rather than quietly expiring), and cancellation for
+non-payment runs after debt entry, so a row that enters debt already past its grace is
+cancelled in the same pass rather than by the next one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from dateutil.relativedelta import relativedelta
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    and_,
+    case,
+    cast,
+    extract,
+    false,
+    func,
+    literal,
+    not_,
+    or_,
+    select,
+    true,
+)
+from sqlalchemy.orm import Session
+
+from gymctl.billing.debt import CASH_LAPSED, NOTICE_CANCELLED, NOTICE_OPENED, PAYMENT_DUE
+from gymctl.billing.transitions import (
+    S,
+    Transition,
+    days_after,
+    run_transition,
+    utc_wall_clock,
+)
+from gymctl.clock import ensure_utc
+from gymctl.models import BillingSettings, PaymentTransaction
+from gymctl.models.base import UTCDateTime
+from gymctl.models.billing import (
+    CollectionMethod,
+    PlanType,
+    SubscriptionStatus,
+    TransactionStatus,
+)
+
+# At most this many rows per transition per run; the rest waits for the next hour (`more` in
+# the summary names the transitions that left rows behind). 10,000 rows keep each statement's
+# row locks to well under a second on PostgreSQL.
+MAX_ROWS_PER_TRANSITION = 10_000
+NON_PAYMENT = "non_payment"
+
+_PT = PaymentTransaction.__table__
+_SETTINGS = BillingSettings.__table__
+_DEFAULT_GRACE_DAYS = _SETTINGS.c.billing_grace_days.default.arg  # spec B 2.5: 7
+
+
+def _no_unresolved_attempt() -> ColumnElement[bool]:
+    """A pending protected attempt means the outcome is unknown, not that nothing was charged
+    (spec B 2.2): the row waits until the collector resolves it. Pending attempts are few, so
+    PostgreSQL probes them as one hashed set (an anti-join was misplanned as a loop)."""
+    return S.c.id.not_in(
+        select(_PT.c.subscription_id).where(
+            _PT.c.status == TransactionStatus.pending.value,
+            _PT.c.attempt_kind.is_not(None),
+            _PT.c.subscription_id.is_not(None),  # NOT IN over a NULL matches nothing
+        )
+    )
+
+
+def _live(status: SubscriptionStatus, *conditions: ColumnElement[bool]) -> ColumnElement[bool]:
+    return and_(
+        S.c.status == status.value, S.c.deleted_at.is_(None), *conditions, _no_unresolved_attempt()
+    )
+
+
+def _ending(*conditions: ColumnElement[bool]) -> ColumnElement[bool]:
+    """Active rows whose term is over. A row with a notice given is left to the period-end
+    sweep, which sets its retention outcome and settles the refund owed (spec B 3)."""
+    return _live(SubscriptionStatus.active, S.c.cancel_at_period_end.is_(false()), *conditions)
+
+
+# Subscriptions with their organization's billing settings (absent row: the defaults), joined
+# once rather than looked up per debt row.
+_WITH_SETTINGS = S.outerjoin(_SETTINGS, _SETTINGS.c.organization_id == S.c.organization_id)
+
+
+def _grace_over(now: datetime) -> ColumnElement[bool]:
+    """Day N (billing_grace_days, default 7, counted from debt_since) has been reached.
+    Reads the settings of `_WITH_SETTINGS`."""
+    grace = func.coalesce(_SETTINGS.c.billing_grace_days, _DEFAULT_GRACE_DAYS)
+    return days_after(S.c.debt_since, grace) <= now
+
+
+# A zero-price open-ended card plan rolls on instead of ending (spec B 3).
+_ROLLS = and_(
+    S.c.price_in_cents == 0,
+    S.c.open_ended.is_(true()),
+    S.c.renewal_end.is_(None),
+    S.c.interval_months.is_not(None),
+)
+
+
+def _opened_debt(reason: str, since, amount) -> Callable[[datetime, Any], dict[str, Any]]:
+    def values(now: datetime, _picked: Any = None) -> dict[str, Any]:
+        return {
+            "status": SubscriptionStatus.debt.value,
+            "debt_reason": reason,
+            "debt_since": since,
+            "debt_amount_in_cents": amount,
+            "updated_at": now,
+        }
+
+    return values
+
+
+def _ended(status: SubscriptionStatus) -> Callable[[datetime, Any], dict[str, Any]]:
+    def values(now: datetime, _picked: Any = None) -> dict[str, Any]:
+        return {"status": status.value, "ended_at": now, "updated_at": now}
+
+    return values
+
+
+def _cancelled(now: datetime, _picked: Any = None) -> dict[str, Any]:
+    # The debt columns stay: open debt on a plan cancelled for non-payment blocks booking.
+    return {
+        "status": SubscriptionStatus.cancelled.value,
+        "cancellation_reason": NON_PAYMENT,
+        "retention_outcome": "lost_payment",
+        "cancelled_at": now,
+        "ended_at": now,
+        "updated_at": now,
+    }
+
+
+def _roll_intervals(now: datetime) -> dict[str, ColumnElement[int]]:
+    """How many whole intervals the roll advances: the fewest that end the period after `now`,
+    counted from the old end (month ends clamp, as `relativedelta` does on SQLite). The
+    calendar months between the two instants give a first guess that is exact or one short."""
+    end, now_utc = (
+        utc_wall_clock(S.c.current_period_end),
+        utc_wall_clock(literal(now, UTCDateTime())),
+    )
+    months = cast(
+        (extract("year", now_utc) - extract("year", end)) * 12
+        + extract("month", now_utc)
+        - extract("month", end),
+        Integer,
+    )
+    first = func.greatest(1, (months + S.c.interval_months - 1) // S.c.interval_months)
+    return {"intervals": first + case((_shifted(first) <= now_utc, 1), else_=0)}
+
+
+def _shifted(intervals) -> ColumnElement[datetime]:
+    """The old period end moved by whole intervals, as a UTC wall-clock timestamp."""
+    return utc_wall_clock(S.c.current_period_end) + func.make_interval(
+        0, intervals * S.c.interval_months
+    )
+
+
+def _rolled_pg(now: datetime, picked) -> dict[str, Any]:
+    new_end = func.timezone("UTC", _shifted(picked.intervals))
+    return {
+        "current_period_start": func.timezone("UTC", _shifted(picked.intervals - 1)),
+        "current_period_end": new_end,
+        "next_charge_date": case((S.c.next_charge_date.is_(None), None), else_=new_end),
+        "updated_at": now,
+    }
+
+
+def _rolled_embedded(row: dict[str, Any], now: datetime) -> dict[str, Any]:
+    end, months = row["current_period_end"], row["interval_months"]
+    intervals = 1
+    while end + relativedelta(months=intervals * months) <= now:
+        intervals += 1
+    new_end = end + relativedelta(months=intervals * months)
+    return {
+        "current_period_start": end + relativedelta(months=(intervals - 1) * months),
+        "current_period_end": new_end,
+        "next_charge_date": None if row["next_charge_date"] is None else new_end,
+        "updated_at": now,
+    }
+
+
+def _debt_payload(row) -> dict[str, Any]:
+    return {
+        "reason": row.debt_reason,
+        "amountInCents": row.debt_amount_in_cents,
+        "currency": row.currency,
+        "since": row.debt_since,
+        "userId": row.user_id,
+    }
+
+
+def _cancelled_payload(row) -> dict[str, Any]:
+    return {
+        "reason": NON_PAYMENT,
+        "debtReason": row.debt_reason,
+        "debtAmountInCents": row.debt_amount_in_cents,
+        "currency": row.currency,
+        "debtSince": row.debt_since,
+        "userId": row.user_id,
+    }
+
+
+def _ended_payload(row) -> dict[str, Any]:
+    return {"planType": row.plan_type, "periodEnd": row.current_period_end, "userId": row.user_id}
+
+
+def _rolled_payload(row) -> dict[str, Any]:
+    return {
+        "periodStart": row.current_period_start,
+        "periodEnd": row.current_period_end,
+        "amountInCents": 0,
+        "userId": row.user_id,
+    }
+
+
+TRANSITIONS: tuple[Transition, ...] = (
+    Transition(
+        "cash_lapsed",
+        lambda now: _live(
+            SubscriptionStatus.active,
+            S.c.plan_type == PlanType.cash.value,
+            S.c.payment_collection_method == CollectionMethod.cash.value,
+            S.c.price_in_cents > 0,
+            S.c.cash_prepaid_through <= now,
+        ),
+        _opened_debt(CASH_LAPSED, S.c.cash_prepaid_through, S.c.price_in_cents),
+        "subscription.debt_opened",
+        _debt_payload,
+        S.c.cash_prepaid_through,
+        notice=NOTICE_OPENED,
+    ),
+    Transition(
+        "payment_due",
+        lambda now: _live(
+            SubscriptionStatus.active,
+            S.c.payment_collection_method == CollectionMethod.pay_later.value,
+            S.c.unpaid_amount_in_cents > 0,
+            S.c.payment_due_at <= now,
+        ),
+        lambda now, _picked=None: {
+            **_opened_debt(PAYMENT_DUE, S.c.payment_due_at, S.c.unpaid_amount_in_cents)(now),
+            "payment_last_day": func.coalesce(S.c.payment_last_day, S.c.payment_due_at),
+        },
+        "subscription.debt_opened",
+        _debt_payload,
+        S.c.payment_due_at,
+        notice=NOTICE_OPENED,
+    ),
+    Transition(
+        "cancelled",
+        lambda now: _live(SubscriptionStatus.debt, S.c.debt_since.is_not(None), _grace_over(now)),
+        _cancelled,
+        "subscription.cancelled",
+        _cancelled_payload,
+        S.c.debt_since,
+        source=_WITH_SETTINGS,
+        notice=NOTICE_CANCELLED,
+    ),
+    Transition(
+        "expired",
+        lambda now: _ending(
+            S.c.plan_type.in_((PlanType.pack.value, PlanType.drop_in.value)),
+            S.c.current_period_end <= now,
+        ),
+        _ended(SubscriptionStatus.expired),
+        "subscription.expired",
+        _ended_payload,
+        S.c.current_period_end,
+    ),
+    Transition(
+        "gift_ended",
+        lambda now: _ending(S.c.plan_type == PlanType.gift.value, S.c.current_period_end <= now),
+        _ended(SubscriptionStatus.gift_ended),
+        "subscription.gift_ended",
+        _ended_payload,
+        S.c.current_period_end,
+    ),
+    Transition(
+        "term_ended",
+        lambda now: _ending(
+            S.c.plan_type == PlanType.card.value,
+            # Only the protected collector's rows keep their card here; another provider's
+            # or an external biller's card is not ours to see.
+            S.c.payment_collection_method == CollectionMethod.card_provider.value,
+            S.c.payment_method_id.is_(None),
+            S.c.current_period_end <= now,
+            or_(S.c.renewal_end.is_(None), S.c.renewal_end <= now),
+            not_(_ROLLS),
+        ),
+        _ended(SubscriptionStatus.term_ended),
+        "subscription.term_ended",
+        _ended_payload,
+        S.c.current_period_end,
+    ),
+    Transition(
+        "rolled",
+        lambda now: _ending(
+            S.c.plan_type == PlanType.card.value,
+            S.c.payment_method_id.is_(None),
+            _ROLLS,
+            S.c.current_period_end <= now,
+        ),
+        _rolled_pg,
+        "subscription.renewed",
+        _rolled_payload,
+        S.c.current_period_end,
+        picks=_roll_intervals,
+        embedded_values=_rolled_embedded,
+    ),
+)
+
+
+def run_lifecycle(
+    session: Session, *, now: datetime, limit: int = MAX_ROWS_PER_TRANSITION
+) -> dict[str, Any]:
+    """Run every lifecycle transition once at `now`; the counts moved per transition, the
+    events written, and `more`: the transitions that hit `limit` and left rows for next time.
+
+    Works in the caller's transaction. Subscription rows the session holds are expired
+    afterwards, so they read their new state."""
+    now = ensure_utc(now)
+    session.flush()
+    summary: dict[str, Any] = {}
+    events = 0
+    more: list[str] = []
+    for transition in TRANSITIONS:
+        moved = run_transition(session, transition, now, limit)
+        summary[transition.name] = moved.rows
+        events += moved.events
+        if moved.more:
+            more.append(transition.name)
+    session.expire_all()
+    return {**summary, "events": events, "more": more}
