@@ -1,4 +1,4 @@
-"""The asset pipeline's figures: Pillow (gymctl.assets.pipeline) against sharp (libvips).
+"""The asset pipeline's figures: gymctl.assets.pipeline against sharp (libvips).
 
 Three cases (issue 5, "Figures"):
   logo_40mp_remove_background  a 7745x5164 (just under 40 MP) photo-like JPEG logo, quality 90
@@ -8,15 +8,16 @@ Three cases (issue 5, "Figures"):
                                (the pipeline's report must say passthrough: true)
 
 The inputs are generated once, deterministically (numpy + Pillow), into a temporary folder. Each
-case then runs in a fresh process, once with Pillow (this script with `--child`) and, when `node`
-is present, once with sharp (`benchmarks/sharp/normalize.mjs`). A run reads the input file,
+case then runs in a fresh process, once with gymctl's pipeline (this script with `--child`;
+Pillow, and libvips through pyvips for JPEG logos) and, when `node` is present, once with sharp
+(`benchmarks/sharp/normalize.mjs`). A run reads the input file,
 processes it and writes the output file; each process does 5 runs and reports the median wall
 time and its own peak RSS (VmHWM from /proc/self/status for Python, process.resourceUsage().maxRSS
 for node), so each figure covers one case and includes the runtime's own footprint. sharp's
 node_modules are installed with `npm ci --prefix benchmarks/sharp` when missing; if node, npm or
-sharp is unavailable the sharp figures are null and the Pillow figures are printed anyway.
+sharp is unavailable the sharp figures are null and gymctl's figures are printed anyway.
 
-Goals: (a) Pillow within 1.5x of sharp's wall time, peak RSS under 400 MB, output no larger than
+Goals: (a) gymctl within 1.5x of sharp's wall time, peak RSS under 400 MB, output no larger than
 1.1x sharp's; (b) within 1.5x of sharp's wall time. This script only measures and reports (JSON
 on stdout); it asserts nothing about timing.
 
@@ -151,7 +152,7 @@ def make_inputs(folder: Path) -> dict[str, float]:
     return took
 
 
-# --- the Pillow side: one case in this (fresh) process ------------------------------------------
+# --- the gymctl side: one case in this (fresh) process ------------------------------------------
 
 
 def peak_rss_mb() -> float:
@@ -227,9 +228,9 @@ def run_json(command: list[str], *, cwd: Path = ROOT) -> tuple[dict[str, Any] | 
         return None, f"not JSON: {lines[-1][:200]}"
 
 
-def pillow_case(case: str, folder: Path, runs: int) -> tuple[dict[str, Any] | None, str | None]:
+def gymctl_case(case: str, folder: Path, runs: int) -> tuple[dict[str, Any] | None, str | None]:
     source = folder / CASES[case]["input"]
-    output = folder / f"{case}.pillow.png"
+    output = folder / f"{case}.gymctl.png"
     command = [sys.executable, str(Path(__file__).resolve()), "--child", case, str(source)]
     return run_json([*command, str(output), "--runs", str(runs)])
 
@@ -276,13 +277,13 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3)
 
 
-def compare(pillow: dict[str, Any] | None, sharp: dict[str, Any] | None) -> dict[str, Any] | None:
-    if pillow is None or sharp is None:
+def compare(gymctl: dict[str, Any] | None, sharp: dict[str, Any] | None) -> dict[str, Any] | None:
+    if gymctl is None or sharp is None:
         return None
     return {
-        "wall_time": ratio(pillow["median_s"], sharp["median_s"]),
-        "peak_rss": ratio(pillow["peak_rss_mb"], sharp["peak_rss_mb"]),
-        "output_bytes": ratio(pillow["output_bytes"], sharp["output_bytes"]),
+        "wall_time": ratio(gymctl["median_s"], sharp["median_s"]),
+        "peak_rss": ratio(gymctl["peak_rss_mb"], sharp["peak_rss_mb"]),
+        "output_bytes": ratio(gymctl["output_bytes"], sharp["output_bytes"]),
     }
 
 
@@ -295,7 +296,7 @@ def goals(cases: dict[str, dict[str, Any]]) -> dict[str, Any]:
     icon = cases.get("icon_2048_jpeg", {})
     logo_ratios = logo.get("ratios") or {}
     icon_ratios = icon.get("ratios") or {}
-    logo_rss = (logo.get("pillow") or {}).get("peak_rss_mb")
+    logo_rss = (logo.get("gymctl") or {}).get("peak_rss_mb")
     result = {
         "logo_wall_time_within_1_5x_sharp": at_most(logo_ratios.get("wall_time"), GOAL_LOGO_WALL),
         "logo_peak_rss_under_400_mb": None if logo_rss is None else logo_rss < GOAL_LOGO_RSS_MB,
@@ -337,6 +338,8 @@ def machine(sharp_info: dict[str, Any], load_before: float) -> dict[str, Any]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "pillow": version("pillow"),
+        "pyvips": version("pyvips"),
+        "libvips_pyvips_binary": version("pyvips-binary"),
         "numpy": version("numpy"),
         "zlib": features.version("zlib"),
         "libjpeg_turbo": features.version("libjpeg_turbo"),
@@ -349,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="runs per case and side (median)")
     parser.add_argument("--case", action="append", choices=sorted(CASES), help="repeatable")
-    parser.add_argument("--no-sharp", action="store_true", help="Pillow figures only")
+    parser.add_argument("--no-sharp", action="store_true", help="gymctl figures only")
     parser.add_argument("--keep", type=Path, help="generate inputs and outputs here and keep them")
     parser.add_argument(
         "--child", nargs=3, metavar=("CASE", "INPUT", "OUTPUT"), help=argparse.SUPPRESS
@@ -386,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         cases: dict[str, dict[str, Any]] = {}
         sharp_versions: dict[str, Any] = {}
         for case in selected:
-            pillow, pillow_error = pillow_case(case, folder, args.runs)
+            gymctl, gymctl_error = gymctl_case(case, folder, args.runs)
             sharp = None
             entry: dict[str, Any] = {
                 "input": {
@@ -395,10 +398,10 @@ def main(argv: list[str] | None = None) -> int:
                     "slot": CASES[case]["slot"],
                     "transform": CASES[case]["transform"],
                 },
-                "pillow": pillow,
+                "gymctl": gymctl,
             }
-            if pillow_error:
-                entry["pillow_error"] = pillow_error
+            if gymctl_error:
+                entry["gymctl_error"] = gymctl_error
             if use_sharp:
                 sharp, error = sharp_case(case, folder, args.runs)
                 if error:
@@ -407,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
                     for key in ("sharp", "libvips", "concurrency"):
                         sharp_versions[key] = sharp.pop(key, None)
             entry["sharp"] = sharp
-            entry["ratios"] = compare(pillow, sharp)
+            entry["ratios"] = compare(gymctl, sharp)
             cases[case] = entry
 
     sharp_info: dict[str, Any] = {"available": use_sharp}

@@ -12,9 +12,13 @@ from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from gymctl.access.invitations import expire_invitations
+from gymctl.billing import lifecycle, sweeps
+from gymctl.bridge import sweeps as bridge
 from gymctl.config import Settings
 from gymctl.errors import DomainError
 from gymctl.models import JobRun
+from gymctl.movements.jobs import work_jobs
+from gymctl.movements.services import library_from_settings
 from gymctl.providers.event_sink import sink_from_url
 from gymctl.relay import relay_events
 
@@ -27,8 +31,13 @@ class Job:
 
     name: str
     interval_seconds: int
-    run: Callable[[Session, datetime, Settings], JobResult]
+    run: Callable[..., JobResult]  # (session, now, settings); own_transactions: (factory, ...)
     description: str = ""
+    # Ticks start this long after each epoch-aligned boundary (a daily job at 02:00 UTC).
+    offset_seconds: int = 0
+    # The job commits its own short transactions (money: the attempt is stored before the
+    # provider is called), so `run` gets a session factory instead of a session.
+    own_transactions: bool = False
 
 
 def event_relay(session: Session, now: datetime, settings: Settings) -> JobResult:
@@ -49,10 +58,70 @@ def invitation_expiry(session: Session, now: datetime, settings: Settings) -> Jo
     return expire_invitations(session, now=now)
 
 
+def movement_jobs(session: Session, now: datetime, settings: Settings) -> JobResult:
+    """Work off the movement library's queue (seed, thumbnails, videos, cues)."""
+    return work_jobs(session, library_from_settings(settings), now=now)
+
+
 JOBS: tuple[Job, ...] = (
     Job("event_relay", 5, event_relay, "deliver outbox events to the event sink"),
     Job("invitation_expiry", 3600, invitation_expiry, "expire pending invitations past their date"),
     Job("job_runs_prune", 3600, job_runs_prune, "delete job_runs rows older than 14 days"),
+    Job(
+        "billing_lifecycle",
+        3600,
+        lambda session, now, settings: lifecycle.run_lifecycle(session, now=now),
+        "expire, end, roll, enter debt and cancel for non-payment (spec B 3)",
+    ),
+    Job("movement_jobs", 5, movement_jobs, "run queued movement-library jobs"),
+    # The bridge (spec B 3, 8): the sweeps touch only the database; the calls are the dispatcher's.
+    Job("bridge_lease_rescue", 30, bridge.lease_rescue, "in-flight sync ops past their lease"),
+    Job("bridge_schedule_poll", 300, bridge.schedule_poll, "ask each bridge for a schedule poll"),
+    Job("bridge_booking_reconcile", 60, bridge.booking_reconcile, "ask for a booking reconcile"),
+    Job(
+        "bridge_dispatch",
+        5,
+        bridge.dispatch,
+        "send due sync ops, polls and reconciles (also: gymctl bridge dispatch)",
+        own_transactions=True,
+    ),
+    # The protected collector (spec B 8): each commits its attempt before calling the provider.
+    Job(
+        "billing_catchup",
+        60,
+        sweeps.catch_up,
+        "charge due card-provider subscriptions (20 orgs x 5, 30 s budget)",
+        own_transactions=True,
+    ),
+    Job(
+        "billing_recovery",
+        300,
+        sweeps.recovery,
+        "resolve pending attempts by their stored ids; collect due debts",
+        own_transactions=True,
+    ),
+    Job(
+        "billing_side_effects",
+        300,
+        sweeps.side_effects,
+        "report settled payments whose effects are pending",
+        own_transactions=True,
+    ),
+    Job(
+        "billing_daily",
+        86400,
+        sweeps.daily,
+        "02:00 UTC: charge every due card-provider subscription",
+        offset_seconds=2 * 3600,
+        own_transactions=True,
+    ),
+    Job(
+        "billing_abandoned_checkouts",
+        300,
+        sweeps.abandoned_checkouts,
+        "cancel subscriptions whose checkout page was abandoned",
+        own_transactions=True,
+    ),
 )
 
 

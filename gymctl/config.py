@@ -57,6 +57,11 @@ class Settings(BaseSettings):
     minisite_preview_server_secret: SecretStr | None = Field(
         None, alias="MINISITE_PREVIEW_SERVER_SECRET"
     )
+    minisite_domain: str = Field(
+        "sites.localhost",
+        alias="GYMCTL_MINISITE_DOMAIN",
+        description="a gym's minisite answers at <slug>.<this domain> (GET /minisites/resolve)",
+    )
     sentry_dsn: SecretStr | None = Field(None, alias="SENTRY_DSN")
 
     smtp_url: SecretStr | None = Field(
@@ -81,8 +86,81 @@ class Settings(BaseSettings):
     storage_signing_secret: SecretStr | None = Field(None, alias="GYMCTL_STORAGE_SIGNING_SECRET")
     public_url: str = Field("http://127.0.0.1:8000", alias="GYMCTL_PUBLIC_URL")
     max_brand_asset_bytes: int = Field(16 * 1024 * 1024, alias="MAX_BRAND_ASSET_BYTES")
+    card_provider_url: str | None = Field(
+        None,
+        alias="GYMCTL_CARD_PROVIDER_URL",
+        description="the card provider's API base URL; unset: the in-process sandbox",
+    )
+    card_provider_timeout: float = Field(30.0, alias="GYMCTL_CARD_PROVIDER_TIMEOUT")
 
-    @field_validator("identity_authorized_parties", "platform_admins", mode="before")
+    # Bridge to the external gym system (spec B 4.6, 5, 8). Unset URL: the bridge is disabled.
+    bridge_api_url: str | None = Field(
+        None, alias="GYMCTL_BRIDGE_API_URL", description="public API base, e.g. .../api/public"
+    )
+    bridge_credentials_key: SecretStr | None = Field(
+        None,
+        alias="GYMCTL_BRIDGE_CREDENTIALS_KEY",
+        description="kid:base64key[,kid:key...]: encrypts the organizations' api-keys",
+    )
+    bridge_rate: float = Field(
+        2.0, gt=0, alias="GYMCTL_BRIDGE_RATE", description="requests per second per organization"
+    )
+
+    # Billing (spec B 1, 6, 8).
+    billing_encryption_key: SecretStr | None = Field(
+        None,
+        alias="GYMCTL_BILLING_ENCRYPTION_KEY",
+        description="kid:base64key[,kid:key...]: saved cards and provider credentials",
+    )
+    heartbeat_member_billing_catchup_url: str | None = Field(
+        None, alias="GYMCTL_HEARTBEAT_MEMBER_BILLING_CATCHUP_URL"
+    )
+    heartbeat_member_recurring_charge_url: str | None = Field(
+        None, alias="GYMCTL_HEARTBEAT_MEMBER_RECURRING_CHARGE_URL"
+    )
+
+    # Movement library (spec B 4.5, 8). Unset keys leave the embedded default's local model,
+    # and make video search, the LLM and image generation answer "disabled".
+    embeddings_url: str | None = Field(
+        None, alias="GYMCTL_EMBEDDINGS_URL", description="OpenAI-compatible base URL (.../v1)"
+    )
+    embeddings_key: SecretStr | None = Field(None, alias="GYMCTL_EMBEDDINGS_KEY")
+    embeddings_model: str = Field("text-embedding-3-small", alias="GYMCTL_EMBEDDINGS_MODEL")
+    duplicate_embedding_threshold: float = Field(0.92, alias="DUPLICATE_EMBEDDING_THRESHOLD")
+    duplicate_thresholds: dict[str, float] = Field(
+        default_factory=dict,
+        alias="GYMCTL_DUPLICATE_THRESHOLDS",
+        description='per embedding model, JSON: {"model": 0.9}',
+    )
+    video_search_url: str = Field(
+        "https://www.googleapis.com/youtube/v3", alias="GYMCTL_VIDEO_SEARCH_URL"
+    )
+    video_search_key: SecretStr | None = Field(None, alias="GYMCTL_VIDEO_SEARCH_KEY")
+    video_daily_quota: int = Field(10_000, alias="GYMCTL_VIDEO_DAILY_QUOTA")
+    video_max_searches: int = Field(90, alias="GYMCTL_VIDEO_MAX_SEARCHES")
+    video_queries_per_movement: int = Field(1, ge=1, le=3, alias="GYMCTL_VIDEO_QUERIES")
+    video_trusted_channels: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, alias="GYMCTL_VIDEO_TRUSTED_CHANNELS"
+    )
+    video_score_threshold: float = Field(0.6, alias="GYMCTL_VIDEO_SCORE_THRESHOLD")
+    llm_url: str = Field("https://api.openai.com/v1", alias="GYMCTL_LLM_URL")
+    llm_key: SecretStr | None = Field(None, alias="GYMCTL_LLM_KEY")
+    llm_model: str = Field("gpt-4o-mini", alias="GYMCTL_LLM_MODEL")
+    llm_usd_per_mtok_in: float = Field(0.15, alias="GYMCTL_LLM_USD_PER_MTOK_IN")
+    llm_usd_per_mtok_out: float = Field(0.60, alias="GYMCTL_LLM_USD_PER_MTOK_OUT")
+    image_gen_url: str = Field("https://api.openai.com/v1", alias="GYMCTL_IMAGE_GEN_URL")
+    image_gen_key: SecretStr | None = Field(None, alias="GYMCTL_IMAGE_GEN_KEY")
+    image_gen_model: str = Field("gpt-image-1", alias="GYMCTL_IMAGE_GEN_MODEL")
+    public_images_storage_url: str | None = Field(
+        None,
+        alias="GYMCTL_PUBLIC_IMAGES_STORAGE_URL",
+        description="the public images bucket; default: GYMCTL_STORAGE_URL",
+    )
+    public_images_base_url: str | None = Field(None, alias="GYMCTL_PUBLIC_IMAGES_BASE_URL")
+
+    @field_validator(
+        "identity_authorized_parties", "platform_admins", "video_trusted_channels", mode="before"
+    )
     @classmethod
     def _split_csv(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -158,6 +236,8 @@ class Settings(BaseSettings):
             missing.append("IDENTITY_WEBHOOK_SECRET")
         if self.invite_secret is None:
             missing.append("INVITE_SECRET")
+        if self.billing_encryption_key is None:
+            missing.append("GYMCTL_BILLING_ENCRYPTION_KEY")
         if not self.database_url:
             missing.append("GYMCTL_DATABASE_URL")
         if missing:

@@ -14,6 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from daemons.jobs import JOBS
+
 GYMCTL = [sys.executable, "-m", "gymctl"]
 
 
@@ -53,12 +55,13 @@ def test_quickstart_then_serve_answers_users_me_with_the_printed_token(home_env)
     out = json.loads(gymctl(home_env, "quickstart", "--json").stdout)
     assert out["database"].startswith("sqlite:///")
     assert {p["role"] for p in out["people"]} == {"owner", "coach", "member"}
-    assert [s["job"] for s in out["sweeps"]] == [
-        "event_relay",
-        "invitation_expiry",
-        "job_runs_prune",
-    ]
+    assert [s["job"] for s in out["sweeps"]] == [job.name for job in JOBS]
     assert {s["status"] for s in out["sweeps"]} == {"ok"}
+    # The demo member's renewal was due: the catch-up charged it through the sandbox, once.
+    sweeps = {s["job"]: s["result"] for s in out["sweeps"]}
+    assert sweeps["billing_catchup"]["charged"] == 1
+    assert sweeps["billing_daily"]["charged"] == 0
+    assert out["billing"]["subscriptionId"]
     assert out["invitation"] == {
         "email": "new.coach@demo-gym.example",
         "role": "coach",
@@ -67,6 +70,7 @@ def test_quickstart_then_serve_answers_users_me_with_the_printed_token(home_env)
         "accepted": True,
     }
     assert out["logo"]["backgroundRemoved"] is True
+    assert [r["result"] for r in out["branding"]["results"]] == ["verified"] * 3
     [mail] = list(Path(out["mailbox"]).glob("*.eml"))
     assert "new.coach@demo-gym.example" in mail.read_text()
 
@@ -90,6 +94,10 @@ def test_quickstart_then_serve_answers_users_me_with_the_printed_token(home_env)
         assert body["activeOrganization"]["name"] == "Demo Gym"
         assert body["activeOrganization"]["role"] == "owner"
         assert body["pendingLegalConsents"] == 2
+        assert body["branding"]["status"] == "published"
+        site = httpx.get(out["minisite"].replace(":8000", f":{port}"), timeout=10)
+        assert site.status_code == 200
+        assert "Strength for every body" in site.text
         refused = httpx.get(f"http://127.0.0.1:{port}/users/me", timeout=10)
         assert (refused.status_code, refused.json()["code"]) == (401, "authorization_missing")
     finally:
@@ -108,9 +116,18 @@ def test_quickstart_twice_changes_nothing_and_relays_the_events_once(home_env, t
         "user_signed_up",
         "invitation.accepted",
         "branding.asset_normalized",
+        "branding.brand_published",
+        "branding.website_published",
+        "branding.app_published",
+        "subscription.renewed",  # the first run's catch-up charge, relayed by the second run
     ]
     assert second["invitation"] is None  # done once
+    assert second["billing"] is None
+    second_sweeps = {s["job"]: s["result"] for s in second["sweeps"]}
+    assert second_sweeps["billing_catchup"]["charged"] == 0  # charged once, not again
     assert second["logo"] is None
+    assert second["branding"] is None  # published once, the address printed every time
+    assert second["minisite"] == "http://127.0.0.1:8000/sites/demo-gym"
 
 
 def test_dev_token_for_another_person_and_config_show_redacts(home_env):

@@ -19,6 +19,7 @@ from gymctl.db import session_factory as default_session_factory
 from gymctl.errors import DomainError
 from gymctl.identity.tokens import TokenVerifier, build_verifier
 from gymctl.logs import configure_logging, request_id_var
+from gymctl.providers.card import CardProvider
 from gymctl.providers.identity_admin import IdentityAdmin, identity_admin_from_settings
 from gymctl.providers.mail import Mailer, mailer_from_settings
 from gymctl.providers.storage import ObjectStore, storage_from_settings
@@ -26,12 +27,17 @@ from gymctl.tracking import init_error_tracking
 from webhooks import errors, guard
 from webhooks.blueprints import (
     admin,
+    billing,
+    branding,
     branding_assets,
+    bridge,
     health,
     identity,
     invitations,
     join,
     legal,
+    minisites,
+    movements,
     openapi,
     organizations,
     users,
@@ -51,6 +57,7 @@ def create_app(
     mailer: Mailer | None = None,
     identity_admin: IdentityAdmin | None = None,
     store: ObjectStore | None = None,
+    card_provider: CardProvider | None = None,
 ) -> Flask:
     settings = settings or get_settings()
     settings.check()
@@ -75,6 +82,7 @@ def create_app(
         identity_admin=identity_admin,
         platform_admins=PlatformAdmins(identity_admin, clock),
         store=store or storage_from_settings(settings, clock=clock),
+        injected_card_provider=card_provider,
     )
     app.before_request(_start_request)
     guard.install(app)
@@ -83,7 +91,8 @@ def create_app(
     errors.register(app)
     for blueprint in (
         health.bp, identity.bp, users.bp, openapi.bp, organizations.bp, invitations.bp,
-        join.bp, legal.bp, admin.bp, branding_assets.bp,
+        join.bp, legal.bp, admin.bp, branding_assets.bp, billing.bp, movements.bp,
+        branding.bp, minisites.bp, bridge.bp,
     ):  # fmt: skip
         app.register_blueprint(blueprint)
     return app

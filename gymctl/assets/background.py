@@ -33,10 +33,9 @@ class Analysis:
 def analyse(image: Image.Image) -> Analysis:
     """Decide on a sample no larger than SAMPLE_SIDE whether the corners share one opaque colour."""
     factor = -(-max(image.size) // SAMPLE_SIDE)  # ceil: the sample's side is at most 384
-    sample = image.reduce(factor) if factor > 1 else image  # a box average, the fastest path
-    pixels = np.asarray(sample.convert("RGBA"))
-    h, w = pixels.shape[:2]
-    patches = [pixels[:2, :2], pixels[:2, w - 2 :], pixels[h - 2 :, :2], pixels[h - 2 :, w - 2 :]]
+    patches = [
+        np.asarray(_corner(image, factor, right, bottom)) for bottom in (0, 1) for right in (0, 1)
+    ]
     corners = np.array([p.reshape(-1, 4).mean(axis=0) for p in patches])
     alphas = corners[:, 3]
     if (alphas < 1).all():
@@ -50,9 +49,22 @@ def analyse(image: Image.Image) -> Analysis:
     return Analysis("flat", (r, g, b))
 
 
-def remove(image: Image.Image, colour: tuple[int, int, int]) -> Image.Image:
-    """Clear `colour` from an RGBA image (full resolution, slice by slice) and un-mix its edges."""
-    pixels = np.array(image if image.mode == "RGBA" else image.convert("RGBA"))  # one copy
+def _corner(image: Image.Image, factor: int, right: int, bottom: int) -> Image.Image:
+    """The 2x2 pixels at one corner of the sample (`image` reduced by `factor`, a box average),
+    reduced from that corner's blocks alone: the same pixels, without reducing the rest."""
+    box = []
+    for side, far in ((image.width, right), (image.height, bottom)):
+        samples = -(-side // factor)
+        first = max(samples - 2, 0) if far else 0
+        box.append((first * factor, min((first + 2) * factor, side)))
+    (left, right_edge), (top, bottom_edge) = box
+    patch = image.crop((left, top, right_edge, bottom_edge))
+    return (patch.reduce(factor) if factor > 1 else patch).convert("RGBA")
+
+
+def remove(pixels: np.ndarray, colour: tuple[int, int, int]) -> None:
+    """Clear `colour` from RGBA `pixels` (full resolution, slice by slice, in place) and un-mix
+    its edges."""
     h, w = pixels.shape[:2]
     flat = pixels.reshape(-1, 4)
     words = pixels.view(np.uint32).reshape(-1)  # one pixel = one word: clearing is one store
@@ -76,7 +88,6 @@ def remove(image: Image.Image, colour: tuple[int, int, int]) -> Image.Image:
     edge = np.flatnonzero((distance > CLEAR) & (nearby - distance > CLEAR))  # nearby >= distance
     if edge.size:
         _unmix(flat, distance, edge, np.array(colour, dtype=np.float32), w, h)
-    return Image.fromarray(pixels, "RGBA")
 
 
 def _max_filter(values: np.ndarray, radius: int) -> np.ndarray:

@@ -21,7 +21,7 @@ import numpy as np
 from opentelemetry import trace
 from PIL import Image, ImageOps
 
-from gymctl.assets import background
+from gymctl.assets import background, fit
 from gymctl.assets import png as fast_png
 from gymctl.assets.types import AssetRefused, Crop, NormalizedAsset, Slot, Transform
 
@@ -126,18 +126,21 @@ def _normalize(
         )
         return _done(data, image.width, image.height, report, started)
 
-    image = _decode(image, work, draft=_draft_target(work, transform, orientation))
-    if orientation != 1:
-        image = ImageOps.exif_transpose(image)
-    box = _crop_box(image, transform.crop, work)
-    report["cropped"] = box != (0, 0, image.width, image.height)
-    if slot is Slot.icon:
-        image = _icon(image, box, transform, work, report)
+    if slot is not Slot.icon and _streamed(work, image):
+        pixels = _fit_jpeg(data, image, orientation, transform, work, report)
     else:
-        fitted = _fit(image, box, transform, report)
-        del image  # the source (160 MB at 40 MP) is released before the background pass
-        image = _clear_background(fitted, transform, work, report)
-    png, image = _encode(image, work, max_bytes, report)
+        image = _decode(image, work, draft=_draft_target(work, transform, orientation))
+        if orientation != 1:
+            image = ImageOps.exif_transpose(image)
+        box = _crop_box(image.size, transform.crop, work)
+        report["cropped"] = box != (0, 0, image.width, image.height)
+        if slot is Slot.icon:
+            pixels = np.asarray(_icon(image, box, transform, work, report))
+        else:
+            pixels = _fit(image, box, transform, report)
+    del image  # the source (160 MB at 40 MP) is released before the background pass
+    _clear_background(pixels, transform, work, report)
+    png, image = _encode(pixels, work, max_bytes, report)
     _validate(image, len(png), work, max_bytes)
     report.update(outputWidth=image.width, outputHeight=image.height, bytes=len(png))
     return _done(png, image.width, image.height, report, started)
@@ -213,12 +216,14 @@ def _passthrough(
     return max(image.size) <= FIT and min(image.size) >= MIN_SIDE
 
 
-def _crop_box(image: Image.Image, crop: Crop | None, work: _Work) -> tuple[int, int, int, int]:
+def _crop_box(size: tuple[int, int], crop: Crop | None, work: _Work) -> tuple[int, int, int, int]:
+    """The crop intersected with the upright image of `size`."""
+    width, height = size
     if crop is None:
-        return (0, 0, image.width, image.height)
+        return (0, 0, width, height)
     left, top = max(0, crop.x), max(0, crop.y)
-    right = min(image.width, crop.x + crop.width)
-    bottom = min(image.height, crop.y + crop.height)
+    right = min(width, crop.x + crop.width)
+    bottom = min(height, crop.y + crop.height)
     if right <= left or bottom <= top:
         raise work.refuse("brand_asset_crop", "the crop leaves nothing of the image")
     return (left, top, right, bottom)
@@ -249,61 +254,92 @@ def _icon(
     return _drop_opaque_alpha(icon)
 
 
-def _fit(
-    image: Image.Image, box: tuple[int, int, int, int], transform: Transform, report: dict
-) -> Image.Image:
+def _streamed(work: _Work, image: Image.Image) -> bool:
+    """A JPEG of 8-bit colour or grey goes through libvips (gymctl/assets/fit.py); CMYK keeps
+    Pillow's conversion, and every other format Pillow's decoder."""
+    return work.format == "JPEG" and image.mode in ("RGB", "L")
+
+
+def _fit_jpeg(
+    data: bytes,
+    image: Image.Image,
+    orientation: int,
+    transform: Transform,
+    work: _Work,
+    report: dict,
+) -> np.ndarray:
+    """Decode, orient, crop and fit in one stream; the refusals and the report are as on the
+    Pillow path (a damaged file is refused as such before an empty crop)."""
+    upright = image.size if orientation < 5 else image.size[::-1]
+    try:
+        box = _crop_box(upright, transform.crop, work)
+    except AssetRefused:
+        _decode(image, work)
+        raise
+    report["cropped"] = box != (0, 0, *upright)
+    size = _fit_size(box)
+    report["downscaled"] = size != (box[2] - box[0], box[3] - box[1])
+    try:
+        return fit.jpeg(data, image.size, orientation, box, size, alpha=transform.remove_background)
+    except fit.Unreadable:
+        raise work.refuse("brand_asset_source_format", "the file is damaged") from None
+
+
+def _fit_size(box: tuple[int, int, int, int]) -> tuple[int, int]:
+    """Within FIT on both sides, never enlarged."""
     w, h = box[2] - box[0], box[3] - box[1]
     scale = min(1.0, FIT / max(w, h))
-    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    return (max(1, round(w * scale)), max(1, round(h * scale)))
+
+
+def _fit(
+    image: Image.Image, box: tuple[int, int, int, int], transform: Transform, report: dict
+) -> np.ndarray:
+    """The Pillow path of _fit_jpeg, for PNG, WebP and CMYK JPEG sources."""
+    size = _fit_size(box)
     mode = "RGBA" if _has_alpha(image) or transform.remove_background else "RGB"
     if image.mode not in ("RGBA", "RGB"):
         image = _working(image, "RGBA" if _has_alpha(image) else "RGB")
-    if size != (w, h):
-        out = _resize(image, size, box)
+    if size != (box[2] - box[0], box[3] - box[1]):
         report["downscaled"] = True
-    else:
-        out = image.crop(box) if box != (0, 0, image.width, image.height) else image
-    return out.convert(mode) if out.mode != mode else out
+        return _resize(image, size, box, mode)
+    out = image.crop(box) if box != (0, 0, image.width, image.height) else image
+    return np.array(out.convert(mode) if out.mode != mode else out)
 
 
-def _clear_background(
-    out: Image.Image, transform: Transform, work: _Work, report: dict
-) -> Image.Image:
+def _clear_background(pixels: np.ndarray, transform: Transform, work: _Work, report: dict) -> None:
     if not transform.remove_background:
-        return out
-    analysis = background.analyse(out)
+        return
+    analysis = background.analyse(Image.fromarray(pixels))
     report["backgroundAnalysis"] = analysis.kind
     if analysis.kind == "uneven":
         raise work.refuse("brand_asset_background_uneven", "the corners are not one opaque colour")
     if analysis.kind == "flat":
-        out = background.remove(out, analysis.colour)
+        background.remove(pixels, analysis.colour)
         report["backgroundRemoved"] = True
-    return out
 
 
 def _resize(
-    image: Image.Image, size: tuple[int, int], box: tuple[int, int, int, int]
-) -> Image.Image:
-    """Lanczos, in two horizontal bands on two threads for large outputs (Pillow releases the
-    GIL while resampling); a band's box is the exact source span of its output rows."""
-    if size[0] * size[1] < BANDED_PIXELS:
-        return image.resize(size, Image.Resampling.LANCZOS, box=box)
-    split = size[1] // 2
-    step = (box[3] - box[1]) / size[1]
+    image: Image.Image, size: tuple[int, int], box: tuple[int, int, int, int], mode: str
+) -> np.ndarray:
+    """Lanczos into a `mode` array, in two horizontal bands on two threads for large outputs
+    (Pillow releases the GIL while resampling); a band's box is the exact source span of its
+    output rows, and each band is converted and copied into place on its own thread."""
+    pixels = np.empty((size[1], size[0], len(mode)), dtype=np.uint8)
+    bands = 2 if size[0] * size[1] >= BANDED_PIXELS else 1
+    span = box[3] - box[1]
 
-    def band(rows: tuple[int, int]) -> Image.Image:
-        top, bottom = rows
-        return image.resize(
+    def band(index: int) -> None:
+        top, bottom = size[1] * index // bands, size[1] * (index + 1) // bands
+        out = image.resize(
             (size[0], bottom - top),
             Image.Resampling.LANCZOS,
-            box=(box[0], box[1] + top * step, box[2], box[1] + bottom * step),
+            box=(box[0], box[1] + span * top / size[1], box[2], box[1] + span * bottom / size[1]),
         )
+        pixels[top:bottom] = np.asarray(out.convert(mode) if out.mode != mode else out)
 
-    upper, lower = _bands.map(band, [(0, split), (split, size[1])])
-    out = Image.new(upper.mode, size)
-    out.paste(upper, (0, 0))
-    out.paste(lower, (0, split))
-    return out
+    list(_bands.map(band, range(bands)))
+    return pixels
 
 
 def _working(image: Image.Image, mode: str) -> Image.Image:
@@ -331,13 +367,13 @@ def _drop_opaque_alpha(image: Image.Image) -> Image.Image:
 
 
 def _encode(
-    image: Image.Image, work: _Work, max_bytes: int, report: dict
+    pixels: np.ndarray, work: _Work, max_bytes: int, report: dict
 ) -> tuple[bytes, Image.Image]:
     """The fast encoder first (filter none, zlib-ng level 6); over the limit, level 9 with
-    adaptive filters, then up to three downscales, never below 1024 px on the longest side."""
-    if image.mode not in ("RGB", "RGBA"):
-        image = _working(image, "RGBA" if _has_alpha(image) else "RGB")
-    png = fast_png.encode(image, level=6)
+    adaptive filters, then up to three downscales, never below 1024 px on the longest side.
+    Returns the PNG and the image it holds."""
+    png = fast_png.encode(pixels, level=6)
+    image = Image.fromarray(pixels)
     if len(png) <= max_bytes:
         return png, image
     report["recompressed"] = True

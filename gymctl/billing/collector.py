@@ -238,9 +238,7 @@ def _collect_due(
     summary = Summary()
     started = monotonic()
     with factory() as session:
-        plan = due_by_organization(
-            session, now=now, statuses=statuses, organizations=organizations
-        )
+        plan = due_by_organization(session, now=now, statuses=statuses, organizations=organizations)
         summary.unevaluable = unevaluable(session, now=now)
     for organization_id in plan:
         summary.organizations += 1

@@ -12,11 +12,15 @@ import click
 import typer
 
 from gymctl.cli import assets as assets_cli
+from gymctl.cli import billing as billing_cli
+from gymctl.cli import branding as branding_cli
+from gymctl.cli import bridge as bridge_cli
 from gymctl.cli import config as config_cli
 from gymctl.cli import daemons as daemons_cli
 from gymctl.cli import db as db_cli
 from gymctl.cli import invitations as invitations_cli
 from gymctl.cli import members as members_cli
+from gymctl.cli import movements as movements_cli
 from gymctl.cli import users as users_cli
 from gymctl.cli.output import err_console
 from gymctl.cli.quickstart import quickstart
@@ -32,6 +36,10 @@ app.add_typer(users_cli.app, name="users", help="People: tokens, identity, owner
 app.add_typer(members_cli.app, name="members", help="A gym's members: CSV import.")
 app.add_typer(invitations_cli.app, name="invitations", help="Invitations and owner grants.")
 app.add_typer(assets_cli.app, name="assets", help="Member-app image intake.")
+app.add_typer(bridge_cli.app, name="bridge", help="The bridge to the external gym system.")
+app.add_typer(branding_cli.app, name="branding", help="Palettes, publishing, minisites.")
+app.add_typer(billing_cli.app, name="billing", help="Billing: sweeps, readiness, transactions.")
+app.add_typer(movements_cli.app, name="movements", help="The canonical movement library.")
 app.command("quickstart")(quickstart)
 app.command("serve")(serve)
 

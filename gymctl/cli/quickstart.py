@@ -7,14 +7,20 @@ from rich.panel import Panel
 
 from gymctl import clock, migrate
 from gymctl.access.invitations import Outreach
+from gymctl.access.memberships import membership_of
+from gymctl.billing.demo import seed_demo_billing
+from gymctl.branding.demo import publish_demo_brand
+from gymctl.branding.minisites import minisite_url
 from gymctl.cli.output import console, print_json, render_rows
 from gymctl.config import get_settings
+from gymctl.crypto import billing_cipher
 from gymctl.db import session_factory, session_scope
 from gymctl.identity.dev_keys import ensure_signing_key, mint_dev_token
+from gymctl.providers.card import card_provider_from_settings
 from gymctl.providers.identity_admin import identity_admin_from_settings
 from gymctl.providers.mail import mailer_from_settings
 from gymctl.providers.storage import storage_from_settings
-from gymctl.quickstart import demo_invitation, demo_logo, seed_demo_gym
+from gymctl.quickstart import DEMO_SLUG, demo_invitation, demo_logo, seed_demo_gym
 
 
 def quickstart(
@@ -44,11 +50,30 @@ def quickstart(
             now=clock.now(),
             max_bytes=settings.max_brand_asset_bytes,
         )
+        member = membership_of(session, demo.organization.id, demo.people[2][0].id)
+        billing = seed_demo_billing(
+            session,
+            card_provider_from_settings(settings),
+            billing_cipher(settings),
+            home=settings.home,
+            organization_id=demo.organization.id,
+            member=member,
+            now=clock.now(),
+        )
         people = [
             {"identityId": user.identity_id, "email": user.email, "role": role.value}
             for user, role in demo.people
         ]
         organization = {"id": str(demo.organization.id), "name": demo.organization.name}
+    branding = publish_demo_brand(
+        session_factory(),
+        storage_from_settings(settings),
+        settings,
+        demo.organization.id,
+        DEMO_SLUG,
+        now=clock.now(),
+    )
+    minisite = minisite_url(settings, DEMO_SLUG)
     sweeps = run_daemons(None, once=True, settings=settings)
     token = mint_dev_token(settings, "user_demo_owner", now=clock.now())
     curl = f'curl -s -H "Authorization: Bearer {token}" http://127.0.0.1:{port}/users/me'
@@ -62,6 +87,9 @@ def quickstart(
                 "people": people,
                 "invitation": invited,
                 "logo": logo,
+                "branding": branding,
+                "billing": billing,
+                "minisite": minisite,
                 "mailbox": str(settings.mailbox_path.resolve()),
                 "sweeps": [sweep.as_row() for sweep in sweeps],
                 "token": token,
@@ -87,17 +115,29 @@ def quickstart(
             f"{invited['status']} (membership {invited['membership']})",
             highlight=False,
         )
+    if billing:
+        console.print(
+            "billing: the demo gym takes cards through the sandbox provider (terminal 1000); "
+            f"Dana's monthly renewal ({billing['subscriptionId']}) was due and the catch-up "
+            "sweep below charged it once",
+            highlight=False,
+        )
     if logo:
         console.print(
             f"member-app logo: background removed, stored at {settings.resolved_storage_url}"
             f"/{logo['key']} ({logo['width']}x{logo['height']}, {logo['bytes']} bytes)",
             highlight=False,
         )
+    if branding:
+        render_rows(
+            branding["results"], ["channel", "result", "revision"], title="demo brand published"
+        )
     render_rows(
         [sweep.as_row() for sweep in sweeps], ["job", "status", "result"], title="sweeps run once"
     )
     console.print("\nStart the API:  [bold]gymctl serve[/bold]   then, in another terminal:\n")
     print(curl)  # noqa: T201
+    console.print(f"\nThe demo gym's minisite (while serving):  {minisite}", highlight=False)
     console.print(
         "\nOther people: [bold]gymctl users dev-token user_demo_coach[/bold]", highlight=False
     )

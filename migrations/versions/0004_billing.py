@@ -213,7 +213,9 @@ def upgrade() -> None:
         sa.Column(
             "unpaid_amount_in_cents", sa.Integer(), server_default=sa.text("0"), nullable=False
         ),
-        sa.Column("debt_amount_in_cents", sa.Integer(), server_default=sa.text("0"), nullable=False),
+        sa.Column(
+            "debt_amount_in_cents", sa.Integer(), server_default=sa.text("0"), nullable=False
+        ),
         sa.Column("debt_since", sa.DateTime(timezone=True), nullable=True),
         sa.Column("debt_reason", sa.String(length=32), nullable=True),
         sa.Column("debt_notice_stage", sa.String(length=32), nullable=True),

@@ -188,7 +188,7 @@ def grey16_logo_png(width: int = 300, height: int = 200) -> bytes:
 EXIF_SIZE = (240, 160)  # orientation-corrected (displayed) width, height
 EXIF_MARKER = (30, 24, 80, 64)  # marker box in corrected pixels, in the top-left region
 # Pillow's exif_transpose method per orientation; the stored image is its inverse applied.
-_DISPLAY = {
+UPRIGHT = {
     2: Image.Transpose.FLIP_LEFT_RIGHT,
     3: Image.Transpose.ROTATE_180,
     4: Image.Transpose.FLIP_TOP_BOTTOM,
@@ -198,7 +198,7 @@ _DISPLAY = {
     8: Image.Transpose.ROTATE_90,
 }
 _INVERSE = {
-    **_DISPLAY,
+    **UPRIGHT,
     6: Image.Transpose.ROTATE_90,
     8: Image.Transpose.ROTATE_270,
 }
@@ -221,9 +221,11 @@ def _exif(orientation: int) -> bytes:
     return exif.tobytes()
 
 
-def exif_jpeg(orientation: int) -> bytes:
-    """A non-square JPEG stored so that applying `orientation` shows exif_display_image()."""
-    return jpeg(_stored(orientation, exif_display_image()), quality=95, exif=_exif(orientation))
+def exif_jpeg(orientation: int, image: Image.Image | None = None) -> bytes:
+    """A JPEG stored so that applying `orientation` shows `image` (by default the non-square
+    exif_display_image())."""
+    upright = exif_display_image() if image is None else image
+    return jpeg(_stored(orientation, upright), quality=95, exif=_exif(orientation))
 
 
 def exif_png(orientation: int) -> bytes:

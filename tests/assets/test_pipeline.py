@@ -733,6 +733,35 @@ def test_a_crop_of_a_large_jpeg_logo_is_in_full_resolution_pixels() -> None:
     assert (pixels[middle, right + 6 :: 50, 3] == 0).all()
 
 
+@pytest.mark.parametrize(
+    ("mode", "paper", "ink", "expected"),
+    [
+        ("L", 235, 40, (40, 40, 40)),
+        ("CMYK", (0, 0, 0, 0), (0, 255, 255, 0), (255, 0, 0)),
+    ],
+    ids=["greyscale", "cmyk"],
+)
+def test_greyscale_and_cmyk_jpeg_logos(mode: str, paper, ink, expected) -> None:
+    image = Image.new(mode, (300, 200), paper)
+    image.paste(ink, (100, 60, 200, 140))
+    asset = run(corpus.jpeg(image, quality=95), Slot.logo, {"removeBackground": True})
+    assert asset.report["backgroundRemoved"] is True
+    pixels = rgba(asset)
+    assert (pixels[:40, :, 3] == 0).all()
+    assert (pixels[70:130, 110:190, 3] == 255).all()
+    assert near(pixels[100, 150, :3], expected, 12), pixels[100, 150]
+
+
+def test_a_damaged_jpeg_logo_is_refused_as_damaged_before_its_crop() -> None:
+    """As for every other source: the file is judged before the crop is intersected with it."""
+    crop = {"crop": {"x": 5000, "y": 5000, "width": 10, "height": 10}}
+    assert refusal(corpus.noisy_jpeg(), Slot.logo, crop).code == "brand_asset_crop"
+    damaged = corpus.truncated(corpus.noisy_jpeg(), 0.5)
+    refused = refusal(damaged, Slot.logo, crop)
+    assert refused.code == "brand_asset_source_format"
+    assert_read(refused, "jpeg", 320, 240)
+
+
 @pytest.mark.parametrize("slot", NON_ICON)
 @pytest.mark.parametrize(
     "make",

@@ -1,0 +1,308 @@
+"""The bridge's sync queue against procrastinate's per-key lock, on the same PostgreSQL.
+
+Ours: 20,000 ops over 200 organizations (per member, in order: user.create, membership.assign,
+booking.create, booking.cancel), two dispatcher processes, the fake external system on loopback
+with no delay and the rate limit lifted. Reported: ops per second (enqueue excluded), the claim
+query's latency, and whether every member's changes reached the fake in enqueue order.
+
+Procrastinate (a mature PostgreSQL job queue), installed only for this benchmark in its own
+virtualenv: the same number of jobs, each `lock`ed by the same aggregate keys (its per-key
+serial execution), each making one call to the same fake, two worker processes. Reported: jobs
+per second.
+
+    .venv/bin/python benchmarks/bridge.py [--ops 20000] [--organizations 200]
+
+Prints one JSON object. Needs PostgreSQL at GYMCTL_TEST_DATABASE_URL (default the local one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+import venv
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import SecretStr
+from sqlalchemy import create_engine, func, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from gymctl import migrate  # noqa: E402
+from gymctl.bridge import enqueue, entity_map  # noqa: E402
+from gymctl.bridge.connection import connect  # noqa: E402
+from gymctl.config import Settings  # noqa: E402
+from gymctl.crypto import generate_key_setting  # noqa: E402
+from gymctl.db import get_engine  # noqa: E402
+from gymctl.models import Organization  # noqa: E402
+from gymctl.models.bridge import EntityType, OpStatus, Origin, SyncOp  # noqa: E402
+from tests.bridge.fake_gym import FakeGym  # noqa: E402
+
+ADMIN_URL = os.environ.get(
+    "GYMCTL_TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+PROCRASTINATE = "procrastinate==3.10.0"
+PROCRASTINATE_VENV = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / (
+    "gymctl-bench-procrastinate"
+)
+OPS_PER_MEMBER = 4
+
+DISPATCHER = textwrap.dedent(
+    """
+    import json, signal, statistics, sys, threading
+    from datetime import timedelta
+    from pydantic import SecretStr
+    from gymctl.bridge.dispatcher import Policy, process_label, run_dispatcher
+    from gymctl.config import Settings
+    from gymctl.db import get_engine
+
+    url, api_url, key = sys.argv[1:4]
+    settings = Settings(GYMCTL_ENV="test").model_copy(
+        update={"bridge_api_url": api_url, "bridge_credentials_key": SecretStr(key)})
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    policy = Policy(rate=None, batch=25, workers=8, slice_seconds=3600, idle_seconds=0.05)
+    runs = run_dispatcher(get_engine(url), settings, policy, runner=process_label(), stop=stop)
+    claims = [s for run in runs for s in run.claim_seconds]
+    print(json.dumps({"claims": claims, "sent": sum(run.succeeded for run in runs)}))
+    """
+)
+
+PROCRASTINATE_APP = textwrap.dedent(
+    """
+    import sys, urllib.request
+    import procrastinate
+
+    conninfo, fake_url, api_key = sys.argv[2:5]
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=conninfo))
+
+    @app.task(name="send")
+    def send(n):
+        request = urllib.request.Request(fake_url + "/v3/locations",
+                                         headers={"api-key": api_key, "User-Agent": "bench/1"})
+        urllib.request.urlopen(request, timeout=10).read()
+
+    if sys.argv[1] == "schema":
+        with app.open():
+            app.schema_manager.apply_schema()
+    elif sys.argv[1] == "defer":
+        keys, per_key = int(sys.argv[5]), int(sys.argv[6])
+        with app.open():
+            for k in range(keys):
+                send.configure(lock=f"member:{k}").batch_defer(
+                    *({"n": k * per_key + i} for i in range(per_key)))
+    else:
+        # A short poll: the next job of a lock is not notified when its predecessor ends, so
+        # the default 5 s poll would make procrastinate look far slower than it can be.
+        app.run_worker(concurrency=8, wait=True, install_signal_handlers=True,
+                       fetch_job_polling_interval=0.02)
+    """
+)
+
+
+def _database(name: str) -> str:
+    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        connection.execute(text(f"CREATE DATABASE {name}"))
+    admin.dispose()
+    return make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+
+
+def _drop(name: str) -> None:
+    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    admin.dispose()
+
+
+def _seed(url: str, fake: FakeGym, key: str, organizations: int, members: int) -> dict:
+    settings = Settings(GYMCTL_ENV="test").model_copy(
+        update={
+            "bridge_api_url": fake.url,
+            "bridge_credentials_key": SecretStr(key),
+            "bridge_rate": 1e6,
+        }
+    )
+    now = datetime.now(UTC)
+    expected = {}
+    with Session(get_engine(url), expire_on_commit=False) as session:
+        for n in range(organizations):
+            org = Organization(name=f"Bench {n}", slug=f"bench-{n}")
+            session.add(org)
+            session.flush()
+            account = fake.add_account(f"bench-key-{n}", box_id=str(10_000 + n))
+            connect(session, org.id, f"bench-key-{n}", settings=settings, now=now)
+            external = fake.add_class(account, now.date().isoformat())
+            platform = uuid.uuid4()
+            entity_map.link(session, org.id, EntityType.schedule, platform_id=platform,
+                            external_id=external, origin=Origin.manual, now=now)  # fmt: skip
+            for m in range(members):
+                member, email = str(uuid.uuid4()), f"m{m}@bench{n}.example"
+                booking = {"memberId": member, "bookingId": str(uuid.uuid4()),
+                           "sessionId": str(platform)}  # fmt: skip
+                for op_type, payload in (
+                    ("user.create", {"memberId": member, "firstName": "B", "email": email}),
+                    ("membership.assign", {"memberId": member, "startDate": "2026-11-01",
+                                           "subscriptionId": str(uuid.uuid4())}),
+                    ("booking.create", booking),
+                    ("booking.cancel", booking),
+                ):  # fmt: skip
+                    enqueue(session, organization_id=org.id, op_type=op_type, payload=payload,
+                            now=now)  # fmt: skip
+                expected[email] = ["created", "membership", f"book:{external}",
+                                   f"cancel:{external}"]  # fmt: skip
+            session.commit()
+    return expected
+
+
+def _ours(url: str, fake: FakeGym, key: str, total: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    engine = get_engine(url)
+    started = time.perf_counter()
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", DISPATCHER, url, fake.url, key],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    while True:
+        with Session(engine) as session:
+            done = session.scalar(select(func.count()).where(SyncOp.status == OpStatus.succeeded))
+        if done >= total:
+            break
+        time.sleep(0.05)
+    elapsed = time.perf_counter() - started
+    for process in processes:
+        process.send_signal(signal.SIGTERM)
+    reports = [json.loads(process.communicate(timeout=120)[0]) for process in processes]
+    claims = sorted(c for report in reports for c in report["claims"])
+    return {
+        "seconds": round(elapsed, 2),
+        "opsPerSecond": round(total / elapsed, 1),
+        "claimLatencyMs": {
+            "median": round(statistics.median(claims) * 1000, 2),
+            "p95": round(claims[int(len(claims) * 0.95)] * 1000, 2),
+            "claims": len(claims),
+        },
+        "sentPerProcess": [report["sent"] for report in reports],
+    }
+
+
+def _procrastinate_python() -> str:
+    python = PROCRASTINATE_VENV / "bin" / "python"
+    if not python.exists():
+        venv.create(PROCRASTINATE_VENV, with_pip=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", PROCRASTINATE, "psycopg[binary]"],
+            check=True,
+        )
+    return str(python)
+
+
+def _procrastinate(fake: FakeGym, total: int, organizations: int) -> dict:
+    python = _procrastinate_python()
+    url = _database("gymctl_bench_procrastinate")
+    conninfo = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    fake.add_account("bench-procrastinate", box_id="99999")
+    args = [conninfo, fake.url, "bench-procrastinate"]
+    keys = total // OPS_PER_MEMBER
+    subprocess.run([python, "-c", PROCRASTINATE_APP, "schema", *args], check=True)
+    subprocess.run(
+        [python, "-c", PROCRASTINATE_APP, "defer", *args, str(keys), str(OPS_PER_MEMBER)],
+        check=True,
+    )
+    engine = create_engine(url)
+    started = time.perf_counter()
+    workers = [
+        subprocess.Popen(
+            [python, "-c", PROCRASTINATE_APP, "worker", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(2)
+    ]
+    try:
+        while True:
+            with engine.connect() as connection:
+                done = connection.execute(
+                    text("SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'")
+                ).scalar_one()
+            if done >= total:
+                break
+            time.sleep(0.05)
+        elapsed = time.perf_counter() - started
+    finally:
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        for worker in workers:
+            worker.wait(timeout=60)
+        engine.dispose()
+        _drop("gymctl_bench_procrastinate")
+    return {
+        "seconds": round(elapsed, 2),
+        "jobsPerSecond": round(total / elapsed, 1),
+        "version": PROCRASTINATE.split("==")[1],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ops", type=int, default=20_000)
+    parser.add_argument("--organizations", type=int, default=200)
+    options = parser.parse_args()
+    members = options.ops // OPS_PER_MEMBER // options.organizations
+    total = members * options.organizations * OPS_PER_MEMBER
+    fake = FakeGym()
+    name = "gymctl_bench_bridge"
+    try:
+        url = _database(name)
+        migrate.upgrade(url)
+        key = generate_key_setting("bench")
+        expected = _seed(url, fake, key, options.organizations, members)
+        fake.calls.clear()
+        ours = _ours(url, fake, key, total)
+        emails = {
+            user_id: user["email"]
+            for account in fake.accounts.values()
+            for user_id, user in account.users.items()
+        }
+        in_order = all(fake.effects[u] == expected[emails[u]] for u in fake.effects)
+        ours["perAggregateOrderKept"] = in_order and len(fake.effects) == len(expected)
+        ours["duplicates"] = len(fake.duplicates)
+        get_engine(url).dispose()
+        theirs = _procrastinate(fake, total, options.organizations)
+    finally:
+        fake.close()
+        _drop(name)
+    print(
+        json.dumps(
+            {
+                "ops": total,
+                "organizations": options.organizations,
+                "dispatcherProcesses": 2,
+                "gymctl": ours,
+                "procrastinate": theirs,
+                "ratio": round(ours["opsPerSecond"] / theirs["jobsPerSecond"], 2),
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,253 @@
+"""The external gym system's public v3 API, header `api-key`: exactly the calls of spec B 4.6.
+
+There is deliberately no method for priced memberships, recurring payments, trials, leads,
+messages or deletes: what the bridge may never write, it cannot write. Every call first waits
+on the organization's throttle (its token bucket). Errors name the route and the status only,
+never a body (it may echo a member's address) or the key.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+import httpx
+
+USER_AGENT = "gymctl-bridge/1 (+https://gymctl.example/bridge)"  # some default agents get 403
+SEND_JITTER = 0.05  # seconds; see Throttle
+
+
+class CallFailure:
+    """Kinds of failed calls, each handled differently by the dispatcher."""
+
+    unauthorized = "unauthorized"  # 401: the key is bad or revoked; the connection errors
+    rate_limited = "rate_limited"  # 429: the organization's sending pauses, the op is not charged
+    server = "server"  # 5xx: the op backs off on the ladder
+    timeout = "timeout"  # no answer in time: the call may or may not have happened
+    network = "network"  # refused, reset: backs off like a 5xx
+    rejected = "rejected"  # 4xx: the same request will be refused again
+    not_found = "not_found"  # 404: callers decide (an already-cancelled booking is done)
+
+
+class ExternalCallError(Exception):
+    def __init__(
+        self, kind: str, route: str, status: int | None = None, retry_after: float | None = None
+    ) -> None:
+        self.kind = kind
+        self.route = route
+        self.status = status
+        self.retry_after = retry_after
+        super().__init__(f"{route}: {status if status is not None else kind}")
+
+    @property
+    def transient(self) -> bool:
+        """Worth another attempt later (the ladder)."""
+        return self.kind in (CallFailure.server, CallFailure.timeout, CallFailure.network)
+
+
+class Throttle:
+    """A token bucket of one token refilled `rate` times a second (GCRA), so any one-second
+    window holds at most `rate` calls. It starts empty: a dispatcher that just took over an
+    organization waits one interval, since the previous holder may have just sent a call.
+    Calls are paced SEND_JITTER apart beyond the interval: the time from taking a token to the
+    bytes leaving (a new connection, a busy machine) varies by tens of milliseconds, and a call
+    leaving late must not bring the next two closer than a second at the wire."""
+
+    def __init__(
+        self,
+        rate: float | None,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._interval = 0.0 if rate is None else 1.0 / rate + SEND_JITTER
+        self._monotonic = monotonic
+        self._sleep = sleep
+        self._next = monotonic() + self._interval
+        self.calls = 0
+
+    def acquire(self) -> None:
+        wait = self._next - self._monotonic()
+        if wait > 0:
+            self._sleep(wait)
+        self._next = max(self._next, self._monotonic()) + self._interval
+        self.calls += 1
+
+    def pause(self, seconds: float) -> None:
+        """After a 429: no call for `seconds`."""
+        self._next = max(self._next, self._monotonic() + seconds)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One searchUser result; native when it is a user of the connected account itself."""
+
+    external_id: str
+    native: bool
+
+
+class ExternalGymClient:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        throttle: Throttle,
+        timeout: float = 10.0,
+        account_id: str | None = None,
+    ) -> None:
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/") + "/v3",
+            headers={"api-key": api_key, "User-Agent": USER_AGENT, "Accept": "application/json"},
+            timeout=timeout,
+        )
+        self._throttle = throttle
+        self.account_id = account_id
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ExternalGymClient:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def locations(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/locations")
+
+    def membership_types(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/membershipTypes")
+
+    def users(self, page: int) -> tuple[list[dict[str, Any]], int | None]:
+        """One page of the account's users and the next page number (None at the end)."""
+        body = self._call("GET", "/users", params={"page": page}, unwrap=False)
+        rows = _data(body)
+        meta = body.get("meta", {}) if isinstance(body, dict) else {}
+        return rows, meta.get("next_page")
+
+    def user_memberships(self, user_id: str) -> list[dict[str, Any]]:
+        return self._call("GET", "/users/memberships", params={"user_id": user_id})
+
+    def schedule(self, from_date: date, to_date: date) -> list[dict[str, Any]]:
+        params = {
+            "from_date": from_date.isoformat(),
+            "to_date": to_date.isoformat(),
+            "registration_details": 1,
+        }
+        return self._call("GET", "/schedule", params=params)
+
+    def search_user(self, *, email: str | None = None, phone: str | None = None) -> list[Hit]:
+        params = {"email": email} if email is not None else {"phone": phone}
+        rows = self._call("GET", "/searchUser", params=params)
+        return [
+            Hit(
+                external_id=str(row["id"]),
+                native=row.get("type", "user") == "user"
+                and str(row.get("box_id")) == str(self.account_id),
+            )
+            for row in rows
+        ]
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def create_user(self, fields: dict[str, Any]) -> str:
+        """Never sends the welcome email: the member already has the platform's."""
+        body = {**fields, "send_welcome_email": False}
+        return str(self._call("POST", "/users", json=body)["id"])
+
+    def update_user(self, user_id: str, fields: dict[str, Any]) -> None:
+        self._call("PATCH", "/users", json={"user_id": user_id, **fields})
+
+    def assign_membership(
+        self, user_id: str, membership_type_id: str, start: date, end: date | None
+    ) -> str:
+        """The free non-recurring bridge membership type only (the connection names it)."""
+        body = {
+            "user_id": user_id,
+            "membership_type_id": membership_type_id,
+            "start_date": start.isoformat(),
+            "end_date": end.isoformat() if end else None,
+        }
+        return str(self._call("POST", "/users/memberships", json=body)["id"])
+
+    def cancel_membership(self, membership_user_id: str) -> None:
+        self._call(
+            "POST", "/users/memberships/cancel", json={"membership_user_id": membership_user_id}
+        )
+
+    def book_session(self, user_id: str, schedule_id: str, membership_user_id: str) -> str:
+        body = {
+            "user_id": user_id,
+            "schedule_id": schedule_id,
+            "membership_user_id": membership_user_id,
+        }
+        return str(self._call("POST", "/schedule/bookSession", json=body)["id"])
+
+    def cancel_booking(self, schedule_user_id: str) -> None:
+        self._call(
+            "POST", "/schedule/cancelUserBooking", json={"schedule_user_id": schedule_user_id}
+        )
+
+    def change_coach(self, schedule_id: str, coach_id: str) -> None:
+        """PATCH /v3/schedule carries the coach change only."""
+        self._call("PATCH", "/schedule", json={"schedule_id": schedule_id, "coach_id": coach_id})
+
+    # -- transport --------------------------------------------------------------------------
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        json: dict[str, Any] | None = None,
+        unwrap: bool = True,
+    ) -> Any:
+        route = f"{method} /v3{path}"
+        self._throttle.acquire()
+        try:
+            response = self._http.request(method, path, params=params, json=json)
+        except httpx.TimeoutException:
+            raise ExternalCallError(CallFailure.timeout, route) from None
+        except httpx.TransportError:
+            raise ExternalCallError(CallFailure.network, route) from None
+        status = response.status_code
+        if status >= 400:
+            raise ExternalCallError(_kind(status), route, status, _retry_after(response))
+        try:
+            body = response.json() if response.content else {}
+        except ValueError:
+            raise ExternalCallError(CallFailure.server, route, status) from None
+        return _data(body) if unwrap else body
+
+
+def _data(body: Any) -> Any:
+    """The usual envelope is {"data": ...}; one route answers with the bare value."""
+    if isinstance(body, dict) and "data" in body:
+        return body["data"]
+    return body
+
+
+def _kind(status: int) -> str:
+    if status == 401:
+        return CallFailure.unauthorized
+    if status == 429:
+        return CallFailure.rate_limited
+    if status == 404:
+        return CallFailure.not_found
+    if status >= 500:
+        return CallFailure.server
+    return CallFailure.rejected
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        return float(response.headers["Retry-After"])
+    except (KeyError, ValueError):
+        return None

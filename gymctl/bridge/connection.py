@@ -1,0 +1,331 @@
+"""The organization's connection to the external system (spec B 2.6, 5).
+
+The api-key is pasted once and checked with a real call: a 401 there is a clear refusal and
+nothing is stored. A check that cannot finish (the external system is down) keeps the key,
+encrypted, as a pending connection the dispatcher checks again. The key exists in plaintext
+only in memory, for the calls; it is never written to a job config, a log line or an event.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from gymctl.bridge import entity_map
+from gymctl.bridge.client import CallFailure, ExternalCallError, ExternalGymClient, Throttle
+from gymctl.config import Settings
+from gymctl.crypto import FieldCipher, Keyring
+from gymctl.errors import DomainError, not_found
+from gymctl.events import EventKind, emit
+from gymctl.models import Membership, MembershipStatus, Role, User
+from gymctl.models.bridge import (
+    ConnectionStatus,
+    EntityType,
+    IntegrationConnection,
+    Origin,
+    RosterEntry,
+)
+
+CREDENTIALS = {"table": "integration_connections", "column": "credentials_ciphertext"}
+KEY_SETTING = "GYMCTL_BRIDGE_CREDENTIALS_KEY"
+MAX_KEY_CHARS = 256
+
+
+def _cipher(settings: Settings) -> FieldCipher:
+    if settings.bridge_credentials_key is None:
+        raise DomainError("bridge_not_configured", f"{KEY_SETTING} is not set", status=503)
+    return FieldCipher(
+        Keyring.parse(settings.bridge_credentials_key.get_secret_value(), setting=KEY_SETTING)
+    )
+
+
+def _base_url(settings: Settings) -> str:
+    if not settings.bridge_api_url:
+        raise DomainError(
+            "bridge_disabled", "the bridge is disabled (GYMCTL_BRIDGE_API_URL is unset)", status=503
+        )
+    return settings.bridge_api_url
+
+
+def find_connection(session: Session, organization_id: uuid.UUID) -> IntegrationConnection | None:
+    return session.scalar(
+        select(IntegrationConnection).where(
+            IntegrationConnection.organization_id == organization_id
+        )
+    )
+
+
+def require_connection(session: Session, organization_id: uuid.UUID) -> IntegrationConnection:
+    connection = find_connection(session, organization_id)
+    if connection is None:
+        raise not_found("bridge_not_connected", "the organization has no bridge connection")
+    return connection
+
+
+def open_client(
+    connection: IntegrationConnection, settings: Settings, throttle: Throttle, timeout: float
+) -> ExternalGymClient:
+    if connection.credentials_ciphertext is None:
+        raise DomainError("bridge_not_connected", "the connection holds no api-key", status=409)
+    api_key = _cipher(settings).decrypt(
+        connection.credentials_ciphertext, row_id=str(connection.id), **CREDENTIALS
+    )
+    return ExternalGymClient(
+        _base_url(settings),
+        api_key,
+        throttle=throttle,
+        timeout=timeout,
+        account_id=connection.external_account_id,
+    )
+
+
+@dataclass(frozen=True)
+class Account:
+    external_account_id: str
+    bridge_membership_type_id: str
+
+
+def check_account(client: ExternalGymClient, membership_type_id: str | None) -> Account:
+    """Two reads: the locations name the account, the membership types hold the free
+    non-recurring bridge type (named, or the only such type)."""
+    locations = client.locations()
+    if not locations:
+        raise DomainError(
+            "bridge_account_empty", "the external account has no location", status=409
+        )
+    account = str(locations[0].get("box_id"))
+    free = [
+        str(kind["id"])
+        for kind in client.membership_types()
+        if not kind.get("price") and not kind.get("is_recurring")
+    ]
+    if membership_type_id is not None:
+        if membership_type_id not in free:
+            raise DomainError(
+                "bridge_membership_type_invalid",
+                "that membership type is not a free non-recurring type of the account",
+                status=409,
+            )
+        return Account(account, membership_type_id)
+    if not free:
+        raise DomainError(
+            "bridge_membership_type_missing",
+            "create a free non-recurring membership type at the external system first",
+            status=409,
+        )
+    if len(free) > 1:
+        raise DomainError(
+            "bridge_membership_type_ambiguous",
+            "several free non-recurring membership types: name one (bridgeMembershipTypeId)",
+            status=409,
+            candidates=free,
+        )
+    return Account(account, free[0])
+
+
+def connect(
+    session: Session,
+    organization_id: uuid.UUID,
+    api_key: str,
+    *,
+    settings: Settings,
+    now: datetime,
+    actor_user_id: uuid.UUID | None = None,
+    membership_type_id: str | None = None,
+    timeout: float = 10.0,
+) -> IntegrationConnection:
+    """Check the key with real calls, then store it encrypted (active, or pending when the
+    external system could not answer). A refused key (401) stores nothing."""
+    api_key = api_key.strip()
+    if (
+        not api_key
+        or len(api_key) > MAX_KEY_CHARS
+        or any(ch.isspace() or ch == "\x00" for ch in api_key)
+    ):
+        raise DomainError("bridge_key_malformed", "the api-key is empty or malformed", status=400)
+    cipher = _cipher(settings)
+    client = ExternalGymClient(
+        _base_url(settings), api_key, throttle=Throttle(settings.bridge_rate), timeout=timeout
+    )
+    account: Account | None = None
+    problem: str | None = None
+    with client:
+        try:
+            account = check_account(client, membership_type_id)
+        except ExternalCallError as error:
+            if error.kind == CallFailure.unauthorized:
+                raise DomainError(
+                    "bridge_key_invalid",
+                    "the external system refused the api-key (401)",
+                    status=400,
+                ) from None
+            if not error.transient and error.kind != CallFailure.rate_limited:
+                raise DomainError(
+                    "bridge_check_failed", f"the key check failed: {error}", status=502
+                ) from None
+            problem = str(error)
+    connection = find_connection(session, organization_id)
+    if connection is None:
+        connection = IntegrationConnection(id=uuid.uuid4(), organization_id=organization_id)
+        session.add(connection)
+    connection.credentials_ciphertext = cipher.encrypt(
+        api_key, row_id=str(connection.id), **CREDENTIALS
+    )
+    if account is not None:
+        activate(connection, account, now=now)
+    else:
+        connection.status = ConnectionStatus.pending
+        connection.last_error = f"key check unfinished: {problem}"
+        connection.bridge_membership_type_id = membership_type_id
+    connection.disconnected_at = None
+    connection.updated_at = now
+    session.flush()
+    emit(
+        session,
+        EventKind.audit,
+        "bridge.connected",
+        at=now,
+        aggregate_type="integration_connection",
+        aggregate_id=connection.id,
+        organization_id=organization_id,
+        actor_user_id=actor_user_id,
+        payload={"status": connection.status.value, "provider": connection.provider},
+    )
+    return connection
+
+
+def activate(connection: IntegrationConnection, account: Account, *, now: datetime) -> None:
+    connection.status = ConnectionStatus.active
+    connection.external_account_id = account.external_account_id
+    connection.bridge_membership_type_id = account.bridge_membership_type_id
+    connection.last_error = None
+    connection.connected_at = now
+    connection.schedule_poll_due_at = now
+    connection.reconcile_due_at = now
+    connection.updated_at = now
+
+
+def disconnect(
+    session: Session,
+    organization_id: uuid.UUID,
+    *,
+    now: datetime,
+    actor_user_id: uuid.UUID | None = None,
+) -> IntegrationConnection:
+    """Revoke: the key and the stored external roster are purged. Queued ops stay (nothing is
+    lost); they are sent again only after a new connect."""
+    connection = require_connection(session, organization_id)
+    connection.status = ConnectionStatus.revoked
+    connection.credentials_ciphertext = None
+    connection.disconnected_at = now
+    connection.schedule_poll_due_at = None
+    connection.reconcile_due_at = None
+    connection.updated_at = now
+    purged = session.execute(
+        delete(RosterEntry).where(RosterEntry.organization_id == organization_id)
+    ).rowcount
+    emit(
+        session,
+        EventKind.audit,
+        "bridge.disconnected",
+        at=now,
+        aggregate_type="integration_connection",
+        aggregate_id=connection.id,
+        organization_id=organization_id,
+        actor_user_id=actor_user_id,
+        payload={"rosterPurged": purged},
+    )
+    return connection
+
+
+def import_roster(
+    session: Session, connection: IntegrationConnection, client: ExternalGymClient, *, now: datetime
+) -> dict[str, int]:
+    """Read the external users into the roster (no phone numbers), then link each platform
+    member whose email matches exactly one roster user (origin import)."""
+    organization_id = connection.organization_id
+    fetched = 0
+    page: int | None = 1
+    while page is not None:
+        rows, page = client.users(page)
+        for row in rows:
+            _store_roster_row(session, organization_id, row, now)
+            fetched += 1
+        session.commit()
+    roster: dict[str, list[str]] = {}
+    for entry in session.scalars(
+        select(RosterEntry).where(RosterEntry.organization_id == organization_id)
+    ):
+        if entry.email:
+            roster.setdefault(entry.email.lower(), []).append(entry.external_id)
+    outcome = {"fetched": fetched, "linked": 0, "alreadyLinked": 0, "ambiguous": 0, "unmatched": 0}
+    members = session.execute(
+        select(Membership.id, func.lower(User.email))
+        .join(User, User.id == Membership.user_id)
+        .where(
+            Membership.organization_id == organization_id,
+            Membership.role == Role.member,
+            Membership.status == MembershipStatus.active,
+        )
+    ).all()
+    for membership_id, email in members:
+        matches = roster.get(email or "", [])
+        if entity_map.find(session, organization_id, EntityType.member, membership_id):
+            outcome["alreadyLinked"] += 1
+        elif len(matches) == 1 and not entity_map.find_external(
+            session, organization_id, EntityType.member, matches[0]
+        ):
+            entity_map.link(
+                session,
+                organization_id,
+                EntityType.member,
+                platform_id=membership_id,
+                external_id=matches[0],
+                origin=Origin.import_,
+                now=now,
+            )
+            outcome["linked"] += 1
+        else:
+            outcome["ambiguous" if len(matches) > 1 else "unmatched"] += 1
+    session.commit()
+    return outcome
+
+
+def _store_roster_row(
+    session: Session, organization_id: uuid.UUID, row: dict[str, Any], now: datetime
+) -> None:
+    external_id = str(row["id"])
+    entry = session.scalar(
+        select(RosterEntry).where(
+            RosterEntry.organization_id == organization_id, RosterEntry.external_id == external_id
+        )
+    )
+    if entry is None:
+        entry = RosterEntry(organization_id=organization_id, external_id=external_id)
+        session.add(entry)
+    # Deliberately no phone: rosters keep none (spec B 2.6).
+    entry.first_name = row.get("first_name")
+    entry.last_name = row.get("last_name")
+    entry.email = row.get("email")
+    entry.active = bool(row.get("active", True))
+    entry.fetched_at = now
+
+
+def describe(connection: IntegrationConnection | None) -> dict[str, Any]:
+    """The connection as owners and operators see it: never the key or its ciphertext."""
+    if connection is None:
+        return {"status": "not_connected"}
+    return {
+        "status": connection.status.value,
+        "provider": connection.provider,
+        "externalAccountId": connection.external_account_id,
+        "bridgeMembershipTypeId": connection.bridge_membership_type_id,
+        "lastError": connection.last_error,
+        "connectedAt": connection.connected_at.isoformat() if connection.connected_at else None,
+        "lastRun": connection.last_run or None,
+    }

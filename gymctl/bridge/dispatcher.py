@@ -1,0 +1,490 @@
+"""The dispatcher: sends each organization's queue to the external system.
+
+Any number of dispatcher processes run; each serves an organization only while it holds that
+organization's lock (a PostgreSQL session-level advisory lock on the connection doing the work,
+so it is released the moment the process dies; a process lock on the embedded SQLite default).
+The holder owns the organization's token bucket, so every call for it (ops, the schedule poll,
+the booking reconcile, a pending key check) is paced by one bucket. It rescues in-flight ops of
+the organization at once (no one else can be working on them), claims due heads in short
+transactions, and never holds a transaction open across an HTTP call.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, exists, or_, select, text
+from sqlalchemy.orm import Session, aliased
+
+from gymctl import clock as default_clock
+from gymctl.bridge import queue
+from gymctl.bridge.client import CallFailure, ExternalCallError, Throttle
+from gymctl.bridge.connection import activate, check_account, find_connection, open_client
+from gymctl.bridge.operations import OpContext, Park, Retry, perform
+from gymctl.bridge.polling import serve_polls
+from gymctl.clock import Clock
+from gymctl.config import Settings
+from gymctl.db import lock_key
+from gymctl.errors import DomainError
+from gymctl.events import EventKind, emit
+from gymctl.models.bridge import (
+    UNFINISHED,
+    WAITING,
+    ConnectionStatus,
+    IntegrationConnection,
+    OpStatus,
+    SyncOp,
+)
+
+logger = logging.getLogger("gymctl.bridge")
+
+PENDING_CHECK_EVERY = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class Policy:
+    rate: float | None = 2.0  # requests per second per organization; None lifts it
+    batch: int = 10
+    lease: timedelta = timedelta(minutes=5)
+    ladder: tuple[timedelta, ...] = queue.LADDER
+    timeout: float = 10.0
+    workers: int = 16
+    slice_seconds: float = 30.0  # then the organization is let go, so none starves
+    idle_seconds: float = 0.5
+    pause_on_429: float = 1.0  # when the 429 carries no Retry-After
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **overrides: Any) -> Policy:
+        return cls(rate=settings.bridge_rate, **overrides)
+
+
+@dataclass
+class RunSummary:
+    organization_id: str
+    correlation_id: str
+    runner: str
+    rescued: int = 0
+    claimed: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    parked: int = 0
+    released: int = 0
+    requests: int = 0
+    polls: dict[str, Any] = field(default_factory=dict)
+    stopped: str | None = None
+    claim_seconds: list[float] = field(default_factory=list, repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("claim_seconds")
+        return data
+
+
+class ConnectionLost(Exception):
+    """The external system refused the key mid-run (401): the organization's run stops."""
+
+
+def drain(
+    session: Session,
+    organization_id: uuid.UUID,
+    *,
+    settings: Settings,
+    policy: Policy,
+    runner: str,
+    clock: Clock = default_clock,
+    stop: threading.Event | None = None,
+) -> RunSummary:
+    """Serve one organization until nothing is due or its slice ends. The caller holds the
+    organization's lock; `session` commits step by step."""
+    summary = RunSummary(str(organization_id), uuid.uuid4().hex, runner)
+    started = time.monotonic()
+    summary.rescued = queue.rescue_organization(session, organization_id, now=clock.now())
+    session.commit()
+    connection = find_connection(session, organization_id)
+    if connection is None or connection.status not in (
+        ConnectionStatus.active,
+        ConnectionStatus.pending,
+    ):
+        summary.stopped = "not_connected"
+        return summary
+    throttle = Throttle(policy.rate)
+    try:
+        with open_client(connection, settings, throttle, policy.timeout) as client:
+            if connection.status is ConnectionStatus.pending and not _check_pending(
+                session, connection, client, clock
+            ):
+                summary.stopped = "pending"
+                return summary
+            context = OpContext(session, client, connection, clock.now)
+            while not (stop and stop.is_set()):
+                if time.monotonic() - started > policy.slice_seconds:
+                    summary.stopped = "slice"
+                    break
+                claim_started = time.perf_counter()
+                ops = queue.claim(
+                    session,
+                    organization_id,
+                    now=clock.now(),
+                    limit=policy.batch,
+                    lease=policy.lease,
+                    owner=summary.correlation_id,
+                )
+                summary.claim_seconds.append(time.perf_counter() - claim_started)
+                if not ops:
+                    break
+                summary.claimed += len(ops)
+                for position, op in enumerate(ops):
+                    try:
+                        _run_op(context, op, policy, throttle, summary)
+                    except ConnectionLost:
+                        for rest in ops[position + 1 :]:
+                            queue.release(
+                                session, rest, owner=summary.correlation_id,
+                                now=clock.now(), run_after=clock.now(),
+                            )  # fmt: skip
+                        session.commit()
+                        summary.stopped = "unauthorized"
+                        break
+                if summary.stopped:
+                    break
+            if summary.stopped is None:
+                summary.polls = _polls(session, connection, client, clock, summary)
+    finally:
+        summary.requests = throttle.calls
+        _record_run(session, organization_id, summary, clock.now())
+    return summary
+
+
+def _check_pending(
+    session: Session, connection: IntegrationConnection, client, clock: Clock
+) -> bool:
+    """A key stored while the external system was down: check it now (spec B 5)."""
+    try:
+        activate(
+            connection, check_account(client, connection.bridge_membership_type_id), now=clock.now()
+        )
+    except ExternalCallError as error:
+        if error.kind == CallFailure.unauthorized:
+            _lose(connection, "the external system refused the api-key (401)", clock.now())
+        else:
+            connection.last_error = f"key check unfinished: {error}"
+            connection.updated_at = clock.now()
+    except DomainError as error:
+        connection.status = ConnectionStatus.error
+        connection.last_error = error.message
+        connection.updated_at = clock.now()
+    session.commit()
+    return connection.status is ConnectionStatus.active
+
+
+def _lose(connection: IntegrationConnection, message: str, now: datetime) -> None:
+    connection.status = ConnectionStatus.error
+    connection.last_error = message
+    connection.updated_at = now
+
+
+def _run_op(
+    context: OpContext, op: SyncOp, policy: Policy, throttle: Throttle, summary: RunSummary
+) -> None:
+    session, now = context.session, context.now
+    owner = summary.correlation_id
+    calls_before = throttle.calls
+    outcome: str | None = None
+    http_status: int | None = None
+    lost = False
+    try:
+        outcome = perform(context, op)
+        queue.succeed(session, op, owner=owner, now=now())
+    except Park as parked:
+        session.rollback()
+        outcome = parked.issue
+        queue.park(session, op, owner=owner, now=now(), issue=parked.issue, error=str(parked))
+    except Retry as later:
+        session.rollback()
+        outcome = "retry"
+        queue.fail(session, op, owner=owner, now=now(), error=str(later), ladder=policy.ladder)
+    except ExternalCallError as error:
+        session.rollback()
+        outcome, http_status = error.kind, error.status
+        if error.kind == CallFailure.unauthorized:
+            queue.release(session, op, owner=owner, now=now(), run_after=now())
+            _lose(context.connection, "the external system refused the api-key (401)", now())
+            lost = True
+        elif error.kind == CallFailure.rate_limited:
+            pause = error.retry_after or policy.pause_on_429
+            throttle.pause(pause)
+            queue.release(
+                session, op, owner=owner, now=now(), run_after=now() + timedelta(seconds=pause)
+            )
+        elif error.transient:
+            queue.fail(session, op, owner=owner, now=now(), error=str(error), ladder=policy.ladder)
+        else:
+            queue.park(session, op, owner=owner, now=now(), issue="rejected", error=str(error))
+    except Exception as error:  # a bug in one op must not stop the others
+        session.rollback()
+        logger.exception("bridge op %s failed unexpectedly", op.id)
+        outcome = "internal_error"
+        queue.fail(
+            session, op, owner=owner, now=now(), error=type(error).__name__, ladder=policy.ladder
+        )
+    tally = {
+        OpStatus.succeeded: "succeeded",
+        OpStatus.failed: "failed",
+        OpStatus.parked: "parked",
+        OpStatus.pending: "released",
+    }
+    name = tally.get(op.status)
+    if name:
+        setattr(summary, name, getattr(summary, name) + 1)
+    emit(
+        session,
+        EventKind.analytics,
+        "bridge.sync_op",
+        at=now(),
+        aggregate_type="bridge_sync_op",
+        aggregate_id=str(op.id),
+        organization_id=op.organization_id,
+        payload={
+            "correlationId": summary.correlation_id,
+            "opId": op.id,
+            "opType": op.op_type.value,
+            "status": op.status.value,
+            "attempts": op.attempts,
+            "outcome": outcome,
+            "httpStatus": http_status,
+            "requests": throttle.calls - calls_before,
+        },
+    )
+    session.commit()
+    if lost:
+        raise ConnectionLost
+
+
+def _polls(
+    session: Session,
+    connection: IntegrationConnection,
+    client,
+    clock: Clock,
+    summary: RunSummary,
+) -> dict[str, Any]:
+    try:
+        return serve_polls(session, connection, client, clock.now)
+    except ExternalCallError as error:
+        session.rollback()
+        if error.kind == CallFailure.unauthorized:
+            _lose(connection, "the external system refused the api-key (401)", clock.now())
+            summary.stopped = "unauthorized"
+        else:  # stays due: the next run polls again
+            connection.last_error = f"poll: {error}"
+            if error.kind == CallFailure.rate_limited:
+                summary.stopped = "rate_limited"
+        session.commit()
+        return {"error": str(error)}
+
+
+def _record_run(
+    session: Session, organization_id: uuid.UUID, summary: RunSummary, now: datetime
+) -> None:
+    """The bridge sync run event (a correlation id, counts, no personal data) and the
+    connection's last run, for `gymctl bridge status`."""
+    session.rollback()
+    run = {**summary.as_dict(), "at": now.isoformat()}
+    connection = find_connection(session, organization_id)
+    if connection is not None and (summary.claimed or summary.polls or summary.rescued):
+        connection.last_run = run
+        emit(
+            session,
+            EventKind.analytics,
+            "bridge.sync_run",
+            at=now,
+            aggregate_type="integration_connection",
+            aggregate_id=connection.id,
+            organization_id=organization_id,
+            payload={"correlationId": summary.correlation_id, **summary.as_dict()},
+        )
+    session.commit()
+
+
+# -- which organizations have work ----------------------------------------------------------
+
+
+def due_organizations(session: Session, *, now: datetime) -> list[uuid.UUID]:
+    """Organizations with a claimable head op, a due poll or reconcile, or a pending key."""
+    earlier = aliased(SyncOp)
+    head_due = exists().where(
+        SyncOp.organization_id == IntegrationConnection.organization_id,
+        SyncOp.status.in_(WAITING),
+        SyncOp.run_after <= now,
+        ~exists().where(
+            earlier.aggregate_key == SyncOp.aggregate_key,
+            earlier.id < SyncOp.id,
+            earlier.status.in_(UNFINISHED),
+        ),
+    )
+    active = and_(
+        IntegrationConnection.status == ConnectionStatus.active,
+        or_(
+            IntegrationConnection.schedule_poll_due_at <= now,
+            IntegrationConnection.reconcile_due_at <= now,
+            head_due,
+        ),
+    )
+    pending = and_(
+        IntegrationConnection.status == ConnectionStatus.pending,
+        IntegrationConnection.updated_at <= now - PENDING_CHECK_EVERY,
+    )
+    rows = session.scalars(
+        select(IntegrationConnection.organization_id).where(or_(active, pending))
+    )
+    result = list(rows)
+    session.rollback()
+    return result
+
+
+# -- the organization lock --------------------------------------------------------------------
+
+_process_locks: dict[str, threading.Lock] = {}
+_process_locks_guard = threading.Lock()
+
+
+@contextmanager
+def organization_lock(
+    engine: Engine, organization_id: uuid.UUID, *, wait_seconds: float = 0.0
+) -> Iterator[Connection | None]:
+    """A connection holding the organization's dispatch lock, or None if another holds it
+    (after waiting up to `wait_seconds`). Commits on the connection keep the lock."""
+    name = f"bridge:dispatch:{organization_id}"
+    deadline = time.monotonic() + wait_seconds
+    if engine.dialect.name != "postgresql":
+        with _process_locks_guard:
+            lock = _process_locks.setdefault(name, threading.Lock())
+        acquired = (
+            lock.acquire(timeout=wait_seconds) if wait_seconds > 0 else lock.acquire(blocking=False)
+        )
+        if not acquired:
+            yield None
+            return
+        try:
+            with engine.connect() as connection:
+                yield connection
+        finally:
+            lock.release()
+        return
+    connection = engine.connect()
+    key = lock_key(name)
+    try:
+        while True:
+            held = connection.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar()
+            connection.commit()
+            if held or time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+        if not held:
+            yield None
+            return
+        try:
+            yield connection
+        finally:
+            try:
+                connection.rollback()
+                connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+                connection.commit()
+            except Exception:
+                connection.invalidate()  # closing the server session releases the lock
+    finally:
+        connection.close()
+
+
+# -- the process ----------------------------------------------------------------------------
+
+
+def process_label() -> str:
+    """Which dispatcher made a run (host and process id), as events and `status` show it."""
+    return f"{socket.gethostname()}:{os.getpid()}"[:64]
+
+
+def run_dispatcher(
+    engine: Engine,
+    settings: Settings,
+    policy: Policy,
+    *,
+    runner: str,
+    once: bool = False,
+    stop: threading.Event | None = None,
+    clock: Clock = default_clock,
+) -> list[RunSummary]:
+    """Serve due organizations with up to `policy.workers` threads until `stop`; with `once`,
+    serve each organization due at the start (or becoming due meanwhile) once and return."""
+    stop = stop or threading.Event()
+    summaries: list[RunSummary] = []
+    busy: dict[uuid.UUID, Future[RunSummary | None]] = {}
+    attempted: set[uuid.UUID] = set()
+    with ThreadPoolExecutor(policy.workers, thread_name_prefix="bridge") as pool:
+        while not stop.is_set():
+            for organization_id, future in list(busy.items()):
+                if future.done():
+                    busy.pop(organization_id)
+                    result = future.result()
+                    if result is not None:
+                        summaries.append(result)
+            with Session(engine) as session:
+                due = due_organizations(session, now=clock.now())
+            for organization_id in due:
+                if organization_id in busy or len(busy) >= policy.workers:
+                    continue
+                if once and organization_id in attempted:
+                    continue
+                attempted.add(organization_id)
+                busy[organization_id] = pool.submit(
+                    _serve, engine, organization_id, settings, policy, runner, clock, stop
+                )
+            if once and not busy and not (set(due) - attempted):
+                break
+            if busy:
+                wait(busy.values(), timeout=policy.idle_seconds, return_when=FIRST_COMPLETED)
+            else:
+                stop.wait(policy.idle_seconds)
+        for future in busy.values():
+            result = future.result()
+            if result is not None:
+                summaries.append(result)
+    return summaries
+
+
+def _serve(
+    engine: Engine,
+    organization_id: uuid.UUID,
+    settings: Settings,
+    policy: Policy,
+    runner: str,
+    clock: Clock,
+    stop: threading.Event,
+) -> RunSummary | None:
+    try:
+        with organization_lock(engine, organization_id) as connection:
+            if connection is None:
+                return None  # another dispatcher serves it
+            with Session(bind=connection, expire_on_commit=False) as session:
+                return drain(
+                    session,
+                    organization_id,
+                    settings=settings,
+                    policy=policy,
+                    runner=runner,
+                    clock=clock,
+                    stop=stop,
+                )
+    except Exception:
+        logger.exception("bridge dispatch of organization %s failed", organization_id)
+        return None

@@ -1,0 +1,100 @@
+"""The entity map (spec B 2.6): which external entity each platform entity is.
+
+Unique both ways per organization and type, so one external user can never stand for two
+members (nor one member for two external users).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.errors import DomainError
+from gymctl.models.bridge import EntityLink, EntityType, Origin
+
+
+def find(
+    session: Session, organization_id: uuid.UUID, entity_type: EntityType, platform_id: Any
+) -> EntityLink | None:
+    return session.scalar(
+        select(EntityLink).where(
+            EntityLink.organization_id == organization_id,
+            EntityLink.entity_type == entity_type,
+            EntityLink.platform_id == str(platform_id),
+        )
+    )
+
+
+def find_external(
+    session: Session, organization_id: uuid.UUID, entity_type: EntityType, external_id: str
+) -> EntityLink | None:
+    return session.scalar(
+        select(EntityLink).where(
+            EntityLink.organization_id == organization_id,
+            EntityLink.entity_type == entity_type,
+            EntityLink.external_id == str(external_id),
+        )
+    )
+
+
+def link(
+    session: Session,
+    organization_id: uuid.UUID,
+    entity_type: EntityType,
+    *,
+    platform_id: Any | None,
+    external_id: str,
+    origin: Origin,
+    now: datetime,
+    data: dict[str, Any] | None = None,
+) -> EntityLink:
+    """Record (or move) a link. The external entity already standing for another platform
+    entity is refused with bridge_link_conflict; one the poll found unclaimed is taken over."""
+    platform = str(platform_id) if platform_id is not None else None
+    external_id = str(external_id)
+    by_external = find_external(session, organization_id, entity_type, external_id)
+    if by_external is not None and by_external.platform_id not in (None, platform):
+        raise DomainError(
+            "bridge_link_conflict",
+            f"external {entity_type.value} {external_id} is linked to another platform entity",
+            status=409,
+        )
+    row = find(session, organization_id, entity_type, platform) if platform else None
+    if row is not None and by_external is not None and row is not by_external:
+        session.delete(by_external)  # the poll's unclaimed row gives way to the claimed one
+        session.flush()
+        data = {**by_external.data, **(data or {})}
+    row = row or by_external
+    if row is None:
+        row = EntityLink(
+            organization_id=organization_id,
+            entity_type=entity_type,
+            platform_id=platform,
+            external_id=external_id,
+            origin=origin,
+            data=data or {},
+            created_at=now,
+        )
+        session.add(row)
+    else:
+        row.platform_id = platform
+        row.external_id = external_id
+        row.origin = origin
+        row.data = {**row.data, **(data or {})}
+    row.updated_at = now
+    session.flush()
+    return row
+
+
+def describe(row: EntityLink) -> dict[str, Any]:
+    return {
+        "entityType": row.entity_type.value,
+        "platformId": row.platform_id,
+        "externalId": row.external_id,
+        "origin": row.origin.value,
+        "updatedAt": row.updated_at.isoformat(),
+    }

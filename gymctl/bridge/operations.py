@@ -1,0 +1,296 @@
+"""What each op does at the external system, and how a retry stays idempotent there.
+
+The external system has no idempotency keys. So a create that may already have happened (any
+attempt after the first: a timeout, a 5xx after the write, a dispatcher that died mid-call)
+looks for its entity first, and each external effect is written to the entity map at once, in
+its own short transaction, before anything else is sent. A cancel of something already gone
+(404) is done.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.bridge import entity_map
+from gymctl.bridge.client import CallFailure, ExternalCallError, ExternalGymClient
+from gymctl.bridge.payloads import (
+    BookingPayload,
+    CoachPayload,
+    MemberPayload,
+    MembershipPayload,
+    parse_payload,
+)
+from gymctl.errors import DomainError
+from gymctl.models.bridge import (
+    EntityLink,
+    EntityType,
+    IntegrationConnection,
+    OpType,
+    Origin,
+    SyncOp,
+)
+
+
+class Park(Exception):
+    """Retrying cannot help: the op goes to the issues inbox with this code."""
+
+    def __init__(self, issue: str, message: str) -> None:
+        self.issue = issue
+        super().__init__(message)
+
+
+class Retry(Exception):
+    """Not possible yet (a class the poll has not mapped): back off on the ladder."""
+
+
+@dataclass
+class OpContext:
+    session: Session
+    client: ExternalGymClient
+    connection: IntegrationConnection
+    now: Callable[[], datetime]
+
+    @property
+    def organization_id(self) -> uuid.UUID:
+        return self.connection.organization_id
+
+    def lookup(self, entity_type: EntityType, platform_id: Any) -> EntityLink | None:
+        """Read, then end the read transaction: none stays open across an HTTP call."""
+        row = entity_map.find(self.session, self.organization_id, entity_type, platform_id)
+        self.session.commit()
+        return row
+
+    def link(
+        self,
+        entity_type: EntityType,
+        platform_id: Any,
+        external_id: str,
+        data: dict[str, Any],
+    ) -> None:
+        """Record an external effect as soon as it happened."""
+        try:
+            entity_map.link(
+                self.session,
+                self.organization_id,
+                entity_type,
+                platform_id=platform_id,
+                external_id=external_id,
+                origin=Origin.mirror,
+                now=self.now(),
+                data=data,
+            )
+        except DomainError as error:
+            self.session.rollback()
+            if error.code == "bridge_link_conflict":
+                raise Park("identity_conflict", error.message) from None
+            raise
+        self.session.commit()
+
+    def nudge_reconcile(self) -> None:
+        """Spec B 8: a booking reconcile after each booking change."""
+        self.connection.reconcile_due_at = self.now()
+        self.session.commit()
+
+
+def _member(ctx: OpContext, member_id: uuid.UUID) -> EntityLink:
+    row = ctx.lookup(EntityType.member, member_id)
+    if row is None:
+        raise Park("member_unmapped", "the member has no external user (its create was not sent)")
+    return row
+
+
+def identify(ctx: OpContext, payload: MemberPayload) -> str | None:
+    """Spec B 8: email first, then phone; exactly one native hit links, several park."""
+    for field in ("email", "phone"):
+        value = getattr(payload, field)
+        if not value:
+            continue
+        native = [hit for hit in ctx.client.search_user(**{field: value}) if hit.native]
+        if len(native) > 1:
+            raise Park("identity_conflict", f"{len(native)} external users match the {field}")
+        if native:
+            return native[0].external_id
+    return None
+
+
+def user_create(ctx: OpContext, op: SyncOp, payload: MemberPayload) -> str:
+    if ctx.lookup(EntityType.member, payload.member_id) is not None:
+        return "already_linked"
+    found = identify(ctx, payload)
+    if found is not None:
+        ctx.link(EntityType.member, payload.member_id, found, {"via": "search"})
+        return "linked"
+    created = ctx.client.create_user(payload.fields())
+    ctx.link(EntityType.member, payload.member_id, created, {"via": "create"})
+    return "created"
+
+
+def user_update(ctx: OpContext, op: SyncOp, payload: MemberPayload) -> str:
+    ctx.client.update_user(_member(ctx, payload.member_id).external_id, payload.fields())
+    return "updated"
+
+
+def _assign(ctx: OpContext, op: SyncOp, payload: MembershipPayload, *, retried: bool) -> str:
+    user = _member(ctx, payload.member_id)
+    type_id = ctx.connection.bridge_membership_type_id
+    if type_id is None:
+        raise Park("membership_type_missing", "the connection names no bridge membership type")
+    data = {
+        "memberId": str(payload.member_id),
+        "status": "active",
+        "startDate": payload.start_date.isoformat(),
+        "endDate": payload.end_date.isoformat() if payload.end_date else None,
+    }
+    if retried:
+        for held in ctx.client.user_memberships(user.external_id):
+            external = str(held["id"])
+            if str(held.get("membership_type_id")) != type_id or not held.get("active"):
+                continue
+            owner = entity_map.find_external(
+                ctx.session, ctx.organization_id, EntityType.membership, external
+            )
+            ctx.session.commit()
+            if owner is None or owner.platform_id == str(payload.subscription_id):
+                ctx.link(EntityType.membership, payload.subscription_id, external, data)
+                return "found"
+    created = ctx.client.assign_membership(
+        user.external_id, type_id, payload.start_date, payload.end_date
+    )
+    ctx.link(EntityType.membership, payload.subscription_id, created, data)
+    return "assigned"
+
+
+def membership_assign(ctx: OpContext, op: SyncOp, payload: MembershipPayload) -> str:
+    current = ctx.lookup(EntityType.membership, payload.subscription_id)
+    if current is not None and current.data.get("status") == "active":
+        return "already_assigned"
+    return _assign(ctx, op, payload, retried=op.attempts > 1)
+
+
+def _end(ctx: OpContext, payload: MembershipPayload, status: str) -> bool:
+    """Cancel the subscription's bridge membership if it is live; False if none was."""
+    current = ctx.lookup(EntityType.membership, payload.subscription_id)
+    if current is None or current.data.get("status") != "active":
+        return False
+    try:
+        ctx.client.cancel_membership(current.external_id)
+    except ExternalCallError as error:
+        if error.kind != CallFailure.not_found:
+            raise
+    ctx.link(
+        EntityType.membership, payload.subscription_id, current.external_id, {"status": status}
+    )
+    return True
+
+
+def membership_cancel(ctx: OpContext, op: SyncOp, payload: MembershipPayload) -> str:
+    return "cancelled" if _end(ctx, payload, "cancelled") else "nothing_to_cancel"
+
+
+def membership_hold(ctx: OpContext, op: SyncOp, payload: MembershipPayload) -> str:
+    """A frozen subscription: the free membership ends (no booking there while frozen); the
+    resume assigns a fresh one. The public API has no hold call."""
+    return "held" if _end(ctx, payload, "held") else "nothing_to_hold"
+
+
+def membership_update(ctx: OpContext, op: SyncOp, payload: MembershipPayload) -> str:
+    """New dates: the non-recurring membership is re-issued (cancel, then assign)."""
+    _end(ctx, payload, "replaced")
+    current = ctx.lookup(EntityType.membership, payload.subscription_id)
+    if current is not None and current.data.get("status") == "active":
+        return "already_updated"
+    return _assign(ctx, op, payload, retried=True)
+
+
+def _schedule(ctx: OpContext, session_id: uuid.UUID) -> EntityLink:
+    row = ctx.lookup(EntityType.schedule, session_id)
+    if row is None:
+        raise Retry("schedule_unmapped: the class is not linked to an external schedule yet")
+    return row
+
+
+def booking_create(ctx: OpContext, op: SyncOp, payload: BookingPayload) -> str:
+    if ctx.lookup(EntityType.booking, payload.booking_id) is not None:
+        return "already_booked"
+    user = _member(ctx, payload.member_id)
+    bridge = ctx.session.scalar(
+        select(EntityLink)
+        .where(
+            EntityLink.organization_id == ctx.organization_id,
+            EntityLink.entity_type == EntityType.membership,
+            EntityLink.data["memberId"].as_string() == str(payload.member_id),
+            EntityLink.data["status"].as_string() == "active",
+        )
+        .limit(1)
+    )
+    ctx.session.commit()
+    if bridge is None:
+        raise Park("membership_unmapped", "the member holds no bridge membership")
+    schedule = _schedule(ctx, payload.session_id)
+    data = {
+        "memberId": str(payload.member_id),
+        "scheduleId": schedule.external_id,
+        "status": "booked",
+    }
+    if op.attempts > 1 and "date" in schedule.data:
+        day = date.fromisoformat(schedule.data["date"])
+        for item in ctx.client.schedule(day, day):
+            if str(item["id"]) != schedule.external_id:
+                continue
+            for registration in item.get("registrations", []):
+                if str(registration.get("user_id")) == user.external_id:
+                    ctx.link(EntityType.booking, payload.booking_id, str(registration["id"]), data)
+                    return "found"
+    booked = ctx.client.book_session(user.external_id, schedule.external_id, bridge.external_id)
+    ctx.link(EntityType.booking, payload.booking_id, booked, data)
+    ctx.nudge_reconcile()
+    return "booked"
+
+
+def booking_cancel(ctx: OpContext, op: SyncOp, payload: BookingPayload) -> str:
+    current = ctx.lookup(EntityType.booking, payload.booking_id)
+    if current is None or current.data.get("status") != "booked":
+        return "nothing_to_cancel"
+    try:
+        ctx.client.cancel_booking(current.external_id)
+    except ExternalCallError as error:
+        if error.kind != CallFailure.not_found:
+            raise
+    ctx.link(EntityType.booking, payload.booking_id, current.external_id, {"status": "cancelled"})
+    ctx.nudge_reconcile()
+    return "cancelled"
+
+
+def schedule_coach(ctx: OpContext, op: SyncOp, payload: CoachPayload) -> str:
+    schedule = _schedule(ctx, payload.session_id)
+    coach = ctx.lookup(EntityType.staff, payload.coach_id)
+    if coach is None:
+        raise Park("staff_unmapped", "the coach is not linked to an external staff member")
+    ctx.client.change_coach(schedule.external_id, coach.external_id)
+    return "coach_changed"
+
+
+HANDLERS: dict[OpType, Callable[[OpContext, SyncOp, Any], str]] = {
+    OpType.user_create: user_create,
+    OpType.user_update: user_update,
+    OpType.membership_assign: membership_assign,
+    OpType.membership_update: membership_update,
+    OpType.membership_cancel: membership_cancel,
+    OpType.membership_hold: membership_hold,
+    OpType.booking_create: booking_create,
+    OpType.booking_cancel: booking_cancel,
+    OpType.schedule_coach: schedule_coach,
+}
+
+
+def perform(ctx: OpContext, op: SyncOp) -> str:
+    """Run one op; raises Park, Retry or ExternalCallError when it did not go through."""
+    payload = parse_payload(op.op_type, op.payload)
+    return HANDLERS[op.op_type](ctx, op, payload)

@@ -1,0 +1,106 @@
+"""What each op type carries, and the aggregate it is ordered within.
+
+Every op about one member (the person, the free bridge membership, the bookings) shares the key
+`member:<membership id>`: a booking needs the external user and its bridge membership to exist
+first, so they must reach the external system in the order the platform made them. A coach
+change is ordered per class session.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import date
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from gymctl.errors import DomainError
+from gymctl.models.bridge import OpType
+
+TEXT = r"^[^\x00]*$"
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+    )
+
+    def aggregate_key(self) -> str:
+        return f"member:{self.member_id}"  # type: ignore[attr-defined]
+
+
+class MemberPayload(_Payload):
+    """user.create and user.update: the member's full current details (an update replaces a
+    waiting one). The phone is used for identity search and sent, never stored in rosters."""
+
+    member_id: uuid.UUID
+    first_name: str = Field(min_length=1, max_length=200, pattern=TEXT)
+    last_name: str = Field("", max_length=200, pattern=TEXT)
+    email: str | None = Field(None, max_length=320, pattern=TEXT)
+    phone: str | None = Field(None, max_length=40, pattern=TEXT)
+
+    def fields(self) -> dict[str, Any]:
+        """The external system's user fields."""
+        sent = {"first_name": self.first_name, "last_name": self.last_name, "email": self.email}
+        if self.phone:
+            sent["phone"] = self.phone
+        return sent
+
+
+class MembershipPayload(_Payload):
+    """membership.*: the free bridge membership standing for one platform subscription."""
+
+    member_id: uuid.UUID
+    subscription_id: uuid.UUID
+    start_date: date
+    end_date: date | None = None
+
+
+class BookingPayload(_Payload):
+    member_id: uuid.UUID
+    booking_id: uuid.UUID
+    session_id: uuid.UUID
+
+
+class CoachPayload(_Payload):
+    session_id: uuid.UUID
+    coach_id: uuid.UUID  # the coach's platform membership (entity type staff)
+
+    def aggregate_key(self) -> str:
+        return f"schedule:{self.session_id}"
+
+
+PAYLOADS: dict[OpType, type[_Payload]] = {
+    OpType.user_create: MemberPayload,
+    OpType.user_update: MemberPayload,
+    OpType.membership_assign: MembershipPayload,
+    OpType.membership_update: MembershipPayload,
+    OpType.membership_cancel: MembershipPayload,
+    OpType.membership_hold: MembershipPayload,
+    OpType.booking_create: BookingPayload,
+    OpType.booking_cancel: BookingPayload,
+    OpType.schedule_coach: CoachPayload,
+}
+
+
+def parse_payload(op_type: OpType, payload: dict[str, Any]) -> _Payload:
+    """The op's payload, validated; bridge_op_not_allowed for what is never written (leads)."""
+    model = PAYLOADS.get(op_type)
+    if model is None:
+        raise DomainError(
+            "bridge_op_not_allowed",
+            f"{op_type.value} is never written to the external system",
+            status=400,
+        )
+    try:
+        return model.model_validate(payload)
+    except ValidationError as error:
+        fields = [".".join(str(p) for p in e["loc"]) for e in error.errors()]
+        raise DomainError(
+            "bridge_payload_invalid", f"invalid {op_type.value} payload", fields=fields
+        ) from None
+
+
+def dump(payload: _Payload) -> dict[str, Any]:
+    return payload.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -1,0 +1,222 @@
+"""Polling: the external system has no webhooks and no delta queries (spec B 8).
+
+The schedule poll (every 5 minutes, today through 14 days) keeps the external classes in the
+entity map (unclaimed ones have no platform id yet). The booking reconcile (every minute, and
+right after each booking change) compares the registrations there with the bookings we
+mirrored: one cancelled there, or one made there by a linked member, becomes a domain event for
+the bookings area. The daemon table only marks them due; the organization's dispatcher makes
+the calls, so they share its lock and its rate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from gymctl.bridge import entity_map
+from gymctl.bridge.client import ExternalGymClient
+from gymctl.events import EventKind, emit
+from gymctl.models.bridge import (
+    ConnectionStatus,
+    EntityLink,
+    EntityType,
+    IntegrationConnection,
+    Origin,
+)
+
+WINDOW_DAYS = 14
+
+
+def mark_due(session: Session, column: str, *, now: datetime) -> int:
+    """Ask every active connection's dispatcher for a poll (`schedule_poll_due_at`) or a
+    reconcile (`reconcile_due_at`); an earlier request still waiting is kept."""
+    field = getattr(IntegrationConnection, column)
+    result = session.execute(
+        update(IntegrationConnection)
+        .where(IntegrationConnection.status == ConnectionStatus.active, field.is_(None))
+        .values({column: now})
+        .execution_options(synchronize_session=False)
+    )
+    return result.rowcount
+
+
+def window(now: datetime) -> tuple[date, date]:
+    today = now.date()
+    return today, today + timedelta(days=WINDOW_DAYS)
+
+
+def fetch_schedule(client: ExternalGymClient, now: datetime) -> list[dict[str, Any]]:
+    return client.schedule(*window(now))
+
+
+def poll_schedule(
+    session: Session, connection: IntegrationConnection, items: list[dict[str, Any]], now: datetime
+) -> dict[str, int]:
+    """Upsert the window's classes; one gone from the window is marked removed."""
+    organization_id = connection.organization_id
+    counts = {"seen": len(items), "new": 0, "changed": 0, "removed": 0}
+    seen: set[str] = set()
+    for item in items:
+        external_id = str(item["id"])
+        seen.add(external_id)
+        data = {
+            "date": item.get("date"),
+            "time": item.get("time"),
+            "endTime": item.get("end_time"),
+            "name": item.get("name"),
+            "coachId": str(item["coach_id"]) if item.get("coach_id") is not None else None,
+            "locationId": str(item["location_id"]) if item.get("location_id") is not None else None,
+            "maxUsers": item.get("max_users"),
+            "removed": False,
+        }
+        row = entity_map.find_external(session, organization_id, EntityType.schedule, external_id)
+        if row is None:
+            session.add(
+                EntityLink(
+                    organization_id=organization_id,
+                    entity_type=EntityType.schedule,
+                    platform_id=None,
+                    external_id=external_id,
+                    origin=Origin.poll,
+                    data=data,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            counts["new"] += 1
+        elif {key: row.data.get(key) for key in data} != data:
+            row.data = {**row.data, **data}
+            row.updated_at = now
+            counts["changed"] += 1
+    first, last = window(now)
+    for row in _schedule_rows(session, organization_id, first, last):
+        if row.external_id not in seen and not row.data.get("removed"):
+            row.data = {**row.data, "removed": True}
+            row.updated_at = now
+            counts["removed"] += 1
+    connection.last_schedule_poll_at = now
+    connection.schedule_poll_due_at = None
+    return counts
+
+
+def _schedule_rows(session: Session, organization_id, first: date, last: date) -> list[EntityLink]:
+    rows = session.scalars(
+        select(EntityLink).where(
+            EntityLink.organization_id == organization_id,
+            EntityLink.entity_type == EntityType.schedule,
+        )
+    )
+    return [
+        row
+        for row in rows
+        if row.data.get("date") and first.isoformat() <= row.data["date"] <= last.isoformat()
+    ]
+
+
+def reconcile_bookings(
+    session: Session, connection: IntegrationConnection, items: list[dict[str, Any]], now: datetime
+) -> dict[str, int]:
+    organization_id = connection.organization_id
+    registrations: dict[str, tuple[str, str]] = {}
+    for item in items:
+        for registration in item.get("registrations", []):
+            registrations[str(registration["id"])] = (str(item["id"]), str(registration["user_id"]))
+    in_window = {str(item["id"]) for item in items}
+    counts = {"confirmed": 0, "cancelledExternally": 0, "seenExternally": 0}
+    bookings = list(
+        session.scalars(
+            select(EntityLink).where(
+                EntityLink.organization_id == organization_id,
+                EntityLink.entity_type == EntityType.booking,
+            )
+        )
+    )
+    known = {row.external_id for row in bookings}
+    for row in bookings:
+        if row.data.get("status") != "booked" or row.data.get("scheduleId") not in in_window:
+            continue
+        if row.external_id in registrations:
+            counts["confirmed"] += 1
+            continue
+        row.data = {**row.data, "status": "cancelled_externally"}
+        row.updated_at = now
+        counts["cancelledExternally"] += 1
+        _event(session, "bridge.booking_cancelled_externally", row, now)
+    members = _members_by_external(session, organization_id)
+    for registration_id, (schedule_id, user_id) in registrations.items():
+        if registration_id in known or user_id not in members:
+            continue
+        row = EntityLink(
+            organization_id=organization_id,
+            entity_type=EntityType.booking,
+            platform_id=None,
+            external_id=registration_id,
+            origin=Origin.poll,
+            data={"memberId": members[user_id], "scheduleId": schedule_id, "status": "booked"},
+            created_at=now,
+            updated_at=now,
+        )
+        session.add(row)
+        session.flush()
+        counts["seenExternally"] += 1
+        _event(session, "bridge.booking_seen", row, now)
+    connection.last_reconcile_at = now
+    connection.reconcile_due_at = None
+    return counts
+
+
+def _members_by_external(session: Session, organization_id) -> dict[str, str]:
+    rows = session.execute(
+        select(EntityLink.external_id, EntityLink.platform_id).where(
+            EntityLink.organization_id == organization_id,
+            EntityLink.entity_type == EntityType.member,
+            EntityLink.platform_id.is_not(None),
+        )
+    )
+    return {external: platform for external, platform in rows}
+
+
+def _event(session: Session, name: str, row: EntityLink, now: datetime) -> None:
+    """For the bookings area; ids only, no personal data."""
+    emit(
+        session,
+        EventKind.domain,
+        name,
+        at=now,
+        aggregate_type="bridge_booking",
+        aggregate_id=row.external_id,
+        organization_id=row.organization_id,
+        payload={
+            "bookingId": row.platform_id,
+            "memberId": row.data.get("memberId"),
+            "externalScheduleId": row.data.get("scheduleId"),
+            "externalBookingId": row.external_id,
+        },
+    )
+
+
+def serve_polls(
+    session: Session,
+    connection: IntegrationConnection,
+    client: ExternalGymClient,
+    now: Callable[[], datetime],
+) -> dict[str, Any]:
+    """The due poll and reconcile of one organization, on one schedule read."""
+    at = now()
+    poll_due = connection.schedule_poll_due_at is not None and connection.schedule_poll_due_at <= at
+    reconcile_due = connection.reconcile_due_at is not None and connection.reconcile_due_at <= at
+    if not (poll_due or reconcile_due):
+        return {}
+    session.commit()  # no transaction open across the call
+    items = fetch_schedule(client, at)
+    result: dict[str, Any] = {}
+    if poll_due:
+        result["schedule"] = poll_schedule(session, connection, items, now())
+    if reconcile_due:
+        result["bookings"] = reconcile_bookings(session, connection, items, now())
+    session.commit()
+    return result

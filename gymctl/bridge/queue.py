@@ -1,0 +1,399 @@
+"""The ordered sync queue (spec B 2.6, 3): enqueue, claim, outcomes, leases, operator actions.
+
+Order: an op is claimed only when no earlier unfinished op (pending, in flight, failed or parked)
+of its aggregate_key exists. `FOR UPDATE SKIP LOCKED` alone would not keep that order (a locked
+head row is skipped and the next row of its key looks free), so the claim has the NOT EXISTS
+check, a unique partial index allows one in-flight op per key as the backstop, and a partial
+index on (aggregate_key, id) over unfinished rows keeps the check an index probe. The claim's
+`LIMIT ... SKIP LOCKED` sits in a CTE so the planner cannot update more rows than the limit.
+
+Enqueue order is id order because enqueues of one aggregate serialise on an advisory lock named
+after it (held to the end of the caller's transaction): a later enqueue cannot commit a lower id.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import exists, func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, aliased
+
+from gymctl.bridge.payloads import dump, parse_payload
+from gymctl.db import advisory_lock, is_postgres
+from gymctl.errors import DomainError, not_found
+from gymctl.events import EventKind, emit
+from gymctl.models.bridge import (
+    UNFINISHED,
+    WAITING,
+    ConnectionStatus,
+    IntegrationConnection,
+    OpStatus,
+    OpType,
+    SyncOp,
+)
+
+# Spec B 3: failures back off 1 min, 5 min, 30 min, 2 h, 6 h; the next failure parks.
+LADDER: tuple[timedelta, ...] = (
+    timedelta(minutes=1),
+    timedelta(minutes=5),
+    timedelta(minutes=30),
+    timedelta(hours=2),
+    timedelta(hours=6),
+)
+# A newer op of these types carries the entity's whole state: it replaces a waiting one.
+SUPERSEDING = {OpType.user_update, OpType.membership_update, OpType.schedule_coach}
+QUEUEING = (ConnectionStatus.pending, ConnectionStatus.active, ConnectionStatus.error)
+MAX_ERROR = 300
+
+
+def enqueue(
+    session: Session,
+    *,
+    organization_id: uuid.UUID,
+    op_type: OpType | str,
+    payload: dict[str, Any],
+    now: datetime,
+    dedupe_key: str | None = None,
+) -> SyncOp | None:
+    """Queue one change for the external system, in the caller's transaction.
+
+    The one door for every platform area (members now; subscriptions and bookings as they
+    land). Returns None when the organization has no bridge (never connected, or
+    disconnected): nothing is mirrored then. An existing `dedupe_key` returns that op
+    unchanged (a repeated hook enqueues once). A new op of a superseding type replaces the
+    waiting ops of the same type and entity, which become superseded.
+    """
+    op_type = OpType(op_type)
+    parsed = parse_payload(op_type, payload)
+    connection = session.scalar(
+        select(IntegrationConnection).where(
+            IntegrationConnection.organization_id == organization_id
+        )
+    )
+    if connection is None or connection.status not in QUEUEING:
+        return None
+    key = parsed.aggregate_key()
+    if is_postgres(session):  # SQLite's BEGIN IMMEDIATE already serialises every writer
+        advisory_lock(session, f"bridge:aggregate:{key}")
+    if dedupe_key is not None:
+        existing = session.scalar(select(SyncOp).where(SyncOp.dedupe_key == dedupe_key))
+        if existing is not None:
+            return existing
+    op = SyncOp(
+        organization_id=organization_id,
+        op_type=op_type,
+        aggregate_key=key,
+        dedupe_key=dedupe_key,
+        payload=dump(parsed),
+        status=OpStatus.pending,
+        attempts=0,
+        run_after=now,
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(op)
+    session.flush()
+    if op_type in SUPERSEDING:
+        _supersede(session, op, now)
+    return op
+
+
+def _supersede(session: Session, op: SyncOp, now: datetime) -> None:
+    same_entity = [SyncOp.op_type == op.op_type, SyncOp.aggregate_key == op.aggregate_key]
+    if op.op_type is OpType.membership_update:
+        same_entity.append(
+            SyncOp.payload["subscriptionId"].as_string() == op.payload["subscriptionId"]
+        )
+    session.execute(
+        update(SyncOp)
+        .where(*same_entity, SyncOp.id < op.id, SyncOp.status.in_(WAITING))
+        .values(
+            status=OpStatus.superseded, superseded_by_id=op.id, completed_at=now, updated_at=now
+        )
+        .execution_options(synchronize_session=False)
+    )
+
+
+def claim(
+    session: Session,
+    organization_id: uuid.UUID,
+    *,
+    now: datetime,
+    limit: int,
+    lease: timedelta,
+    owner: str,
+) -> list[SyncOp]:
+    """Move up to `limit` due heads of their aggregates to in_flight under a lease; commits."""
+    earlier = aliased(SyncOp)
+    blocked = (
+        exists()
+        .where(
+            earlier.aggregate_key == SyncOp.aggregate_key,
+            earlier.id < SyncOp.id,
+            earlier.status.in_(UNFINISHED),
+        )
+        .correlate(SyncOp)
+    )
+    candidates = (
+        select(SyncOp.id)
+        .where(
+            SyncOp.organization_id == organization_id,
+            SyncOp.status.in_(WAITING),
+            SyncOp.run_after <= now,
+            ~blocked,
+        )
+        .order_by(SyncOp.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+        .cte("candidates")
+    )
+    statement = (
+        update(SyncOp)
+        .where(SyncOp.id == candidates.c.id)
+        .values(
+            status=OpStatus.in_flight,
+            attempts=SyncOp.attempts + 1,
+            lease_owner=owner,
+            lease_expires_at=now + lease,
+            updated_at=now,
+        )
+        .returning(SyncOp)
+        .execution_options(synchronize_session=False, populate_existing=True)
+    )
+    try:
+        ops = list(session.scalars(statement))
+        session.commit()
+    except IntegrityError:
+        # The in-flight backstop refused a second op of one key: claim again next round.
+        session.rollback()
+        return []
+    return sorted(ops, key=lambda op: op.id)
+
+
+def _finish(session: Session, op: SyncOp, owner: str, now: datetime, **values: Any) -> bool:
+    """Apply an outcome only if we still hold the op's lease (a rescue may have taken it)."""
+    values = {"lease_owner": None, "lease_expires_at": None, "updated_at": now, **values}
+    result = session.execute(
+        update(SyncOp)
+        .where(SyncOp.id == op.id, SyncOp.status == OpStatus.in_flight, SyncOp.lease_owner == owner)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:
+        return False
+    for name, value in values.items():
+        setattr(op, name, value)
+    return True
+
+
+def succeed(session: Session, op: SyncOp, *, owner: str, now: datetime) -> bool:
+    return _finish(
+        session,
+        op,
+        owner,
+        now,
+        status=OpStatus.succeeded,
+        completed_at=now,
+        last_error=None,
+        issue_code=None,
+    )
+
+
+def fail(
+    session: Session,
+    op: SyncOp,
+    *,
+    owner: str,
+    now: datetime,
+    error: str,
+    ladder: tuple[timedelta, ...] = LADDER,
+) -> bool:
+    """A transient failure: wait on the ladder, or park once it is exhausted."""
+    if op.attempts > len(ladder):
+        return park(session, op, owner=owner, now=now, issue="retries_exhausted", error=error)
+    return _finish(
+        session,
+        op,
+        owner,
+        now,
+        status=OpStatus.failed,
+        run_after=now + ladder[op.attempts - 1],
+        last_error=error[:MAX_ERROR],
+    )
+
+
+def park(
+    session: Session, op: SyncOp, *, owner: str, now: datetime, issue: str, error: str
+) -> bool:
+    """Into the issues inbox; the op keeps blocking its aggregate (and only it)."""
+    return _finish(
+        session,
+        op,
+        owner,
+        now,
+        status=OpStatus.parked,
+        issue_code=issue,
+        last_error=error[:MAX_ERROR],
+    )
+
+
+def release(
+    session: Session, op: SyncOp, *, owner: str, now: datetime, run_after: datetime
+) -> bool:
+    """Back to pending without charging the attempt: the op was not at fault (429, 401)."""
+    return _finish(
+        session,
+        op,
+        owner,
+        now,
+        status=OpStatus.pending,
+        attempts=op.attempts - 1,
+        run_after=run_after,
+    )
+
+
+def rescue_expired(session: Session, *, now: datetime) -> int:
+    """In-flight ops whose lease expired (their worker died) go back to pending. The attempt
+    stays counted, so a retried create searches the external system before sending again."""
+    result = session.execute(
+        update(SyncOp)
+        .where(SyncOp.status == OpStatus.in_flight, SyncOp.lease_expires_at < now)
+        .values(status=OpStatus.pending, lease_owner=None, lease_expires_at=None, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    return result.rowcount
+
+
+def rescue_organization(session: Session, organization_id: uuid.UUID, *, now: datetime) -> int:
+    """Called by the holder of the organization's dispatch lock: no one else can be working on
+    its in-flight ops, so they belong to a dispatcher that died; no need to wait for the lease."""
+    result = session.execute(
+        update(SyncOp)
+        .where(SyncOp.organization_id == organization_id, SyncOp.status == OpStatus.in_flight)
+        .values(status=OpStatus.pending, lease_owner=None, lease_expires_at=None, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    return result.rowcount
+
+
+def get_op(session: Session, op_id: int, organization_id: uuid.UUID | None = None) -> SyncOp:
+    op = session.get(SyncOp, op_id, with_for_update=True)
+    if op is None or (organization_id is not None and op.organization_id != organization_id):
+        raise not_found("bridge_op_not_found", f"no sync op {op_id}")
+    return op
+
+
+def retry(
+    session: Session,
+    op_id: int,
+    *,
+    now: datetime,
+    organization_id: uuid.UUID | None = None,
+    actor_user_id: uuid.UUID | None = None,
+) -> SyncOp:
+    """A parked op (or one waiting on the ladder) back to pending now; a parked op starts the
+    ladder afresh."""
+    op = get_op(session, op_id, organization_id)
+    if op.status not in (OpStatus.parked, OpStatus.failed):
+        raise DomainError("bridge_op_not_retryable", f"op {op_id} is {op.status.value}", status=409)
+    if op.status is OpStatus.parked:
+        op.attempts = 0
+    op.status = OpStatus.pending
+    op.issue_code = None
+    op.run_after = now
+    op.updated_at = now
+    _audit(session, "bridge.op_retried", op, now, actor_user_id)
+    return op
+
+
+def dismiss(
+    session: Session,
+    op_id: int,
+    *,
+    now: datetime,
+    organization_id: uuid.UUID | None = None,
+    actor_user_id: uuid.UUID | None = None,
+) -> SyncOp:
+    """Give a parked op up: it is never sent and stops blocking its aggregate."""
+    op = get_op(session, op_id, organization_id)
+    if op.status is not OpStatus.parked:
+        raise DomainError("bridge_op_not_parked", f"op {op_id} is {op.status.value}", status=409)
+    op.status = OpStatus.dismissed
+    op.completed_at = now
+    op.updated_at = now
+    _audit(session, "bridge.op_dismissed", op, now, actor_user_id)
+    return op
+
+
+def _audit(
+    session: Session, name: str, op: SyncOp, now: datetime, actor_user_id: uuid.UUID | None
+) -> None:
+    emit(
+        session,
+        EventKind.audit,
+        name,
+        at=now,
+        aggregate_type="bridge_sync_op",
+        aggregate_id=str(op.id),
+        organization_id=op.organization_id,
+        actor_user_id=actor_user_id,
+        payload={"opId": op.id, "opType": op.op_type.value},
+    )
+
+
+def depth(session: Session, organization_id: uuid.UUID, *, now: datetime) -> dict[str, Any]:
+    """Queue depth by status, the oldest waiting op's age and the parked count."""
+    counts = dict(
+        session.execute(
+            select(SyncOp.status, func.count())
+            .where(SyncOp.organization_id == organization_id)
+            .group_by(SyncOp.status)
+        ).all()
+    )
+    oldest = session.scalar(
+        select(func.min(SyncOp.created_at)).where(
+            SyncOp.organization_id == organization_id, SyncOp.status.in_(WAITING)
+        )
+    )
+    if oldest is not None and oldest.tzinfo is None:  # min() bypasses the column type on SQLite
+        oldest = datetime.fromisoformat(str(oldest)).replace(tzinfo=now.tzinfo)
+    return {
+        "byStatus": {status.value: counts.get(status, 0) for status in OpStatus},
+        "oldestPendingAgeSeconds": round((now - oldest).total_seconds()) if oldest else None,
+        "parked": counts.get(OpStatus.parked, 0),
+    }
+
+
+def list_ops(
+    session: Session,
+    organization_id: uuid.UUID,
+    *,
+    status: OpStatus | None = None,
+    limit: int = 100,
+    after_id: int | None = None,
+) -> list[SyncOp]:
+    query = select(SyncOp).where(SyncOp.organization_id == organization_id)
+    if status is not None:
+        query = query.where(SyncOp.status == status)
+    if after_id is not None:
+        query = query.where(SyncOp.id > after_id)
+    return list(session.scalars(query.order_by(SyncOp.id).limit(limit)))
+
+
+def describe(op: SyncOp) -> dict[str, Any]:
+    """An op as operators and the inbox see it: no payload (it holds personal data)."""
+    return {
+        "id": op.id,
+        "opType": op.op_type.value,
+        "aggregateKey": op.aggregate_key,
+        "status": op.status.value,
+        "attempts": op.attempts,
+        "issueCode": op.issue_code,
+        "lastError": op.last_error,
+        "runAfter": op.run_after.isoformat(),
+        "createdAt": op.created_at.isoformat(),
+        "completedAt": op.completed_at.isoformat() if op.completed_at else None,
+    }

@@ -1,0 +1,394 @@
+"""A fake of the external gym system's public v3 API on loopback (a real HTTP server in a thread).
+
+It keeps accounts (one per api-key) with users, memberships, classes and registrations, answers
+in the usual {"data": ...} envelope except GET /v3/locations (a bare list, as one real route
+does), records every call with its arrival time, and can answer 401, 429, 5xx, time out (before
+or after applying the change) or be slow. What it can tell went wrong is kept for the tests:
+a second user with one email, a second booking of one class, a second bridge membership, a
+welcome email asked for, and each user's applied changes in order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+BASE = "/api/public/v3"
+
+
+@dataclass
+class Call:
+    at: float
+    account: str | None
+    method: str
+    path: str
+    query: dict[str, str]
+    body: dict[str, Any] | None
+    agent: str = ""
+    status: int = 0
+
+
+@dataclass
+class Account:
+    box_id: str
+    users: dict[str, dict[str, Any]] = field(default_factory=dict)
+    memberships: dict[str, dict[str, Any]] = field(default_factory=dict)
+    classes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    registrations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    membership_types: list[dict[str, Any]] = field(default_factory=list)
+    foreign_hits: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Fault:
+    route: str | None  # "POST /v3/users"; None: any call
+    kind: str  # "status", "timeout_before", "timeout_after"
+    status: int = 503
+    retry_after: float | None = None
+    times: int = 1
+
+
+class _StampingServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, *args) -> None:
+        self.accepted: dict[Any, float] = {}
+        super().__init__(*args)
+
+    def process_request(self, request, client_address) -> None:
+        self.accepted[request] = time.monotonic()
+        super().process_request(request, client_address)
+
+
+class FakeGym:
+    def __init__(self, *, timeout_delay: float = 1.5) -> None:
+        self.accounts: dict[str, Account] = {}
+        self.calls: list[Call] = []
+        self.duplicates: list[tuple[str, str]] = []
+        self.welcome_emails: list[str] = []
+        self.effects: dict[str, list[str]] = {}
+        self.faults: list[Fault] = []
+        self.chaos_rate = 0.0
+        self.chaos_random = random.Random(7)
+        self.delay = 0.0
+        self.timeout_delay = timeout_delay
+        self._ids = itertools.count(1000)
+        self._lock = threading.RLock()
+        self._server = _StampingServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/api/public"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    # -- set-up ---------------------------------------------------------------------------
+
+    def add_account(self, api_key: str, box_id: str = "777", *, free_types: int = 1) -> Account:
+        account = Account(box_id=box_id)
+        account.membership_types = [
+            {"id": 50, "name": "Monthly", "price": 300, "is_recurring": True},
+            *(
+                {"id": 60 + n, "name": f"Bridge {n}", "price": 0, "is_recurring": False}
+                for n in range(free_types)
+            ),
+        ]
+        self.accounts[api_key] = account
+        return account
+
+    def add_user(self, account: Account, email: str, phone: str | None = None, **fields) -> str:
+        user_id = str(next(self._ids))
+        account.users[user_id] = {
+            "first_name": "Existing",
+            "last_name": "Member",
+            "email": email,
+            "phone": phone,
+            "active": True,
+            **fields,
+        }
+        return user_id
+
+    def add_class(self, account: Account, day: str, **fields) -> str:
+        class_id = str(next(self._ids))
+        account.classes[class_id] = {
+            "date": day,
+            "time": "07:00",
+            "end_time": "08:00",
+            "name": "WOD",
+            "coach_id": 5,
+            "location_id": 1,
+            "max_users": 20,
+            **fields,
+        }
+        return class_id
+
+    def add_registration(self, account: Account, user_id: str, class_id: str) -> str:
+        """A booking made at the external system itself (its own app or desk)."""
+        registration_id = str(next(self._ids))
+        account.registrations[registration_id] = {
+            "user_id": user_id,
+            "schedule_id": class_id,
+            "membership_user_id": "0",
+        }
+        return registration_id
+
+    def fail(self, route: str | None, status: int = 503, *, times: int = 1, retry_after=None):
+        self.faults.append(Fault(route, "status", status, retry_after, times))
+
+    def time_out(self, route: str | None, *, after_apply: bool, times: int = 1) -> None:
+        kind = "timeout_after" if after_apply else "timeout_before"
+        self.faults.append(Fault(route, kind, times=times))
+
+    # -- what the tests read --------------------------------------------------------------
+
+    def calls_to(self, route: str) -> list[Call]:
+        method, path = route.split(" ", 1)
+        return [c for c in self.calls if c.method == method and c.path == path]
+
+    def busiest_second(self, box_id: str, since: float = 0.0) -> int:
+        """The most calls of one account that arrived within any one second (a 20 ms margin
+        absorbs loopback scheduling jitter between the sender's pacing and our arrival
+        stamp)."""
+        times = sorted(c.at for c in self.calls if c.account == box_id and c.at >= since)
+        most, start = 0, 0
+        for end, at in enumerate(times):
+            while at - times[start] >= 1.0 - 0.02:
+                start += 1
+            most = max(most, end - start + 1)
+        return most
+
+    # -- the server -----------------------------------------------------------------------
+
+    def _handler(self):
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                # Headers and body go out in two writes: without this, Nagle's algorithm and
+                # the client's delayed ACK add 40 ms to every answer.
+                self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def _serve(self) -> None:
+                # The first request of a connection counts from its accept: spawning the
+                # handler thread must not make it look later than it was sent.
+                arrived = fake._server.accepted.pop(self.request, None) or time.monotonic()
+                parsed = urlparse(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                body = json.loads(raw) if raw else None
+                query = {k: v[0] for k, v in parse_qs(parsed.query).items()}
+                path = parsed.path.removeprefix("/api/public")
+                key = self.headers.get("api-key")
+                account = fake.accounts.get(key or "")
+                call = Call(arrived, account.box_id if account else None, self.command, path,
+                            query, body, self.headers.get("User-Agent", ""))  # fmt: skip
+                with fake._lock:
+                    fake.calls.append(call)
+                status, answer, headers = fake._answer(account, call)
+                call.status = status
+                data = json.dumps(answer).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            do_GET = do_POST = do_PATCH = _serve
+
+        return Handler
+
+    def _fault_for(self, route: str) -> Fault | None:
+        with self._lock:
+            for fault in self.faults:
+                if fault.route in (None, route) and fault.times > 0:
+                    fault.times -= 1
+                    return fault
+            if self.chaos_rate and self.chaos_random.random() < self.chaos_rate:
+                kind = self.chaos_random.choice(
+                    ["500", "503", "429", "timeout_before", "timeout_after"]
+                )
+                if kind.isdigit():
+                    return Fault(route, "status", int(kind), retry_after=0.2)
+                return Fault(route, kind)
+        return None
+
+    def _answer(self, account: Account | None, call: Call) -> tuple[int, Any, dict[str, str]]:
+        if account is None:
+            return 401, {"statusCode": 401, "message": "Unauthorized"}, {}
+        if call.agent.startswith(("python-", "curl/")):  # as the real one does to default agents
+            return 403, {"message": "Forbidden"}, {}
+        route = f"{call.method} {call.path}"
+        fault = self._fault_for(route)
+        if fault is not None and fault.kind == "status":
+            headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after else {}
+            return fault.status, {"statusCode": fault.status, "message": "injected"}, headers
+        if fault is not None and fault.kind == "timeout_before":
+            time.sleep(self.timeout_delay)
+            return 504, {"message": "too late"}, {}
+        if self.delay:
+            time.sleep(self.delay)
+        with self._lock:
+            status, answer = self._apply(account, call)
+        if fault is not None and fault.kind == "timeout_after":
+            time.sleep(self.timeout_delay)
+        if status >= 400 or call.path == "/v3/locations":
+            return status, answer, {}
+        if route == "GET /v3/users":
+            rows, more = answer
+            page = int(call.query.get("page", 1))
+            return status, {"data": rows, "meta": {"next_page": page + 1 if more else None}}, {}
+        return status, {"data": answer}, {}
+
+    def _effect(self, user_id: str, what: str) -> None:
+        self.effects.setdefault(user_id, []).append(what)
+
+    def _apply(self, account: Account, call: Call) -> tuple[int, Any]:
+        body, query = call.body or {}, call.query
+        route = f"{call.method} {call.path}"
+        if route == "GET /v3/locations":
+            return 200, [{"id": 1, "name": "Main hall", "box_id": int(account.box_id)}]
+        if route == "GET /v3/membershipTypes":
+            return 200, account.membership_types
+        if route == "GET /v3/users":
+            page = int(query.get("page", 1))
+            ids = sorted(account.users)
+            rows = [{"id": int(i), **account.users[i]} for i in ids[(page - 1) * 2 : page * 2]]
+            return 200, (rows, len(ids) > page * 2)  # two a page: the import must follow pages
+        if route == "GET /v3/searchUser":
+            field_name, value = next(iter(query.items()))
+            hits = [
+                {"id": int(i), "box_id": int(account.box_id), "type": "user"}
+                for i, user in account.users.items()
+                if value and user.get(field_name) == value
+            ]
+            hits += [h for h in account.foreign_hits if h.get(field_name) == value]
+            return 200, [{k: h[k] for k in ("id", "box_id", "type")} for h in hits]
+        if route == "POST /v3/users":
+            if body.get("send_welcome_email") is not False:
+                self.welcome_emails.append(body.get("email") or "")
+            if any(u["email"] == body.get("email") for u in account.users.values()):
+                self.duplicates.append(("user", body.get("email") or ""))
+                return 422, {"message": "email exists"}
+            user_id = str(next(self._ids))
+            fields = {k: v for k, v in body.items() if k != "send_welcome_email"}
+            account.users[user_id] = {**fields, "active": True}
+            self._effect(user_id, "created")
+            return 201, {"id": int(user_id)}
+        if route == "PATCH /v3/users":
+            user_id = str(body.get("user_id"))
+            if user_id not in account.users:
+                return 404, {"message": "no user"}
+            account.users[user_id].update({k: v for k, v in body.items() if k != "user_id"})
+            self._effect(user_id, f"updated:{body.get('first_name')}")
+            return 200, {"id": int(user_id)}
+        if route == "GET /v3/users/memberships":
+            user_id = str(query.get("user_id"))
+            return 200, [
+                {"id": int(i), **m}
+                for i, m in account.memberships.items()
+                if m["user_id"] == user_id
+            ]
+        if route == "POST /v3/users/memberships":
+            user_id = str(body.get("user_id"))
+            if user_id not in account.users:
+                return 404, {"message": "no user"}
+            type_id = str(body.get("membership_type_id"))
+            if any(
+                m["user_id"] == user_id and m["active"] and str(m["membership_type_id"]) == type_id
+                for m in account.memberships.values()
+            ):
+                self.duplicates.append(("membership", user_id))
+            membership_id = str(next(self._ids))
+            account.memberships[membership_id] = {
+                "user_id": user_id,
+                "membership_type_id": int(type_id),
+                "active": True,
+                "start_date": body.get("start_date"),
+                "end_date": body.get("end_date"),
+            }
+            self._effect(user_id, "membership")
+            return 201, {"id": int(membership_id)}
+        if route == "POST /v3/users/memberships/cancel":
+            membership = account.memberships.get(str(body.get("membership_user_id")))
+            if membership is None or not membership["active"]:
+                return 404, {"message": "no such active membership"}
+            membership["active"] = False
+            self._effect(membership["user_id"], "membership_cancelled")
+            return 200, {}
+        if route == "POST /v3/schedule/bookSession":
+            user_id, class_id = str(body.get("user_id")), str(body.get("schedule_id"))
+            membership = account.memberships.get(str(body.get("membership_user_id")))
+            if class_id not in account.classes or membership is None:
+                return 422, {"message": "invalid"}
+            if membership["user_id"] != user_id or not membership["active"]:
+                return 422, {"message": "membership"}
+            if any(
+                r["user_id"] == user_id and r["schedule_id"] == class_id
+                for r in account.registrations.values()
+            ):
+                self.duplicates.append(("booking", f"{user_id}:{class_id}"))
+                return 422, {"message": "already booked"}
+            registration_id = str(next(self._ids))
+            account.registrations[registration_id] = {
+                "user_id": user_id,
+                "schedule_id": class_id,
+                "membership_user_id": str(body.get("membership_user_id")),
+            }
+            self._effect(user_id, f"book:{class_id}")
+            return 201, {"id": int(registration_id)}
+        if route == "POST /v3/schedule/cancelUserBooking":
+            registration = account.registrations.pop(str(body.get("schedule_user_id")), None)
+            if registration is None:
+                return 404, {"message": "not booked"}
+            self._effect(registration["user_id"], f"cancel:{registration['schedule_id']}")
+            return 200, {}
+        if route == "PATCH /v3/schedule":
+            item = account.classes.get(str(body.get("schedule_id")))
+            if item is None:
+                return 404, {"message": "no class"}
+            item["coach_id"] = body.get("coach_id")
+            return 200, {}
+        if route == "GET /v3/schedule":
+            first, last = query["from_date"], query["to_date"]
+            return 200, [
+                {
+                    "id": int(i),
+                    **item,
+                    "registrations": [
+                        {
+                            "id": int(r),
+                            "user_id": int(reg["user_id"]),
+                            "membership_user_id": int(reg["membership_user_id"]),
+                        }
+                        for r, reg in account.registrations.items()
+                        if reg["schedule_id"] == i
+                    ],
+                }
+                for i, item in account.classes.items()
+                if first <= item["date"] <= last
+            ]
+        return 404, {"message": "no route"}

@@ -1,0 +1,195 @@
+"""The connection (spec B 2.6, 5): a key checked with a real call and stored encrypted, the
+roster import without phones, disconnect purging, and the owners' HTTP routes."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+
+from gymctl.bridge import enqueue, entity_map
+from gymctl.bridge.client import ExternalGymClient, Throttle
+from gymctl.bridge.connection import connect, disconnect, import_roster
+from gymctl.errors import DomainError
+from gymctl.models import IntegrationConnection, Role, RosterEntry
+from gymctl.models.bridge import ConnectionStatus, EntityType, OpStatus, Origin
+from tests import factories
+from tests.access.conftest import snapshot
+from tests.bridge.conftest import API_KEY, member_payload, run
+from tests.conftest import NOW
+
+
+def test_a_checked_key_is_stored_encrypted_and_names_the_account(session, org, connected):
+    assert connected.status is ConnectionStatus.active
+    assert (connected.external_account_id, connected.bridge_membership_type_id) == ("777", "60")
+    assert API_KEY not in connected.credentials_ciphertext
+    assert connected.credentials_ciphertext.startswith("v1.b1.")
+
+
+@pytest.mark.parametrize(
+    ("setup", "code", "status"),
+    [
+        ("bad_key", "bridge_key_invalid", 400),
+        ("no_free_type", "bridge_membership_type_missing", 409),
+        ("two_free_types", "bridge_membership_type_ambiguous", 409),
+        ("unknown_type", "bridge_membership_type_invalid", 409),
+        ("malformed", "bridge_key_malformed", 400),
+        ("disabled", "bridge_disabled", 503),
+        ("no_cipher", "bridge_not_configured", 503),
+    ],
+)
+def test_connect_refusals_store_nothing(session, org, fake, bridge_settings, setup, code, status):
+    key, chosen, settings = API_KEY, None, bridge_settings
+    if setup != "bad_key":
+        fake.add_account(API_KEY, free_types={"no_free_type": 0, "two_free_types": 2}.get(setup, 1))
+    if setup == "unknown_type":
+        chosen = "50"  # the priced recurring type: never the bridge's
+    if setup == "malformed":
+        key = "two words"
+    if setup == "disabled":
+        settings = settings.model_copy(update={"bridge_api_url": None})
+    if setup == "no_cipher":
+        settings = settings.model_copy(update={"bridge_credentials_key": None})
+    before = snapshot(session)
+    with pytest.raises(DomainError) as refused:
+        connect(session, org.id, key, settings=settings, now=NOW, membership_type_id=chosen)
+    assert (refused.value.code, refused.value.status) == (code, status)
+    session.rollback()
+    assert snapshot(session) == before
+
+
+def test_a_check_that_cannot_finish_keeps_the_key_pending_until_the_dispatcher_checks_it(
+    session, org, fake, bridge_settings, clock
+):
+    fake.add_account(API_KEY)
+    fake.fail("GET /v3/locations", 503)
+    pending = connect(session, org.id, API_KEY, settings=bridge_settings, now=NOW)
+    session.commit()
+    assert pending.status is ConnectionStatus.pending
+    op = enqueue(session, organization_id=org.id, op_type="user.create",
+                 payload=member_payload(), now=NOW)  # fmt: skip
+    session.commit()
+    clock.set(NOW + timedelta(minutes=2))
+    run(session, org.id, bridge_settings, clock)
+    assert pending.status is ConnectionStatus.active
+    assert op.status is OpStatus.succeeded
+
+
+def test_roster_import_keeps_no_phone_and_links_by_email(
+    session, org, connected, fake, account, bridge_settings
+):
+    linked = factories.membership(
+        session, user=factories.user(session, email="Noa@Example.test"), organization=org
+    )
+    factories.membership(session, user=factories.user(session, email="solo@example.test"),
+                         organization=org)  # fmt: skip
+    noa = fake.add_user(account, "noa@example.test", phone="+972509999999")
+    for n in range(3):
+        fake.add_user(account, f"other{n}@example.test", phone=f"+97250000000{n}")
+    client = ExternalGymClient(fake.url, API_KEY, throttle=Throttle(None), account_id="777")
+    with client:
+        outcome = import_roster(session, connected, client, now=NOW)
+    assert outcome == {"fetched": 4, "linked": 1, "alreadyLinked": 0, "ambiguous": 0,
+                       "unmatched": 1}  # fmt: skip
+    link = entity_map.find(session, org.id, EntityType.member, linked.id)
+    assert (link.external_id, link.origin) == (noa, Origin.import_)
+    assert not hasattr(RosterEntry, "phone")
+    stored = [tuple(row) for row in session.execute(select(RosterEntry.__table__))]
+    assert "+972509999999" not in repr(stored)
+
+    disconnect(session, org.id, now=NOW)
+    session.commit()
+    assert session.scalars(select(RosterEntry)).all() == []
+    assert (connected.status, connected.credentials_ciphertext) == (ConnectionStatus.revoked, None)
+
+
+def test_disconnect_without_a_connection_is_refused(session, org):
+    with pytest.raises(DomainError) as refused:
+        disconnect(session, org.id, now=NOW)
+    assert (refused.value.code, refused.value.status) == ("bridge_not_connected", 404)
+
+
+# -- the owners' routes ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def owner_app(bridge_settings, session_factory, clock, mailbox):
+    """The app of the fixtures, configured with the bridge."""
+    from gymctl.providers.mail import MailboxMailer
+    from webhooks.app import create_app
+
+    mailer = MailboxMailer(mailbox, bridge_settings.mail_from, clock=clock)
+    app = create_app(bridge_settings, session_factory=session_factory, clock=clock, mailer=mailer)
+    return app.test_client()
+
+
+def test_owner_connects_sees_the_inbox_retries_and_dismisses(owner_app, gym, fake, session):
+    fake.add_account(API_KEY)
+    owner = gym[Role.owner].headers
+    base = f"/organizations/{gym.id}/bridge"
+    response = owner_app.put(f"{base}/connection", json={"apiKey": API_KEY}, headers=owner)
+    assert response.status_code == 200, response.json
+    assert API_KEY not in response.get_data(as_text=True)
+    parked = []
+    for _ in range(2):
+        op = enqueue(session, organization_id=gym.id, op_type="booking.create",
+                     payload={"memberId": str(uuid.uuid4()), "bookingId": str(uuid.uuid4()),
+                              "sessionId": str(uuid.uuid4())}, now=NOW)  # fmt: skip
+        op.status, op.issue_code = OpStatus.parked, "identity_conflict"
+        parked.append(op)
+    session.commit()
+    inbox = owner_app.get(f"{base}/issues", headers=owner).json
+    assert [issue["id"] for issue in inbox["issues"]] == [op.id for op in parked]
+    assert inbox["issues"][0]["issueCode"] == "identity_conflict"
+    retried = owner_app.post(f"{base}/issues/{parked[0].id}/retry", headers=owner)
+    assert retried.json["op"]["status"] == "pending"
+    dismissed = owner_app.post(f"{base}/issues/{parked[1].id}/dismiss", headers=owner)
+    assert dismissed.json["op"]["status"] == "dismissed"
+    again = owner_app.post(f"{base}/issues/{parked[1].id}/dismiss", headers=owner)
+    assert (again.status_code, again.json["code"]) == (409, "bridge_op_not_parked")
+    overview = owner_app.get(base, headers=owner).json
+    assert overview["queue"]["byStatus"]["dismissed"] == 1
+    gone = owner_app.delete(f"{base}/connection", headers=owner)
+    assert gone.json["connection"]["status"] == "revoked"
+
+
+@pytest.mark.parametrize(
+    ("path", "code", "status"),
+    [
+        ("/issues/123456/retry", "bridge_op_not_found", 404),
+        ("/issues/99999999999999999999/dismiss", "bridge_op_not_found", 404),
+        ("/issues/abc/retry", "bridge_op_not_found", 404),
+    ],
+)
+def test_route_refusals(owner_app, gym, path, code, status):
+    response = owner_app.post(
+        f"/organizations/{gym.id}/bridge{path}", headers=gym[Role.owner].headers
+    )
+    assert (response.status_code, response.json["code"]) == (status, code)
+
+
+def test_a_bad_key_through_the_route_is_the_external_401(owner_app, gym, fake, session):
+    response = owner_app.put(
+        f"/organizations/{gym.id}/bridge/connection",
+        json={"apiKey": "wrong-key"},
+        headers=gym[Role.owner].headers,
+    )
+    assert (response.status_code, response.json["code"]) == (400, "bridge_key_invalid")
+    assert session.scalar(select(IntegrationConnection)) is None
+    assert fake.calls[0].status == 401
+
+
+def test_another_organizations_op_is_not_found(owner_app, gym, session, fake):
+    other = factories.organization(session)
+    session.add(IntegrationConnection(organization_id=other.id, status="active",
+                                      credentials_ciphertext=None))  # fmt: skip
+    op = enqueue(session, organization_id=other.id, op_type="user.update",
+                 payload=member_payload(), now=NOW)  # fmt: skip
+    op.status = OpStatus.parked
+    session.commit()
+    response = owner_app.post(
+        f"/organizations/{gym.id}/bridge/issues/{op.id}/dismiss", headers=gym[Role.owner].headers
+    )
+    assert (response.status_code, response.json["code"]) == (404, "bridge_op_not_found")

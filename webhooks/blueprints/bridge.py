@@ -1,0 +1,102 @@
+"""The owners' door to the bridge (spec B 4.6 leaves it "not shown"): the connection, the
+issues inbox (parked sync ops), retry and dismiss. Owner only: the connection holds the gym's
+credentials at the external system, like the payment integration."""
+
+from __future__ import annotations
+
+from flask import Blueprint, jsonify, request
+from pydantic import Field
+
+from gymctl.bridge import connection, queue
+from gymctl.errors import DomainError
+from gymctl.models.bridge import ConnectionStatus, OpStatus
+from webhooks.access import membership, owner_route
+from webhooks.context import db, now, services
+from webhooks.validation import Body, parse
+
+bp = Blueprint("bridge", __name__, url_prefix="/organizations/<uuid:org_id>/bridge")
+INBOX_PAGE = 50
+MAX_OP_ID = 2**63 - 1
+
+
+class Connect(Body):
+    api_key: str = Field(alias="apiKey", min_length=1, max_length=connection.MAX_KEY_CHARS)
+    bridge_membership_type_id: str | None = Field(
+        None, alias="bridgeMembershipTypeId", min_length=1, max_length=64
+    )
+
+
+@bp.get("")
+@owner_route
+def overview(org_id):
+    return jsonify(
+        connection=connection.describe(connection.find_connection(db(), org_id)),
+        queue=queue.depth(db(), org_id, now=now()),
+    )
+
+
+@bp.put("/connection")
+@owner_route
+def connect(org_id):
+    body = parse(Connect)
+    row = connection.connect(
+        db(),
+        org_id,
+        body.api_key,
+        settings=services().settings,
+        now=now(),
+        actor_user_id=membership().user_id,
+        membership_type_id=body.bridge_membership_type_id,
+    )
+    status = 202 if row.status is ConnectionStatus.pending else 200
+    return jsonify(connection=connection.describe(row)), status
+
+
+@bp.delete("/connection")
+@owner_route
+def disconnect(org_id):
+    row = connection.disconnect(db(), org_id, now=now(), actor_user_id=membership().user_id)
+    return jsonify(connection=connection.describe(row))
+
+
+@bp.get("/issues")
+@owner_route
+def issues(org_id):
+    cursor = request.args.get("cursor")
+    if cursor is not None and not (cursor.isascii() and cursor.isdigit()):
+        raise DomainError("cursor_invalid", "cursor is the last op id of the previous page")
+    after = min(int(cursor), MAX_OP_ID) if cursor else None
+    parked = queue.list_ops(
+        db(), org_id, status=OpStatus.parked, limit=INBOX_PAGE + 1, after_id=after
+    )
+    page = parked[:INBOX_PAGE]
+    return jsonify(
+        connection=connection.describe(connection.find_connection(db(), org_id)),
+        issues=[queue.describe(op) for op in page],
+        nextCursor=str(page[-1].id) if len(parked) > INBOX_PAGE else None,
+    )
+
+
+def _op_id(text: str) -> int:
+    """Op ids are positive integers; anything else names no op."""
+    if not (text.isascii() and text.isdigit()) or int(text) > MAX_OP_ID:
+        raise DomainError("bridge_op_not_found", "no such sync op", status=404)
+    return int(text)
+
+
+@bp.post("/issues/<op_id>/retry")
+@owner_route
+def retry(org_id, op_id):
+    op = queue.retry(
+        db(), _op_id(op_id), now=now(), organization_id=org_id, actor_user_id=membership().user_id
+    )
+    return jsonify(op=queue.describe(op))
+
+
+@bp.post("/issues/<op_id>/dismiss")
+@owner_route
+def dismiss(org_id, op_id):
+    op = queue.dismiss(
+        db(), _op_id(op_id), now=now(), organization_id=org_id, actor_user_id=membership().user_id
+    )
+    return jsonify(op=queue.describe(op))
