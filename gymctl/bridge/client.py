@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 USER_AGENT = "gymctl-bridge/1 (+https://gymctl.example/bridge)"  # some default agents get 403
-SEND_JITTER = 0.05  # seconds; see Throttle
+SEND_JITTER = 0.15  # seconds; see Throttle (a loaded 2-core machine delays a send by >100 ms)
 
 
 class CallFailure:
@@ -53,7 +53,8 @@ class Throttle:
     window holds at most `rate` calls. It starts empty: a dispatcher that just took over an
     organization waits one interval, since the previous holder may have just sent a call.
     Calls are paced SEND_JITTER apart beyond the interval: the time from taking a token to the
-    bytes leaving (a new connection, a busy machine) varies by tens of milliseconds, and a call
+    bytes leaving (a new connection, a busy machine) varies by up to a hundred milliseconds or
+    more under load, and a call
     leaving late must not bring the next two closer than a second at the wire."""
 
     def __init__(
@@ -106,6 +107,8 @@ class ExternalGymClient:
         )
         self._throttle = throttle
         self.account_id = account_id
+        # Called before every request: the dispatcher commits its open transaction there.
+        self.before_call: Callable[[], None] | None = None
 
     def close(self) -> None:
         self._http.close()
@@ -210,6 +213,8 @@ class ExternalGymClient:
         unwrap: bool = True,
     ) -> Any:
         route = f"{method} /v3{path}"
+        if self.before_call is not None:
+            self.before_call()
         self._throttle.acquire()
         try:
             response = self._http.request(method, path, params=params, json=json)

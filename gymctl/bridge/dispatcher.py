@@ -35,7 +35,7 @@ from gymctl.bridge.operations import OpContext, Park, Retry, perform
 from gymctl.bridge.polling import serve_polls
 from gymctl.clock import Clock
 from gymctl.config import Settings
-from gymctl.db import lock_key
+from gymctl.db import READ_ONLY, lock_key
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
 from gymctl.models.bridge import (
@@ -127,6 +127,7 @@ def drain(
                 summary.stopped = "pending"
                 return summary
             context = OpContext(session, client, connection, clock.now)
+            client.before_call = context.commit_before_call
             while not (stop and stop.is_set()):
                 if time.monotonic() - started > policy.slice_seconds:
                     summary.stopped = "slice"
@@ -144,6 +145,7 @@ def drain(
                 if not ops:
                     break
                 summary.claimed += len(ops)
+                context.prefetch(ops)
                 for position, op in enumerate(ops):
                     try:
                         _run_op(context, op, policy, throttle, summary)
@@ -344,6 +346,7 @@ def due_organizations(session: Session, *, now: datetime) -> list[uuid.UUID]:
         IntegrationConnection.status == ConnectionStatus.pending,
         IntegrationConnection.updated_at <= now - PENDING_CHECK_EVERY,
     )
+    session.connection(execution_options=READ_ONLY)  # SQLite: no write lock for a read
     rows = session.scalars(
         select(IntegrationConnection.organization_id).where(or_(active, pending))
     )

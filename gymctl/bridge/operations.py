@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import entity_map
@@ -50,22 +50,82 @@ class Retry(Exception):
     """Not possible yet (a class the poll has not mapped): back off on the ladder."""
 
 
+ACTIVE_BRIDGE = "active_bridge_membership"  # cache key: a member's live bridge membership
+
+
 @dataclass
 class OpContext:
+    """What an op runs with. Links are read for a whole claimed batch at once (the holder of
+    the organization's lock is the only writer of its mirror links); a write is flushed into the
+    op's transaction and committed before the next external call (the client's `before_call`)
+    or with the op's outcome: never a transaction open across an HTTP call, and every external
+    effect recorded before anything else is sent."""
+
     session: Session
     client: ExternalGymClient
     connection: IntegrationConnection
     now: Callable[[], datetime]
+    links: dict[tuple[str, str], EntityLink | None] = field(default_factory=dict)
 
     @property
     def organization_id(self) -> uuid.UUID:
         return self.connection.organization_id
 
-    def lookup(self, entity_type: EntityType, platform_id: Any) -> EntityLink | None:
-        """Read, then end the read transaction: none stays open across an HTTP call."""
-        row = entity_map.find(self.session, self.organization_id, entity_type, platform_id)
+    def commit_before_call(self) -> None:
+        if self.session.in_transaction():
+            self.session.commit()
+
+    def prefetch(self, ops: list[SyncOp]) -> None:
+        """Two reads for the batch: the links its ops name, and their members' live bridge
+        memberships."""
+        wanted: dict[EntityType, set[str]] = {}
+        for op in ops:
+            for field_name, entity_type in PAYLOAD_LINKS.items():
+                if field_name in op.payload:
+                    wanted.setdefault(entity_type, set()).add(str(op.payload[field_name]))
+        self.links = {
+            (entity_type.value, platform_id): None
+            for entity_type, ids in wanted.items()
+            for platform_id in ids
+        }
+        if wanted:
+            rows = self.session.scalars(
+                select(EntityLink).where(
+                    EntityLink.organization_id == self.organization_id,
+                    or_(
+                        *(
+                            and_(EntityLink.entity_type == kind, EntityLink.platform_id.in_(ids))
+                            for kind, ids in wanted.items()
+                        )
+                    ),
+                )
+            )
+            for row in rows:
+                self.links[(row.entity_type.value, row.platform_id)] = row
+        members = wanted.get(EntityType.member, set())
+        for member in members:
+            self.links[(ACTIVE_BRIDGE, member)] = None
+        if members:
+            for row in self.session.scalars(
+                select(EntityLink).where(
+                    EntityLink.organization_id == self.organization_id,
+                    EntityLink.entity_type == EntityType.membership,
+                    EntityLink.data["memberId"].as_string().in_(members),
+                    EntityLink.data["status"].as_string() == "active",
+                )
+            ):
+                self.links[(ACTIVE_BRIDGE, row.data["memberId"])] = row
         self.session.commit()
-        return row
+
+    def lookup(self, entity_type: EntityType | str, platform_id: Any) -> EntityLink | None:
+        key = (str(entity_type), str(platform_id))
+        if key not in self.links:
+            self.links[key] = (
+                entity_map.find(self.session, self.organization_id, EntityType(key[0]), key[1])
+                if key[0] != ACTIVE_BRIDGE
+                else None
+            )
+        return self.links[key]
 
     def link(
         self,
@@ -73,30 +133,68 @@ class OpContext:
         platform_id: Any,
         external_id: str,
         data: dict[str, Any],
+        *,
+        fresh: bool = False,
     ) -> None:
-        """Record an external effect as soon as it happened."""
-        try:
-            entity_map.link(
-                self.session,
-                self.organization_id,
-                entity_type,
-                platform_id=platform_id,
+        """Record an external effect; committed before the next call or with the outcome.
+        `fresh`: the external system just made this id, so no other link can hold it and the
+        uniqueness checks are skipped; a status change of the known link needs none either."""
+        current = self.lookup(entity_type, platform_id)
+        now = self.now()
+        if current is not None and (fresh or current.external_id == external_id):
+            if current.external_id != external_id:
+                current.external_id, current.origin = external_id, Origin.mirror
+            current.data = {**current.data, **data}
+            current.updated_at = now
+            row = current
+        elif fresh:
+            row = EntityLink(
+                organization_id=self.organization_id,
+                entity_type=entity_type,
+                platform_id=str(platform_id),
                 external_id=external_id,
                 origin=Origin.mirror,
-                now=self.now(),
                 data=data,
+                created_at=now,
+                updated_at=now,
             )
-        except DomainError as error:
-            self.session.rollback()
-            if error.code == "bridge_link_conflict":
-                raise Park("identity_conflict", error.message) from None
-            raise
-        self.session.commit()
+            self.session.add(row)
+        else:
+            try:
+                row = entity_map.link(
+                    self.session,
+                    self.organization_id,
+                    entity_type,
+                    platform_id=platform_id,
+                    external_id=external_id,
+                    origin=Origin.mirror,
+                    now=now,
+                    data=data,
+                )
+            except DomainError as error:
+                self.session.rollback()
+                if error.code == "bridge_link_conflict":
+                    raise Park("identity_conflict", error.message) from None
+                raise
+        self.links[(entity_type.value, str(platform_id))] = row
+        if entity_type is EntityType.membership and "memberId" in row.data:
+            live = row.data.get("status") == "active"
+            current = self.links.get((ACTIVE_BRIDGE, row.data["memberId"]))
+            if live or current is row:
+                self.links[(ACTIVE_BRIDGE, row.data["memberId"])] = row if live else None
 
     def nudge_reconcile(self) -> None:
         """Spec B 8: a booking reconcile after each booking change."""
         self.connection.reconcile_due_at = self.now()
-        self.session.commit()
+
+
+PAYLOAD_LINKS = {
+    "memberId": EntityType.member,
+    "subscriptionId": EntityType.membership,
+    "bookingId": EntityType.booking,
+    "sessionId": EntityType.schedule,
+    "coachId": EntityType.staff,
+}
 
 
 def _member(ctx: OpContext, member_id: uuid.UUID) -> EntityLink:
@@ -108,13 +206,13 @@ def _member(ctx: OpContext, member_id: uuid.UUID) -> EntityLink:
 
 def identify(ctx: OpContext, payload: MemberPayload) -> str | None:
     """Spec B 8: email first, then phone; exactly one native hit links, several park."""
-    for field in ("email", "phone"):
-        value = getattr(payload, field)
+    for kind in ("email", "phone"):
+        value = getattr(payload, kind)
         if not value:
             continue
-        native = [hit for hit in ctx.client.search_user(**{field: value}) if hit.native]
+        native = [hit for hit in ctx.client.search_user(**{kind: value}) if hit.native]
         if len(native) > 1:
-            raise Park("identity_conflict", f"{len(native)} external users match the {field}")
+            raise Park("identity_conflict", f"{len(native)} external users match the {kind}")
         if native:
             return native[0].external_id
     return None
@@ -128,7 +226,7 @@ def user_create(ctx: OpContext, op: SyncOp, payload: MemberPayload) -> str:
         ctx.link(EntityType.member, payload.member_id, found, {"via": "search"})
         return "linked"
     created = ctx.client.create_user(payload.fields())
-    ctx.link(EntityType.member, payload.member_id, created, {"via": "create"})
+    ctx.link(EntityType.member, payload.member_id, created, {"via": "create"}, fresh=True)
     return "created"
 
 
@@ -156,14 +254,13 @@ def _assign(ctx: OpContext, op: SyncOp, payload: MembershipPayload, *, retried: 
             owner = entity_map.find_external(
                 ctx.session, ctx.organization_id, EntityType.membership, external
             )
-            ctx.session.commit()
             if owner is None or owner.platform_id == str(payload.subscription_id):
                 ctx.link(EntityType.membership, payload.subscription_id, external, data)
                 return "found"
     created = ctx.client.assign_membership(
         user.external_id, type_id, payload.start_date, payload.end_date
     )
-    ctx.link(EntityType.membership, payload.subscription_id, created, data)
+    ctx.link(EntityType.membership, payload.subscription_id, created, data, fresh=True)
     return "assigned"
 
 
@@ -220,17 +317,7 @@ def booking_create(ctx: OpContext, op: SyncOp, payload: BookingPayload) -> str:
     if ctx.lookup(EntityType.booking, payload.booking_id) is not None:
         return "already_booked"
     user = _member(ctx, payload.member_id)
-    bridge = ctx.session.scalar(
-        select(EntityLink)
-        .where(
-            EntityLink.organization_id == ctx.organization_id,
-            EntityLink.entity_type == EntityType.membership,
-            EntityLink.data["memberId"].as_string() == str(payload.member_id),
-            EntityLink.data["status"].as_string() == "active",
-        )
-        .limit(1)
-    )
-    ctx.session.commit()
+    bridge = ctx.lookup(ACTIVE_BRIDGE, payload.member_id)
     if bridge is None:
         raise Park("membership_unmapped", "the member holds no bridge membership")
     schedule = _schedule(ctx, payload.session_id)
@@ -249,7 +336,7 @@ def booking_create(ctx: OpContext, op: SyncOp, payload: BookingPayload) -> str:
                     ctx.link(EntityType.booking, payload.booking_id, str(registration["id"]), data)
                     return "found"
     booked = ctx.client.book_session(user.external_id, schedule.external_id, bridge.external_id)
-    ctx.link(EntityType.booking, payload.booking_id, booked, data)
+    ctx.link(EntityType.booking, payload.booking_id, booked, data, fresh=True)
     ctx.nudge_reconcile()
     return "booked"
 

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import exists, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm.attributes import set_committed_value
 
 from gymctl.bridge.payloads import dump, parse_payload
 from gymctl.db import advisory_lock, is_postgres
@@ -185,7 +186,7 @@ def _finish(session: Session, op: SyncOp, owner: str, now: datetime, **values: A
     if result.rowcount != 1:
         return False
     for name, value in values.items():
-        setattr(op, name, value)
+        set_committed_value(op, name, value)  # already written: no second UPDATE at flush
     return True
 
 
