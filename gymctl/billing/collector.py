@@ -8,6 +8,7 @@ on other providers are never selected: they keep provider-direct collection.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -65,21 +66,7 @@ class Summary:
         return self.completed and self.errors == 0 and self.organizations > 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "organizations": self.organizations,
-            "unevaluable": self.unevaluable,
-            "selected": self.selected,
-            "charged": self.charged,
-            "declined": self.declined,
-            "busy": self.busy,
-            "blocked": self.blocked,
-            "skipped": self.skipped,
-            "errors": self.errors,
-            "pending": self.pending,
-            "resolved": self.resolved,
-            "completed": self.completed,
-            "alerts": self.alerts,
-        }
+        return dataclasses.asdict(self)
 
 
 def collect_subscription(
@@ -326,33 +313,18 @@ def unevaluable(session: Session, *, now: datetime) -> int:
     )
 
 
+COUNTED_OUTCOMES = ("charged", "declined", "busy", "blocked", "skipped", "pending")
+# Every counter of a Summary (its int fields; `completed` is a bool, `alerts` a list).
+COUNTS = tuple(name for name, value in dataclasses.asdict(Summary()).items() if type(value) is int)
+
+
 def _count(summary: Summary, outcome: str) -> None:
-    field_name = {
-        "charged": "charged",
-        "declined": "declined",
-        "busy": "busy",
-        "blocked": "blocked",
-        "skipped": "skipped",
-        "pending": "pending",
-    }.get(outcome)
-    if field_name:
-        setattr(summary, field_name, getattr(summary, field_name) + 1)
+    if outcome in COUNTED_OUTCOMES:
+        setattr(summary, outcome, getattr(summary, outcome) + 1)
 
 
 def _merge(first: Summary, second: Summary) -> Summary:
-    for name in (
-        "organizations",
-        "unevaluable",
-        "selected",
-        "charged",
-        "declined",
-        "busy",
-        "blocked",
-        "skipped",
-        "errors",
-        "pending",
-        "resolved",
-    ):
+    for name in COUNTS:
         setattr(first, name, getattr(first, name) + getattr(second, name))
     first.alerts.extend(second.alerts)
     first.completed = first.completed and second.completed

@@ -26,22 +26,20 @@ def catch_up(factory: sessionmaker[Session], now: datetime, settings: Settings) 
     summary = collector.catch_up(
         factory, card_provider_from_settings(settings), now=now, cipher=billing_cipher(settings)
     )
-    result = summary.as_dict()
-    result["heartbeat"] = collector.ping_heartbeat(
-        settings.heartbeat_member_billing_catchup_url, summary, name="memberBillingCatchup"
-    )
-    return result
+    url = settings.heartbeat_member_billing_catchup_url
+    return _with_heartbeat(summary, url, "memberBillingCatchup")
 
 
 def daily(factory: sessionmaker[Session], now: datetime, settings: Settings) -> SweepResult:
     summary = collector.daily_sweep(
         factory, card_provider_from_settings(settings), now=now, cipher=billing_cipher(settings)
     )
-    result = summary.as_dict()
-    result["heartbeat"] = collector.ping_heartbeat(
-        settings.heartbeat_member_recurring_charge_url, summary, name="memberRecurringCharge"
-    )
-    return result
+    url = settings.heartbeat_member_recurring_charge_url
+    return _with_heartbeat(summary, url, "memberRecurringCharge")
+
+
+def _with_heartbeat(summary: collector.Summary, url: str | None, name: str) -> SweepResult:
+    return {**summary.as_dict(), "heartbeat": collector.ping_heartbeat(url, summary, name=name)}
 
 
 def recovery(factory: sessionmaker[Session], now: datetime, settings: Settings) -> SweepResult:

@@ -67,15 +67,13 @@ def card_provider_webhook(
         # Transient: nothing is kept and the provider redelivers (1, 2, 2, 16, 60 min, 12 h).
         return Answer(503, {"code": outcome, "message": _MESSAGES[outcome]}, commit=False)
     if outcome == "unverified":
-        emit(
+        _record(
             session,
-            EventKind.analytics,
             "payment.webhook_ignored",
-            at=now,
-            aggregate_type="organization",
-            aggregate_id=organization_id,
-            organization_id=organization_id,
-            payload={"reason": "unverified", "pageId": page_id},
+            organization_id,
+            now,
+            reason="unverified",
+            pageId=page_id,
         )
         return _rejected(session, organization_id, "webhook_unverified", page_id, now)
     return _rejected(session, organization_id, outcome, page_id, now)
@@ -94,7 +92,7 @@ def other_provider_webhook(
     """Signed webhooks of other providers: HMAC-SHA256 of the body under the configured
     webhook secret. Their collection is provider-direct: a verified event is recorded."""
     config = active_config(session, organization_id)
-    if config is None or config.provider in (CARD_PROVIDER,) or config.provider != provider_name:
+    if config is None or config.provider == CARD_PROVIDER or config.provider != provider_name:
         return _rejected(session, organization_id, "webhook_provider_mismatch", None, now)
     secret = credentials_of(config, cipher).get("webhookSecret")
     expected = hmac.new(secret.encode(), raw_body, hashlib.sha256).hexdigest() if secret else None
@@ -105,26 +103,23 @@ def other_provider_webhook(
             return _rejected(session, organization_id, reason, None, now)
         reason = f"{reason}_unenforced"
         logger.warning("payment webhook accepted unverified: %s", reason)
-        emit(
+        _record(
             session,
-            EventKind.analytics,
             "payment.webhook_ignored",
-            at=now,
-            aggregate_type="organization",
-            aggregate_id=organization_id,
-            organization_id=organization_id,
-            payload={"reason": reason, "provider": provider_name},
+            organization_id,
+            now,
+            reason=reason,
+            provider=provider_name,
         )
         return Answer(200, {"outcome": "ignored", "reason": reason})
-    emit(
+    _record(
         session,
-        EventKind.domain,
         "payment.webhook_received",
-        at=now,
-        aggregate_type="organization",
-        aggregate_id=organization_id,
-        organization_id=organization_id,
-        payload={"provider": provider_name, "bytes": len(raw_body)},
+        organization_id,
+        now,
+        kind=EventKind.domain,
+        provider=provider_name,
+        bytes=len(raw_body),
     )
     return Answer(200, {"outcome": "processed"})
 
@@ -146,14 +141,35 @@ def _rejected(
 ) -> Answer:
     """Rejections are always 400 for the card provider (spec B 6). The rejection event is
     kept; nothing else was written."""
+    _record(
+        session,
+        "payment.webhook_rejected",
+        organization_id,
+        now,
+        code=code,
+        outcome="failure",
+        pageId=page_id,
+    )
+    return Answer(400, {"code": code, "message": _MESSAGES.get(code, code)})
+
+
+def _record(
+    session: Session,
+    name: str,
+    organization_id: uuid.UUID,
+    now: datetime,
+    *,
+    kind: EventKind = EventKind.analytics,
+    **payload: Any,
+) -> None:
+    """A webhook's event, filed on its organization."""
     emit(
         session,
-        EventKind.analytics,
-        "payment.webhook_rejected",
+        kind,
+        name,
         at=now,
         aggregate_type="organization",
         aggregate_id=organization_id,
         organization_id=organization_id,
-        payload={"code": code, "outcome": "failure", "pageId": page_id},
+        payload=payload,
     )
-    return Answer(400, {"code": code, "message": _MESSAGES.get(code, code)})

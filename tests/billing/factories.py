@@ -4,6 +4,7 @@ flushes and returns its row; every default can be overridden by keyword."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -32,9 +33,8 @@ from tests import factories
 from tests.conftest import NOW
 
 # A fixed key so saved cards made here decrypt in any test (never a real key).
-TEST_CIPHER = FieldCipher(
-    Keyring([("test", hashlib.sha256(b"gymctl billing tests").digest())], setting=BILLING_SETTING)
-)
+TEST_KEY = "test:" + base64.b64encode(hashlib.sha256(b"gymctl billing tests").digest()).decode()
+TEST_CIPHER = FieldCipher(Keyring.parse(TEST_KEY, setting=BILLING_SETTING))  # = the setting's
 
 # Per plan type: price, and how long a purchase lasts (validity days or renewal months).
 PLAN_DEFAULTS: dict[PlanType, dict[str, Any]] = {

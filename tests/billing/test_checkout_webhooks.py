@@ -4,7 +4,6 @@ is read back on the organization's terminal, and a redelivery never settles twic
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import json
@@ -28,12 +27,11 @@ from gymctl.models import (
 from gymctl.models.billing import CheckoutStatus, SubscriptionStatus
 from tests.access.conftest import gym, outsider, snapshot  # noqa: F401 (fixtures)
 from tests.billing.cards import APPROVE, DECLINE
-from tests.billing.factories import TEST_CIPHER
+from tests.billing.factories import TEST_CIPHER, TEST_KEY
 from tests.billing.fake_card_provider import Fault
 from tests.conftest import NOW
 
 GET_PAGE = "LowProfile/GetLpResult"
-TEST_KEY = "test:" + base64.b64encode(hashlib.sha256(b"gymctl billing tests").digest()).decode()
 
 
 @pytest.fixture

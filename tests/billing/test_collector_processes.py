@@ -4,8 +4,6 @@ are pinged only after a completed useful run."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import subprocess
 import sys
@@ -26,7 +24,7 @@ from gymctl.models import PaymentTransaction, Subscription
 from gymctl.models.billing import PlanType, TransactionStatus
 from tests.billing import factories as bf
 from tests.billing.cards import Sandbox, connect_card_provider, save_test_card
-from tests.billing.factories import TEST_CIPHER
+from tests.billing.factories import TEST_CIPHER, TEST_KEY
 from tests.conftest import NOW
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,7 +36,7 @@ from gymctl.billing import collector
 from gymctl.db import get_engine, session_factory
 from gymctl.providers.card_sandbox import SandboxCardProvider
 from pathlib import Path
-from tests.billing.factories import TEST_CIPHER
+from tests.billing.factories import TEST_CIPHER, TEST_KEY
 url, home, go = sys.argv[1], Path(sys.argv[2]), sys.argv[4]
 now = datetime.fromisoformat(sys.argv[3])
 factory = session_factory(get_engine(url))
@@ -167,7 +165,7 @@ def test_the_daemon_runs_the_catch_up_on_the_embedded_default(tmp_path):
         GYMCTL_ENV="test",
         GYMCTL_HOME=str(home),
         GYMCTL_DATABASE_URL=sqlite_url,
-        GYMCTL_BILLING_ENCRYPTION_KEY=_test_key(),
+        GYMCTL_BILLING_ENCRYPTION_KEY=TEST_KEY,
     )
     factory = session_factory(get_engine(sqlite_url))
     sandbox = Sandbox(home)
@@ -181,7 +179,3 @@ def test_the_daemon_runs_the_catch_up_on_the_embedded_default(tmp_path):
     with factory() as session:
         subscription = session.get(Subscription, subscription_id)
         assert subscription.next_charge_date > NOW
-
-
-def _test_key() -> str:
-    return "test:" + base64.b64encode(hashlib.sha256(b"gymctl billing tests").digest()).decode()
