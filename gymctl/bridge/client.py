@@ -9,6 +9,7 @@ never a body (it may echo a member's address) or the key.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
@@ -17,7 +18,6 @@ from typing import Any
 import httpx
 
 USER_AGENT = "gymctl-bridge/1 (+https://gymctl.example/bridge)"  # some default agents get 403
-SEND_JITTER = 0.15  # seconds; see Throttle (a loaded 2-core machine delays a send by >100 ms)
 
 
 class CallFailure:
@@ -49,33 +49,48 @@ class ExternalCallError(Exception):
 
 
 class Throttle:
-    """A token bucket of one token refilled `rate` times a second (GCRA), so any one-second
-    window holds at most `rate` calls. It starts empty: a dispatcher that just took over an
-    organization waits one interval, since the previous holder may have just sent a call.
-    Calls are paced SEND_JITTER apart beyond the interval: the time from taking a token to the
-    bytes leaving (a new connection, a busy machine) varies by up to a hundred milliseconds or
-    more under load, and a call
-    leaving late must not bring the next two closer than a second at the wire."""
+    """At most `rate` calls in any one-second window at the wire, for the lock holder's
+    organization. Two rules: starts are 1/rate apart (smooth pacing), and a call starts only a
+    window after the call `rate` places back has finished. A call leaves somewhere between its
+    start and its answer, so the second rule holds whatever the delays in between (a new
+    connection, a busy machine). A new holder starts as if `rate` calls had just finished: the
+    previous holder's last calls left before it let go (or died). A key check outside the
+    lock (`taking_over=False`) starts free."""
 
     def __init__(
         self,
         rate: float | None,
         *,
+        taking_over: bool = True,
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self._interval = 0.0 if rate is None else 1.0 / rate + SEND_JITTER
         self._monotonic = monotonic
         self._sleep = sleep
-        self._next = monotonic() + self._interval
+        now = monotonic()
+        self._interval = 0.0 if rate is None else 1.0 / rate
+        self._capacity = 0 if rate is None else max(1, int(rate))
+        self._window = 0.0 if rate is None else self._capacity / rate
+        self._finished: deque[float] = deque(maxlen=self._capacity or None)
+        if taking_over:
+            self._finished.extend([now] * self._capacity)
+        self._next = now
         self.calls = 0
 
     def acquire(self) -> None:
-        wait = self._next - self._monotonic()
+        start = self._next
+        if self._capacity and len(self._finished) == self._capacity:
+            start = max(start, self._finished[0] + self._window)
+        wait = start - self._monotonic()
         if wait > 0:
             self._sleep(wait)
-        self._next = max(self._next, self._monotonic()) + self._interval
+        self._next = self._monotonic() + self._interval
         self.calls += 1
+
+    def release(self) -> None:
+        """The call is answered (or failed): it has left."""
+        if self._capacity:
+            self._finished.append(self._monotonic())
 
     def pause(self, seconds: float) -> None:
         """After a 429: no call for `seconds`."""
@@ -222,6 +237,8 @@ class ExternalGymClient:
             raise ExternalCallError(CallFailure.timeout, route) from None
         except httpx.TransportError:
             raise ExternalCallError(CallFailure.network, route) from None
+        finally:
+            self._throttle.release()
         status = response.status_code
         if status >= 400:
             raise ExternalCallError(_kind(status), route, status, _retry_after(response))

@@ -150,7 +150,10 @@ def connect(
         raise DomainError("bridge_key_malformed", "the api-key is empty or malformed", status=400)
     cipher = _cipher(settings)
     client = ExternalGymClient(
-        _base_url(settings), api_key, throttle=Throttle(settings.bridge_rate), timeout=timeout
+        _base_url(settings),
+        api_key,
+        throttle=Throttle(settings.bridge_rate, taking_over=False),
+        timeout=timeout,
     )
     account: Account | None = None
     problem: str | None = None

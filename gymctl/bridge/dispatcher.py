@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session, aliased
 
 from gymctl import clock as default_clock
 from gymctl.bridge import queue
-from gymctl.bridge.client import CallFailure, ExternalCallError, Throttle
+from gymctl.bridge.client import CallFailure, ExternalCallError, ExternalGymClient, Throttle
 from gymctl.bridge.connection import activate, check_account, find_connection, open_client
 from gymctl.bridge.operations import OpContext, Park, Retry, perform
 from gymctl.bridge.polling import serve_polls
@@ -169,7 +169,7 @@ def drain(
 
 
 def _check_pending(
-    session: Session, connection: IntegrationConnection, client, clock: Clock
+    session: Session, connection: IntegrationConnection, client: ExternalGymClient, clock: Clock
 ) -> bool:
     """A key stored while the external system was down: check it now (spec B 5)."""
     try:
@@ -276,7 +276,7 @@ def _run_op(
 def _polls(
     session: Session,
     connection: IntegrationConnection,
-    client,
+    client: ExternalGymClient,
     clock: Clock,
     summary: RunSummary,
 ) -> dict[str, Any]:
