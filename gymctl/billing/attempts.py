@@ -131,16 +131,32 @@ def amount_of(subscription: Subscription, kind: AttemptKind) -> int:
     return subscription.price_in_cents
 
 
+def _confirmed_non_charges(obligation: str) -> tuple:
+    """Attempts of an obligation the provider confirmed it never charged (technical failures)."""
+    return (
+        PaymentTransaction.obligation_key == obligation,
+        PaymentTransaction.status == TransactionStatus.failed,
+        PaymentTransaction.billing_resolution["decision"].as_string() == "not_charged",
+    )
+
+
 def technical_failures(session: Session, obligation: str) -> int:
     return session.scalar(
         select(func.count())
         .select_from(PaymentTransaction)
-        .where(
-            PaymentTransaction.obligation_key == obligation,
-            PaymentTransaction.status == TransactionStatus.failed,
-            PaymentTransaction.billing_resolution["decision"].as_string() == "not_charged",
-        )
+        .where(*_confirmed_non_charges(obligation))
     )
+
+
+def _retry_terms(session: Session, obligation: str) -> tuple[int, str, str]:
+    """Amount, currency and terminal of the last confirmed non-charge of an obligation."""
+    attempt = session.scalar(
+        select(PaymentTransaction.billing_attempt)
+        .where(*_confirmed_non_charges(obligation))
+        .order_by(PaymentTransaction.created_at.desc())
+        .limit(1)
+    )
+    return attempt["amountInCents"], attempt["currency"], attempt["terminal"]
 
 
 def unresolved_attempt(session: Session, subscription_id: uuid.UUID) -> PaymentTransaction | None:
@@ -195,6 +211,14 @@ def begin_attempt(
     if failures > len(TECHNICAL_RETRY_DELAYS):
         return Began("blocked", "technical_retries_exhausted", alert="technical_retries_exhausted")
     amount = amount_of(subscription, kind)
+    if failures and _retry_terms(session, obligation) != (
+        amount,
+        subscription.currency,
+        config.terminal,
+    ):
+        # A technical retry repeats the confirmed non-charge it follows; other terms (a new
+        # price, currency or terminal since) are a new charge an operator must look at.
+        return Began("blocked", "retry_terms_changed", alert="retry_terms_changed")
     external_id = str(ids.new_id())
     transaction = PaymentTransaction(
         id=ids.new_id(),

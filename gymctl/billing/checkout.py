@@ -8,10 +8,10 @@ row (locked), so a redelivered or out-of-order webhook never settles twice.
 
 from __future__ import annotations
 
-import logging
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -20,6 +20,7 @@ from gymctl import ids
 from gymctl.access.memberships import membership_of
 from gymctl.billing import attempts, plans
 from gymctl.billing.accounts import CARD_PROVIDER, active_config, save_card, terminal_of
+from gymctl.billing.alerts import raise_alert
 from gymctl.crypto import FieldCipher
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
@@ -40,8 +41,6 @@ from gymctl.providers.card import (
     PageState,
     ProviderUnavailable,
 )
-
-logger = logging.getLogger(__name__)
 
 CHECKOUT_TTL = timedelta(hours=2)  # ours: after this an open page counts as abandoned
 SAVE_CARD_ONLY = "CreateTokenOnly"  # the provider's operation names
@@ -185,6 +184,12 @@ def apply_page(
             return "already_failed"
         checkout.status = CheckoutStatus.failed
         checkout.completed_at = now
+        if checkout.operation == SAVE_CARD_ONLY:
+            raise_alert(
+                "presale_checkout_transaction_failed",
+                checkoutId=checkout.id,
+                subscriptionId=subscription.id,
+            )
         _cancel_unpaid(subscription, reason=FAILED, now=now)
         emit(
             session,
@@ -289,7 +294,12 @@ def abandoned_sweep(
                 Checkout.status == CheckoutStatus.open, Checkout.expires_at <= now
             )
         ).all()
-    result: dict[str, object] = {"checked": len(expired), "completed": 0, "abandoned": []}
+    result: dict[str, Any] = {
+        "checked": len(expired),
+        "completed": 0,
+        "abandoned": [],
+        "alerts": [],
+    }
     for checkout_id in expired:
         with factory() as session:
             checkout = session.get(Checkout, checkout_id)
@@ -317,10 +327,14 @@ def abandoned_sweep(
             checkout.metadata_ = {**checkout.metadata_, "checkoutPageExpiredAt": now.isoformat()}
             subscription = attempts.lock_subscription(session, checkout.subscription_id)
             _cancel_unpaid(subscription, reason=ABANDONED, now=now)
-            logger.warning(
-                "billing alert %s",
-                {"reason": "presale_checkout_attempt_cancelled", "checkoutId": str(checkout_id)},
-            )
+            if checkout.operation == SAVE_CARD_ONLY:
+                result["alerts"].append(
+                    raise_alert(
+                        "presale_checkout_attempt_cancelled",
+                        checkoutId=checkout_id,
+                        subscriptionId=subscription.id,
+                    )
+                )
             result["abandoned"].append(str(subscription.id))
             session.commit()
     return result

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.billing import attempts
 from gymctl.billing.accounts import CARD_PROVIDER
+from gymctl.billing.alerts import raise_alert
 from gymctl.crypto import FieldCipher
 from gymctl.models import PaymentProviderConfig, PaymentTransaction, Subscription
 from gymctl.models.billing import CollectionMethod, SubscriptionStatus, TransactionStatus
@@ -56,9 +57,7 @@ class Summary:
     completed: bool = True  # False when the time budget stopped new work
 
     def alert(self, reason: str, **ids: Any) -> None:
-        entry = {"reason": reason, **{key: str(value) for key, value in ids.items()}}
-        self.alerts.append(entry)
-        logger.warning("billing alert %s", entry)
+        self.alerts.append(raise_alert(reason, **ids))
 
     @property
     def useful(self) -> bool:

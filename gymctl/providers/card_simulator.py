@@ -53,6 +53,7 @@ class Card(StrEnum):
     decline = "decline"  # every deal on it is refused; a token-only page still saves it
     timeout = "timeout"  # token charges never reach the provider: a lookup says not_found
     unknown_outcome = "unknown_outcome"  # token charges go through, their answer is lost
+    invalid = "invalid"  # refused on every page, token-only too (a card that fails validation)
 
 
 TEST_CARDS = {
@@ -60,6 +61,7 @@ TEST_CARDS = {
     "4580000000000002": Card.decline,
     "4580000000000003": Card.timeout,
     "4580000000000004": Card.unknown_outcome,
+    "4580000000000005": Card.invalid,
 }
 # Any other card number behaves like the approve card, as on a provider's test terminal.
 
@@ -334,7 +336,7 @@ class CardSimulator:
             "CardMonth": month,
             "CardYear": year,
         }
-        if charging and card is Card.decline:
+        if (charging and card is Card.decline) or card is Card.invalid:
             refused = _refusal(Code.declined, "Declined by the card issuer")
             return {
                 **_page_head(page),

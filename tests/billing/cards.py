@@ -21,6 +21,7 @@ APPROVE = "4580000000000000"
 DECLINE = "4580000000000002"
 TIMEOUT = "4580000000000003"  # never reaches the provider: lookup says not_found
 UNKNOWN = "4580000000000004"  # charged, but the answer is lost
+INVALID = "4580000000000005"  # refused on every page, token-only too
 
 
 class Sandbox:

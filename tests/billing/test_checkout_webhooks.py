@@ -26,7 +26,7 @@ from gymctl.models import (
 )
 from gymctl.models.billing import CheckoutStatus, SubscriptionStatus
 from tests.access.conftest import gym, outsider, snapshot  # noqa: F401 (fixtures)
-from tests.billing.cards import APPROVE, DECLINE
+from tests.billing.cards import APPROVE, DECLINE, INVALID
 from tests.billing.factories import TEST_CIPHER, TEST_KEY
 from tests.billing.fake_card_provider import Fault
 from tests.conftest import NOW
@@ -161,6 +161,48 @@ def test_a_failed_page_is_processed_as_payment_failed(client, org, card_server, 
     assert webhook(client, org, page_id).status_code == 200  # redelivery: no second effect
 
 
+def presale_purchase(client, org, session):
+    session.add(BillingSettings(organization_id=org.id, opening_day=NOW + timedelta(days=10)))
+    session.commit()
+    return purchase(client, org, create_plan(client, org))
+
+
+def test_a_failed_presale_page_alerts_presale_checkout_transaction_failed(
+    client, org, card_server, session, caplog
+):
+    answer = presale_purchase(client, org, session)
+    page_id = answer.json["data"]["checkout"]["pageId"]
+    card_server.complete_page(page_id, INVALID)
+    with caplog.at_level("WARNING", logger="gymctl.billing.alerts"):
+        assert webhook(client, org, page_id).json["outcome"] == "payment.failed"
+        assert webhook(client, org, page_id).status_code == 200  # redelivery: no second alert
+    alerts = [r.args["reason"] for r in caplog.records if r.name == "gymctl.billing.alerts"]
+    assert alerts == ["presale_checkout_transaction_failed"]
+
+
+def test_an_abandoned_presale_checkout_alerts_presale_checkout_attempt_cancelled(
+    client, org, card_server, session, session_factory
+):
+    answer = presale_purchase(client, org, session)
+    later = NOW + checkout.CHECKOUT_TTL + timedelta(minutes=1)
+    sweep = checkout.abandoned_sweep(
+        session_factory, card_server.provider(), now=later, cipher=TEST_CIPHER
+    )
+    subscription_id = answer.json["data"]["subscription"]["id"]
+    assert sweep["alerts"] == [
+        {
+            "reason": "presale_checkout_attempt_cancelled",
+            "checkoutId": answer.json["data"]["checkout"]["id"],
+            "subscriptionId": subscription_id,
+        }
+    ]
+    again = checkout.abandoned_sweep(
+        session_factory, card_server.provider(), now=later, cipher=TEST_CIPHER
+    )
+    assert again["alerts"] == []
+    assert again["abandoned"] == []
+
+
 def test_a_page_still_open_is_deal_not_finalized_503(client, org, session):
     plan = create_plan(client, org)
     page_id = purchase(client, org, plan).json["data"]["checkout"]["pageId"]
@@ -273,6 +315,7 @@ def test_abandoned_checkout_is_cancelled_and_a_late_completion_revives_it(
     )
     subscription_id = answer.json["data"]["subscription"]["id"]
     assert result["abandoned"] == [subscription_id]
+    assert result["alerts"] == []  # not a presale: the member simply left the page
     subscription = session.get(Subscription, subscription_id)
     session.refresh(subscription)
     assert subscription.status == SubscriptionStatus.cancelled

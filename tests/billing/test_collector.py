@@ -256,6 +256,25 @@ def test_technical_retries_after_5_15_60_minutes_at_most_three_per_obligation(
     assert sum(charges_of(sandbox, t) for t in transactions(session, subscription)) == 0
 
 
+def test_a_technical_retry_under_changed_terms_is_blocked_as_retry_terms_changed(
+    session, session_factory, gym, sandbox
+):
+    """A technical retry repeats the confirmed non-charge it follows (spec B 6 alert
+    retry_terms_changed): a new price since then is a new charge, not a retry."""
+    subscription = due_subscription(session, gym, sandbox, TIMEOUT)
+    assert collect(session_factory, sandbox, subscription)[0] == "pending"
+    at = NOW + attempts.EXECUTING_GRACE
+    collector.recover(session_factory, sandbox.provider, now=at, cipher=TEST_CIPHER)
+    subscription = refreshed(session, subscription)
+    subscription.price_in_cents += 1000
+    session.commit()
+    outcome, summary = collect(session_factory, sandbox, subscription, at=subscription.retry_at)
+    assert outcome == "blocked"
+    assert summary.blocked == 1
+    assert [a["reason"] for a in summary.alerts] == ["retry_terms_changed"]
+    assert len(transactions(session, subscription)) == 1
+
+
 def test_presale_is_charged_on_its_opening_day_and_activates(
     session, session_factory, gym, sandbox
 ):
