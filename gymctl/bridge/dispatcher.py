@@ -441,6 +441,11 @@ def run_dispatcher(
                     result = future.result()
                     if result is not None:
                         summaries.append(result)
+            if len(busy) >= policy.workers:
+                # Every worker is busy: asking which organizations are due would only take
+                # the interpreter from them. Wait for one to finish.
+                wait(busy.values(), timeout=policy.idle_seconds, return_when=FIRST_COMPLETED)
+                continue
             with Session(engine) as session:
                 due = due_organizations(session, now=clock.now())
             for organization_id in due:
