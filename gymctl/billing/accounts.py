@@ -10,6 +10,7 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import date, datetime
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -26,7 +27,11 @@ CARD_PROVIDER = "card_provider"
 class SavedCard:
     token: str
     expiry: date | None
-    terminal: str | None  # the terminal the card was verified on (verify-account writes it)
+    terminal: str | None  # the terminal whose token this is
+    verified_at: datetime | None = None  # when verify-account proved it on `terminal`
+
+    def verified_on(self, terminal: str) -> bool:
+        return self.verified_at is not None and self.terminal == terminal
 
 
 def active_config(session: Session, organization_id: uuid.UUID) -> PaymentProviderConfig | None:
@@ -126,20 +131,29 @@ def save_card(
     return method
 
 
+def card_payload(method_id: uuid.UUID, ciphertext: str, cipher: FieldCipher) -> dict[str, Any]:
+    """A saved card's decrypted payload: token, expiry, terminalNumber (and verifiedAt once
+    verify-account proved it on that terminal). Never logged, never answered."""
+    return json.loads(cipher.decrypt(ciphertext, **_where_card(method_id)))
+
+
 def saved_card(method: PaymentMethod, cipher: FieldCipher) -> SavedCard:
-    payload = json.loads(cipher.decrypt(method.payload_ciphertext, **_where_card(method.id)))
-    expiry = payload.get("expiry")
+    payload = card_payload(method.id, method.payload_ciphertext, cipher)
+    expiry, verified = payload.get("expiry"), payload.get("verifiedAt")
     return SavedCard(
         token=payload["token"],
         expiry=date.fromisoformat(expiry) if expiry else None,
         terminal=payload.get("terminalNumber"),
+        verified_at=datetime.fromisoformat(verified) if verified else None,
     )
 
 
-def rewrite_card_terminal(method: PaymentMethod, terminal: str, cipher: FieldCipher) -> None:
-    """verify-account's write: the card is proven to live on `terminal`."""
-    payload = json.loads(cipher.decrypt(method.payload_ciphertext, **_where_card(method.id)))
-    payload["terminalNumber"] = terminal
+def verify_card_terminal(
+    method: PaymentMethod, terminal: str, *, now: datetime, cipher: FieldCipher
+) -> None:
+    """verify-account's write: the card is proven to live on `terminal`, as of `now`."""
+    payload = card_payload(method.id, method.payload_ciphertext, cipher)
+    payload.update(terminalNumber=terminal, verifiedAt=now.isoformat())
     method.payload_ciphertext = cipher.encrypt(json.dumps(payload), **_where_card(method.id))
 
 

@@ -148,15 +148,17 @@ def technical_failures(session: Session, obligation: str) -> int:
     )
 
 
-def _retry_terms(session: Session, obligation: str) -> tuple[int, str, str]:
-    """Amount, currency and terminal of the last confirmed non-charge of an obligation."""
-    attempt = session.scalar(
-        select(PaymentTransaction.billing_attempt)
+def _last_non_charge(session: Session, obligation: str) -> tuple[tuple[int, str, str], bool]:
+    """The terms (amount, currency, terminal) of the last confirmed non-charge of an
+    obligation, and whether the owner authorized a retry of it."""
+    attempt, resolution = session.execute(
+        select(PaymentTransaction.billing_attempt, PaymentTransaction.billing_resolution)
         .where(*_confirmed_non_charges(obligation))
         .order_by(PaymentTransaction.created_at.desc())
         .limit(1)
-    )
-    return attempt["amountInCents"], attempt["currency"], attempt["terminal"]
+    ).one()
+    terms = (attempt["amountInCents"], attempt["currency"], attempt["terminal"])
+    return terms, bool(resolution.get("retryAuthorized"))
 
 
 def unresolved_attempt(session: Session, subscription_id: uuid.UUID) -> PaymentTransaction | None:
@@ -199,26 +201,30 @@ def begin_attempt(
     )
     if method is None or method.deleted_at is not None:
         return Began("blocked", "no_saved_card")
+    card = saved_card(method, cipher)
     if subscription.status == SubscriptionStatus.scheduled and (
         config.terminal_since is not None
         and method.saved_at < config.terminal_since + PRESALE_CARD_AGE
+        and not card.verified_on(config.terminal)
     ):
-        # spec B 8: only a card saved 45 minutes after the terminal went live is on it.
+        # spec B 8: only a card saved 45 minutes after the terminal went live is on it, or
+        # one verify-account proved there.
         return Began("blocked", "card_predates_terminal")
     kind = kind or kind_of(subscription)
     obligation = obligation_of(subscription, kind)
     failures = technical_failures(session, obligation)
-    if failures > len(TECHNICAL_RETRY_DELAYS):
-        return Began("blocked", "technical_retries_exhausted", alert="technical_retries_exhausted")
     amount = amount_of(subscription, kind)
-    if failures and _retry_terms(session, obligation) != (
-        amount,
-        subscription.currency,
-        config.terminal,
-    ):
-        # A technical retry repeats the confirmed non-charge it follows; other terms (a new
-        # price, currency or terminal since) are a new charge an operator must look at.
-        return Began("blocked", "retry_terms_changed", alert="retry_terms_changed")
+    if failures:
+        terms, authorized = _last_non_charge(session, obligation)
+        # An owner's authorize-retry on the last non-charge allows exactly one more attempt.
+        if failures > len(TECHNICAL_RETRY_DELAYS) and not authorized:
+            return Began(
+                "blocked", "technical_retries_exhausted", alert="technical_retries_exhausted"
+            )
+        if terms != (amount, subscription.currency, config.terminal) and not authorized:
+            # A technical retry repeats the confirmed non-charge it follows; other terms (a
+            # new price, currency or terminal since) are a new charge an owner must allow.
+            return Began("blocked", "retry_terms_changed", alert="retry_terms_changed")
     external_id = str(ids.new_id())
     transaction = PaymentTransaction(
         id=ids.new_id(),
@@ -258,7 +264,7 @@ def begin_attempt(
         "started",
         transaction_id=transaction.id,
         terminal=terminal_of(config, cipher),
-        token=saved_card(method, cipher),
+        token=card,
     )
 
 

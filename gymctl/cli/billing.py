@@ -1,14 +1,29 @@
-"""`gymctl billing ...`: the billing sweeps by hand (the daemons run the same functions)."""
+"""`gymctl billing ...`: the billing sweeps by hand (the daemons run the same functions), and the
+operator tools: readiness, verify-account, repair-schedule, transaction resolution."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
 import typer
+from sqlalchemy.orm import Session
 
 from gymctl import clock
+from gymctl.access.gyms import resolve_organization
+from gymctl.access.trail import resolve_user
+from gymctl.billing import no_debit, readiness, repair, resolution, verification
 from gymctl.billing.sweeps import SWEEPS, run_sweep
-from gymctl.cli.output import print_json, render_mapping
+from gymctl.cli.output import console, err_console, print_json, render_mapping, render_rows
+from gymctl.clock import ensure_utc
 from gymctl.config import get_settings
+from gymctl.crypto import billing_cipher
 from gymctl.db import get_engine, session_factory
+from gymctl.errors import DomainError
+from gymctl.providers.card import card_provider_from_settings
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -27,3 +42,324 @@ def sweep_command(
         print_json(result)
     else:
         render_mapping(result, title=f"billing sweep {name}{' (dry run)' if dry_run else ''}")
+
+
+# --- Operator tools (spec B 4.1, 4.2): readiness, the two repairs, transaction resolution ----
+
+transaction_app = typer.Typer(no_args_is_help=True, help="Protected transaction resolution.")
+app.add_typer(transaction_app, name="transaction")
+OPERATOR = typer.Option(
+    ..., "--operator", help="Your user: database id or identity subject (audited as the actor)."
+)
+JSON_OPTION = typer.Option(False, "--json")
+DRY_RUN = typer.Option(False, "--dry-run", help="Do everything, then roll back: nothing is kept.")
+
+
+@contextmanager
+def _unit(dry_run: bool = False) -> Iterator[Session]:
+    """One unit of work. A refusal that wrote its own audit record (a vetoed confirmation keeps
+    the settlement it applied) is committed before it reaches the top-level handler."""
+    factory = session_factory(get_engine(get_settings().resolved_database_url))
+    with factory() as session:
+        try:
+            yield session
+        except DomainError as error:
+            if error.audited and not dry_run:
+                session.commit()
+            raise
+        if dry_run:
+            session.rollback()
+        else:
+            session.commit()
+
+
+def _operator_id(session: Session, ref: str) -> uuid.UUID | None:
+    """The operator's user row, or None (the repairs then refuse with 403)."""
+    try:
+        return resolve_user(session, ref).id
+    except DomainError:
+        return None
+
+
+def _services() -> tuple[Any, Any]:
+    settings = get_settings()
+    return card_provider_from_settings(settings), billing_cipher(settings)
+
+
+def _cursor(value: str | None) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value) if value else None
+    except ValueError:
+        raise DomainError("cursor_invalid", "the cursor is a subscription id") from None
+
+
+def _instant(value: str) -> datetime:
+    try:
+        return ensure_utc(datetime.fromisoformat(value))
+    except ValueError:
+        raise DomainError(
+            "timestamp_not_utc", f"{value!r} is not an ISO time with an explicit UTC offset"
+        ) from None
+
+
+@app.command("readiness")
+def readiness_command(
+    organization: str = typer.Argument(..., help="Organization id or slug."),
+    cursor: str | None = typer.Option(None, "--cursor", help="Last subscription id of a page."),
+    every_page: bool = typer.Option(False, "--all", help="Walk every page."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Billing readiness of an organization (read-only, no provider call)."""
+    _, cipher = _services()
+    pages = []
+    with _unit(dry_run=True) as session:
+        gym = resolve_organization(session, organization)
+        slug = gym.slug
+        after = _cursor(cursor)
+        while True:
+            page = readiness.readiness(
+                session, gym.id, now=clock.now(), cipher=cipher, cursor=after
+            )
+            pages.append(page)
+            if not every_page or page["nextCursor"] is None:
+                break
+            after = uuid.UUID(page["nextCursor"])
+    report = pages[0] if len(pages) == 1 else readiness.merge_pages(pages)
+    if as_json:
+        print_json(report)
+        return
+    _render_readiness(slug, report)
+
+
+def _render_readiness(slug: str, report: dict[str, Any]) -> None:
+    color = {"blocked": "red", "review": "yellow"}.get(report["checkState"], "green")
+    console.print(f"[bold]{slug}[/bold]: [{color}]{report['checkState']}[/{color}]")
+    for issue in report["organizationIssues"]:
+        console.print(
+            f"  organization: {issue['code']} ({issue['severity']}, {issue['nextAction']})"
+        )
+    for currency, total in report["pageTotals"].items():
+        console.print(
+            f"  {currency}: {total['subscriptions']} subscriptions, "
+            f"{total['priceInCents'] / 100:.2f} per cycle, {total['debtInCents'] / 100:.2f} in debt"
+        )
+    for key in ("unresolvedProviderTransactions", "legacyPendingTransactions"):
+        listed = report[key]
+        more = " (truncated at 100)" if listed["truncated"] else ""
+        console.print(f"  {key}: {len(listed['items'])}{more}")
+    render_rows(
+        (
+            {
+                "subscription": item["subscriptionId"],
+                "member": item["memberName"],
+                "status": item["status"],
+                "next charge": item["nextChargeAt"],
+                "card": f"{item['card']['expiryCheck']}/{item['card']['accountCheck']}",
+                "retries": item["retries"]["technical"],
+                "issues": ", ".join(f"{i['code']} ({i['severity']})" for i in item["issues"]),
+            }
+            for item in report["items"]
+        ),
+        ["subscription", "member", "status", "next charge", "card", "retries", "issues"],
+        title="subscriptions",
+    )
+    if report["nextCursor"]:
+        err_console.print(f"next page: --cursor {report['nextCursor']}")
+
+
+@app.command("verify-account")
+def verify_account_command(
+    organization: str = typer.Argument(..., help="Organization id or slug."),
+    subscription: uuid.UUID = typer.Argument(..., help="Subscription id."),
+    low_profile_id: str | None = typer.Option(
+        None, "--low-profile-id", help="The deal's page id, for checkouts that kept none."
+    ),
+    operator: str = OPERATOR,
+    dry_run: bool = DRY_RUN,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Prove a presale's saved card lives on the current terminal (moves no money)."""
+    provider, cipher = _services()
+    with _unit(dry_run) as session:
+        gym = resolve_organization(session, organization)
+        answer = verification.verify_account(
+            session,
+            provider,
+            organization_id=gym.id,
+            subscription_id=subscription,
+            low_profile_id=low_profile_id,
+            operator_user_id=_operator_id(session, operator),
+            now=clock.now(),
+            cipher=cipher,
+        )
+    if as_json:
+        print_json(answer)
+        return
+    reason = f" ({answer['reason']})" if answer.get("reason") else ""
+    console.print(
+        f"{subscription}: {answer['outcome']}{reason}" + (" [dry run]" if dry_run else "")
+    )
+
+
+@app.command("repair-schedule")
+def repair_schedule_command(
+    organization: str = typer.Argument(..., help="Organization id or slug."),
+    subscription: uuid.UUID = typer.Argument(..., help="Subscription id."),
+    expected: str = typer.Option(
+        ...,
+        "--expected-next-charge-at",
+        help="The next charge the report showed: an ISO UTC time, or none.",
+    ),
+    operator: str = OPERATOR,
+    dry_run: bool = DRY_RUN,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Move a missing or too-early first charge to its floor (moves no money)."""
+    _, cipher = _services()
+    stated = None if expected.strip().lower() in ("none", "null", "") else _instant(expected)
+    with _unit(dry_run) as session:
+        gym = resolve_organization(session, organization)
+        answer = repair.repair_schedule(
+            session,
+            organization_id=gym.id,
+            subscription_id=subscription,
+            expected_next_charge_at=stated,
+            operator_user_id=_operator_id(session, operator),
+            now=clock.now(),
+            cipher=cipher,
+        )
+    if as_json:
+        print_json(answer)
+        return
+    item = answer["data"]["item"]
+    console.print(
+        f"{subscription}: first charge at {item['nextChargeAt']}"
+        + (" [dry run]" if dry_run else "")
+    )
+
+
+@transaction_app.command("show")
+def transaction_show(
+    organization: str = typer.Argument(..., help="Organization id or slug."),
+    transaction: uuid.UUID = typer.Argument(..., help="Transaction id."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Inspect a protected attempt: typed state and action hints (no provider call)."""
+    with _unit(dry_run=True) as session:
+        gym = resolve_organization(session, organization)
+        view = resolution.inspect(session, gym.id, transaction, now=clock.now())
+    _render_resolution(view, as_json)
+
+
+@transaction_app.command("reconcile")
+def transaction_reconcile(
+    organization: str = typer.Argument(..., help="Organization id or slug."),
+    transaction: uuid.UUID = typer.Argument(..., help="Transaction id."),
+    operator: str = OPERATOR,
+    dry_run: bool = DRY_RUN,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Look the attempt up on its original merchant account; apply a verified answer."""
+    provider, cipher = _services()
+    with _unit(dry_run) as session:
+        gym = resolve_organization(session, organization)
+        view = resolution.reconcile(
+            session,
+            provider,
+            cipher,
+            organization_id=gym.id,
+            transaction_id=transaction,
+            actor_user_id=_operator_id(session, operator),
+            now=clock.now(),
+        )
+    _render_resolution(view, as_json)
+
+
+@transaction_app.command("confirm-no-debit")
+def transaction_confirm_no_debit(
+    organization: str = typer.Argument(..., help="Organization id or slug."),
+    transaction: uuid.UUID = typer.Argument(..., help="Transaction id."),
+    request_id: uuid.UUID = typer.Option(..., "--request-id", help="A UUIDv4 for this request."),
+    provider_case_id: str = typer.Option(..., "--provider-case-id"),
+    confirmed_at: str = typer.Option(..., "--confirmed-at", help="Explicit UTC, e.g. ...Z."),
+    external_attempt_id: str = typer.Option(..., "--external-attempt-id"),
+    terminal: str = typer.Option(..., "--terminal"),
+    amount_in_cents: int = typer.Option(..., "--amount-in-cents"),
+    currency: str = typer.Option(..., "--currency"),
+    attest_no_debit: bool = typer.Option(False, "--attest-no-debit", help="No debit occurred."),
+    attest_cannot_settle: bool = typer.Option(
+        False, "--attest-cannot-settle-later", help="The old request cannot settle later."
+    ),
+    authorize_retry: bool = typer.Option(False, "--authorize-retry"),
+    operator: str = OPERATOR,
+    dry_run: bool = DRY_RUN,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """The owner records the provider's confirmation that nothing was charged."""
+    provider, cipher = _services()
+    with _unit(dry_run) as session:
+        gym = resolve_organization(session, organization)
+        view = no_debit.confirm_no_debit(
+            session,
+            provider,
+            cipher,
+            organization_id=gym.id,
+            transaction_id=transaction,
+            actor_user_id=_operator_id(session, operator),
+            confirmation=no_debit.NoDebitConfirmation(
+                request_id=request_id,
+                provider_case_id=provider_case_id,
+                confirmed_at=no_debit.utc_instant(_instant(confirmed_at)),
+                external_attempt_id=external_attempt_id,
+                terminal=terminal,
+                amount_in_cents=amount_in_cents,
+                currency=currency,
+                no_debit_occurred=attest_no_debit,
+                cannot_settle_later=attest_cannot_settle,
+                authorize_retry=authorize_retry,
+            ),
+            now=clock.now(),
+        )
+    _render_resolution(view, as_json)
+
+
+@transaction_app.command("authorize-retry")
+def transaction_authorize_retry(
+    organization: str = typer.Argument(..., help="Organization id or slug."),
+    transaction: uuid.UUID = typer.Argument(..., help="Transaction id."),
+    operator: str = OPERATOR,
+    dry_run: bool = DRY_RUN,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """The owner resumes a confirmed non-debit obligation left paused (one retry)."""
+    with _unit(dry_run) as session:
+        gym = resolve_organization(session, organization)
+        view = no_debit.authorize_retry(
+            session,
+            organization_id=gym.id,
+            transaction_id=transaction,
+            actor_user_id=_operator_id(session, operator),
+            now=clock.now(),
+        )
+    _render_resolution(view, as_json)
+
+
+def _render_resolution(view: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json(view)
+        return
+    attempt, tx = view["attempt"], view["transaction"]
+    summary = {
+        "outcome": view.get("outcome"),
+        "state": view["state"],
+        "status": tx["status"],
+        "kind": tx["kind"],
+        "amount": f"{tx['amountInCents'] / 100:.2f} {tx['currency']}",
+        "externalAttemptId": attempt["externalAttemptId"],
+        "terminal": attempt["terminal"],
+        "startedAt": attempt["startedAt"],
+        "decision": (view["resolution"] or {}).get("decision"),
+        "collectionHeld": view["collectionHeld"],
+        "actions": ", ".join(name for name, on in view["actions"].items() if on) or "none",
+    }
+    render_mapping({k: v for k, v in summary.items() if v is not None}, title=tx["id"])

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from gymctl.billing import attempts, collector
+from gymctl.billing import attempts, collector, no_debit
 from gymctl.models import OutboxEvent, PaymentTransaction, Subscription, Task
 from gymctl.models.billing import (
     AttemptKind,
@@ -273,6 +273,20 @@ def test_a_technical_retry_under_changed_terms_is_blocked_as_retry_terms_changed
     assert summary.blocked == 1
     assert [a["reason"] for a in summary.alerts] == ["retry_terms_changed"]
     assert len(transactions(session, subscription)) == 1
+    # The owner allows one retry under the new terms (gymctl billing transaction authorize-retry).
+    [non_charge] = transactions(session, subscription)
+    no_debit.authorize_retry(
+        session,
+        organization_id=gym.organization.id,
+        transaction_id=non_charge.id,
+        actor_user_id=gym.owner.id,
+        now=subscription.retry_at,
+    )
+    session.commit()
+    # The retry goes out under the new price (this test card never reaches the provider).
+    assert collect(session_factory, sandbox, subscription, at=subscription.retry_at)[0] == "pending"
+    first, retry = transactions(session, subscription)
+    assert retry.amount_in_cents == subscription.price_in_cents == first.amount_in_cents + 1000
 
 
 def test_presale_is_charged_on_its_opening_day_and_activates(

@@ -1,0 +1,177 @@
+"""Credit notes on a sale (spec B 4.3): a TaxInvoiceAndReceiptRefund document for part or all
+of a completed sale, capped at what remains creditable (the sale less its refunds and earlier
+credit notes, as Lago and Stripe cap them), idempotent on its key.
+
+A credit note moves no card money: with cashReturned the desk handed the amount back in cash;
+without it the amount stays with the gym as the member's credit. A replay of the same key and
+request answers replayed true and files nothing; the same key for another request is refused.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from gymctl import ids
+from gymctl.billing.desk import require_uuid4, transaction_json
+from gymctl.billing.refunds import issue_document, refundable_amount
+from gymctl.errors import DomainError, not_found
+from gymctl.events import EventKind, emit
+from gymctl.models import PaymentTransaction
+from gymctl.models.billing import TransactionStatus, TransactionType
+from gymctl.providers.documents import TAX_INVOICE_AND_RECEIPT_REFUND, DocumentProvider
+
+CREDIT_NOTE = "credit_note"
+
+
+@dataclass(frozen=True)
+class CreditNoteRequest:
+    idempotency_key: uuid.UUID
+    amount_in_cents: int
+    cash_returned: bool
+    reason: str = ""
+
+    def fingerprint(self, sale_id: uuid.UUID) -> dict[str, Any]:
+        return {
+            "saleId": str(sale_id),
+            "amountInCents": self.amount_in_cents,
+            "cashReturned": self.cash_returned,
+            "reason": self.reason,
+        }
+
+
+def file_credit_note(
+    session: Session,
+    *,
+    organization_id: uuid.UUID,
+    sale_id: uuid.UUID,
+    request: CreditNoteRequest,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+    documents: DocumentProvider,
+) -> dict[str, Any]:
+    """Answers {replayed, remainingInCents, creditNote}. Refusals: 404 transaction_not_found,
+    409 credit_note_not_creditable (not a completed sale), 422 amount_invalid, 409
+    credit_note_amount_exceeds_cap, 409 idempotency_key_reused."""
+    require_uuid4(request.idempotency_key)
+    sale = session.scalar(
+        select(PaymentTransaction)
+        .where(
+            PaymentTransaction.id == sale_id,
+            PaymentTransaction.organization_id == organization_id,
+        )
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if sale is None:
+        raise not_found("transaction_not_found", "no such sale in this organization")
+    existing = _by_key(session, organization_id, request.idempotency_key)
+    if existing is not None:
+        if (existing.metadata_ or {}).get("request") != request.fingerprint(sale.id):
+            raise DomainError(
+                "idempotency_key_reused",
+                "this idempotency key was used for a different request",
+                status=409,
+            )
+        return _answer(existing, sale, replayed=True)
+    if sale.type != TransactionType.charge or sale.status not in (
+        TransactionStatus.completed,
+        TransactionStatus.refunded,
+    ):
+        raise DomainError(
+            "credit_note_not_creditable", "only a completed sale takes a credit note", status=409
+        )
+    if request.amount_in_cents <= 0:
+        raise DomainError("amount_invalid", "the amount must be positive", status=422)
+    remaining = refundable_amount(sale)
+    if request.amount_in_cents > remaining:
+        raise DomainError(
+            "credit_note_amount_exceeds_cap",
+            "the credit note exceeds what remains creditable on the sale",
+            status=409,
+            remainingInCents=remaining,
+        )
+    note = PaymentTransaction(
+        id=ids.new_id(),
+        organization_id=organization_id,
+        subscription_id=sale.subscription_id,
+        user_id=sale.user_id,
+        type=TransactionType.refund,
+        status=TransactionStatus.refunded,
+        provider="manual",
+        method="cash" if request.cash_returned else "credit",
+        amount_in_cents=request.amount_in_cents,
+        currency=sale.currency,
+        idempotency_key=str(request.idempotency_key),
+        note=request.reason or None,
+        metadata_={
+            "source": CREDIT_NOTE,
+            "refundedTransactionId": str(sale.id),
+            "cashReturned": request.cash_returned,
+            "request": request.fingerprint(sale.id),
+        },
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(note)
+    try:
+        with session.begin_nested():
+            session.flush()
+    except IntegrityError:
+        # The same key was filed by a request racing this one: answer its outcome.
+        existing = _by_key(session, organization_id, request.idempotency_key)
+        return _answer(existing, sale, replayed=True)
+    issue_document(
+        session,
+        documents,
+        note,
+        TAX_INVOICE_AND_RECEIPT_REFUND,
+        now=now,
+        references=sale.document_number,
+    )
+    credited = int((sale.metadata_ or {}).get("creditedInCents", 0)) + request.amount_in_cents
+    sale.metadata_ = {**sale.metadata_, "creditedInCents": credited}
+    sale.updated_at = now
+    emit(
+        session,
+        EventKind.audit,
+        "payment.credit_note_filed",
+        at=now,
+        aggregate_type="payment_transaction",
+        aggregate_id=sale.id,
+        organization_id=organization_id,
+        actor_user_id=actor_user_id,
+        payload={
+            "creditNoteId": str(note.id),
+            "amountInCents": request.amount_in_cents,
+            "currency": sale.currency,
+            "cashReturned": request.cash_returned,
+        },
+    )
+    session.flush()
+    return _answer(note, sale, replayed=False)
+
+
+def _by_key(
+    session: Session, organization_id: uuid.UUID, key: uuid.UUID
+) -> PaymentTransaction | None:
+    return session.scalar(
+        select(PaymentTransaction).where(
+            PaymentTransaction.organization_id == organization_id,
+            PaymentTransaction.idempotency_key == str(key),
+        )
+    )
+
+
+def _answer(note: PaymentTransaction, sale: PaymentTransaction, *, replayed: bool):
+    return {
+        "replayed": replayed,
+        "remainingInCents": refundable_amount(sale),
+        "creditNote": transaction_json(note),
+    }

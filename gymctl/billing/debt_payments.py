@@ -1,0 +1,171 @@
+"""Paying a debt (spec B 3): staff clearing it at the desk, or the member paying it with the
+saved card. Either way the debt columns are restored, and what would open the same debt again
+moves on with them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from dateutil.relativedelta import relativedelta
+from sqlalchemy.orm import Session, sessionmaker
+
+from gymctl import ids
+from gymctl.billing import attempts, collector, debt
+from gymctl.billing.desk import transaction_json
+from gymctl.billing.refunds import issue_document
+from gymctl.billing.resolution import locked_subscription
+from gymctl.crypto import FieldCipher
+from gymctl.errors import DomainError, not_found
+from gymctl.events import EventKind, emit
+from gymctl.models import PaymentTransaction, Subscription
+from gymctl.models.billing import (
+    AttemptKind,
+    CollectionMethod,
+    SubscriptionStatus,
+    TransactionStatus,
+    TransactionType,
+)
+from gymctl.providers.card import CardProvider
+from gymctl.providers.documents import TAX_INVOICE_AND_RECEIPT, DocumentProvider
+
+DEBT_CLEARANCE = "debt_clearance"
+
+
+def clear_debt_at_desk(
+    session: Session,
+    *,
+    organization_id: uuid.UUID,
+    subscription_id: uuid.UUID,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+    documents: DocumentProvider,
+    method: str = "cash",
+) -> dict[str, Any]:
+    """Staff take the whole debt in cash (or another manual method): a completed manual payment
+    with its document, and the debt columns restored (spec B 3). The period the debt stood for
+    is granted as the collector would, so nothing charges it again."""
+    subscription = locked_subscription(session, organization_id, subscription_id)
+    if subscription.status not in (SubscriptionStatus.debt, SubscriptionStatus.past_due):
+        raise DomainError("subscription_not_in_debt", "this subscription owes nothing", status=409)
+    if attempts.unresolved_attempt(session, subscription.id) is not None:
+        raise DomainError(
+            "billing_reconciliation_required",
+            "a card attempt for this subscription is unresolved; reconcile it first",
+            status=409,
+        )
+    amount = subscription.debt_amount_in_cents or subscription.price_in_cents
+    transaction = PaymentTransaction(
+        id=ids.new_id(),
+        organization_id=organization_id,
+        subscription_id=subscription.id,
+        user_id=subscription.user_id,
+        type=TransactionType.charge,
+        status=TransactionStatus.completed,
+        provider="manual",
+        method=method,
+        amount_in_cents=amount,
+        currency=subscription.currency,
+        metadata_={"source": DEBT_CLEARANCE, "debtSince": _iso(subscription.debt_since)},
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(transaction)
+    session.flush()
+    issue_document(session, documents, transaction, TAX_INVOICE_AND_RECEIPT, now=now)
+    _restore(session, subscription, now=now)
+    emit(
+        session,
+        EventKind.audit,
+        "subscription.debt_cleared",
+        at=now,
+        aggregate_type="subscription",
+        aggregate_id=subscription.id,
+        organization_id=organization_id,
+        actor_user_id=actor_user_id,
+        payload={"transactionId": str(transaction.id), "amountInCents": amount, "method": method},
+    )
+    session.flush()
+    return {"transaction": transaction_json(transaction), "subscriptionId": str(subscription.id)}
+
+
+def pay_own_debt(
+    factory: sessionmaker[Session],
+    provider: CardProvider,
+    *,
+    organization_id: uuid.UUID,
+    subscription_id: uuid.UUID,
+    user_id: uuid.UUID,
+    now: datetime,
+    cipher: FieldCipher,
+) -> str:
+    """A member pays their card subscription's debt now: one protected debt attempt through
+    the collector's own path (stored first, charged once, settled with the debt restored).
+    Answers charged, declined or pending; refusals change nothing."""
+    with factory() as session:
+        subscription = locked_subscription(session, organization_id, subscription_id)
+        if subscription.user_id != user_id:
+            raise not_found("subscription_not_found", "no such subscription of yours")
+        if (
+            subscription.status != SubscriptionStatus.debt
+            or subscription.payment_collection_method != CollectionMethod.card_provider
+        ):
+            raise DomainError(
+                "pay_debt_not_available", "there is no card debt to pay here", status=409
+            )
+        held = (
+            subscription.collection_paused
+            or subscription.next_charge_date is None
+            or subscription.next_charge_date > now
+            or attempts.unresolved_attempt(session, subscription.id) is not None
+        )
+        if held:
+            raise DomainError(
+                "pay_debt_not_available",
+                "the debt cannot be charged now (an attempt is unresolved or collection is held)",
+                status=409,
+            )
+        subscription.retry_at = now  # the member asks for the debt retry now
+        session.commit()
+    summary = collector.Summary()
+    outcome = collector.collect_subscription(
+        factory,
+        subscription_id,
+        provider,
+        now=now,
+        cipher=cipher,
+        summary=summary,
+        kind=AttemptKind.debt,
+    )
+    if outcome in ("busy", "blocked", "skipped"):
+        raise DomainError(
+            "pay_debt_not_available",
+            "the debt cannot be charged now (an attempt is unresolved or collection is held)",
+            status=409,
+            reason=(summary.alerts[0]["reason"] if summary.alerts else outcome),
+        )
+    return outcome
+
+
+def _restore(session: Session, subscription: Subscription, *, now: datetime) -> None:
+    """Any payment restores the debt columns; each collection method also moves on what
+    would otherwise open the same debt again."""
+    if subscription.payment_collection_method == CollectionMethod.card_provider:
+        attempts.grant_period(session, subscription, now=now)
+        return
+    if subscription.payment_collection_method == CollectionMethod.pay_later:
+        subscription.unpaid_amount_in_cents = 0
+    elif subscription.payment_collection_method == CollectionMethod.cash:
+        start = subscription.cash_prepaid_through or now
+        subscription.cash_prepaid_through = (
+            start + relativedelta(months=subscription.interval_months)
+            if subscription.interval_months
+            else start + timedelta(days=30)
+        )
+    debt.restore_from_debt(subscription, now=now)
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat() if at else None

@@ -1,0 +1,381 @@
+"""Desk charges (spec B 4.3): card charges by staff on card-provider organizations, and the
+ordinary dismiss of a pending payment entered by hand.
+
+A desk charge is idempotent on its UUIDv4 key: the request is stored (pending, with its billing
+attempt and external id) and committed before the provider is called, so the same key and
+request answer the same outcome, a different amount, member or description under the key is
+refused, and two identical requests racing each other charge once (the second one finds the
+first one's row through the unique key). An outcome the provider left unknown answers
+billing_reconciliation_required, never a decline; replaying the key later resolves it by
+looking the external id up, never by charging again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from gymctl import ids
+from gymctl.access.memberships import membership_of
+from gymctl.billing import attempts
+from gymctl.billing.accounts import CARD_PROVIDER, active_config, saved_card, terminal_of
+from gymctl.billing.refunds import issue_document
+from gymctl.billing.resolution import refuse_if_protected
+from gymctl.crypto import FieldCipher
+from gymctl.errors import DomainError, not_found
+from gymctl.events import EventKind, emit
+from gymctl.models import PaymentMethod, PaymentTransaction
+from gymctl.models.billing import TransactionStatus, TransactionType
+from gymctl.providers.card import CardProvider, ChargeResult, Outcome, ProviderUnavailable
+from gymctl.providers.documents import TAX_INVOICE_AND_RECEIPT, DocumentProvider
+
+DESK_CHARGE = "desk_charge"
+
+
+@dataclass(frozen=True)
+class DeskChargeRequest:
+    idempotency_key: uuid.UUID
+    user_id: uuid.UUID
+    amount_in_cents: int
+    currency: str
+    description: str
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {
+            "userId": str(self.user_id),
+            "amountInCents": self.amount_in_cents,
+            "currency": self.currency.upper(),
+            "description": self.description,
+        }
+
+
+def desk_charge(
+    factory: sessionmaker[Session],
+    provider: CardProvider,
+    *,
+    organization_id: uuid.UUID,
+    request: DeskChargeRequest,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+    cipher: FieldCipher,
+    documents: DocumentProvider,
+) -> dict[str, Any]:
+    """Charge a member's saved card at the desk, once per idempotency key. Answers
+    {outcome: charged | declined | not_charged, replayed, transaction}; raises 409
+    billing_reconciliation_required while the outcome is unknown."""
+    require_uuid4(request.idempotency_key)
+    with factory() as session:
+        existing = _by_key(session, organization_id, request.idempotency_key)
+        if existing is None:
+            started = _store(session, organization_id, request, actor_user_id, now, cipher)
+            if started is None:  # an identical request stored it first
+                session.rollback()
+                existing = _by_key(session, organization_id, request.idempotency_key)
+            else:
+                transaction_id, terminal, card = started
+                session.commit()
+                result = _send(session, provider, transaction_id, terminal, card)
+                answer = _finish(session, transaction_id, result, now, documents, replayed=False)
+                if answer["outcome"] == "pending":
+                    raise _reconciliation_required(session.get(PaymentTransaction, transaction_id))
+                return answer
+        _refuse_if_different(existing, request)
+        return _replay(session, provider, existing.id, now=now, cipher=cipher, documents=documents)
+
+
+def require_uuid4(
+    key: uuid.UUID, *, code: str = "idempotency_key_invalid", field: str = "idempotencyKey"
+) -> None:
+    """Client-made keys must be random (v4): a time-based or hand-made id may collide."""
+    if key.version != 4 or key.variant != uuid.RFC_4122:
+        raise DomainError(code, f"{field} must be a UUIDv4", status=422)
+
+
+def _by_key(
+    session: Session, organization_id: uuid.UUID, key: uuid.UUID
+) -> PaymentTransaction | None:
+    return session.scalar(
+        select(PaymentTransaction)
+        .where(
+            PaymentTransaction.organization_id == organization_id,
+            PaymentTransaction.idempotency_key == str(key),
+        )
+        .execution_options(populate_existing=True)
+    )
+
+
+def _refuse_if_different(existing: PaymentTransaction, request: DeskChargeRequest) -> None:
+    stored = (existing.metadata_ or {}).get("request")
+    if (existing.metadata_ or {}).get("source") != DESK_CHARGE or stored != request.fingerprint():
+        raise DomainError(
+            "idempotency_key_reused",
+            "this idempotency key was used for a different request; a new charge needs a new key",
+            status=409,
+        )
+
+
+def _store(
+    session: Session,
+    organization_id: uuid.UUID,
+    request: DeskChargeRequest,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+    cipher: FieldCipher,
+):
+    config = active_config(session, organization_id)
+    if config is None or config.provider != CARD_PROVIDER or not config.terminal:
+        raise DomainError(
+            "card_provider_not_configured", "this gym does not take card payments", status=409
+        )
+    if request.amount_in_cents <= 0:
+        raise DomainError("amount_invalid", "the amount must be positive", status=422)
+    membership_of(session, organization_id, request.user_id)
+    method = session.scalar(
+        select(PaymentMethod)
+        .where(
+            PaymentMethod.organization_id == organization_id,
+            PaymentMethod.user_id == request.user_id,
+            PaymentMethod.deleted_at.is_(None),
+        )
+        .order_by(PaymentMethod.saved_at.desc())
+        .limit(1)
+    )
+    if method is None:
+        raise DomainError("no_saved_card", "the member has no saved card", status=409)
+    external_id = str(ids.new_id())
+    transaction = PaymentTransaction(
+        id=ids.new_id(),
+        organization_id=organization_id,
+        user_id=request.user_id,
+        type=TransactionType.charge,
+        status=TransactionStatus.pending,
+        provider=CARD_PROVIDER,
+        method="card",
+        amount_in_cents=request.amount_in_cents,
+        currency=request.currency.upper(),
+        idempotency_key=str(request.idempotency_key),
+        note=request.description,
+        metadata_={
+            "source": DESK_CHARGE,
+            "request": request.fingerprint(),
+            "actorUserId": str(actor_user_id) if actor_user_id else None,
+        },
+        billing_attempt={
+            "protocol": attempts.PROTOCOL,
+            "externalAttemptId": external_id,
+            "terminal": config.terminal,
+            "amountInCents": request.amount_in_cents,
+            "currency": request.currency.upper(),
+            "idempotencyKey": str(request.idempotency_key),
+            "startedAt": now.isoformat(),
+        },
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(transaction)
+    try:
+        session.flush()
+    except IntegrityError:
+        return None
+    return transaction.id, terminal_of(config, cipher), saved_card(method, cipher)
+
+
+def _send(session, provider: CardProvider, transaction_id, terminal, card) -> ChargeResult:
+    attempt = session.get(PaymentTransaction, transaction_id).billing_attempt
+    return provider.charge_token(
+        terminal,
+        token=card.token,
+        expiry=card.expiry,
+        amount_in_cents=attempt["amountInCents"],
+        currency=attempt["currency"],
+        unique_id=attempt["externalAttemptId"],
+    )
+
+
+def _finish(
+    session: Session,
+    transaction_id: uuid.UUID,
+    result: ChargeResult,
+    now: datetime,
+    documents: DocumentProvider,
+    *,
+    replayed: bool,
+) -> dict[str, Any]:
+    """Apply the provider's answer once (under the row lock) and commit."""
+    transaction = session.scalar(
+        select(PaymentTransaction)
+        .where(PaymentTransaction.id == transaction_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if transaction.status == TransactionStatus.pending:
+        attempt = dict(transaction.billing_attempt)
+        mismatch = result.outcome == Outcome.approved and (
+            (result.amount_in_cents not in (None, attempt["amountInCents"]))
+            or (result.currency not in (None, attempt["currency"]))
+        )
+        if result.outcome == Outcome.approved and not mismatch:
+            transaction.status = TransactionStatus.completed
+            transaction.provider_transaction_id = result.transaction_id
+            issue_document(session, documents, transaction, TAX_INVOICE_AND_RECEIPT, now=now)
+        elif result.outcome == Outcome.declined:
+            transaction.status = TransactionStatus.failed
+            transaction.provider_transaction_id = result.transaction_id
+            transaction.metadata_ = {**transaction.metadata_, "responseCode": result.response_code}
+        elif result.outcome == Outcome.not_found:
+            transaction.status = TransactionStatus.failed
+            transaction.billing_resolution = {"decision": "not_charged", "at": now.isoformat()}
+        else:
+            key = "contradiction" if mismatch else "uncertainSince"
+            attempt[key] = attempt.get(key) or now.isoformat()
+            transaction.billing_attempt = attempt
+        transaction.updated_at = now
+        if transaction.status != TransactionStatus.pending:
+            emit(
+                session,
+                EventKind.audit,
+                "payment.desk_charge",
+                at=now,
+                aggregate_type="payment_transaction",
+                aggregate_id=transaction.id,
+                organization_id=transaction.organization_id,
+                actor_user_id=_uuid((transaction.metadata_ or {}).get("actorUserId")),
+                payload={
+                    "status": transaction.status.value,
+                    "amountInCents": transaction.amount_in_cents,
+                    "currency": transaction.currency,
+                    "userId": str(transaction.user_id),
+                },
+            )
+    session.commit()
+    return _answer(transaction, replayed=replayed)
+
+
+def _replay(
+    session: Session,
+    provider: CardProvider,
+    transaction_id: uuid.UUID,
+    *,
+    now: datetime,
+    cipher: FieldCipher,
+    documents: DocumentProvider,
+) -> dict[str, Any]:
+    transaction = session.get(PaymentTransaction, transaction_id)
+    if transaction.status != TransactionStatus.pending:
+        return _answer(transaction, replayed=True)
+    started = datetime.fromisoformat(transaction.billing_attempt["startedAt"])
+    config = active_config(session, transaction.organization_id)
+    if (
+        now - started < attempts.EXECUTING_GRACE
+        or config is None
+        or config.terminal != transaction.billing_attempt["terminal"]
+    ):
+        raise _reconciliation_required(transaction)
+    try:
+        result = provider.lookup_charge(
+            terminal_of(config, cipher), transaction.billing_attempt["externalAttemptId"]
+        )
+    except ProviderUnavailable:
+        raise _reconciliation_required(transaction) from None
+    answer = _finish(session, transaction.id, result, now, documents, replayed=True)
+    if answer["outcome"] == "pending":
+        raise _reconciliation_required(transaction)
+    return answer
+
+
+def _reconciliation_required(transaction: PaymentTransaction) -> DomainError:
+    return DomainError(
+        "billing_reconciliation_required",
+        "the card provider has not confirmed this charge yet; it is not a decline. Replay the "
+        "same key later",
+        status=409,
+        transactionId=str(transaction.id),
+    )
+
+
+def _answer(transaction: PaymentTransaction, *, replayed: bool) -> dict[str, Any]:
+    if transaction.status == TransactionStatus.pending:
+        outcome = "pending"
+    elif transaction.status == TransactionStatus.failed:
+        not_charged = (transaction.billing_resolution or {}).get("decision") == "not_charged"
+        outcome = "not_charged" if not_charged else "declined"
+    else:
+        outcome = "charged"
+    return {"outcome": outcome, "replayed": replayed, "transaction": transaction_json(transaction)}
+
+
+def transaction_json(transaction: PaymentTransaction) -> dict[str, Any]:
+    """A payment row as staff see it: never the billing attempt's internals or evidence."""
+    metadata = transaction.metadata_ or {}
+    return {
+        "id": str(transaction.id),
+        "type": transaction.type.value,
+        "status": transaction.status.value,
+        "provider": transaction.provider,
+        "method": transaction.method,
+        "amountInCents": transaction.amount_in_cents,
+        "currency": transaction.currency,
+        "userId": str(transaction.user_id) if transaction.user_id else None,
+        "subscriptionId": str(transaction.subscription_id) if transaction.subscription_id else None,
+        "description": transaction.note,
+        "documentType": transaction.document_type,
+        "documentNumber": transaction.document_number,
+        "documentError": transaction.document_error,
+        "refundedTransactionId": metadata.get("refundedTransactionId"),
+        "cashReturned": metadata.get("cashReturned"),
+        "createdAt": transaction.created_at.isoformat(),
+    }
+
+
+def _uuid(value: str | None) -> uuid.UUID | None:
+    return uuid.UUID(value) if value else None
+
+
+def dismiss_pending_payment(
+    session: Session,
+    *,
+    organization_id: uuid.UUID,
+    transaction_id: uuid.UUID,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+) -> PaymentTransaction:
+    """The ordinary dismiss of a pending payment record staff entered by hand. Anything sent to
+    the card provider under an attempt id may have charged: it is refused (spec B 4.2) and
+    resolved with reconcile or confirm-no-debit, or by replaying its desk key."""
+    transaction = session.scalar(
+        select(PaymentTransaction)
+        .where(
+            PaymentTransaction.id == transaction_id,
+            PaymentTransaction.organization_id == organization_id,
+        )
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if transaction is None:
+        raise not_found("transaction_not_found", "no such transaction in this organization")
+    refuse_if_protected(transaction)
+    if transaction.status != TransactionStatus.pending:
+        raise DomainError(
+            "transaction_not_pending", "only a pending payment is dismissed", status=409
+        )
+    transaction.status = TransactionStatus.cancelled
+    transaction.updated_at = now
+    emit(
+        session,
+        EventKind.audit,
+        "payment.pending_dismissed",
+        at=now,
+        aggregate_type="payment_transaction",
+        aggregate_id=transaction.id,
+        organization_id=organization_id,
+        actor_user_id=actor_user_id,
+        payload={"amountInCents": transaction.amount_in_cents, "currency": transaction.currency},
+    )
+    session.flush()
+    return transaction

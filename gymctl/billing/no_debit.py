@@ -1,0 +1,315 @@
+"""The owner's confirm-no-debit and authorize-retry (spec B 3, 4.2, 5).
+
+confirm-no-debit records the provider's confirmation that a protected attempt charged nothing.
+Every local veto is checked first, so a refused request never reaches the provider; then the
+provider is asked (a verified approval vetoes and settles normally, a confirmed decline is
+applied likewise); then the owner and every veto are rechecked under the billing lock, and only
+this hold closes: cancelled with decision not_charged, subscription dates unchanged, and either
+one retry authorized or the obligation left paused for authorize-retry.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.billing import attempts
+from gymctl.billing.alerts import raise_alert
+from gymctl.billing.desk import require_uuid4
+from gymctl.billing.resolution import (
+    NOT_CHARGED,
+    SETTLED,
+    audit,
+    describe,
+    is_dismissed,
+    is_technical_non_charge,
+    lock_transaction,
+    lookup,
+    original_account_available,
+    protected_transaction,
+    refuse_if_executing,
+)
+from gymctl.crypto import FieldCipher
+from gymctl.errors import DomainError, forbidden
+from gymctl.models import Membership, PaymentTransaction, Subscription
+from gymctl.models.billing import TransactionStatus
+from gymctl.models.organizations import MembershipStatus, Role
+from gymctl.providers.card import CardProvider, Outcome
+
+
+@dataclass(frozen=True)
+class NoDebitConfirmation:
+    """The owner's confirm-no-debit request (spec B 4.2): every field must match the stored
+    attempt exactly; both attestations must be given."""
+
+    request_id: uuid.UUID
+    provider_case_id: str
+    confirmed_at: datetime
+    external_attempt_id: str
+    terminal: str
+    amount_in_cents: int
+    currency: str
+    no_debit_occurred: bool
+    cannot_settle_later: bool
+    authorize_retry: bool = False
+
+
+def confirm_no_debit(
+    session: Session,
+    provider: CardProvider,
+    cipher: FieldCipher,
+    *,
+    organization_id: uuid.UUID,
+    transaction_id: uuid.UUID,
+    actor_user_id: uuid.UUID | None,
+    confirmation: NoDebitConfirmation,
+    now: datetime,
+) -> dict[str, Any]:
+    """The owner's confirm-no-debit. A replay of the same request id answers replayed."""
+    require_uuid4(confirmation.request_id, code="request_id_invalid", field="requestId")
+    transaction = protected_transaction(session, organization_id, transaction_id)
+    _require_owner(session, organization_id, actor_user_id)
+    if _replay_of(transaction, confirmation):
+        return {
+            "outcome": "not_charged",
+            "replayed": True,
+            **describe(session, transaction, now=now),
+        }
+    _check_dismissable(session, transaction, confirmation, now=now)
+    result = lookup(session, provider, cipher, transaction)
+    transaction = lock_transaction(session, transaction)
+    _require_owner(session, organization_id, actor_user_id)  # rechecked under the lock
+    if transaction.status == TransactionStatus.pending and result.outcome in (
+        Outcome.approved,
+        Outcome.declined,
+    ):
+        # The provider's verified answer wins over the request: applied as the collector would.
+        applied = attempts.apply_outcome(session, transaction.id, result, now=now)
+        if applied.alert:
+            raise_alert(applied.alert, transactionId=transaction.id)
+        code = (
+            "billing_known_success"
+            if applied.outcome == "charged"
+            else (
+                "billing_confirmed_decline"
+                if applied.outcome == "declined"
+                else "billing_evidence_mismatch"
+            )
+        )
+        audit(
+            session,
+            "billing.no_debit_vetoed",
+            transaction,
+            actor_user_id,
+            now,
+            requestId=str(confirmation.request_id),
+            providerAnswer=result.outcome.value,
+            applied=applied.outcome,
+        )
+        session.flush()
+        raise DomainError(
+            code,
+            "the provider verified this attempt's outcome; it was applied and cannot be dismissed",
+            status=409,
+            audited=True,
+            providerAnswer=result.outcome.value,
+        )
+    _check_dismissable(session, transaction, confirmation, now=now)
+    subscription = session.get(Subscription, transaction.subscription_id)
+    transaction.status = TransactionStatus.cancelled
+    transaction.billing_resolution = {
+        "decision": NOT_CHARGED,
+        "at": now.isoformat(),
+        "requestId": str(confirmation.request_id),
+        "decidedByUserId": str(actor_user_id),
+        "retryAuthorized": confirmation.authorize_retry,
+        "retryAuthorizedAt": now.isoformat() if confirmation.authorize_retry else None,
+        "evidence": {
+            "providerCaseId": confirmation.provider_case_id,
+            "confirmedAt": confirmation.confirmed_at.isoformat(),
+            "externalAttemptId": confirmation.external_attempt_id,
+            "terminal": confirmation.terminal,
+            "amountInCents": confirmation.amount_in_cents,
+            "currency": confirmation.currency,
+            "attestations": {"noDebitOccurred": True, "cannotSettleLater": True},
+            "providerLookup": {"answer": result.outcome.value, "at": now.isoformat()},
+        },
+    }
+    transaction.updated_at = now
+    _hold_or_release(subscription, retry=confirmation.authorize_retry, now=now)
+    audit(
+        session,
+        "billing.no_debit_confirmed",
+        transaction,
+        actor_user_id,
+        now,
+        requestId=str(confirmation.request_id),
+        providerCaseId=confirmation.provider_case_id,
+        retryAuthorized=confirmation.authorize_retry,
+    )
+    session.flush()
+    return {"outcome": "not_charged", "replayed": False, **describe(session, transaction, now=now)}
+
+
+def authorize_retry(
+    session: Session,
+    *,
+    organization_id: uuid.UUID,
+    transaction_id: uuid.UUID,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+) -> dict[str, Any]:
+    """Resume a confirmed non-debit obligation left paused: one retry, due now."""
+    transaction = protected_transaction(session, organization_id, transaction_id)
+    _require_owner(session, organization_id, actor_user_id)
+    transaction = lock_transaction(session, transaction)
+    _require_owner(session, organization_id, actor_user_id)
+    resolution = dict(transaction.billing_resolution or {})
+    if not (is_dismissed(transaction) or is_technical_non_charge(transaction)):
+        raise DomainError(
+            "billing_retry_not_available",
+            "only a confirmed non-debit attempt can have its retry authorized",
+            status=409,
+        )
+    if resolution.get("retryAuthorized"):
+        return {"outcome": "already_authorized", **describe(session, transaction, now=now)}
+    resolution.update(
+        retryAuthorized=True,
+        retryAuthorizedAt=now.isoformat(),
+        retryAuthorizedByUserId=str(actor_user_id),
+    )
+    transaction.billing_resolution = resolution
+    transaction.updated_at = now
+    _hold_or_release(session.get(Subscription, transaction.subscription_id), retry=True, now=now)
+    audit(session, "billing.retry_authorized", transaction, actor_user_id, now)
+    session.flush()
+    return {"outcome": "retry_authorized", **describe(session, transaction, now=now)}
+
+
+def _check_dismissable(
+    session: Session,
+    transaction: PaymentTransaction,
+    confirmation: NoDebitConfirmation,
+    *,
+    now: datetime,
+) -> None:
+    """Every veto of spec B 4.2 except the provider's own answer, in a fixed order."""
+    if transaction.status in SETTLED:
+        raise DomainError(
+            "billing_known_success", "this attempt is known to have charged", status=409
+        )
+    if transaction.status == TransactionStatus.failed and not (
+        (transaction.billing_resolution or {}).get("decision") == NOT_CHARGED
+    ):
+        raise DomainError(
+            "billing_confirmed_decline", "this attempt was confirmed declined", status=409
+        )
+    if transaction.status != TransactionStatus.pending:
+        raise DomainError(
+            "billing_attempt_not_pending", "this attempt is already resolved", status=409
+        )
+    refuse_if_executing(transaction, now)
+    attempt = transaction.billing_attempt
+    if attempt.get("contradiction"):
+        raise DomainError(
+            "billing_evidence_mismatch",
+            "the provider reported a different charge for this attempt",
+            status=409,
+            field=attempt["contradiction"].get("field"),
+        )
+    for field, stored, given in (
+        ("externalAttemptId", attempt.get("externalAttemptId"), confirmation.external_attempt_id),
+        ("terminal", attempt.get("terminal"), confirmation.terminal),
+        ("amountInCents", attempt.get("amountInCents"), confirmation.amount_in_cents),
+        ("currency", attempt.get("currency"), confirmation.currency),
+    ):
+        if stored != given:
+            raise DomainError(
+                "billing_evidence_mismatch",
+                "the confirmation does not name this attempt exactly",
+                status=409,
+                field=field,
+            )
+    if not (confirmation.no_debit_occurred and confirmation.cannot_settle_later):
+        raise DomainError(
+            "billing_attestation_required",
+            "both attestations are required: no debit occurred, and it cannot settle later",
+            status=422,
+        )
+    confirmed = confirmation.confirmed_at
+    started = datetime.fromisoformat(attempt["startedAt"])
+    if confirmed.utcoffset() != timedelta(0) or confirmed > now or confirmed < started:
+        raise DomainError(
+            "billing_confirmation_time_invalid",
+            "the confirmation time must be explicit UTC, after the attempt and not in the future",
+            status=422,
+        )
+    if not original_account_available(session, transaction):
+        raise DomainError(
+            "billing_original_account_unavailable",
+            "the merchant account that sent this attempt is no longer connected",
+            status=409,
+        )
+
+
+def _replay_of(transaction: PaymentTransaction, confirmation: NoDebitConfirmation) -> bool:
+    resolution = transaction.billing_resolution or {}
+    if not is_dismissed(transaction) or resolution.get("requestId") != str(confirmation.request_id):
+        return False
+    evidence = resolution.get("evidence") or {}
+    same = (
+        evidence.get("externalAttemptId") == confirmation.external_attempt_id
+        and evidence.get("amountInCents") == confirmation.amount_in_cents
+        and evidence.get("terminal") == confirmation.terminal
+        and evidence.get("currency") == confirmation.currency
+    )
+    if not same:
+        raise DomainError(
+            "billing_request_id_reused",
+            "this request id was used for a different confirmation",
+            status=409,
+        )
+    return True
+
+
+def _hold_or_release(subscription: Subscription, *, retry: bool, now: datetime) -> None:
+    """Without an authorized retry the obligation stays paused (the owner's hold); with one
+    the collector may try once more now."""
+    subscription.collection_paused = not retry
+    if retry:
+        subscription.retry_at = now
+    subscription.updated_at = now
+
+
+def _require_owner(
+    session: Session, organization_id: uuid.UUID, actor_user_id: uuid.UUID | None
+) -> None:
+    role = (
+        session.scalar(
+            select(Membership.role).where(
+                Membership.organization_id == organization_id,
+                Membership.user_id == actor_user_id,
+                Membership.status == MembershipStatus.active,
+            )
+        )
+        if actor_user_id
+        else None
+    )
+    if role != Role.owner:
+        raise forbidden("owner_required", "only the organization's owner can do this")
+
+
+def utc_instant(value: datetime) -> datetime:
+    """An explicit UTC instant (offset zero) or refused: a confirmation time is evidence."""
+    if value.tzinfo is None or value.utcoffset() != timedelta(0):
+        raise DomainError(
+            "billing_confirmation_time_invalid",
+            "the confirmation time must be explicit UTC",
+            status=422,
+        )
+    return value.astimezone(UTC)

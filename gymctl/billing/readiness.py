@@ -1,0 +1,516 @@
+"""Billing readiness (spec B 4.1): what would stop an organization's card collection, one page of
+subscriptions at a time, for a platform operator. Read-only and offline: no provider call, no
+write, and never a card token, ciphertext, credential or email in the report.
+
+A page costs a fixed number of statements whatever its size or the organization's: the page of
+subscriptions (with member, plan and card in one join), then one grouped statement each for the
+attempt history, the token-only checkouts and the latest declined attempts of the page, and two
+capped organization lists (unresolved and legacy pending transactions). Nothing is queried per
+row.
+
+checkState is the page's (plus the organization-wide issues): blocked when any blocker shows,
+review when only review items do, no_known_blockers otherwise. `--all` in the CLI walks every
+page and reports the worst.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, func, select
+from sqlalchemy.orm import Session
+
+from gymctl.billing import attempts
+from gymctl.billing.accounts import (
+    CARD_PROVIDER,
+    active_config,
+    billing_settings,
+    card_payload,
+)
+from gymctl.billing.checkout import SAVE_CARD_ONLY
+from gymctl.crypto import FieldCipher
+from gymctl.errors import not_found
+from gymctl.models import (
+    Checkout,
+    Organization,
+    PaymentMethod,
+    PaymentTransaction,
+    Subscription,
+    User,
+)
+from gymctl.models.billing import (
+    LIVE_STATUSES,
+    CollectionMethod,
+    SubscriptionStatus,
+    TransactionStatus,
+)
+
+PAGE_SIZE = 100
+LIST_CAP = 100  # spec B 8: unresolved and legacy lists
+BLOCKER, REVIEW, INFO = "blocker", "review", "info"
+
+
+# code -> (severity, next-action category)
+ISSUES: dict[str, tuple[str, str]] = {
+    "no_card_provider_terminal": (BLOCKER, "configure_provider"),
+    "no_saved_card": (BLOCKER, "member_adds_card"),
+    "card_expired": (BLOCKER, "member_adds_card"),
+    "card_expires_before_charge": (REVIEW, "member_adds_card"),
+    "account_unverified": (BLOCKER, "verify_account"),
+    "account_evidence_missing": (REVIEW, "member_adds_card"),
+    "first_charge_missing": (BLOCKER, "repair_schedule"),
+    "first_charge_too_early": (BLOCKER, "repair_schedule"),
+    "presale_holds_period": (REVIEW, "repair_schedule"),
+    "unresolved_attempt": (BLOCKER, "resolve_transaction"),
+    "technical_retries_exhausted": (BLOCKER, "resolve_transaction"),
+    "collection_paused_by_owner": (REVIEW, "owner_decision"),
+    "retry_terms_changed": (REVIEW, "owner_decision"),
+    "debt_open": (INFO, "collect_debt"),
+}
+
+
+def readiness(
+    session: Session,
+    organization_id: uuid.UUID,
+    *,
+    now: datetime,
+    cipher: FieldCipher,
+    cursor: uuid.UUID | None = None,
+    page_size: int = PAGE_SIZE,
+    only: uuid.UUID | None = None,
+) -> dict[str, Any]:
+    """One page of the report, subscriptions after `cursor` in id order. `only` restricts the
+    page to one subscription (the item the repair actions answer with)."""
+    organization = session.get(Organization, organization_id)
+    if organization is None or organization.deleted_at is not None:
+        raise not_found("organization_not_found", "no such organization")
+    config = active_config(session, organization_id)
+    settings = billing_settings(session, organization_id)
+    terminal = (
+        config.terminal if config and config.provider == CARD_PROVIDER and config.terminal else None
+    )
+    conditions = _page_filter(organization_id, cursor, only)
+    rows = _page(session, conditions, page_size)
+    ids = _page_ids(conditions, page_size) if rows else None
+    history = _attempt_history(session, ids)
+    evidence = _token_only_checkouts(session, ids)
+    declined = _latest_declines(session, ids)
+    items = [
+        _item(
+            row,
+            now=now,
+            cipher=cipher,
+            terminal=terminal,
+            terminal_since=config.terminal_since if terminal else None,
+            gym_opening=settings.opening_day,
+            history=history.get(row.Subscription.id, {}),
+            has_evidence=row.Subscription.id in evidence,
+            declined=declined.get(row.Subscription.id),
+        )
+        for row in rows
+    ]
+    org_issues = [] if terminal else [_issue("no_card_provider_terminal")]
+    unresolved, unresolved_truncated = _org_list(session, organization_id, protected=True, now=now)
+    legacy, legacy_truncated = _org_list(session, organization_id, protected=False, now=now)
+    severities = {issue["severity"] for item in items for issue in item["issues"]} | {
+        issue["severity"] for issue in org_issues
+    }
+    return {
+        "organizationId": str(organization_id),
+        "generatedAt": now.isoformat(),
+        "checkState": (
+            "blocked"
+            if BLOCKER in severities
+            else "review"
+            if REVIEW in severities
+            else "no_known_blockers"
+        ),
+        "provider": {
+            "provider": config.provider if config else None,
+            "terminal": terminal,
+            "terminalSince": _iso(config.terminal_since) if config else None,
+            "openingDay": _iso(settings.opening_day),
+        },
+        "organizationIssues": org_issues,
+        "items": items,
+        "pendingRenewals": [
+            {"subscriptionId": item["subscriptionId"], "reason": reason}
+            for item in items
+            for reason in item["pendingRenewal"]
+        ],
+        "unresolvedProviderTransactions": {"items": unresolved, "truncated": unresolved_truncated},
+        "legacyPendingTransactions": {"items": legacy, "truncated": legacy_truncated},
+        "pageTotals": _totals(items),
+        "nextCursor": items[-1]["subscriptionId"] if len(items) == page_size else None,
+    }
+
+
+def _page_filter(organization_id, cursor, only) -> list[Any]:
+    conditions = [
+        Subscription.organization_id == organization_id,
+        Subscription.deleted_at.is_(None),
+        Subscription.status.in_(LIVE_STATUSES),
+    ]
+    if cursor is not None:
+        conditions.append(Subscription.id > cursor)
+    if only is not None:
+        conditions.append(Subscription.id == only)
+    return conditions
+
+
+def _page(session, conditions, page_size):
+    query = (
+        select(
+            Subscription,
+            User.name.label("member_name"),
+            PaymentMethod.id.label("method_id"),
+            PaymentMethod.payload_ciphertext.label("method_payload"),
+            PaymentMethod.last4.label("last4"),
+            PaymentMethod.expires_month.label("expires_month"),
+            PaymentMethod.saved_at.label("saved_at"),
+        )
+        .join(User, User.id == Subscription.user_id)
+        .outerjoin(
+            PaymentMethod,
+            and_(
+                PaymentMethod.id == Subscription.payment_method_id,
+                PaymentMethod.deleted_at.is_(None),
+            ),
+        )
+        .where(*conditions)
+        .order_by(Subscription.id)
+        .limit(page_size)
+    )
+    return session.execute(query).all()
+
+
+def _page_ids(conditions, page_size):
+    """The page's subscription ids as a subquery: the grouped statements repeat the cheap
+    primary-key walk instead of binding a hundred ids each."""
+    return select(Subscription.id).where(*conditions).order_by(Subscription.id).limit(page_size)
+
+
+def _attempt_history(session: Session, ids: Any) -> dict[uuid.UUID, dict[str, Any]]:
+    """Per subscription: protected attempts pending, technical non-charges, declines, and the
+    terms (amount, currency, terminal) of the last technical non-charge."""
+    if ids is None:
+        return {}
+    T = PaymentTransaction
+    decision = func.coalesce(T.billing_resolution["decision"].as_string(), "")
+    not_charged = and_(T.status == TransactionStatus.failed, decision == "not_charged")
+    counts = (
+        select(
+            T.subscription_id,
+            func.count().filter(T.status == TransactionStatus.pending).label("pending"),
+            func.count().filter(not_charged).label("technical"),
+            func.count()
+            .filter(and_(T.status == TransactionStatus.failed, decision != "not_charged"))
+            .label("declined"),
+        )
+        .where(T.subscription_id.in_(ids), T.attempt_kind.is_not(None))
+        .group_by(T.subscription_id)
+    )
+    found: dict[uuid.UUID, dict[str, Any]] = {}
+    for row in session.execute(counts):
+        found[row.subscription_id] = {
+            "pending": row.pending,
+            "technical": row.technical,
+            "declined": row.declined,
+        }
+    for row in session.execute(_latest(ids, not_charged)):
+        attempt = row.billing_attempt or {}
+        found.setdefault(row.subscription_id, {})["lastNonCharge"] = (
+            attempt.get("amountInCents"),
+            attempt.get("currency"),
+            attempt.get("terminal"),
+        )
+    return found
+
+
+def _token_only_checkouts(session: Session, ids: Any) -> set[uuid.UUID]:
+    if ids is None:
+        return set()
+    return set(
+        session.scalars(
+            select(Checkout.subscription_id)
+            .where(Checkout.subscription_id.in_(ids), Checkout.operation == SAVE_CARD_ONLY)
+            .distinct()
+        )
+    )
+
+
+def _latest_declines(session: Session, ids: Any) -> dict[uuid.UUID, dict[str, Any]]:
+    """The latest attempt of each subscription when it was a decline: the snapshot the expected
+    first charge is then reported from."""
+    if ids is None:
+        return {}
+    latest = session.execute(_latest(ids))
+    return {
+        row.subscription_id: row.billing_attempt or {}
+        for row in latest
+        if row.status == TransactionStatus.failed
+        and (row.billing_resolution or {}).get("decision") != "not_charged"
+    }
+
+
+def _latest(ids: Any, *conditions: Any):
+    """The newest protected attempt per subscription (a window, so SQLite answers it too)."""
+    T = PaymentTransaction
+    rank = (
+        func.row_number()
+        .over(partition_by=T.subscription_id, order_by=(T.created_at.desc(), T.id.desc()))
+        .label("rank")
+    )
+    ranked = (
+        select(T.subscription_id, T.status, T.billing_resolution, T.billing_attempt, rank)
+        .where(T.subscription_id.in_(ids), T.attempt_kind.is_not(None), *conditions)
+        .subquery()
+    )
+    return select(ranked).where(ranked.c.rank == 1)
+
+
+def _org_list(
+    session: Session, organization_id: uuid.UUID, *, protected: bool, now: datetime
+) -> tuple[list[dict[str, Any]], bool]:
+    """Pending transactions of the organization, oldest first, capped (truncation marked).
+    Protected: stored v1 attempts whose outcome is unresolved; legacy: pending rows without a
+    protected attempt (older paths, desk requests)."""
+    T = PaymentTransaction
+    kind = T.attempt_kind.is_not(None) if protected else T.attempt_kind.is_(None)
+    rows = session.execute(
+        select(
+            T.id,
+            T.subscription_id,
+            T.attempt_kind,
+            T.amount_in_cents,
+            T.currency,
+            T.provider,
+            T.created_at,
+            T.billing_attempt,
+        )
+        .where(T.organization_id == organization_id, T.status == TransactionStatus.pending, kind)
+        .order_by(T.created_at, T.id)
+        .limit(LIST_CAP + 1)
+    ).all()
+    items = []
+    for row in rows[:LIST_CAP]:
+        attempt = row.billing_attempt or {}
+        started = attempt.get("startedAt")
+        executing = (
+            started is not None and now - datetime.fromisoformat(started) < attempts.EXECUTING_GRACE
+        )
+        items.append(
+            {
+                "transactionId": str(row.id),
+                "subscriptionId": _str(row.subscription_id),
+                "kind": row.attempt_kind.value if row.attempt_kind else None,
+                "provider": row.provider,
+                "amountInCents": row.amount_in_cents,
+                "currency": row.currency,
+                "createdAt": row.created_at.isoformat(),
+                "externalAttemptId": attempt.get("externalAttemptId"),
+                "executing": executing,
+            }
+        )
+    return items, len(rows) > LIST_CAP
+
+
+def _item(
+    row,
+    *,
+    now: datetime,
+    cipher: FieldCipher,
+    terminal: str | None,
+    terminal_since: datetime | None,
+    gym_opening: datetime | None,
+    history: dict[str, Any],
+    has_evidence: bool,
+    declined: dict[str, Any] | None,
+) -> dict[str, Any]:
+    subscription: Subscription = row.Subscription
+    card_collected = subscription.payment_collection_method == CollectionMethod.card_provider
+    presale = subscription.status == SubscriptionStatus.scheduled
+    opening = subscription.opening_day or gym_opening
+    start = subscription.started_at or subscription.created_at
+    floor = max(d for d in (opening, start) if d is not None)
+    issues: list[dict[str, str]] = []
+    pending_renewal: list[str] = []
+    charge_at = subscription.next_charge_date
+    expiry_check, account_check = "not_card_collected", "not_card_collected"
+    if card_collected:
+        expiry_check = _expiry_check(row.expires_month, charge_at or floor, row.method_id, now)
+        account_check = _account_check(row, cipher, terminal, terminal_since)
+        if row.method_id is None:
+            issues.append(_issue("no_saved_card"))
+        elif expiry_check == "expired":
+            issues.append(_issue("card_expired"))
+        elif expiry_check == "expires_before_charge":
+            issues.append(_issue("card_expires_before_charge"))
+        if account_check == "other_terminal" or (presale and account_check == "unverified"):
+            issues.append(_issue("account_unverified"))
+        if presale and not has_evidence:
+            issues.append(_issue("account_evidence_missing"))
+        if history.get("pending"):
+            issues.append(_issue("unresolved_attempt"))
+        if history.get("technical", 0) > len(attempts.TECHNICAL_RETRY_DELAYS):
+            issues.append(_issue("technical_retries_exhausted"))
+        due = charge_at is not None and charge_at <= now
+        if subscription.collection_paused:
+            issues.append(_issue("collection_paused_by_owner"))
+            if due:
+                pending_renewal.append("collection_paused_by_owner")
+        last = history.get("lastNonCharge")
+        if last and last != (subscription.price_in_cents, subscription.currency, terminal):
+            issues.append(_issue("retry_terms_changed"))
+            if due:
+                pending_renewal.append("retry_terms_changed")
+    if presale:
+        if charge_at is None:
+            issues.append(_issue("first_charge_missing"))
+        elif charge_at < floor:
+            issues.append(_issue("first_charge_too_early"))
+        if (
+            subscription.current_period_start is not None
+            or subscription.current_period_end is not None
+            or subscription.sessions_remaining is not None
+            or subscription.credits is not None
+        ):
+            issues.append(_issue("presale_holds_period"))
+    if subscription.status == SubscriptionStatus.debt:
+        issues.append(_issue("debt_open"))
+    return {
+        "subscriptionId": str(subscription.id),
+        "userId": str(subscription.user_id),
+        "memberName": row.member_name,
+        "paymentMethodId": _str(row.method_id),
+        "status": subscription.status.value,
+        "planType": subscription.plan_type.value,
+        "paymentCollectionMethod": subscription.payment_collection_method.value,
+        "priceInCents": subscription.price_in_cents,
+        "currency": subscription.currency,
+        "nextChargeAt": _iso(charge_at),
+        "floors": {"charge": _iso(floor), "opening": _iso(opening)},
+        "expectedFirstCharge": _expected_first_charge(subscription, floor, declined)
+        if presale
+        else None,
+        "card": {
+            "last4": row.last4,
+            "expiresMonth": row.expires_month,
+            "savedAt": _iso(row.saved_at),
+            "expiryCheck": expiry_check,
+            "accountCheck": account_check,
+            "tokenOnlyCheckout": has_evidence,
+        },
+        "retries": {
+            "technical": history.get("technical", 0),
+            "technicalLimit": len(attempts.TECHNICAL_RETRY_DELAYS),
+            "declines": subscription.decline_count,
+            "declinedAttempts": history.get("declined", 0),
+            "pendingAttempts": history.get("pending", 0),
+        },
+        "collectionPaused": subscription.collection_paused,
+        "debtAmountInCents": subscription.debt_amount_in_cents,
+        "issues": issues,
+        "pendingRenewal": pending_renewal,
+    }
+
+
+def _expected_first_charge(
+    subscription: Subscription, floor: datetime, declined: dict[str, Any] | None
+) -> dict[str, Any]:
+    if declined:
+        return {
+            "source": "declined_attempt_snapshot",
+            "at": declined.get("startedAt"),
+            "amountInCents": declined.get("amountInCents"),
+            "currency": declined.get("currency"),
+        }
+    at = subscription.next_charge_date
+    return {
+        "source": "live_estimate",
+        "at": _iso(max(at, floor) if at else floor),
+        "amountInCents": subscription.price_in_cents,
+        "currency": subscription.currency,
+    }
+
+
+def _expiry_check(
+    expires_month: str | None, charge_at: datetime, method_id: Any, now: datetime
+) -> str:
+    if method_id is None:
+        return "missing"
+    if not expires_month:
+        return "unknown"
+    if expires_month < now.strftime("%Y-%m"):
+        return "expired"
+    if expires_month < charge_at.strftime("%Y-%m"):
+        return "expires_before_charge"
+    return "ok"
+
+
+def _account_check(row, cipher: FieldCipher, terminal: str | None, since: datetime | None) -> str:
+    """Is the card on the current terminal? Proven when verify-account wrote it (verifiedAt);
+    saved there 45 minutes after the terminal went live counts too (spec B 8). Inside those
+    45 minutes only a presale's first charge is held back (the collector's rule)."""
+    if row.method_id is None:
+        return "missing"
+    if terminal is None:
+        return "no_terminal"
+    payload = card_payload(row.method_id, row.method_payload, cipher)
+    if payload.get("terminalNumber") != terminal:
+        return "other_terminal"  # a token lives on the terminal that made it
+    if payload.get("verifiedAt"):
+        return "verified_on_current_terminal"
+    if since is None or row.saved_at >= since + attempts.PRESALE_CARD_AGE:
+        return "saved_on_current_terminal"
+    return "unverified"  # saved inside the 45 minutes after the terminal went live
+
+
+def _totals(items: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    totals: dict[str, dict[str, int]] = defaultdict(
+        lambda: {"subscriptions": 0, "priceInCents": 0, "debtInCents": 0}
+    )
+    for item in items:
+        total = totals[item["currency"]]
+        total["subscriptions"] += 1
+        total["priceInCents"] += item["priceInCents"]
+        total["debtInCents"] += item["debtAmountInCents"]
+    return dict(totals)
+
+
+def _issue(code: str) -> dict[str, str]:
+    severity, action = ISSUES[code]
+    return {"code": code, "severity": severity, "nextAction": action}
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat() if at else None
+
+
+def _str(value: Any) -> str | None:
+    return str(value) if value is not None else None
+
+
+def merge_pages(pages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every page of an organization as one report (`--all`): the worst checkState, the items
+    and pending renewals of all pages, totals summed; the organization lists are the same on
+    every page."""
+    worst = ("no_known_blockers", "review", "blocked")
+    totals: dict[str, dict[str, int]] = {}
+    for page in pages:
+        for currency, total in page["pageTotals"].items():
+            into = totals.setdefault(currency, dict.fromkeys(total, 0))
+            for key, value in total.items():
+                into[key] += value
+    return {
+        **pages[0],
+        "checkState": max((page["checkState"] for page in pages), key=worst.index),
+        "items": [item for page in pages for item in page["items"]],
+        "pendingRenewals": [entry for page in pages for entry in page["pendingRenewals"]],
+        "pageTotals": totals,
+        "pages": len(pages),
+        "nextCursor": None,
+    }

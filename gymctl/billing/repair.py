@@ -1,0 +1,108 @@
+"""repair-schedule (spec B 4.1): a presale's first charge missing or set before it may happen
+moves to max(opening day, subscription start), and the period, quota and credit fields a presale
+must not hold are cleared. Moves no money. The operator names the value they saw
+(expectedNextChargeAt) so a report read before a change never repairs the changed row.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gymctl.billing.accounts import billing_settings
+from gymctl.billing.operator_actions import audit_twice, require_operator
+from gymctl.billing.readiness import readiness
+from gymctl.billing.resolution import locked_subscription
+from gymctl.crypto import FieldCipher
+from gymctl.errors import DomainError
+from gymctl.models import PaymentTransaction
+from gymctl.models.billing import SubscriptionStatus, TransactionStatus
+
+FIRST_CHARGE_BLOCKING = (
+    TransactionStatus.pending,
+    TransactionStatus.completed,
+    TransactionStatus.refund_pending,
+    TransactionStatus.refunded,
+)
+
+
+def repair_schedule(
+    session: Session,
+    *,
+    organization_id: uuid.UUID,
+    subscription_id: uuid.UUID,
+    expected_next_charge_at: datetime | None,
+    operator_user_id: uuid.UUID | None,
+    now: datetime,
+    cipher: FieldCipher,
+) -> dict[str, Any]:
+    """Answers {data: {item}}. Refusals (nothing changed): 403 operator_user_required, 404
+    subscription_not_found, 409 billing_readiness_state_changed, 409
+    billing_first_charge_unresolved, 409 billing_schedule_not_anomalous."""
+    operator = require_operator(session, operator_user_id)
+    subscription = locked_subscription(session, organization_id, subscription_id)
+    if subscription.next_charge_date != expected_next_charge_at:
+        raise DomainError(
+            "billing_readiness_state_changed",
+            "the next charge changed since the report was read; read it again",
+            status=409,
+            nextChargeAt=_iso(subscription.next_charge_date),
+        )
+    charged = session.scalar(
+        select(func.count())
+        .select_from(PaymentTransaction)
+        .where(
+            PaymentTransaction.subscription_id == subscription.id,
+            PaymentTransaction.status.in_(FIRST_CHARGE_BLOCKING),
+            PaymentTransaction.type != "refund",
+        )
+    )
+    if charged or subscription.status != SubscriptionStatus.scheduled:
+        raise DomainError(
+            "billing_first_charge_unresolved",
+            "the first charge is settled or unresolved; the schedule is the collector's now",
+            status=409,
+        )
+    opening = subscription.opening_day or billing_settings(session, organization_id).opening_day
+    start = subscription.started_at or subscription.created_at
+    floor = max(day for day in (opening, start) if day is not None)
+    if subscription.next_charge_date is not None and subscription.next_charge_date >= floor:
+        raise DomainError(
+            "billing_schedule_not_anomalous",
+            "the first charge is already at or after its floor",
+            status=409,
+            floor=floor.isoformat(),
+        )
+    before = {
+        "nextChargeAt": _iso(subscription.next_charge_date),
+        "currentPeriodStart": _iso(subscription.current_period_start),
+        "currentPeriodEnd": _iso(subscription.current_period_end),
+        "sessionsRemaining": subscription.sessions_remaining,
+        "credits": subscription.credits,
+    }
+    subscription.next_charge_date = floor
+    subscription.current_period_start = None
+    subscription.current_period_end = None
+    subscription.sessions_remaining = None
+    subscription.credits = None
+    subscription.updated_at = now
+    audit_twice(
+        session,
+        action="billing.schedule_repaired",
+        subscription=subscription,
+        operator=operator,
+        body={"expectedNextChargeAt": _iso(expected_next_charge_at)},
+        result={"before": before, "after": {"nextChargeAt": floor.isoformat()}},
+        now=now,
+    )
+    session.flush()
+    item = readiness(session, organization_id, now=now, cipher=cipher, only=subscription.id)
+    return {"data": {"item": item["items"][0]}}
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat() if at else None

@@ -1,0 +1,410 @@
+"""Protected transaction resolution (spec B 3, 4.2): what an operator does with a billing
+attempt whose outcome the collector could not settle on its own.
+
+- inspect: the attempt, its resolution and a typed state with availability hints; reads only.
+- reconcile: ask the original merchant account about the stored external attempt id (a lookup,
+  never a debit) and apply a verified answer; on a dismissed attempt, positive evidence moves it
+  back to pending (audit, alert, collection held again).
+
+The owner's confirm-no-debit and authorize-retry live in `no_debit`. Only persisted protocol v1
+recurring, manual and debt attempts are accepted.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.billing import attempts
+from gymctl.billing.accounts import CARD_PROVIDER, terminal_of
+from gymctl.billing.alerts import raise_alert
+from gymctl.crypto import FieldCipher
+from gymctl.errors import DomainError, not_found
+from gymctl.events import EventKind, emit
+from gymctl.models import Organization, PaymentProviderConfig, PaymentTransaction, Subscription
+from gymctl.models.billing import AttemptKind, TransactionStatus
+from gymctl.providers.card import CardProvider, ChargeResult, Outcome, ProviderUnavailable
+from gymctl.tasks import file_task
+
+PROTECTED_KINDS = (AttemptKind.recurring, AttemptKind.manual, AttemptKind.debt)
+NOT_CHARGED = "not_charged"
+SETTLED = (
+    TransactionStatus.completed,
+    TransactionStatus.refund_pending,
+    TransactionStatus.refunded,
+)
+
+
+def protected_transaction(
+    session: Session, organization_id: uuid.UUID, transaction_id: uuid.UUID, *, lock: bool = False
+) -> PaymentTransaction:
+    query = select(PaymentTransaction).where(
+        PaymentTransaction.id == transaction_id,
+        PaymentTransaction.organization_id == organization_id,
+    )
+    if lock:
+        query = query.with_for_update().execution_options(populate_existing=True)
+    transaction = session.scalar(query)
+    if transaction is None:
+        raise not_found("transaction_not_found", "no such transaction in this organization")
+    attempt = transaction.billing_attempt or {}
+    if (
+        transaction.attempt_kind not in PROTECTED_KINDS
+        or attempt.get("protocol") != attempts.PROTOCOL
+        or transaction.subscription_id is None
+    ):
+        raise DomainError(
+            "billing_attempt_not_protected",
+            "only persisted v1 recurring, manual and debt attempts are resolved here",
+            status=409,
+        )
+    return transaction
+
+
+def inspect(
+    session: Session, organization_id: uuid.UUID, transaction_id: uuid.UUID, *, now: datetime
+) -> dict[str, Any]:
+    """The attempt, its resolution, a typed state and the action hints; no provider call."""
+    transaction = protected_transaction(session, organization_id, transaction_id)
+    return describe(session, transaction, now=now)
+
+
+def describe(session: Session, transaction: PaymentTransaction, *, now: datetime) -> dict[str, Any]:
+    attempt = transaction.billing_attempt or {}
+    resolution = transaction.billing_resolution or {}
+    account = original_account_available(session, transaction)
+    state = _state(transaction, now=now, account=account)
+    subscription = session.get(Subscription, transaction.subscription_id)
+    return {
+        "transaction": {
+            "id": str(transaction.id),
+            "subscriptionId": str(transaction.subscription_id),
+            "userId": str(transaction.user_id) if transaction.user_id else None,
+            "type": transaction.type.value,
+            "status": transaction.status.value,
+            "kind": transaction.attempt_kind.value,
+            "amountInCents": transaction.amount_in_cents,
+            "currency": transaction.currency,
+            "providerTransactionId": transaction.provider_transaction_id,
+            "createdAt": transaction.created_at.isoformat(),
+            "updatedAt": transaction.updated_at.isoformat(),
+        },
+        "attempt": {
+            "protocol": attempt.get("protocol"),
+            "externalAttemptId": attempt.get("externalAttemptId"),
+            "terminal": attempt.get("terminal"),
+            "amountInCents": attempt.get("amountInCents"),
+            "currency": attempt.get("currency"),
+            "startedAt": attempt.get("startedAt"),
+            "technicalRetry": attempt.get("technicalRetry"),
+            "settlementReview": attempt.get("settlementReview"),
+            "contradiction": attempt.get("contradiction"),
+            "uncertainSince": attempt.get("uncertainSince"),
+        },
+        # The decision and who took it; the evidence stays internal (spec B 2.2).
+        "resolution": (
+            {
+                key: resolution.get(key)
+                for key in (
+                    "decision",
+                    "at",
+                    "requestId",
+                    "retryAuthorized",
+                    "retryAuthorizedAt",
+                    "lateEvidenceAt",
+                )
+            }
+            if resolution
+            else None
+        ),
+        "collectionHeld": bool(subscription and subscription.collection_paused),
+        "state": state,
+        "actions": {
+            "reconcile": state in ("unresolved", "contradiction")
+            or (state.startswith("not_charged") and account),
+            "confirmNoDebit": state == "unresolved",
+            "authorizeRetry": state in ("not_charged_paused", "technical_non_charge"),
+        },
+    }
+
+
+def reconcile(
+    session: Session,
+    provider: CardProvider,
+    cipher: FieldCipher,
+    *,
+    organization_id: uuid.UUID,
+    transaction_id: uuid.UUID,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+) -> dict[str, Any]:
+    """Look the stored external attempt id up on the original merchant account and apply a
+    verified answer. Never sends a debit. Outcomes: charged, declined, contradiction,
+    no_verified_success (the provider knows nothing settled: left as it was),
+    late_positive_evidence, already_resolved."""
+    transaction = protected_transaction(session, organization_id, transaction_id)
+    dismissed = is_dismissed(transaction)
+    if transaction.status != TransactionStatus.pending and not dismissed:
+        return {"outcome": "already_resolved", **describe(session, transaction, now=now)}
+    if transaction.status == TransactionStatus.pending:
+        refuse_if_executing(transaction, now)
+    result = lookup(session, provider, cipher, transaction)
+    transaction = lock_transaction(session, transaction)
+    if transaction.status == TransactionStatus.pending and result.outcome in (
+        Outcome.approved,
+        Outcome.declined,
+    ):
+        applied = attempts.apply_outcome(session, transaction.id, result, now=now)
+        outcome = applied.outcome
+        if applied.alert:  # a contradiction, or a settlement review
+            raise_alert(applied.alert, transactionId=transaction.id)
+    elif is_dismissed(transaction) and result.outcome == Outcome.approved:
+        outcome = _late_positive_evidence(session, transaction, result, now=now)
+    elif transaction.status != TransactionStatus.pending and not is_dismissed(transaction):
+        outcome = "already_resolved"
+    else:
+        outcome = "no_verified_success"
+    audit(
+        session,
+        "billing.transaction_reconciled",
+        transaction,
+        actor_user_id,
+        now,
+        outcome=outcome,
+        providerAnswer=result.outcome.value,
+    )
+    session.flush()
+    return {"outcome": outcome, **describe(session, transaction, now=now)}
+
+
+def refuse_if_protected(transaction: PaymentTransaction) -> None:
+    """The ordinary pending-payment dismiss must never close a protected attempt (spec B 4.2),
+    nor any payment sent to the provider under an attempt id (a desk charge): it may have
+    charged."""
+    if transaction.billing_attempt:
+        raise DomainError(
+            "billing_attempt_protected",
+            "a protected billing attempt is resolved with reconcile or confirm-no-debit",
+            status=409,
+        )
+
+
+def lock_billing(
+    session: Session, organization_id: uuid.UUID, subscription_id: uuid.UUID
+) -> Subscription | None:
+    """The shared billing lock, in the fixed order organization, membership, subscription
+    (FOR NO KEY UPDATE on the organization: inserts that reference it are not blocked)."""
+    session.scalar(
+        select(Organization.id)
+        .where(Organization.id == organization_id)
+        .with_for_update(key_share=True)
+    )
+    return attempts.lock_subscription(session, subscription_id)
+
+
+def locked_subscription(
+    session: Session, organization_id: uuid.UUID, subscription_id: uuid.UUID
+) -> Subscription:
+    """A live subscription of the organization (404 otherwise) under the billing lock."""
+    belongs = session.scalar(
+        select(Subscription.id).where(
+            Subscription.id == subscription_id,
+            Subscription.organization_id == organization_id,
+            Subscription.deleted_at.is_(None),
+        )
+    )
+    if belongs is None:
+        raise not_found("subscription_not_found", "no such subscription in this organization")
+    return lock_billing(session, organization_id, subscription_id)
+
+
+def lock_transaction(session: Session, transaction: PaymentTransaction) -> PaymentTransaction:
+    lock_billing(session, transaction.organization_id, transaction.subscription_id)
+    return protected_transaction(session, transaction.organization_id, transaction.id, lock=True)
+
+
+def _state(transaction: PaymentTransaction, *, now: datetime, account: bool) -> str:
+    attempt = transaction.billing_attempt or {}
+    resolution = transaction.billing_resolution or {}
+    if transaction.status == TransactionStatus.pending:
+        if _executing(transaction, now):
+            return "executing"
+        if attempt.get("contradiction"):
+            return "contradiction"
+        return "unresolved" if account else "original_account_unavailable"
+    if transaction.status in SETTLED:
+        return "settled"
+    if is_technical_non_charge(transaction):
+        return (
+            "technical_non_charge_retry_authorized"
+            if resolution.get("retryAuthorized")
+            else "technical_non_charge"
+        )
+    if transaction.status == TransactionStatus.failed:
+        return "declined"
+    if is_dismissed(transaction):
+        return (
+            "not_charged_retry_authorized"
+            if resolution.get("retryAuthorized")
+            else "not_charged_paused"
+        )
+    return "cancelled"
+
+
+def is_technical_non_charge(transaction: PaymentTransaction) -> bool:
+    """The provider confirmed it never charged (lookup not_found): retried on the technical
+    ladder, or blocked once exhausted or when the retry's terms changed."""
+    return (
+        transaction.status == TransactionStatus.failed
+        and (transaction.billing_resolution or {}).get("decision") == NOT_CHARGED
+    )
+
+
+def is_dismissed(transaction: PaymentTransaction) -> bool:
+    return (
+        transaction.status == TransactionStatus.cancelled
+        and (transaction.billing_resolution or {}).get("decision") == NOT_CHARGED
+    )
+
+
+def _executing(transaction: PaymentTransaction, now: datetime) -> bool:
+    started = (transaction.billing_attempt or {}).get("startedAt")
+    return started is not None and now - datetime.fromisoformat(started) < attempts.EXECUTING_GRACE
+
+
+def refuse_if_executing(transaction: PaymentTransaction, now: datetime) -> None:
+    if _executing(transaction, now):
+        raise DomainError(
+            "billing_attempt_executing",
+            "the attempt may still be on its way (90 second grace); try again shortly",
+            status=409,
+            retryAfterSeconds=int(attempts.EXECUTING_GRACE.total_seconds()),
+        )
+
+
+def original_account(
+    session: Session, organization_id: uuid.UUID, terminal: str | None
+) -> PaymentProviderConfig | None:
+    """The merchant account a payment went through: the organization's card-provider config on
+    that terminal, the active one or one since replaced (its credentials are kept), so an
+    operator can still ask about, or refund, what the old terminal took."""
+    if not terminal:
+        return None
+    return session.scalar(
+        select(PaymentProviderConfig)
+        .where(
+            PaymentProviderConfig.organization_id == organization_id,
+            PaymentProviderConfig.provider == CARD_PROVIDER,
+            PaymentProviderConfig.terminal == terminal,
+            PaymentProviderConfig.credentials_ciphertext.is_not(None),
+        )
+        .order_by(PaymentProviderConfig.active.desc(), PaymentProviderConfig.created_at.desc())
+        .limit(1)
+    )
+
+
+def original_account_available(session: Session, transaction: PaymentTransaction) -> bool:
+    terminal = (transaction.billing_attempt or {}).get("terminal")
+    return original_account(session, transaction.organization_id, terminal) is not None
+
+
+def lookup(
+    session: Session, provider: CardProvider, cipher: FieldCipher, transaction: PaymentTransaction
+) -> ChargeResult:
+    """The provider's word on the stored external attempt id, on the terminal that sent it."""
+    terminal = (transaction.billing_attempt or {}).get("terminal")
+    config = original_account(session, transaction.organization_id, terminal)
+    if config is None:
+        raise DomainError(
+            "billing_original_account_unavailable",
+            "the merchant account that sent this attempt is no longer connected",
+            status=409,
+        )
+    try:
+        return provider.lookup_charge(
+            terminal_of(config, cipher), transaction.billing_attempt["externalAttemptId"]
+        )
+    except ProviderUnavailable:  # ProviderRefused included: nothing known
+        raise DomainError(
+            "billing_provider_unavailable",
+            "the card provider could not be asked; nothing changed",
+            status=409,
+        ) from None
+
+
+def _late_positive_evidence(
+    session: Session, transaction: PaymentTransaction, result: ChargeResult, *, now: datetime
+) -> str:
+    """A dismissed attempt turns out charged: back to pending (when no newer attempt holds the
+    subscription), collection held, an audit row, an alert and an urgent follow-up."""
+    subscription = session.get(Subscription, transaction.subscription_id)
+    resolution = dict(transaction.billing_resolution or {})
+    resolution.update(
+        lateEvidenceAt=now.isoformat(),
+        lateEvidence={
+            "answer": result.outcome.value,
+            "providerTransactionId": result.transaction_id,
+        },
+    )
+    transaction.billing_resolution = resolution
+    newer = attempts.unresolved_attempt(session, subscription.id)
+    if newer is None:
+        transaction.status = TransactionStatus.pending
+    transaction.updated_at = now
+    subscription.collection_paused = True
+    subscription.updated_at = now
+    session.flush()
+    raise_alert(
+        "late_positive_evidence", transactionId=transaction.id, subscriptionId=subscription.id
+    )
+    file_task(
+        session,
+        organization_id=transaction.organization_id,
+        kind="payment_follow_up",
+        subject_type="payment_transaction",
+        subject_id=str(transaction.id),
+        title="A dismissed payment was charged after all: reconcile it",
+        priority="urgent",
+        due_at=now + attempts.FOLLOW_UP_DUE,
+        now=now,
+        data={"reason": "late_positive_evidence", "subscriptionId": str(subscription.id)},
+        linked_user_id=subscription.user_id,
+    )
+    audit(
+        session,
+        "billing.late_positive_evidence",
+        transaction,
+        None,
+        now,
+        movedToPending=newer is None,
+    )
+    return "late_positive_evidence"
+
+
+def audit(
+    session: Session,
+    action: str,
+    transaction: PaymentTransaction,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+    **payload: Any,
+) -> None:
+    emit(
+        session,
+        EventKind.audit,
+        action,
+        at=now,
+        aggregate_type="payment_transaction",
+        aggregate_id=transaction.id,
+        organization_id=transaction.organization_id,
+        actor_user_id=actor_user_id,
+        payload={
+            "subscriptionId": str(transaction.subscription_id),
+            "status": transaction.status.value,
+            **payload,
+        },
+    )

@@ -1,0 +1,141 @@
+"""verify-account (spec B 4.1): prove a presale's saved card lives on the organization's current
+terminal by reading its token-only deal back there and comparing the token (and the expiry when
+the deal has one). A match writes terminalNumber (and when) into the card's encrypted payload.
+Moves no money; a transport failure changes nothing.
+
+The deal reference comes from the subscription's token-only checkout: its page id
+(billingCheckout.pageId), else metadata.lowProfileId, else its provider transaction id; older
+checkouts kept none, and then the operator supplies the page id.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.billing.accounts import (
+    CARD_PROVIDER,
+    active_config,
+    saved_card,
+    terminal_of,
+    verify_card_terminal,
+)
+from gymctl.billing.attempts import PRESALE_CARD_AGE
+from gymctl.billing.checkout import SAVE_CARD_ONLY
+from gymctl.billing.operator_actions import audit_twice, require_operator
+from gymctl.billing.readiness import readiness
+from gymctl.billing.resolution import locked_subscription
+from gymctl.crypto import FieldCipher
+from gymctl.errors import DomainError
+from gymctl.models import Checkout, PaymentMethod
+from gymctl.providers.card import CardProvider, PageState, ProviderUnavailable
+
+DEAL_NOT_FOUND = "deal_not_found_on_current_terminal"
+NO_TOKEN = "deal_has_no_token"  # noqa: S105 (a reason code, not a secret)
+OTHER_ACCOUNT = "token_belongs_to_another_account"
+EXPIRY_DIFFERS = "expiry_differs"
+
+
+def verify_account(
+    session: Session,
+    provider: CardProvider,
+    *,
+    organization_id: uuid.UUID,
+    subscription_id: uuid.UUID,
+    low_profile_id: str | None,
+    operator_user_id: uuid.UUID | None,
+    now: datetime,
+    cipher: FieldCipher,
+) -> dict[str, Any]:
+    """Answers {data: {item}, outcome, reason?}: verified, already_verified, not_verified."""
+    operator = require_operator(session, operator_user_id)
+    subscription = locked_subscription(session, organization_id, subscription_id)
+    checkout = session.scalar(
+        select(Checkout)
+        .where(Checkout.subscription_id == subscription.id, Checkout.operation == SAVE_CARD_ONLY)
+        .order_by(Checkout.created_at.desc())
+        .limit(1)
+    )
+    if checkout is None:
+        raise DomainError(
+            "billing_account_evidence_missing",
+            "the subscription has no token-only checkout to verify the card against",
+            status=409,
+        )
+    deal = (
+        checkout.page_id
+        or (checkout.metadata_ or {}).get("lowProfileId")
+        or checkout.provider_transaction_id
+        or low_profile_id
+    )
+    method = (
+        session.get(PaymentMethod, subscription.payment_method_id)
+        if subscription.payment_method_id
+        else None
+    )
+    if not deal or method is None or method.deleted_at is not None:
+        raise DomainError(
+            "billing_account_evidence_missing",
+            "no deal reference (give lowProfileId for an older checkout) or no saved card",
+            status=409,
+        )
+    config = active_config(session, organization_id)
+    if config is None or config.provider != CARD_PROVIDER or not config.terminal:
+        raise DomainError(
+            "card_provider_not_configured", "the organization has no card terminal", status=409
+        )
+    try:
+        page = provider.get_page(terminal_of(config, cipher), deal)
+    except ProviderUnavailable:
+        raise DomainError(
+            "billing_provider_unavailable",
+            "the card provider could not be reached; nothing changed",
+            status=409,
+        ) from None
+    card = saved_card(method, cipher)
+    outcome, reason = "verified", None
+    if page.state == PageState.unknown_page:
+        outcome, reason = "not_verified", DEAL_NOT_FOUND
+    elif page.token is None:
+        outcome, reason = "not_verified", NO_TOKEN
+    elif page.token.token != card.token:
+        outcome, reason = "not_verified", OTHER_ACCOUNT
+    elif page.token.expiry and card.expiry and page.token.expiry != card.expiry:
+        outcome, reason = "not_verified", EXPIRY_DIFFERS
+    elif card.terminal == config.terminal and (
+        card.verified_on(config.terminal)
+        or (
+            config.terminal_since is not None
+            and method.saved_at >= config.terminal_since + PRESALE_CARD_AGE
+        )
+    ):
+        outcome = "already_verified"
+    else:
+        verify_card_terminal(method, config.terminal, now=now, cipher=cipher)
+    result = {
+        "outcome": outcome,
+        "reason": reason,
+        "deal": deal,
+        "terminal": config.terminal,
+        "subscriptionId": str(subscription.id),
+        "paymentMethodId": str(method.id),
+    }
+    audit_twice(
+        session,
+        action="billing.account_verification",
+        subscription=subscription,
+        operator=operator,
+        body={"lowProfileId": low_profile_id},
+        result=result,
+        now=now,
+    )
+    session.flush()
+    item = readiness(session, organization_id, now=now, cipher=cipher, only=subscription.id)
+    answer: dict[str, Any] = {"data": {"item": item["items"][0]}, "outcome": outcome}
+    if reason:
+        answer["reason"] = reason
+    return answer

@@ -1,0 +1,195 @@
+"""Rows the billing operator tests share: saved cards made on the fake provider, paid charges,
+and pending protected attempts as a crashed collector leaves them."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+
+from gymctl import ids
+from gymctl.billing import attempts
+from gymctl.billing.accounts import CARD_PROVIDER, save_card, saved_card
+from gymctl.billing.checkout import SAVE_CARD_ONLY
+from gymctl.models import (
+    AuditLog,
+    Checkout,
+    PaymentMethod,
+    PaymentProviderConfig,
+    PaymentTransaction,
+    Subscription,
+)
+from gymctl.models.billing import CheckoutStatus, PlanType, TransactionStatus, TransactionType
+from gymctl.providers.card import PageRequest
+from gymctl.providers.card_http import CHARGE
+from tests.billing import factories as bf
+from tests.billing.cards import APPROVE, TERMINAL, save_test_card
+from tests.billing.factories import TEST_CIPHER
+from tests.billing.fake_card_provider import Fault
+from tests.conftest import NOW
+
+DUE = NOW - timedelta(minutes=10)
+
+
+def card_of(session, gym, card_server, number: str = APPROVE, **kwargs) -> PaymentMethod:
+    return save_test_card(
+        session, gym, card_server.provider(), card_server.simulator, number, **kwargs
+    )
+
+
+def card_subscription(session, gym, card_server, number: str = APPROVE, **fields) -> Subscription:
+    """A card-plan member whose renewal fell due ten minutes ago."""
+    method = card_of(session, gym, card_server, number)
+    values: dict[str, Any] = {
+        "payment_method_id": method.id,
+        "next_charge_date": DUE,
+        "current_period_end": DUE,
+        "current_period_start": DUE - timedelta(days=30),
+        **fields,
+    }
+    return bf.make_subscription(session, gym, PlanType.card, **values)
+
+
+def paid_charge(
+    session, gym, card_server, *, amount: int = 9900, subscription=None, **fields
+) -> PaymentTransaction:
+    """A completed card payment whose money really moved on the fake provider."""
+    method = card_of(session, gym, card_server)
+    card = saved_card(method, TEST_CIPHER)
+    unique = str(ids.new_id())
+    result = card_server.provider().charge_token(
+        TERMINAL,
+        token=card.token,
+        expiry=card.expiry,
+        amount_in_cents=amount,
+        currency="ILS",
+        unique_id=unique,
+    )
+    transaction = PaymentTransaction(
+        id=ids.new_id(),
+        organization_id=gym.organization.id,
+        subscription_id=subscription.id if subscription else None,
+        user_id=gym.member.id,
+        type=TransactionType.charge,
+        status=TransactionStatus.completed,
+        provider=CARD_PROVIDER,
+        method="card",
+        amount_in_cents=amount,
+        currency="ILS",
+        provider_transaction_id=result.transaction_id,
+        metadata_={},
+        created_at=NOW,
+        updated_at=NOW,
+        **fields,
+    )
+    session.add(transaction)
+    session.flush()
+    return transaction
+
+
+def pending_attempt(
+    session, subscription: Subscription, *, now: datetime = NOW, started: datetime | None = None
+) -> PaymentTransaction:
+    """Step 1 of the protocol only (stored, never sent): what a crash leaves behind."""
+    began = attempts.begin_attempt(session, subscription.id, now=started or now, cipher=TEST_CIPHER)
+    assert began.outcome == "started", began
+    session.flush()
+    return session.get(PaymentTransaction, began.transaction_id)
+
+
+def audit_rows(session, action: str) -> list[AuditLog]:
+    return list(session.scalars(select(AuditLog).where(AuditLog.action == action)))
+
+
+def sent_attempt(
+    session,
+    subscription: Subscription,
+    card_server,
+    *,
+    started: datetime = NOW - timedelta(minutes=5),
+) -> PaymentTransaction:
+    """An attempt the provider charged whose answer was lost: pending, uncertain."""
+    began = attempts.begin_attempt(session, subscription.id, now=started, cipher=TEST_CIPHER)
+    assert began.outcome == "started", began
+    session.flush()
+    card_server.inject(CHARGE, Fault.answer_lost)
+    result = attempts.send_attempt(session, began, card_server.provider())
+    applied = attempts.apply_outcome(session, began.transaction_id, result, now=started)
+    assert applied.outcome == "pending", applied
+    session.flush()
+    return session.get(PaymentTransaction, began.transaction_id)
+
+
+def presale_with_checkout(
+    session,
+    gym,
+    card_server,
+    *,
+    opening=NOW + timedelta(days=20),
+    number: str = APPROVE,
+    page_fields: dict[str, Any] | None = None,
+    **fields,
+) -> tuple[Subscription, Checkout]:
+    """A presale whose card was saved the real way: a token-only page on the fake provider,
+    completed by the member, read back, and its checkout row kept (the verify-account deal)."""
+    provider = card_server.provider()
+    page = provider.create_page(
+        TERMINAL,
+        PageRequest(
+            operation=SAVE_CARD_ONLY,
+            amount_in_cents=0,
+            currency="ILS",
+            return_value="presale",
+            success_url="https://gym.example/ok",
+            failure_url="https://gym.example/failed",
+            webhook_url="https://gym.example/webhook",
+        ),
+    )
+    card_server.complete_page(page.page_id, number)
+    token = provider.get_page(TERMINAL, page.page_id).token
+    method = save_card(
+        session,
+        organization_id=gym.organization.id,
+        user_id=gym.member.id,
+        card=token,
+        terminal=TERMINAL.number,
+        now=NOW,
+        cipher=TEST_CIPHER,
+    )
+    subscription = bf.make_subscription(
+        session, gym, PlanType.card, presale_opening=opening, payment_method_id=method.id, **fields
+    )
+    checkout = Checkout(
+        id=ids.new_id(),
+        organization_id=gym.organization.id,
+        subscription_id=subscription.id,
+        user_id=gym.member.id,
+        operation=SAVE_CARD_ONLY,
+        terminal=TERMINAL.number,
+        page_id=page.page_id,
+        amount_in_cents=0,
+        currency="ILS",
+        status=CheckoutStatus.completed,
+        metadata_={"lowProfileId": page.page_id},
+        expires_at=NOW + timedelta(hours=2),
+        created_at=NOW,
+        **(page_fields or {}),
+    )
+    session.add(checkout)
+    session.flush()
+    return subscription, checkout
+
+
+def forget_account(session, gym, terminal: str = TERMINAL.number) -> None:
+    """The organization's credentials for `terminal` are gone: that merchant account can no
+    longer be asked about anything."""
+    for config in session.scalars(
+        select(PaymentProviderConfig).where(
+            PaymentProviderConfig.organization_id == gym.organization.id,
+            PaymentProviderConfig.terminal == terminal,
+        )
+    ):
+        config.credentials_ciphertext = None
+        config.active = False
+    session.flush()

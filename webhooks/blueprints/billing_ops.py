@@ -1,0 +1,339 @@
+"""Billing operator routes (spec B 4.1, 4.2, 4.3): billing readiness and its two repairs for
+platform admins; protected transaction resolution; desk charges, refunds, credit notes, debt
+clearance and a member paying their debt. Each calls the same domain function as the CLI."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Literal
+
+from flask import Blueprint, jsonify, request
+from pydantic import Field
+
+from gymctl.access.memberships import resolve_membership
+from gymctl.access.permissions import Action, Module
+from gymctl.billing import (
+    credit_notes,
+    debt_payments,
+    desk,
+    no_debit,
+    readiness,
+    refunds,
+    repair,
+    resolution,
+    verification,
+)
+from gymctl.clock import ensure_utc
+from gymctl.errors import DomainError, not_found
+from gymctl.models import PaymentTransaction
+from gymctl.providers.documents import default_document_provider
+from webhooks.access import membership, org_route, owner_route, platform_admin_route
+from webhooks.context import auth, db, now, services
+from webhooks.validation import Body, parse
+
+bp = Blueprint("billing_ops", __name__)
+ORG = "/organizations/<uuid:org_id>"
+TX = f"{ORG}/payments/billing/transactions/<uuid:transaction_id>"
+ADMIN = "/admin/organizations/<uuid:org_id>/billing-readiness"
+TEXT = r"^[^\x00]*$"
+CURRENCY = r"^[A-Za-z]{3}$"
+
+
+def _operator_user_id() -> uuid.UUID | None:
+    """The operator's own user row, never created on the fly: a repair is audited under it."""
+    user = auth().user
+    return user.id if user is not None else None
+
+
+# --- Billing readiness (platform admin) -------------------------------------------------
+
+
+@bp.get(ADMIN)
+@platform_admin_route
+def billing_readiness(org_id: uuid.UUID):
+    cursor = request.args.get("cursor")
+    try:
+        after = uuid.UUID(cursor) if cursor else None
+    except ValueError:
+        raise DomainError("cursor_invalid", "the cursor is a subscription id") from None
+    report = readiness.readiness(
+        db(), org_id, now=now(), cipher=services().billing_cipher, cursor=after
+    )
+    return jsonify(report)
+
+
+class VerifyAccountBody(Body):
+    low_profile_id: str | None = Field(
+        None, alias="lowProfileId", min_length=1, max_length=128, pattern=TEXT
+    )
+
+
+@bp.post(f"{ADMIN}/subscriptions/<uuid:subscription_id>/verify-account")
+@platform_admin_route
+def verify_account(org_id: uuid.UUID, subscription_id: uuid.UUID):
+    body = parse(VerifyAccountBody)
+    answer = verification.verify_account(
+        db(),
+        services().card_provider,
+        organization_id=org_id,
+        subscription_id=subscription_id,
+        low_profile_id=body.low_profile_id,
+        operator_user_id=_operator_user_id(),
+        now=now(),
+        cipher=services().billing_cipher,
+    )
+    return jsonify(answer)
+
+
+class RepairScheduleBody(Body):
+    expected_next_charge_at: datetime | None = Field(alias="expectedNextChargeAt")
+
+
+@bp.post(f"{ADMIN}/subscriptions/<uuid:subscription_id>/repair-schedule")
+@platform_admin_route
+def repair_schedule(org_id: uuid.UUID, subscription_id: uuid.UUID):
+    body = parse(RepairScheduleBody)
+    expected = body.expected_next_charge_at
+    answer = repair.repair_schedule(
+        db(),
+        organization_id=org_id,
+        subscription_id=subscription_id,
+        expected_next_charge_at=_utc(expected) if expected else None,
+        operator_user_id=_operator_user_id(),
+        now=now(),
+        cipher=services().billing_cipher,
+    )
+    return jsonify(answer)
+
+
+# --- Protected transaction resolution ---------------------------------------------------
+
+
+@bp.get(TX)
+@org_route(Module.finance, Action.manage)
+def inspect_transaction(org_id: uuid.UUID, transaction_id: uuid.UUID):
+    return jsonify(data=resolution.inspect(db(), org_id, transaction_id, now=now()))
+
+
+@bp.post(f"{TX}/reconcile")
+@org_route(Module.finance, Action.manage)
+def reconcile_transaction(org_id: uuid.UUID, transaction_id: uuid.UUID):
+    answer = resolution.reconcile(
+        db(),
+        services().card_provider,
+        services().billing_cipher,
+        organization_id=org_id,
+        transaction_id=transaction_id,
+        actor_user_id=membership().user_id,
+        now=now(),
+    )
+    return jsonify(data=answer)
+
+
+class ConfirmNoDebitBody(Body):
+    request_id: uuid.UUID = Field(alias="requestId")
+    provider_case_id: str = Field(
+        alias="providerCaseId", min_length=1, max_length=128, pattern=TEXT
+    )
+    confirmed_at: datetime = Field(alias="confirmedAt")
+    external_attempt_id: str = Field(
+        alias="externalAttemptId", min_length=1, max_length=128, pattern=TEXT
+    )
+    terminal: str = Field(min_length=1, max_length=32, pattern=TEXT)
+    amount_in_cents: int = Field(alias="amountInCents", ge=0, le=100_000_000)
+    currency: str = Field(pattern=CURRENCY)
+    no_debit_occurred: bool = Field(alias="noDebitOccurred")
+    cannot_settle_later: bool = Field(alias="cannotSettleLater")
+    authorize_retry: bool = Field(False, alias="authorizeRetry")
+
+
+@bp.post(f"{TX}/confirm-no-debit")
+@owner_route
+def confirm_no_debit(org_id: uuid.UUID, transaction_id: uuid.UUID):
+    body = parse(ConfirmNoDebitBody)
+    answer = no_debit.confirm_no_debit(
+        db(),
+        services().card_provider,
+        services().billing_cipher,
+        organization_id=org_id,
+        transaction_id=transaction_id,
+        actor_user_id=membership().user_id,
+        confirmation=no_debit.NoDebitConfirmation(
+            request_id=body.request_id,
+            provider_case_id=body.provider_case_id,
+            confirmed_at=no_debit.utc_instant(body.confirmed_at),
+            external_attempt_id=body.external_attempt_id,
+            terminal=body.terminal,
+            amount_in_cents=body.amount_in_cents,
+            currency=body.currency,
+            no_debit_occurred=body.no_debit_occurred,
+            cannot_settle_later=body.cannot_settle_later,
+            authorize_retry=body.authorize_retry,
+        ),
+        now=now(),
+    )
+    return jsonify(data=answer)
+
+
+@bp.post(f"{TX}/authorize-retry")
+@owner_route
+def authorize_retry(org_id: uuid.UUID, transaction_id: uuid.UUID):
+    answer = no_debit.authorize_retry(
+        db(),
+        organization_id=org_id,
+        transaction_id=transaction_id,
+        actor_user_id=membership().user_id,
+        now=now(),
+    )
+    return jsonify(data=answer)
+
+
+@bp.post(f"{ORG}/payments/transactions/<uuid:transaction_id>/dismiss")
+@org_route(Module.finance, Action.manage)
+def dismiss_pending_payment(org_id: uuid.UUID, transaction_id: uuid.UUID):
+    """The ordinary pending-payment dismiss; it refuses protected attempts (spec B 4.2)."""
+    transaction = desk.dismiss_pending_payment(
+        db(),
+        organization_id=org_id,
+        transaction_id=transaction_id,
+        actor_user_id=membership().user_id,
+        now=now(),
+    )
+    return jsonify(data=desk.transaction_json(transaction))
+
+
+# --- Desk charges, refunds, credit notes, debts -----------------------------------------
+
+
+class DeskChargeBody(Body):
+    idempotency_key: uuid.UUID = Field(alias="idempotencyKey")
+    user_id: uuid.UUID = Field(alias="userId")
+    amount_in_cents: int = Field(alias="amountInCents", ge=1, le=100_000_000)
+    currency: str = Field(pattern=CURRENCY)
+    description: str = Field(min_length=1, max_length=500, pattern=TEXT)
+
+
+@bp.post(f"{ORG}/payments/desk-charges")
+@org_route(Module.finance, Action.manage)
+def desk_charge(org_id: uuid.UUID):
+    body = parse(DeskChargeBody)
+    answer = desk.desk_charge(
+        services().session_factory,
+        services().card_provider,
+        organization_id=org_id,
+        request=desk.DeskChargeRequest(
+            idempotency_key=body.idempotency_key,
+            user_id=body.user_id,
+            amount_in_cents=body.amount_in_cents,
+            currency=body.currency,
+            description=body.description,
+        ),
+        actor_user_id=membership().user_id,
+        now=now(),
+        cipher=services().billing_cipher,
+        documents=default_document_provider(),
+    )
+    return jsonify(data=answer), 200 if answer["replayed"] else 201
+
+
+class RefundBody(Body):
+    amount_in_cents: int = Field(alias="amountInCents", ge=1, le=100_000_000)
+    reason: str = Field(min_length=1, max_length=500, pattern=TEXT)
+
+
+@bp.post(f"{ORG}/payments/transactions/<uuid:transaction_id>/refund")
+@org_route(Module.finance, Action.manage)
+def refund(org_id: uuid.UUID, transaction_id: uuid.UUID):
+    body = parse(RefundBody)
+    transaction = db().get(PaymentTransaction, transaction_id)
+    if transaction is None or transaction.organization_id != org_id:
+        raise not_found("transaction_not_found", "no such transaction in this organization")
+    refunded = refunds.refund_transaction(
+        db(),
+        provider=services().card_provider,
+        cipher=services().billing_cipher,
+        transaction=transaction,
+        amount_cents=body.amount_in_cents,
+        reason=body.reason,
+        actor_user_id=membership().user_id,
+        now=now(),
+        documents=default_document_provider(),
+    )
+    return jsonify(data=desk.transaction_json(refunded)), 201
+
+
+class CreditNoteBody(Body):
+    idempotency_key: uuid.UUID = Field(alias="idempotencyKey")
+    amount_in_cents: int = Field(alias="amountInCents", ge=1, le=100_000_000)
+    cash_returned: bool = Field(alias="cashReturned")
+    reason: str = Field("", max_length=500, pattern=TEXT)
+
+
+@bp.post(f"{ORG}/payments/transactions/<uuid:transaction_id>/credit-notes")
+@org_route(Module.finance, Action.manage)
+def credit_note(org_id: uuid.UUID, transaction_id: uuid.UUID):
+    body = parse(CreditNoteBody)
+    answer = credit_notes.file_credit_note(
+        db(),
+        organization_id=org_id,
+        sale_id=transaction_id,
+        request=credit_notes.CreditNoteRequest(
+            idempotency_key=body.idempotency_key,
+            amount_in_cents=body.amount_in_cents,
+            cash_returned=body.cash_returned,
+            reason=body.reason,
+        ),
+        actor_user_id=membership().user_id,
+        now=now(),
+        documents=default_document_provider(),
+    )
+    return jsonify(data=answer), 200 if answer["replayed"] else 201
+
+
+class ClearDebtBody(Body):
+    method: Literal["cash", "bank_transfer", "check"] = "cash"
+
+
+@bp.post(f"{ORG}/subscriptions/<uuid:subscription_id>/clear-debt")
+@org_route(Module.finance, Action.manage)
+def clear_debt(org_id: uuid.UUID, subscription_id: uuid.UUID):
+    body = parse(ClearDebtBody)
+    answer = debt_payments.clear_debt_at_desk(
+        db(),
+        organization_id=org_id,
+        subscription_id=subscription_id,
+        actor_user_id=membership().user_id,
+        now=now(),
+        documents=default_document_provider(),
+        method=body.method,
+    )
+    return jsonify(data=answer)
+
+
+@bp.post(f"{ORG}/subscriptions/<uuid:subscription_id>/pay-debt")
+def pay_debt(org_id: uuid.UUID, subscription_id: uuid.UUID):
+    """A member pays their own card debt now with the saved card."""
+    mine = resolve_membership(db(), org_id, auth().user)
+    outcome = debt_payments.pay_own_debt(
+        services().session_factory,
+        services().card_provider,
+        organization_id=org_id,
+        subscription_id=subscription_id,
+        user_id=mine.user_id,
+        now=now(),
+        cipher=services().billing_cipher,
+    )
+    return jsonify(data={"outcome": outcome})
+
+
+pay_debt.gymctl_access = ("own",)  # type: ignore[attr-defined]
+
+
+def _utc(at: datetime) -> datetime:
+    try:
+        return ensure_utc(at)
+    except ValueError:
+        raise DomainError(
+            "timestamp_not_utc", "give an explicit UTC time (Z or +00:00)", status=422
+        ) from None
