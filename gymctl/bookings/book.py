@@ -1,0 +1,254 @@
+"""Booking a seat, cancelling it, and promoting the waitlist (spec B 2.4, 3, 4.3).
+
+Every seat decision of a session happens under that session's row lock, taken before the
+booking's: the count of confirmed seats cannot change between reading it and writing the
+booking, so a full session never confirms one more. A booking is unique on (session,
+membership) across every status: booking again revives the cancelled or soft-deleted row
+under the same id.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gymctl import ids
+from gymctl.bookings.eligibility import check_may_book
+from gymctl.bookings.schedule import class_session_of
+from gymctl.errors import DomainError
+from gymctl.events import EventKind, emit
+from gymctl.models import Booking, BookingStatus, ClassSession, Membership
+
+ACTIVE = (BookingStatus.confirmed, BookingStatus.waitlisted)
+
+
+def booking_event(
+    session: Session, name: str, booking: Booking, *, now: datetime, actor=None, **extra
+):
+    emit(
+        session,
+        EventKind.domain,
+        name,
+        at=now,
+        aggregate_type="booking",
+        aggregate_id=booking.id,
+        organization_id=booking.organization_id,
+        actor_user_id=actor,
+        payload={
+            "classSessionId": str(booking.class_session_id),
+            "userId": str(booking.user_id),
+            "status": booking.status.value,
+            **extra,
+        },
+    )
+
+
+def is_active(booking: Booking) -> bool:
+    return booking.deleted_at is None and booking.status in ACTIVE
+
+
+def confirmed_count(session: Session, class_session_id: uuid.UUID) -> int:
+    return session.scalar(
+        select(func.count())
+        .select_from(Booking)
+        .where(
+            Booking.class_session_id == class_session_id,
+            Booking.status == BookingStatus.confirmed,
+            Booking.deleted_at.is_(None),
+        )
+    )
+
+
+def _open_for_booking(row: ClassSession, now: datetime) -> None:
+    if row.cancelled_at is not None:
+        raise DomainError("session_cancelled", "this session was cancelled", status=409)
+    if row.starts_at <= now:
+        raise DomainError("session_started", "this session has already started", status=409)
+
+
+def book(
+    session: Session,
+    organization_id: uuid.UUID,
+    class_session_id: uuid.UUID,
+    member: Membership,
+    *,
+    actor_user_id: uuid.UUID,
+    now: datetime,
+) -> Booking:
+    """Book `member` into the session: confirmed while seats remain, else waitlisted."""
+    row = class_session_of(session, organization_id, class_session_id)
+    _open_for_booking(row, now)
+    check_may_book(session, organization_id, member.user_id, now=now)
+    row = class_session_of(session, organization_id, class_session_id, lock=True)
+    existing = session.scalar(
+        select(Booking)
+        .where(Booking.class_session_id == row.id, Booking.membership_id == member.id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if existing is not None and is_active(existing):
+        raise DomainError(
+            "already_booked",
+            "you are already booked into this session",
+            status=409,
+            bookingId=str(existing.id),
+            bookingStatus=existing.status.value,
+        )
+    full = confirmed_count(session, row.id) >= row.capacity
+    status = BookingStatus.waitlisted if full else BookingStatus.confirmed
+    revived = existing is not None
+    if existing is None:
+        booking = Booking(
+            id=ids.new_id(),
+            organization_id=organization_id,
+            class_session_id=row.id,
+            membership_id=member.id,
+            user_id=member.user_id,
+            created_at=now,
+        )
+        session.add(booking)
+    else:
+        booking = existing
+        booking.cancelled_at = None
+        booking.checked_in_at = None
+        booking.checkin_method = None
+        booking.no_show_at = None
+        booking.deleted_at = None
+    booking.status = status
+    booking.waitlisted_at = now if full else None
+    booking.updated_at = now
+    session.flush()
+    booking_event(
+        session, "booking.created", booking, now=now, actor=actor_user_id, revived=revived
+    )
+    return booking
+
+
+def booking_of(session: Session, organization_id: uuid.UUID, booking_id, *, lock=False) -> Booking:
+    query = select(Booking).where(Booking.id == booking_id)
+    if lock:
+        query = query.with_for_update().execution_options(populate_existing=True)
+    booking = session.scalar(query)
+    if booking is None or booking.organization_id != organization_id:
+        raise DomainError("booking_not_found", "no such booking", status=404)
+    return booking
+
+
+def _lock_pair(
+    session: Session, organization_id: uuid.UUID, booking_id
+) -> tuple[Booking, ClassSession]:
+    """The session's lock first, then the booking's: the order book() takes them in."""
+    booking = booking_of(session, organization_id, booking_id)
+    row = class_session_of(session, organization_id, booking.class_session_id, lock=True)
+    return booking_of(session, organization_id, booking_id, lock=True), row
+
+
+def cancel(
+    session: Session,
+    organization_id: uuid.UUID,
+    booking_id: uuid.UUID,
+    *,
+    actor_user_id: uuid.UUID,
+    by_staff: bool,
+    now: datetime,
+) -> Booking:
+    """Cancel a confirmed or waitlisted booking (the row is kept); a freed seat goes to the
+    first waitlisted. Members cancel until the session starts; staff at any time."""
+    booking, row = _lock_pair(session, organization_id, booking_id)
+    if not is_active(booking):
+        raise DomainError("booking_not_active", "this booking is not active", status=409)
+    if not by_staff and row.starts_at <= now:
+        raise DomainError("session_started", "this session has already started", status=409)
+    was_confirmed = booking.status == BookingStatus.confirmed
+    booking.status = BookingStatus.cancelled
+    booking.cancelled_at = now
+    booking.waitlisted_at = None
+    booking.updated_at = now
+    session.flush()
+    booking_event(session, "booking.cancelled", booking, now=now, actor=actor_user_id)
+    if was_confirmed:
+        promote_waitlist(session, row, now=now)
+    return booking
+
+
+def remove(
+    session: Session,
+    organization_id: uuid.UUID,
+    booking_id: uuid.UUID,
+    *,
+    actor_user_id: uuid.UUID,
+    now: datetime,
+) -> Booking:
+    """Staff soft-delete a booking (deleted_at); a booking again revives the row."""
+    booking, row = _lock_pair(session, organization_id, booking_id)
+    if booking.deleted_at is not None:
+        raise DomainError("booking_not_active", "this booking was already removed", status=409)
+    frees_seat = booking.status == BookingStatus.confirmed
+    booking.deleted_at = now
+    booking.updated_at = now
+    session.flush()
+    booking_event(session, "booking.removed", booking, now=now, actor=actor_user_id)
+    if frees_seat:
+        promote_waitlist(session, row, now=now)
+    return booking
+
+
+def promote_waitlist(session: Session, row: ClassSession, *, now: datetime) -> list[Booking]:
+    """Confirm the first waitlisted bookings while seats are free (caller holds the session
+    lock); each promotion writes booking.promoted. None after the session started."""
+    if row.cancelled_at is not None or row.starts_at <= now:
+        return []
+    free = row.capacity - confirmed_count(session, row.id)
+    if free <= 0:
+        return []
+    waiting = session.scalars(
+        select(Booking)
+        .where(
+            Booking.class_session_id == row.id,
+            Booking.status == BookingStatus.waitlisted,
+            Booking.deleted_at.is_(None),
+        )
+        .order_by(Booking.waitlisted_at, Booking.created_at, Booking.id)
+        .limit(free)
+        .with_for_update()
+    ).all()
+    for booking in waiting:
+        booking.status = BookingStatus.confirmed
+        booking.waitlisted_at = None
+        booking.updated_at = now
+        booking_event(session, "booking.promoted", booking, now=now)
+    session.flush()
+    return list(waiting)
+
+
+def seat_counts(session: Session, class_session_ids: list[uuid.UUID]) -> dict[uuid.UUID, dict]:
+    """{session id: {confirmed, waitlisted}} in one query (soft-deleted rows left out)."""
+    counts: dict[uuid.UUID, dict] = {}
+    if not class_session_ids:
+        return counts
+    rows = session.execute(
+        select(Booking.class_session_id, Booking.status, func.count())
+        .where(
+            Booking.class_session_id.in_(class_session_ids),
+            Booking.status.in_(ACTIVE),
+            Booking.deleted_at.is_(None),
+        )
+        .group_by(Booking.class_session_id, Booking.status)
+    )
+    for class_session_id, status, count in rows:
+        entry = counts.setdefault(class_session_id, {"confirmed": 0, "waitlisted": 0})
+        entry[status.value] = count
+    return counts
+
+
+def roster(session: Session, class_session_id: uuid.UUID) -> list[Booking]:
+    """The session's bookings that are not soft-deleted: confirmed first, then the waitlist."""
+    rows = session.scalars(
+        select(Booking)
+        .where(Booking.class_session_id == class_session_id, Booking.deleted_at.is_(None))
+        .order_by(Booking.waitlisted_at.nulls_first(), Booking.created_at, Booking.id)
+    ).all()
+    return list(rows)

@@ -1,0 +1,114 @@
+"""Who may book (spec B 1, 4.3, 7): refusals before any seat is looked at.
+
+- 409 booking_blocked_debt: in debt beyond the grace period (billing_grace_days from
+  debt_since), or holding a plan cancelled for non-payment while any plan has open debt. Inside
+  the grace the member still books (a failed charge is retried; existing bookings stay).
+- 409 plan_not_started: the only live plans are unstarted presales.
+- 409 plan_required_to_book: the organization requires a plan and the member holds none.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.billing.accounts import billing_settings
+from gymctl.billing.debt import debt_reason
+from gymctl.billing.lifecycle import NON_PAYMENT
+from gymctl.errors import DomainError
+from gymctl.models import Subscription
+from gymctl.models.billing import SubscriptionStatus
+
+# Statuses a member books on; `scheduled` is live but not started (a presale).
+LIVE = (
+    SubscriptionStatus.scheduled,
+    SubscriptionStatus.active,
+    SubscriptionStatus.past_due,
+    SubscriptionStatus.debt,
+    SubscriptionStatus.paused,
+)
+BOOKABLE = (SubscriptionStatus.active, SubscriptionStatus.past_due, SubscriptionStatus.debt)
+
+
+def _cancelled_for_non_payment(row: Subscription) -> bool:
+    return row.status == SubscriptionStatus.cancelled and row.cancellation_reason == NON_PAYMENT
+
+
+def billing_debt(
+    rows: list[Subscription], *, grace_days: int, now: datetime
+) -> dict[str, Any] | None:
+    """The billingDebt body of a refusal, or None when the member may book.
+
+    amountInCents is the open debt over every plan; since, reason and payBy are those of the
+    oldest debt; state is `cancelled` (a plan was cancelled for non-payment) or `past_grace`."""
+    owing = [row for row in rows if row.debt_amount_in_cents > 0 and row.debt_since is not None]
+    if not owing:
+        return None
+    grace = timedelta(days=grace_days)
+    cancelled = [row for row in rows if _cancelled_for_non_payment(row)]
+    past_grace = [
+        row
+        for row in owing
+        if row.status == SubscriptionStatus.debt and row.debt_since + grace <= now
+    ]
+    if not cancelled and not past_grace:
+        return None
+    oldest = min(owing, key=lambda row: (row.debt_since, str(row.id)))
+    pay_by = oldest.debt_since + grace
+    ended = min(cancelled, key=lambda row: row.cancelled_at or now) if cancelled else None
+    return {
+        "amountInCents": sum(row.debt_amount_in_cents for row in owing),
+        "currency": oldest.currency,
+        "since": oldest.debt_since.isoformat(),
+        "reason": debt_reason(oldest),
+        "payBy": pay_by.isoformat(),
+        "cancelsAt": ((ended.cancelled_at or now) if ended else pay_by).isoformat(),
+        "state": "cancelled" if ended else "past_grace",
+    }
+
+
+def check_may_book(
+    session: Session, organization_id: uuid.UUID, user_id: uuid.UUID, *, now: datetime
+) -> Subscription | None:
+    """Raise the first refusal that applies; returns the plan the booking rests on (None when
+    the organization books without plans and the member holds none)."""
+    rows = list(
+        session.scalars(
+            select(Subscription)
+            .where(
+                Subscription.organization_id == organization_id,
+                Subscription.user_id == user_id,
+                Subscription.deleted_at.is_(None),
+            )
+            .order_by(Subscription.created_at, Subscription.id)
+        )
+    )
+    settings = billing_settings(session, organization_id)
+    debt = billing_debt(rows, grace_days=settings.billing_grace_days, now=now)
+    if debt is not None:
+        raise DomainError(
+            "booking_blocked_debt",
+            "booking is blocked until the open balance is paid",
+            status=409,
+            billingDebt=debt,
+        )
+    live = [row for row in rows if row.status in LIVE]
+    if live and all(row.status == SubscriptionStatus.scheduled for row in live):
+        openings = [row.opening_day for row in live if row.opening_day is not None]
+        raise DomainError(
+            "plan_not_started",
+            "your plan has not started yet; you can book from its opening day",
+            status=409,
+            startsAt=min(openings).isoformat() if openings else None,
+        )
+    # A paused (frozen) plan is live but books nothing until it resumes.
+    bookable = [row for row in live if row.status in BOOKABLE]
+    if not bookable and settings.plan_required_to_book:
+        raise DomainError(
+            "plan_required_to_book", "this gym requires a plan to book a class", status=409
+        )
+    return bookable[0] if bookable else None

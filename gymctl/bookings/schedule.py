@@ -1,0 +1,145 @@
+"""Class types and their sessions: the minimum a schedule needs (what, when, how many seats)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl import ids
+from gymctl.errors import DomainError
+from gymctl.events import EventKind, emit
+from gymctl.models import ClassSession, ClassType
+
+MAX_CAPACITY = 1000
+# A schedule looks at most two years ahead and one back (backfilling a missed class).
+SCHEDULE_AHEAD = timedelta(days=731)
+SCHEDULE_BACK = timedelta(days=366)
+
+
+def create_class_type(
+    session: Session,
+    organization_id: uuid.UUID,
+    *,
+    name: str,
+    default_capacity: int,
+    duration_minutes: int,
+    description: str | None = None,
+    now: datetime,
+) -> ClassType:
+    if not 0 <= default_capacity <= MAX_CAPACITY:
+        raise DomainError("capacity_invalid", f"capacity is 0 to {MAX_CAPACITY}", status=422)
+    if duration_minutes < 1:
+        raise DomainError("duration_invalid", "a class lasts at least a minute", status=422)
+    row = ClassType(
+        id=ids.new_id(),
+        organization_id=organization_id,
+        name=name,
+        description=description,
+        default_capacity=default_capacity,
+        duration_minutes=duration_minutes,
+        created_at=now,
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def class_types_of(session: Session, organization_id: uuid.UUID) -> list[ClassType]:
+    return list(
+        session.scalars(
+            select(ClassType)
+            .where(ClassType.organization_id == organization_id, ClassType.deleted_at.is_(None))
+            .order_by(ClassType.name, ClassType.id)
+        )
+    )
+
+
+def live_class_type(session: Session, organization_id: uuid.UUID, class_type_id) -> ClassType:
+    row = session.get(ClassType, class_type_id)
+    if row is None or row.organization_id != organization_id or row.deleted_at is not None:
+        raise DomainError("class_type_not_found", "no such class type", status=404)
+    return row
+
+
+def schedule_session(
+    session: Session,
+    class_type: ClassType,
+    *,
+    starts_at: datetime,
+    capacity: int | None = None,
+    ends_at: datetime | None = None,
+    coach_user_id: uuid.UUID | None = None,
+    actor_user_id: uuid.UUID | None = None,
+    now: datetime,
+) -> ClassSession:
+    """A session of `class_type`; capacity and length default to the class type's."""
+    if not now - SCHEDULE_BACK <= starts_at <= now + SCHEDULE_AHEAD:
+        raise DomainError(
+            "session_times_invalid", "a session starts within two years from now", status=422
+        )
+    if ends_at is not None and ends_at - starts_at > timedelta(days=1):
+        raise DomainError("session_times_invalid", "a session lasts at most a day", status=422)
+    capacity = class_type.default_capacity if capacity is None else capacity
+    if not 0 <= capacity <= MAX_CAPACITY:
+        raise DomainError("capacity_invalid", f"capacity is 0 to {MAX_CAPACITY}", status=422)
+    ends_at = ends_at or starts_at + timedelta(minutes=class_type.duration_minutes)
+    if ends_at <= starts_at:
+        raise DomainError("session_times_invalid", "a session ends after it starts", status=422)
+    row = ClassSession(
+        id=ids.new_id(),
+        organization_id=class_type.organization_id,
+        class_type_id=class_type.id,
+        starts_at=starts_at,
+        ends_at=ends_at,
+        capacity=capacity,
+        coach_user_id=coach_user_id,
+        created_at=now,
+    )
+    session.add(row)
+    session.flush()
+    emit(
+        session,
+        EventKind.domain,
+        "class_session.scheduled",
+        at=now,
+        aggregate_type="class_session",
+        aggregate_id=row.id,
+        organization_id=row.organization_id,
+        actor_user_id=actor_user_id,
+        payload={"classTypeId": str(class_type.id), "startsAt": starts_at.isoformat()},
+    )
+    return row
+
+
+def sessions_between(
+    session: Session, organization_id: uuid.UUID, start: datetime, end: datetime
+) -> list[ClassSession]:
+    return list(
+        session.scalars(
+            select(ClassSession)
+            .where(
+                ClassSession.organization_id == organization_id,
+                ClassSession.starts_at >= start,
+                ClassSession.starts_at < end,
+            )
+            .order_by(ClassSession.starts_at, ClassSession.id)
+        )
+    )
+
+
+def class_session_of(
+    session: Session, organization_id: uuid.UUID, session_id, *, lock: bool = False
+) -> ClassSession:
+    """The session, 404 when it is not this organization's. `lock` takes its row lock: every
+    seat decision of a session is made under it, so 50 members booking the last 5 seats at
+    once get exactly 5."""
+    query = select(ClassSession).where(ClassSession.id == session_id)
+    if lock:
+        query = query.with_for_update().execution_options(populate_existing=True)
+    row = session.scalar(query)
+    if row is None or row.organization_id != organization_id:
+        raise DomainError("session_not_found", "no such session", status=404)
+    return row

@@ -1,0 +1,122 @@
+"""The daily retention digest to owners and admins (spec B 3, 6).
+
+One digest per organization and UTC day: the retention_digests row is claimed first (insert
+or nothing), so a second run the same day, or a second daemon, sends nothing. Each send is
+audited as RETENTION_DIGEST_SENT. An organization without open cases gets no digest.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from gymctl.events import EventKind, emit
+from gymctl.models import Organization, RetentionCase, RetentionDigest, Subscription, User
+from gymctl.providers.mail import Mailer, MailError
+from gymctl.retention import emails
+
+log = logging.getLogger("gymctl.retention")
+
+
+def _claim(session: Session, organization_id, day, *, recipients: int, cases: int, now) -> bool:
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    claimed = session.execute(
+        insert(RetentionDigest)
+        .values(
+            organization_id=organization_id,
+            day=day,
+            recipients=recipients,
+            open_cases=cases,
+            sent_at=now,
+        )
+        .on_conflict_do_nothing()
+        .returning(RetentionDigest.organization_id)
+    )
+    return claimed.scalar() is not None
+
+
+def _lines(session: Session, organization_id, now: datetime) -> list[dict]:
+    rows = session.execute(
+        select(RetentionCase, Subscription.cancellation_effective_at, User)
+        .join(Subscription, Subscription.id == RetentionCase.subscription_id)
+        .join(User, User.id == RetentionCase.user_id)
+        .where(RetentionCase.organization_id == organization_id, RetentionCase.status == "open")
+        .order_by(Subscription.cancellation_effective_at.nulls_last(), RetentionCase.opened_at)
+    ).all()
+    return [
+        {
+            "member": emails.display_name(user),
+            "kind": case.kind,
+            "ends": ends.date().isoformat() if ends else "-",
+            "overdue": case.acknowledged_at is None
+            and case.sla_due_at is not None
+            and case.sla_due_at <= now,
+            "contacted": case.last_contact_at is not None,
+        }
+        for case, ends, user in rows
+    ]
+
+
+def send_digests(
+    session: Session, mailer: Mailer, *, now: datetime, locale: str | None = None
+) -> dict[str, int]:
+    """{orgsChecked, sent}: organizations with open cases, digests sent this run."""
+    organization_ids = session.scalars(
+        select(RetentionCase.organization_id)
+        .where(RetentionCase.status == "open")
+        .group_by(RetentionCase.organization_id)
+        .order_by(func.min(RetentionCase.opened_at))
+    ).all()
+    day = now.date()
+    sent = 0
+    for organization_id in organization_ids:
+        recipients = emails.staff_addresses(session, organization_id)
+        if not recipients:
+            continue
+        gym = session.get(Organization, organization_id)
+        lines = _lines(session, organization_id, now)
+        savepoint = session.begin_nested()
+        if not _claim(
+            session, organization_id, day, recipients=len(recipients), cases=len(lines), now=now
+        ):
+            savepoint.rollback()
+            continue
+        try:
+            for address in recipients:
+                emails.send(
+                    mailer,
+                    to=address,
+                    name="retention_digest",
+                    locale=locale,
+                    tag="retention_digest",
+                    gym=gym.name,
+                    day=day.isoformat(),
+                    cases=lines,
+                )
+        except MailError as error:
+            # Unclaimed again: the next run (the daemon's next tick) retries this day.
+            savepoint.rollback()
+            log.warning("retention digest not sent: %s", error)
+            continue
+        emit(
+            session,
+            EventKind.audit,
+            "RETENTION_DIGEST_SENT",
+            at=now,
+            aggregate_type="organization",
+            aggregate_id=organization_id,
+            organization_id=organization_id,
+            payload={
+                "day": day.isoformat(),
+                "openCases": len(lines),
+                "recipients": len(recipients),
+            },
+        )
+        savepoint.commit()
+        sent += 1
+    return {"orgsChecked": len(organization_ids), "sent": sent}

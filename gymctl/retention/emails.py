@@ -1,0 +1,99 @@
+"""Retention and cancellation emails (spec B 6), rendered from the templates beside this
+module in en, he or es and handed to the Mailer (SMTP, or the embedded default's mailbox).
+
+A template's first line is `Subject: ...`; the rest is the plain-text body.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.access.memberships import owner_of
+from gymctl.models import Membership, MembershipStatus, Role, User
+from gymctl.providers.mail import Mailer, OutgoingEmail
+from gymctl.retention.copy import DEFAULT_LOCALE, LOCALES
+
+_TEMPLATES = Environment(
+    loader=FileSystemLoader(Path(__file__).parent / "templates"),
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+    autoescape=False,  # noqa: S701 (plain-text mail: no HTML to escape)
+)
+
+
+def render(name: str, locale: str | None, **context: Any) -> tuple[str, str]:
+    """(subject, body) of template `name` in `locale` (en when unsupported)."""
+    locale = locale if locale in LOCALES else DEFAULT_LOCALE
+    text = _TEMPLATES.get_template(f"{locale}/{name}.txt").render(**context)
+    first, _, body = text.partition("\n")
+    return first.removeprefix("Subject:").strip(), body.lstrip("\n")
+
+
+def send(
+    mailer: Mailer, *, to: str, name: str, locale: str | None, tag: str, **context: Any
+) -> str:
+    """Render and hand over; raises MailError (the caller decides what a failure means)."""
+    subject, body = render(name, locale, **context)
+    return mailer.send(OutgoingEmail(to=to, subject=subject, text=body, tag=tag))
+
+
+def money(amount_in_cents: int, currency: str) -> str:
+    return f"{amount_in_cents // 100}.{amount_in_cents % 100:02d} {currency}"
+
+
+def display_name(user: User | None) -> str:
+    if user is None:
+        return "member"
+    return user.name or (user.email or "member").partition("@")[0]
+
+
+def case_owner_address(
+    session: Session, organization_id: uuid.UUID, owner_user_id: uuid.UUID | None
+) -> str | None:
+    """The case owner's address while they are active staff of the organization, else the
+    organization's active owner's (spec B 6); None when neither has one."""
+    if owner_user_id is not None:
+        staff = session.scalar(
+            select(User.email)
+            .join(Membership, Membership.user_id == User.id)
+            .where(
+                User.id == owner_user_id,
+                User.deleted_at.is_(None),
+                Membership.organization_id == organization_id,
+                Membership.status == MembershipStatus.active,
+                Membership.role.in_((Role.owner, Role.admin, Role.coach)),
+            )
+        )
+        if staff:
+            return staff
+    owner = owner_of(session, organization_id)
+    if owner is None:
+        return None
+    user = session.get(User, owner.user_id)
+    return user.email if user is not None and user.deleted_at is None else None
+
+
+def staff_addresses(session: Session, organization_id: uuid.UUID) -> list[str]:
+    """Owners and admins with an address: the digest's recipients."""
+    return list(
+        session.scalars(
+            select(User.email)
+            .join(Membership, Membership.user_id == User.id)
+            .where(
+                Membership.organization_id == organization_id,
+                Membership.status == MembershipStatus.active,
+                Membership.role.in_((Role.owner, Role.admin)),
+                User.deleted_at.is_(None),
+                User.email.is_not(None),
+            )
+            .order_by(User.email)
+        )
+    )

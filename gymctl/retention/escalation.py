@@ -1,0 +1,95 @@
+"""Hourly escalation of open notice cases (spec B 8): two stages, each reached once.
+
+- unacknowledged: nobody acknowledged the case within the 48-hour SLA;
+- ending_soon: the notice takes effect within 7 days and nobody has contacted the member.
+
+Escalating raises the review task (urgent, due now) and writes retention.case_escalated; the
+stage's timestamp on the case makes a second run escalate nothing new. A case whose plan ended
+another way (cancelled for non-payment) is closed with the plan's retention outcome.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.events import EventKind, emit
+from gymctl.models import RetentionCase, Subscription, Task
+from gymctl.models.retention import CaseKind, RetentionOutcome
+from gymctl.retention.notices import close_case
+from gymctl.retention.plan_change import NOTICE_STATUSES
+
+ENDING_SOON = timedelta(days=7)
+BATCH = 1000
+
+
+def _escalate(session: Session, case: RetentionCase, stage: str, *, now: datetime) -> None:
+    if stage == "unacknowledged":
+        case.escalated_unacknowledged_at = now
+    else:
+        case.escalated_ending_soon_at = now
+    task = session.get(Task, case.task_id) if case.task_id else None
+    if task is not None:
+        task.status = "open"
+        task.priority = "urgent"
+        task.due_at = now
+        task.data = {**task.data, "escalated": [*task.data.get("escalated", []), stage]}
+    emit(
+        session,
+        EventKind.domain,
+        "retention.case_escalated",
+        at=now,
+        aggregate_type="retention_case",
+        aggregate_id=case.id,
+        organization_id=case.organization_id,
+        payload={"stage": stage, "subscriptionId": str(case.subscription_id)},
+    )
+
+
+def escalate(session: Session, *, now: datetime, limit: int = BATCH) -> dict[str, int]:
+    """{checked, escalated}: open notice cases looked at, escalations written this run."""
+    rows = session.execute(
+        select(RetentionCase, Subscription.cancellation_effective_at, Subscription)
+        .join(Subscription, Subscription.id == RetentionCase.subscription_id)
+        .where(
+            RetentionCase.status == "open",
+            RetentionCase.kind == CaseKind.cancellation_notice.value,
+        )
+        .order_by(RetentionCase.opened_at, RetentionCase.id)
+        .limit(limit)
+        .with_for_update(of=RetentionCase, skip_locked=True)
+    ).all()
+    escalated = 0
+    for case, effective_at, subscription in rows:
+        if subscription.status not in NOTICE_STATUSES or not subscription.cancel_at_period_end:
+            # The plan ended another way (cancelled for non-payment, expired): the case is over.
+            outcome = subscription.retention_outcome
+            close_case(
+                session,
+                case,
+                RetentionOutcome(outcome)
+                if outcome in RetentionOutcome.__members__
+                else RetentionOutcome.lost_no_contact,
+                now=now,
+            )
+            continue
+        if (
+            case.escalated_unacknowledged_at is None
+            and case.acknowledged_at is None
+            and case.sla_due_at is not None
+            and case.sla_due_at <= now
+        ):
+            _escalate(session, case, "unacknowledged", now=now)
+            escalated += 1
+        if (
+            case.escalated_ending_soon_at is None
+            and case.last_contact_at is None
+            and effective_at is not None
+            and effective_at <= now + ENDING_SOON
+        ):
+            _escalate(session, case, "ending_soon", now=now)
+            escalated += 1
+    session.flush()
+    return {"checked": len(rows), "escalated": escalated}

@@ -1,0 +1,139 @@
+"""Plan change of a grouped scheduled presale (spec B 4.3, 7), and the member-facing
+subscription list's memberActions.
+
+A presale holds no period, quota or credits before its opening-day charge, so switching it is a
+swap of plan and price: the target must be in the same plan group, the target's cap is taken
+and the old plan's place given back, and nothing is switched while its charge is in flight.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from gymctl.billing.attempts import lock_subscription
+from gymctl.billing.plans import live_plan, take_purchase_slot
+from gymctl.errors import DomainError
+from gymctl.events import EventKind, emit
+from gymctl.models import Checkout, PaymentTransaction, Plan, Subscription
+from gymctl.models.billing import CheckoutStatus, SubscriptionStatus, TransactionStatus
+from gymctl.retention.copy import message
+
+NOTICE_STATUSES = (
+    SubscriptionStatus.active,
+    SubscriptionStatus.past_due,
+    SubscriptionStatus.debt,
+    SubscriptionStatus.paused,
+)
+
+
+def charge_in_flight(session: Session, subscription: Subscription, now: datetime) -> bool:
+    """A pending payment (its outcome unknown) or a hosted page still open for this row."""
+    pending = session.scalar(
+        select(PaymentTransaction.id).where(
+            PaymentTransaction.subscription_id == subscription.id,
+            PaymentTransaction.status == TransactionStatus.pending,
+        )
+    )
+    if pending is not None:
+        return True
+    page = session.scalar(
+        select(Checkout.id).where(
+            Checkout.subscription_id == subscription.id,
+            Checkout.status == CheckoutStatus.open,
+            Checkout.expires_at > now,
+        )
+    )
+    return page is not None
+
+
+def change_targets(session: Session, subscription: Subscription) -> list[Plan]:
+    """The plans a grouped presale may switch to: live plans of the same group, not its own."""
+    plan = session.get(Plan, subscription.plan_id)
+    if plan is None or plan.plan_group is None:
+        return []
+    return list(
+        session.scalars(
+            select(Plan)
+            .where(
+                Plan.organization_id == subscription.organization_id,
+                Plan.plan_group == plan.plan_group,
+                Plan.id != plan.id,
+                Plan.deleted_at.is_(None),
+            )
+            .order_by(Plan.price_in_cents, Plan.name, Plan.id)
+        )
+    )
+
+
+def member_actions(session: Session, subscription: Subscription) -> list[str]:
+    """What the member may do with this subscription from their own list."""
+    actions = []
+    if subscription.status in NOTICE_STATUSES and not subscription.cancel_at_period_end:
+        actions.append("give_notice")
+    if subscription.cancel_at_period_end and subscription.status in NOTICE_STATUSES:
+        actions.append("withdraw_notice")
+    if subscription.status == SubscriptionStatus.scheduled:
+        actions.append("withdraw_presale")
+        if change_targets(session, subscription):
+            actions.append("change_plan")
+    return actions
+
+
+def change_plan(
+    session: Session,
+    organization_id: uuid.UUID,
+    subscription_id: uuid.UUID,
+    target_plan_id: uuid.UUID,
+    *,
+    actor_user_id: uuid.UUID,
+    locale: str | None,
+    now: datetime,
+) -> Subscription:
+    subscription = lock_subscription(session, subscription_id)
+    if subscription is None or subscription.organization_id != organization_id:
+        raise DomainError("subscription_not_found", "no such subscription", status=404)
+    if subscription.status != SubscriptionStatus.scheduled:
+        raise DomainError(
+            "plan_change_unavailable", "only a presale not yet started can switch", status=409
+        )
+    current = session.get(Plan, subscription.plan_id)
+    target = live_plan(session, organization_id, target_plan_id)
+    if target.id == current.id:
+        raise DomainError("plan_change_same_plan", "this is already your plan", status=409)
+    if current.plan_group is None or target.plan_group != current.plan_group:
+        code = "presale_swap_requires_same_group"
+        raise DomainError(code, message(code, locale), status=409)
+    if charge_in_flight(session, subscription, now):
+        code = "plan_change_charge_in_flight"
+        raise DomainError(code, message(code, locale), status=409)
+    take_purchase_slot(session, target)
+    session.execute(
+        update(Plan)
+        .where(Plan.id == current.id, Plan.purchases_count > 0)
+        .values(purchases_count=Plan.purchases_count - 1)
+        .execution_options(synchronize_session=False)
+    )
+    subscription.plan_id = target.id
+    subscription.plan_type = target.type
+    subscription.price_in_cents = target.price_in_cents
+    subscription.currency = target.currency
+    subscription.interval_months = target.interval_months
+    subscription.open_ended = target.open_ended
+    subscription.updated_at = now
+    emit(
+        session,
+        EventKind.audit,
+        "subscription.plan_changed",
+        at=now,
+        aggregate_type="subscription",
+        aggregate_id=subscription.id,
+        organization_id=organization_id,
+        actor_user_id=actor_user_id,
+        payload={"fromPlanId": str(current.id), "toPlanId": str(target.id), "presale": True},
+    )
+    session.flush()
+    return subscription

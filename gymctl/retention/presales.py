@@ -1,0 +1,202 @@
+"""Presale withdrawal and presale charge-failure cases (spec B 3, 6).
+
+A presale (scheduled, before its opening-day charge) is withdrawn by the owner or the member:
+it is cancelled, gives its plan place back, and opens a presale_withdrawal case. A presale whose
+opening-day charge was declined (the collector marks it presale_charge_failed) gets a case
+too, opened by the hourly pass. Both cases email the case owner, falling back to the
+organization's active owner; the email is retried until it is handed over (notified_at).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from gymctl import ids
+from gymctl.errors import DomainError
+from gymctl.events import EventKind, emit
+from gymctl.models import Organization, Plan, RetentionCase, Subscription, User
+from gymctl.models.billing import SubscriptionStatus
+from gymctl.models.retention import CaseKind
+from gymctl.providers.mail import Mailer, MailError
+from gymctl.retention import emails
+from gymctl.retention.notices import subscription_for_update
+
+log = logging.getLogger("gymctl.retention")
+WITHDRAWAL = "presale_withdrawal"
+BATCH = 500
+
+
+def withdraw_presale(
+    session: Session,
+    organization_id: uuid.UUID,
+    subscription_id: uuid.UUID,
+    *,
+    actor_user_id: uuid.UUID,
+    by_member: bool,
+    locale: str,
+    now: datetime,
+) -> tuple[Subscription, RetentionCase]:
+    subscription = subscription_for_update(session, organization_id, subscription_id)
+    if subscription.status != SubscriptionStatus.scheduled:
+        raise DomainError(
+            "presale_not_withdrawable",
+            "only a presale not yet charged can be withdrawn",
+            status=409,
+            subscriptionStatus=subscription.status.value,
+        )
+    subscription.status = SubscriptionStatus.cancelled
+    subscription.cancellation_reason = WITHDRAWAL
+    subscription.retention_case_kind = CaseKind.presale_withdrawal.value
+    subscription.cancelled_at = now
+    subscription.ended_at = now
+    subscription.next_charge_date = None
+    subscription.retry_at = None
+    subscription.updated_at = now
+    session.execute(
+        update(Plan)
+        .where(Plan.id == subscription.plan_id, Plan.purchases_count > 0)
+        .values(purchases_count=Plan.purchases_count - 1)
+        .execution_options(synchronize_session=False)
+    )
+    case = RetentionCase(
+        id=ids.new_id(),
+        organization_id=organization_id,
+        subscription_id=subscription.id,
+        user_id=subscription.user_id,
+        kind=CaseKind.presale_withdrawal.value,
+        episode=WITHDRAWAL,
+        status="open",
+        owner_user_id=None if by_member else actor_user_id,
+        locale=locale,
+        opened_at=now,
+    )
+    session.add(case)
+    emit(
+        session,
+        EventKind.audit,
+        "subscription.presale_withdrawn",
+        at=now,
+        aggregate_type="subscription",
+        aggregate_id=subscription.id,
+        organization_id=organization_id,
+        actor_user_id=actor_user_id,
+        payload={"byMember": by_member, "caseId": str(case.id)},
+    )
+    emit(
+        session,
+        EventKind.domain,
+        "subscription.cancelled",
+        at=now,
+        aggregate_type="subscription",
+        aggregate_id=subscription.id,
+        organization_id=organization_id,
+        payload={"reason": WITHDRAWAL, "userId": str(subscription.user_id)},
+    )
+    session.flush()
+    return subscription, case
+
+
+def open_charge_failed_cases(session: Session, *, now: datetime, limit: int = BATCH) -> int:
+    """A case per declined presale episode (keyed by the decline's day 0): running again
+    opens nothing new."""
+    already = (
+        select(RetentionCase.id)
+        .where(
+            RetentionCase.subscription_id == Subscription.id,
+            RetentionCase.kind == CaseKind.presale_charge_failed.value,
+            RetentionCase.opened_at >= Subscription.debt_since,
+        )
+        .exists()
+    )
+    rows = session.scalars(
+        select(Subscription)
+        .where(
+            Subscription.retention_case_kind == CaseKind.presale_charge_failed.value,
+            Subscription.status == SubscriptionStatus.debt,
+            Subscription.debt_since.is_not(None),
+            Subscription.deleted_at.is_(None),
+            ~already,
+        )
+        .order_by(Subscription.debt_since, Subscription.id)
+        .limit(limit)
+    ).all()
+    for subscription in rows:
+        # The episode key (the decline's day 0) keeps two racing passes to one case.
+        session.add(
+            RetentionCase(
+                id=ids.new_id(),
+                organization_id=subscription.organization_id,
+                subscription_id=subscription.id,
+                user_id=subscription.user_id,
+                kind=CaseKind.presale_charge_failed.value,
+                episode=subscription.debt_since.isoformat(),
+                status="open",
+                locale="en",
+                opened_at=now,
+            )
+        )
+    opened = len(rows)
+    session.flush()
+    return opened
+
+
+PRESALE_KINDS = (CaseKind.presale_withdrawal.value, CaseKind.presale_charge_failed.value)
+
+
+def notify_case(session: Session, mailer: Mailer, case: RetentionCase, *, now: datetime) -> bool:
+    """Email the case owner (else the active owner); True once handed over."""
+    if case.notified_at is not None:
+        return True
+    address = emails.case_owner_address(session, case.organization_id, case.owner_user_id)
+    if address is None:
+        return False
+    subscription = session.get(Subscription, case.subscription_id)
+    plan = session.get(Plan, subscription.plan_id)
+    member = session.get(User, case.user_id)
+    gym = session.get(Organization, case.organization_id)
+    context = {
+        "gym": gym.name,
+        "member": emails.display_name(member),
+        "plan": plan.name,
+        "on": now.date().isoformat(),
+    }
+    if case.kind == CaseKind.presale_withdrawal.value:
+        context["by"] = "by the member" if case.owner_user_id is None else "by staff"
+        name = "presale_withdrawn"
+    else:
+        amount = subscription.debt_amount_in_cents or subscription.price_in_cents
+        context["amount"] = emails.money(amount, subscription.currency)
+        context["on"] = (subscription.debt_since or now).date().isoformat()
+        name = "presale_charge_failed"
+    try:
+        emails.send(mailer, to=address, name=name, locale=case.locale, tag=name, **context)
+    except MailError as error:
+        log.warning("presale case email not sent, retried next pass: %s", error)
+        return False
+    case.notified_at = now
+    return True
+
+
+def notify_pending(session: Session, mailer: Mailer, *, now: datetime, limit: int = BATCH) -> int:
+    cases = session.scalars(
+        select(RetentionCase)
+        .where(RetentionCase.kind.in_(PRESALE_KINDS), RetentionCase.notified_at.is_(None))
+        .order_by(RetentionCase.opened_at, RetentionCase.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    ).all()
+    sent = sum(notify_case(session, mailer, case, now=now) for case in cases)
+    session.flush()
+    return sent
+
+
+def presale_cases_pass(session: Session, mailer: Mailer, *, now: datetime) -> dict[str, int]:
+    """The hourly pass: open charge-failure cases, then email every presale case not yet
+    handed over."""
+    opened = open_charge_failed_cases(session, now=now)
+    return {"opened": opened, "notified": notify_pending(session, mailer, now=now)}

@@ -1,0 +1,429 @@
+"""The period-end sweep (spec B 3, 6, 7, 8): notices whose effective date has come.
+
+Per subscription, in one transaction under its row lock:
+1. cancel it; retention_outcome lost_contacted when staff logged a contact on its case, else
+   lost_no_contact; the case closes with that outcome;
+2. cancel the standing order: a failure opens a reminder task and cancels anyway;
+3. claim the settlement: a cancellation_settlements row, unique per subscription, and the audit
+   subscription.cancellation_settled {after: {amountInCents, mode}, execution}; a second run,
+   or a second daemon, finds the claim and refunds nothing;
+4. settle the refund owed (gymctl.retention.proration): a card charge is refunded through the
+   provider (its unique id derives from the charge, so a retry after a crash is answered with
+   the original outcome, never a second refund); any other payment becomes an owner task due
+   in 3 days; a refund that throws becomes a high-priority owner task.
+Then, after the commit, the membership-ended email with the refund's real state: the only
+email about it. An email not handed over is retried by the next run.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from gymctl import ids
+from gymctl.access.memberships import owner_of
+from gymctl.billing.accounts import CARD_PROVIDER
+from gymctl.billing.attempts import lock_subscription
+from gymctl.billing.refunds import refund_transaction, refundable_amount
+from gymctl.crypto import FieldCipher
+from gymctl.events import EventKind, emit
+from gymctl.models import (
+    CancellationSettlement,
+    Organization,
+    PaymentTransaction,
+    RetentionCase,
+    RetentionContact,
+    Subscription,
+    User,
+)
+from gymctl.models.billing import (
+    CollectionMethod,
+    SubscriptionStatus,
+    TransactionStatus,
+    TransactionType,
+)
+from gymctl.models.retention import CaseKind, RetentionOutcome
+from gymctl.providers.card import CardProvider
+from gymctl.providers.documents import DocumentProvider
+from gymctl.providers.mail import Mailer, MailError
+from gymctl.retention import emails
+from gymctl.retention.notices import case_of_notice, close_case, open_notice
+from gymctl.retention.plan_change import NOTICE_STATUSES
+from gymctl.retention.proration import prorated_refund, refund_days
+from gymctl.tasks import file_task
+
+log = logging.getLogger("gymctl.retention")
+OWNER_TASK_DUE = timedelta(days=3)  # spec B 8: refund task / notice
+BATCH = 200
+NOTICE = "notice"
+
+
+class StandingOrderError(Exception):
+    """The standing order could not be cancelled; the message says where to do it by hand."""
+
+
+def cancel_standing_order(session: Session, subscription: Subscription) -> str:
+    """Stop the recurring collection. The protected collector's is ours: clearing the next
+    charge stops it. Other providers collect on their own schedule and this toolkit has no
+    client of theirs: that is a failure the owner resolves at the provider."""
+    method = subscription.payment_collection_method
+    if method == CollectionMethod.card_provider:
+        subscription.next_charge_date = None
+        subscription.retry_at = None
+        return "cancelled"
+    if method in (CollectionMethod.provider_direct, CollectionMethod.external):
+        raise StandingOrderError(
+            f"the {method.value} standing order must be cancelled at the provider"
+        )
+    return "none"  # cash and pay-later have no standing order
+
+
+StandingOrders = Callable[[Session, Subscription], str]
+
+
+@dataclass
+class Doors:
+    """The outside parts the sweep talks to."""
+
+    provider: CardProvider
+    cipher: FieldCipher
+    documents: DocumentProvider
+    mailer: Mailer
+    standing_orders: StandingOrders = cancel_standing_order
+
+
+@dataclass
+class SweepResult:
+    cancelled: list[str] = field(default_factory=list)
+    refunded: int = 0
+    owner_tasks: int = 0
+    emailed: int = 0
+
+    def as_dict(self) -> dict:
+        return {
+            "cancelled": self.cancelled,
+            "refunded": self.refunded,
+            "ownerTasks": self.owner_tasks,
+            "emailed": self.emailed,
+        }
+
+
+def matured(session: Session, *, now: datetime, limit: int = BATCH) -> list[uuid.UUID]:
+    settled = select(CancellationSettlement.id).where(
+        CancellationSettlement.subscription_id == Subscription.id
+    )
+    return list(
+        session.scalars(
+            select(Subscription.id)
+            .where(
+                Subscription.cancel_at_period_end.is_(True),
+                Subscription.cancellation_effective_at <= now,
+                Subscription.status.in_(NOTICE_STATUSES),
+                Subscription.deleted_at.is_(None),
+                ~settled.exists(),
+            )
+            .order_by(Subscription.cancellation_effective_at, Subscription.id)
+            .limit(limit)
+        )
+    )
+
+
+def last_charge(session: Session, subscription: Subscription) -> PaymentTransaction | None:
+    """The payment of the current period: the newest completed charge or renewal."""
+    return session.scalar(
+        select(PaymentTransaction)
+        .where(
+            PaymentTransaction.subscription_id == subscription.id,
+            PaymentTransaction.type.in_((TransactionType.charge, TransactionType.recurring)),
+            PaymentTransaction.status == TransactionStatus.completed,
+        )
+        .order_by(PaymentTransaction.created_at.desc(), PaymentTransaction.id.desc())
+    )
+
+
+def _owner_task(
+    session: Session,
+    subscription: Subscription,
+    *,
+    kind: str,
+    title: str,
+    priority: str,
+    detail: str,
+    data: dict,
+    now: datetime,
+):
+    owner = owner_of(session, subscription.organization_id)
+    task = file_task(
+        session,
+        organization_id=subscription.organization_id,
+        kind=kind,
+        subject_type="subscription",
+        subject_id=str(subscription.id),
+        title=title,
+        priority=priority,
+        due_at=now + OWNER_TASK_DUE,
+        now=now,
+        detail=detail,
+        data=data,
+        linked_user_id=subscription.user_id,
+    )
+    task.assignee_id = owner.user_id if owner is not None else None
+    return task
+
+
+def _outcome(session: Session, subscription: Subscription, case) -> RetentionOutcome:
+    query = select(RetentionContact.id).where(RetentionContact.subscription_id == subscription.id)
+    if case is not None:
+        query = select(RetentionContact.id).where(RetentionContact.case_id == case.id)
+    contacted = session.scalar(query.limit(1)) is not None
+    return RetentionOutcome.lost_contacted if contacted else RetentionOutcome.lost_no_contact
+
+
+def settle_one(
+    session: Session, subscription: Subscription, doors: Doors, *, now: datetime
+) -> CancellationSettlement:
+    """Steps 1-4 for one locked, matured subscription (the caller commits)."""
+    effective = subscription.cancellation_effective_at
+    notice = open_notice(session, subscription.id)
+    case = case_of_notice(session, notice)
+    outcome = _outcome(session, subscription, case)
+    subscription.status = SubscriptionStatus.cancelled
+    subscription.cancelled_at = now
+    subscription.ended_at = effective
+    subscription.retention_outcome = outcome.value
+    subscription.cancellation_reason = subscription.cancellation_reason or NOTICE
+    subscription.updated_at = now
+    close_case(session, case, outcome, now=now)
+    try:
+        standing_order = doors.standing_orders(session, subscription)
+    except StandingOrderError as error:
+        standing_order = "failed"
+        _owner_task(
+            session,
+            subscription,
+            kind="standing_order_cancellation",
+            title="Cancel the member's standing order at the payment provider",
+            priority="high",
+            detail=str(error),
+            data={"subscriptionId": str(subscription.id)},
+            now=now,
+        )
+    charge = last_charge(session, subscription)
+    charge_cents = charge.amount_in_cents if charge is not None else 0
+    days = refund_days(effective, subscription.current_period_end, subscription.cash_pauses)
+    amount = prorated_refund(charge_cents, days)
+    if charge is not None:
+        amount = min(amount, refundable_amount(charge))
+    if amount <= 0:
+        mode, execution = "none", "nothing_owed"
+    elif charge.provider == CARD_PROVIDER and charge.provider_transaction_id:
+        mode, execution = "card", "pending"
+    else:
+        mode, execution = "manual", "owner_task"
+    settlement = CancellationSettlement(
+        id=ids.new_id(),
+        organization_id=subscription.organization_id,
+        subscription_id=subscription.id,
+        effective_at=effective,
+        period_end=subscription.current_period_end,
+        charge_transaction_id=charge.id if charge is not None else None,
+        charge_amount_in_cents=charge_cents,
+        days=days,
+        amount_in_cents=max(amount, 0),
+        currency=subscription.currency,
+        mode=mode,
+        execution=execution,
+        standing_order=standing_order,
+        detail={},
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(settlement)
+    session.flush()  # the claim: a second settlement of this subscription fails here
+    if mode == "card":
+        try:
+            refund = refund_transaction(
+                session,
+                provider=doors.provider,
+                cipher=doors.cipher,
+                transaction=charge,
+                amount_cents=amount,
+                reason="unused paid period after a cancellation notice",
+                actor_user_id=None,
+                now=now,
+                documents=doors.documents,
+                source="notice_settlement",
+                metadata={"subscriptionId": str(subscription.id)},
+            )
+            settlement.execution = "refunded"
+            settlement.refund_transaction_id = refund.id
+        except Exception as error:  # any failure, not only DomainError: the owner takes it
+            code = getattr(error, "code", type(error).__name__)
+            settlement.execution = "refund_failed"
+            settlement.detail = {"error": code}
+            _owner_task(
+                session,
+                subscription,
+                kind="manual_refund",
+                title="Refund owed after a cancellation: the automatic refund failed",
+                priority="high",
+                detail=f"refund of {amount} {subscription.currency} failed: {code}",
+                data={"subscriptionId": str(subscription.id), "amountInCents": amount},
+                now=now,
+            )
+    elif mode == "manual":
+        _owner_task(
+            session,
+            subscription,
+            kind="manual_refund",
+            title="Refund owed after a cancellation: return it to the member",
+            priority="high",
+            detail=f"return {amount} {subscription.currency} (paid by {charge.provider})",
+            data={"subscriptionId": str(subscription.id), "amountInCents": amount},
+            now=now,
+        )
+    emit(
+        session,
+        EventKind.audit,
+        "subscription.cancellation_settled",
+        at=now,
+        aggregate_type="subscription",
+        aggregate_id=subscription.id,
+        organization_id=subscription.organization_id,
+        payload={
+            "after": {"amountInCents": settlement.amount_in_cents, "mode": mode},
+            "execution": settlement.execution,
+            "days": days,
+            "chargeInCents": charge_cents,
+            "standingOrder": standing_order,
+        },
+    )
+    emit(
+        session,
+        EventKind.domain,
+        "subscription.cancelled",
+        at=now,
+        aggregate_type="subscription",
+        aggregate_id=subscription.id,
+        organization_id=subscription.organization_id,
+        payload={
+            "reason": NOTICE,
+            "retentionOutcome": outcome.value,
+            "userId": str(subscription.user_id),
+        },
+    )
+    session.flush()
+    return settlement
+
+
+REFUND_STATE = {
+    "refunded": "refunded",
+    "refund_failed": "processing",
+    "owner_task": "processing",
+    "nothing_owed": "none",
+}
+
+
+def send_ended_email(
+    session: Session, settlement: CancellationSettlement, mailer: Mailer, *, now: datetime
+) -> bool:
+    """The membership-ended email, telling the refund as it stands; True once handed over."""
+    subscription = session.get(Subscription, settlement.subscription_id)
+    member = session.get(User, subscription.user_id)
+    if member is None or not member.email or member.deleted_at is not None:
+        settlement.email_sent_at = now  # nobody to tell; never retried
+        return False
+    case = session.scalar(
+        select(RetentionCase)
+        .where(
+            RetentionCase.subscription_id == subscription.id,
+            RetentionCase.kind == CaseKind.cancellation_notice.value,
+        )
+        .order_by(RetentionCase.opened_at.desc())
+    )
+    gym = session.get(Organization, subscription.organization_id)
+    try:
+        emails.send(
+            mailer,
+            to=member.email,
+            name="membership_ended",
+            locale=case.locale if case is not None else None,
+            tag="membership_ended",
+            gym=gym.name,
+            member=emails.display_name(member),
+            ended_on=settlement.effective_at.date().isoformat(),
+            refund_state=REFUND_STATE.get(settlement.execution, "processing"),
+            amount=emails.money(settlement.amount_in_cents, settlement.currency),
+        )
+    except MailError as error:
+        log.warning("membership-ended email not sent, retried next run: %s", error)
+        return False
+    settlement.email_sent_at = now
+    settlement.updated_at = now
+    return True
+
+
+def period_end_sweep(
+    factory: sessionmaker[Session], doors: Doors, *, now: datetime, limit: int = BATCH
+) -> SweepResult:
+    """Settle every matured notice (one transaction each), then send the emails."""
+    result = SweepResult()
+    with factory() as session:
+        due = matured(session, now=now, limit=limit)
+    for subscription_id in due:
+        with factory() as session:
+            subscription = lock_subscription(session, subscription_id, skip_locked=True)
+            if (
+                subscription is None
+                or not subscription.cancel_at_period_end
+                or subscription.status not in NOTICE_STATUSES
+                or subscription.cancellation_effective_at > now
+                or session.scalar(
+                    select(CancellationSettlement.id).where(
+                        CancellationSettlement.subscription_id == subscription_id
+                    )
+                )
+                is not None
+            ):
+                continue  # another daemon holds or settled it
+            settlement = settle_one(session, subscription, doors, now=now)
+            session.commit()
+        result.cancelled.append(str(subscription_id))
+        result.refunded += settlement.execution == "refunded"
+        result.owner_tasks += settlement.execution in ("refund_failed", "owner_task")
+    result.emailed = send_pending_emails(factory, doors.mailer, now=now, limit=limit)
+    return result
+
+
+def send_pending_emails(
+    factory: sessionmaker[Session], mailer: Mailer, *, now: datetime, limit: int = BATCH
+) -> int:
+    sent = 0
+    with factory() as session:
+        pending = session.scalars(
+            select(CancellationSettlement.id)
+            .where(CancellationSettlement.email_sent_at.is_(None))
+            .order_by(CancellationSettlement.created_at, CancellationSettlement.id)
+            .limit(limit)
+        ).all()
+    for settlement_id in pending:
+        with factory() as session:
+            settlement = session.scalar(
+                select(CancellationSettlement)
+                .where(
+                    CancellationSettlement.id == settlement_id,
+                    CancellationSettlement.email_sent_at.is_(None),
+                )
+                .with_for_update(skip_locked=True)
+            )
+            if settlement is None:
+                continue
+            sent += send_ended_email(session, settlement, mailer, now=now)
+            session.commit()
+    return sent

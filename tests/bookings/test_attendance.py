@@ -1,0 +1,141 @@
+"""Check-in and no-shows (spec B 3, 6): booking.attended, booking.no_show, and the pass after
+each session ends."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+
+from gymctl.bookings import attendance, book
+from gymctl.errors import DomainError
+from gymctl.models import OutboxEvent
+from gymctl.models.bookings import CheckinMethod
+from tests.bookings.conftest import TOMORROW, add_member
+from tests.conftest import NOW
+
+AFTER = TOMORROW + timedelta(hours=1)  # the session ends
+
+
+def _book(session, gym, class_session, member):
+    return book.book(
+        session,
+        gym.organization.id,
+        class_session.id,
+        member,
+        actor_user_id=member.user_id,
+        now=NOW,
+    )
+
+
+def _names(session):
+    return [e.name for e in session.scalars(select(OutboxEvent).order_by(OutboxEvent.id))]
+
+
+def test_check_in_records_time_and_method_once(session, gym, class_session):
+    booking = _book(session, gym, class_session, gym.membership)
+    for at in (TOMORROW, TOMORROW + timedelta(minutes=5)):
+        attendance.check_in(
+            session,
+            gym.organization.id,
+            booking.id,
+            method=CheckinMethod.kiosk,
+            actor_user_id=gym.owner.id,
+            now=at,
+        )
+    assert (booking.checked_in_at, booking.checkin_method) == (TOMORROW, "kiosk")
+    assert _names(session).count("booking.attended") == 1
+
+
+def test_check_in_opens_an_hour_before_class_and_needs_a_confirmed_seat(
+    session, gym, class_session
+):
+    booking = _book(session, gym, class_session, gym.membership)
+    with pytest.raises(DomainError) as early:
+        attendance.check_in(
+            session,
+            gym.organization.id,
+            booking.id,
+            method=CheckinMethod.staff,
+            actor_user_id=gym.owner.id,
+            now=TOMORROW - timedelta(minutes=61),
+        )
+    assert (early.value.code, early.value.status) == ("checkin_not_open", 409)
+    book.cancel(
+        session,
+        gym.organization.id,
+        booking.id,
+        actor_user_id=gym.member.id,
+        by_staff=False,
+        now=NOW,
+    )
+    with pytest.raises(DomainError) as cancelled:
+        attendance.check_in(
+            session,
+            gym.organization.id,
+            booking.id,
+            method=CheckinMethod.staff,
+            actor_user_id=gym.owner.id,
+            now=TOMORROW,
+        )
+    assert cancelled.value.code == "booking_not_confirmed"
+
+
+def test_staff_mark_a_no_show_after_the_start_only(session, gym, class_session):
+    booking = _book(session, gym, class_session, gym.membership)
+    with pytest.raises(DomainError) as early:
+        attendance.mark_no_show(
+            session, gym.organization.id, booking.id, actor_user_id=gym.owner.id, now=NOW
+        )
+    assert early.value.code == "session_not_started"
+    attendance.mark_no_show(
+        session, gym.organization.id, booking.id, actor_user_id=gym.owner.id, now=TOMORROW
+    )
+    assert booking.no_show_at == TOMORROW
+    assert "booking.no_show" in _names(session)
+
+
+def test_a_checked_in_member_is_no_no_show(session, gym, class_session):
+    booking = _book(session, gym, class_session, gym.membership)
+    attendance.check_in(
+        session,
+        gym.organization.id,
+        booking.id,
+        method=CheckinMethod.self,
+        actor_user_id=gym.member.id,
+        now=TOMORROW,
+    )
+    with pytest.raises(DomainError) as caught:
+        attendance.mark_no_show(
+            session, gym.organization.id, booking.id, actor_user_id=gym.owner.id, now=AFTER
+        )
+    assert (caught.value.code, caught.value.status) == ("booking_checked_in", 409)
+
+
+@pytest.mark.embedded
+def test_the_pass_after_the_session_marks_the_missing_once(session, gym, class_session):
+    came, missed = (add_member(session, gym.organization) for _ in range(2))
+    late = add_member(session, gym.organization)
+    attended = _book(session, gym, class_session, came)
+    absent = _book(session, gym, class_session, missed)
+    waiting = _book(session, gym, class_session, late)  # waitlisted: never a no-show
+    attendance.check_in(
+        session,
+        gym.organization.id,
+        attended.id,
+        method=CheckinMethod.staff,
+        actor_user_id=gym.owner.id,
+        now=TOMORROW,
+    )
+    assert attendance.no_show_pass(session, now=AFTER - timedelta(minutes=1)) == {
+        "sessions": 0,
+        "noShows": 0,
+    }
+    assert attendance.no_show_pass(session, now=AFTER) == {"sessions": 1, "noShows": 1}
+    assert (absent.no_show_at, attended.no_show_at, waiting.no_show_at) == (AFTER, None, None)
+    assert attendance.no_show_pass(session, now=AFTER + timedelta(hours=1)) == {
+        "sessions": 0,
+        "noShows": 0,
+    }
+    assert _names(session).count("booking.no_show") == 1

@@ -1,0 +1,371 @@
+"""The HTTP doors (spec B 4.3, 4.4, 5, 7): notices, presale withdrawal, plan change, retention
+cases, and the operator test hooks (non-production, x-test-seed-secret)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from pydantic import SecretStr
+from sqlalchemy import select
+
+from gymctl.config import Settings
+from gymctl.models import AuditLog, CancellationNotice, Checkout, Role, Subscription
+from gymctl.models.billing import CheckoutStatus, PlanType, SubscriptionStatus
+from gymctl.providers.mail import MailboxMailer, read_mailbox
+from gymctl.tasks import file_task
+from tests import factories
+from tests.access.conftest import Gym, signed_in, snapshot
+from tests.billing import factories as bf
+from tests.billing.factories import TEST_KEY
+from tests.conftest import NOW
+from webhooks.app import create_app
+
+SEED = "seed-secret-for-tests"
+HOOK = {"x-test-seed-secret": SEED}
+
+
+@pytest.fixture
+def app(settings, session_factory, clock, mailbox, card_server):
+    settings = settings.model_copy(
+        update={"billing_encryption_key": SecretStr(TEST_KEY), "test_seed_secret": SecretStr(SEED)}
+    )
+    return create_app(
+        settings,
+        session_factory=session_factory,
+        clock=clock,
+        mailer=MailboxMailer(mailbox, settings.mail_from, clock=clock),
+        card_provider=card_server.provider(),
+    )
+
+
+@pytest.fixture
+def gym(session, idp) -> Gym:
+    """One person per role, each with a real token (as tests/access builds it)."""
+    organization = factories.organization(session, name="Iron Temple")
+    people = {}
+    for role in Role:
+        person = signed_in(
+            idp, session, identity_id=f"user_{role.value}", email=f"{role.value}@iron.example"
+        )
+        person.membership = factories.membership(
+            session, user=person.user, organization=organization, role=role
+        )
+        people[role] = person
+    session.commit()
+    return Gym(organization, people)
+
+
+@pytest.fixture
+def billing_gym(gym):
+    return bf.Gym(
+        organization=gym.organization,
+        owner=gym[Role.owner].user,
+        owner_membership=gym[Role.owner].membership,
+        member=gym[Role.member].user,
+        membership=gym[Role.member].membership,
+    )
+
+
+def _sub_url(gym, subscription, suffix=""):
+    return f"/organizations/{gym.id}/subscriptions/{subscription.id}{suffix}"
+
+
+def test_a_member_gives_and_withdraws_notice_and_sees_the_actions(
+    client,
+    session,
+    gym,
+    billing_gym,
+):
+    subscription = bf.make_subscription(session, billing_gym)
+    session.commit()
+    member = gym[Role.member].headers
+    listed = client.get(f"/organizations/{gym.id}/me/subscriptions", headers=member)
+    assert listed.json["data"][0]["memberActions"] == ["give_notice"]
+    given = client.post(_sub_url(gym, subscription, "/notice"), json={}, headers=member)
+    assert given.status_code == 200, given.json
+    data = given.json["data"]
+    assert data["subscription"]["cancelAtPeriodEnd"] is True
+    assert data["subscription"]["memberActions"] == ["withdraw_notice"]
+    assert data["case"]["slaDueAt"] == (NOW + timedelta(hours=48)).isoformat()
+    withdrawn = client.delete(_sub_url(gym, subscription, "/notice"), headers=member)
+    assert withdrawn.status_code == 200
+    assert withdrawn.json["data"]["retentionOutcome"] == "saved_member_withdrew"
+
+
+def test_staff_give_notice_for_a_member_and_need_a_reason(
+    client,
+    session,
+    gym,
+    billing_gym,
+):
+    subscription = bf.make_subscription(session, billing_gym)
+    session.commit()
+    owner = gym[Role.owner].headers
+    refused = client.post(_sub_url(gym, subscription, "/notice"), json={}, headers=owner)
+    assert (refused.status_code, refused.json["code"]) == (422, "notice_reason_required")
+    given = client.post(
+        _sub_url(gym, subscription, "/notice"),
+        json={"reasonCode": "price", "reasonText": "too expensive"},
+        headers=owner,
+    )
+    assert given.status_code == 200
+    notice = session.scalar(select(CancellationNotice))
+    assert (notice.initiator, notice.given_by_user_id) == ("staff", gym[Role.owner].user.id)
+
+
+def test_another_members_subscription_is_404_to_a_member_and_a_coach(
+    client,
+    session,
+    gym,
+    billing_gym,
+):
+    subscription = bf.make_subscription(session, billing_gym, membership=gym[Role.admin].membership)
+    session.commit()
+    for role in (Role.member, Role.coach):
+        answer = client.post(
+            _sub_url(gym, subscription, "/notice"), json={}, headers=gym[role].headers
+        )
+        assert (answer.status_code, answer.json["code"]) == (404, "subscription_not_found")
+
+
+def test_externally_billed_withdrawal_is_refused_with_the_localized_message(
+    client,
+    session,
+    gym,
+    billing_gym,
+):
+    subscription = bf.make_subscription(session, billing_gym)
+    session.commit()
+    member = gym[Role.member].headers
+    client.post(_sub_url(gym, subscription, "/notice"), json={}, headers=member)
+    client.put(
+        f"/organizations/{gym.id}/payments/provider",
+        json={"provider": "external"},
+        headers=gym[Role.owner].headers,
+    )
+    before = snapshot(session)
+    refused = client.delete(
+        _sub_url(gym, subscription, "/notice"), headers={**member, "X-Locale": "es"}
+    )
+    assert (refused.status_code, refused.json["code"]) == (409, "externally_billed")
+    assert refused.json["message"].startswith("Este gimnasio")
+    assert snapshot(session) == before
+
+
+def test_a_member_withdraws_a_presale_and_the_owner_gets_the_email(
+    client,
+    session,
+    gym,
+    billing_gym,
+    mailbox,
+):
+    subscription = bf.make_subscription(
+        session, billing_gym, presale_opening=NOW + timedelta(days=10)
+    )
+    session.commit()
+    answer = client.post(
+        _sub_url(gym, subscription, "/withdraw-presale"), headers=gym[Role.member].headers
+    )
+    assert answer.status_code == 200
+    assert answer.json["data"]["case"]["kind"] == "presale_withdrawal"
+    assert answer.json["data"]["subscription"]["status"] == "cancelled"
+    [email] = read_mailbox(mailbox)
+    assert email["To"] == gym[Role.owner].user.email
+
+
+def test_plan_change_of_a_grouped_presale(client, session, gym, billing_gym):
+    founders = bf.make_plan(session, gym.organization, name="Founders", plan_group="launch")
+    yearly = bf.make_plan(
+        session,
+        gym.organization,
+        name="Founders yearly",
+        plan_group="launch",
+        price_in_cents=99000,
+        interval_months=12,
+    )
+    other = bf.make_plan(session, gym.organization, name="Regular", plan_group="regular")
+    subscription = bf.make_subscription(
+        session, billing_gym, plan=founders, presale_opening=NOW + timedelta(days=10)
+    )
+    session.commit()
+    member = gym[Role.member].headers
+    [row] = client.get(f"/organizations/{gym.id}/me/subscriptions", headers=member).json["data"]
+    assert row["memberActions"] == ["withdraw_presale", "change_plan"]
+    targets = client.get(_sub_url(gym, subscription, "/plan-change-targets"), headers=member)
+    assert [plan["id"] for plan in targets.json["data"]] == [str(yearly.id)]
+
+    before = snapshot(session)
+    refused = client.post(
+        _sub_url(gym, subscription, "/change-plan"),
+        json={"planId": str(other.id)},
+        headers={**member, "X-Locale": "he"},
+    )
+    assert (refused.status_code, refused.json["code"]) == (409, "presale_swap_requires_same_group")
+    assert refused.json["message"] == "אפשר לעבור רק למנוי אחר מאותה קבוצת מנויים."
+    assert snapshot(session) == before
+
+    session.add(
+        Checkout(
+            organization_id=gym.organization.id,
+            subscription_id=subscription.id,
+            user_id=gym[Role.member].user.id,
+            operation="CreateTokenOnly",
+            terminal="1000",
+            amount_in_cents=0,
+            currency="ILS",
+            status=CheckoutStatus.open,
+            expires_at=NOW + timedelta(hours=1),
+            created_at=NOW,
+        )
+    )
+    session.commit()
+    before = snapshot(session)
+    busy = client.post(
+        _sub_url(gym, subscription, "/change-plan"), json={"planId": str(yearly.id)}, headers=member
+    )
+    assert (busy.status_code, busy.json["code"]) == (409, "plan_change_charge_in_flight")
+    assert busy.json["message"].startswith("A payment for this plan")
+    assert snapshot(session) == before
+
+    session.execute(Checkout.__table__.update().values(status=CheckoutStatus.abandoned.value))
+    session.commit()
+    changed = client.post(
+        _sub_url(gym, subscription, "/change-plan"), json={"planId": str(yearly.id)}, headers=member
+    )
+    assert changed.status_code == 200, changed.json
+    assert (changed.json["data"]["planId"], changed.json["data"]["priceInCents"]) == (
+        str(yearly.id),
+        99000,
+    )
+    assert session.scalar(
+        select(AuditLog.data).where(AuditLog.action == "subscription.plan_changed")
+    ) == {"fromPlanId": str(founders.id), "toPlanId": str(yearly.id), "presale": True}
+
+
+def test_change_plan_is_offered_only_for_a_grouped_scheduled_presale(
+    client,
+    session,
+    gym,
+    billing_gym,
+):
+    lonely = bf.make_plan(session, gym.organization, name="Solo")
+    bf.make_subscription(session, billing_gym, plan=lonely, presale_opening=NOW + timedelta(days=3))
+    grouped = bf.make_plan(session, gym.organization, name="A", plan_group="g")
+    bf.make_plan(session, gym.organization, name="B", plan_group="g")
+    running = bf.make_subscription(session, billing_gym, plan=grouped)
+    session.commit()
+    rows = client.get(
+        f"/organizations/{gym.id}/me/subscriptions", headers=gym[Role.member].headers
+    ).json["data"]
+    assert all("change_plan" not in row["memberActions"] for row in rows)
+    refused = client.post(
+        _sub_url(gym, running, "/change-plan"),
+        json={"planId": str(grouped.id)},
+        headers=gym[Role.member].headers,
+    )
+    assert (refused.status_code, refused.json["code"]) == (409, "plan_change_unavailable")
+
+
+def test_staff_work_a_case_contact_and_outcome(client, session, gym, billing_gym):
+    subscription = bf.make_subscription(session, billing_gym)
+    session.commit()
+    case = client.post(
+        _sub_url(gym, subscription, "/notice"), json={}, headers=gym[Role.member].headers
+    ).json["data"]["case"]
+    admin = gym[Role.admin].headers
+    base = f"/organizations/{gym.id}/retention/cases"
+    assert [c["id"] for c in client.get(base, headers=admin).json["data"]] == [case["id"]]
+    logged = client.post(
+        f"{base}/{case['id']}/contacts", json={"channel": "phone", "note": "called"}, headers=admin
+    )
+    assert logged.status_code == 201
+    assert logged.json["data"]["contacts"][0]["channel"] == "phone"
+    saved = client.post(
+        f"{base}/{case['id']}/outcome", json={"outcome": "saved_offer"}, headers=admin
+    )
+    assert saved.json["data"]["outcome"] == "saved_offer"
+    coach = client.get(base, headers=gym[Role.coach].headers)
+    assert (coach.status_code, coach.json["code"]) == (403, "permission_denied")
+
+
+# --- operator test hooks -------------------------------------------------------------------
+
+
+def test_each_hook_runs_its_sweep_and_a_second_run_finds_nothing(
+    client,
+    session,
+    gym,
+    billing_gym,
+    mailbox,
+):
+    subscription = bf.make_subscription(session, billing_gym, PlanType.cash, current_period_end=NOW)
+    client.post(_sub_url(gym, subscription, "/notice"), json={}, headers=gym[Role.member].headers)
+    file_task(
+        session,
+        organization_id=gym.organization.id,
+        kind="manual_refund",
+        subject_type="subscription",
+        subject_id="old",
+        title="Refund",
+        priority="high",
+        due_at=NOW - timedelta(days=1),
+        now=NOW - timedelta(days=4),
+    )
+    session.commit()
+    expected = {
+        "/testing/trigger-retention-escalation": (
+            {"checked": 1, "escalated": 1},
+            {"checked": 1, "escalated": 0},
+        ),
+        "/testing/trigger-retention-digest": (
+            {"orgsChecked": 1, "sent": 1},
+            {"orgsChecked": 1, "sent": 0},
+        ),
+    }
+    for path, (first, second) in expected.items():
+        assert client.post(path, headers=HOOK).json == first
+        assert client.post(path, headers=HOOK).json == second
+    swept = client.post("/testing/trigger-cancellation-sweep", headers=HOOK)
+    assert swept.json == {"cancelled": [str(subscription.id)]}
+    assert client.post("/testing/trigger-cancellation-sweep", headers=HOOK).json == {
+        "cancelled": []
+    }
+    bumped = client.post("/testing/trigger-refund-task-sweep", headers=HOOK).json["bumped"]
+    assert len(bumped) == 1
+    assert client.post("/testing/trigger-refund-task-sweep", headers=HOOK).json == {"bumped": []}
+    session.expire_all()
+    assert session.get(Subscription, subscription.id).status == SubscriptionStatus.cancelled
+
+
+def test_a_hook_without_the_right_secret_is_refused(client):
+    answer = client.post("/testing/trigger-retention-digest", headers={"x-test-seed-secret": "no"})
+    assert (answer.status_code, answer.json["code"]) == (403, "test_seed_secret_invalid")
+    assert client.post("/testing/trigger-retention-digest").status_code == 403
+
+
+def test_hooks_are_off_without_a_configured_secret(settings, session_factory, clock):
+    app = create_app(settings, session_factory=session_factory, clock=clock)
+    answer = app.test_client().post("/testing/trigger-cancellation-sweep", headers=HOOK)
+    assert answer.status_code == 404
+
+
+def test_in_production_the_hook_routes_do_not_exist_whatever_the_header(
+    settings, session_factory, clock
+):
+    production = Settings(
+        GYMCTL_ENV="production",
+        GYMCTL_DATABASE_URL="postgresql+psycopg://unused@127.0.0.1/none",
+        IDENTITY_JWT_KEY=settings.identity_jwt_key.get_secret_value(),
+        IDENTITY_WEBHOOK_SECRET="whsec_x",
+        INVITE_SECRET="i" * 40,
+        GYMCTL_BILLING_ENCRYPTION_KEY=TEST_KEY,
+        TEST_SEED_SECRET=SEED,
+        GYMCTL_SMTP_URL="smtp://127.0.0.1:2525",
+        GYMCTL_CARD_PROVIDER_URL="http://127.0.0.1:9/api",
+        GYMCTL_STORAGE_SIGNING_SECRET="s" * 40,
+    )
+    app = create_app(production, session_factory=session_factory, clock=clock)
+    assert not any(rule.rule.startswith("/testing") for rule in app.url_map.iter_rules())
+    answer = app.test_client().post("/testing/trigger-retention-escalation", headers=HOOK)
+    assert answer.status_code == 404

@@ -1,0 +1,137 @@
+"""The daily digest (RETENTION_DIGEST_SENT, once per organization and day) and the refund
+task sweep (owner task due in 3 days, bumped when overdue) (spec B 3, 6, 8)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+
+from gymctl.models import AuditLog, Role, Task
+from gymctl.providers.mail import MailboxMailer, MailError, read_mailbox
+from gymctl.retention import cases, digest, notices
+from gymctl.retention.refund_tasks import bump_overdue_refund_tasks
+from gymctl.tasks import file_task
+from tests import factories
+from tests.billing.factories import make_gym, make_subscription
+from tests.conftest import NOW
+
+
+@pytest.fixture
+def mailer(mailbox, clock):
+    return MailboxMailer(mailbox, "gym <no-reply@gym.example>", clock=clock)
+
+
+def _notice(session, gym, **fields):
+    subscription = make_subscription(session, gym, **fields)
+    return notices.give_notice(
+        session,
+        gym.organization.id,
+        subscription.id,
+        initiator="member",
+        actor_user_id=gym.member.id,
+        locale="en",
+        now=NOW,
+    )[1]
+
+
+@pytest.mark.embedded
+def test_the_digest_goes_to_owners_and_admins_once_a_day(session, gym, mailer, mailbox):
+    admin = factories.user(session, name="Dana Admin")
+    factories.membership(session, user=admin, organization=gym.organization, role=Role.admin)
+    coach = factories.user(session)
+    factories.membership(session, user=coach, organization=gym.organization, role=Role.coach)
+    gym.member.name = "Noa Member"
+    case = _notice(session, gym, current_period_end=NOW + timedelta(days=20))
+    cases.log_contact(
+        session,
+        gym.organization.id,
+        case.id,
+        channel="email",
+        note=None,
+        contacted_at=NOW,
+        actor_user_id=gym.owner.id,
+        now=NOW,
+    )
+    make_gym(session)  # no open cases: not checked, no digest
+    at = NOW + timedelta(hours=3)
+    assert digest.send_digests(session, mailer, now=at) == {"orgsChecked": 1, "sent": 1}
+    sent = read_mailbox(mailbox)
+    assert sorted(message["To"] for message in sent) == sorted([gym.owner.email, admin.email])
+    body = sent[0].get_content()
+    assert sent[0]["Subject"] == f"{gym.organization.name}: 1 open retention case"
+    assert "Noa Member: cancellation_notice, ends " in body
+    assert "no contact yet" not in body
+    [audit] = session.scalars(
+        select(AuditLog).where(AuditLog.action == "RETENTION_DIGEST_SENT")
+    ).all()
+    assert audit.data == {"day": at.date().isoformat(), "openCases": 1, "recipients": 2}
+
+    assert digest.send_digests(session, mailer, now=at + timedelta(hours=5)) == {
+        "orgsChecked": 1,
+        "sent": 0,
+    }
+    tomorrow = at + timedelta(days=1)
+    assert digest.send_digests(session, mailer, now=tomorrow)["sent"] == 1
+
+
+def test_a_digest_that_was_not_handed_over_is_sent_by_the_next_run(session, gym, mailer):
+    _notice(session, gym)
+
+    class Down:
+        def send(self, email):
+            raise MailError("SMTP smtp://127.0.0.1:1 failed: ConnectionRefusedError")
+
+    assert digest.send_digests(session, Down(), now=NOW)["sent"] == 0
+    assert (
+        session.scalar(select(AuditLog).where(AuditLog.action == "RETENTION_DIGEST_SENT")) is None
+    )
+    assert digest.send_digests(session, mailer, now=NOW)["sent"] == 1
+
+
+def _refund_task(session, gym, due):
+    return file_task(
+        session,
+        organization_id=gym.organization.id,
+        kind="manual_refund",
+        subject_type="subscription",
+        subject_id="s-1",
+        title="Refund owed",
+        priority="high",
+        due_at=due,
+        now=NOW,
+    )
+
+
+def test_an_overdue_refund_task_is_bumped_once_per_overdue_period(session, gym):
+    task = _refund_task(session, gym, NOW + timedelta(days=3))
+    assert bump_overdue_refund_tasks(
+        session, now=NOW + timedelta(days=3) - timedelta(seconds=1)
+    ) == {"bumped": []}
+    at = NOW + timedelta(days=3)
+    assert bump_overdue_refund_tasks(session, now=at) == {"bumped": [str(task.id)]}
+    assert (task.due_at, task.priority, task.data["bumps"]) == (at + timedelta(days=3), "urgent", 1)
+    assert bump_overdue_refund_tasks(session, now=at) == {"bumped": []}
+    assert bump_overdue_refund_tasks(session, now=at + timedelta(days=3))["bumped"] == [
+        str(task.id)
+    ]
+    assert task.data["bumps"] == 2
+
+
+def test_done_tasks_and_other_kinds_are_not_bumped(session, gym):
+    task = _refund_task(session, gym, NOW)
+    task.status = "done"
+    file_task(
+        session,
+        organization_id=gym.organization.id,
+        kind="cancellation_review",
+        subject_type="retention_case",
+        subject_id="c-1",
+        title="Review",
+        priority="urgent",
+        due_at=NOW,
+        now=NOW,
+    )
+    assert bump_overdue_refund_tasks(session, now=NOW + timedelta(days=9)) == {"bumped": []}
+    assert session.scalar(select(Task).where(Task.kind == "cancellation_review")).due_at == NOW

@@ -1,0 +1,130 @@
+"""The emails through the Mailer: SMTP end to end against a real aiosmtpd server on loopback,
+and every template rendered in each of the three locales (en, he, es)."""
+
+from __future__ import annotations
+
+import socket
+from datetime import timedelta
+from email.parser import BytesParser
+from email.policy import default as default_policy
+
+import pytest
+from aiosmtpd.controller import Controller
+from sqlalchemy import select
+
+from gymctl.models import CancellationSettlement
+from gymctl.providers.mail import SmtpMailer
+from gymctl.retention import emails, notices
+from gymctl.retention.copy import LOCALES, pick_locale
+from gymctl.retention.settlement import period_end_sweep
+from tests.conftest import NOW
+from tests.retention.conftest import paid_card_subscription
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.envelopes = []
+
+    async def handle_DATA(self, server, session, envelope):
+        self.envelopes.append(envelope)
+        return "250 OK"
+
+
+@pytest.fixture
+def smtp():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    recorder = Recorder()
+    controller = Controller(recorder, hostname="127.0.0.1", port=port)
+    controller.start()
+    yield recorder, f"smtp://127.0.0.1:{port}"
+    controller.stop()
+
+
+def test_the_membership_ended_email_reaches_a_real_smtp_server_in_the_members_language(
+    session, session_factory, gym, card_server, doors, smtp, clock
+):
+    recorder, url = smtp
+    subscription, _ = paid_card_subscription(
+        session, gym, card_server, current_period_end=NOW + timedelta(days=30)
+    )
+    notices.give_notice(
+        session,
+        gym.organization.id,
+        subscription.id,
+        initiator="member",
+        actor_user_id=gym.member.id,
+        locale="he",
+        now=NOW,
+    )
+    session.commit()
+    doors.mailer = SmtpMailer(url, "gym <no-reply@gym.example>", clock=clock)
+    result = period_end_sweep(session_factory, doors, now=subscription.current_period_end)
+    assert result.emailed == 1
+    [envelope] = recorder.envelopes
+    assert envelope.rcpt_tos == [gym.member.email]
+    message = BytesParser(policy=default_policy).parsebytes(envelope.content)
+    assert message["Subject"] == f"המנוי שלך ב-{gym.organization.name} הסתיים"
+    assert message["X-Gymctl-Tag"] == "membership_ended"
+    assert "לא מגיע החזר" in message.get_content()
+    assert session.scalar(select(CancellationSettlement.email_sent_at)) is not None
+
+
+CONTEXTS = {
+    "membership_ended": {
+        "gym": "Iron",
+        "member": "Noa",
+        "ended_on": "2026-12-01",
+        "refund_state": "refunded",
+        "amount": "90.00 ILS",
+    },
+    "presale_withdrawn": {
+        "gym": "Iron",
+        "member": "Noa",
+        "plan": "Founders",
+        "on": "2026-12-01",
+        "by": "member",
+    },
+    "presale_charge_failed": {
+        "gym": "Iron",
+        "member": "Noa",
+        "plan": "Founders",
+        "on": "2026-12-01",
+        "amount": "1 ILS",
+    },
+    "retention_digest": {
+        "gym": "Iron",
+        "day": "2026-12-01",
+        "cases": [{"member": "Noa", "kind": "k", "ends": "x", "overdue": True, "contacted": False}],
+    },
+}
+
+
+@pytest.mark.parametrize("locale", LOCALES)
+@pytest.mark.parametrize("name", sorted(CONTEXTS))
+def test_every_template_renders_in_every_locale(name, locale):
+    subject, body = emails.render(name, locale, **CONTEXTS[name])
+    assert subject
+    assert "Subject:" not in body
+    assert "{{" not in subject + body
+    assert "Noa" in subject + body
+
+
+@pytest.mark.parametrize("state", ["refunded", "processing", "none"])
+def test_the_membership_ended_email_tells_the_refund_state(state):
+    _, body = emails.render(
+        "membership_ended", "en", **{**CONTEXTS["membership_ended"], "refund_state": state}
+    )
+    assert ("We refunded 90.00 ILS" in body) is (state == "refunded")
+    assert ("processing this refund" in body) is (state == "processing")
+    assert ("Nothing is owed" in body) is (state == "none")
+
+
+def test_the_locale_comes_from_the_client_and_falls_back_to_english():
+    assert pick_locale("he-IL") == "he"
+    assert pick_locale(None, "fr-FR,es;q=0.8") == "es"
+    assert pick_locale("fr", "de") == "en"
+    assert emails.render("membership_ended", "fr", **CONTEXTS["membership_ended"])[0].startswith(
+        "Your membership"
+    )

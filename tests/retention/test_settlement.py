@@ -1,0 +1,305 @@
+"""The period-end sweep (spec B 3, 6, 7, 8): cancellation, outcome, standing order, the refund
+owed (floor(charge x ceil(days) / 365)) settled exactly once, and the one email about it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import func, select
+
+from gymctl.models import (
+    AuditLog,
+    CancellationSettlement,
+    PaymentTransaction,
+    RetentionCase,
+    Task,
+)
+from gymctl.models.billing import (
+    CollectionMethod,
+    PlanType,
+    SubscriptionStatus,
+    TransactionStatus,
+    TransactionType,
+)
+from gymctl.providers.card_http import REFUND
+from gymctl.providers.mail import MailError, read_mailbox
+from gymctl.retention import cases, notices
+from gymctl.retention.proration import prorated_refund, refund_days
+from gymctl.retention.settlement import period_end_sweep
+from tests.billing.factories import make_subscription
+from tests.billing.fake_card_provider import Fault
+from tests.conftest import NOW
+from tests.retention.conftest import cash_paid, paid_card_subscription
+
+D = timedelta(days=1)
+
+
+# --- the proration formula on its boundaries ---------------------------------------------
+
+
+def test_effective_on_the_period_end_refunds_nothing():
+    assert refund_days(NOW, NOW, []) == 0
+    assert refund_days(NOW + D, NOW, []) == 0
+
+
+def test_one_day_before_the_period_end_is_one_day():
+    assert refund_days(NOW - D, NOW, []) == 1
+    assert prorated_refund(36500, 1) == 100
+
+
+def test_a_part_day_counts_as_a_whole_day():
+    assert refund_days(NOW - timedelta(hours=1), NOW, []) == 1
+    assert refund_days(NOW - D - timedelta(seconds=1), NOW, []) == 2
+
+
+def test_leap_years_count_the_leap_day_but_divide_by_365():
+    start = datetime(2028, 2, 28, tzinfo=UTC)
+    assert refund_days(start, datetime(2028, 3, 1, tzinfo=UTC), []) == 2
+    assert (
+        refund_days(datetime(2028, 1, 1, tzinfo=UTC), datetime(2029, 1, 1, tzinfo=UTC), []) == 366
+    )
+    assert prorated_refund(36500, 366) == 36500  # never more than the charge
+    assert refund_days(datetime(2027, 2, 28, tzinfo=UTC), datetime(2027, 3, 1, tzinfo=UTC), []) == 1
+
+
+def test_the_refund_is_floored():
+    assert prorated_refund(9999, 10) == 273  # 273.94...
+
+
+def test_opening_delay_pauses_keep_the_refund_basis_and_others_do_not():
+    pauses = [{"reason": "opening_delay", "days": 14}, {"reason": "vacation", "days": 5}]
+    assert refund_days(NOW - 30 * D, NOW, pauses) == 25
+    assert refund_days(NOW - 30 * D, NOW, pauses[:1]) == 30
+    spanned = [
+        {
+            "reason": "injury",
+            "from": "2026-01-01T00:00:00+00:00",
+            "until": "2026-01-04T00:00:00+00:00",
+        }
+    ]
+    assert refund_days(NOW - 30 * D, NOW, spanned) == 27
+
+
+# --- the sweep ------------------------------------------------------------------------------
+
+
+def _notice(session, gym, subscription, effective):
+    _, case = notices.give_notice(
+        session,
+        gym.organization.id,
+        subscription.id,
+        initiator="staff",
+        actor_user_id=gym.owner.id,
+        reason_code="price",
+        effective_at=effective,
+        locale="en",
+        now=NOW,
+    )
+    return case
+
+
+def _sweep(session_factory, doors, at):
+    return period_end_sweep(session_factory, doors, now=at)
+
+
+def _audit(session):
+    return session.scalars(
+        select(AuditLog).where(AuditLog.action == "subscription.cancellation_settled")
+    ).all()
+
+
+def test_a_matured_card_notice_is_cancelled_and_refunded_once_through_the_provider(
+    session, session_factory, gym, card_server, doors, mailbox
+):
+    subscription, charge = paid_card_subscription(
+        session, gym, card_server, current_period_end=NOW + 100 * D
+    )
+    _notice(session, gym, subscription, NOW + 10 * D)
+    session.commit()
+    at = NOW + 10 * D
+    assert _sweep(session_factory, doors, at - timedelta(seconds=1)).cancelled == []
+    result = _sweep(session_factory, doors, at)
+    assert result.cancelled == [str(subscription.id)]
+    session.expire_all()
+    assert subscription.status == SubscriptionStatus.cancelled
+    assert subscription.retention_outcome == "lost_no_contact"
+    assert (subscription.ended_at, subscription.next_charge_date) == (at, None)
+    settlement = session.scalar(select(CancellationSettlement))
+    assert (settlement.days, settlement.amount_in_cents, settlement.mode, settlement.execution) == (
+        90,
+        9000,  # floor(36500 x 90 / 365)
+        "card",
+        "refunded",
+    )
+    refund = session.get(PaymentTransaction, settlement.refund_transaction_id)
+    assert (refund.type, refund.status, refund.amount_in_cents) == (
+        TransactionType.refund,
+        TransactionStatus.refunded,
+        9000,
+    )
+    assert refund.metadata_["refundedTransactionId"] == str(charge.id)
+    [audit] = _audit(session)
+    assert audit.data["after"] == {"amountInCents": 9000, "mode": "card"}
+    assert audit.data["execution"] == "refunded"
+    case = session.scalar(select(RetentionCase))
+    assert (case.status, case.outcome) == ("closed", "lost_no_contact")
+    [email] = read_mailbox(mailbox)  # the only email about it
+    assert email["To"] == gym.member.email
+    assert "has ended" in email["Subject"]
+    assert "We refunded 90.00 ILS" in email.get_content()
+
+    again = _sweep(session_factory, doors, at + D)
+    assert (again.cancelled, again.refunded, again.emailed) == ([], 0, 0)
+    assert card_server.requests(REFUND) == 1
+    assert len(_audit(session)) == 1
+    assert len(read_mailbox(mailbox)) == 1
+
+
+def test_a_logged_contact_makes_the_outcome_lost_contacted(session, session_factory, gym, doors):
+    subscription = make_subscription(session, gym, PlanType.cash, current_period_end=NOW + D)
+    case = _notice(session, gym, subscription, NOW + D)
+    cases.log_contact(
+        session,
+        gym.organization.id,
+        case.id,
+        channel="phone",
+        note=None,
+        contacted_at=NOW,
+        actor_user_id=gym.owner.id,
+        now=NOW,
+    )
+    session.commit()
+    _sweep(session_factory, doors, NOW + D)
+    session.expire_all()
+    assert subscription.retention_outcome == "lost_contacted"
+
+
+def test_a_refund_that_throws_becomes_a_high_priority_owner_task_and_still_cancels(
+    session, session_factory, gym, card_server, doors, mailbox
+):
+    subscription, _ = paid_card_subscription(
+        session, gym, card_server, current_period_end=NOW + 100 * D
+    )
+    _notice(session, gym, subscription, NOW + 50 * D)
+    session.commit()
+    card_server.inject(REFUND, Fault.error, times=None)
+    result = _sweep(session_factory, doors, NOW + 50 * D)
+    assert result.cancelled == [str(subscription.id)]
+    session.expire_all()
+    assert subscription.status == SubscriptionStatus.cancelled
+    settlement = session.scalar(select(CancellationSettlement))
+    assert (settlement.execution, settlement.amount_in_cents) == ("refund_failed", 5000)
+    assert settlement.detail == {"error": "refund_provider_unavailable"}
+    task = session.scalar(select(Task).where(Task.kind == "manual_refund"))
+    assert (task.priority, task.assignee_id, task.due_at) == (
+        "high",
+        gym.owner.id,
+        NOW + 50 * D + 3 * D,
+    )
+    assert (
+        session.scalar(
+            select(func.count())
+            .select_from(PaymentTransaction)
+            .where(PaymentTransaction.type == TransactionType.refund)
+        )
+        == 0
+    )
+    [audit] = _audit(session)
+    assert audit.data["execution"] == "refund_failed"
+    [email] = read_mailbox(mailbox)
+    assert "processing this refund" in email.get_content()
+    card_server.clear_faults()
+    asked = card_server.requests(REFUND)
+    assert _sweep(session_factory, doors, NOW + 51 * D).cancelled == []
+    assert card_server.requests(REFUND) == asked  # the owner refunds; the sweep never retries
+    assert session.scalar(select(func.count()).select_from(CancellationSettlement)) == 1
+
+
+@pytest.mark.embedded
+def test_a_cash_payment_becomes_an_owner_task_due_in_3_days(
+    session, session_factory, gym, doors, mailbox
+):
+    subscription = make_subscription(
+        session, gym, PlanType.cash, current_period_end=NOW + 73 * D, price_in_cents=36500
+    )
+    cash_paid(session, subscription, 36500)
+    _notice(session, gym, subscription, NOW)
+    session.commit()
+    _sweep(session_factory, doors, NOW)
+    settlement = session.scalar(select(CancellationSettlement))
+    assert (settlement.mode, settlement.execution, settlement.amount_in_cents) == (
+        "manual",
+        "owner_task",
+        7300,
+    )
+    task = session.scalar(select(Task).where(Task.kind == "manual_refund"))
+    assert task.due_at == NOW + 3 * D
+    assert "70.00" not in read_mailbox(mailbox)[0].get_content()
+    assert "73.00 ILS" in read_mailbox(mailbox)[0].get_content()
+
+
+def test_effective_on_the_period_end_owes_nothing_and_says_so(
+    session, session_factory, gym, card_server, doors, mailbox
+):
+    subscription, _ = paid_card_subscription(session, gym, card_server)
+    _notice(session, gym, subscription, subscription.current_period_end)
+    session.commit()
+    _sweep(session_factory, doors, subscription.current_period_end)
+    settlement = session.scalar(select(CancellationSettlement))
+    assert (settlement.amount_in_cents, settlement.mode, settlement.execution) == (
+        0,
+        "none",
+        "nothing_owed",
+    )
+    assert card_server.requests(REFUND) == 0
+    assert "Nothing is owed" in read_mailbox(mailbox)[0].get_content()
+
+
+def test_a_standing_order_that_cannot_be_cancelled_opens_a_reminder_and_still_cancels(
+    session, session_factory, gym, doors
+):
+    subscription = make_subscription(
+        session, gym, payment_collection_method=CollectionMethod.provider_direct
+    )
+    _notice(session, gym, subscription, NOW)
+    session.commit()
+    assert _sweep(session_factory, doors, NOW).cancelled == [str(subscription.id)]
+    session.expire_all()
+    assert subscription.status == SubscriptionStatus.cancelled
+    settlement = session.scalar(select(CancellationSettlement))
+    assert settlement.standing_order == "failed"
+    reminder = session.scalar(select(Task).where(Task.kind == "standing_order_cancellation"))
+    assert (reminder.priority, reminder.assignee_id) == ("high", gym.owner.id)
+
+
+def test_an_email_not_handed_over_is_sent_by_the_next_run_without_settling_again(
+    session, session_factory, gym, card_server, doors, mailbox
+):
+    subscription, _ = paid_card_subscription(
+        session, gym, card_server, current_period_end=NOW + 30 * D
+    )
+    _notice(session, gym, subscription, NOW)
+    session.commit()
+
+    class Down:
+        def send(self, email):
+            raise MailError("SMTP smtp://127.0.0.1:1 failed: ConnectionRefusedError")
+
+    first = _sweep(session_factory, replace(doors, mailer=Down()), NOW)
+    assert (len(first.cancelled), first.emailed) == (1, 0)
+    second = _sweep(session_factory, doors, NOW + timedelta(minutes=5))
+    assert (second.cancelled, second.emailed, second.refunded) == ([], 1, 0)
+    assert card_server.requests(REFUND) == 1
+    assert len(read_mailbox(mailbox)) == 1
+
+
+def test_rows_without_a_matured_notice_are_left_alone(session, session_factory, gym, doors):
+    running = make_subscription(session, gym)
+    later = make_subscription(session, gym, current_period_end=NOW + 9 * D)
+    _notice(session, gym, later, NOW + 9 * D)
+    session.commit()
+    assert _sweep(session_factory, doors, NOW + D).cancelled == []
+    session.expire_all()
+    assert {running.status, later.status} == {SubscriptionStatus.active}

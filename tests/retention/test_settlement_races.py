@@ -1,0 +1,95 @@
+"""Money safety of the period-end sweep (DESIGN 6): a crash between the provider's refund and
+the commit, and two daemons sweeping at once, never refund twice."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import sessionmaker
+
+from gymctl.billing.attempts import lock_subscription
+from gymctl.db import get_engine
+from gymctl.models import CancellationSettlement, PaymentTransaction
+from gymctl.models.billing import TransactionType
+from gymctl.providers.card_http import REFUND
+from gymctl.providers.mail import read_mailbox
+from gymctl.retention import notices
+from gymctl.retention.settlement import period_end_sweep, settle_one
+from tests.billing import factories as bf
+from tests.billing.cards import connect_card_provider
+from tests.conftest import NOW
+from tests.retention.conftest import paid_card_subscription
+
+D = timedelta(days=1)
+
+
+def _matured(session, gym, card_server):
+    subscription, _ = paid_card_subscription(
+        session, gym, card_server, current_period_end=NOW + 40 * D
+    )
+    notices.give_notice(
+        session,
+        gym.organization.id,
+        subscription.id,
+        initiator="member",
+        actor_user_id=gym.member.id,
+        locale="en",
+        now=NOW - 30 * D,
+    )
+    subscription.cancellation_effective_at = NOW
+    return subscription
+
+
+def test_a_crash_after_the_refund_and_before_the_commit_is_answered_by_the_provider_once(
+    session, session_factory, gym, card_server, doors, mailbox
+):
+    subscription = _matured(session, gym, card_server)
+    session.commit()
+    with session_factory() as crashed:
+        locked = lock_subscription(crashed, subscription.id)
+        settle_one(crashed, locked, doors, now=NOW)  # the provider refunded...
+        crashed.rollback()  # ...and the process died before COMMIT
+    assert session.scalar(select(func.count()).select_from(CancellationSettlement)) == 0
+    result = period_end_sweep(session_factory, doors, now=NOW + timedelta(minutes=5))
+    assert result.cancelled == [str(subscription.id)]
+    sent = card_server.received(REFUND)
+    assert len(sent) == 2
+    assert len({str(body) for body in sent}) == 1  # the same request: the provider replays it
+    refunds = session.scalars(
+        select(PaymentTransaction).where(PaymentTransaction.type == TransactionType.refund)
+    ).all()
+    assert [refund.amount_in_cents for refund in refunds] == [4000]  # 36500 x 40 / 365
+    assert len(read_mailbox(mailbox)) == 1
+
+
+def test_two_daemons_sweeping_at_once_settle_each_notice_once(committed_pg, card_server, doors):
+    factory = sessionmaker(bind=get_engine(committed_pg), expire_on_commit=False)
+    with factory() as session:
+        gym = bf.make_gym(session)
+        connect_card_provider(session, gym, since=NOW - 400 * D)
+        matured = [_matured(session, gym, card_server) for _ in range(3)]
+        session.commit()
+    start = threading.Barrier(2)
+    results, errors = [], []
+
+    def sweep() -> None:
+        try:
+            start.wait()
+            results.append(period_end_sweep(factory, doors, now=NOW))
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=sweep) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    cancelled = sorted(i for result in results for i in result.cancelled)
+    assert cancelled == sorted(str(s.id) for s in matured)
+    with factory() as session:
+        assert session.scalar(select(func.count()).select_from(CancellationSettlement)) == 3
+    assert card_server.requests(REFUND) == 3
+    assert sum(result.emailed for result in results) == 3

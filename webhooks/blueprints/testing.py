@@ -1,0 +1,66 @@
+"""Operator test hooks (spec B 4.4, 5): run a retention or cancellation sweep now.
+
+Registered only outside production (in production the paths do not exist: 404 whatever the
+header), and answered only with the header x-test-seed-secret equal to TEST_SEED_SECRET. A
+deployment without the secret configured has the hooks switched off (404 too).
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from flask import Blueprint, jsonify, request
+
+from gymctl.errors import DomainError, forbidden
+from gymctl.providers.documents import LocalDocumentProvider
+from gymctl.retention.digest import send_digests
+from gymctl.retention.escalation import escalate
+from gymctl.retention.refund_tasks import bump_overdue_refund_tasks
+from gymctl.retention.settlement import Doors, period_end_sweep
+from webhooks.context import db, now, services
+from webhooks.guard import public
+
+bp = Blueprint("testing", __name__, url_prefix="/testing")
+SEED_HEADER = "x-test-seed-secret"
+
+
+@bp.before_request
+def _seed_secret() -> None:
+    configured = services().settings.test_seed_secret
+    if configured is None or not configured.get_secret_value():
+        raise DomainError("not_found", "no such route", status=404)
+    given = request.headers.get(SEED_HEADER, "")
+    if not hmac.compare_digest(given.encode(), configured.get_secret_value().encode()):
+        raise forbidden("test_seed_secret_invalid", f"{SEED_HEADER} does not match")
+
+
+@bp.post("/trigger-retention-escalation")
+@public
+def trigger_retention_escalation():
+    return jsonify(escalate(db(), now=now()))
+
+
+@bp.post("/trigger-retention-digest")
+@public
+def trigger_retention_digest():
+    return jsonify(send_digests(db(), services().mailer, now=now()))
+
+
+@bp.post("/trigger-cancellation-sweep")
+@public
+def trigger_cancellation_sweep():
+    svc = services()
+    doors = Doors(
+        provider=svc.card_provider,
+        cipher=svc.billing_cipher,
+        documents=LocalDocumentProvider(),
+        mailer=svc.mailer,
+    )
+    result = period_end_sweep(svc.session_factory, doors, now=now())
+    return jsonify(cancelled=result.cancelled)
+
+
+@bp.post("/trigger-refund-task-sweep")
+@public
+def trigger_refund_task_sweep():
+    return jsonify(bump_overdue_refund_tasks(db(), now=now()))
