@@ -59,6 +59,7 @@ from gymctl.models import (
     WebsiteRevision,
 )
 from gymctl.providers.storage import ObjectStore
+from gymctl.releases.candidates import supersede_on_publish
 
 ATTESTATIONS = {"screenshot": "screenshot", "internalSmoke": "internal_smoke"}
 
@@ -135,6 +136,7 @@ def publish_brand(
         appPropagated=live_app_version(session, organization_id) is not None,
     )
     session.flush()
+    supersede_on_publish(session, organization_id, now=now)
     return row
 
 
@@ -155,6 +157,7 @@ def unpublish_brand(
         revision=latest.revision,
     )
     session.flush()
+    supersede_on_publish(session, organization_id, now=now)
     minisites.snapshots.evict(organization_id)
     return latest
 
@@ -334,6 +337,7 @@ def publish_app(
         brandRevision=brand.revision,
     )
     session.flush()
+    supersede_on_publish(session, organization_id, now=now)
     return version
 
 
@@ -354,6 +358,7 @@ def unpublish_app(
         version=live.version,
     )
     session.flush()
+    supersede_on_publish(session, organization_id, now=now)
     return live
 
 

@@ -1,0 +1,275 @@
+"""The dedicated app of a gym and its identity lock (spec A 2.12).
+
+The application-ID mapping and the link slug are set once, at creation, and never change (the
+database refuses it too); the link slug starts as the gym's slug but is independent of it, so
+renaming the gym breaks no installed link. `enabled` is the internal runtime switch: operators
+flip it, owners never see or edit it, and it is not a release status.
+
+The public lookup lets only the configured multi-organization container ID act as a container;
+every other ID resolves only through an enabled mapping of an active organization, and every
+refusal (unknown, disabled, inactive, deleted) is the same 404 so nothing leaks.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import or_, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from gymctl.branding.published import public_branding
+from gymctl.config import Settings
+from gymctl.errors import DomainError, not_found
+from gymctl.events import EventKind, emit
+from gymctl.models import Organization, OrganizationStatus
+from gymctl.models.releases import BrandedApp
+from gymctl.releases import identifiers
+
+TEAM_ID = re.compile(r"^[A-Z0-9]{10}$")
+CERT_SHA256 = re.compile(r"^[0-9A-F]{2}(?::[0-9A-F]{2}){31}$")
+DIGEST = re.compile(r"^[0-9a-f]{64}$")
+TEXT_ID = re.compile(r"^[A-Za-z0-9._:/@-]{1,200}$")
+PLATFORMS = ("ios", "android")
+
+
+def find_app(session: Session, organization_id: uuid.UUID) -> BrandedApp | None:
+    return session.scalar(select(BrandedApp).where(BrandedApp.organization_id == organization_id))
+
+
+def require_app(session: Session, organization_id: uuid.UUID) -> BrandedApp:
+    app = find_app(session, organization_id)
+    if app is None:
+        raise not_found("branded_app_not_found", "this organization has no dedicated app")
+    return app
+
+
+def create_app(
+    session: Session,
+    settings: Settings,
+    organization: Organization,
+    *,
+    link_slug: str | None = None,
+    apple_bundle_id: str | None = None,
+    android_package: str | None = None,
+    now: datetime,
+) -> BrandedApp:
+    """Map a gym to its dedicated app. IDs default to <prefix>.<link slug> (Android: hyphens as
+    underscores); the mapping is immutable from here on."""
+    if find_app(session, organization.id) is not None:
+        raise DomainError("branded_app_exists", "the app mapping is immutable", status=409)
+    slug = identifiers.validate_link_slug(link_slug or organization.slug)
+    prefix = settings.branded_app_id_prefix
+    apple = identifiers.validate_apple_bundle_id(
+        apple_bundle_id or identifiers.generated_apple_bundle_id(prefix, slug)
+    )
+    android = identifiers.validate_android_package(
+        android_package or identifiers.generated_android_package(prefix, slug)
+    )
+    if settings.multi_org_app_id in (apple, android):
+        raise DomainError("branded_app_id_taken", "that is the container app's ID", status=409)
+    taken = session.scalar(
+        select(BrandedApp.id).where(
+            or_(
+                BrandedApp.link_slug == slug,
+                BrandedApp.apple_bundle_id.in_([apple, android]),
+                BrandedApp.android_package.in_([apple, android]),
+            )
+        )
+    )
+    if taken is not None:
+        raise DomainError("branded_app_id_taken", "another gym's app holds that ID", status=409)
+    app = BrandedApp(
+        organization_id=organization.id,
+        link_slug=slug,
+        apple_bundle_id=apple,
+        android_package=android,
+        enabled=False,
+        config={},
+        config_revision=0,
+        created_at=now,
+        updated_at=now,
+    )
+    try:
+        with session.begin_nested():
+            session.add(app)
+            session.flush()
+    except IntegrityError:
+        raise DomainError(
+            "branded_app_id_taken", "another gym's app holds that ID", status=409
+        ) from None
+    _audit(session, app, "branded_app.created", now, {"linkSlug": slug})
+    return app
+
+
+def _audit(
+    session: Session, app: BrandedApp, name: str, now: datetime, payload: dict[str, Any]
+) -> None:
+    emit(
+        session,
+        EventKind.audit,
+        name,
+        at=now,
+        aggregate_type="branded_app",
+        aggregate_id=app.id,
+        organization_id=app.organization_id,
+        payload=payload,
+    )
+
+
+def set_enabled(
+    session: Session, organization_id: uuid.UUID, enabled: bool, *, now: datetime
+) -> BrandedApp:
+    """The internal runtime switch: operators only (CLI, admin)."""
+    app = require_app(session, organization_id)
+    if app.enabled != enabled:
+        app.enabled = enabled
+        app.updated_at = now
+        _audit(session, app, "branded_app.enabled_changed", now, {"enabled": enabled})
+        session.flush()
+    return app
+
+
+def _checked_config(changes: dict[str, Any]) -> dict[str, Any]:
+    checks = {
+        "appleTeamId": lambda v: isinstance(v, str) and TEAM_ID.match(v),
+        "androidCertSha256": lambda v: (
+            isinstance(v, list)
+            and 0 < len(v) <= 5
+            and all(isinstance(x, str) and CERT_SHA256.match(x) for x in v)
+        ),
+        "buildServiceProject": lambda v: isinstance(v, str) and TEXT_ID.match(v),
+        "iosProfile": lambda v: isinstance(v, str) and TEXT_ID.match(v),
+        "androidProfile": lambda v: isinstance(v, str) and TEXT_ID.match(v),
+        "appleStoreAccount": lambda v: isinstance(v, str) and TEXT_ID.match(v),
+        "googleStoreAccount": lambda v: isinstance(v, str) and TEXT_ID.match(v),
+        "pushCredentialSha256": lambda v: isinstance(v, str) and DIGEST.match(v),
+    }
+    for name, value in changes.items():
+        if name not in checks:
+            raise DomainError("branded_app_config_invalid", f"unknown setting {name}")
+        if not checks[name](value):
+            raise DomainError("branded_app_config_invalid", f"{name} is malformed", field=name)
+    return changes
+
+
+def configure(
+    session: Session, organization_id: uuid.UUID, changes: dict[str, Any], *, now: datetime
+) -> BrandedApp:
+    """Operator configuration; a real change is a new config revision (which supersedes the
+    current release candidate)."""
+    app = require_app(session, organization_id)
+    merged = {**app.config, **_checked_config(changes)}
+    if merged != app.config:
+        app.config = merged
+        app.config_revision += 1
+        app.updated_at = now
+        _audit(
+            session,
+            app,
+            "branded_app.configured",
+            now,
+            {"settings": sorted(changes), "configRevision": app.config_revision},
+        )
+        session.flush()
+    return app
+
+
+def describe_for_operator(app: BrandedApp, settings: Settings) -> dict[str, Any]:
+    """Internal: operators' view (never an owner-facing response)."""
+    return {
+        "organizationId": str(app.organization_id),
+        "linkSlug": app.link_slug,
+        "urlScheme": identifiers.url_scheme(settings.branded_app_scheme_brand, app.link_slug),
+        "appleBundleId": app.apple_bundle_id,
+        "androidPackage": app.android_package,
+        "enabled": app.enabled,
+        "configRevision": app.config_revision,
+        "config": dict(app.config),
+        "createdAt": app.created_at.isoformat(),
+    }
+
+
+# --- the public lookup ---------------------------------------------------------------------
+
+
+def _live_app(session: Session, *conditions: Any) -> tuple[BrandedApp, Organization] | None:
+    row = session.execute(
+        select(BrandedApp, Organization)
+        .join(Organization, Organization.id == BrandedApp.organization_id)
+        .where(
+            *conditions,
+            BrandedApp.enabled.is_(True),
+            Organization.status == OrganizationStatus.active,
+            Organization.deleted_at.is_(None),
+        )
+    ).first()
+    return (row[0], row[1]) if row is not None else None
+
+
+def _denied() -> DomainError:
+    return not_found("app_identity_not_found", "no enabled app answers to that")
+
+
+def _dedicated(
+    session: Session, settings: Settings, app: BrandedApp, organization: Organization, schema: int
+) -> dict[str, Any]:
+    branding = public_branding(session, organization.id, organization.name, schema)
+    return {
+        "mode": "dedicated",
+        "organization": {"id": str(organization.id), "name": organization.name},
+        "linkSlug": app.link_slug,
+        "urlScheme": identifiers.url_scheme(settings.branded_app_scheme_brand, app.link_slug),
+        "branding": branding,
+    }
+
+
+def lookup_application(
+    session: Session, settings: Settings, application_id: str, *, schema: int
+) -> dict[str, Any]:
+    """What a native binary learns about itself at start. Only the configured container ID is a
+    container; anything else unlocks only through an enabled mapping of an active gym."""
+    if application_id == settings.multi_org_app_id:
+        return {"mode": "container"}
+    if not application_id or len(application_id) > identifiers.APPLE_MAX:
+        raise _denied()
+    found = _live_app(
+        session,
+        or_(
+            BrandedApp.apple_bundle_id == application_id,
+            BrandedApp.android_package == application_id,
+        ),
+    )
+    if found is None:
+        raise _denied()
+    return _dedicated(session, settings, *found, schema)
+
+
+def resolve_link(session: Session, settings: Settings, slug: str, *, schema: int) -> dict[str, Any]:
+    """An installed app opening /b/<slug>: the tier plays no part; a disabled app or an inactive
+    or deleted gym denies."""
+    if not identifiers.LINK_SLUG.match(slug or ""):
+        raise _denied()
+    found = _live_app(session, BrandedApp.link_slug == slug)
+    if found is None:
+        raise _denied()
+    return _dedicated(session, settings, *found, schema)
+
+
+def live_apps(session: Session) -> list[BrandedApp]:
+    """Enabled apps of active gyms: the ones the association files claim links for."""
+    return list(
+        session.scalars(
+            select(BrandedApp)
+            .join(Organization, Organization.id == BrandedApp.organization_id)
+            .where(
+                BrandedApp.enabled.is_(True),
+                Organization.status == OrganizationStatus.active,
+                Organization.deleted_at.is_(None),
+            )
+            .order_by(BrandedApp.link_slug)
+        )
+    )

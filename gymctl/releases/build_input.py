@@ -1,0 +1,108 @@
+"""The administrator-only build input (spec A 2.13): `{app, brand, submission, assets,
+assetDownloads}`.
+
+`brand.assets` holds the durable object keys; `assets[name]` is `{key, sha256}` with the digest
+computed from the stored object now (a stored object that no longer matches what was published
+is refused); `assetDownloads[name]` is a short-lived signed URL, signed afresh on every call and
+never stored (it is kept out of every snapshot).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from gymctl.assets.intake import recheck
+from gymctl.branding.published import live_app_version, live_brand
+from gymctl.config import Settings
+from gymctl.errors import DomainError
+from gymctl.models.releases import BrandedApp
+from gymctl.providers.storage import ObjectStore
+from gymctl.releases import identifiers
+from gymctl.releases.associations import link_claims
+from gymctl.releases.branded_apps import require_app
+from gymctl.releases.requests import find_request
+
+NATIVE_VERSION = "1.0.6"  # spec A 9: earlier over-the-air updates cannot roll back into it
+ASSET_DOWNLOAD_LIFETIME = timedelta(minutes=15)
+
+
+def _conflict(code: str, message: str, **details: Any) -> DomainError:
+    return DomainError(code, message, status=409, **details)
+
+
+def asset_digests(
+    store: ObjectStore, organization_id: uuid.UUID, published: dict[str, Any]
+) -> dict[str, dict[str, str]]:
+    """{name: {key, sha256}} from the stored objects themselves."""
+    digests = {}
+    for name, entry in sorted(published.items()):
+        key = entry["key"]
+        recheck(store, organization_id, key)
+        data = store.get(key)
+        if data is None:
+            raise _conflict("release_asset_missing", f"the stored {name} is gone", asset=name)
+        digest = hashlib.sha256(data).hexdigest()
+        if entry.get("sha256") and entry["sha256"] != digest:
+            raise _conflict(
+                "release_asset_digest_mismatch",
+                f"the stored {name} differs from what was published",
+                asset=name,
+            )
+        digests[name] = {"key": key, "sha256": digest}
+    return digests
+
+
+def app_part(app: BrandedApp, settings: Settings) -> dict[str, Any]:
+    return {
+        "linkSlug": app.link_slug,
+        "urlScheme": identifiers.url_scheme(settings.branded_app_scheme_brand, app.link_slug),
+        "appleBundleId": app.apple_bundle_id,
+        "androidPackage": app.android_package,
+        "nativeVersion": NATIVE_VERSION,
+        "configRevision": app.config_revision,
+        "links": link_claims(app, settings),
+    }
+
+
+def build_input(
+    session: Session,
+    store: ObjectStore,
+    settings: Settings,
+    organization_id: uuid.UUID,
+) -> dict[str, Any]:
+    app = require_app(session, organization_id)
+    brand = live_brand(session, organization_id)
+    if brand is None:
+        raise _conflict("brand_not_published", "publish the brand before building the app")
+    version = live_app_version(session, organization_id)
+    if version is None:
+        raise _conflict("member_app_not_published", "publish the member app before building")
+    assets = asset_digests(store, organization_id, version.assets)
+    request = find_request(session, organization_id)
+    submission = (
+        {"intake": request.submission, "revision": request.submission_revision}
+        if request is not None
+        else None
+    )
+    return {
+        "app": app_part(app, settings),
+        "brand": {
+            **brand.brand,
+            "name": brand.name,
+            "displayName": version.display_name,
+            "revision": brand.revision,
+            "appVersion": version.version,
+            "assets": {name: entry["key"] for name, entry in assets.items()},
+        },
+        "submission": submission,
+        "assets": assets,
+        "assetDownloads": {
+            name: store.presign_get(entry["key"], expires=ASSET_DOWNLOAD_LIFETIME)
+            for name, entry in assets.items()
+        },
+    }

@@ -1,0 +1,254 @@
+"""Release candidates (spec A 2.14, 3): immutable snapshots and which one is current.
+
+A snapshot binds the source commit, config revision, branding version (brand revision and member
+app version), native version, build-service project, per-platform profiles, asset digests,
+push-credential digest and the approved submission intake with its revision. Its
+`snapshot_sha256` is taken over the canonical JSON and is what approvals and operations bind to;
+the row is never updated (the database refuses it).
+
+The current candidate is the newest one not superseded. A new brand or app publish, config
+revision or intake revision supersedes it; `refresh_current` notices that on every use (and the
+daemon sweep notices it unattended), writing the supersession beside the immutable snapshot.
+New snapshots admit only brand schemaVersion 2; stored schemaVersion 1 snapshots still dispatch.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gymctl.branding.published import live_app_version, live_brand
+from gymctl.config import Settings
+from gymctl.errors import DomainError
+from gymctl.events import EventKind, emit
+from gymctl.models.releases import (
+    BrandedApp,
+    CandidateSupersession,
+    ReleaseCandidate,
+    ReleaseRequest,
+)
+from gymctl.providers.storage import ObjectStore
+from gymctl.releases import approvals
+from gymctl.releases.build_input import NATIVE_VERSION, build_input
+from gymctl.releases.canonical import sha256_of
+from gymctl.releases.requests import require_request
+
+SNAPSHOT_FORMAT = 1
+NEW_BRAND_SCHEMA = 2
+DISPATCHABLE_BRAND_SCHEMAS = (1, 2)  # the stored-snapshot union (spec A 9)
+COMMIT = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+REQUIRED_CONFIG = (
+    "buildServiceProject",
+    "iosProfile",
+    "androidProfile",
+    "pushCredentialSha256",
+)
+
+
+def _conflict(code: str, message: str, **details: Any) -> DomainError:
+    return DomainError(code, message, status=409, **details)
+
+
+def latest_candidate(session: Session, request: ReleaseRequest) -> ReleaseCandidate | None:
+    return session.scalar(
+        select(ReleaseCandidate)
+        .where(ReleaseCandidate.release_request_id == request.id)
+        .order_by(ReleaseCandidate.generation.desc())
+        .limit(1)
+    )
+
+
+def is_superseded(session: Session, candidate: ReleaseCandidate) -> bool:
+    return session.get(CandidateSupersession, candidate.id) is not None
+
+
+def live_binding(session: Session, request: ReleaseRequest) -> dict[str, int | None]:
+    """What a snapshot taken now would be bound to."""
+    app = session.get(BrandedApp, request.branded_app_id)
+    brand = live_brand(session, request.organization_id)
+    version = live_app_version(session, request.organization_id)
+    return {
+        "brandRevision": brand.revision if brand else None,
+        "appVersion": version.version if version else None,
+        "configRevision": app.config_revision if app else None,
+        "submissionRevision": request.submission_revision,
+    }
+
+
+def snapshot_binding(snapshot: dict[str, Any]) -> dict[str, int | None]:
+    return {
+        "brandRevision": snapshot["branding"]["brandRevision"],
+        "appVersion": snapshot["branding"]["appVersion"],
+        "configRevision": snapshot["configRevision"],
+        "submissionRevision": snapshot["submission"]["revision"],
+    }
+
+
+REASONS = {
+    "brandRevision": "publish",
+    "appVersion": "publish",
+    "configRevision": "config",
+    "submissionRevision": "intake",
+}
+
+
+def supersede(session: Session, candidate: ReleaseCandidate, reason: str, *, now: datetime) -> None:
+    session.add(CandidateSupersession(candidate_id=candidate.id, reason=reason, superseded_at=now))
+    emit(
+        session,
+        EventKind.audit,
+        "release.candidate_superseded",
+        at=now,
+        aggregate_type="release_candidate",
+        aggregate_id=candidate.id,
+        organization_id=candidate.organization_id,
+        payload={"generation": candidate.generation, "reason": reason},
+    )
+    session.flush()
+
+
+def refresh_current(
+    session: Session, request: ReleaseRequest, *, now: datetime
+) -> ReleaseCandidate | None:
+    """The current candidate, after superseding it if a publish, config or intake revision
+    moved on since it was taken."""
+    candidate = latest_candidate(session, request)
+    if candidate is None or is_superseded(session, candidate):
+        return None
+    bound, live = snapshot_binding(candidate.snapshot), live_binding(session, request)
+    changed = [name for name in REASONS if bound[name] != live[name]]
+    if changed:
+        supersede(session, candidate, REASONS[changed[0]], now=now)
+        return None
+    return candidate
+
+
+def require_current(
+    session: Session, organization_id: uuid.UUID, *, now: datetime
+) -> tuple[ReleaseRequest, ReleaseCandidate]:
+    request = require_request(session, organization_id)
+    candidate = refresh_current(session, request, now=now)
+    if candidate is None:
+        raise _conflict("release_candidate_missing", "there is no current release candidate")
+    return request, candidate
+
+
+def cut_candidate(
+    session: Session,
+    store: ObjectStore,
+    settings: Settings,
+    organization_id: uuid.UUID,
+    *,
+    source_commit: str,
+    now: datetime,
+) -> ReleaseCandidate:
+    """Take a new snapshot; it replaces the current candidate (or is the current one, when
+    nothing it binds has changed)."""
+    if not COMMIT.match(source_commit or ""):
+        raise DomainError("release_source_commit_invalid", "a full lowercase hex commit id")
+    request = require_request(session, organization_id)
+    session.refresh(request, with_for_update=True)
+    app = session.get(BrandedApp, request.branded_app_id)
+    missing = [name for name in REQUIRED_CONFIG if not app.config.get(name)]
+    if missing:
+        raise _conflict(
+            "release_config_incomplete", "the app is not fully configured", missing=missing
+        )
+    if approvals.intake_approval(session, request) is None:
+        raise _conflict(
+            "release_intake_not_approved", "the owner has not approved the current intake"
+        )
+    inputs = build_input(session, store, settings, organization_id)
+    brand = inputs["brand"]
+    if brand.get("schemaVersion") != NEW_BRAND_SCHEMA:
+        raise _conflict(
+            "release_brand_schema_unsupported", "new snapshots take brand schemaVersion 2 only"
+        )
+    body = {
+        "format": SNAPSHOT_FORMAT,
+        "organizationId": str(organization_id),
+        "sourceCommit": source_commit,
+        "configRevision": app.config_revision,
+        "nativeVersion": NATIVE_VERSION,
+        "brandSchemaVersion": NEW_BRAND_SCHEMA,
+        "branding": {
+            "brandRevision": brand["revision"],
+            "appVersion": brand["appVersion"],
+            "brand": brand,
+        },
+        "buildServiceProject": app.config["buildServiceProject"],
+        "profiles": {"ios": app.config["iosProfile"], "android": app.config["androidProfile"]},
+        "assets": inputs["assets"],
+        "pushCredentialSha256": app.config["pushCredentialSha256"],
+        "submission": inputs["submission"],
+        "app": inputs["app"],
+    }
+    current = refresh_current(session, request, now=now)
+    if current is not None:
+        previous = {k: v for k, v in current.snapshot.items() if k != "generation"}
+        if previous == body:
+            return current
+        supersede(session, current, "replaced", now=now)
+    generation = (
+        session.scalar(
+            select(func.max(ReleaseCandidate.generation)).where(
+                ReleaseCandidate.release_request_id == request.id
+            )
+        )
+        or 0
+    ) + 1
+    snapshot = {**body, "generation": generation}
+    candidate = ReleaseCandidate(
+        organization_id=organization_id,
+        release_request_id=request.id,
+        generation=generation,
+        snapshot=snapshot,
+        snapshot_sha256=sha256_of(snapshot),
+        brand_schema_version=NEW_BRAND_SCHEMA,
+        created_at=now,
+    )
+    session.add(candidate)
+    emit(
+        session,
+        EventKind.audit,
+        "release.candidate_created",
+        at=now,
+        aggregate_type="release_request",
+        aggregate_id=request.id,
+        organization_id=organization_id,
+        payload={"generation": generation, "snapshotSha256": candidate.snapshot_sha256},
+    )
+    session.flush()
+    return candidate
+
+
+def require_dispatchable(candidate: ReleaseCandidate) -> None:
+    if candidate.brand_schema_version not in DISPATCHABLE_BRAND_SCHEMAS:
+        raise _conflict("release_brand_schema_unsupported", "this snapshot cannot dispatch")
+
+
+def supersede_on_publish(session: Session, organization_id: uuid.UUID, *, now: datetime) -> None:
+    """Branding calls this after a publish or unpublish of the brand or the member app, so the
+    candidate it outdates is superseded in the same transaction, at the publish instant."""
+    request = session.scalar(
+        select(ReleaseRequest).where(ReleaseRequest.organization_id == organization_id)
+    )
+    if request is not None:
+        refresh_current(session, request, now=now)
+
+
+def supersede_stale(session: Session, *, now: datetime) -> dict[str, int]:
+    """The daemon's pass: supersede every current candidate whose binding moved on."""
+    superseded = 0
+    for request in session.scalars(select(ReleaseRequest)).all():
+        before = latest_candidate(session, request)
+        if before is None or is_superseded(session, before):
+            continue
+        if refresh_current(session, request, now=now) is None:
+            superseded += 1
+    return {"superseded": superseded}

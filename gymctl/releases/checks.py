@@ -1,0 +1,104 @@
+"""The four owner business checks of a release target (spec A 3): scoped to the target (store
+platform) and the artifact generation (the candidate they were made against), each missing,
+passing or failing with the time it was observed. A new candidate starts with all missing."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.errors import DomainError
+from gymctl.events import EventKind, emit
+from gymctl.models.releases import BusinessCheck, ReleaseCandidate, ReleaseRequest
+
+TARGETS = ("ios", "android")
+CHECKS = (
+    "store_listing_confirmed",
+    "privacy_answers_confirmed",
+    "content_rating_confirmed",
+    "support_contact_confirmed",
+)
+STATUSES = ("passing", "failing")
+
+
+def record(
+    session: Session,
+    request: ReleaseRequest,
+    candidate: ReleaseCandidate,
+    *,
+    target: str,
+    check: str,
+    status: str,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+) -> BusinessCheck:
+    if target not in TARGETS:
+        raise DomainError("release_target_invalid", f"targets: {', '.join(TARGETS)}")
+    if check not in CHECKS:
+        raise DomainError("release_check_invalid", f"checks: {', '.join(CHECKS)}")
+    if status not in STATUSES:
+        raise DomainError("release_check_status_invalid", "status is passing or failing")
+    key = (request.id, target, candidate.generation, check)
+    row = session.get(BusinessCheck, key)
+    if row is None:
+        row = BusinessCheck(
+            release_request_id=request.id,
+            target=target,
+            generation=candidate.generation,
+            check=check,
+        )
+        session.add(row)
+    row.status, row.observed_at, row.recorded_by_user_id = status, now, actor_user_id
+    emit(
+        session,
+        EventKind.audit,
+        "release.check_recorded",
+        at=now,
+        aggregate_type="release_request",
+        aggregate_id=request.id,
+        organization_id=request.organization_id,
+        actor_user_id=actor_user_id,
+        payload={"target": target, "check": check, "status": status},
+    )
+    session.flush()
+    return row
+
+
+def states(
+    session: Session, request: ReleaseRequest, generation: int | None
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """target -> check -> {status, observedAt}; everything missing without a candidate."""
+    rows = (
+        session.scalars(
+            select(BusinessCheck).where(
+                BusinessCheck.release_request_id == request.id,
+                BusinessCheck.generation == generation,
+            )
+        ).all()
+        if generation is not None
+        else []
+    )
+    found = {(row.target, row.check): row for row in rows}
+    return {
+        target: {
+            check: (
+                {"status": row.status, "observedAt": row.observed_at.isoformat()}
+                if (row := found.get((target, check))) is not None
+                else {"status": "missing", "observedAt": None}
+            )
+            for check in CHECKS
+        }
+        for target in TARGETS
+    }
+
+
+def all_passing(session: Session, request: ReleaseRequest, generation: int) -> bool:
+    return all(
+        entry["status"] == "passing"
+        for target in states(session, request, generation).values()
+        for entry in target.values()
+    )

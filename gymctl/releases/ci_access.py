@@ -1,0 +1,134 @@
+"""The CI provider's OIDC token, as the protected release workflow presents it (spec A 5.5).
+
+RS256 only, checked against the provider's key set (GYMCTL_RELEASE_CI_JWKS_URL, fetched and cached
+like the identity provider's: gymctl.identity.tokens.KeySet) and its issuer
+(GYMCTL_RELEASE_CI_ISSUER). Then every claim the operation was dispatched with must match
+exactly: repository, repository_id, workflow, workflow_ref, ref, event_name, environment
+(branded-app-internal) and the audience. The exact workflow and ref are bound by `workflow_ref`:
+`job_workflow_ref` names only a reusable workflow, which any caller may run, so it proves nothing
+and is never read.
+"""
+
+from __future__ import annotations
+
+import functools
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import jwt
+
+from gymctl.clock import Clock
+from gymctl.config import Settings
+from gymctl.errors import DomainError, unauthorized
+from gymctl.identity.tokens import KeySet, KeySetUnavailable, _parse_header
+
+ALGORITHM = "RS256"
+LEEWAY = timedelta(seconds=5)
+ENVIRONMENT = "branded-app-internal"
+BOUND_CLAIMS = (
+    "repository",
+    "repository_id",
+    "workflow",
+    "workflow_ref",
+    "ref",
+    "event_name",
+    "environment",
+)
+
+
+def expected_claims(settings: Settings) -> dict[str, str]:
+    """What a dispatched operation's token must carry (bound onto the operation)."""
+    expected = {
+        "repository": settings.release_ci_repository,
+        "repository_id": settings.release_ci_repository_id,
+        "workflow": settings.release_ci_workflow,
+        "workflow_ref": settings.release_ci_workflow_ref,
+        "ref": settings.release_ci_ref,
+        "event_name": settings.release_ci_event,
+        "environment": ENVIRONMENT,
+        "aud": settings.release_ci_audience,
+    }
+    missing = sorted(name for name, value in expected.items() if not value)
+    if missing:
+        raise DomainError(
+            "release_ci_not_configured",
+            "the release workflow's identity is not configured (GYMCTL_RELEASE_CI_*)",
+            status=409,
+            missing=missing,
+        )
+    return {name: str(value) for name, value in expected.items()}
+
+
+class CiTokenVerifier:
+    def __init__(self, *, issuer: str, key_set: KeySet, clock: Clock) -> None:
+        self._issuer = issuer
+        self._key_set = key_set
+        self._clock = clock
+
+    def verify(self, token: str) -> dict[str, Any]:
+        """The token's claims once signature, issuer and time hold; 401 otherwise."""
+        try:
+            header = _parse_header(token)
+        except DomainError:
+            raise unauthorized("ci_token_invalid", "the CI token is not a JWT") from None
+        if header.get("alg") != ALGORITHM:
+            raise unauthorized("ci_token_invalid", "CI tokens must be signed with RS256")
+        try:
+            key = self._key_set.get(header.get("kid"))
+        except KeySetUnavailable:
+            raise DomainError(
+                "ci_keys_unavailable", "the CI provider's key set cannot be fetched", status=503
+            ) from None
+        if key is None:
+            raise unauthorized("ci_token_invalid", "the CI token's key is not in the key set")
+        try:
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=[ALGORITHM],
+                options={
+                    "require": ["exp", "iat", "iss", "aud"],
+                    "verify_exp": False,
+                    "verify_nbf": False,
+                    "verify_iat": False,
+                    "verify_aud": False,
+                    "verify_iss": False,
+                },
+            )
+        except jwt.PyJWTError:
+            raise unauthorized("ci_token_invalid", "the CI token is invalid") from None
+        if claims.get("iss") != self._issuer:
+            raise unauthorized("ci_token_invalid", "the CI token has another issuer")
+        try:
+            exp, iat = int(claims["exp"]), int(claims["iat"])
+            nbf = int(claims["nbf"]) if "nbf" in claims else None
+        except (TypeError, ValueError):
+            raise unauthorized("ci_token_invalid", "exp, iat and nbf must be numbers") from None
+        now, leeway = self._clock.now().timestamp(), LEEWAY.total_seconds()
+        if now >= exp + leeway:
+            raise unauthorized("ci_token_expired", "the CI token has expired")
+        if iat > now + leeway or (nbf is not None and nbf > now + leeway):
+            raise unauthorized("ci_token_invalid", "the CI token is not valid yet")
+        return claims
+
+
+def mismatched(claims: dict[str, Any], expected: dict[str, str]) -> list[str]:
+    """The bound claims the token does not carry exactly (names only, never values)."""
+    wrong = [name for name in BOUND_CLAIMS if str(claims.get(name, "")) != expected[name]]
+    audience = claims.get("aud")
+    audiences = audience if isinstance(audience, list) else [audience]
+    if expected["aud"] not in audiences:
+        wrong.append("aud")
+    return wrong
+
+
+@functools.cache
+def _cached(issuer: str, jwks_url: str, clock: Clock) -> CiTokenVerifier:
+    key_set = KeySet(jwks_url, None, clock, httpx.Client())
+    return CiTokenVerifier(issuer=issuer, key_set=key_set, clock=clock)
+
+
+def ci_verifier(settings: Settings, clock: Clock) -> CiTokenVerifier:
+    """One verifier (and key-set cache) per process, issuer and key-set URL."""
+    return _cached(settings.release_ci_issuer, settings.release_ci_jwks_url, clock)

@@ -1,0 +1,153 @@
+"""Release evidence and per-platform state (spec A 2.14, 5.5).
+
+Evidence is append-only (the database refuses an UPDATE) and kept apart from the per-platform
+state, which only says where each platform stands now. Store review and public release happen in
+the store consoles by hand: the owner's approval authorizes no API call, and an administrator
+records the result they observed (`gymctl releases record ...`), which appends evidence and
+moves the platform's state.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.errors import DomainError
+from gymctl.events import EventKind, emit
+from gymctl.models.releases import (
+    ReleaseCandidate,
+    ReleaseEvidence,
+    ReleasePlatformState,
+    ReleaseRequest,
+)
+from gymctl.releases import approvals
+
+PLATFORMS = ("ios", "android")
+# Observed results an administrator records by hand -> (evidence kind, approval it needs).
+OBSERVED = {
+    "store_review_submitted": ("store_review", approvals.STORE_REVIEW),
+    "store_review_approved": ("store_review", approvals.STORE_REVIEW),
+    "store_review_rejected": ("store_review", approvals.STORE_REVIEW),
+    "publicly_released": ("public_release", approvals.PUBLIC_RELEASE),
+}
+
+
+def append(
+    session: Session,
+    candidate: ReleaseCandidate,
+    *,
+    platform: str,
+    kind: str,
+    result: str,
+    source: str,
+    observed_at: datetime,
+    now: datetime,
+    operation_id: uuid.UUID | None = None,
+    data: dict[str, Any] | None = None,
+) -> ReleaseEvidence:
+    row = ReleaseEvidence(
+        organization_id=candidate.organization_id,
+        candidate_id=candidate.id,
+        operation_id=operation_id,
+        platform=platform,
+        kind=kind,
+        result=result,
+        source=source,
+        observed_at=observed_at,
+        recorded_at=now,
+        data=dict(data or {}),
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def set_state(
+    session: Session,
+    request: ReleaseRequest,
+    candidate: ReleaseCandidate,
+    platform: str,
+    state: str,
+    *,
+    now: datetime,
+) -> ReleasePlatformState:
+    row = session.get(ReleasePlatformState, (request.id, platform))
+    if row is None:
+        row = ReleasePlatformState(release_request_id=request.id, platform=platform)
+        session.add(row)
+    row.candidate_id, row.state, row.updated_at = candidate.id, state, now
+    session.flush()
+    return row
+
+
+def record_observed(
+    session: Session,
+    request: ReleaseRequest,
+    candidate: ReleaseCandidate,
+    *,
+    platform: str,
+    result: str,
+    observed_at: datetime,
+    note: str | None,
+    now: datetime,
+) -> ReleaseEvidence:
+    """An administrator's record of what the store console showed."""
+    if platform not in PLATFORMS:
+        raise DomainError("release_target_invalid", "platform is ios or android")
+    if result not in OBSERVED:
+        raise DomainError("release_result_invalid", f"results: {', '.join(OBSERVED)}")
+    if observed_at > now:
+        raise DomainError("release_observed_in_future", "an observation cannot be in the future")
+    kind, purpose = OBSERVED[result]
+    if approvals.valid_approval(session, request, candidate, purpose, now=now) is None:
+        raise DomainError(
+            "release_approval_missing",
+            f"the owner has not approved {purpose.replace('_', ' ')} of this candidate",
+            status=409,
+        )
+    row = append(
+        session,
+        candidate,
+        platform=platform,
+        kind=kind,
+        result=result,
+        source="admin",
+        observed_at=observed_at,
+        now=now,
+        data={"note": note} if note else None,
+    )
+    set_state(session, request, candidate, platform, result, now=now)
+    emit(
+        session,
+        EventKind.audit,
+        "release.result_recorded",
+        at=now,
+        aggregate_type="release_request",
+        aggregate_id=request.id,
+        organization_id=request.organization_id,
+        payload={"platform": platform, "result": result, "generation": candidate.generation},
+    )
+    return row
+
+
+def evidence_of(session: Session, request: ReleaseRequest) -> list[ReleaseEvidence]:
+    return list(
+        session.scalars(
+            select(ReleaseEvidence)
+            .join(ReleaseCandidate, ReleaseCandidate.id == ReleaseEvidence.candidate_id)
+            .where(ReleaseCandidate.release_request_id == request.id)
+            .order_by(ReleaseEvidence.recorded_at, ReleaseEvidence.id)
+        )
+    )
+
+
+def platform_states(session: Session, request: ReleaseRequest) -> dict[str, str | None]:
+    rows = session.scalars(
+        select(ReleasePlatformState).where(ReleasePlatformState.release_request_id == request.id)
+    )
+    found = {row.platform: row.state for row in rows}
+    return {platform: found.get(platform) for platform in PLATFORMS}

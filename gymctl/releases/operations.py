@@ -1,0 +1,263 @@
+"""Operations of the protected release workflow (spec A 5.5).
+
+An operator dispatches an operation for the current candidate; the workflow receives only the
+operation id and a dispatch nonce (shown once, stored as a digest). It claims the operation with
+both plus its CI provider's OIDC token; only when the token's bound claims match what the
+operation was dispatched with does the API answer, once (the nonce is single use):
+
+- build and internal_upload jobs get short-lived executor access and the immutable inputs (the
+  candidate's snapshot, its digest, and fresh signed asset URLs that are never stored);
+- smoke and production_review jobs get only a redacted receipt: no build-service or store
+  identifiers, no credentials.
+
+Before an internal upload is submitted to the store, the executor asks again: the owner's
+internal-upload approval is rechecked at that instant (it lapses after 24 hours).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl import ids
+from gymctl.config import Settings
+from gymctl.errors import DomainError, not_found, unauthorized
+from gymctl.events import EventKind, emit
+from gymctl.models.releases import ReleaseCandidate, ReleaseOperation, ReleaseRequest
+from gymctl.providers.storage import ObjectStore
+from gymctl.releases import approvals, ci_access, evidence, switches
+from gymctl.releases.build_input import ASSET_DOWNLOAD_LIFETIME
+from gymctl.releases.candidates import require_current, require_dispatchable
+
+EXECUTOR_KINDS = ("build", "internal_upload")
+RECEIPT_KINDS = ("smoke", "production_review")
+KINDS = EXECUTOR_KINDS + RECEIPT_KINDS
+PLATFORMS = ("ios", "android")
+EXECUTOR_ACCESS_LIFETIME = timedelta(minutes=15)
+RESULTS = ("succeeded", "failed")
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _same(secret: str | None, digest: str | None) -> bool:
+    return bool(secret) and bool(digest) and hmac.compare_digest(_digest(secret), digest)
+
+
+def _conflict(code: str, message: str) -> DomainError:
+    return DomainError(code, message, status=409)
+
+
+def dispatch(
+    session: Session,
+    settings: Settings,
+    organization_id: uuid.UUID,
+    *,
+    kind: str,
+    platform: str,
+    now: datetime,
+) -> tuple[ReleaseOperation, str]:
+    """A new operation for the current candidate, and its dispatch nonce (returned once)."""
+    if kind not in KINDS:
+        raise DomainError("release_operation_kind_invalid", f"kinds: {', '.join(KINDS)}")
+    if platform not in PLATFORMS:
+        raise DomainError("release_target_invalid", "platform is ios or android")
+    expected = ci_access.expected_claims(settings)
+    request, candidate = require_current(session, organization_id, now=now)
+    require_dispatchable(candidate)
+    if kind == "internal_upload":
+        switches.require(session, organization_id, switches.INTERNAL_UPLOAD_ASSISTANCE)
+        approvals.require_internal_upload(session, request, candidate, now=now)
+    nonce = ids.token()
+    operation = ReleaseOperation(
+        organization_id=organization_id,
+        candidate_id=candidate.id,
+        snapshot_sha256=candidate.snapshot_sha256,
+        kind=kind,
+        platform=platform,
+        status="dispatched",
+        nonce_sha256=_digest(nonce),
+        ci=expected,
+        created_at=now,
+    )
+    session.add(operation)
+    session.flush()
+    evidence.set_state(session, request, candidate, platform, f"{kind}_dispatched", now=now)
+    emit(
+        session,
+        EventKind.audit,
+        "release.operation_dispatched",
+        at=now,
+        aggregate_type="release_operation",
+        aggregate_id=operation.id,
+        organization_id=organization_id,
+        payload={"kind": kind, "platform": platform, "generation": candidate.generation},
+    )
+    return operation, nonce
+
+
+def _operation(session: Session, operation_id: uuid.UUID) -> ReleaseOperation:
+    operation = session.scalar(
+        select(ReleaseOperation).where(ReleaseOperation.id == operation_id).with_for_update()
+    )
+    if operation is None:
+        raise not_found("release_operation_not_found", "no such operation")
+    return operation
+
+
+def receipt(operation: ReleaseOperation, candidate: ReleaseCandidate) -> dict[str, Any]:
+    """What smoke and production-review jobs may know: nothing to build, sign or upload with."""
+    branding = candidate.snapshot["branding"]
+    return {
+        "operationId": str(operation.id),
+        "kind": operation.kind,
+        "platform": operation.platform,
+        "snapshotSha256": candidate.snapshot_sha256,
+        "generation": candidate.generation,
+        "nativeVersion": candidate.snapshot["nativeVersion"],
+        "brandRevision": branding["brandRevision"],
+        "appVersion": branding["appVersion"],
+    }
+
+
+def claim(
+    session: Session,
+    store: ObjectStore,
+    claims: dict[str, Any],
+    *,
+    operation_id: uuid.UUID,
+    dispatch_nonce: str,
+    now: datetime,
+) -> dict[str, Any]:
+    """`claims` come from a verified OIDC token (ci_access). Refusals change nothing."""
+    operation = _operation(session, operation_id)
+    if not _same(dispatch_nonce, operation.nonce_sha256):
+        raise DomainError("ci_nonce_invalid", "the dispatch nonce does not match", status=403)
+    if operation.nonce_used_at is not None:
+        raise _conflict("ci_nonce_used", "this dispatch nonce was already used")
+    wrong = ci_access.mismatched(claims, operation.ci)
+    if wrong:
+        raise DomainError(
+            "ci_claims_mismatch",
+            "the CI token does not prove the dispatched workflow",
+            status=403,
+            claims=wrong,
+        )
+    operation.nonce_used_at = now
+    operation.status = "claimed"
+    candidate = session.get(ReleaseCandidate, operation.candidate_id)
+    emit(
+        session,
+        EventKind.audit,
+        "release.operation_claimed",
+        at=now,
+        aggregate_type="release_operation",
+        aggregate_id=operation.id,
+        organization_id=operation.organization_id,
+        payload={"kind": operation.kind, "platform": operation.platform},
+    )
+    if operation.kind in RECEIPT_KINDS:
+        session.flush()
+        return {"receipt": receipt(operation, candidate)}
+    access = ids.token()
+    operation.access_sha256 = _digest(access)
+    operation.access_expires_at = now + EXECUTOR_ACCESS_LIFETIME
+    session.flush()
+    snapshot = candidate.snapshot
+    return {
+        "operationId": str(operation.id),
+        "kind": operation.kind,
+        "platform": operation.platform,
+        "executorAccess": {
+            "token": access,
+            "expiresAt": operation.access_expires_at.isoformat(),
+        },
+        "inputs": {
+            "snapshot": snapshot,
+            "snapshotSha256": candidate.snapshot_sha256,
+            "assetDownloads": {
+                name: store.presign_get(entry["key"], expires=ASSET_DOWNLOAD_LIFETIME)
+                for name, entry in snapshot["assets"].items()
+            },
+        },
+    }
+
+
+def _with_access(
+    session: Session, operation_id: uuid.UUID, access: str | None, now: datetime
+) -> ReleaseOperation:
+    operation = _operation(session, operation_id)
+    if not _same(access, operation.access_sha256):
+        raise unauthorized("executor_access_invalid", "executor access is missing or wrong")
+    if operation.access_expires_at is None or operation.access_expires_at <= now:
+        raise unauthorized("executor_access_expired", "executor access has expired")
+    return operation
+
+
+def authorize_submit(
+    session: Session, operation_id: uuid.UUID, access: str | None, *, now: datetime
+) -> dict[str, Any]:
+    """Immediately before an internal upload goes to the store: is the approval still valid?"""
+    operation = _with_access(session, operation_id, access, now)
+    if operation.kind != "internal_upload":
+        raise _conflict("release_operation_kind_invalid", "only internal uploads are submitted")
+    candidate = session.get(ReleaseCandidate, operation.candidate_id)
+    request = session.get(ReleaseRequest, candidate.release_request_id)
+    approval = approvals.require_internal_upload(session, request, candidate, now=now)
+    operation.submitted_at = now
+    operation.status = "submitted"
+    evidence.append(
+        session,
+        candidate,
+        platform=operation.platform,
+        kind="internal_upload",
+        result="submitted",
+        source="executor",
+        observed_at=now,
+        now=now,
+        operation_id=operation.id,
+    )
+    evidence.set_state(
+        session, request, candidate, operation.platform, "internal_upload_submitted", now=now
+    )
+    return {"authorized": True, "approvalExpiresAt": approval.expires_at.isoformat()}
+
+
+def report_result(
+    session: Session,
+    operation_id: uuid.UUID,
+    access: str | None,
+    *,
+    result: str,
+    now: datetime,
+) -> dict[str, Any]:
+    """The executor's outcome of its job: appended as evidence, the platform state follows."""
+    if result not in RESULTS:
+        raise DomainError("release_result_invalid", "result is succeeded or failed")
+    operation = _with_access(session, operation_id, access, now)
+    candidate = session.get(ReleaseCandidate, operation.candidate_id)
+    request = session.get(ReleaseRequest, candidate.release_request_id)
+    evidence.append(
+        session,
+        candidate,
+        platform=operation.platform,
+        kind=operation.kind,
+        result=result,
+        source="executor",
+        observed_at=now,
+        now=now,
+        operation_id=operation.id,
+    )
+    evidence.set_state(
+        session, request, candidate, operation.platform, f"{operation.kind}_{result}", now=now
+    )
+    operation.status = result
+    session.flush()
+    return {"operationId": str(operation.id), "status": operation.status}

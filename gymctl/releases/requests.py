@@ -1,0 +1,122 @@
+"""Release requests and the owner's submission intake (spec A 2.14, 9): nullable JSON with an
+integer revision that starts at 0 and advances on every save. A save names the revision it was
+made from, so two editors never overwrite each other silently; a new revision supersedes the
+current candidate."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.errors import DomainError, not_found
+from gymctl.events import EventKind, emit
+from gymctl.models.releases import ReleaseRequest
+from gymctl.releases.branded_apps import require_app
+
+# What an owner tells the stores about the app; field -> longest accepted text.
+SUBMISSION_FIELDS = {
+    "appName": 30,
+    "subtitle": 30,
+    "description": 4000,
+    "keywords": 100,
+    "category": 40,
+    "supportUrl": 500,
+    "privacyPolicyUrl": 500,
+    "marketingUrl": 500,
+    "contactEmail": 320,
+}
+URL_FIELDS = ("supportUrl", "privacyPolicyUrl", "marketingUrl")
+EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+
+def find_request(session: Session, organization_id: uuid.UUID) -> ReleaseRequest | None:
+    return session.scalar(
+        select(ReleaseRequest).where(ReleaseRequest.organization_id == organization_id)
+    )
+
+
+def require_request(session: Session, organization_id: uuid.UUID) -> ReleaseRequest:
+    request = find_request(session, organization_id)
+    if request is None:
+        raise not_found("release_request_not_found", "no release has been requested")
+    return request
+
+
+def open_request(session: Session, organization_id: uuid.UUID, *, now: datetime) -> ReleaseRequest:
+    """The gym's release request (created once, for its dedicated app)."""
+    app = require_app(session, organization_id)
+    request = find_request(session, organization_id)
+    if request is None:
+        request = ReleaseRequest(
+            organization_id=organization_id,
+            branded_app_id=app.id,
+            submission=None,
+            submission_revision=0,
+            created_at=now,
+            updated_at=now,
+        )
+        session.add(request)
+        session.flush()
+    return request
+
+
+def validate_submission(submission: dict[str, Any] | None) -> dict[str, Any] | None:
+    if submission is None:
+        return None
+    if not isinstance(submission, dict):
+        raise DomainError("release_submission_invalid", "the submission is an object or null")
+    for name, value in submission.items():
+        limit = SUBMISSION_FIELDS.get(name)
+        if limit is None:
+            raise DomainError("release_submission_invalid", f"unknown field {name}", field=name)
+        if not isinstance(value, str) or not value.strip() or len(value) > limit:
+            raise DomainError(
+                "release_submission_invalid", f"{name}: 1 to {limit} characters", field=name
+            )
+        if name in URL_FIELDS and not value.startswith("https://"):
+            raise DomainError("release_submission_invalid", f"{name} must be https", field=name)
+        if name == "contactEmail" and not EMAIL.match(value):
+            raise DomainError("release_submission_invalid", "contactEmail", field=name)
+    return dict(submission)
+
+
+def save_submission(
+    session: Session,
+    organization_id: uuid.UUID,
+    submission: dict[str, Any] | None,
+    *,
+    revision: int,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+) -> ReleaseRequest:
+    checked = validate_submission(submission)
+    request = open_request(session, organization_id, now=now)
+    session.refresh(request, with_for_update=True)
+    if revision != request.submission_revision:
+        raise DomainError(
+            "release_submission_revision_conflict",
+            "the intake changed since you loaded it",
+            status=409,
+            revision=request.submission_revision,
+        )
+    request.submission = checked
+    request.submission_revision += 1
+    request.updated_at = now
+    emit(
+        session,
+        EventKind.audit,
+        "release.submission_saved",
+        at=now,
+        aggregate_type="release_request",
+        aggregate_id=request.id,
+        organization_id=organization_id,
+        actor_user_id=actor_user_id,
+        payload={"revision": request.submission_revision},
+    )
+    session.flush()
+    return request

@@ -1,0 +1,64 @@
+"""Spec A 5.5: a dispatch nonce is single use, also when the workflow (or a replay of it)
+claims twice at the same instant: the operation row is locked, one claim wins."""
+
+from __future__ import annotations
+
+import threading
+
+from gymctl.clock import FixedClock
+from gymctl.db import get_engine, session_factory
+from gymctl.models import Role
+from gymctl.providers.storage import storage_from_settings
+from gymctl.releases import approvals, branded_apps, candidates, operations, owner, requests
+from tests import factories
+from tests.conftest import NOW
+from tests.releases.conftest import APP_CONFIG, COMMIT, SUBMISSION, publish_branding
+from webhooks.app import create_app
+
+
+def test_two_simultaneous_claims_with_one_nonce_get_one_executor_access(committed_pg, settings, ci):
+    factory = session_factory(get_engine(committed_pg))
+    store = storage_from_settings(settings)
+    with factory() as session:
+        gym = factories.organization(session)
+        person = factories.user(session)
+        factories.membership(session, user=person, organization=gym, role=Role.owner)
+        publish_branding(session, store, gym.id)
+        branded_apps.create_app(session, settings, gym, now=NOW)
+        branded_apps.configure(session, gym.id, APP_CONFIG, now=NOW)
+        owner.save_submission(session, gym.id, SUBMISSION, revision=0, actor_user_id=None, now=NOW)
+        request = requests.require_request(session, gym.id)
+        approvals.approve(
+            session,
+            request,
+            None,
+            purpose="submission_intake",
+            revision=1,
+            snapshot_sha256=None,
+            actor_user_id=None,
+            now=NOW,
+        )
+        candidates.cut_candidate(session, store, settings, gym.id, source_commit=COMMIT, now=NOW)
+        operation, nonce = operations.dispatch(
+            session, settings, gym.id, kind="build", platform="ios", now=NOW
+        )
+        session.commit()
+    app = create_app(settings, session_factory=factory, clock=FixedClock(NOW), store=store)
+    body = {"operationId": str(operation.id), "dispatchNonce": nonce}
+    barrier = threading.Barrier(2)
+    statuses: list[int] = []
+
+    def claim() -> None:
+        token = ci.token(NOW)
+        barrier.wait()
+        response = app.test_client().post(
+            "/ci/releases/claim", json=body, headers={"Authorization": f"Bearer {token}"}
+        )
+        statuses.append(response.status_code)
+
+    threads = [threading.Thread(target=claim) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(statuses) == [200, 409]
