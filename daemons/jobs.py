@@ -21,6 +21,8 @@ from gymctl.movements.jobs import work_jobs
 from gymctl.movements.services import library_from_settings
 from gymctl.providers.event_sink import sink_from_url
 from gymctl.relay import relay_events
+from gymctl.releases.candidates import supersede_stale
+from gymctl.retention import jobs as retention
 
 JobResult = str | dict[str, Any]
 
@@ -74,6 +76,12 @@ JOBS: tuple[Job, ...] = (
         "expire, end, roll, enter debt and cancel for non-payment (spec B 3)",
     ),
     Job("movement_jobs", 5, movement_jobs, "run queued movement-library jobs"),
+    Job(
+        "release_candidate_supersede",
+        300,
+        lambda session, now, settings: supersede_stale(session, now=now),
+        "supersede release candidates a publish, config or intake revision replaced",
+    ),
     # The bridge (spec B 3, 8): the sweeps touch only the database; the calls are the dispatcher's.
     Job("bridge_lease_rescue", 30, bridge.lease_rescue, "in-flight sync ops past their lease"),
     Job("bridge_schedule_poll", 300, bridge.schedule_poll, "ask each bridge for a schedule poll"),
@@ -122,6 +130,30 @@ JOBS: tuple[Job, ...] = (
         "cancel subscriptions whose checkout page was abandoned",
         own_transactions=True,
     ),
+    # Cancellations, retention and bookings (spec B 3, 6, 8).
+    Job("retention_escalation", 3600, retention.retention_escalation, "escalate open notice cases"),
+    Job(
+        "retention_presale_cases",
+        300,
+        retention.retention_presale_cases,
+        "open presale charge-failure cases; email presale cases' owners",
+    ),
+    Job(
+        "retention_digest",
+        86400,
+        retention.retention_digest,
+        "07:00 UTC: the retention digest to owners and admins",
+        offset_seconds=7 * 3600,
+    ),
+    Job(
+        "cancellation_sweep",
+        3600,
+        retention.cancellation_sweep,
+        "cancel matured notices, settle the refund owed, send the membership-ended email",
+        own_transactions=True,
+    ),
+    Job("refund_task_sweep", 3600, retention.refund_task_sweep, "bump overdue refund tasks"),
+    Job("booking_no_shows", 300, retention.booking_no_shows, "mark no-shows of ended sessions"),
 )
 
 

@@ -158,6 +158,43 @@ class Settings(BaseSettings):
     )
     public_images_base_url: str | None = Field(None, alias="GYMCTL_PUBLIC_IMAGES_BASE_URL")
 
+    # Branded apps and their release pipeline (spec A 2.12-2.14, 5.5).
+    multi_org_app_id: str = Field(
+        "com.gymctl.app",
+        alias="GYMCTL_MULTI_ORG_APP_ID",
+        description="the one native application ID that acts as a multi-organization container",
+    )
+    branded_app_id_prefix: str = Field(
+        "com.gymctl.gym",
+        alias="GYMCTL_BRANDED_APP_ID_PREFIX",
+        description="generated bundle IDs / package names are <prefix>.<link slug>",
+    )
+    branded_app_scheme_brand: str = Field(
+        "gymctl",
+        alias="GYMCTL_BRANDED_APP_SCHEME_BRAND",
+        description="dedicated binaries register only the URL scheme <brand>-<slug>://",
+    )
+    release_ci_issuer: str = Field(
+        "https://token.actions.githubusercontent.com", alias="GYMCTL_RELEASE_CI_ISSUER"
+    )
+    release_ci_jwks_url: str = Field(
+        "https://token.actions.githubusercontent.com/.well-known/jwks",
+        alias="GYMCTL_RELEASE_CI_JWKS_URL",
+    )
+    release_ci_audience: str = Field("gymctl-releases", alias="GYMCTL_RELEASE_CI_AUDIENCE")
+    release_ci_repository: str | None = Field(
+        None, alias="GYMCTL_RELEASE_CI_REPOSITORY", description="owner/name of the mobile repo"
+    )
+    release_ci_repository_id: str | None = Field(None, alias="GYMCTL_RELEASE_CI_REPOSITORY_ID")
+    release_ci_workflow: str | None = Field(None, alias="GYMCTL_RELEASE_CI_WORKFLOW")
+    release_ci_workflow_ref: str | None = Field(
+        None,
+        alias="GYMCTL_RELEASE_CI_WORKFLOW_REF",
+        description="owner/name/.github/workflows/<file>@<ref>, matched exactly",
+    )
+    release_ci_ref: str = Field("refs/heads/main", alias="GYMCTL_RELEASE_CI_REF")
+    release_ci_event: str = Field("workflow_dispatch", alias="GYMCTL_RELEASE_CI_EVENT")
+
     @field_validator(
         "identity_authorized_parties", "platform_admins", "video_trusted_channels", mode="before"
     )

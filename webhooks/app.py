@@ -28,9 +28,12 @@ from webhooks import errors, guard
 from webhooks.blueprints import (
     admin,
     billing,
+    billing_ops,
+    bookings,
     branding,
     branding_assets,
     bridge,
+    cancellations,
     health,
     identity,
     invitations,
@@ -40,6 +43,8 @@ from webhooks.blueprints import (
     movements,
     openapi,
     organizations,
+    releases,
+    testing,
     users,
 )
 from webhooks.context import Services
@@ -92,9 +97,12 @@ def create_app(
     for blueprint in (
         health.bp, identity.bp, users.bp, openapi.bp, organizations.bp, invitations.bp,
         join.bp, legal.bp, admin.bp, branding_assets.bp, billing.bp, movements.bp,
-        branding.bp, minisites.bp, bridge.bp,
+        branding.bp, minisites.bp, bridge.bp, bookings.bp, releases.bp, cancellations.bp,
+        billing_ops.bp,
     ):  # fmt: skip
         app.register_blueprint(blueprint)
+    if not settings.is_production:
+        app.register_blueprint(testing.bp)  # spec B 4.4: the hooks do not exist in production
     return app
 
 

@@ -21,6 +21,7 @@ from gymctl.cli import db as db_cli
 from gymctl.cli import invitations as invitations_cli
 from gymctl.cli import members as members_cli
 from gymctl.cli import movements as movements_cli
+from gymctl.cli import releases as releases_cli
 from gymctl.cli import users as users_cli
 from gymctl.cli.output import err_console
 from gymctl.cli.quickstart import quickstart
@@ -40,6 +41,7 @@ app.add_typer(bridge_cli.app, name="bridge", help="The bridge to the external gy
 app.add_typer(branding_cli.app, name="branding", help="Palettes, publishing, minisites.")
 app.add_typer(billing_cli.app, name="billing", help="Billing: sweeps, readiness, transactions.")
 app.add_typer(movements_cli.app, name="movements", help="The canonical movement library.")
+app.add_typer(releases_cli.app, name="releases", help="Branded apps and their releases.")
 app.command("quickstart")(quickstart)
 app.command("serve")(serve)
 

@@ -1,5 +1,6 @@
 """All tables; importing this package registers every model on `Base.metadata`."""
 
+from gymctl.models import releases  # noqa: F401 (registers the release tables)
 from gymctl.models.access import (
     Invitation,
     InvitationStatus,
@@ -13,12 +14,14 @@ from gymctl.models.base import Base
 from gymctl.models.billing import (
     BillingSettings,
     Checkout,
+    DocumentCounter,
     PaymentMethod,
     PaymentProviderConfig,
     PaymentTransaction,
     Plan,
     Subscription,
 )
+from gymctl.models.bookings import Booking, BookingStatus, ClassSession, ClassType
 from gymctl.models.brand import (
     BrandDraft,
     BrandRevision,
@@ -50,16 +53,30 @@ from gymctl.models.organizations import (
     Role,
     Tier,
 )
+from gymctl.models.retention import (
+    CancellationNotice,
+    CancellationSettlement,
+    RetentionCase,
+    RetentionContact,
+    RetentionDigest,
+)
 
 __all__ = [
     "ACTIVE_MEMBER_CAP",
     "AuditLog",
     "Base",
     "BillingSettings",
+    "Booking",
+    "BookingStatus",
     "BrandAsset",
     "BrandDraft",
     "BrandRevision",
+    "CancellationNotice",
+    "CancellationSettlement",
     "Checkout",
+    "ClassSession",
+    "ClassType",
+    "DocumentCounter",
     "EntityLink",
     "IdentityWebhookDelivery",
     "IntegrationConnection",
@@ -88,6 +105,9 @@ __all__ = [
     "PaymentTransaction",
     "Plan",
     "RateWindow",
+    "RetentionCase",
+    "RetentionContact",
+    "RetentionDigest",
     "Role",
     "RosterEntry",
     "SalesGrant",

@@ -64,6 +64,7 @@ class SubscriptionStatus(StrEnum):
     expired = "expired"
     gift_ended = "gift_ended"
     term_ended = "term_ended"
+    paused = "paused"  # frozen: not charged; a notice may still be given and withdrawn
 
 
 LIVE_STATUSES = (
@@ -381,3 +382,14 @@ class BillingSettings(Base):
     timezone: Mapped[str] = mapped_column(String(64), default="UTC", server_default="UTC")
     # Before this day the gym sells presales: the card is saved, the first charge waits for it.
     opening_day: Mapped[datetime | None]
+
+
+class DocumentCounter(Base):
+    """The local document provider's numbering: one gapless sequence per organization."""
+
+    __tablename__ = "document_counters"
+
+    organization_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("organizations.id", ondelete="CASCADE"), primary_key=True
+    )
+    last_number: Mapped[int] = mapped_column(default=0, server_default=text("0"))
