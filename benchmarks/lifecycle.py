@@ -25,19 +25,16 @@ import platform
 import statistics
 import time
 import uuid
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, text
-from sqlalchemy.engine import make_url
+from scratch import DEFAULT_ADMIN_URL, scratch_database
+from sqlalchemy import Engine, event, text
 from sqlalchemy.orm import Session
 
-from gymctl import migrate
 from gymctl.billing.lifecycle import MAX_ROWS_PER_TRANSITION, TRANSITIONS, run_lifecycle
 
-DEFAULT_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 BENCH_DB = "gymctl_bench_lifecycle"
 NOW = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -113,16 +110,14 @@ WHERE o.id = s.organization_id AND s.deleted_at IS NULL
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--admin-url", default=os.environ.get("GYMCTL_BENCH_DATABASE_URL", DEFAULT_ADMIN_URL)
-    )
+    parser.add_argument("--admin-url", default=DEFAULT_ADMIN_URL)
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--organizations", type=int, default=500)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
 
-    with scratch_database(args.admin_url) as engine:
+    with scratch_database(BENCH_DB, args.admin_url) as engine:
         results = [measure(engine, size, args.organizations, args.runs) for size in sizes]
     statements = {r["subscriptions"]: r["pass"]["statements"] for r in results}
     print(
@@ -145,25 +140,6 @@ def main() -> None:
             indent=2,
         )
     )
-
-
-@contextmanager
-def scratch_database(admin_url: str) -> Iterator[Engine]:
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    drop = text(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-    with admin.connect() as connection:
-        connection.execute(drop)
-        connection.execute(text(f"CREATE DATABASE {BENCH_DB}"))
-    url = make_url(admin_url).set(database=BENCH_DB).render_as_string(hide_password=False)
-    engine = create_engine(url)
-    try:
-        migrate.upgrade(url)
-        yield engine
-    finally:
-        engine.dispose()
-        with admin.connect() as connection:
-            connection.execute(drop)
-        admin.dispose()
 
 
 def measure(engine: Engine, size: int, organizations: int, runs: int) -> dict[str, Any]:

@@ -25,20 +25,17 @@ import platform
 import statistics
 import time
 import uuid
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, text
-from sqlalchemy.engine import make_url
+from scratch import DEFAULT_ADMIN_URL, scratch_database
+from sqlalchemy import Engine, event, text
 from sqlalchemy.orm import Session
 
-from gymctl import migrate
 from gymctl.billing.readiness import PAGE_SIZE, readiness
 from gymctl.crypto import BILLING_SETTING, FieldCipher, Keyring
 
-DEFAULT_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 BENCH_DB = "gymctl_bench_readiness"
 NOW = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -91,13 +88,11 @@ TRANSACTION_COLUMNS = (
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--admin-url", default=os.environ.get("GYMCTL_BENCH_DATABASE_URL", DEFAULT_ADMIN_URL)
-    )
+    parser.add_argument("--admin-url", default=DEFAULT_ADMIN_URL)
     parser.add_argument("--subscriptions", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
-    with scratch_database(args.admin_url) as engine:
+    with scratch_database(BENCH_DB, args.admin_url) as engine:
         started = time.perf_counter()
         organization, ids = load(engine, args.subscriptions)
         load_seconds = time.perf_counter() - started
@@ -129,25 +124,6 @@ def main() -> None:
             indent=2,
         )
     )
-
-
-@contextmanager
-def scratch_database(admin_url: str) -> Iterator[Engine]:
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    drop = text(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-    with admin.connect() as connection:
-        connection.execute(drop)
-        connection.execute(text(f"CREATE DATABASE {BENCH_DB}"))
-    url = make_url(admin_url).set(database=BENCH_DB).render_as_string(hide_password=False)
-    engine = create_engine(url)
-    try:
-        migrate.upgrade(url)
-        yield engine
-    finally:
-        engine.dispose()
-        with admin.connect() as connection:
-            connection.execute(drop)
-        admin.dispose()
 
 
 def measure(
@@ -293,7 +269,7 @@ def load(engine: Engine, size: int) -> tuple[uuid.UUID, list[uuid.UUID]]:
                 )
             else:
                 card = None
-            if kind < 12:  # card renewals, due next month
+            if kind < 12 or kind == 19:  # card renewals due next month (19: with no card)
                 row = (
                     "card",
                     "active",
@@ -359,7 +335,7 @@ def load(engine: Engine, size: int) -> tuple[uuid.UUID, list[uuid.UUID]]:
                     0,
                     None,
                 )
-            elif kind == 18:  # card debt
+            else:  # card debt
                 row = (
                     "card",
                     "debt",
@@ -375,37 +351,9 @@ def load(engine: Engine, size: int) -> tuple[uuid.UUID, list[uuid.UUID]]:
                     9900,
                     NOW - 2 * DAY,
                 )
-            else:  # a card plan without a card
-                row = (
-                    "card",
-                    "active",
-                    "card_provider",
-                    None,
-                    9900,
-                    None,
-                    NOW - 10 * DAY,
-                    NOW - 10 * DAY,
-                    NOW + 20 * DAY,
-                    NOW + 20 * DAY,
-                    None,
-                    0,
-                    None,
-                )
-            (
-                plan_type,
-                status,
-                method,
-                card_id,
-                price,
-                opening_day,
-                started,
-                start,
-                end,
-                next_charge,
-                quota,
-                debt,
-                debt_since,
-            ) = row
+            # the rest: opening day, started, period start and end, next charge, quota, debt
+            # and debt since, in the table's column order
+            plan_type, status, method, card_id, price, *schedule = row
             subscriptions.append(
                 (
                     sub,
@@ -420,14 +368,7 @@ def load(engine: Engine, size: int) -> tuple[uuid.UUID, list[uuid.UUID]]:
                     price,
                     "ILS",
                     1,
-                    opening_day,
-                    started,
-                    start,
-                    end,
-                    next_charge,
-                    quota,
-                    debt,
-                    debt_since,
+                    *schedule,
                     "[]",
                     NOW - 30 * DAY,
                     NOW,

@@ -42,3 +42,7 @@ def forbidden(code: str, message: str) -> DomainError:
 
 def not_found(code: str, message: str) -> DomainError:
     return DomainError(code, message, status=404)
+
+
+def conflict(code: str, message: str, **details: Any) -> DomainError:
+    return DomainError(code, message, status=409, **details)

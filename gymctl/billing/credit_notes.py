@@ -21,7 +21,8 @@ from sqlalchemy.orm import Session
 from gymctl import ids
 from gymctl.billing.desk import require_uuid4, transaction_json
 from gymctl.billing.refunds import issue_document, refundable_amount
-from gymctl.errors import DomainError, not_found
+from gymctl.billing.resolution import organization_transaction
+from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
 from gymctl.models import PaymentTransaction
 from gymctl.models.billing import TransactionStatus, TransactionType
@@ -60,17 +61,7 @@ def file_credit_note(
     409 credit_note_not_creditable (not a completed sale), 422 amount_invalid, 409
     credit_note_amount_exceeds_cap, 409 idempotency_key_reused."""
     require_uuid4(request.idempotency_key)
-    sale = session.scalar(
-        select(PaymentTransaction)
-        .where(
-            PaymentTransaction.id == sale_id,
-            PaymentTransaction.organization_id == organization_id,
-        )
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    )
-    if sale is None:
-        raise not_found("transaction_not_found", "no such sale in this organization")
+    sale = organization_transaction(session, organization_id, sale_id, lock=True)
     existing = _by_key(session, organization_id, request.idempotency_key)
     if existing is not None:
         if (existing.metadata_ or {}).get("request") != request.fingerprint(sale.id):

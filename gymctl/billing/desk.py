@@ -26,9 +26,9 @@ from gymctl.access.memberships import membership_of
 from gymctl.billing import attempts
 from gymctl.billing.accounts import CARD_PROVIDER, active_config, saved_card, terminal_of
 from gymctl.billing.refunds import issue_document
-from gymctl.billing.resolution import refuse_if_protected
+from gymctl.billing.resolution import organization_transaction, refuse_if_protected
 from gymctl.crypto import FieldCipher
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
 from gymctl.models import PaymentMethod, PaymentTransaction
 from gymctl.models.billing import TransactionStatus, TransactionType
@@ -348,17 +348,7 @@ def dismiss_pending_payment(
     """The ordinary dismiss of a pending payment record staff entered by hand. Anything sent to
     the card provider under an attempt id may have charged: it is refused (spec B 4.2) and
     resolved with reconcile or confirm-no-debit, or by replaying its desk key."""
-    transaction = session.scalar(
-        select(PaymentTransaction)
-        .where(
-            PaymentTransaction.id == transaction_id,
-            PaymentTransaction.organization_id == organization_id,
-        )
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    )
-    if transaction is None:
-        raise not_found("transaction_not_found", "no such transaction in this organization")
+    transaction = organization_transaction(session, organization_id, transaction_id, lock=True)
     refuse_if_protected(transaction)
     if transaction.status != TransactionStatus.pending:
         raise DomainError(

@@ -39,9 +39,10 @@ SETTLED = (
 )
 
 
-def protected_transaction(
+def organization_transaction(
     session: Session, organization_id: uuid.UUID, transaction_id: uuid.UUID, *, lock: bool = False
 ) -> PaymentTransaction:
+    """A payment of the organization (404 otherwise), row-locked and read fresh with `lock`."""
     query = select(PaymentTransaction).where(
         PaymentTransaction.id == transaction_id,
         PaymentTransaction.organization_id == organization_id,
@@ -51,6 +52,13 @@ def protected_transaction(
     transaction = session.scalar(query)
     if transaction is None:
         raise not_found("transaction_not_found", "no such transaction in this organization")
+    return transaction
+
+
+def protected_transaction(
+    session: Session, organization_id: uuid.UUID, transaction_id: uuid.UUID, *, lock: bool = False
+) -> PaymentTransaction:
+    transaction = organization_transaction(session, organization_id, transaction_id, lock=lock)
     attempt = transaction.billing_attempt or {}
     if (
         transaction.attempt_kind not in PROTECTED_KINDS

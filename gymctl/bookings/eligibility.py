@@ -13,12 +13,12 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.billing.accounts import billing_settings
 from gymctl.billing.debt import debt_reason
 from gymctl.billing.lifecycle import NON_PAYMENT
+from gymctl.billing.plans import subscriptions_of
 from gymctl.errors import DomainError
 from gymctl.models import Subscription
 from gymctl.models.billing import SubscriptionStatus
@@ -74,19 +74,9 @@ def billing_debt(
 def check_may_book(
     session: Session, organization_id: uuid.UUID, user_id: uuid.UUID, *, now: datetime
 ) -> Subscription | None:
-    """Raise the first refusal that applies; returns the plan the booking rests on (None when
-    the organization books without plans and the member holds none)."""
-    rows = list(
-        session.scalars(
-            select(Subscription)
-            .where(
-                Subscription.organization_id == organization_id,
-                Subscription.user_id == user_id,
-                Subscription.deleted_at.is_(None),
-            )
-            .order_by(Subscription.created_at, Subscription.id)
-        )
-    )
+    """Raise the first refusal that applies; returns the plan the booking rests on, the newest
+    bookable one (None when the organization books without plans and the member holds none)."""
+    rows = subscriptions_of(session, organization_id, user_id)
     settings = billing_settings(session, organization_id)
     debt = billing_debt(rows, grace_days=settings.billing_grace_days, now=now)
     if debt is not None:

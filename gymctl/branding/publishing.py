@@ -45,7 +45,7 @@ from gymctl.branding.workspace import (
     save_app_draft,
 )
 from gymctl.db import advisory_lock, session_scope
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import DomainError, conflict, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import (
     BrandAsset,
@@ -90,10 +90,6 @@ def _analytics(
     )
 
 
-def _conflict(code: str, message: str) -> DomainError:
-    return DomainError(code, message, status=409)
-
-
 # --- brand ---------------------------------------------------------------------------------
 
 
@@ -108,7 +104,7 @@ def publish_brand(
     _lock(session, organization_id)
     draft = session.get(BrandDraft, organization_id)
     if draft is None:
-        raise _conflict("brand_draft_missing", "save a brand draft before publishing it")
+        raise conflict("brand_draft_missing", "save a brand draft before publishing it")
     for key in draft.logos.values():
         recheck(store, organization_id, key)
     latest = latest_revision(session, organization_id)
@@ -146,7 +142,7 @@ def unpublish_brand(
     _lock(session, organization_id)
     latest = latest_revision(session, organization_id)
     if latest is None or latest.unpublished_at is not None:
-        raise _conflict("brand_not_published", "no brand is published")
+        raise conflict("brand_not_published", "no brand is published")
     latest.unpublished_at = now
     _analytics(
         session,
@@ -176,7 +172,7 @@ def restore_brand(
     if revision is None:
         live = live_brand(session, organization_id)
         if live is None:
-            raise _conflict("brand_not_published", "no brand is published to restore")
+            raise conflict("brand_not_published", "no brand is published to restore")
         revision = live.revision
     row = session.get(BrandRevision, (organization_id, revision))
     if row is None:
@@ -214,9 +210,9 @@ def publish_website(
     _lock(session, organization_id)
     website = session.get(Website, organization_id)
     if website is None or website.adopted_schema is None:
-        raise _conflict("website_draft_missing", "save the website's content before publishing")
+        raise conflict("website_draft_missing", "save the website's content before publishing")
     if brand_revision is None:
-        raise _conflict("brand_not_published", "publish the brand before the website")
+        raise conflict("brand_not_published", "publish the brand before the website")
     website.published_content_revision = website.draft_revision
     website.published_brand_revision = brand_revision
     website.published_at = website.updated_at = now
@@ -239,7 +235,7 @@ def unpublish_website(
     _lock(session, organization_id)
     website = session.get(Website, organization_id)
     if website is None or website.published_content_revision is None:
-        raise _conflict("website_not_published", "the website is not published")
+        raise conflict("website_not_published", "the website is not published")
     revision = website.published_content_revision
     website.published_content_revision = website.published_brand_revision = None
     website.updated_at = now
@@ -269,7 +265,7 @@ def restore_website(
     website = session.get(Website, organization_id)
     if revision is None:
         if website is None or website.published_content_revision is None:
-            raise _conflict("website_not_published", "no published website to restore")
+            raise conflict("website_not_published", "no published website to restore")
         revision = website.published_content_revision
     if website is None or session.get(WebsiteRevision, (organization_id, revision)) is None:
         raise not_found("website_revision_not_found", f"no website content revision {revision}")
@@ -300,10 +296,10 @@ def publish_app(
 ) -> MemberAppVersion:
     _lock(session, organization_id)
     if app_draft_written_at(session, organization_id) is None:
-        raise _conflict("member_app_draft_missing", "the member app has no draft to publish")
+        raise conflict("member_app_draft_missing", "the member app has no draft to publish")
     brand = live_brand(session, organization_id)
     if brand is None:
-        raise _conflict("brand_not_published", "publish the brand before the member app")
+        raise conflict("brand_not_published", "publish the brand before the member app")
     rows = session.execute(
         select(MemberAppDraftAsset.slot, BrandAsset)
         .join(BrandAsset, BrandAsset.id == MemberAppDraftAsset.asset_id)
@@ -347,7 +343,7 @@ def unpublish_app(
     _lock(session, organization_id)
     live = live_app_version(session, organization_id)
     if live is None:
-        raise _conflict("member_app_not_published", "the member app is not published")
+        raise conflict("member_app_not_published", "the member app is not published")
     live.unpublished_at = now
     _analytics(
         session,
@@ -378,7 +374,7 @@ def restore_app(
     live = live_app_version(session, organization_id)
     if version is None:
         if live is None:
-            raise _conflict("member_app_not_published", "no published member app to restore")
+            raise conflict("member_app_not_published", "no published member app to restore")
         version = live.version
     row = session.get(MemberAppVersion, (organization_id, version))
     if row is None:
@@ -424,7 +420,7 @@ def attest_app(
     _lock(session, organization_id)
     live = live_app_version(session, organization_id)
     if live is None:
-        raise _conflict("member_app_not_published", "attestations are for the live version")
+        raise conflict("member_app_not_published", "attestations are for the live version")
     setattr(live, f"{ATTESTATIONS[kind]}_attested_at", now)
     setattr(live, f"{ATTESTATIONS[kind]}_attested_by_user_id", actor_user_id)
     emit(

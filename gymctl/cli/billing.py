@@ -4,7 +4,7 @@ operator tools: readiness, verify-account, repair-schedule, transaction resoluti
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -48,6 +48,9 @@ def sweep_command(
 
 transaction_app = typer.Typer(no_args_is_help=True, help="Protected transaction resolution.")
 app.add_typer(transaction_app, name="transaction")
+ORG = typer.Argument(..., help="Organization id or slug.")
+SUBSCRIPTION = typer.Argument(..., help="Subscription id.")
+TRANSACTION = typer.Argument(..., help="Transaction id.")
 OPERATOR = typer.Option(
     ..., "--operator", help="Your user: database id or identity subject (audited as the actor)."
 )
@@ -104,7 +107,7 @@ def _instant(value: str) -> datetime:
 
 @app.command("readiness")
 def readiness_command(
-    organization: str = typer.Argument(..., help="Organization id or slug."),
+    organization: str = ORG,
     cursor: str | None = typer.Option(None, "--cursor", help="Last subscription id of a page."),
     every_page: bool = typer.Option(False, "--all", help="Walk every page."),
     as_json: bool = JSON_OPTION,
@@ -169,8 +172,8 @@ def _render_readiness(slug: str, report: dict[str, Any]) -> None:
 
 @app.command("verify-account")
 def verify_account_command(
-    organization: str = typer.Argument(..., help="Organization id or slug."),
-    subscription: uuid.UUID = typer.Argument(..., help="Subscription id."),
+    organization: str = ORG,
+    subscription: uuid.UUID = SUBSCRIPTION,
     low_profile_id: str | None = typer.Option(
         None, "--low-profile-id", help="The deal's page id, for checkouts that kept none."
     ),
@@ -203,8 +206,8 @@ def verify_account_command(
 
 @app.command("repair-schedule")
 def repair_schedule_command(
-    organization: str = typer.Argument(..., help="Organization id or slug."),
-    subscription: uuid.UUID = typer.Argument(..., help="Subscription id."),
+    organization: str = ORG,
+    subscription: uuid.UUID = SUBSCRIPTION,
     expected: str = typer.Option(
         ...,
         "--expected-next-charge-at",
@@ -240,8 +243,8 @@ def repair_schedule_command(
 
 @transaction_app.command("show")
 def transaction_show(
-    organization: str = typer.Argument(..., help="Organization id or slug."),
-    transaction: uuid.UUID = typer.Argument(..., help="Transaction id."),
+    organization: str = ORG,
+    transaction: uuid.UUID = TRANSACTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Inspect a protected attempt: typed state and action hints (no provider call)."""
@@ -253,32 +256,30 @@ def transaction_show(
 
 @transaction_app.command("reconcile")
 def transaction_reconcile(
-    organization: str = typer.Argument(..., help="Organization id or slug."),
-    transaction: uuid.UUID = typer.Argument(..., help="Transaction id."),
+    organization: str = ORG,
+    transaction: uuid.UUID = TRANSACTION,
     operator: str = OPERATOR,
     dry_run: bool = DRY_RUN,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Look the attempt up on its original merchant account; apply a verified answer."""
     provider, cipher = _services()
-    with _unit(dry_run) as session:
-        gym = resolve_organization(session, organization)
-        view = resolution.reconcile(
-            session,
-            provider,
-            cipher,
-            organization_id=gym.id,
-            transaction_id=transaction,
-            actor_user_id=_operator_id(session, operator),
-            now=clock.now(),
-        )
-    _render_resolution(view, as_json)
+    _resolve(
+        resolution.reconcile,
+        organization,
+        transaction,
+        operator,
+        dry_run,
+        as_json,
+        provider=provider,
+        cipher=cipher,
+    )
 
 
 @transaction_app.command("confirm-no-debit")
 def transaction_confirm_no_debit(
-    organization: str = typer.Argument(..., help="Organization id or slug."),
-    transaction: uuid.UUID = typer.Argument(..., help="Transaction id."),
+    organization: str = ORG,
+    transaction: uuid.UUID = TRANSACTION,
     request_id: uuid.UUID = typer.Option(..., "--request-id", help="A UUIDv4 for this request."),
     provider_case_id: str = typer.Option(..., "--provider-case-id"),
     confirmed_at: str = typer.Option(..., "--confirmed-at", help="Explicit UTC, e.g. ...Z."),
@@ -297,49 +298,62 @@ def transaction_confirm_no_debit(
 ) -> None:
     """The owner records the provider's confirmation that nothing was charged."""
     provider, cipher = _services()
-    with _unit(dry_run) as session:
-        gym = resolve_organization(session, organization)
-        view = no_debit.confirm_no_debit(
-            session,
-            provider,
-            cipher,
-            organization_id=gym.id,
-            transaction_id=transaction,
-            actor_user_id=_operator_id(session, operator),
-            confirmation=no_debit.NoDebitConfirmation(
-                request_id=request_id,
-                provider_case_id=provider_case_id,
-                confirmed_at=no_debit.utc_instant(_instant(confirmed_at)),
-                external_attempt_id=external_attempt_id,
-                terminal=terminal,
-                amount_in_cents=amount_in_cents,
-                currency=currency,
-                no_debit_occurred=attest_no_debit,
-                cannot_settle_later=attest_cannot_settle,
-                authorize_retry=authorize_retry,
-            ),
-            now=clock.now(),
-        )
-    _render_resolution(view, as_json)
+    confirmation = no_debit.NoDebitConfirmation(
+        request_id=request_id,
+        provider_case_id=provider_case_id,
+        confirmed_at=no_debit.utc_instant(_instant(confirmed_at)),
+        external_attempt_id=external_attempt_id,
+        terminal=terminal,
+        amount_in_cents=amount_in_cents,
+        currency=currency,
+        no_debit_occurred=attest_no_debit,
+        cannot_settle_later=attest_cannot_settle,
+        authorize_retry=authorize_retry,
+    )
+    _resolve(
+        no_debit.confirm_no_debit,
+        organization,
+        transaction,
+        operator,
+        dry_run,
+        as_json,
+        provider=provider,
+        cipher=cipher,
+        confirmation=confirmation,
+    )
 
 
 @transaction_app.command("authorize-retry")
 def transaction_authorize_retry(
-    organization: str = typer.Argument(..., help="Organization id or slug."),
-    transaction: uuid.UUID = typer.Argument(..., help="Transaction id."),
+    organization: str = ORG,
+    transaction: uuid.UUID = TRANSACTION,
     operator: str = OPERATOR,
     dry_run: bool = DRY_RUN,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """The owner resumes a confirmed non-debit obligation left paused (one retry)."""
+    _resolve(no_debit.authorize_retry, organization, transaction, operator, dry_run, as_json)
+
+
+def _resolve(
+    action: Callable[..., dict[str, Any]],
+    organization: str,
+    transaction: uuid.UUID,
+    operator: str,
+    dry_run: bool,
+    as_json: bool,
+    **arguments: Any,
+) -> None:
+    """One resolution action on the organization's transaction, audited under the operator."""
     with _unit(dry_run) as session:
         gym = resolve_organization(session, organization)
-        view = no_debit.authorize_retry(
+        view = action(
             session,
             organization_id=gym.id,
             transaction_id=transaction,
             actor_user_id=_operator_id(session, operator),
             now=clock.now(),
+            **arguments,
         )
     _render_resolution(view, as_json)
 

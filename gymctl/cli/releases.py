@@ -17,7 +17,7 @@ from gymctl import clock
 from gymctl.access.gyms import resolve_organization
 from gymctl.cli.output import err_console, print_json, render_mapping, render_rows
 from gymctl.config import get_settings
-from gymctl.db import session_factory
+from gymctl.db import session_factory, session_scope
 from gymctl.errors import DomainError
 from gymctl.providers.storage import storage_from_settings
 from gymctl.releases import branded_apps, candidates, evidence, operations, switches
@@ -37,19 +37,15 @@ DRY_RUN = typer.Option(False, "--dry-run", help="Do it, show the result, roll it
 
 @contextmanager
 def _unit(dry_run: bool = False) -> Iterator[Session]:
-    session = session_factory()()
-    try:
+    """`session_scope`, or with --dry-run the same work rolled back."""
+    if not dry_run:
+        with session_scope() as session:
+            yield session
+        return
+    with session_factory()() as session:
         yield session
-        if dry_run:
-            session.rollback()
-            err_console.print("dry run: nothing was written")
-        else:
-            session.commit()
-    except BaseException:
         session.rollback()
-        raise
-    finally:
-        session.close()
+        err_console.print("dry run: nothing was written")
 
 
 def _show(data: dict[str, Any], title: str, as_json: bool) -> None:

@@ -15,9 +15,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.errors import DomainError
-from gymctl.events import EventKind, emit
+from gymctl.errors import DomainError, conflict
 from gymctl.models.releases import ReleaseApproval, ReleaseCandidate, ReleaseRequest
+from gymctl.releases.requests import audit
 
 INTAKE = "submission_intake"
 INTERNAL_UPLOAD = "internal_upload"
@@ -25,10 +25,6 @@ STORE_REVIEW = "store_review"
 PUBLIC_RELEASE = "public_release"
 PURPOSES = (INTAKE, INTERNAL_UPLOAD, STORE_REVIEW, PUBLIC_RELEASE)
 INTERNAL_UPLOAD_LIFETIME = timedelta(hours=24)
-
-
-def _conflict(code: str, message: str) -> DomainError:
-    return DomainError(code, message, status=409)
 
 
 def intake_approval(session: Session, request: ReleaseRequest) -> ReleaseApproval | None:
@@ -76,7 +72,7 @@ def require_internal_upload(
 ) -> ReleaseApproval:
     approval = valid_approval(session, request, candidate, INTERNAL_UPLOAD, now=now)
     if approval is None:
-        raise _conflict(
+        raise conflict(
             "internal_upload_approval_missing",
             "the owner's internal-upload approval is missing or expired (24 h)",
         )
@@ -100,16 +96,16 @@ def approve(
     if purpose not in PURPOSES:
         raise DomainError("release_approval_purpose_invalid", f"purposes: {', '.join(PURPOSES)}")
     if revision != request.submission_revision:
-        raise _conflict("release_revision_stale", "the intake changed since you reviewed it")
+        raise conflict("release_revision_stale", "the intake changed since you reviewed it")
     if purpose == INTAKE:
         if request.submission is None:
-            raise _conflict("release_submission_missing", "fill in the submission first")
+            raise conflict("release_submission_missing", "fill in the submission first")
         candidate = None
     else:
         if candidate is None:
-            raise _conflict("release_candidate_missing", "there is no current release candidate")
+            raise conflict("release_candidate_missing", "there is no current release candidate")
         if snapshot_sha256 != candidate.snapshot_sha256:
-            raise _conflict("release_candidate_stale", "that candidate is no longer current")
+            raise conflict("release_candidate_stale", "that candidate is no longer current")
     approval = ReleaseApproval(
         organization_id=request.organization_id,
         release_request_id=request.id,
@@ -122,14 +118,11 @@ def approve(
         expires_at=now + INTERNAL_UPLOAD_LIFETIME if purpose == INTERNAL_UPLOAD else None,
     )
     session.add(approval)
-    emit(
+    audit(
         session,
-        EventKind.audit,
+        request,
         "release.approved",
-        at=now,
-        aggregate_type="release_request",
-        aggregate_id=request.id,
-        organization_id=request.organization_id,
+        now=now,
         actor_user_id=actor_user_id,
         payload={"purpose": purpose, "revision": revision},
     )

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from gymctl.assets.intake import recheck
 from gymctl.branding.published import live_app_version, live_brand
 from gymctl.config import Settings
-from gymctl.errors import DomainError
+from gymctl.errors import conflict
 from gymctl.models.releases import BrandedApp
 from gymctl.providers.storage import ObjectStore
 from gymctl.releases import identifiers
@@ -29,10 +29,6 @@ from gymctl.releases.requests import find_request
 
 NATIVE_VERSION = "1.0.6"  # spec A 9: earlier over-the-air updates cannot roll back into it
 ASSET_DOWNLOAD_LIFETIME = timedelta(minutes=15)
-
-
-def _conflict(code: str, message: str, **details: Any) -> DomainError:
-    return DomainError(code, message, status=409, **details)
 
 
 def asset_digests(
@@ -45,10 +41,10 @@ def asset_digests(
         recheck(store, organization_id, key)
         data = store.get(key)
         if data is None:
-            raise _conflict("release_asset_missing", f"the stored {name} is gone", asset=name)
+            raise conflict("release_asset_missing", f"the stored {name} is gone", asset=name)
         digest = hashlib.sha256(data).hexdigest()
         if entry.get("sha256") and entry["sha256"] != digest:
-            raise _conflict(
+            raise conflict(
                 "release_asset_digest_mismatch",
                 f"the stored {name} differs from what was published",
                 asset=name,
@@ -78,10 +74,10 @@ def build_input(
     app = require_app(session, organization_id)
     brand = live_brand(session, organization_id)
     if brand is None:
-        raise _conflict("brand_not_published", "publish the brand before building the app")
+        raise conflict("brand_not_published", "publish the brand before building the app")
     version = live_app_version(session, organization_id)
     if version is None:
-        raise _conflict("member_app_not_published", "publish the member app before building")
+        raise conflict("member_app_not_published", "publish the member app before building")
     assets = asset_digests(store, organization_id, version.assets)
     request = find_request(session, organization_id)
     submission = (

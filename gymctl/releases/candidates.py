@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from gymctl.branding.published import live_app_version, live_brand
 from gymctl.config import Settings
-from gymctl.errors import DomainError
+from gymctl.errors import DomainError, conflict
 from gymctl.events import EventKind, emit
 from gymctl.models.releases import (
     BrandedApp,
@@ -36,7 +36,7 @@ from gymctl.providers.storage import ObjectStore
 from gymctl.releases import approvals
 from gymctl.releases.build_input import NATIVE_VERSION, build_input
 from gymctl.releases.canonical import sha256_of
-from gymctl.releases.requests import require_request
+from gymctl.releases.requests import audit, require_request
 
 SNAPSHOT_FORMAT = 1
 NEW_BRAND_SCHEMA = 2
@@ -48,10 +48,6 @@ REQUIRED_CONFIG = (
     "androidProfile",
     "pushCredentialSha256",
 )
-
-
-def _conflict(code: str, message: str, **details: Any) -> DomainError:
-    return DomainError(code, message, status=409, **details)
 
 
 def latest_candidate(session: Session, request: ReleaseRequest) -> ReleaseCandidate | None:
@@ -134,7 +130,7 @@ def require_current(
     request = require_request(session, organization_id)
     candidate = refresh_current(session, request, now=now)
     if candidate is None:
-        raise _conflict("release_candidate_missing", "there is no current release candidate")
+        raise conflict("release_candidate_missing", "there is no current release candidate")
     return request, candidate
 
 
@@ -156,17 +152,17 @@ def cut_candidate(
     app = session.get(BrandedApp, request.branded_app_id)
     missing = [name for name in REQUIRED_CONFIG if not app.config.get(name)]
     if missing:
-        raise _conflict(
+        raise conflict(
             "release_config_incomplete", "the app is not fully configured", missing=missing
         )
     if approvals.intake_approval(session, request) is None:
-        raise _conflict(
+        raise conflict(
             "release_intake_not_approved", "the owner has not approved the current intake"
         )
     inputs = build_input(session, store, settings, organization_id)
     brand = inputs["brand"]
     if brand.get("schemaVersion") != NEW_BRAND_SCHEMA:
-        raise _conflict(
+        raise conflict(
             "release_brand_schema_unsupported", "new snapshots take brand schemaVersion 2 only"
         )
     body = {
@@ -213,14 +209,11 @@ def cut_candidate(
         created_at=now,
     )
     session.add(candidate)
-    emit(
+    audit(
         session,
-        EventKind.audit,
+        request,
         "release.candidate_created",
-        at=now,
-        aggregate_type="release_request",
-        aggregate_id=request.id,
-        organization_id=organization_id,
+        now=now,
         payload={"generation": generation, "snapshotSha256": candidate.snapshot_sha256},
     )
     session.flush()
@@ -229,7 +222,7 @@ def cut_candidate(
 
 def require_dispatchable(candidate: ReleaseCandidate) -> None:
     if candidate.brand_schema_version not in DISPATCHABLE_BRAND_SCHEMAS:
-        raise _conflict("release_brand_schema_unsupported", "this snapshot cannot dispatch")
+        raise conflict("release_brand_schema_unsupported", "this snapshot cannot dispatch")
 
 
 def supersede_on_publish(session: Session, organization_id: uuid.UUID, *, now: datetime) -> None:

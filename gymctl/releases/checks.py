@@ -12,8 +12,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.errors import DomainError
-from gymctl.events import EventKind, emit
 from gymctl.models.releases import BusinessCheck, ReleaseCandidate, ReleaseRequest
+from gymctl.releases.requests import audit
 
 TARGETS = ("ios", "android")
 CHECKS = (
@@ -53,14 +53,11 @@ def record(
         )
         session.add(row)
     row.status, row.observed_at, row.recorded_by_user_id = status, now, actor_user_id
-    emit(
+    audit(
         session,
-        EventKind.audit,
+        request,
         "release.check_recorded",
-        at=now,
-        aggregate_type="release_request",
-        aggregate_id=request.id,
-        organization_id=request.organization_id,
+        now=now,
         actor_user_id=actor_user_id,
         payload={"target": target, "check": check, "status": status},
     )

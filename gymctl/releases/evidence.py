@@ -17,7 +17,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.errors import DomainError
-from gymctl.events import EventKind, emit
 from gymctl.models.releases import (
     ReleaseCandidate,
     ReleaseEvidence,
@@ -25,6 +24,7 @@ from gymctl.models.releases import (
     ReleaseRequest,
 )
 from gymctl.releases import approvals
+from gymctl.releases.requests import audit
 
 PLATFORMS = ("ios", "android")
 # Observed results an administrator records by hand -> (evidence kind, approval it needs).
@@ -121,14 +121,11 @@ def record_observed(
         data={"note": note} if note else None,
     )
     set_state(session, request, candidate, platform, result, now=now)
-    emit(
+    audit(
         session,
-        EventKind.audit,
+        request,
         "release.result_recorded",
-        at=now,
-        aggregate_type="release_request",
-        aggregate_id=request.id,
-        organization_id=request.organization_id,
+        now=now,
         payload={"platform": platform, "result": result, "generation": candidate.generation},
     )
     return row

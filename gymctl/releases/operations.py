@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from gymctl import ids
 from gymctl.config import Settings
-from gymctl.errors import DomainError, not_found, unauthorized
+from gymctl.errors import DomainError, conflict, not_found, unauthorized
 from gymctl.events import EventKind, emit
 from gymctl.models.releases import ReleaseCandidate, ReleaseOperation, ReleaseRequest
 from gymctl.providers.storage import ObjectStore
@@ -49,10 +49,6 @@ def _digest(secret: str) -> str:
 
 def _same(secret: str | None, digest: str | None) -> bool:
     return bool(secret) and bool(digest) and hmac.compare_digest(_digest(secret), digest)
-
-
-def _conflict(code: str, message: str) -> DomainError:
-    return DomainError(code, message, status=409)
 
 
 def dispatch(
@@ -141,7 +137,7 @@ def claim(
     if not _same(dispatch_nonce, operation.nonce_sha256):
         raise DomainError("ci_nonce_invalid", "the dispatch nonce does not match", status=403)
     if operation.nonce_used_at is not None:
-        raise _conflict("ci_nonce_used", "this dispatch nonce was already used")
+        raise conflict("ci_nonce_used", "this dispatch nonce was already used")
     wrong = ci_access.mismatched(claims, operation.ci)
     if wrong:
         raise DomainError(
@@ -207,7 +203,7 @@ def authorize_submit(
     """Immediately before an internal upload goes to the store: is the approval still valid?"""
     operation = _with_access(session, operation_id, access, now)
     if operation.kind != "internal_upload":
-        raise _conflict("release_operation_kind_invalid", "only internal uploads are submitted")
+        raise conflict("release_operation_kind_invalid", "only internal uploads are submitted")
     candidate = session.get(ReleaseCandidate, operation.candidate_id)
     request = session.get(ReleaseRequest, candidate.release_request_id)
     approval = approvals.require_internal_upload(session, request, candidate, now=now)

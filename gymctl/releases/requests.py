@@ -107,16 +107,37 @@ def save_submission(
     request.submission = checked
     request.submission_revision += 1
     request.updated_at = now
-    emit(
+    audit(
         session,
-        EventKind.audit,
+        request,
         "release.submission_saved",
-        at=now,
-        aggregate_type="release_request",
-        aggregate_id=request.id,
-        organization_id=organization_id,
+        now=now,
         actor_user_id=actor_user_id,
         payload={"revision": request.submission_revision},
     )
     session.flush()
     return request
+
+
+def audit(
+    session: Session,
+    request: ReleaseRequest,
+    name: str,
+    *,
+    now: datetime,
+    payload: dict[str, Any],
+    actor_user_id: uuid.UUID | None = None,
+) -> None:
+    """An audit record of the gym's release request: every step of the pipeline that an owner
+    or an operator takes on it (intake, candidate, approval, check, observed result)."""
+    emit(
+        session,
+        EventKind.audit,
+        name,
+        at=now,
+        aggregate_type="release_request",
+        aggregate_id=request.id,
+        organization_id=request.organization_id,
+        actor_user_id=actor_user_id,
+        payload=payload,
+    )

@@ -24,7 +24,7 @@ from gymctl.models.billing import SubscriptionStatus
 from gymctl.models.retention import CaseKind
 from gymctl.providers.mail import Mailer, MailError
 from gymctl.retention import emails
-from gymctl.retention.notices import subscription_for_update
+from gymctl.retention.notices import emit_cancelled, subscription_for_update
 
 log = logging.getLogger("gymctl.retention")
 WITHDRAWAL = "presale_withdrawal"
@@ -87,16 +87,7 @@ def withdraw_presale(
         actor_user_id=actor_user_id,
         payload={"byMember": by_member, "caseId": str(case.id)},
     )
-    emit(
-        session,
-        EventKind.domain,
-        "subscription.cancelled",
-        at=now,
-        aggregate_type="subscription",
-        aggregate_id=subscription.id,
-        organization_id=organization_id,
-        payload={"reason": WITHDRAWAL, "userId": str(subscription.user_id)},
-    )
+    emit_cancelled(session, subscription, reason=WITHDRAWAL, now=now)
     session.flush()
     return subscription, case
 

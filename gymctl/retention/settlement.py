@@ -53,7 +53,7 @@ from gymctl.providers.card import CardProvider
 from gymctl.providers.documents import DocumentProvider
 from gymctl.providers.mail import Mailer, MailError
 from gymctl.retention import emails
-from gymctl.retention.notices import case_of_notice, close_case, open_notice
+from gymctl.retention.notices import case_of_notice, close_case, emit_cancelled, open_notice
 from gymctl.retention.plan_change import NOTICE_STATUSES
 from gymctl.retention.proration import prorated_refund, refund_days
 from gymctl.tasks import file_task
@@ -304,20 +304,7 @@ def settle_one(
             "standingOrder": standing_order,
         },
     )
-    emit(
-        session,
-        EventKind.domain,
-        "subscription.cancelled",
-        at=now,
-        aggregate_type="subscription",
-        aggregate_id=subscription.id,
-        organization_id=subscription.organization_id,
-        payload={
-            "reason": NOTICE,
-            "retentionOutcome": outcome.value,
-            "userId": str(subscription.user_id),
-        },
-    )
+    emit_cancelled(session, subscription, reason=NOTICE, now=now, retentionOutcome=outcome.value)
     session.flush()
     return settlement
 

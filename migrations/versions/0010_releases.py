@@ -26,6 +26,25 @@ IMMUTABLE = {
     "release_evidence": "release_evidence_append_only",
 }
 IDENTITY = ("organization_id", "link_slug", "apple_bundle_id", "android_package")
+# Tables looked up by organization (the models' `index=True` on organization_id).
+ORGANIZATION_INDEXED = (
+    "push_registrations",
+    "release_candidates",
+    "release_approvals",
+    "release_operations",
+    "release_evidence",
+)
+
+
+def _cascade(table: str, column: str, target: str) -> sa.ForeignKeyConstraint:
+    """Every foreign key of this revision: to `target`.id, named by the metadata convention,
+    deleted with its parent."""
+    return sa.ForeignKeyConstraint(
+        [column],
+        [f"{target}.id"],
+        name=op.f(f"fk_{table}_{column}_{target}"),
+        ondelete="CASCADE",
+    )
 
 
 def _create_triggers() -> None:
@@ -72,12 +91,7 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("id", sa.Uuid(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["organization_id"],
-            ["organizations.id"],
-            name=op.f("fk_organization_branded_apps_organization_id_organizations"),
-            ondelete="CASCADE",
-        ),
+        _cascade("organization_branded_apps", "organization_id", "organizations"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_organization_branded_apps")),
         sa.UniqueConstraint(
             "android_package", name=op.f("uq_organization_branded_apps_android_package")
@@ -96,12 +110,7 @@ def upgrade() -> None:
         sa.Column("name", sa.String(length=64), nullable=False),
         sa.Column("enabled", sa.Boolean(), server_default=sa.false(), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["organization_id"],
-            ["organizations.id"],
-            name=op.f("fk_organization_feature_switches_organization_id_organizations"),
-            ondelete="CASCADE",
-        ),
+        _cascade("organization_feature_switches", "organization_id", "organizations"),
         sa.PrimaryKeyConstraint(
             "organization_id", "name", name=op.f("pk_organization_feature_switches")
         ),
@@ -119,34 +128,13 @@ def upgrade() -> None:
         sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("revoked_reason", sa.String(length=32), nullable=True),
         sa.Column("id", sa.Uuid(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["branded_app_id"],
-            ["organization_branded_apps.id"],
-            name=op.f("fk_push_registrations_branded_app_id_organization_branded_apps"),
-            ondelete="CASCADE",
-        ),
-        sa.ForeignKeyConstraint(
-            ["organization_id"],
-            ["organizations.id"],
-            name=op.f("fk_push_registrations_organization_id_organizations"),
-            ondelete="CASCADE",
-        ),
-        sa.ForeignKeyConstraint(
-            ["user_id"],
-            ["users.id"],
-            name=op.f("fk_push_registrations_user_id_users"),
-            ondelete="CASCADE",
-        ),
+        _cascade("push_registrations", "branded_app_id", "organization_branded_apps"),
+        _cascade("push_registrations", "organization_id", "organizations"),
+        _cascade("push_registrations", "user_id", "users"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_push_registrations")),
         sa.UniqueConstraint(
             "app_id", "token_sha256", name=op.f("uq_push_registrations_app_id_token_sha256")
         ),
-    )
-    op.create_index(
-        op.f("ix_push_registrations_organization_id"),
-        "push_registrations",
-        ["organization_id"],
-        unique=False,
     )
     op.create_table(
         "release_requests",
@@ -157,18 +145,8 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("id", sa.Uuid(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["branded_app_id"],
-            ["organization_branded_apps.id"],
-            name=op.f("fk_release_requests_branded_app_id_organization_branded_apps"),
-            ondelete="CASCADE",
-        ),
-        sa.ForeignKeyConstraint(
-            ["organization_id"],
-            ["organizations.id"],
-            name=op.f("fk_release_requests_organization_id_organizations"),
-            ondelete="CASCADE",
-        ),
+        _cascade("release_requests", "branded_app_id", "organization_branded_apps"),
+        _cascade("release_requests", "organization_id", "organizations"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_release_requests")),
         sa.UniqueConstraint("organization_id", name=op.f("uq_release_requests_organization_id")),
     )
@@ -181,12 +159,7 @@ def upgrade() -> None:
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("observed_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("recorded_by_user_id", sa.Uuid(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["release_request_id"],
-            ["release_requests.id"],
-            name=op.f("fk_release_business_checks_release_request_id_release_requests"),
-            ondelete="CASCADE",
-        ),
+        _cascade("release_business_checks", "release_request_id", "release_requests"),
         sa.PrimaryKeyConstraint(
             "release_request_id",
             "target",
@@ -205,18 +178,8 @@ def upgrade() -> None:
         sa.Column("brand_schema_version", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("id", sa.Uuid(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["organization_id"],
-            ["organizations.id"],
-            name=op.f("fk_release_candidates_organization_id_organizations"),
-            ondelete="CASCADE",
-        ),
-        sa.ForeignKeyConstraint(
-            ["release_request_id"],
-            ["release_requests.id"],
-            name=op.f("fk_release_candidates_release_request_id_release_requests"),
-            ondelete="CASCADE",
-        ),
+        _cascade("release_candidates", "organization_id", "organizations"),
+        _cascade("release_candidates", "release_request_id", "release_requests"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_release_candidates")),
         sa.UniqueConstraint(
             "release_request_id",
@@ -224,12 +187,6 @@ def upgrade() -> None:
             name=op.f("uq_release_candidates_release_request_id_generation"),
         ),
         sa.UniqueConstraint("snapshot_sha256", name=op.f("uq_release_candidates_snapshot_sha256")),
-    )
-    op.create_index(
-        op.f("ix_release_candidates_organization_id"),
-        "release_candidates",
-        ["organization_id"],
-        unique=False,
     )
     op.create_table(
         "release_approvals",
@@ -243,43 +200,17 @@ def upgrade() -> None:
         sa.Column("approved_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("id", sa.Uuid(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["candidate_id"],
-            ["release_candidates.id"],
-            name=op.f("fk_release_approvals_candidate_id_release_candidates"),
-            ondelete="CASCADE",
-        ),
-        sa.ForeignKeyConstraint(
-            ["organization_id"],
-            ["organizations.id"],
-            name=op.f("fk_release_approvals_organization_id_organizations"),
-            ondelete="CASCADE",
-        ),
-        sa.ForeignKeyConstraint(
-            ["release_request_id"],
-            ["release_requests.id"],
-            name=op.f("fk_release_approvals_release_request_id_release_requests"),
-            ondelete="CASCADE",
-        ),
+        _cascade("release_approvals", "candidate_id", "release_candidates"),
+        _cascade("release_approvals", "organization_id", "organizations"),
+        _cascade("release_approvals", "release_request_id", "release_requests"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_release_approvals")),
-    )
-    op.create_index(
-        op.f("ix_release_approvals_organization_id"),
-        "release_approvals",
-        ["organization_id"],
-        unique=False,
     )
     op.create_table(
         "release_candidate_supersessions",
         sa.Column("candidate_id", sa.Uuid(), nullable=False),
         sa.Column("reason", sa.String(length=32), nullable=False),
         sa.Column("superseded_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["candidate_id"],
-            ["release_candidates.id"],
-            name=op.f("fk_release_candidate_supersessions_candidate_id_release_candidates"),
-            ondelete="CASCADE",
-        ),
+        _cascade("release_candidate_supersessions", "candidate_id", "release_candidates"),
         sa.PrimaryKeyConstraint("candidate_id", name=op.f("pk_release_candidate_supersessions")),
     )
     op.create_table(
@@ -298,25 +229,9 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("submitted_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("id", sa.Uuid(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["candidate_id"],
-            ["release_candidates.id"],
-            name=op.f("fk_release_operations_candidate_id_release_candidates"),
-            ondelete="CASCADE",
-        ),
-        sa.ForeignKeyConstraint(
-            ["organization_id"],
-            ["organizations.id"],
-            name=op.f("fk_release_operations_organization_id_organizations"),
-            ondelete="CASCADE",
-        ),
+        _cascade("release_operations", "candidate_id", "release_candidates"),
+        _cascade("release_operations", "organization_id", "organizations"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_release_operations")),
-    )
-    op.create_index(
-        op.f("ix_release_operations_organization_id"),
-        "release_operations",
-        ["organization_id"],
-        unique=False,
     )
     op.create_table(
         "release_platform_states",
@@ -325,18 +240,8 @@ def upgrade() -> None:
         sa.Column("candidate_id", sa.Uuid(), nullable=False),
         sa.Column("state", sa.String(length=32), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["candidate_id"],
-            ["release_candidates.id"],
-            name=op.f("fk_release_platform_states_candidate_id_release_candidates"),
-            ondelete="CASCADE",
-        ),
-        sa.ForeignKeyConstraint(
-            ["release_request_id"],
-            ["release_requests.id"],
-            name=op.f("fk_release_platform_states_release_request_id_release_requests"),
-            ondelete="CASCADE",
-        ),
+        _cascade("release_platform_states", "candidate_id", "release_candidates"),
+        _cascade("release_platform_states", "release_request_id", "release_requests"),
         sa.PrimaryKeyConstraint(
             "release_request_id", "platform", name=op.f("pk_release_platform_states")
         ),
@@ -354,32 +259,15 @@ def upgrade() -> None:
         sa.Column("recorded_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("data", JSON, nullable=False),
         sa.Column("id", sa.Uuid(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["candidate_id"],
-            ["release_candidates.id"],
-            name=op.f("fk_release_evidence_candidate_id_release_candidates"),
-            ondelete="CASCADE",
-        ),
-        sa.ForeignKeyConstraint(
-            ["operation_id"],
-            ["release_operations.id"],
-            name=op.f("fk_release_evidence_operation_id_release_operations"),
-            ondelete="CASCADE",
-        ),
-        sa.ForeignKeyConstraint(
-            ["organization_id"],
-            ["organizations.id"],
-            name=op.f("fk_release_evidence_organization_id_organizations"),
-            ondelete="CASCADE",
-        ),
+        _cascade("release_evidence", "candidate_id", "release_candidates"),
+        _cascade("release_evidence", "operation_id", "release_operations"),
+        _cascade("release_evidence", "organization_id", "organizations"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_release_evidence")),
     )
-    op.create_index(
-        op.f("ix_release_evidence_organization_id"),
-        "release_evidence",
-        ["organization_id"],
-        unique=False,
-    )
+    for table in ORGANIZATION_INDEXED:
+        op.create_index(
+            op.f(f"ix_{table}_organization_id"), table, ["organization_id"], unique=False
+        )
     _create_triggers()
 
 

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from gymctl.billing import accounts
 from gymctl.models import PaymentMethod, User
-from gymctl.providers.card import CardProvider, PageRequest, Terminal
+from gymctl.providers.card import CardProvider, PageRequest, PageResult, Terminal
 from gymctl.providers.card_sandbox import SandboxCardProvider, sandbox_simulator
 from gymctl.providers.card_simulator import CardSimulator
 from tests.billing.factories import TEST_CIPHER, Gym
@@ -49,6 +49,45 @@ def connect_card_provider(
     return config
 
 
+def connect_other_provider(session: Session, gym: Gym, provider: str):
+    """The gym collects through `provider`, not the card provider: no terminal at all."""
+    return accounts.configure_provider(
+        session,
+        gym.organization.id,
+        provider=provider,
+        terminal=None,
+        api_name=None,
+        now=NOW,
+        cipher=TEST_CIPHER,
+    )
+
+
+def completed_token_page(
+    provider: CardProvider,
+    simulator: CardSimulator,
+    card_number: str = APPROVE,
+    *,
+    terminal: Terminal = TERMINAL,
+    return_value: str = "card-for-test",
+) -> PageResult:
+    """A token-only hosted page opened on the provider, completed by the member with
+    `card_number`, and read back (its `page_id` and `token`)."""
+    page = provider.create_page(
+        terminal,
+        PageRequest(
+            operation="CreateTokenOnly",
+            amount_in_cents=0,
+            currency="ILS",
+            return_value=return_value,
+            success_url="https://gym.example/ok",
+            failure_url="https://gym.example/failed",
+            webhook_url="https://gym.example/webhook",
+        ),
+    )
+    simulator.complete_page(page.page_id, card_number)
+    return provider.get_page(terminal, page.page_id)
+
+
 def save_test_card(
     session: Session,
     gym: Gym,
@@ -60,20 +99,7 @@ def save_test_card(
     saved_at: datetime = NOW,
     terminal: Terminal = TERMINAL,
 ) -> PaymentMethod:
-    page = provider.create_page(
-        terminal,
-        PageRequest(
-            operation="CreateTokenOnly",
-            amount_in_cents=0,
-            currency="ILS",
-            return_value="card-for-test",
-            success_url="https://gym.example/ok",
-            failure_url="https://gym.example/failed",
-            webhook_url="https://gym.example/webhook",
-        ),
-    )
-    simulator.complete_page(page.page_id, card_number)
-    result = provider.get_page(terminal, page.page_id)
+    result = completed_token_page(provider, simulator, card_number, terminal=terminal)
     return accounts.save_card(
         session,
         organization_id=gym.organization.id,

@@ -1,6 +1,6 @@
 """Billing rows for tests: a gym (an organization with an owner and a member), plans and
-subscriptions with sane defaults per plan type, saved cards and billing settings. Each factory
-flushes and returns its row; every default can be overridden by keyword."""
+subscriptions with sane defaults per plan type, saved cards, payments and billing settings.
+Each factory flushes and returns its row; every default can be overridden by keyword."""
 
 from __future__ import annotations
 
@@ -22,12 +22,19 @@ from gymctl.models import (
     Membership,
     Organization,
     PaymentMethod,
+    PaymentTransaction,
     Plan,
     Role,
     Subscription,
     User,
 )
-from gymctl.models.billing import CollectionMethod, PlanType, SubscriptionStatus
+from gymctl.models.billing import (
+    CollectionMethod,
+    PlanType,
+    SubscriptionStatus,
+    TransactionStatus,
+    TransactionType,
+)
 from gymctl.providers.card import CardToken
 from tests import factories
 from tests.conftest import NOW
@@ -120,6 +127,30 @@ def make_card(
         now=now,
         cipher=cipher,
     )
+
+
+def make_transaction(
+    session: Session, gym: Gym, *, now: datetime = NOW, **fields: Any
+) -> PaymentTransaction:
+    """A payment row of the gym's member: a completed 9900 ILS charge entered by hand unless
+    overridden (`provider`, `status`, `amount_in_cents`, `subscription_id`, ...)."""
+    values: dict[str, Any] = {
+        "organization_id": gym.organization.id,
+        "user_id": gym.member.id,
+        "type": TransactionType.charge,
+        "status": TransactionStatus.completed,
+        "provider": "manual",
+        "amount_in_cents": 9900,
+        "currency": "ILS",
+        "metadata_": {},
+        "created_at": now,
+        "updated_at": now,
+        **fields,
+    }
+    transaction = PaymentTransaction(id=ids.new_id(), **values)
+    session.add(transaction)
+    session.flush()
+    return transaction
 
 
 def make_subscription(

@@ -26,6 +26,7 @@ from tests.billing.cards import (
     UNKNOWN,
     Sandbox,
     connect_card_provider,
+    connect_other_provider,
     save_test_card,
 )
 from tests.billing.factories import TEST_CIPHER
@@ -460,18 +461,8 @@ def test_catch_up_starts_no_new_work_after_its_budget(session, session_factory, 
 
 
 def test_other_providers_keep_provider_direct_collection(session, session_factory, sandbox):
-    from gymctl.billing import accounts
-
     gym = bf.make_gym(session)
-    accounts.configure_provider(
-        session,
-        gym.organization.id,
-        provider="direct_debit",
-        terminal=None,
-        api_name=None,
-        now=NOW,
-        cipher=TEST_CIPHER,
-    )
+    connect_other_provider(session, gym, "direct_debit")
     due_subscription(session, gym, sandbox)
     summary = collector.catch_up(session_factory, sandbox.provider, now=NOW, cipher=TEST_CIPHER)
     assert summary.selected == 0

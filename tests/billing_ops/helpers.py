@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from gymctl import ids
-from gymctl.billing import attempts
+from gymctl.billing import attempts, desk
 from gymctl.billing.accounts import CARD_PROVIDER, save_card, saved_card
 from gymctl.billing.checkout import SAVE_CARD_ONLY
 from gymctl.models import (
@@ -20,11 +20,10 @@ from gymctl.models import (
     PaymentTransaction,
     Subscription,
 )
-from gymctl.models.billing import CheckoutStatus, PlanType, TransactionStatus, TransactionType
-from gymctl.providers.card import PageRequest
+from gymctl.models.billing import CheckoutStatus, PlanType, TransactionType
 from gymctl.providers.card_http import CHARGE
 from tests.billing import factories as bf
-from tests.billing.cards import APPROVE, TERMINAL, save_test_card
+from tests.billing.cards import APPROVE, TERMINAL, completed_token_page, save_test_card
 from tests.billing.factories import TEST_CIPHER
 from tests.billing.fake_card_provider import Fault
 from tests.conftest import NOW
@@ -66,26 +65,16 @@ def paid_charge(
         currency="ILS",
         unique_id=unique,
     )
-    transaction = PaymentTransaction(
-        id=ids.new_id(),
-        organization_id=gym.organization.id,
+    return bf.make_transaction(
+        session,
+        gym,
         subscription_id=subscription.id if subscription else None,
-        user_id=gym.member.id,
-        type=TransactionType.charge,
-        status=TransactionStatus.completed,
         provider=CARD_PROVIDER,
         method="card",
         amount_in_cents=amount,
-        currency="ILS",
         provider_transaction_id=result.transaction_id,
-        metadata_={},
-        created_at=NOW,
-        updated_at=NOW,
         **fields,
     )
-    session.add(transaction)
-    session.flush()
-    return transaction
 
 
 def pending_attempt(
@@ -100,6 +89,29 @@ def pending_attempt(
 
 def audit_rows(session, action: str) -> list[AuditLog]:
     return list(session.scalars(select(AuditLog).where(AuditLog.action == action)))
+
+
+def refund_rows(session) -> int:
+    """Refund rows of any kind: provider refunds and credit notes alike."""
+    return session.scalar(
+        select(func.count())
+        .select_from(PaymentTransaction)
+        .where(PaymentTransaction.type == TransactionType.refund)
+    )
+
+
+def charge_at_desk(factory, gym, provider, documents, request, now: datetime = NOW):
+    """The owner's desk charge of `request` (a DeskChargeRequest)."""
+    return desk.desk_charge(
+        factory,
+        provider,
+        organization_id=gym.organization.id,
+        request=request,
+        actor_user_id=gym.owner.id,
+        now=now,
+        cipher=TEST_CIPHER,
+        documents=documents,
+    )
 
 
 def sent_attempt(
@@ -133,26 +145,14 @@ def presale_with_checkout(
 ) -> tuple[Subscription, Checkout]:
     """A presale whose card was saved the real way: a token-only page on the fake provider,
     completed by the member, read back, and its checkout row kept (the verify-account deal)."""
-    provider = card_server.provider()
-    page = provider.create_page(
-        TERMINAL,
-        PageRequest(
-            operation=SAVE_CARD_ONLY,
-            amount_in_cents=0,
-            currency="ILS",
-            return_value="presale",
-            success_url="https://gym.example/ok",
-            failure_url="https://gym.example/failed",
-            webhook_url="https://gym.example/webhook",
-        ),
+    page = completed_token_page(
+        card_server.provider(), card_server.simulator, number, return_value="presale"
     )
-    card_server.complete_page(page.page_id, number)
-    token = provider.get_page(TERMINAL, page.page_id).token
     method = save_card(
         session,
         organization_id=gym.organization.id,
         user_id=gym.member.id,
-        card=token,
+        card=page.token,
         terminal=TERMINAL.number,
         now=NOW,
         cipher=TEST_CIPHER,

@@ -6,14 +6,12 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from sqlalchemy import func, select
 
 from gymctl.billing.credit_notes import CreditNoteRequest, file_credit_note
 from gymctl.errors import DomainError
-from gymctl.models import PaymentTransaction
-from gymctl.models.billing import TransactionStatus, TransactionType
+from gymctl.models.billing import TransactionStatus
 from gymctl.providers.card_http import REFUND
-from tests.billing_ops.helpers import audit_rows, paid_charge
+from tests.billing_ops.helpers import audit_rows, paid_charge, refund_rows
 from tests.conftest import NOW
 
 
@@ -26,14 +24,6 @@ def _file(session, gym, documents, sale, key=None, amount=3000, cash=True):
         actor_user_id=gym.owner.id,
         now=NOW,
         documents=documents,
-    )
-
-
-def _notes(session) -> int:
-    return session.scalar(
-        select(func.count())
-        .select_from(PaymentTransaction)
-        .where(PaymentTransaction.type == TransactionType.refund)
     )
 
 
@@ -53,7 +43,7 @@ def test_a_credit_note_files_a_refund_document_and_a_replay_files_nothing(
     assert first["remainingInCents"] == 7000
     assert replay["replayed"] is True
     assert replay["creditNote"] == first["creditNote"]
-    assert _notes(session) == 1
+    assert refund_rows(session) == 1
     assert len(audit_rows(session, "payment.credit_note_filed")) == 1
     assert card_server.requests(REFUND) == 0
 
@@ -65,7 +55,7 @@ def test_above_what_remains_creditable_is_refused(session, gym, card_server, doc
         _file(session, gym, documents, sale, amount=2001)
     assert (refused.value.code, refused.value.status) == ("credit_note_amount_exceeds_cap", 409)
     assert refused.value.details["remainingInCents"] == 2000
-    assert _notes(session) == 1
+    assert refund_rows(session) == 1
 
 
 def test_the_same_key_for_another_credit_note_is_refused(session, gym, card_server, documents):
@@ -75,7 +65,7 @@ def test_the_same_key_for_another_credit_note_is_refused(session, gym, card_serv
     with pytest.raises(DomainError) as refused:
         _file(session, gym, documents, sale, key, amount=1001)
     assert (refused.value.code, refused.value.status) == ("idempotency_key_reused", 409)
-    assert _notes(session) == 1
+    assert refund_rows(session) == 1
 
 
 def test_only_a_completed_sale_takes_a_credit_note(session, gym, card_server, documents):
@@ -91,4 +81,4 @@ def test_only_a_completed_sale_takes_a_credit_note(session, gym, card_server, do
     with pytest.raises(DomainError) as bad_key:
         _file(session, gym, documents, sale, key=uuid.uuid1())
     assert (bad_key.value.code, bad_key.value.status) == ("idempotency_key_invalid", 422)
-    assert _notes(session) == 0
+    assert refund_rows(session) == 0

@@ -11,17 +11,17 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select
 
-from gymctl.billing import accounts, debt_payments, desk
+from gymctl.billing import debt_payments, desk
 from gymctl.billing.desk import DeskChargeRequest
 from gymctl.errors import DomainError
 from gymctl.models import PaymentTransaction
 from gymctl.models.billing import PlanType, SubscriptionStatus, TransactionStatus
 from gymctl.providers.card_http import CHARGE, LOOKUP_CHARGE
 from tests.billing import factories as bf
-from tests.billing.cards import DECLINE
+from tests.billing.cards import DECLINE, connect_other_provider
 from tests.billing.factories import TEST_CIPHER
 from tests.billing.fake_card_provider import Fault
-from tests.billing_ops.helpers import audit_rows, card_of, card_subscription
+from tests.billing_ops.helpers import audit_rows, card_of, card_subscription, charge_at_desk
 from tests.conftest import NOW
 
 
@@ -37,16 +37,26 @@ def _request(gym, key=None, **overrides) -> DeskChargeRequest:
     return DeskChargeRequest(**values)
 
 
-def _charge(session_factory, gym, provider, documents, request, now=NOW):
-    return desk.desk_charge(
+def _clear_debt(session, gym, subscription, documents):
+    return debt_payments.clear_debt_at_desk(
+        session,
+        organization_id=gym.organization.id,
+        subscription_id=subscription.id,
+        actor_user_id=gym.owner.id,
+        now=NOW,
+        documents=documents,
+    )
+
+
+def _pay_debt(session_factory, gym, provider, subscription):
+    return debt_payments.pay_own_debt(
         session_factory,
         provider,
         organization_id=gym.organization.id,
-        request=request,
-        actor_user_id=gym.owner.id,
-        now=now,
+        subscription_id=subscription.id,
+        user_id=gym.member.id,
+        now=NOW,
         cipher=TEST_CIPHER,
-        documents=documents,
     )
 
 
@@ -61,8 +71,8 @@ def test_the_same_key_and_request_replay_the_same_charge(
     session.commit()
     request = _request(gym)
 
-    first = _charge(session_factory, gym, provider, documents, request)
-    again = _charge(session_factory, gym, provider, documents, request)
+    first = charge_at_desk(session_factory, gym, provider, documents, request)
+    again = charge_at_desk(session_factory, gym, provider, documents, request)
 
     assert (first["outcome"], first["replayed"]) == ("charged", False)
     assert (again["outcome"], again["replayed"]) == ("charged", True)
@@ -84,13 +94,13 @@ def test_the_same_key_for_another_amount_member_or_description_is_refused(
     card_of(session, gym, card_server, user=gym.owner)
     session.commit()
     key = uuid.uuid4()
-    _charge(session_factory, gym, provider, documents, _request(gym, key))
+    charge_at_desk(session_factory, gym, provider, documents, _request(gym, key))
     if change.get("user_id") == "owner":
         change = {"user_id": gym.owner.id}
     rows = _rows(session)
 
     with pytest.raises(DomainError) as refused:
-        _charge(session_factory, gym, provider, documents, _request(gym, key, **change))
+        charge_at_desk(session_factory, gym, provider, documents, _request(gym, key, **change))
 
     assert (refused.value.code, refused.value.status) == ("idempotency_key_reused", 409)
     assert _rows(session) == rows
@@ -103,8 +113,8 @@ def test_a_decline_is_an_outcome_and_stays_replayable(
     card_of(session, gym, card_server, DECLINE)
     session.commit()
     request = _request(gym)
-    first = _charge(session_factory, gym, provider, documents, request)
-    again = _charge(session_factory, gym, provider, documents, request)
+    first = charge_at_desk(session_factory, gym, provider, documents, request)
+    again = charge_at_desk(session_factory, gym, provider, documents, request)
     assert first["outcome"] == again["outcome"] == "declined"
     assert again["replayed"] is True
     assert card_server.requests(CHARGE) == 1
@@ -119,14 +129,16 @@ def test_a_lost_answer_is_reconciliation_required_then_resolved_by_replay_withou
     card_server.inject(CHARGE, Fault.answer_lost)
 
     with pytest.raises(DomainError) as pending:
-        _charge(session_factory, gym, provider, documents, request)
+        charge_at_desk(session_factory, gym, provider, documents, request)
     assert (pending.value.code, pending.value.status) == ("billing_reconciliation_required", 409)
     with pytest.raises(DomainError) as executing:  # inside the 90 s grace: not asked yet
-        _charge(session_factory, gym, provider, documents, request, now=NOW + timedelta(seconds=30))
+        charge_at_desk(
+            session_factory, gym, provider, documents, request, now=NOW + timedelta(seconds=30)
+        )
     assert executing.value.code == "billing_reconciliation_required"
     assert card_server.requests(LOOKUP_CHARGE) == 0
 
-    later = _charge(
+    later = charge_at_desk(
         session_factory, gym, provider, documents, request, now=NOW + timedelta(minutes=2)
     )
 
@@ -155,19 +167,11 @@ def test_desk_charge_refusals_change_nothing(
     if setup == "zero":
         request = _request(gym, amount_in_cents=0)
     if setup == "other_provider":
-        accounts.configure_provider(
-            session,
-            gym.organization.id,
-            provider="other",
-            terminal=None,
-            api_name=None,
-            now=NOW,
-            cipher=TEST_CIPHER,
-        )
+        connect_other_provider(session, gym, "other")
     session.commit()
     rows = _rows(session)
     with pytest.raises(DomainError) as refused:
-        _charge(session_factory, gym, provider, documents, request)
+        charge_at_desk(session_factory, gym, provider, documents, request)
     assert (refused.value.code, refused.value.status) == (code, status)
     assert _rows(session) == rows
     assert card_server.requests(CHARGE) == 0
@@ -178,14 +182,7 @@ def test_clearing_a_debt_at_the_desk_restores_the_debt_columns(session, gym, doc
         session, gym, PlanType.cash, in_debt_since=NOW - timedelta(days=2)
     )
 
-    answer = debt_payments.clear_debt_at_desk(
-        session,
-        organization_id=gym.organization.id,
-        subscription_id=subscription.id,
-        actor_user_id=gym.owner.id,
-        now=NOW,
-        documents=documents,
-    )
+    answer = _clear_debt(session, gym, subscription, documents)
 
     assert answer["transaction"]["amountInCents"] == subscription.price_in_cents
     assert answer["transaction"]["documentType"] == "TaxInvoiceAndReceipt"
@@ -195,14 +192,7 @@ def test_clearing_a_debt_at_the_desk_restores_the_debt_columns(session, gym, doc
     assert subscription.cash_prepaid_through > NOW
     assert len(audit_rows(session, "subscription.debt_cleared")) == 1
     with pytest.raises(DomainError) as again:
-        debt_payments.clear_debt_at_desk(
-            session,
-            organization_id=gym.organization.id,
-            subscription_id=subscription.id,
-            actor_user_id=gym.owner.id,
-            now=NOW,
-            documents=documents,
-        )
+        _clear_debt(session, gym, subscription, documents)
     assert (again.value.code, again.value.status) == ("subscription_not_in_debt", 409)
 
 
@@ -213,23 +203,12 @@ def test_a_member_pays_their_card_debt_once_and_the_debt_columns_are_restored(
         session,
         gym,
         card_server,
-        status=SubscriptionStatus.debt,
-        debt_since=NOW - timedelta(days=1),
-        debt_amount_in_cents=9900,
-        debt_reason="charge_failed",
+        in_debt_since=NOW - timedelta(days=1),
         retry_at=NOW + timedelta(hours=20),
     )
     session.commit()
 
-    outcome = debt_payments.pay_own_debt(
-        session_factory,
-        provider,
-        organization_id=gym.organization.id,
-        subscription_id=subscription.id,
-        user_id=gym.member.id,
-        now=NOW,
-        cipher=TEST_CIPHER,
-    )
+    outcome = _pay_debt(session_factory, gym, provider, subscription)
 
     assert outcome == "charged"
     session.refresh(subscription)
@@ -237,35 +216,18 @@ def test_a_member_pays_their_card_debt_once_and_the_debt_columns_are_restored(
     assert (subscription.debt_amount_in_cents, subscription.debt_since) == (0, None)
     assert card_server.requests(CHARGE) == 1
     with pytest.raises(DomainError) as nothing:
-        debt_payments.pay_own_debt(
-            session_factory,
-            provider,
-            organization_id=gym.organization.id,
-            subscription_id=subscription.id,
-            user_id=gym.member.id,
-            now=NOW,
-            cipher=TEST_CIPHER,
-        )
+        _pay_debt(session_factory, gym, provider, subscription)
     assert (nothing.value.code, nothing.value.status) == ("pay_debt_not_available", 409)
 
 
 def test_the_ordinary_dismiss_cancels_a_hand_entered_pending_payment_once(session, gym):
-    record = PaymentTransaction(
-        id=uuid.uuid4(),
-        organization_id=gym.organization.id,
-        user_id=gym.member.id,
-        type="charge",
+    record = bf.make_transaction(
+        session,
+        gym,
         status=TransactionStatus.pending,
-        provider="manual",
         method="bank_transfer",
         amount_in_cents=5000,
-        currency="ILS",
-        metadata_={},
-        created_at=NOW,
-        updated_at=NOW,
     )
-    session.add(record)
-    session.flush()
 
     def dismiss():
         return desk.dismiss_pending_payment(
@@ -291,23 +253,13 @@ def test_pay_debt_refuses_a_held_debt_and_changes_nothing(
         session,
         gym,
         card_server,
-        status=SubscriptionStatus.debt,
-        debt_since=NOW - timedelta(days=1),
-        debt_amount_in_cents=9900,
+        in_debt_since=NOW - timedelta(days=1),
         collection_paused=True,
         retry_at=retry_at,
     )
     session.commit()
     with pytest.raises(DomainError) as held:
-        debt_payments.pay_own_debt(
-            session_factory,
-            provider,
-            organization_id=gym.organization.id,
-            subscription_id=subscription.id,
-            user_id=gym.member.id,
-            now=NOW,
-            cipher=TEST_CIPHER,
-        )
+        _pay_debt(session_factory, gym, provider, subscription)
     assert (held.value.code, held.value.status) == ("pay_debt_not_available", 409)
     session.refresh(subscription)
     assert subscription.retry_at == retry_at

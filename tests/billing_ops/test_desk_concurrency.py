@@ -15,10 +15,8 @@ from gymctl.errors import DomainError
 from gymctl.providers.card_http import CHARGE
 from tests.billing import factories as bf
 from tests.billing.cards import connect_card_provider
-from tests.billing.factories import TEST_CIPHER
 from tests.billing.fake_card_provider import Fault
-from tests.billing_ops.helpers import card_of
-from tests.conftest import NOW
+from tests.billing_ops.helpers import card_of, charge_at_desk
 
 THREADS = 6
 
@@ -38,15 +36,8 @@ def test_concurrent_identical_desk_charges_charge_once(committed_pg, card_server
     def charge() -> None:
         start.wait()
         try:
-            answer = desk.desk_charge(
-                factory,
-                card_server.provider(timeout=5.0),
-                organization_id=gym.organization.id,
-                request=request,
-                actor_user_id=gym.owner.id,
-                now=NOW,
-                cipher=TEST_CIPHER,
-                documents=documents,
+            answer = charge_at_desk(
+                factory, gym, card_server.provider(timeout=5.0), documents, request
             )
             answers.append(f"{answer['outcome']}:{answer['replayed']}")
         except DomainError as error:
@@ -62,14 +53,5 @@ def test_concurrent_identical_desk_charges_charge_once(committed_pg, card_server
     assert card_server.requests(CHARGE) == 1
     assert answers.count("charged:False") == 1
     assert set(answers) <= {"charged:False", "charged:True", "billing_reconciliation_required"}
-    replay = desk.desk_charge(
-        factory,
-        card_server.provider(),
-        organization_id=gym.organization.id,
-        request=request,
-        actor_user_id=gym.owner.id,
-        now=NOW,
-        cipher=TEST_CIPHER,
-        documents=documents,
-    )
+    replay = charge_at_desk(factory, gym, card_server.provider(), documents, request)
     assert (replay["outcome"], replay["replayed"]) == ("charged", True)

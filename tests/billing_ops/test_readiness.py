@@ -11,10 +11,9 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import event, func, select
 
-from gymctl import ids
 from gymctl.billing.readiness import readiness
-from gymctl.models import OutboxEvent, PaymentMethod, PaymentProviderConfig, PaymentTransaction
-from gymctl.models.billing import PlanType, SubscriptionStatus, TransactionStatus, TransactionType
+from gymctl.models import OutboxEvent, PaymentMethod, PaymentProviderConfig
+from gymctl.models.billing import PlanType, SubscriptionStatus, TransactionStatus
 from gymctl.providers.card import Terminal
 from gymctl.providers.card_http import CHARGE, CREATE_PAGE, GET_PAGE, LOOKUP_CHARGE, REFUND
 from tests import factories
@@ -43,22 +42,13 @@ def _by_subscription(report) -> dict:
 
 def _legacy_pending(session, gym, count: int) -> None:
     for _ in range(count):
-        session.add(
-            PaymentTransaction(
-                id=ids.new_id(),
-                organization_id=gym.organization.id,
-                user_id=gym.member.id,
-                type=TransactionType.charge,
-                status=TransactionStatus.pending,
-                provider="card_provider",
-                amount_in_cents=100,
-                currency="ILS",
-                metadata_={},
-                created_at=NOW,
-                updated_at=NOW,
-            )
+        bf.make_transaction(
+            session,
+            gym,
+            status=TransactionStatus.pending,
+            provider="card_provider",
+            amount_in_cents=100,
         )
-    session.flush()
 
 
 @pytest.mark.embedded

@@ -4,13 +4,11 @@ with refund documents numbered per organization by the local document provider."
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import func, select
 
 from gymctl import ids
 from gymctl.billing import accounts
 from gymctl.billing.refunds import refund_transaction
 from gymctl.errors import DomainError
-from gymctl.models import PaymentTransaction
 from gymctl.models.billing import TransactionStatus, TransactionType
 from gymctl.providers.card import Terminal
 from gymctl.providers.card_http import REFUND
@@ -18,7 +16,7 @@ from tests.billing import factories as bf
 from tests.billing.cards import connect_card_provider
 from tests.billing.factories import TEST_CIPHER
 from tests.billing.fake_card_provider import Fault
-from tests.billing_ops.helpers import audit_rows, forget_account, paid_charge
+from tests.billing_ops.helpers import audit_rows, forget_account, paid_charge, refund_rows
 from tests.conftest import NOW
 
 
@@ -34,14 +32,6 @@ def _refund(session, provider, documents, transaction, amount, **kwargs):
         now=NOW,
         documents=documents,
         **kwargs,
-    )
-
-
-def _refund_rows(session) -> int:
-    return session.scalar(
-        select(func.count())
-        .select_from(PaymentTransaction)
-        .where(PaymentTransaction.type == TransactionType.refund)
     )
 
 
@@ -120,7 +110,7 @@ def test_a_bad_amount_is_refused_and_nothing_changes(
         _refund(session, provider, documents, sale, amount)
     assert (refused.value.code, refused.value.status) == (code, status)
     assert sale.status == TransactionStatus.completed
-    assert _refund_rows(session) == 0
+    assert refund_rows(session) == 0
     assert card_server.requests(REFUND) == 0
 
 
@@ -130,7 +120,7 @@ def test_only_a_completed_payment_is_refundable(session, gym, card_server, provi
     with pytest.raises(DomainError) as refused:
         _refund(session, provider, documents, sale, 100)
     assert (refused.value.code, refused.value.status) == ("refund_not_refundable", 409)
-    assert _refund_rows(session) == 0
+    assert refund_rows(session) == 0
 
 
 def test_provider_unavailable_undoes_everything_and_the_retry_refunds_once(
@@ -146,7 +136,7 @@ def test_provider_unavailable_undoes_everything_and_the_retry_refunds_once(
 
     assert (refused.value.code, refused.value.status) == ("refund_provider_unavailable", 503)
     assert sale.status == TransactionStatus.completed
-    assert _refund_rows(session) == 0
+    assert refund_rows(session) == 0
     refund = _refund(session, provider, documents, sale, 9900)
     assert refund.status == TransactionStatus.refunded
     received = card_server.received(REFUND)
@@ -184,4 +174,4 @@ def test_a_provider_refusal_is_refund_declined(session, gym, card_server, provid
     with pytest.raises(DomainError) as refused:
         _refund(session, provider, documents, sale, 500)
     assert (refused.value.code, refused.value.status) == ("refund_declined", 409)
-    assert _refund_rows(session) == 0
+    assert refund_rows(session) == 0

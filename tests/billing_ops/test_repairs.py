@@ -11,14 +11,14 @@ from datetime import date, timedelta
 import pytest
 from sqlalchemy import select
 
-from gymctl.billing import accounts, collector, repair, verification
+from gymctl.billing import collector, repair, verification
 from gymctl.errors import DomainError
 from gymctl.models import AuditLog, PaymentMethod
 from gymctl.models.billing import TransactionStatus
 from gymctl.providers.card import PageRequest, Terminal
 from gymctl.providers.card_http import GET_PAGE
 from tests.billing import factories as bf
-from tests.billing.cards import TERMINAL, connect_card_provider
+from tests.billing.cards import TERMINAL, connect_card_provider, connect_other_provider
 from tests.billing.factories import TEST_CIPHER
 from tests.billing.fake_card_provider import Fault
 from tests.billing_ops.helpers import pending_attempt, presale_with_checkout
@@ -296,26 +296,9 @@ def test_verify_account_needs_a_card_terminal_and_a_subscription_of_the_organiza
     subscription, _ = presale_with_checkout(session, gym, card_server, opening=OPENING)
     other = bf.make_gym(session)
     with pytest.raises(DomainError) as elsewhere:
-        verification.verify_account(
-            session,
-            provider,
-            organization_id=other.organization.id,
-            subscription_id=subscription.id,
-            low_profile_id=None,
-            operator_user_id=gym.owner.id,
-            now=NOW,
-            cipher=TEST_CIPHER,
-        )
+        _verify(session, other, provider, subscription, operator=gym.owner.id)
     assert (elsewhere.value.code, elsewhere.value.status) == ("subscription_not_found", 404)
-    accounts.configure_provider(
-        session,
-        gym.organization.id,
-        provider="other",
-        terminal=None,
-        api_name=None,
-        now=NOW,
-        cipher=TEST_CIPHER,
-    )
+    connect_other_provider(session, gym, "other")
     with pytest.raises(DomainError) as no_terminal:
         _verify(session, gym, provider, subscription)
     assert (no_terminal.value.code, no_terminal.value.status) == (

@@ -74,6 +74,16 @@ def _reconcile(session, gym, provider, transaction, now=NOW):
     )
 
 
+def _authorize(session, gym, transaction, actor=None):
+    return no_debit.authorize_retry(
+        session,
+        organization_id=gym.organization.id,
+        transaction_id=transaction.id,
+        actor_user_id=(actor or gym.owner).id,
+        now=NOW,
+    )
+
+
 def _snapshot(subscription):
     return (
         subscription.status,
@@ -365,42 +375,18 @@ def test_authorize_retry_resumes_a_paused_obligation_once(session, gym, card_ser
     subscription = card_subscription(session, gym, card_server)
     transaction = pending_attempt(session, subscription, now=NOW - timedelta(minutes=5))
     with pytest.raises(DomainError) as early:
-        no_debit.authorize_retry(
-            session,
-            organization_id=gym.organization.id,
-            transaction_id=transaction.id,
-            actor_user_id=gym.owner.id,
-            now=NOW,
-        )
+        _authorize(session, gym, transaction)
     assert (early.value.code, early.value.status) == ("billing_retry_not_available", 409)
     _confirm(session, gym, provider, transaction)
     with pytest.raises(DomainError) as member:
-        no_debit.authorize_retry(
-            session,
-            organization_id=gym.organization.id,
-            transaction_id=transaction.id,
-            actor_user_id=gym.member.id,
-            now=NOW,
-        )
+        _authorize(session, gym, transaction, actor=gym.member)
     assert (member.value.code, member.value.status) == ("owner_required", 403)
 
-    answer = no_debit.authorize_retry(
-        session,
-        organization_id=gym.organization.id,
-        transaction_id=transaction.id,
-        actor_user_id=gym.owner.id,
-        now=NOW,
-    )
+    answer = _authorize(session, gym, transaction)
 
     assert answer["outcome"] == "retry_authorized"
     assert (subscription.collection_paused, subscription.retry_at) == (False, NOW)
-    again = no_debit.authorize_retry(
-        session,
-        organization_id=gym.organization.id,
-        transaction_id=transaction.id,
-        actor_user_id=gym.owner.id,
-        now=NOW,
-    )
+    again = _authorize(session, gym, transaction)
     assert again["outcome"] == "already_authorized"
     assert len(audit_rows(session, "billing.retry_authorized")) == 1
 

@@ -7,14 +7,13 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from pydantic import SecretStr
 
 from gymctl.models import PaymentTransaction, Role
-from gymctl.models.billing import PlanType, SubscriptionStatus, TransactionStatus
+from gymctl.models.billing import PlanType, TransactionStatus
 from tests import factories
 from tests.access.conftest import snapshot
 from tests.billing import factories as bf
-from tests.billing.factories import TEST_KEY
+from tests.billing.test_checkout_webhooks import app  # noqa: F401 (fixture)
 from tests.billing_ops.helpers import (
     audit_rows,
     card_of,
@@ -25,21 +24,6 @@ from tests.billing_ops.helpers import (
     sent_attempt,
 )
 from tests.conftest import NOW
-
-
-@pytest.fixture
-def app(settings, session_factory, clock, mailbox, card_server):
-    from gymctl.providers.mail import MailboxMailer
-    from webhooks.app import create_app
-
-    settings = settings.model_copy(update={"billing_encryption_key": SecretStr(TEST_KEY)})
-    return create_app(
-        settings,
-        session_factory=session_factory,
-        clock=clock,
-        mailer=MailboxMailer(mailbox, settings.mail_from, clock=clock),
-        card_provider=card_server.provider(),
-    )
 
 
 @pytest.fixture
@@ -223,15 +207,7 @@ def test_desk_charge_refund_and_credit_note_over_http(client, session, gym, card
 def test_debt_clearance_and_member_pay_debt(client, session, gym, card_server, headers):
 
     cash = bf.make_subscription(session, gym, PlanType.cash, in_debt_since=NOW)
-    card = card_subscription(
-        session,
-        gym,
-        card_server,
-        status=SubscriptionStatus.debt,
-        debt_since=NOW - timedelta(days=1),
-        debt_amount_in_cents=9900,
-        debt_reason="charge_failed",
-    )
+    card = card_subscription(session, gym, card_server, in_debt_since=NOW - timedelta(days=1))
     session.commit()
     org = f"/organizations/{gym.organization.id}/subscriptions"
     cleared = client.post(f"{org}/{cash.id}/clear-debt", json={}, headers=headers(gym.owner))

@@ -1,4 +1,5 @@
-"""A gym with a class type and a session tomorrow morning; helpers to add members."""
+"""A gym with a class type and a session tomorrow morning; helpers to add members, book them and
+let them cancel."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from gymctl.bookings import schedule
-from gymctl.models import Membership, Role
+from gymctl.bookings import book, schedule
+from gymctl.models import Booking, Membership, Role
 from tests import factories
 from tests.billing.factories import make_gym
 from tests.conftest import NOW
@@ -18,6 +19,31 @@ TOMORROW = NOW + timedelta(days=1)
 def add_member(session, organization) -> Membership:
     user = factories.user(session)
     return factories.membership(session, user=user, organization=organization, role=Role.member)
+
+
+def book_seat(session, gym, class_session, member: Membership | None = None, at=NOW) -> Booking:
+    """The member (the gym's own by default) books themselves."""
+    member = member or gym.membership
+    return book.book(
+        session,
+        gym.organization.id,
+        class_session.id,
+        member,
+        actor_user_id=member.user_id,
+        now=at,
+    )
+
+
+def cancel_own(session, gym, booking: Booking, at=NOW) -> Booking:
+    """The member cancels their own booking."""
+    return book.cancel(
+        session,
+        gym.organization.id,
+        booking.id,
+        actor_user_id=booking.user_id,
+        by_staff=False,
+        now=at,
+    )
 
 
 @pytest.fixture

@@ -8,28 +8,14 @@ from datetime import timedelta
 import pytest
 
 from gymctl.models import Role
-from tests import factories
-from tests.access.conftest import Gym, signed_in, snapshot
+from tests.access import conftest as access
+from tests.access.conftest import snapshot
 from tests.billing import factories as bf
 from tests.conftest import NOW
 
 START = (NOW + timedelta(days=1)).isoformat()
 
-
-@pytest.fixture
-def gym(session, idp) -> Gym:
-    organization = factories.organization(session, name="Iron Temple")
-    people = {}
-    for role in Role:
-        person = signed_in(
-            idp, session, identity_id=f"user_{role.value}", email=f"{role.value}@iron.example"
-        )
-        person.membership = factories.membership(
-            session, user=person.user, organization=organization, role=role
-        )
-        people[role] = person
-    session.commit()
-    return Gym(organization, people)
+gym = access.gym  # the access tests' gym (one person per role, real tokens) over this folder's
 
 
 @pytest.fixture

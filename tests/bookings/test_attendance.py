@@ -8,24 +8,25 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from gymctl.bookings import attendance, book
+from gymctl.bookings import attendance
 from gymctl.errors import DomainError
 from gymctl.models import OutboxEvent
 from gymctl.models.bookings import CheckinMethod
-from tests.bookings.conftest import TOMORROW, add_member
+from tests.bookings.conftest import TOMORROW, add_member, book_seat, cancel_own
 from tests.conftest import NOW
 
 AFTER = TOMORROW + timedelta(hours=1)  # the session ends
 
 
-def _book(session, gym, class_session, member):
-    return book.book(
+def _check_in(session, gym, booking, at, method=CheckinMethod.staff, actor=None):
+    """Staff (the owner) check the member in unless another actor is named."""
+    return attendance.check_in(
         session,
         gym.organization.id,
-        class_session.id,
-        member,
-        actor_user_id=member.user_id,
-        now=NOW,
+        booking.id,
+        method=method,
+        actor_user_id=actor or gym.owner.id,
+        now=at,
     )
 
 
@@ -34,16 +35,9 @@ def _names(session):
 
 
 def test_check_in_records_time_and_method_once(session, gym, class_session):
-    booking = _book(session, gym, class_session, gym.membership)
+    booking = book_seat(session, gym, class_session)
     for at in (TOMORROW, TOMORROW + timedelta(minutes=5)):
-        attendance.check_in(
-            session,
-            gym.organization.id,
-            booking.id,
-            method=CheckinMethod.kiosk,
-            actor_user_id=gym.owner.id,
-            now=at,
-        )
+        _check_in(session, gym, booking, at, CheckinMethod.kiosk)
     assert (booking.checked_in_at, booking.checkin_method) == (TOMORROW, "kiosk")
     assert _names(session).count("booking.attended") == 1
 
@@ -51,39 +45,18 @@ def test_check_in_records_time_and_method_once(session, gym, class_session):
 def test_check_in_opens_an_hour_before_class_and_needs_a_confirmed_seat(
     session, gym, class_session
 ):
-    booking = _book(session, gym, class_session, gym.membership)
+    booking = book_seat(session, gym, class_session)
     with pytest.raises(DomainError) as early:
-        attendance.check_in(
-            session,
-            gym.organization.id,
-            booking.id,
-            method=CheckinMethod.staff,
-            actor_user_id=gym.owner.id,
-            now=TOMORROW - timedelta(minutes=61),
-        )
+        _check_in(session, gym, booking, TOMORROW - timedelta(minutes=61))
     assert (early.value.code, early.value.status) == ("checkin_not_open", 409)
-    book.cancel(
-        session,
-        gym.organization.id,
-        booking.id,
-        actor_user_id=gym.member.id,
-        by_staff=False,
-        now=NOW,
-    )
+    cancel_own(session, gym, booking)
     with pytest.raises(DomainError) as cancelled:
-        attendance.check_in(
-            session,
-            gym.organization.id,
-            booking.id,
-            method=CheckinMethod.staff,
-            actor_user_id=gym.owner.id,
-            now=TOMORROW,
-        )
+        _check_in(session, gym, booking, TOMORROW)
     assert cancelled.value.code == "booking_not_confirmed"
 
 
 def test_staff_mark_a_no_show_after_the_start_only(session, gym, class_session):
-    booking = _book(session, gym, class_session, gym.membership)
+    booking = book_seat(session, gym, class_session)
     with pytest.raises(DomainError) as early:
         attendance.mark_no_show(
             session, gym.organization.id, booking.id, actor_user_id=gym.owner.id, now=NOW
@@ -97,15 +70,8 @@ def test_staff_mark_a_no_show_after_the_start_only(session, gym, class_session):
 
 
 def test_a_checked_in_member_is_no_no_show(session, gym, class_session):
-    booking = _book(session, gym, class_session, gym.membership)
-    attendance.check_in(
-        session,
-        gym.organization.id,
-        booking.id,
-        method=CheckinMethod.self,
-        actor_user_id=gym.member.id,
-        now=TOMORROW,
-    )
+    booking = book_seat(session, gym, class_session)
+    _check_in(session, gym, booking, TOMORROW, CheckinMethod.self, actor=gym.member.id)
     with pytest.raises(DomainError) as caught:
         attendance.mark_no_show(
             session, gym.organization.id, booking.id, actor_user_id=gym.owner.id, now=AFTER
@@ -117,17 +83,10 @@ def test_a_checked_in_member_is_no_no_show(session, gym, class_session):
 def test_the_pass_after_the_session_marks_the_missing_once(session, gym, class_session):
     came, missed = (add_member(session, gym.organization) for _ in range(2))
     late = add_member(session, gym.organization)
-    attended = _book(session, gym, class_session, came)
-    absent = _book(session, gym, class_session, missed)
-    waiting = _book(session, gym, class_session, late)  # waitlisted: never a no-show
-    attendance.check_in(
-        session,
-        gym.organization.id,
-        attended.id,
-        method=CheckinMethod.staff,
-        actor_user_id=gym.owner.id,
-        now=TOMORROW,
-    )
+    attended = book_seat(session, gym, class_session, came)
+    absent = book_seat(session, gym, class_session, missed)
+    waiting = book_seat(session, gym, class_session, late)  # waitlisted: never a no-show
+    _check_in(session, gym, attended, TOMORROW)
     assert attendance.no_show_pass(session, now=AFTER - timedelta(minutes=1)) == {
         "sessions": 0,
         "noShows": 0,

@@ -13,26 +13,14 @@ from gymctl.errors import DomainError
 from gymctl.models import Booking, BookingStatus, OutboxEvent
 from gymctl.models.billing import PlanType, SubscriptionStatus
 from tests.billing.factories import make_billing_settings, make_subscription
-from tests.bookings.conftest import TOMORROW, add_member
+from tests.bookings.conftest import TOMORROW, add_member, book_seat, cancel_own
 from tests.conftest import NOW
-
-
-def _book(session, gym, class_session, member=None, at=NOW):
-    member = member or gym.membership
-    return book.book(
-        session,
-        gym.organization.id,
-        class_session.id,
-        member,
-        actor_user_id=member.user_id,
-        now=at,
-    )
 
 
 def _refused(session, gym, class_session, member=None, at=NOW) -> DomainError:
     before = session.scalar(select(func.count()).select_from(Booking))
     with pytest.raises(DomainError) as caught:
-        _book(session, gym, class_session, member, at)
+        book_seat(session, gym, class_session, member, at)
     assert session.scalar(select(func.count()).select_from(Booking)) == before
     return caught.value
 
@@ -43,14 +31,14 @@ def _events(session, name):
 
 def test_a_member_with_a_live_plan_gets_a_confirmed_seat(session, gym, class_session):
     make_subscription(session, gym)
-    booking = _book(session, gym, class_session)
+    booking = book_seat(session, gym, class_session)
     assert booking.status == BookingStatus.confirmed
     assert [e.payload["status"] for e in _events(session, "booking.created")] == ["confirmed"]
 
 
 def test_debt_inside_the_grace_period_still_books(session, gym, class_session):
     make_subscription(session, gym, in_debt_since=NOW - timedelta(days=6, hours=23))
-    assert _book(session, gym, class_session).status == BookingStatus.confirmed
+    assert book_seat(session, gym, class_session).status == BookingStatus.confirmed
 
 
 @pytest.mark.embedded
@@ -121,11 +109,11 @@ def test_only_unstarted_presales_refuse_plan_not_started(session, gym, class_ses
 def test_a_started_plan_beside_a_presale_books(session, gym, class_session):
     make_subscription(session, gym, presale_opening=NOW + timedelta(days=20))
     make_subscription(session, gym, PlanType.pack)
-    assert _book(session, gym, class_session).status == BookingStatus.confirmed
+    assert book_seat(session, gym, class_session).status == BookingStatus.confirmed
 
 
 def test_plan_required_to_book_is_honoured(session, gym, class_session):
-    assert _book(session, gym, class_session).status == BookingStatus.confirmed  # not required
+    assert book_seat(session, gym, class_session).status == BookingStatus.confirmed  # not required
     other = add_member(session, gym.organization)
     make_billing_settings(session, gym.organization, plan_required_to_book=True)
     error = _refused(session, gym, class_session, other)
@@ -139,7 +127,7 @@ def test_a_paused_plan_books_nothing_when_a_plan_is_required(session, gym, class
 
 
 def test_an_active_booking_refuses_already_booked(session, gym, class_session):
-    first = _book(session, gym, class_session)
+    first = book_seat(session, gym, class_session)
     error = _refused(session, gym, class_session)
     assert (error.code, error.status, error.details["bookingId"]) == (
         "already_booked",
@@ -154,20 +142,13 @@ def test_full_sessions_waitlist_and_a_cancel_promotes_the_first_waitlisted(
 ):
     members = [add_member(session, gym.organization) for _ in range(4)]
     rows = [
-        _book(session, gym, class_session, m, NOW + timedelta(seconds=i))
+        book_seat(session, gym, class_session, m, NOW + timedelta(seconds=i))
         for i, m in enumerate(members)
     ]
     assert [r.status for r in rows] == [BookingStatus.confirmed] * 2 + [
         BookingStatus.waitlisted
     ] * 2
-    book.cancel(
-        session,
-        gym.organization.id,
-        rows[0].id,
-        actor_user_id=members[0].user_id,
-        by_staff=False,
-        now=NOW + timedelta(minutes=5),
-    )
+    cancel_own(session, gym, rows[0], NOW + timedelta(minutes=5))
     assert rows[2].status == BookingStatus.confirmed  # the first waitlisted
     assert rows[3].status == BookingStatus.waitlisted
     promoted = _events(session, "booking.promoted")
@@ -176,15 +157,8 @@ def test_full_sessions_waitlist_and_a_cancel_promotes_the_first_waitlisted(
 
 def test_cancelling_a_waitlisted_booking_promotes_nobody(session, gym, class_session):
     members = [add_member(session, gym.organization) for _ in range(3)]
-    rows = [_book(session, gym, class_session, m) for m in members]
-    book.cancel(
-        session,
-        gym.organization.id,
-        rows[2].id,
-        actor_user_id=members[2].user_id,
-        by_staff=False,
-        now=NOW,
-    )
+    rows = [book_seat(session, gym, class_session, m) for m in members]
+    cancel_own(session, gym, rows[2])
     assert _events(session, "booking.promoted") == []
 
 
@@ -192,17 +166,10 @@ def test_cancelling_a_waitlisted_booking_promotes_nobody(session, gym, class_ses
 def test_a_cancelled_row_is_revived_with_the_same_id_and_fields_cleared(
     session, gym, class_session
 ):
-    first = _book(session, gym, class_session)
+    first = book_seat(session, gym, class_session)
     first.checked_in_at, first.checkin_method = NOW, "staff"  # as a stale row might carry
-    book.cancel(
-        session,
-        gym.organization.id,
-        first.id,
-        actor_user_id=gym.member.id,
-        by_staff=False,
-        now=NOW,
-    )
-    again = _book(session, gym, class_session, at=NOW + timedelta(hours=1))
+    cancel_own(session, gym, first)
+    again = book_seat(session, gym, class_session, at=NOW + timedelta(hours=1))
     assert again.id == first.id
     assert again.status == BookingStatus.confirmed
     assert (again.cancelled_at, again.checked_in_at, again.checkin_method, again.deleted_at) == (
@@ -216,11 +183,11 @@ def test_a_cancelled_row_is_revived_with_the_same_id_and_fields_cleared(
 
 def test_a_soft_deleted_row_is_revived_and_its_freed_seat_was_promoted(session, gym, class_session):
     members = [add_member(session, gym.organization) for _ in range(3)]
-    rows = [_book(session, gym, class_session, m) for m in members]
+    rows = [book_seat(session, gym, class_session, m) for m in members]
     book.remove(session, gym.organization.id, rows[0].id, actor_user_id=gym.owner.id, now=NOW)
     assert rows[0].deleted_at == NOW
     assert rows[2].status == BookingStatus.confirmed
-    revived = _book(session, gym, class_session, members[0])
+    revived = book_seat(session, gym, class_session, members[0])
     assert (revived.id, revived.status, revived.deleted_at) == (
         rows[0].id,
         BookingStatus.waitlisted,
@@ -255,15 +222,8 @@ def test_bookings_are_unique_per_session_and_membership_across_statuses(
 ):
     from sqlalchemy.exc import IntegrityError
 
-    first = _book(session, gym, class_session)
-    book.cancel(
-        session,
-        gym.organization.id,
-        first.id,
-        actor_user_id=gym.member.id,
-        by_staff=False,
-        now=NOW,
-    )
+    first = book_seat(session, gym, class_session)
+    cancel_own(session, gym, first)
     duplicate = Booking(
         organization_id=gym.organization.id,
         class_session_id=class_session.id,

@@ -19,12 +19,12 @@ from PIL import Image
 
 from gymctl.assets.intake import PNG, prefix
 from gymctl.branding import publishing, workspace
-from gymctl.config import Settings
 from gymctl.models import BrandAsset, MemberAppDraftAsset
 from gymctl.releases import branded_apps, requests
 from tests.access.conftest import gym, outsider, platform_admin  # noqa: F401 (fixtures)
-from tests.conftest import NOW, WEBHOOK_SECRET
+from tests.conftest import NOW
 from tests.idp import SigningKey
+from tests.providers.test_storage import s3_endpoint, s3_store  # noqa: F401 (fixtures)
 
 CI_ISSUER = "https://token.actions.example.test"
 REPOSITORY = "acme/gym-apps"
@@ -111,22 +111,18 @@ def ci():
 
 
 @pytest.fixture
-def settings(idp, ci, tmp_path):
-    return Settings(
-        GYMCTL_ENV="test",
-        GYMCTL_HOME=str(tmp_path / "home"),
-        IDENTITY_JWT_KEY=idp.key.public_pem,
-        IDENTITY_API_URL=idp.url,
-        IDENTITY_SECRET_KEY=idp.SECRET_KEY,
-        IDENTITY_WEBHOOK_SECRET=WEBHOOK_SECRET,
-        INVITE_SECRET="invite-secret-for-tests-0123456789abcdef",
-        FRONTEND_URL="https://app.example.test",
-        GYMCTL_RELEASE_CI_ISSUER=CI_ISSUER,
-        GYMCTL_RELEASE_CI_JWKS_URL=ci.jwks_url,
-        GYMCTL_RELEASE_CI_REPOSITORY=REPOSITORY,
-        GYMCTL_RELEASE_CI_REPOSITORY_ID="123456789",
-        GYMCTL_RELEASE_CI_WORKFLOW="Branded app",
-        GYMCTL_RELEASE_CI_WORKFLOW_REF=WORKFLOW_REF,
+def settings(settings, ci, tmp_path):
+    """The suite's settings with a home of the test's own and the CI provider's identity."""
+    return settings.model_copy(
+        update={
+            "home": tmp_path / "home",
+            "release_ci_issuer": CI_ISSUER,
+            "release_ci_jwks_url": ci.jwks_url,
+            "release_ci_repository": REPOSITORY,
+            "release_ci_repository_id": "123456789",
+            "release_ci_workflow": "Branded app",
+            "release_ci_workflow_ref": WORKFLOW_REF,
+        }
     )
 
 

@@ -1,12 +1,32 @@
 """Steps of the release flow shared by the tests: the owner's intake and its approval, then an
-operator's candidate."""
+operator's candidate; a refusal that changes nothing; rows inserted without our code for the
+database triggers' tests."""
 
 from __future__ import annotations
 
-from gymctl.models import Role
-from gymctl.releases import candidates
+import uuid
+
+import pytest
+from sqlalchemy import insert
+
+from gymctl.errors import DomainError
+from gymctl.models import Organization, Role
+from gymctl.models.releases import BrandedApp, ReleaseCandidate, ReleaseRequest
+from gymctl.releases import approvals, candidates, owner, requests
+from gymctl.releases.canonical import sha256_of
+from tests.access.conftest import snapshot
 from tests.conftest import NOW
 from tests.releases.conftest import COMMIT, SUBMISSION
+
+
+def refused(session, call, code: str, status: int) -> DomainError:
+    """`call` is refused with `code` and `status`, and nothing was written (not even flushed)."""
+    before = snapshot(session)
+    with pytest.raises(DomainError) as caught:
+        call()
+    assert (caught.value.code, caught.value.status) == (code, status)
+    assert snapshot(session) == before
+    return caught.value
 
 
 def owner_call(client, gym, method, path, **kwargs):
@@ -53,3 +73,71 @@ def cut(session, store, settings, gym, *, commit=COMMIT, at=NOW):
     )
     session.commit()
     return candidate
+
+
+def approve_intake_in(session, organization_id, *, actor_user_id=None) -> None:
+    """The owner's intake saved and approved through the domain functions (no HTTP door)."""
+    owner.save_submission(
+        session, organization_id, SUBMISSION, revision=0, actor_user_id=actor_user_id, now=NOW
+    )
+    approvals.approve(
+        session,
+        requests.require_request(session, organization_id),
+        None,
+        purpose="submission_intake",
+        revision=1,
+        snapshot_sha256=None,
+        actor_user_id=actor_user_id,
+        now=NOW,
+    )
+
+
+def inserted_app(connection) -> tuple[uuid.UUID, uuid.UUID]:
+    """An organization and its branded app inserted with plain SQL; (organization id, app id)."""
+    org_id, app_id = uuid.uuid4(), uuid.uuid4()
+    tag = org_id.hex[:8]
+    connection.execute(
+        insert(Organization).values(id=org_id, name="G", slug=f"g-{tag}", created_at=NOW)
+    )
+    connection.execute(
+        insert(BrandedApp).values(
+            id=app_id,
+            organization_id=org_id,
+            link_slug=f"s{tag}",
+            apple_bundle_id=f"com.example.a{tag}",
+            android_package=f"com.example.a{tag}",
+            config={},
+            created_at=NOW,
+            updated_at=NOW,
+        )
+    )
+    return org_id, app_id
+
+
+def inserted_candidate(connection, snap: dict) -> tuple[uuid.UUID, uuid.UUID]:
+    """`inserted_app` with a release request and a generation-1 candidate of `snap`;
+    (organization id, candidate id)."""
+    org_id, app_id = inserted_app(connection)
+    request_id, candidate_id = uuid.uuid4(), uuid.uuid4()
+    connection.execute(
+        insert(ReleaseRequest).values(
+            id=request_id,
+            organization_id=org_id,
+            branded_app_id=app_id,
+            created_at=NOW,
+            updated_at=NOW,
+        )
+    )
+    connection.execute(
+        insert(ReleaseCandidate).values(
+            id=candidate_id,
+            organization_id=org_id,
+            release_request_id=request_id,
+            generation=1,
+            snapshot=snap,
+            snapshot_sha256=sha256_of(snap),
+            brand_schema_version=2,
+            created_at=NOW,
+        )
+    )
+    return org_id, candidate_id

@@ -13,20 +13,13 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.exc import DBAPIError
 
 from gymctl.errors import DomainError
-from gymctl.models import Organization
-from gymctl.models.releases import (
-    BrandedApp,
-    ReleaseCandidate,
-    ReleaseEvidence,
-    ReleaseRequest,
-)
+from gymctl.models.releases import ReleaseEvidence, ReleaseRequest
 from gymctl.releases import approvals, checks, evidence, operations, switches
-from gymctl.releases.canonical import sha256_of
 from tests import factories
 from tests.access.conftest import snapshot
 from tests.conftest import NOW
 from tests.releases.conftest import SUBMISSION
-from tests.releases.helpers import approved_intake, cut, owner_call
+from tests.releases.helpers import approved_intake, cut, inserted_candidate, owner_call, refused
 
 DAY = timedelta(hours=24)
 
@@ -186,12 +179,12 @@ def test_the_internal_upload_approval_expires_at_24_hours_and_is_rechecked_befor
     assert approvals.require_internal_upload(session, request, current, now=just_before)
     operation.access_expires_at = NOW + DAY + timedelta(minutes=5)
     session.commit()
-    before = snapshot(session)
-    with pytest.raises(DomainError) as expired:
-        operations.authorize_submit(session, operation.id, access, now=NOW + DAY)
-    assert (expired.value.code, expired.value.status) == ("internal_upload_approval_missing", 409)
-    session.rollback()
-    assert snapshot(session) == before
+    refused(
+        session,
+        lambda: operations.authorize_submit(session, operation.id, access, now=NOW + DAY),
+        "internal_upload_approval_missing",
+        409,
+    )
     assert operations.authorize_submit(session, operation.id, access, now=just_before)["authorized"]
     assert evidence.platform_states(session, request)["ios"] == "internal_upload_submitted"
 
@@ -248,32 +241,25 @@ def test_observed_store_results_need_the_owners_approval_and_append_evidence(
     client, session, branded, gym, current
 ):
     request = session.scalar(select(ReleaseRequest))
-    before = snapshot(session)
-    with pytest.raises(DomainError) as refused:
-        evidence.record_observed(
+    for observed_at, code, status in (
+        (NOW, "release_approval_missing", 409),
+        (NOW + timedelta(minutes=1), "release_observed_in_future", 400),
+    ):
+        refused(
             session,
-            request,
-            current,
-            platform="ios",
-            result="publicly_released",
-            observed_at=NOW,
-            note=None,
-            now=NOW,
+            lambda observed_at=observed_at: evidence.record_observed(
+                session,
+                request,
+                current,
+                platform="ios",
+                result="publicly_released",
+                observed_at=observed_at,
+                note=None,
+                now=NOW,
+            ),
+            code,
+            status,
         )
-    assert (refused.value.code, refused.value.status) == ("release_approval_missing", 409)
-    with pytest.raises(DomainError) as future:
-        evidence.record_observed(
-            session,
-            request,
-            current,
-            platform="ios",
-            result="publicly_released",
-            observed_at=NOW + timedelta(minutes=1),
-            note=None,
-            now=NOW,
-        )
-    assert future.value.code == "release_observed_in_future"
-    assert snapshot(session) == before
     assert _approve(client, gym, "public_release", current).status_code == 201
     evidence.record_observed(
         session,
@@ -296,43 +282,8 @@ def test_observed_store_results_need_the_owners_approval_and_append_evidence(
 
 @pytest.mark.embedded
 def test_evidence_is_append_only_in_the_database(connection):
-    org_id, app_id, request_id, candidate_id, row_id = (uuid.uuid4() for _ in range(5))
-    connection.execute(
-        insert(Organization).values(id=org_id, name="G", slug=f"g-{org_id.hex[:8]}", created_at=NOW)
-    )
-    connection.execute(
-        insert(BrandedApp).values(
-            id=app_id,
-            organization_id=org_id,
-            link_slug=f"e{org_id.hex[:8]}",
-            apple_bundle_id=f"com.example.e{org_id.hex[:8]}",
-            android_package=f"com.example.e{org_id.hex[:8]}",
-            config={},
-            created_at=NOW,
-            updated_at=NOW,
-        )
-    )
-    connection.execute(
-        insert(ReleaseRequest).values(
-            id=request_id,
-            organization_id=org_id,
-            branded_app_id=app_id,
-            created_at=NOW,
-            updated_at=NOW,
-        )
-    )
-    connection.execute(
-        insert(ReleaseCandidate).values(
-            id=candidate_id,
-            organization_id=org_id,
-            release_request_id=request_id,
-            generation=1,
-            snapshot={},
-            snapshot_sha256=sha256_of({"x": str(org_id)}),
-            brand_schema_version=2,
-            created_at=NOW,
-        )
-    )
+    org_id, candidate_id = inserted_candidate(connection, {})
+    row_id = uuid.uuid4()
     connection.execute(
         insert(ReleaseEvidence).values(
             id=row_id,

@@ -3,10 +3,8 @@ the web association files."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
-from sqlalchemy import insert, update
+from sqlalchemy import update
 from sqlalchemy.exc import DBAPIError
 
 from gymctl.errors import DomainError
@@ -17,6 +15,7 @@ from tests import factories
 from tests.access.conftest import snapshot
 from tests.conftest import NOW
 from tests.releases.conftest import APPLE_TEAM, CERT
+from tests.releases.helpers import inserted_app, refused
 
 CONTAINER = "com.gymctl.app"
 IOS_ID = "com.gymctl.gym.iron-temple"
@@ -55,13 +54,14 @@ def test_the_mapping_is_immutable_and_ids_are_unique(session, settings, gym):
 
 
 def test_invalid_ids_are_refused_before_anything_is_written(session, settings, gym):
-    before = snapshot(session)
-    with pytest.raises(DomainError) as refused:
-        branded_apps.create_app(
+    refused(
+        session,
+        lambda: branded_apps.create_app(
             session, settings, gym.organization, android_package="com.my-gym.app", now=NOW
-        )
-    assert (refused.value.code, refused.value.status) == ("android_package_invalid", 400)
-    assert snapshot(session) == before
+        ),
+        "android_package_invalid",
+        400,
+    )
 
 
 def test_the_link_slug_is_independent_of_the_gyms_renameable_slug(client, session, branded, gym):
@@ -76,23 +76,7 @@ def test_the_link_slug_is_independent_of_the_gyms_renameable_slug(client, sessio
 @pytest.mark.embedded
 def test_the_database_refuses_to_change_a_mapped_identity(connection):
     """Also without our code: a trigger on PostgreSQL and on SQLite."""
-    org_id = uuid.uuid4()
-    connection.execute(
-        insert(Organization).values(id=org_id, name="G", slug=f"g-{org_id.hex[:8]}", created_at=NOW)
-    )
-    app_id = uuid.uuid4()
-    connection.execute(
-        insert(BrandedApp).values(
-            id=app_id,
-            organization_id=org_id,
-            link_slug="locked",
-            apple_bundle_id="com.example.locked",
-            android_package="com.example.locked",
-            config={},
-            created_at=NOW,
-            updated_at=NOW,
-        )
-    )
+    _, app_id = inserted_app(connection)
     # The runtime switch and the config may change ...
     where = BrandedApp.id == app_id
     connection.execute(update(BrandedApp).where(where).values(enabled=True, config_revision=1))

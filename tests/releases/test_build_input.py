@@ -5,24 +5,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
 from urllib.parse import parse_qs, urlsplit
 
-import boto3
 import httpx
 import pytest
-from moto.server import ThreadedMotoServer
 from sqlalchemy import select
 
 from gymctl.errors import DomainError
 from gymctl.models import MemberAppVersion
-from gymctl.providers.storage import S3ObjectStore
 from gymctl.releases import branded_apps
 from gymctl.releases.build_input import build_input
 from tests.access.conftest import snapshot
 from tests.releases.conftest import publish_branding
-
-BUCKET = "gymctl-release-assets"
 
 
 def test_the_admin_route_serves_the_build_input(client, session, branded, gym, platform_admin):
@@ -87,34 +81,12 @@ def test_the_folder_stores_download_urls_are_signed_short_lived_and_never_stored
     assert query["signature"][0] not in stored
 
 
-@pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("AWS_ACCESS_KEY_ID", "testing")
-        patch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-        patch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-        for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
-            patch.delenv(name, raising=False)
-        patch.setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config")
-        patch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials")
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        server.start()
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=BUCKET)
-        try:
-            yield endpoint
-        finally:
-            server.stop()
-
-
-def test_on_s3_the_downloads_are_presigned_for_fifteen_minutes(session, settings, gym, s3_endpoint):
-    s3 = S3ObjectStore(BUCKET, endpoint_url=s3_endpoint, region="us-east-1")
-    publish_branding(session, s3, gym.id)
+def test_on_s3_the_downloads_are_presigned_for_fifteen_minutes(session, settings, gym, s3_store):
+    publish_branding(session, s3_store, gym.id)
     branded_apps.create_app(
         session, settings, gym.organization, link_slug="iron-s3", now=gym.organization.created_at
     )
-    data = build_input(session, s3, settings, gym.id)
+    data = build_input(session, s3_store, settings, gym.id)
     url = data["assetDownloads"]["logo"]
     assert parse_qs(urlsplit(url).query)["X-Amz-Expires"] == ["900"]
     fetched = httpx.get(url)

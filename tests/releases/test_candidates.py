@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import insert, select, update
+from sqlalchemy import select, update
 from sqlalchemy.exc import DBAPIError
 
 from gymctl.branding import publishing
-from gymctl.errors import DomainError
-from gymctl.models import BrandRevision, Organization
+from gymctl.models import BrandRevision
 from gymctl.models.releases import (
     BrandedApp,
     CandidateSupersession,
@@ -24,10 +22,16 @@ from gymctl.models.releases import (
 )
 from gymctl.releases import branded_apps, candidates, operations
 from gymctl.releases.canonical import canonical_json, sha256_of
-from tests.access.conftest import snapshot
 from tests.conftest import NOW
 from tests.releases.conftest import APP_CONFIG, COMMIT, SUBMISSION, publish_branding
-from tests.releases.helpers import approved_intake, cut, owner_call
+from tests.releases.helpers import approved_intake, cut, inserted_candidate, owner_call, refused
+
+
+def _cutting(session, store, settings, gym, commit=COMMIT):
+    """Cutting a candidate, as a call `refused` can make."""
+    return lambda: candidates.cut_candidate(
+        session, store, settings, gym.id, source_commit=commit, now=NOW
+    )
 
 
 def test_canonical_json_sorts_keys_drops_whitespace_and_is_utf8():
@@ -70,31 +74,26 @@ def test_a_snapshot_binds_everything_that_makes_the_build(
 def test_cutting_needs_the_owners_approval_of_the_current_intake(
     client, session, store, settings, branded, gym
 ):
-    before = snapshot(session)
-    with pytest.raises(DomainError) as refused:
-        candidates.cut_candidate(session, store, settings, gym.id, source_commit=COMMIT, now=NOW)
-    assert (refused.value.code, refused.value.status) == ("release_intake_not_approved", 409)
-    assert snapshot(session) == before
+    refused(session, _cutting(session, store, settings, gym), "release_intake_not_approved", 409)
 
 
 def test_cutting_refuses_a_bad_commit_and_an_incomplete_config(
     client, session, store, settings, branded, gym
 ):
     approved_intake(client, gym)
-    with pytest.raises(DomainError) as bad:
-        candidates.cut_candidate(session, store, settings, gym.id, source_commit="main", now=NOW)
-    assert (bad.value.code, bad.value.status) == ("release_source_commit_invalid", 400)
+    refused(
+        session,
+        _cutting(session, store, settings, gym, "main"),
+        "release_source_commit_invalid",
+        400,
+    )
     app = session.get(BrandedApp, branded.id)
     app.config = {k: v for k, v in app.config.items() if k != "iosProfile"}
     session.commit()
-    before = snapshot(session)
-    with pytest.raises(DomainError) as incomplete:
-        candidates.cut_candidate(session, store, settings, gym.id, source_commit=COMMIT, now=NOW)
-    assert (incomplete.value.code, incomplete.value.details["missing"]) == (
-        "release_config_incomplete",
-        ["iosProfile"],
+    incomplete = refused(
+        session, _cutting(session, store, settings, gym), "release_config_incomplete", 409
     )
-    assert snapshot(session) == before
+    assert incomplete.details["missing"] == ["iosProfile"]
 
 
 def test_cutting_again_with_nothing_changed_returns_the_current_candidate(
@@ -164,11 +163,9 @@ def test_new_snapshots_admit_only_brand_schema_version_2(
     revision = session.scalar(select(BrandRevision))
     revision.brand = {**revision.brand, "schemaVersion": 1}
     session.commit()
-    before = snapshot(session)
-    with pytest.raises(DomainError) as refused:
-        candidates.cut_candidate(session, store, settings, gym.id, source_commit=COMMIT, now=NOW)
-    assert (refused.value.code, refused.value.status) == ("release_brand_schema_unsupported", 409)
-    assert snapshot(session) == before
+    refused(
+        session, _cutting(session, store, settings, gym), "release_brand_schema_unsupported", 409
+    )
 
 
 def test_a_stored_schema_version_1_snapshot_still_dispatches(
@@ -201,44 +198,8 @@ def test_a_stored_schema_version_1_snapshot_still_dispatches(
 @pytest.mark.embedded
 def test_the_database_refuses_to_update_a_snapshot(connection):
     """Never rewritten: a trigger refuses any UPDATE, on PostgreSQL and on SQLite."""
-    org_id, app_id, request_id, candidate_id = (uuid.uuid4() for _ in range(4))
-    connection.execute(
-        insert(Organization).values(id=org_id, name="G", slug=f"g-{org_id.hex[:8]}", created_at=NOW)
-    )
-    connection.execute(
-        insert(BrandedApp).values(
-            id=app_id,
-            organization_id=org_id,
-            link_slug=f"s{org_id.hex[:8]}",
-            apple_bundle_id=f"com.example.a{org_id.hex[:8]}",
-            android_package=f"com.example.a{org_id.hex[:8]}",
-            config={},
-            created_at=NOW,
-            updated_at=NOW,
-        )
-    )
-    connection.execute(
-        insert(ReleaseRequest).values(
-            id=request_id,
-            organization_id=org_id,
-            branded_app_id=app_id,
-            created_at=NOW,
-            updated_at=NOW,
-        )
-    )
     snap = {"generation": 1, "sourceCommit": COMMIT}
-    connection.execute(
-        insert(ReleaseCandidate).values(
-            id=candidate_id,
-            organization_id=org_id,
-            release_request_id=request_id,
-            generation=1,
-            snapshot=snap,
-            snapshot_sha256=sha256_of(snap),
-            brand_schema_version=2,
-            created_at=NOW,
-        )
-    )
+    _, candidate_id = inserted_candidate(connection, snap)
     for values in (
         {"snapshot": {"generation": 1}},
         {"snapshot_sha256": "0" * 64},

@@ -14,11 +14,12 @@ from gymctl.db import get_engine, session_factory
 from gymctl.errors import DomainError
 from gymctl.models.releases import BrandedApp, ReleaseEvidence
 from gymctl.providers.storage import storage_from_settings
-from gymctl.releases import approvals, owner, requests
+from gymctl.releases import approvals, requests
 from gymctl.releases.candidates import require_current
 from tests import factories
 from tests.conftest import NOW
-from tests.releases.conftest import COMMIT, REPOSITORY, SUBMISSION, WORKFLOW_REF, publish_branding
+from tests.releases.conftest import COMMIT, REPOSITORY, WORKFLOW_REF, publish_branding
+from tests.releases.helpers import approve_intake_in
 
 
 @pytest.fixture
@@ -105,20 +106,7 @@ def test_an_operator_maps_builds_cuts_dispatches_and_records(operator_env):
     assert refusal(*cut) == "release_intake_not_approved"
 
     with factory() as session:
-        owner.save_submission(
-            session, org_id, SUBMISSION, revision=0, actor_user_id=owner_id, now=NOW
-        )
-        request = requests.require_request(session, org_id)
-        approvals.approve(
-            session,
-            request,
-            None,
-            purpose="submission_intake",
-            revision=1,
-            snapshot_sha256=None,
-            actor_user_id=owner_id,
-            now=NOW,
-        )
+        approve_intake_in(session, org_id, actor_user_id=owner_id)
         session.commit()
     candidate = json.loads(
         run("candidate", "create", "iron-temple", "--source-commit", COMMIT, "--json").stdout

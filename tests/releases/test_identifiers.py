@@ -54,28 +54,31 @@ BAD_ANDROID = [
 ]
 
 
-@pytest.mark.parametrize("value", REAL_APPLE)
-def test_real_world_apple_bundle_ids_pass(value):
-    assert identifiers.validate_apple_bundle_id(value) == value
+# Each store's validator and the code it refuses with.
+VALIDATORS = {
+    "apple": (identifiers.validate_apple_bundle_id, "apple_bundle_id_invalid"),
+    "android": (identifiers.validate_android_package, "android_package_invalid"),
+}
 
 
-@pytest.mark.parametrize("value", BAD_APPLE)
-def test_invalid_apple_bundle_ids_are_refused(value):
+@pytest.mark.parametrize(
+    ("store", "value"),
+    [("apple", v) for v in REAL_APPLE] + [("android", v) for v in REAL_ANDROID],
+)
+def test_real_world_apple_bundle_ids_and_android_package_names_pass(store, value):
+    validate, _code = VALIDATORS[store]
+    assert validate(value) == value
+
+
+@pytest.mark.parametrize(
+    ("store", "value"),
+    [("apple", v) for v in BAD_APPLE] + [("android", v) for v in BAD_ANDROID],
+)
+def test_invalid_apple_bundle_ids_and_android_package_names_are_refused(store, value):
+    validate, code = VALIDATORS[store]
     with pytest.raises(DomainError) as refused:
-        identifiers.validate_apple_bundle_id(value)
-    assert (refused.value.code, refused.value.status) == ("apple_bundle_id_invalid", 400)
-
-
-@pytest.mark.parametrize("value", REAL_ANDROID)
-def test_real_world_android_package_names_pass(value):
-    assert identifiers.validate_android_package(value) == value
-
-
-@pytest.mark.parametrize("value", BAD_ANDROID)
-def test_invalid_android_package_names_are_refused(value):
-    with pytest.raises(DomainError) as refused:
-        identifiers.validate_android_package(value)
-    assert (refused.value.code, refused.value.status) == ("android_package_invalid", 400)
+        validate(value)
+    assert (refused.value.code, refused.value.status) == (code, 400)
 
 
 def test_generated_android_segments_replace_slug_hyphens_with_underscores():

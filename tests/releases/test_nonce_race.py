@@ -9,10 +9,11 @@ from gymctl.clock import FixedClock
 from gymctl.db import get_engine, session_factory
 from gymctl.models import Role
 from gymctl.providers.storage import storage_from_settings
-from gymctl.releases import approvals, branded_apps, candidates, operations, owner, requests
+from gymctl.releases import branded_apps, candidates, operations
 from tests import factories
 from tests.conftest import NOW
-from tests.releases.conftest import APP_CONFIG, COMMIT, SUBMISSION, publish_branding
+from tests.releases.conftest import APP_CONFIG, COMMIT, publish_branding
+from tests.releases.helpers import approve_intake_in
 from webhooks.app import create_app
 
 
@@ -26,18 +27,7 @@ def test_two_simultaneous_claims_with_one_nonce_get_one_executor_access(committe
         publish_branding(session, store, gym.id)
         branded_apps.create_app(session, settings, gym, now=NOW)
         branded_apps.configure(session, gym.id, APP_CONFIG, now=NOW)
-        owner.save_submission(session, gym.id, SUBMISSION, revision=0, actor_user_id=None, now=NOW)
-        request = requests.require_request(session, gym.id)
-        approvals.approve(
-            session,
-            request,
-            None,
-            purpose="submission_intake",
-            revision=1,
-            snapshot_sha256=None,
-            actor_user_id=None,
-            now=NOW,
-        )
+        approve_intake_in(session, gym.id)
         candidates.cut_candidate(session, store, settings, gym.id, source_commit=COMMIT, now=NOW)
         operation, nonce = operations.dispatch(
             session, settings, gym.id, kind="build", platform="ios", now=NOW

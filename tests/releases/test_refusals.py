@@ -18,19 +18,9 @@ from gymctl.releases.build_input import build_input
 from gymctl.releases.candidates import require_current
 from gymctl.releases.ci_access import CiTokenVerifier
 from gymctl.releases.identifiers import url_scheme
-from tests.access.conftest import snapshot
 from tests.conftest import NOW
 from tests.releases.conftest import CI_ISSUER
-from tests.releases.helpers import approved_intake, cut, owner_call
-
-
-def _refused(session, call, code, status):
-    before = snapshot(session)
-    with pytest.raises(DomainError) as refused:
-        call()
-    assert (refused.value.code, refused.value.status) == (code, status)
-    session.rollback()
-    assert snapshot(session) == before
+from tests.releases.helpers import approved_intake, cut, owner_call, refused
 
 
 @pytest.fixture
@@ -42,13 +32,13 @@ def current(client, session, store, settings, branded, gym):
 def test_push_registration_refuses_a_bad_platform_or_token(session, settings, branded, gym):
     user = gym[Role.member].user
     common = {"app_id": "com.gymctl.app", "now": NOW}
-    _refused(
+    refused(
         session,
         lambda: push.register(session, settings, gym.id, user, platform="web", token="t", **common),
         "push_platform_invalid",
         400,
     )
-    _refused(
+    refused(
         session,
         lambda: push.register(
             session, settings, gym.id, user, platform="ios", token="x" * 4097, **common
@@ -66,7 +56,7 @@ def test_the_intake_refuses_unknown_or_malformed_fields(session, branded, gym):
         {"contactEmail": "nobody"},
         {"appName": "x" * 31},
     ):
-        _refused(
+        refused(
             session,
             lambda submission=submission: requests.save_submission(
                 session, gym.id, submission, revision=0, actor_user_id=None, now=NOW
@@ -95,7 +85,7 @@ def test_build_input_needs_a_published_brand_and_member_app(session, store, sett
     revision = session.scalar(select(BrandRevision))
     revision.unpublished_at = NOW
     session.commit()
-    _refused(
+    refused(
         session, lambda: build_input(session, store, settings, gym.id), "brand_not_published", 409
     )
 
@@ -104,7 +94,7 @@ def test_domain_refusals_of_approvals_checks_results_and_operations(
     session, store, settings, branded, gym, current
 ):
     request = session.scalar(select(ReleaseRequest))
-    _refused(
+    refused(
         session,
         lambda: approvals.approve(
             session,
@@ -119,7 +109,7 @@ def test_domain_refusals_of_approvals_checks_results_and_operations(
         "release_approval_purpose_invalid",
         400,
     )
-    _refused(
+    refused(
         session,
         lambda: checks.record(
             session,
@@ -134,37 +124,26 @@ def test_domain_refusals_of_approvals_checks_results_and_operations(
         "release_check_status_invalid",
         400,
     )
-    _refused(
-        session,
-        lambda: evidence.record_observed(
+    for platform, result, code in (
+        ("ios", "vibes", "release_result_invalid"),
+        ("web", "publicly_released", "release_target_invalid"),
+    ):
+        refused(
             session,
-            request,
-            current,
-            platform="ios",
-            result="vibes",
-            observed_at=NOW,
-            note=None,
-            now=NOW,
-        ),
-        "release_result_invalid",
-        400,
-    )
-    _refused(
-        session,
-        lambda: evidence.record_observed(
-            session,
-            request,
-            current,
-            platform="web",
-            result="publicly_released",
-            observed_at=NOW,
-            note=None,
-            now=NOW,
-        ),
-        "release_target_invalid",
-        400,
-    )
-    _refused(
+            lambda platform=platform, result=result: evidence.record_observed(
+                session,
+                request,
+                current,
+                platform=platform,
+                result=result,
+                observed_at=NOW,
+                note=None,
+                now=NOW,
+            ),
+            code,
+            400,
+        )
+    refused(
         session,
         lambda: operations.dispatch(
             session, settings, gym.id, kind="deploy", platform="ios", now=NOW
@@ -172,7 +151,7 @@ def test_domain_refusals_of_approvals_checks_results_and_operations(
         "release_operation_kind_invalid",
         400,
     )
-    _refused(
+    refused(
         session,
         lambda: operations.dispatch(
             session, settings, gym.id, kind="build", platform="web", now=NOW
@@ -180,7 +159,7 @@ def test_domain_refusals_of_approvals_checks_results_and_operations(
         "release_target_invalid",
         400,
     )
-    _refused(
+    refused(
         session,
         lambda: operations.claim(
             session, store, {}, operation_id=uuid.uuid4(), dispatch_nonce="n", now=NOW
@@ -199,7 +178,7 @@ def test_only_internal_uploads_are_submitted(session, store, settings, branded, 
         session, store, dict(operation.ci), operation_id=operation.id, dispatch_nonce=nonce, now=NOW
     )["executorAccess"]["token"]
     session.commit()
-    _refused(
+    refused(
         session,
         lambda: operations.authorize_submit(session, operation.id, access, now=NOW),
         "release_operation_kind_invalid",
@@ -215,7 +194,7 @@ def test_an_unreachable_key_set_is_503_not_a_pass(clock, ci):
     assert (refused.value.code, refused.value.status) == ("ci_keys_unavailable", 503)
 
 
-def test_a_scheme_brand_that_is_no_uri_scheme_is_refused():
+def test_a_scheme_brand_that_is_no_uri_scheme_isrefused():
     with pytest.raises(DomainError) as refused:
         url_scheme("My Brand", "iron")
     assert (refused.value.code, refused.value.status) == ("branded_app_scheme_invalid", 400)

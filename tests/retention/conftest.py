@@ -1,5 +1,6 @@
 """A gym on the fake card provider (loopback), members' paid card charges, the local document
-provider, and the sweep's doors with a mailbox."""
+provider, the sweep's doors with a mailbox, and the steps the retention tests share: a notice,
+a logged contact, and a refusal that changes nothing."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ import pytest
 
 from gymctl import ids
 from gymctl.billing.accounts import CARD_PROVIDER, saved_card
+from gymctl.errors import DomainError
 from gymctl.models import PaymentTransaction, Subscription
-from gymctl.models.billing import PlanType, TransactionStatus, TransactionType
+from gymctl.models.billing import PlanType, TransactionType
 from gymctl.providers.documents import LocalDocumentProvider
 from gymctl.providers.mail import MailboxMailer
+from gymctl.retention import cases, notices
 from gymctl.retention.settlement import Doors
+from tests.access.conftest import snapshot
 from tests.billing import factories as bf
 from tests.billing.cards import TERMINAL, connect_card_provider, save_test_card
 from tests.billing.conftest import card_server  # noqa: F401 (fixture)
@@ -29,13 +33,54 @@ def gym(session):
 
 
 @pytest.fixture
-def doors(card_server, mailbox, clock):  # noqa: F811
+def mailer(mailbox, clock):
+    return MailboxMailer(mailbox, "gym <no-reply@gym.example>", clock=clock)
+
+
+@pytest.fixture
+def doors(card_server, mailer):  # noqa: F811
     return Doors(
         provider=card_server.provider(),
         cipher=TEST_CIPHER,
         documents=LocalDocumentProvider(),
-        mailer=MailboxMailer(mailbox, "gym <no-reply@gym.example>", clock=clock),
+        mailer=mailer,
     )
+
+
+def give_notice(session, gym, subscription, **overrides):
+    """notices.give_notice: by default the member's own notice, in English, at NOW."""
+    values = {
+        "initiator": "member",
+        "actor_user_id": gym.member.id,
+        "locale": "en",
+        "now": NOW,
+        **overrides,
+    }
+    return notices.give_notice(session, gym.organization.id, subscription.id, **values)
+
+
+def log_contact(session, gym, case, *, at=NOW, channel="phone", note=None):
+    """The owner logs a contact with the member, made at `at`."""
+    return cases.log_contact(
+        session,
+        gym.organization.id,
+        case.id,
+        channel=channel,
+        note=note,
+        contacted_at=at,
+        actor_user_id=gym.owner.id,
+        now=at,
+    )
+
+
+def refused(session, call) -> DomainError:
+    """The DomainError `call` raises, after checking that it changed nothing."""
+    session.flush()
+    before = snapshot(session)
+    with pytest.raises(DomainError) as caught:
+        call()
+    assert snapshot(session) == before
+    return caught.value
 
 
 def paid_card_subscription(
@@ -58,44 +103,15 @@ def paid_card_subscription(
         currency="ILS",
         unique_id=str(ids.new_id()),
     )
-    charge = PaymentTransaction(
-        id=ids.new_id(),
-        organization_id=gym.organization.id,
+    charge = bf.make_transaction(
+        session,
+        gym,
         subscription_id=subscription.id,
-        user_id=gym.member.id,
         type=TransactionType.recurring,
-        status=TransactionStatus.completed,
         provider=CARD_PROVIDER,
         method="card",
         amount_in_cents=amount,
-        currency="ILS",
         provider_transaction_id=result.transaction_id,
         billing_attempt={"terminal": TERMINAL.number},
-        metadata_={},
-        created_at=NOW,
-        updated_at=NOW,
     )
-    session.add(charge)
-    session.flush()
     return subscription, charge
-
-
-def cash_paid(session, subscription, amount: int) -> PaymentTransaction:
-    charge = PaymentTransaction(
-        id=ids.new_id(),
-        organization_id=subscription.organization_id,
-        subscription_id=subscription.id,
-        user_id=subscription.user_id,
-        type=TransactionType.charge,
-        status=TransactionStatus.completed,
-        provider="manual",
-        method="cash",
-        amount_in_cents=amount,
-        currency=subscription.currency,
-        metadata_={},
-        created_at=NOW,
-        updated_at=NOW,
-    )
-    session.add(charge)
-    session.flush()
-    return charge

@@ -14,8 +14,8 @@ from gymctl.models import AuditLog, CancellationNotice, Checkout, Role, Subscrip
 from gymctl.models.billing import CheckoutStatus, PlanType, SubscriptionStatus
 from gymctl.providers.mail import MailboxMailer, read_mailbox
 from gymctl.tasks import file_task
-from tests import factories
-from tests.access.conftest import Gym, signed_in, snapshot
+from tests.access import conftest as access
+from tests.access.conftest import snapshot
 from tests.billing import factories as bf
 from tests.billing.factories import TEST_KEY
 from tests.conftest import NOW
@@ -39,21 +39,7 @@ def app(settings, session_factory, clock, mailbox, card_server):
     )
 
 
-@pytest.fixture
-def gym(session, idp) -> Gym:
-    """One person per role, each with a real token (as tests/access builds it)."""
-    organization = factories.organization(session, name="Iron Temple")
-    people = {}
-    for role in Role:
-        person = signed_in(
-            idp, session, identity_id=f"user_{role.value}", email=f"{role.value}@iron.example"
-        )
-        person.membership = factories.membership(
-            session, user=person.user, organization=organization, role=role
-        )
-        people[role] = person
-    session.commit()
-    return Gym(organization, people)
+gym = access.gym  # the access tests' gym (one person per role, real tokens) over this folder's
 
 
 @pytest.fixture
@@ -67,18 +53,19 @@ def billing_gym(gym):
     )
 
 
+@pytest.fixture
+def subscription(session, billing_gym):
+    """The member's running plan, committed for the app's own connection."""
+    row = bf.make_subscription(session, billing_gym)
+    session.commit()
+    return row
+
+
 def _sub_url(gym, subscription, suffix=""):
     return f"/organizations/{gym.id}/subscriptions/{subscription.id}{suffix}"
 
 
-def test_a_member_gives_and_withdraws_notice_and_sees_the_actions(
-    client,
-    session,
-    gym,
-    billing_gym,
-):
-    subscription = bf.make_subscription(session, billing_gym)
-    session.commit()
+def test_a_member_gives_and_withdraws_notice_and_sees_the_actions(client, gym, subscription):
     member = gym[Role.member].headers
     listed = client.get(f"/organizations/{gym.id}/me/subscriptions", headers=member)
     assert listed.json["data"][0]["memberActions"] == ["give_notice"]
@@ -93,14 +80,7 @@ def test_a_member_gives_and_withdraws_notice_and_sees_the_actions(
     assert withdrawn.json["data"]["retentionOutcome"] == "saved_member_withdrew"
 
 
-def test_staff_give_notice_for_a_member_and_need_a_reason(
-    client,
-    session,
-    gym,
-    billing_gym,
-):
-    subscription = bf.make_subscription(session, billing_gym)
-    session.commit()
+def test_staff_give_notice_for_a_member_and_need_a_reason(client, session, gym, subscription):
     owner = gym[Role.owner].headers
     refused = client.post(_sub_url(gym, subscription, "/notice"), json={}, headers=owner)
     assert (refused.status_code, refused.json["code"]) == (422, "notice_reason_required")
@@ -130,13 +110,8 @@ def test_another_members_subscription_is_404_to_a_member_and_a_coach(
 
 
 def test_externally_billed_withdrawal_is_refused_with_the_localized_message(
-    client,
-    session,
-    gym,
-    billing_gym,
+    client, session, gym, subscription
 ):
-    subscription = bf.make_subscription(session, billing_gym)
-    session.commit()
     member = gym[Role.member].headers
     client.post(_sub_url(gym, subscription, "/notice"), json={}, headers=member)
     client.put(
@@ -267,9 +242,7 @@ def test_change_plan_is_offered_only_for_a_grouped_scheduled_presale(
     assert (refused.status_code, refused.json["code"]) == (409, "plan_change_unavailable")
 
 
-def test_staff_work_a_case_contact_and_outcome(client, session, gym, billing_gym):
-    subscription = bf.make_subscription(session, billing_gym)
-    session.commit()
+def test_staff_work_a_case_contact_and_outcome(client, gym, subscription):
     case = client.post(
         _sub_url(gym, subscription, "/notice"), json={}, headers=gym[Role.member].headers
     ).json["data"]["case"]

@@ -7,47 +7,39 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from gymctl.billing import accounts
 from gymctl.errors import DomainError
 from gymctl.models import OutboxEvent, RetentionContact, Task
 from gymctl.models.billing import SubscriptionStatus
 from gymctl.models.retention import RetentionOutcome
-from gymctl.retention import cases, escalation, notices
+from gymctl.retention import cases, escalation
 from tests.access.conftest import snapshot
-from tests.billing.factories import TEST_CIPHER, make_subscription
+from tests.billing.cards import connect_other_provider
+from tests.billing.factories import make_subscription
 from tests.conftest import NOW
+from tests.retention.conftest import give_notice, log_contact, refused
 
 
 def _notice(session, gym, *, ends_in=timedelta(days=30)):
     subscription = make_subscription(session, gym, current_period_end=NOW + ends_in)
-    _, case = notices.give_notice(
-        session,
-        gym.organization.id,
-        subscription.id,
-        initiator="member",
-        actor_user_id=gym.member.id,
-        locale="en",
-        now=NOW,
-    )
-    return subscription, case
+    return give_notice(session, gym, subscription)
 
 
-def _contact(session, gym, case, at=NOW):
-    return cases.log_contact(
+def _outcome(session, gym, case, outcome, locale="en"):
+    """The owner records the case's outcome."""
+    return cases.record_outcome(
         session,
         gym.organization.id,
         case.id,
-        channel="phone",
-        note="offered a pause",
-        contacted_at=at,
+        outcome=outcome,
         actor_user_id=gym.owner.id,
-        now=at,
+        locale=locale,
+        now=NOW,
     )
 
 
 def test_a_logged_contact_acknowledges_the_case_and_makes_its_logger_the_owner(session, gym):
     _, case = _notice(session, gym)
-    contact = _contact(session, gym, case, NOW + timedelta(hours=2))
+    contact = log_contact(session, gym, case, at=NOW + timedelta(hours=2), note="offered a pause")
     assert (case.acknowledged_at, case.last_contact_at, case.owner_user_id) == (
         NOW + timedelta(hours=2),
         NOW + timedelta(hours=2),
@@ -79,15 +71,7 @@ def test_contact_refusals(session, gym):
 
 def test_a_saved_outcome_withdraws_the_notice_as_staff(session, gym):
     subscription, case = _notice(session, gym)
-    cases.record_outcome(
-        session,
-        gym.organization.id,
-        case.id,
-        outcome=RetentionOutcome.saved_offer,
-        actor_user_id=gym.owner.id,
-        locale="en",
-        now=NOW,
-    )
+    _outcome(session, gym, case, RetentionOutcome.saved_offer)
     assert subscription.cancel_at_period_end is False
     assert (subscription.retention_outcome, case.outcome, case.status) == (
         "saved_offer",
@@ -107,58 +91,25 @@ def test_a_saved_outcome_withdraws_the_notice_as_staff(session, gym):
 def test_staff_record_saved_outcomes_only(session, gym, outcome):
     _, case = _notice(session, gym)
     with pytest.raises(DomainError) as caught:
-        cases.record_outcome(
-            session,
-            gym.organization.id,
-            case.id,
-            outcome=outcome,
-            actor_user_id=gym.owner.id,
-            locale="en",
-            now=NOW,
-        )
+        _outcome(session, gym, case, outcome)
     assert (caught.value.code, caught.value.status) == ("retention_outcome_invalid", 422)
 
 
 def test_a_saved_outcome_on_an_externally_billed_organization_is_refused(session, gym):
     _, case = _notice(session, gym)
-    accounts.configure_provider(
-        session,
-        gym.organization.id,
-        provider="external",
-        terminal=None,
-        api_name=None,
-        now=NOW,
-        cipher=TEST_CIPHER,
+    connect_other_provider(session, gym, "external")
+    error = refused(
+        session, lambda: _outcome(session, gym, case, RetentionOutcome.saved_offer, "he")
     )
-    before = snapshot(session)
-    with pytest.raises(DomainError) as caught:
-        cases.record_outcome(
-            session,
-            gym.organization.id,
-            case.id,
-            outcome=RetentionOutcome.saved_offer,
-            actor_user_id=gym.owner.id,
-            locale="he",
-            now=NOW,
-        )
-    assert (caught.value.code, caught.value.status) == ("externally_billed", 409)
-    assert caught.value.message.startswith("המכון")
-    assert snapshot(session) == before
+    assert (error.code, error.status) == ("externally_billed", 409)
+    assert error.message.startswith("המכון")
 
 
 def test_a_closed_case_takes_no_more_contacts(session, gym):
     _, case = _notice(session, gym)
-    cases.record_outcome(
-        session,
-        gym.organization.id,
-        case.id,
-        outcome=RetentionOutcome.saved_pause,
-        actor_user_id=gym.owner.id,
-        locale="en",
-        now=NOW,
-    )
+    _outcome(session, gym, case, RetentionOutcome.saved_pause)
     with pytest.raises(DomainError) as caught:
-        _contact(session, gym, case)
+        log_contact(session, gym, case)
     assert (caught.value.code, caught.value.status) == ("retention_case_closed", 409)
 
 
@@ -209,7 +160,7 @@ def test_a_notice_ending_within_7_days_without_contact_escalates_once(session, g
 
 def test_a_contacted_case_ending_soon_does_not_escalate(session, gym):
     _, case = _notice(session, gym, ends_in=timedelta(days=3))
-    _contact(session, gym, case)
+    log_contact(session, gym, case)
     assert escalation.escalate(session, now=NOW + timedelta(hours=1))["escalated"] == 0
     assert session.scalar(select(RetentionContact.id)) is not None
 
@@ -244,13 +195,5 @@ def test_staff_close_a_presale_case_as_lost(session, gym):
         locale="en",
         now=NOW,
     )
-    cases.record_outcome(
-        session,
-        gym.organization.id,
-        case.id,
-        outcome=RetentionOutcome.lost_contacted,
-        actor_user_id=gym.owner.id,
-        locale="en",
-        now=NOW,
-    )
+    _outcome(session, gym, case, RetentionOutcome.lost_contacted)
     assert (case.status, case.outcome) == ("closed", "lost_contacted")

@@ -9,31 +9,18 @@ import pytest
 from sqlalchemy import select
 
 from gymctl.models import AuditLog, Role, Task
-from gymctl.providers.mail import MailboxMailer, MailError, read_mailbox
-from gymctl.retention import cases, digest, notices
+from gymctl.providers.mail import MailError, read_mailbox
+from gymctl.retention import digest
 from gymctl.retention.refund_tasks import bump_overdue_refund_tasks
 from gymctl.tasks import file_task
 from tests import factories
 from tests.billing.factories import make_gym, make_subscription
 from tests.conftest import NOW
-
-
-@pytest.fixture
-def mailer(mailbox, clock):
-    return MailboxMailer(mailbox, "gym <no-reply@gym.example>", clock=clock)
+from tests.retention.conftest import give_notice, log_contact
 
 
 def _notice(session, gym, **fields):
-    subscription = make_subscription(session, gym, **fields)
-    return notices.give_notice(
-        session,
-        gym.organization.id,
-        subscription.id,
-        initiator="member",
-        actor_user_id=gym.member.id,
-        locale="en",
-        now=NOW,
-    )[1]
+    return give_notice(session, gym, make_subscription(session, gym, **fields))[1]
 
 
 @pytest.mark.embedded
@@ -44,16 +31,7 @@ def test_the_digest_goes_to_owners_and_admins_once_a_day(session, gym, mailer, m
     factories.membership(session, user=coach, organization=gym.organization, role=Role.coach)
     gym.member.name = "Noa Member"
     case = _notice(session, gym, current_period_end=NOW + timedelta(days=20))
-    cases.log_contact(
-        session,
-        gym.organization.id,
-        case.id,
-        channel="email",
-        note=None,
-        contacted_at=NOW,
-        actor_user_id=gym.owner.id,
-        now=NOW,
-    )
+    log_contact(session, gym, case, channel="email")
     make_gym(session)  # no open cases: not checked, no digest
     at = NOW + timedelta(hours=3)
     assert digest.send_digests(session, mailer, now=at) == {"orgsChecked": 1, "sent": 1}

@@ -3,68 +3,44 @@ and every template rendered in each of the three locales (en, he, es)."""
 
 from __future__ import annotations
 
-import socket
 from datetime import timedelta
-from email.parser import BytesParser
-from email.policy import default as default_policy
 
 import pytest
-from aiosmtpd.controller import Controller
 from sqlalchemy import select
 
 from gymctl.models import CancellationSettlement
 from gymctl.providers.mail import SmtpMailer
-from gymctl.retention import emails, notices
+from gymctl.retention import emails
 from gymctl.retention.copy import LOCALES, pick_locale
 from gymctl.retention.settlement import period_end_sweep
 from tests.conftest import NOW
-from tests.retention.conftest import paid_card_subscription
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.envelopes = []
-
-    async def handle_DATA(self, server, session, envelope):
-        self.envelopes.append(envelope)
-        return "250 OK"
-
-
-@pytest.fixture
-def smtp():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    recorder = Recorder()
-    controller = Controller(recorder, hostname="127.0.0.1", port=port)
-    controller.start()
-    yield recorder, f"smtp://127.0.0.1:{port}"
-    controller.stop()
+from tests.providers.test_mail import smtp  # noqa: F401 (fixture: aiosmtpd on loopback)
+from tests.retention.conftest import give_notice, paid_card_subscription
 
 
 def test_the_membership_ended_email_reaches_a_real_smtp_server_in_the_members_language(
-    session, session_factory, gym, card_server, doors, smtp, clock
+    session,
+    session_factory,
+    gym,
+    card_server,
+    doors,
+    smtp,  # noqa: F811
+    clock,
 ):
-    recorder, url = smtp
+    controller, recorder = smtp
     subscription, _ = paid_card_subscription(
         session, gym, card_server, current_period_end=NOW + timedelta(days=30)
     )
-    notices.give_notice(
-        session,
-        gym.organization.id,
-        subscription.id,
-        initiator="member",
-        actor_user_id=gym.member.id,
-        locale="he",
-        now=NOW,
-    )
+    give_notice(session, gym, subscription, locale="he")
     session.commit()
-    doors.mailer = SmtpMailer(url, "gym <no-reply@gym.example>", clock=clock)
+    doors.mailer = SmtpMailer(
+        f"smtp://127.0.0.1:{controller.port}", "gym <no-reply@gym.example>", clock=clock
+    )
     result = period_end_sweep(session_factory, doors, now=subscription.current_period_end)
     assert result.emailed == 1
     [envelope] = recorder.envelopes
     assert envelope.rcpt_tos == [gym.member.email]
-    message = BytesParser(policy=default_policy).parsebytes(envelope.content)
+    message = recorder.message()
     assert message["Subject"] == f"המנוי שלך ב-{gym.organization.name} הסתיים"
     assert message["X-Gymctl-Tag"] == "membership_ended"
     assert "לא מגיע החזר" in message.get_content()

@@ -15,9 +15,9 @@ from gymctl.config import Settings
 from gymctl.models import Booking, Subscription
 from gymctl.models.billing import PlanType, SubscriptionStatus
 from gymctl.providers.mail import read_mailbox
-from gymctl.retention import notices
 from tests.billing.factories import TEST_KEY, make_subscription
 from tests.conftest import NOW
+from tests.retention.conftest import give_notice
 
 NAMES = [
     "retention_escalation",
@@ -50,15 +50,7 @@ def test_each_job_runs_its_sweep_and_a_second_run_does_nothing(
         GYMCTL_BILLING_ENCRYPTION_KEY=SecretStr(TEST_KEY).get_secret_value(),
     )
     ending = make_subscription(session, gym, PlanType.cash, current_period_end=NOW)
-    notices.give_notice(
-        session,
-        gym.organization.id,
-        ending.id,
-        initiator="member",
-        actor_user_id=gym.member.id,
-        locale="en",
-        now=NOW - timedelta(days=3),
-    )
+    give_notice(session, gym, ending, now=NOW - timedelta(days=3))
     kind = schedule.create_class_type(
         session,
         gym.organization.id,

@@ -7,34 +7,13 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from gymctl.billing import accounts
-from gymctl.errors import DomainError
 from gymctl.models import AuditLog, CancellationNotice, RetentionCase, Task
 from gymctl.models.billing import SubscriptionStatus
 from gymctl.retention import notices
-from tests.access.conftest import snapshot
-from tests.billing.factories import TEST_CIPHER, make_subscription
+from tests.billing.cards import connect_other_provider
+from tests.billing.factories import make_subscription
 from tests.conftest import NOW
-
-
-def _give(session, gym, subscription, **kwargs):
-    values = {
-        "initiator": "member",
-        "actor_user_id": gym.member.id,
-        "locale": "en",
-        "now": NOW,
-        **kwargs,
-    }
-    return notices.give_notice(session, gym.organization.id, subscription.id, **values)
-
-
-def _refusal(session, call) -> DomainError:
-    session.flush()
-    before = snapshot(session)
-    with pytest.raises(DomainError) as caught:
-        call()
-    assert snapshot(session) == before
-    return caught.value
+from tests.retention.conftest import give_notice, refused
 
 
 @pytest.mark.parametrize(
@@ -48,7 +27,7 @@ def _refusal(session, call) -> DomainError:
 )
 def test_a_member_gives_notice_on_any_live_status_with_nothing_filled_in(session, gym, status):
     subscription = make_subscription(session, gym, status=status)
-    _, case = _give(session, gym, subscription)
+    _, case = give_notice(session, gym, subscription)
     assert subscription.cancel_at_period_end is True
     assert subscription.cancellation_effective_at == subscription.current_period_end
     assert subscription.status == status
@@ -73,7 +52,7 @@ def test_a_member_gives_notice_on_any_live_status_with_nothing_filled_in(session
 def test_staff_give_notice_with_a_reason_and_a_chosen_date_and_own_the_case(session, gym):
     subscription = make_subscription(session, gym)
     chosen = NOW + timedelta(days=10)
-    _, case = _give(
+    _, case = give_notice(
         session,
         gym,
         subscription,
@@ -93,20 +72,20 @@ def test_notice_refusals_change_nothing(session, gym):
     presale = make_subscription(session, gym, presale_opening=NOW + timedelta(days=9))
     cases = [
         (
-            lambda: _give(session, gym, subscription, reason_code="nope"),
+            lambda: give_notice(session, gym, subscription, reason_code="nope"),
             "notice_reason_invalid",
             422,
         ),
         (
-            lambda: _give(
+            lambda: give_notice(
                 session, gym, subscription, initiator="staff", actor_user_id=gym.owner.id
             ),
             "notice_reason_required",
             422,
         ),
-        (lambda: _give(session, gym, presale), "notice_not_allowed", 409),
+        (lambda: give_notice(session, gym, presale), "notice_not_allowed", 409),
         (
-            lambda: _give(
+            lambda: give_notice(
                 session,
                 gym,
                 subscription,
@@ -119,10 +98,10 @@ def test_notice_refusals_change_nothing(session, gym):
         ),
     ]
     for call, code, status in cases:
-        error = _refusal(session, call)
+        error = refused(session, call)
         assert (error.code, error.status) == (code, status)
-    _give(session, gym, subscription)
-    error = _refusal(session, lambda: _give(session, gym, subscription))
+    give_notice(session, gym, subscription)
+    error = refused(session, lambda: give_notice(session, gym, subscription))
     assert (error.code, error.status) == ("notice_already_given", 409)
 
 
@@ -140,7 +119,7 @@ def _withdraw(session, gym, subscription, *, by_member=True, locale="en"):
 
 def test_withdrawing_on_a_paused_plan_clears_the_notice_as_the_members_own_act(session, gym):
     subscription = make_subscription(session, gym, status=SubscriptionStatus.paused)
-    _, case = _give(session, gym, subscription)
+    _, case = give_notice(session, gym, subscription)
     _withdraw(session, gym, subscription)
     assert (subscription.cancel_at_period_end, subscription.cancellation_effective_at) == (
         False,
@@ -155,7 +134,7 @@ def test_withdrawing_on_a_paused_plan_clears_the_notice_as_the_members_own_act(s
 
 def test_staff_withdrawal_is_recorded_as_staffs(session, gym):
     subscription = make_subscription(session, gym)
-    _give(session, gym, subscription)
+    give_notice(session, gym, subscription)
     _withdraw(session, gym, subscription, by_member=False)
     assert subscription.retention_outcome == "saved_staff"
 
@@ -164,17 +143,9 @@ def test_withdrawal_on_an_externally_billed_organization_is_refused_in_the_membe
     session, gym
 ):
     subscription = make_subscription(session, gym)
-    _give(session, gym, subscription)
-    accounts.configure_provider(
-        session,
-        gym.organization.id,
-        provider="external",
-        terminal=None,
-        api_name=None,
-        now=NOW,
-        cipher=TEST_CIPHER,
-    )
-    error = _refusal(session, lambda: _withdraw(session, gym, subscription, locale="es"))
+    give_notice(session, gym, subscription)
+    connect_other_provider(session, gym, "external")
+    error = refused(session, lambda: _withdraw(session, gym, subscription, locale="es"))
     assert (error.code, error.status) == ("externally_billed", 409)
     assert error.message.startswith("Este gimnasio factura")
     assert subscription.cancel_at_period_end is True
@@ -182,7 +153,7 @@ def test_withdrawal_on_an_externally_billed_organization_is_refused_in_the_membe
 
 def test_withdrawing_without_a_notice_is_refused(session, gym):
     subscription = make_subscription(session, gym)
-    error = _refusal(session, lambda: _withdraw(session, gym, subscription))
+    error = refused(session, lambda: _withdraw(session, gym, subscription))
     assert (error.code, error.status) == ("notice_not_given", 409)
 
 
@@ -191,6 +162,6 @@ def test_a_notice_of_another_organization_is_not_found(session, gym):
 
     other = make_gym(session)
     subscription = make_subscription(session, other)
-    error = _refusal(session, lambda: _give(session, gym, subscription))
+    error = refused(session, lambda: give_notice(session, gym, subscription))
     assert (error.code, error.status) == ("subscription_not_found", 404)
     assert session.scalar(select(RetentionCase)) is None

@@ -7,13 +7,12 @@ from datetime import timedelta
 import pytest
 
 from gymctl import ids
-from gymctl.errors import DomainError
 from gymctl.models import PaymentTransaction, Plan
 from gymctl.models.billing import AttemptKind, TransactionStatus, TransactionType
 from gymctl.retention import plan_change
-from tests.access.conftest import snapshot
 from tests.billing.factories import make_plan, make_subscription
 from tests.conftest import NOW
+from tests.retention.conftest import refused
 
 OPENING = NOW + timedelta(days=10)
 
@@ -37,15 +36,6 @@ def _change(session, gym, subscription, plan, locale="en"):
         locale=locale,
         now=NOW,
     )
-
-
-def _refused(session, call) -> DomainError:
-    session.flush()
-    before = snapshot(session)
-    with pytest.raises(DomainError) as caught:
-        call()
-    assert snapshot(session) == before
-    return caught.value
 
 
 def test_a_swap_moves_the_plan_and_its_purchase_place(session, gym, plans):
@@ -85,7 +75,7 @@ def test_a_pending_payment_refuses_plan_change_charge_in_flight(session, gym, pl
             updated_at=NOW,
         )
     )
-    error = _refused(session, lambda: _change(session, gym, subscription, yearly, "es"))
+    error = refused(session, lambda: _change(session, gym, subscription, yearly, "es"))
     assert (error.code, error.status) == ("plan_change_charge_in_flight", 409)
     assert error.message.startswith("Se está procesando")
 
@@ -94,9 +84,9 @@ def test_a_full_target_is_sold_out_and_the_same_plan_is_refused(session, gym, pl
     monthly, yearly = plans
     yearly.purchases_count = 1  # its one place is taken
     subscription = make_subscription(session, gym, plan=monthly, presale_opening=OPENING)
-    error = _refused(session, lambda: _change(session, gym, subscription, yearly))
+    error = refused(session, lambda: _change(session, gym, subscription, yearly))
     assert (error.code, error.status) == ("plan_sold_out", 409)
-    error = _refused(session, lambda: _change(session, gym, subscription, monthly))
+    error = refused(session, lambda: _change(session, gym, subscription, monthly))
     assert (error.code, error.status) == ("plan_change_same_plan", 409)
 
 
@@ -106,5 +96,5 @@ def test_an_ungrouped_presale_cannot_swap_and_lists_no_targets(session, gym, pla
     subscription = make_subscription(session, gym, plan=solo, presale_opening=OPENING)
     assert plan_change.change_targets(session, subscription) == []
     assert "change_plan" not in plan_change.member_actions(session, subscription)
-    error = _refused(session, lambda: _change(session, gym, subscription, yearly))
+    error = refused(session, lambda: _change(session, gym, subscription, yearly))
     assert (error.code, error.status) == ("presale_swap_requires_same_group", 409)

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from gymctl.errors import DomainError
 from gymctl.models import MembershipStatus, Plan, RetentionCase, Role
 from gymctl.models.billing import SubscriptionStatus
-from gymctl.providers.mail import MailboxMailer, read_mailbox
+from gymctl.providers.mail import read_mailbox
 from gymctl.retention import presales
 from tests import factories
 from tests.access.conftest import snapshot
@@ -19,11 +19,6 @@ from tests.billing.factories import make_plan, make_subscription
 from tests.conftest import NOW
 
 OPENING = NOW + timedelta(days=14)
-
-
-@pytest.fixture
-def mailer(mailbox, clock):
-    return MailboxMailer(mailbox, "gym <no-reply@gym.example>", clock=clock)
 
 
 def _presale(session, gym):

@@ -25,13 +25,12 @@ from gymctl.models.billing import (
 )
 from gymctl.providers.card_http import REFUND
 from gymctl.providers.mail import MailError, read_mailbox
-from gymctl.retention import cases, notices
 from gymctl.retention.proration import prorated_refund, refund_days
 from gymctl.retention.settlement import period_end_sweep
-from tests.billing.factories import make_subscription
+from tests.billing.factories import make_subscription, make_transaction
 from tests.billing.fake_card_provider import Fault
 from tests.conftest import NOW
-from tests.retention.conftest import cash_paid, paid_card_subscription
+from tests.retention.conftest import give_notice, log_contact, paid_card_subscription
 
 D = timedelta(days=1)
 
@@ -86,16 +85,15 @@ def test_opening_delay_pauses_keep_the_refund_basis_and_others_do_not():
 
 
 def _notice(session, gym, subscription, effective):
-    _, case = notices.give_notice(
+    """Staff give notice for the member, effective on `effective`."""
+    _, case = give_notice(
         session,
-        gym.organization.id,
-        subscription.id,
+        gym,
+        subscription,
         initiator="staff",
         actor_user_id=gym.owner.id,
         reason_code="price",
         effective_at=effective,
-        locale="en",
-        now=NOW,
     )
     return case
 
@@ -160,16 +158,7 @@ def test_a_matured_card_notice_is_cancelled_and_refunded_once_through_the_provid
 def test_a_logged_contact_makes_the_outcome_lost_contacted(session, session_factory, gym, doors):
     subscription = make_subscription(session, gym, PlanType.cash, current_period_end=NOW + D)
     case = _notice(session, gym, subscription, NOW + D)
-    cases.log_contact(
-        session,
-        gym.organization.id,
-        case.id,
-        channel="phone",
-        note=None,
-        contacted_at=NOW,
-        actor_user_id=gym.owner.id,
-        now=NOW,
-    )
+    log_contact(session, gym, case)
     session.commit()
     _sweep(session_factory, doors, NOW + D)
     session.expire_all()
@@ -224,7 +213,9 @@ def test_a_cash_payment_becomes_an_owner_task_due_in_3_days(
     subscription = make_subscription(
         session, gym, PlanType.cash, current_period_end=NOW + 73 * D, price_in_cents=36500
     )
-    cash_paid(session, subscription, 36500)
+    make_transaction(
+        session, gym, subscription_id=subscription.id, method="cash", amount_in_cents=36500
+    )
     _notice(session, gym, subscription, NOW)
     session.commit()
     _sweep(session_factory, doors, NOW)

@@ -15,12 +15,11 @@ from gymctl.models import CancellationSettlement, PaymentTransaction
 from gymctl.models.billing import TransactionType
 from gymctl.providers.card_http import REFUND
 from gymctl.providers.mail import read_mailbox
-from gymctl.retention import notices
 from gymctl.retention.settlement import period_end_sweep, settle_one
 from tests.billing import factories as bf
 from tests.billing.cards import connect_card_provider
 from tests.conftest import NOW
-from tests.retention.conftest import paid_card_subscription
+from tests.retention.conftest import give_notice, paid_card_subscription
 
 D = timedelta(days=1)
 
@@ -29,15 +28,7 @@ def _matured(session, gym, card_server):
     subscription, _ = paid_card_subscription(
         session, gym, card_server, current_period_end=NOW + 40 * D
     )
-    notices.give_notice(
-        session,
-        gym.organization.id,
-        subscription.id,
-        initiator="member",
-        actor_user_id=gym.member.id,
-        locale="en",
-        now=NOW - 30 * D,
-    )
+    give_notice(session, gym, subscription, now=NOW - 30 * D)
     subscription.cancellation_effective_at = NOW
     return subscription
 

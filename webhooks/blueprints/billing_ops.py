@@ -25,8 +25,7 @@ from gymctl.billing import (
     verification,
 )
 from gymctl.clock import ensure_utc
-from gymctl.errors import DomainError, not_found
-from gymctl.models import PaymentTransaction
+from gymctl.errors import DomainError
 from gymctl.providers.documents import default_document_provider
 from webhooks.access import membership, org_route, owner_route, platform_admin_route
 from webhooks.context import auth, db, now, services
@@ -160,16 +159,8 @@ def confirm_no_debit(org_id: uuid.UUID, transaction_id: uuid.UUID):
         transaction_id=transaction_id,
         actor_user_id=membership().user_id,
         confirmation=no_debit.NoDebitConfirmation(
-            request_id=body.request_id,
-            provider_case_id=body.provider_case_id,
+            **body.model_dump(exclude={"confirmed_at"}),
             confirmed_at=no_debit.utc_instant(body.confirmed_at),
-            external_attempt_id=body.external_attempt_id,
-            terminal=body.terminal,
-            amount_in_cents=body.amount_in_cents,
-            currency=body.currency,
-            no_debit_occurred=body.no_debit_occurred,
-            cannot_settle_later=body.cannot_settle_later,
-            authorize_retry=body.authorize_retry,
         ),
         now=now(),
     )
@@ -222,13 +213,7 @@ def desk_charge(org_id: uuid.UUID):
         services().session_factory,
         services().card_provider,
         organization_id=org_id,
-        request=desk.DeskChargeRequest(
-            idempotency_key=body.idempotency_key,
-            user_id=body.user_id,
-            amount_in_cents=body.amount_in_cents,
-            currency=body.currency,
-            description=body.description,
-        ),
+        request=desk.DeskChargeRequest(**body.model_dump()),
         actor_user_id=membership().user_id,
         now=now(),
         cipher=services().billing_cipher,
@@ -246,14 +231,11 @@ class RefundBody(Body):
 @org_route(Module.finance, Action.manage)
 def refund(org_id: uuid.UUID, transaction_id: uuid.UUID):
     body = parse(RefundBody)
-    transaction = db().get(PaymentTransaction, transaction_id)
-    if transaction is None or transaction.organization_id != org_id:
-        raise not_found("transaction_not_found", "no such transaction in this organization")
     refunded = refunds.refund_transaction(
         db(),
         provider=services().card_provider,
         cipher=services().billing_cipher,
-        transaction=transaction,
+        transaction=resolution.organization_transaction(db(), org_id, transaction_id),
         amount_cents=body.amount_in_cents,
         reason=body.reason,
         actor_user_id=membership().user_id,
@@ -278,12 +260,7 @@ def credit_note(org_id: uuid.UUID, transaction_id: uuid.UUID):
         db(),
         organization_id=org_id,
         sale_id=transaction_id,
-        request=credit_notes.CreditNoteRequest(
-            idempotency_key=body.idempotency_key,
-            amount_in_cents=body.amount_in_cents,
-            cash_returned=body.cash_returned,
-            reason=body.reason,
-        ),
+        request=credit_notes.CreditNoteRequest(**body.model_dump()),
         actor_user_id=membership().user_id,
         now=now(),
         documents=default_document_provider(),

@@ -17,6 +17,7 @@ from gymctl.errors import DomainError, forbidden
 from gymctl.models import Booking, ClassSession, ClassType
 from gymctl.models.bookings import CheckinMethod
 from webhooks.access import membership, org_route
+from webhooks.blueprints.cancellations import aware_utc
 from webhooks.context import auth, db, now
 from webhooks.validation import Body, parse
 
@@ -104,17 +105,6 @@ class SessionBody(Body):
     coach_user_id: uuid.UUID | None = Field(None, alias="coachUserId")
 
 
-def _utc(at: datetime | None) -> datetime | None:
-    if at is None:
-        return None
-    if at.tzinfo is None:
-        raise DomainError("timestamp_invalid", "timestamps need a UTC offset", status=422)
-    try:
-        return ensure_utc(at)
-    except OverflowError:
-        raise DomainError("timestamp_invalid", "timestamp out of range", status=422) from None
-
-
 @bp.post(f"{ORG}/sessions")
 @org_route(Module.programming, Action.manage)
 def schedule_session(org_id: uuid.UUID):
@@ -125,8 +115,8 @@ def schedule_session(org_id: uuid.UUID):
     row = schedule.schedule_session(
         db(),
         class_type,
-        starts_at=_utc(body.starts_at),
-        ends_at=_utc(body.ends_at),
+        starts_at=aware_utc(body.starts_at),
+        ends_at=aware_utc(body.ends_at),
         capacity=body.capacity,
         coach_user_id=body.coach_user_id,
         actor_user_id=membership().user_id,

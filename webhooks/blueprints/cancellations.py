@@ -39,7 +39,8 @@ def _iso(at: datetime | None) -> str | None:
     return at.isoformat() if at else None
 
 
-def _utc(at: datetime | None) -> datetime | None:
+def aware_utc(at: datetime | None) -> datetime | None:
+    """A body timestamp in UTC; one without an offset or out of range is a 422."""
     if at is None:
         return None
     if at.tzinfo is None:
@@ -139,7 +140,7 @@ def give_notice(org_id: uuid.UUID, subscription_id: uuid.UUID):
         actor_user_id=mine.user_id,
         reason_code=body.reason_code,
         reason_text=body.reason_text,
-        effective_at=_utc(body.effective_at),
+        effective_at=aware_utc(body.effective_at),
         locale=_locale(),
         now=now(),
     )
@@ -262,7 +263,7 @@ def log_contact(org_id: uuid.UUID, case_id: uuid.UUID):
         case_id,
         channel=body.channel,
         note=body.note,
-        contacted_at=_utc(body.contacted_at),
+        contacted_at=aware_utc(body.contacted_at),
         actor_user_id=membership().user_id,
         now=now(),
     )
