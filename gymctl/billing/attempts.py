@@ -108,7 +108,26 @@ def is_due(subscription: Subscription, now: datetime) -> bool:
         return False
     if subscription.next_charge_date is None or subscription.next_charge_date > now:
         return False
+    if (
+        subscription.cancel_at_period_end
+        and subscription.status != SubscriptionStatus.debt
+        and subscription.cancellation_effective_at is not None
+        and subscription.cancellation_effective_at <= subscription.next_charge_date
+    ):
+        return False  # see ends_before_renewal
     return subscription.retry_at is None or subscription.retry_at <= now
+
+
+def ends_before_renewal() -> Any:
+    """The SQL side of `is_due`'s notice rule: a notice that takes effect on or before the
+    renewal ends the plan first (the period-end sweep ends it), so the renewal is never
+    collected; a debt is still collected."""
+    return (
+        Subscription.cancel_at_period_end.is_(True)
+        & (Subscription.status != SubscriptionStatus.debt)
+        & Subscription.cancellation_effective_at.is_not(None)
+        & (Subscription.cancellation_effective_at <= Subscription.next_charge_date)
+    )
 
 
 def kind_of(subscription: Subscription) -> AttemptKind:

@@ -255,6 +255,7 @@ def _due_filter(now: datetime, statuses: tuple[SubscriptionStatus, ...]) -> list
         Subscription.payment_collection_method == CollectionMethod.card_provider,
         Subscription.next_charge_date <= now,
         (Subscription.retry_at.is_(None)) | (Subscription.retry_at <= now),
+        ~attempts.ends_before_renewal(),
     ]
 
 

@@ -26,7 +26,11 @@ from gymctl.access.memberships import membership_of
 from gymctl.billing import attempts
 from gymctl.billing.accounts import CARD_PROVIDER, active_config, saved_card, terminal_of
 from gymctl.billing.refunds import issue_document
-from gymctl.billing.resolution import organization_transaction, refuse_if_protected
+from gymctl.billing.resolution import (
+    organization_transaction,
+    original_account,
+    refuse_if_protected,
+)
 from gymctl.crypto import FieldCipher
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
@@ -270,12 +274,11 @@ def _replay(
     if transaction.status != TransactionStatus.pending:
         return _answer(transaction, replayed=True)
     started = datetime.fromisoformat(transaction.billing_attempt["startedAt"])
-    config = active_config(session, transaction.organization_id)
-    if (
-        now - started < attempts.EXECUTING_GRACE
-        or config is None
-        or config.terminal != transaction.billing_attempt["terminal"]
-    ):
+    # Asked on the merchant account that sent it, even when the gym has moved terminal since.
+    config = original_account(
+        session, transaction.organization_id, transaction.billing_attempt["terminal"]
+    )
+    if now - started < attempts.EXECUTING_GRACE or config is None:
         raise _reconciliation_required(transaction)
     try:
         result = provider.lookup_charge(

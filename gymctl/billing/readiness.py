@@ -95,7 +95,8 @@ def readiness(
     conditions = _page_filter(organization_id, cursor, only)
     rows = _page(session, conditions, page_size)
     ids = _page_ids(conditions, page_size) if rows else None
-    history = _attempt_history(session, ids)
+    obligations = {row.Subscription.id: _obligation(row.Subscription) for row in rows}
+    history = _attempt_history(session, ids, obligations)
     evidence = _token_only_checkouts(session, ids)
     declined = _latest_declines(session, ids)
     items = [
@@ -193,9 +194,18 @@ def _page_ids(conditions, page_size):
     return select(Subscription.id).where(*conditions).order_by(Subscription.id).limit(page_size)
 
 
-def _attempt_history(session: Session, ids: Any) -> dict[uuid.UUID, dict[str, Any]]:
-    """Per subscription: protected attempts pending, technical non-charges, declines, and the
-    terms (amount, currency, terminal) of the last technical non-charge."""
+def _obligation(subscription: Subscription) -> str:
+    """The obligation the collector would attempt next (its technical ladder is per
+    obligation, spec B 8)."""
+    return attempts.obligation_of(subscription, attempts.kind_of(subscription))
+
+
+def _attempt_history(
+    session: Session, ids: Any, obligations: dict[uuid.UUID, str]
+) -> dict[uuid.UUID, dict[str, Any]]:
+    """Per subscription: protected attempts pending and declined; and, of the obligation the
+    collector attempts next, its technical non-charges and the terms (amount, currency,
+    terminal) and retry authorization of the last one, as the collector weighs them."""
     if ids is None:
         return {}
     T = PaymentTransaction
@@ -205,7 +215,6 @@ def _attempt_history(session: Session, ids: Any) -> dict[uuid.UUID, dict[str, An
         select(
             T.subscription_id,
             func.count().filter(T.status == TransactionStatus.pending).label("pending"),
-            func.count().filter(not_charged).label("technical"),
             func.count()
             .filter(and_(T.status == TransactionStatus.failed, decision != "not_charged"))
             .label("declined"),
@@ -215,18 +224,19 @@ def _attempt_history(session: Session, ids: Any) -> dict[uuid.UUID, dict[str, An
     )
     found: dict[uuid.UUID, dict[str, Any]] = {}
     for row in session.execute(counts):
-        found[row.subscription_id] = {
-            "pending": row.pending,
-            "technical": row.technical,
-            "declined": row.declined,
-        }
-    for row in session.execute(_latest(ids, not_charged)):
+        found[row.subscription_id] = {"pending": row.pending, "declined": row.declined}
+    # An obligation key names its subscription: at most one current key per subscription.
+    current = T.obligation_key.in_(set(obligations.values()))
+    for row in session.execute(_latest(ids, not_charged, current)):
         attempt = row.billing_attempt or {}
-        found.setdefault(row.subscription_id, {})["lastNonCharge"] = (
+        entry = found.setdefault(row.subscription_id, {})
+        entry["technical"] = row.count
+        entry["lastNonCharge"] = (
             attempt.get("amountInCents"),
             attempt.get("currency"),
             attempt.get("terminal"),
         )
+        entry["retryAuthorized"] = bool((row.billing_resolution or {}).get("retryAuthorized"))
     return found
 
 
@@ -257,15 +267,24 @@ def _latest_declines(session: Session, ids: Any) -> dict[uuid.UUID, dict[str, An
 
 
 def _latest(ids: Any, *conditions: Any):
-    """The newest protected attempt per subscription (a window, so SQLite answers it too)."""
+    """The newest protected attempt per subscription and how many match (windows, so SQLite
+    answers it too)."""
     T = PaymentTransaction
     rank = (
         func.row_number()
         .over(partition_by=T.subscription_id, order_by=(T.created_at.desc(), T.id.desc()))
         .label("rank")
     )
+    count = func.count().over(partition_by=T.subscription_id).label("count")
     ranked = (
-        select(T.subscription_id, T.status, T.billing_resolution, T.billing_attempt, rank)
+        select(
+            T.subscription_id,
+            T.status,
+            T.billing_resolution,
+            T.billing_attempt,
+            rank,
+            count,
+        )
         .where(T.subscription_id.in_(ids), T.attempt_kind.is_not(None), *conditions)
         .subquery()
     )
@@ -355,7 +374,10 @@ def _item(
             issues.append(_issue("account_evidence_missing"))
         if history.get("pending"):
             issues.append(_issue("unresolved_attempt"))
-        if history.get("technical", 0) > len(attempts.TECHNICAL_RETRY_DELAYS):
+        # An owner's authorize-retry lets the next attempt through either block (collector).
+        authorized = history.get("retryAuthorized", False)
+        exhausted = history.get("technical", 0) > len(attempts.TECHNICAL_RETRY_DELAYS)
+        if exhausted and not authorized:
             issues.append(_issue("technical_retries_exhausted"))
         due = charge_at is not None and charge_at <= now
         if subscription.collection_paused:
@@ -363,7 +385,8 @@ def _item(
             if due:
                 pending_renewal.append("collection_paused_by_owner")
         last = history.get("lastNonCharge")
-        if last and last != (subscription.price_in_cents, subscription.currency, terminal):
+        amount = attempts.amount_of(subscription, attempts.kind_of(subscription))
+        if last and not authorized and last != (amount, subscription.currency, terminal):
             issues.append(_issue("retry_terms_changed"))
             if due:
                 pending_renewal.append("retry_terms_changed")

@@ -79,6 +79,7 @@ def refund_transaction(
     Raises DomainError, with every write of this call undone (a savepoint), when the refund is
     not possible: 404 transaction_not_found, 409 refund_not_refundable (not completed),
     422 refund_amount_invalid, 409 refund_exceeds_remaining, 409
+    refund_provider_reference_missing (a card payment without its provider transaction), 409
     refund_original_account_unavailable (no credentials are kept for the terminal that took the
     payment; a replaced terminal's kept ones still refund), 503 refund_provider_unavailable
     (nothing known: retrying is safe, the same unique id is used), 409 refund_declined (the
@@ -146,6 +147,14 @@ def _refund(
             status=409,
             remainingInCents=left,
         )
+    if original.provider == CARD_PROVIDER and not original.provider_transaction_id:
+        # Card money goes back only through the provider: a card payment recorded as refunded
+        # by hand would leave the member unpaid.
+        raise DomainError(
+            "refund_provider_reference_missing",
+            "this card payment has no provider transaction to refund; resolve it first",
+            status=409,
+        )
     before = refunded_so_far(original)
     refund = PaymentTransaction(
         id=ids.new_id(),
@@ -172,7 +181,7 @@ def _refund(
     original.status = TransactionStatus.refund_pending
     original.updated_at = now
     session.flush()
-    if original.provider == CARD_PROVIDER and original.provider_transaction_id:
+    if original.provider == CARD_PROVIDER:
         refund.refund_external_reference = _through_provider(
             session,
             provider,

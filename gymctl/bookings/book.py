@@ -20,7 +20,7 @@ from gymctl.bookings.eligibility import check_may_book
 from gymctl.bookings.schedule import class_session_of
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
-from gymctl.models import Booking, BookingStatus, ClassSession, Membership
+from gymctl.models import Booking, BookingStatus, ClassSession, Membership, MembershipStatus
 
 ACTIVE = (BookingStatus.confirmed, BookingStatus.waitlisted)
 
@@ -79,6 +79,11 @@ def book(
     now: datetime,
 ) -> Booking:
     """Book `member` into the session: confirmed while seats remain, else waitlisted."""
+    if member.organization_id != organization_id or member.status != MembershipStatus.active:
+        # Staff book by user id: a suspended, cancelled or invited membership books nothing.
+        raise DomainError(
+            "membership_not_active", "only an active member books a class", status=409
+        )
     row = class_session_of(session, organization_id, class_session_id)
     _open_for_booking(row, now)
     check_may_book(session, organization_id, member.user_id, now=now)

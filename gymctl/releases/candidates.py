@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymctl.branding.published import live_app_version, live_brand
@@ -94,7 +95,16 @@ REASONS = {
 
 
 def supersede(session: Session, candidate: ReleaseCandidate, reason: str, *, now: datetime) -> None:
-    session.add(CandidateSupersession(candidate_id=candidate.id, reason=reason, superseded_at=now))
+    """Written once: when another transaction (the daemon's pass, an owner's read) superseded the
+    same candidate first, its row stands and this one is dropped, not raised as a conflict."""
+    try:
+        with session.begin_nested():
+            session.add(
+                CandidateSupersession(candidate_id=candidate.id, reason=reason, superseded_at=now)
+            )
+            session.flush()
+    except IntegrityError:
+        return
     emit(
         session,
         EventKind.audit,
@@ -108,6 +118,24 @@ def supersede(session: Session, candidate: ReleaseCandidate, reason: str, *, now
     session.flush()
 
 
+def _moved_on(session: Session, request: ReleaseRequest, candidate: ReleaseCandidate) -> list[str]:
+    """The bound revisions that no longer match the live ones."""
+    bound, live = snapshot_binding(candidate.snapshot), live_binding(session, request)
+    return [name for name in REASONS if bound[name] != live[name]]
+
+
+def is_current(session: Session, request: ReleaseRequest, candidate: ReleaseCandidate) -> bool:
+    """Read-only (a refusal built on it writes nothing): `candidate` is the newest one, not
+    superseded, and nothing it binds has moved on."""
+    latest = latest_candidate(session, request)
+    return (
+        latest is not None
+        and latest.id == candidate.id
+        and not is_superseded(session, candidate)
+        and not _moved_on(session, request, candidate)
+    )
+
+
 def refresh_current(
     session: Session, request: ReleaseRequest, *, now: datetime
 ) -> ReleaseCandidate | None:
@@ -116,8 +144,7 @@ def refresh_current(
     candidate = latest_candidate(session, request)
     if candidate is None or is_superseded(session, candidate):
         return None
-    bound, live = snapshot_binding(candidate.snapshot), live_binding(session, request)
-    changed = [name for name in REASONS if bound[name] != live[name]]
+    changed = _moved_on(session, request, candidate)
     if changed:
         supersede(session, candidate, REASONS[changed[0]], now=now)
         return None

@@ -11,7 +11,9 @@ operation was dispatched with does the API answer, once (the nonce is single use
   identifiers, no credentials.
 
 Before an internal upload is submitted to the store, the executor asks again: the owner's
-internal-upload approval is rechecked at that instant (it lapses after 24 hours).
+internal-upload approval is rechecked at that instant (it lapses after 24 hours). A candidate a
+publish, config or intake revision superseded after the dispatch is neither built (the claim of a
+build or upload job) nor uploaded (the submit): `release_candidate_stale`.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from gymctl.models.releases import ReleaseCandidate, ReleaseOperation, ReleaseRe
 from gymctl.providers.storage import ObjectStore
 from gymctl.releases import approvals, ci_access, evidence, switches
 from gymctl.releases.build_input import ASSET_DOWNLOAD_LIFETIME
-from gymctl.releases.candidates import require_current, require_dispatchable
+from gymctl.releases.candidates import is_current, require_current, require_dispatchable
 
 EXECUTOR_KINDS = ("build", "internal_upload")
 RECEIPT_KINDS = ("smoke", "production_review")
@@ -108,6 +110,15 @@ def _operation(session: Session, operation_id: uuid.UUID) -> ReleaseOperation:
     return operation
 
 
+def _require_still_current(session: Session, candidate: ReleaseCandidate) -> ReleaseRequest:
+    """A publish, config or intake revision since the dispatch superseded what the operation
+    would build or upload: its approvals bound a snapshot that is no longer the gym's app."""
+    request = session.get(ReleaseRequest, candidate.release_request_id)
+    if not is_current(session, request, candidate):
+        raise conflict("release_candidate_stale", "that candidate is no longer current")
+    return request
+
+
 def receipt(operation: ReleaseOperation, candidate: ReleaseCandidate) -> dict[str, Any]:
     """What smoke and production-review jobs may know: nothing to build, sign or upload with."""
     branding = candidate.snapshot["branding"]
@@ -146,9 +157,11 @@ def claim(
             status=403,
             claims=wrong,
         )
+    candidate = session.get(ReleaseCandidate, operation.candidate_id)
+    if operation.kind in EXECUTOR_KINDS:
+        _require_still_current(session, candidate)
     operation.nonce_used_at = now
     operation.status = "claimed"
-    candidate = session.get(ReleaseCandidate, operation.candidate_id)
     emit(
         session,
         EventKind.audit,
@@ -205,7 +218,7 @@ def authorize_submit(
     if operation.kind != "internal_upload":
         raise conflict("release_operation_kind_invalid", "only internal uploads are submitted")
     candidate = session.get(ReleaseCandidate, operation.candidate_id)
-    request = session.get(ReleaseRequest, candidate.release_request_id)
+    request = _require_still_current(session, candidate)
     approval = approvals.require_internal_upload(session, request, candidate, now=now)
     operation.submitted_at = now
     operation.status = "submitted"

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymctl.access.memberships import resolve_membership
@@ -45,6 +46,34 @@ def _mapped_app(
     return app
 
 
+def _upsert_registration(
+    session: Session, app_id: str, token: str, fields: dict[str, Any]
+) -> PushRegistration:
+    """The locked row of this device token, written with `fields` (created when new). A device
+    that registers twice at once (an app retrying) meets the other request's row instead of a
+    unique-key error."""
+    digest = token_digest(token)
+    query = (
+        select(PushRegistration)
+        .where(PushRegistration.app_id == app_id, PushRegistration.token_sha256 == digest)
+        .with_for_update()
+    )
+    row = session.scalar(query)
+    if row is None:
+        try:
+            with session.begin_nested():
+                row = PushRegistration(app_id=app_id, token_sha256=digest, token=token, **fields)
+                session.add(row)
+                session.flush()
+            return row
+        except IntegrityError:
+            row = session.scalars(query).one()
+    for name, value in fields.items():
+        setattr(row, name, value)
+    session.flush()
+    return row
+
+
 def register(
     session: Session,
     settings: Settings,
@@ -62,25 +91,22 @@ def register(
     if not token or len(token) > MAX_TOKEN:
         raise DomainError("push_token_invalid", f"a push token has 1 to {MAX_TOKEN} characters")
     app = _mapped_app(session, settings, organization_id, app_id)
-    digest = token_digest(token)
-    row = session.scalar(
-        select(PushRegistration)
-        .where(PushRegistration.app_id == app_id, PushRegistration.token_sha256 == digest)
-        .with_for_update()
-    )
-    if row is None:
-        row = PushRegistration(app_id=app_id, token_sha256=digest, token=token)
-        session.add(row)
     # A device handed to someone else, or moved to another gym in the container app: the token
     # now belongs to this member only.
-    row.organization_id = organization_id
-    row.user_id = membership.user_id
-    row.branded_app_id = app.id if app is not None else None
-    row.platform = platform
-    row.registered_at = now
-    row.revoked_at = row.revoked_reason = None
-    session.flush()
-    return row
+    return _upsert_registration(
+        session,
+        app_id,
+        token,
+        {
+            "organization_id": organization_id,
+            "user_id": membership.user_id,
+            "branded_app_id": app.id if app is not None else None,
+            "platform": platform,
+            "registered_at": now,
+            "revoked_at": None,
+            "revoked_reason": None,
+        },
+    )
 
 
 def revoke(

@@ -1,4 +1,5 @@
-"""Localized copy of the refusals the spec calls localized (plan change, externally billed).
+"""Localized copy of the refusals the spec calls localized (plan change, externally billed),
+and of the presale withdrawal refused while its charge is in flight.
 
 Three locales: en (the default and the fallback), he, es. The locale comes from the client
 (X-Locale, else Accept-Language) or from what was recorded with the member's act.
@@ -19,6 +20,11 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "A payment for this plan is being processed. Try again in a few minutes.",
         "he": "תשלום עבור המנוי הזה נמצא בעיבוד. נסו שוב בעוד כמה דקות.",
         "es": "Se está procesando un pago de este plan. Inténtalo de nuevo en unos minutos.",
+    },
+    "presale_charge_in_flight": {
+        "en": "The opening-day payment is being processed. Try again in a few minutes.",
+        "he": "תשלום יום הפתיחה נמצא בעיבוד. נסו שוב בעוד כמה דקות.",
+        "es": "Se está procesando el pago del día de apertura. Inténtalo de nuevo en unos minutos.",
     },
     "externally_billed": {
         "en": "This gym bills memberships outside the app: ask the gym to change it there.",

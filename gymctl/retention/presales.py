@@ -24,7 +24,9 @@ from gymctl.models.billing import SubscriptionStatus
 from gymctl.models.retention import CaseKind
 from gymctl.providers.mail import Mailer, MailError
 from gymctl.retention import emails
+from gymctl.retention.copy import message
 from gymctl.retention.notices import emit_cancelled, subscription_for_update
+from gymctl.retention.plan_change import charge_in_flight
 
 log = logging.getLogger("gymctl.retention")
 WITHDRAWAL = "presale_withdrawal"
@@ -49,6 +51,10 @@ def withdraw_presale(
             status=409,
             subscriptionStatus=subscription.status.value,
         )
+    if charge_in_flight(session, subscription, now):
+        # Cancelling under a pending opening-day charge would let it settle on a cancelled plan.
+        code = "presale_charge_in_flight"
+        raise DomainError(code, message(code, locale), status=409)
     subscription.status = SubscriptionStatus.cancelled
     subscription.cancellation_reason = WITHDRAWAL
     subscription.retention_case_kind = CaseKind.presale_withdrawal.value

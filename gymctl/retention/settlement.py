@@ -62,6 +62,11 @@ log = logging.getLogger("gymctl.retention")
 OWNER_TASK_DUE = timedelta(days=3)  # spec B 8: refund task / notice
 BATCH = 200
 NOTICE = "notice"
+SETTLED = (
+    TransactionStatus.completed,
+    TransactionStatus.refund_pending,
+    TransactionStatus.refunded,
+)
 
 
 class StandingOrderError(Exception):
@@ -135,13 +140,15 @@ def matured(session: Session, *, now: datetime, limit: int = BATCH) -> list[uuid
 
 
 def last_charge(session: Session, subscription: Subscription) -> PaymentTransaction | None:
-    """The payment of the current period: the newest completed charge or renewal."""
+    """The payment of the current period: the newest settled charge or renewal. A charge
+    already refunded (or being refunded) is still that payment, so what is left of it bounds the
+    refund; skipping it would refund an older period's charge."""
     return session.scalar(
         select(PaymentTransaction)
         .where(
             PaymentTransaction.subscription_id == subscription.id,
             PaymentTransaction.type.in_((TransactionType.charge, TransactionType.recurring)),
-            PaymentTransaction.status == TransactionStatus.completed,
+            PaymentTransaction.status.in_(SETTLED),
         )
         .order_by(PaymentTransaction.created_at.desc(), PaymentTransaction.id.desc())
     )

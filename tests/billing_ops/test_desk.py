@@ -16,9 +16,10 @@ from gymctl.billing.desk import DeskChargeRequest
 from gymctl.errors import DomainError
 from gymctl.models import PaymentTransaction
 from gymctl.models.billing import PlanType, SubscriptionStatus, TransactionStatus
+from gymctl.providers.card import Terminal
 from gymctl.providers.card_http import CHARGE, LOOKUP_CHARGE
 from tests.billing import factories as bf
-from tests.billing.cards import DECLINE, connect_other_provider
+from tests.billing.cards import DECLINE, connect_card_provider, connect_other_provider
 from tests.billing.factories import TEST_CIPHER
 from tests.billing.fake_card_provider import Fault
 from tests.billing_ops.helpers import audit_rows, card_of, card_subscription, charge_at_desk
@@ -145,6 +146,29 @@ def test_a_lost_answer_is_reconciliation_required_then_resolved_by_replay_withou
     assert (later["outcome"], later["replayed"]) == ("charged", True)
     assert card_server.requests(CHARGE) == 1
     assert len(card_server.charges()) == 1
+
+
+def test_a_lost_answer_resolves_on_the_terminal_that_sent_it_after_the_terminal_changed(
+    session, session_factory, gym, card_server, provider, documents
+):
+    """A desk request is resolvable only by replaying its key: after the gym moved to another
+    terminal the replay asks the original merchant account (spec B 4.2), never stays stuck."""
+    card_of(session, gym, card_server)
+    session.commit()
+    request = _request(gym)
+    card_server.inject(CHARGE, Fault.answer_lost)
+    with pytest.raises(DomainError):
+        charge_at_desk(session_factory, gym, provider, documents, request)
+    connect_card_provider(session, gym, terminal=Terminal("2000", "elsewhere"))
+    session.commit()
+
+    later = charge_at_desk(
+        session_factory, gym, provider, documents, request, now=NOW + timedelta(minutes=2)
+    )
+
+    assert (later["outcome"], later["replayed"]) == ("charged", True)
+    assert card_server.received(LOOKUP_CHARGE)[-1]["TerminalNumber"] == 1000
+    assert card_server.requests(CHARGE) == 1
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import event, func, select
 
+from gymctl.billing import attempts
 from gymctl.billing.readiness import readiness
 from gymctl.models import OutboxEvent, PaymentMethod, PaymentProviderConfig
 from gymctl.models.billing import PlanType, SubscriptionStatus, TransactionStatus
@@ -21,6 +22,7 @@ from tests.billing import factories as bf
 from tests.billing.cards import TERMINAL, connect_card_provider
 from tests.billing.factories import TEST_CIPHER
 from tests.billing_ops.helpers import (
+    DUE,
     card_subscription,
     pending_attempt,
     presale_with_checkout,
@@ -232,3 +234,53 @@ def test_a_card_saved_on_another_terminal_needs_verify_account(session, gym, car
     assert item["card"]["accountCheck"] == "other_terminal"
     issue = next(i for i in item["issues"] if i["code"] == "account_unverified")
     assert (issue["severity"], issue["nextAction"]) == ("blocker", "verify_account")
+
+
+def _non_charge(session, subscription, minutes_ago: int = 5, **resolution):
+    attempt = pending_attempt(session, subscription, now=NOW - timedelta(minutes=minutes_ago))
+    attempt.status = TransactionStatus.failed
+    attempt.billing_resolution = {"decision": "not_charged", **resolution}
+    session.flush()
+    return attempt
+
+
+def test_retries_are_counted_per_obligation_as_the_collector_counts_them(session, gym, card_server):
+    """Spec B 8: at most three technical retries "per billing obligation". Non-charges of a
+    renewal since paid say nothing about the next one: no exhausted ladder, no changed terms."""
+    subscription = card_subscription(session, gym, card_server)
+    for _ in range(4):
+        _non_charge(session, subscription)
+    subscription.next_charge_date = DUE + timedelta(days=30)  # paid since: the next renewal
+    subscription.price_in_cents += 1000
+    session.flush()
+    item = _report(session, gym)["items"][0]
+    assert _codes(item) & {"technical_retries_exhausted", "retry_terms_changed"} == set()
+    assert item["retries"]["technical"] == 0
+
+
+def test_an_owner_authorized_retry_is_neither_exhausted_nor_changed_terms(
+    session, gym, card_server
+):
+    """The collector lets an authorized retry through (authorize-retry lifts the block): the
+    report must not call it blocked."""
+    subscription = card_subscription(session, gym, card_server)
+    for minutes_ago in (9, 8, 7):
+        _non_charge(session, subscription, minutes_ago)
+    _non_charge(session, subscription, 6, retryAuthorized=True)
+    subscription.price_in_cents += 1000
+    session.flush()
+    item = _report(session, gym)["items"][0]
+    assert _codes(item) & {"technical_retries_exhausted", "retry_terms_changed"} == set()
+    assert item["retries"]["technical"] == 4
+    began = attempts.begin_attempt(session, subscription.id, now=NOW, cipher=TEST_CIPHER)
+    assert began.outcome == "started"
+
+
+def test_an_exhausted_ladder_is_a_blocker(session, gym, card_server):
+    subscription = card_subscription(session, gym, card_server)
+    for _ in range(4):
+        _non_charge(session, subscription)
+    item = _report(session, gym)["items"][0]
+    assert "technical_retries_exhausted" in _codes(item)
+    began = attempts.begin_attempt(session, subscription.id, now=NOW, cipher=TEST_CIPHER)
+    assert (began.outcome, began.reason) == ("blocked", "technical_retries_exhausted")

@@ -123,6 +123,21 @@ def test_only_a_completed_payment_is_refundable(session, gym, card_server, provi
     assert refund_rows(session) == 0
 
 
+def test_a_card_payment_without_its_provider_transaction_is_never_refunded_by_hand(
+    session, gym, card_server, provider, documents
+):
+    """Card money goes back through the provider only: no provider reference, no refund row
+    claiming the member was paid back."""
+    sale = paid_charge(session, gym, card_server)
+    sale.provider_transaction_id = None
+    with pytest.raises(DomainError) as refused:
+        _refund(session, provider, documents, sale, 100)
+    assert (refused.value.code, refused.value.status) == ("refund_provider_reference_missing", 409)
+    assert sale.status == TransactionStatus.completed
+    assert refund_rows(session) == 0
+    assert card_server.requests(REFUND) == 0
+
+
 def test_provider_unavailable_undoes_everything_and_the_retry_refunds_once(
     session, gym, card_server, provider, documents
 ):

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from gymctl.billing.lifecycle import NON_PAYMENT
 from gymctl.bookings import book, schedule
 from gymctl.errors import DomainError
-from gymctl.models import Booking, BookingStatus, OutboxEvent
+from gymctl.models import Booking, BookingStatus, MembershipStatus, OutboxEvent
 from gymctl.models.billing import PlanType, SubscriptionStatus
 from tests.billing.factories import make_billing_settings, make_subscription
 from tests.bookings.conftest import TOMORROW, add_member, book_seat, cancel_own
@@ -124,6 +124,16 @@ def test_a_paused_plan_books_nothing_when_a_plan_is_required(session, gym, class
     make_billing_settings(session, gym.organization, plan_required_to_book=True)
     make_subscription(session, gym, status=SubscriptionStatus.paused)
     assert _refused(session, gym, class_session).code == "plan_required_to_book"
+
+
+@pytest.mark.parametrize("status", [MembershipStatus.suspended, MembershipStatus.cancelled])
+def test_a_membership_that_is_not_active_books_nothing(session, gym, class_session, status):
+    """Staff book by user id; a suspended or cancelled member must not get a seat."""
+    member = add_member(session, gym.organization)
+    make_subscription(session, gym, membership=member)
+    member.status = status
+    error = _refused(session, gym, class_session, member)
+    assert (error.code, error.status) == ("membership_not_active", 409)
 
 
 def test_an_active_booking_refuses_already_booked(session, gym, class_session):

@@ -14,7 +14,7 @@ from sqlalchemy.exc import DBAPIError
 
 from gymctl.errors import DomainError
 from gymctl.models.releases import ReleaseEvidence, ReleaseRequest
-from gymctl.releases import approvals, checks, evidence, operations, switches
+from gymctl.releases import approvals, branded_apps, checks, evidence, operations, switches
 from tests import factories
 from tests.access.conftest import snapshot
 from tests.conftest import NOW
@@ -302,3 +302,49 @@ def test_evidence_is_append_only_in_the_database(connection):
         connection.execute(
             update(ReleaseEvidence).where(ReleaseEvidence.id == row_id).values(result="failed")
         )
+
+
+def test_a_candidate_superseded_after_dispatch_is_neither_built_nor_uploaded(
+    client, session, store, settings, branded, gym, current
+):
+    """Spec A 3: a new config revision supersedes the current candidate; the approval bound its
+    snapshot, so the claim of a build and the recheck before submit refuse it and write nothing
+    (the nonce stays unburnt, the platform state and evidence unchanged)."""
+    assert _approve(client, gym, "internal_upload", current).status_code == 201
+    build, build_nonce = operations.dispatch(
+        session, settings, gym.id, kind="build", platform="android", now=NOW
+    )
+    upload, upload_nonce = operations.dispatch(
+        session, settings, gym.id, kind="internal_upload", platform="ios", now=NOW
+    )
+    access = operations.claim(
+        session,
+        store,
+        dict(upload.ci),
+        operation_id=upload.id,
+        dispatch_nonce=upload_nonce,
+        now=NOW,
+    )["executorAccess"]["token"]
+    branded_apps.configure(session, gym.id, {"iosProfile": "ios-appstore-prof-1000"}, now=NOW)
+    session.commit()
+    refused(
+        session,
+        lambda: operations.claim(
+            session,
+            store,
+            dict(build.ci),
+            operation_id=build.id,
+            dispatch_nonce=build_nonce,
+            now=NOW,
+        ),
+        "release_candidate_stale",
+        409,
+    )
+    refused(
+        session,
+        lambda: operations.authorize_submit(session, upload.id, access, now=NOW),
+        "release_candidate_stale",
+        409,
+    )
+    request = session.scalar(select(ReleaseRequest))
+    assert evidence.platform_states(session, request)["ios"] == "internal_upload_dispatched"

@@ -10,13 +10,19 @@ from sqlalchemy import select
 
 from gymctl.errors import DomainError
 from gymctl.models import MembershipStatus, Plan, RetentionCase, Role
-from gymctl.models.billing import SubscriptionStatus
+from gymctl.models.billing import (
+    AttemptKind,
+    SubscriptionStatus,
+    TransactionStatus,
+    TransactionType,
+)
 from gymctl.providers.mail import read_mailbox
 from gymctl.retention import presales
 from tests import factories
 from tests.access.conftest import snapshot
-from tests.billing.factories import make_plan, make_subscription
+from tests.billing.factories import make_plan, make_subscription, make_transaction
 from tests.conftest import NOW
+from tests.retention.conftest import refused
 
 OPENING = NOW + timedelta(days=14)
 
@@ -90,6 +96,34 @@ def test_only_a_presale_can_be_withdrawn(session, gym):
         _withdraw(session, gym, running)
     assert (caught.value.code, caught.value.status) == ("presale_not_withdrawable", 409)
     assert snapshot(session) == before
+
+
+def test_a_presale_whose_opening_day_charge_is_in_flight_is_not_withdrawn(session, gym):
+    """Cancelling under a pending charge would let the money settle on a cancelled presale."""
+    subscription = _presale(session, gym)
+    make_transaction(
+        session,
+        gym,
+        subscription_id=subscription.id,
+        type=TransactionType.recurring,
+        status=TransactionStatus.pending,
+        provider="card_provider",
+        attempt_kind=AttemptKind.recurring,
+    )
+    error = refused(
+        session,
+        lambda: presales.withdraw_presale(
+            session,
+            gym.organization.id,
+            subscription.id,
+            actor_user_id=gym.member.id,
+            by_member=True,
+            locale="es",
+            now=NOW,
+        ),
+    )
+    assert (error.code, error.status) == ("presale_charge_in_flight", 409)
+    assert error.message.startswith("Se está procesando")
 
 
 def test_a_declined_presale_gets_one_case_per_episode_and_the_owner_is_emailed(

@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import func, select
 
+from gymctl.billing import collector
+from gymctl.billing.attempts import begin_attempt
 from gymctl.models import (
     AuditLog,
     CancellationSettlement,
@@ -25,9 +27,10 @@ from gymctl.models.billing import (
 )
 from gymctl.providers.card_http import REFUND
 from gymctl.providers.mail import MailError, read_mailbox
+from gymctl.retention import notices
 from gymctl.retention.proration import prorated_refund, refund_days
 from gymctl.retention.settlement import period_end_sweep
-from tests.billing.factories import make_subscription, make_transaction
+from tests.billing.factories import TEST_CIPHER, make_subscription, make_transaction
 from tests.billing.fake_card_provider import Fault
 from tests.conftest import NOW
 from tests.retention.conftest import give_notice, log_contact, paid_card_subscription
@@ -294,3 +297,66 @@ def test_rows_without_a_matured_notice_are_left_alone(session, session_factory, 
     assert _sweep(session_factory, doors, NOW + D).cancelled == []
     session.expire_all()
     assert {running.status, later.status} == {SubscriptionStatus.active}
+
+
+def test_a_refunded_current_charge_owes_nothing_and_never_refunds_an_older_period(
+    session, session_factory, gym, card_server, doors
+):
+    """The charge of the current period, refunded by staff already, bounds what is owed: the
+    sweep must not fall back to last year's completed charge and refund that."""
+    subscription, charge = paid_card_subscription(
+        session, gym, card_server, current_period_end=NOW + 100 * D
+    )
+    make_transaction(
+        session,
+        gym,
+        now=NOW - 365 * D,
+        subscription_id=subscription.id,
+        type=TransactionType.recurring,
+        amount_in_cents=36500,
+    )
+    charge.status = TransactionStatus.refunded
+    charge.metadata_ = {"refundedInCents": 36500}
+    _notice(session, gym, subscription, NOW + 10 * D)
+    session.commit()
+    assert _sweep(session_factory, doors, NOW + 10 * D).cancelled == [str(subscription.id)]
+    settlement = session.scalar(select(CancellationSettlement))
+    assert (settlement.charge_transaction_id, settlement.amount_in_cents, settlement.execution) == (
+        charge.id,
+        0,
+        "nothing_owed",
+    )
+    assert card_server.requests(REFUND) == 0
+    assert session.scalar(select(func.count()).select_from(Task)) == 1  # the review task only
+
+
+def test_a_renewal_falling_on_or_after_the_notice_is_never_collected(
+    session, session_factory, gym, card_server, doors
+):
+    """The collector runs every minute, the period-end sweep hourly: a member's notice takes
+    effect on the period end, the very instant the renewal falls due. Charging it would take a
+    whole period's money and refund only floor(charge x days / 365) of it."""
+    end = NOW + 10 * D
+    subscription, _ = paid_card_subscription(
+        session, gym, card_server, current_period_end=end, next_charge_date=end
+    )
+    give_notice(session, gym, subscription)
+    session.commit()
+    # Not even selected: the catch-up's 5 places per organization go to renewals really due.
+    assert collector.due_in(session, gym.organization.id, now=end) == []
+    began = begin_attempt(session, subscription.id, now=end, cipher=TEST_CIPHER)
+    assert (began.outcome, began.reason) == ("skipped", "not_due")
+    session.rollback()
+    notices.withdraw_notice(
+        session,
+        gym.organization.id,
+        subscription.id,
+        actor_user_id=gym.member.id,
+        by_member=True,
+        locale="en",
+        now=NOW,
+    )
+    assert collector.due_in(session, gym.organization.id, now=end) == [subscription.id]
+    assert begin_attempt(session, subscription.id, now=end, cipher=TEST_CIPHER).outcome == (
+        "started"
+    )
