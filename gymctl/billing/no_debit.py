@@ -129,6 +129,8 @@ def confirm_no_debit(
         "decidedByUserId": str(actor_user_id),
         "retryAuthorized": confirmation.authorize_retry,
         "retryAuthorizedAt": now.isoformat() if confirmation.authorize_retry else None,
+        # Whether collection was already paused by the owner before this hold.
+        "ownerPaused": subscription.collection_paused,
         "evidence": {
             "providerCaseId": confirmation.provider_case_id,
             "confirmedAt": confirmation.confirmed_at.isoformat(),
@@ -141,7 +143,12 @@ def confirm_no_debit(
         },
     }
     transaction.updated_at = now
-    _hold_or_release(subscription, retry=confirmation.authorize_retry, now=now)
+    _hold_or_release(
+        subscription,
+        retry=confirmation.authorize_retry,
+        owner_paused=subscription.collection_paused,
+        now=now,
+    )
     audit(
         session,
         "billing.no_debit_confirmed",
@@ -185,7 +192,15 @@ def authorize_retry(
     )
     transaction.billing_resolution = resolution
     transaction.updated_at = now
-    _hold_or_release(session.get(Subscription, transaction.subscription_id), retry=True, now=now)
+    subscription = session.get(Subscription, transaction.subscription_id)
+    # A dismissed attempt's hold is ours (ownerPaused says what the owner had set before it);
+    # a technical non-charge holds nothing, so the current pause is the owner's.
+    owner_paused = (
+        bool(resolution.get("ownerPaused"))
+        if is_dismissed(transaction)
+        else subscription.collection_paused
+    )
+    _hold_or_release(subscription, retry=True, owner_paused=owner_paused, now=now)
     audit(session, "billing.retry_authorized", transaction, actor_user_id, now)
     session.flush()
     return {"outcome": "retry_authorized", **describe(session, transaction, now=now)}
@@ -277,10 +292,13 @@ def _replay_of(transaction: PaymentTransaction, confirmation: NoDebitConfirmatio
     return True
 
 
-def _hold_or_release(subscription: Subscription, *, retry: bool, now: datetime) -> None:
-    """Without an authorized retry the obligation stays paused (the owner's hold); with one
-    the collector may try once more now."""
-    subscription.collection_paused = not retry
+def _hold_or_release(
+    subscription: Subscription, *, retry: bool, owner_paused: bool, now: datetime
+) -> None:
+    """Without an authorized retry the obligation stays held; with one the collector may try
+    once more now, unless the owner had paused collection before this hold: releasing our
+    hold never lifts the owner's own pause."""
+    subscription.collection_paused = owner_paused or not retry
     if retry:
         subscription.retry_at = now
     subscription.updated_at = now

@@ -416,3 +416,20 @@ def test_reconcile_asks_the_original_account_after_the_terminal_changed(
 
     assert answer["outcome"] == "charged"
     assert card_server.received(LOOKUP_CHARGE)[-1]["TerminalNumber"] == 1000
+
+
+def test_releasing_a_no_debit_hold_never_lifts_the_owners_own_pause(
+    session, gym, card_server, provider
+):
+    """The attempt began before the owner paused collection: confirm-no-debit with a retry,
+    or a later authorize-retry, releases only the hold it put, never the owner's pause."""
+    subscription = card_subscription(session, gym, card_server)
+    transaction = pending_attempt(session, subscription, now=NOW - timedelta(minutes=5))
+    subscription.collection_paused = True  # the owner's own decision, after the attempt began
+    session.commit()
+    answer = _confirm(session, gym, provider, transaction, authorize_retry=True)
+    assert answer["collectionHeld"] is True
+    assert subscription.collection_paused is True
+    again = _authorize(session, gym, transaction)
+    assert again["outcome"] == "already_authorized"
+    assert subscription.collection_paused is True
