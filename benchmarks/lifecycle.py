@@ -25,11 +25,10 @@ import platform
 import statistics
 import time
 import uuid
-from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scratch import DEFAULT_ADMIN_URL, scratch_database
+from scratch import DEFAULT_ADMIN_URL, copy, ident, scratch_database
 from sqlalchemy import Engine, event, text
 from sqlalchemy.orm import Session
 
@@ -204,10 +203,6 @@ def run_floor(engine: Engine) -> dict[str, Any]:
 
 
 # --- data -----------------------------------------------------------------------------------
-
-
-def ident(*parts: object) -> uuid.UUID:
-    return uuid.uuid5(uuid.NAMESPACE_URL, "/".join(map(str, parts)))
 
 
 def load_people(engine: Engine, size: int, organizations: int) -> list[tuple]:
@@ -452,13 +447,6 @@ def load_subscriptions(engine: Engine, people: list[tuple]) -> None:
             ),
         )
     vacuum(engine)
-
-
-def copy(connection, table: str, columns: tuple[str, ...], rows: Iterable[tuple]) -> None:
-    cursor = connection.connection.driver_connection.cursor()
-    with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as writer:
-        for row in rows:
-            writer.write_row(row)
 
 
 def vacuum(engine: Engine) -> None:

@@ -25,11 +25,10 @@ import platform
 import statistics
 import time
 import uuid
-from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scratch import DEFAULT_ADMIN_URL, scratch_database
+from scratch import DEFAULT_ADMIN_URL, copy, ident, scratch_database
 from sqlalchemy import Engine, event, text
 from sqlalchemy.orm import Session
 
@@ -165,10 +164,6 @@ def _counter(counted: list[str]):
 
 
 # --- data -----------------------------------------------------------------------------------
-
-
-def ident(*parts: object) -> uuid.UUID:
-    return uuid.uuid5(uuid.NAMESPACE_URL, "/".join(map(str, parts)))
 
 
 def card_payload(card_id: uuid.UUID, n: int) -> str:
@@ -455,13 +450,6 @@ def attempt_row(n: int, organization, sub, user, status: str, resolution: dict |
         9900, "ILS", "recurring", "{}", json.dumps(attempt),
         json.dumps(resolution) if resolution else None, NOW - DAY, NOW - DAY,
     )  # fmt: skip
-
-
-def copy(connection, table: str, columns: tuple[str, ...], rows: Iterable[tuple]) -> None:
-    cursor = connection.connection.driver_connection.cursor()
-    with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as writer:
-        for row in rows:
-            writer.write_row(row)
 
 
 if __name__ == "__main__":

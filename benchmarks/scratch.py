@@ -1,10 +1,12 @@
 """A throwaway PostgreSQL database for one benchmark run: created, migrated to head, and dropped
-on the way out (even when the run fails), so a benchmark never touches a real database."""
+on the way out (even when the run fails), so a benchmark never touches a real database; and the
+two helpers its loaders share: stable ids and COPY."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import uuid
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import Engine, create_engine, text
@@ -35,3 +37,16 @@ def scratch_database(name: str, admin_url: str = DEFAULT_ADMIN_URL) -> Iterator[
         with admin.connect() as connection:
             connection.execute(drop)
         admin.dispose()
+
+
+def ident(*parts: object) -> uuid.UUID:
+    """The same id for the same parts in every run (uuid5), so rows can refer to each other."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, "/".join(map(str, parts)))
+
+
+def copy(connection, table: str, columns: tuple[str, ...], rows: Iterable[tuple]) -> None:
+    """Bulk-load rows with COPY (psycopg 3), far faster than INSERTs for 100,000 rows."""
+    cursor = connection.connection.driver_connection.cursor()
+    with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as writer:
+        for row in rows:
+            writer.write_row(row)

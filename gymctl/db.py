@@ -12,8 +12,9 @@ import hashlib
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.config import get_settings
@@ -85,6 +86,21 @@ def session_scope(factory: sessionmaker[Session] | None = None) -> Iterator[Sess
         raise
     finally:
         session.close()
+
+
+Row = TypeVar("Row")
+
+
+def organization_row(
+    session: Session, model: type[Row], organization_id: Any, row_id: Any, *, lock: bool = False
+) -> Row | None:
+    """A row of `model` only if it belongs to the organization (None otherwise: the caller
+    answers its own 404, so another gym's ids are indistinguishable from missing ones). `lock`
+    takes its row lock and reads it fresh."""
+    query = select(model).where(model.id == row_id, model.organization_id == organization_id)
+    if lock:
+        query = query.with_for_update().execution_options(populate_existing=True)
+    return session.scalar(query)
 
 
 def lock_key(name: str) -> int:

@@ -23,6 +23,7 @@ from gymctl.billing import attempts
 from gymctl.billing.accounts import CARD_PROVIDER, terminal_of
 from gymctl.billing.alerts import raise_alert
 from gymctl.crypto import FieldCipher
+from gymctl.db import organization_row
 from gymctl.errors import DomainError, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Organization, PaymentProviderConfig, PaymentTransaction, Subscription
@@ -43,13 +44,9 @@ def organization_transaction(
     session: Session, organization_id: uuid.UUID, transaction_id: uuid.UUID, *, lock: bool = False
 ) -> PaymentTransaction:
     """A payment of the organization (404 otherwise), row-locked and read fresh with `lock`."""
-    query = select(PaymentTransaction).where(
-        PaymentTransaction.id == transaction_id,
-        PaymentTransaction.organization_id == organization_id,
+    transaction = organization_row(
+        session, PaymentTransaction, organization_id, transaction_id, lock=lock
     )
-    if lock:
-        query = query.with_for_update().execution_options(populate_existing=True)
-    transaction = session.scalar(query)
     if transaction is None:
         raise not_found("transaction_not_found", "no such transaction in this organization")
     return transaction

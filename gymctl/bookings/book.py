@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from gymctl import ids
 from gymctl.bookings.eligibility import check_may_book
 from gymctl.bookings.schedule import class_session_of
+from gymctl.db import organization_row
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
 from gymctl.models import Booking, BookingStatus, ClassSession, Membership, MembershipStatus
@@ -133,11 +134,8 @@ def book(
 
 
 def booking_of(session: Session, organization_id: uuid.UUID, booking_id, *, lock=False) -> Booking:
-    query = select(Booking).where(Booking.id == booking_id)
-    if lock:
-        query = query.with_for_update().execution_options(populate_existing=True)
-    booking = session.scalar(query)
-    if booking is None or booking.organization_id != organization_id:
+    booking = organization_row(session, Booking, organization_id, booking_id, lock=lock)
+    if booking is None:
         raise DomainError("booking_not_found", "no such booking", status=404)
     return booking
 

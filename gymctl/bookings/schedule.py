@@ -9,6 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl import ids
+from gymctl.db import organization_row
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
 from gymctl.models import ClassSession, ClassType
@@ -136,10 +137,7 @@ def class_session_of(
     """The session, 404 when it is not this organization's. `lock` takes its row lock: every
     seat decision of a session is made under it, so 50 members booking the last 5 seats at
     once get exactly 5."""
-    query = select(ClassSession).where(ClassSession.id == session_id)
-    if lock:
-        query = query.with_for_update().execution_options(populate_existing=True)
-    row = session.scalar(query)
-    if row is None or row.organization_id != organization_id:
+    row = organization_row(session, ClassSession, organization_id, session_id, lock=lock)
+    if row is None:
         raise DomainError("session_not_found", "no such session", status=404)
     return row

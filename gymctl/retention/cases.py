@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl import ids
+from gymctl.db import organization_row
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
 from gymctl.models import RetentionCase, RetentionContact
@@ -26,11 +27,8 @@ CHANNELS = ("phone", "email", "message", "in_person")
 def case_of(
     session: Session, organization_id: uuid.UUID, case_id: uuid.UUID, *, lock: bool = False
 ) -> RetentionCase:
-    query = select(RetentionCase).where(RetentionCase.id == case_id)
-    if lock:
-        query = query.with_for_update().execution_options(populate_existing=True)
-    case = session.scalar(query)
-    if case is None or case.organization_id != organization_id:
+    case = organization_row(session, RetentionCase, organization_id, case_id, lock=lock)
+    if case is None:
         raise DomainError("retention_case_not_found", "no such retention case", status=404)
     return case
 
