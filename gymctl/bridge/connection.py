@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import httpx
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
@@ -68,7 +69,11 @@ def require_connection(session: Session, organization_id: uuid.UUID) -> Integrat
 
 
 def open_client(
-    connection: IntegrationConnection, settings: Settings, throttle: Throttle, timeout: float
+    connection: IntegrationConnection,
+    settings: Settings,
+    throttle: Throttle,
+    timeout: float,
+    pool: httpx.HTTPTransport | None = None,
 ) -> ExternalGymClient:
     if connection.credentials_ciphertext is None:
         raise DomainError("bridge_not_connected", "the connection holds no api-key", status=409)
@@ -81,6 +86,7 @@ def open_client(
         throttle=throttle,
         timeout=timeout,
         account_id=connection.external_account_id,
+        pool=pool,
     )
 
 

@@ -24,12 +24,19 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import httpx
 from sqlalchemy import Connection, Engine, and_, exists, or_, select, text
 from sqlalchemy.orm import Session, aliased
 
 from gymctl import clock as default_clock
 from gymctl.bridge import queue
-from gymctl.bridge.client import CallFailure, ExternalCallError, ExternalGymClient, Throttle
+from gymctl.bridge.client import (
+    CallFailure,
+    ExternalCallError,
+    ExternalGymClient,
+    Throttle,
+    connection_pool,
+)
 from gymctl.bridge.connection import activate, check_account, find_connection, open_client
 from gymctl.bridge.operations import OpContext, Park, Retry, perform
 from gymctl.bridge.polling import serve_polls
@@ -91,10 +98,6 @@ class RunSummary:
         return data
 
 
-class ConnectionLost(Exception):
-    """The external system refused the key mid-run (401): the organization's run stops."""
-
-
 def drain(
     session: Session,
     organization_id: uuid.UUID,
@@ -104,9 +107,10 @@ def drain(
     runner: str,
     clock: Clock = default_clock,
     stop: threading.Event | None = None,
+    pool: httpx.HTTPTransport | None = None,
 ) -> RunSummary:
     """Serve one organization until nothing is due or its slice ends. The caller holds the
-    organization's lock; `session` commits step by step."""
+    organization's lock; `session` commits step by step; `pool`: the process's connections."""
     summary = RunSummary(str(organization_id), uuid.uuid4().hex, runner)
     started = time.monotonic()
     summary.rescued = queue.rescue_organization(session, organization_id, now=clock.now())
@@ -120,7 +124,7 @@ def drain(
         return summary
     throttle = Throttle(policy.rate)
     try:
-        with open_client(connection, settings, throttle, policy.timeout) as client:
+        with open_client(connection, settings, throttle, policy.timeout, pool) as client:
             if connection.status is ConnectionStatus.pending and not _check_pending(
                 session, connection, client, clock
             ):
@@ -128,6 +132,8 @@ def drain(
                 return summary
             context = OpContext(session, client, connection, clock.now)
             client.before_call = context.commit_before_call
+            sent = Outcomes(session, organization_id, summary, clock)
+            throttle.before_wait = sent.write
             while not (stop and stop.is_set()):
                 if time.monotonic() - started > policy.slice_seconds:
                     summary.stopped = "slice"
@@ -147,18 +153,14 @@ def drain(
                 summary.claimed += len(ops)
                 context.prefetch(ops)
                 for position, op in enumerate(ops):
-                    try:
-                        _run_op(context, op, policy, throttle, summary)
-                    except ConnectionLost:
+                    _run_op(context, op, policy, throttle, sent)
+                    if sent.broken or context.connection.status is ConnectionStatus.error:
                         for rest in ops[position + 1 :]:
-                            queue.release(
-                                session, rest, owner=summary.correlation_id,
-                                now=clock.now(), run_after=clock.now(),
-                            )  # fmt: skip
-                        session.commit()
-                        summary.stopped = "unauthorized"
+                            sent.add(rest, queue.released(rest, run_after=clock.now()))
                         break
-                if summary.stopped:
+                sent.write()
+                if context.connection.status is ConnectionStatus.error:
+                    summary.stopped = "unauthorized"
                     break
             if summary.stopped is None:
                 summary.polls = _polls(session, connection, client, clock, summary)
@@ -196,81 +198,116 @@ def _lose(connection: IntegrationConnection, message: str, now: datetime) -> Non
     connection.updated_at = now
 
 
+class Outcomes:
+    """The batch's outcomes, held until one short transaction writes them with the links and
+    events they carry (write-behind): at the end of each claimed batch, and whenever the
+    throttle makes a call wait, so under a rate limit every op is written before the next call.
+
+    Nothing is lost by holding them: until written, their ops are in flight under our lease.
+    Should this process die, or a rollback drop the session's links, those ops go back to
+    pending with the attempt counted, and their next attempt searches the external system
+    before it sends (as after any crash)."""
+
+    def __init__(
+        self, session: Session, organization_id: uuid.UUID, summary: RunSummary, clock: Clock
+    ) -> None:
+        self.session = session
+        self.organization_id = organization_id
+        self.summary = summary
+        self.clock = clock
+        self.held: list[tuple[SyncOp, dict[str, Any], dict[str, Any] | None]] = []
+        self.broken = False  # a rollback dropped what the session held: the batch stops
+
+    def add(self, op: SyncOp, values: dict[str, Any], report: dict[str, Any] | None = None) -> None:
+        """`report`: what the attempt did, for its bridge sync op event (none if not run)."""
+        self.held.append((op, values, report))
+
+    def write(self) -> None:
+        now = self.clock.now()
+        owner = self.summary.correlation_id
+        written = queue.record(
+            self.session, [(op, values) for op, values, _ in self.held], owner=owner, now=now
+        )
+        tally = {
+            OpStatus.succeeded: "succeeded",
+            OpStatus.failed: "failed",
+            OpStatus.parked: "parked",
+            OpStatus.pending: "released",
+        }
+        for op in written:
+            name = tally[op.status]
+            setattr(self.summary, name, getattr(self.summary, name) + 1)
+        for op, _, report in self.held:
+            if report is None:
+                continue
+            emit(
+                self.session,
+                EventKind.analytics,
+                "bridge.sync_op",
+                at=now,
+                aggregate_type="bridge_sync_op",
+                aggregate_id=str(op.id),
+                organization_id=op.organization_id,
+                payload={
+                    "correlationId": owner,
+                    "opId": op.id,
+                    "opType": op.op_type.value,
+                    "status": op.status.value,
+                    "attempts": op.attempts,
+                    **report,
+                },
+            )
+        self.session.commit()
+        self.held.clear()
+        self.broken = False
+
+    def drop(self) -> None:
+        """After a rollback: the links of the ops held so far are gone, so those ops are
+        rescued (pending, attempt counted: they search first), not recorded as done."""
+        now = self.clock.now()
+        self.held = [(op, queue.rescued(op, now=now), report) for op, _, report in self.held]
+        self.broken = True
+
+
 def _run_op(
-    context: OpContext, op: SyncOp, policy: Policy, throttle: Throttle, summary: RunSummary
+    context: OpContext, op: SyncOp, policy: Policy, throttle: Throttle, sent: Outcomes
 ) -> None:
-    session, now = context.session, context.now
-    owner = summary.correlation_id
+    """Send one op and hold its outcome; writes nothing itself unless something broke."""
+    now = context.now
     calls_before = throttle.calls
     outcome: str | None = None
     http_status: int | None = None
-    lost = False
     try:
         outcome = perform(context, op)
-        queue.succeed(session, op, owner=owner, now=now())
+        values = queue.succeeded(op, now=now())
     except Park as parked:
-        session.rollback()
         outcome = parked.issue
-        queue.park(session, op, owner=owner, now=now(), issue=parked.issue, error=str(parked))
+        values = queue.parked(op, issue=parked.issue, error=str(parked))
     except Retry as later:
-        session.rollback()
         outcome = "retry"
-        queue.fail(session, op, owner=owner, now=now(), error=str(later), ladder=policy.ladder)
+        values = queue.failed(op, now=now(), error=str(later), ladder=policy.ladder)
     except ExternalCallError as error:
-        session.rollback()
         outcome, http_status = error.kind, error.status
         if error.kind == CallFailure.unauthorized:
-            queue.release(session, op, owner=owner, now=now(), run_after=now())
+            values = queue.released(op, run_after=now())
             _lose(context.connection, "the external system refused the api-key (401)", now())
-            lost = True
         elif error.kind == CallFailure.rate_limited:
             pause = error.retry_after or policy.pause_on_429
             throttle.pause(pause)
-            queue.release(
-                session, op, owner=owner, now=now(), run_after=now() + timedelta(seconds=pause)
-            )
+            values = queue.released(op, run_after=now() + timedelta(seconds=pause))
         elif error.transient:
-            queue.fail(session, op, owner=owner, now=now(), error=str(error), ladder=policy.ladder)
+            values = queue.failed(op, now=now(), error=str(error), ladder=policy.ladder)
         else:
-            queue.park(session, op, owner=owner, now=now(), issue="rejected", error=str(error))
+            values = queue.parked(op, issue="rejected", error=str(error))
     except Exception as error:  # a bug in one op must not stop the others
-        session.rollback()
+        context.session.rollback()
         logger.exception("bridge op %s failed unexpectedly", op.id)
+        sent.drop()
         outcome = "internal_error"
-        queue.fail(
-            session, op, owner=owner, now=now(), error=type(error).__name__, ladder=policy.ladder
-        )
-    tally = {
-        OpStatus.succeeded: "succeeded",
-        OpStatus.failed: "failed",
-        OpStatus.parked: "parked",
-        OpStatus.pending: "released",
-    }
-    name = tally.get(op.status)
-    if name:
-        setattr(summary, name, getattr(summary, name) + 1)
-    emit(
-        session,
-        EventKind.analytics,
-        "bridge.sync_op",
-        at=now(),
-        aggregate_type="bridge_sync_op",
-        aggregate_id=str(op.id),
-        organization_id=op.organization_id,
-        payload={
-            "correlationId": summary.correlation_id,
-            "opId": op.id,
-            "opType": op.op_type.value,
-            "status": op.status.value,
-            "attempts": op.attempts,
-            "outcome": outcome,
-            "httpStatus": http_status,
-            "requests": throttle.calls - calls_before,
-        },
-    )
-    session.commit()
-    if lost:
-        raise ConnectionLost
+        values = queue.failed(op, now=now(), error=type(error).__name__, ladder=policy.ladder)
+    report = {"outcome": outcome, "httpStatus": http_status,
+              "requests": throttle.calls - calls_before}  # fmt: skip
+    sent.add(op, values, report)
 
 
 def _polls(
@@ -433,7 +470,8 @@ def run_dispatcher(
     summaries: list[RunSummary] = []
     busy: dict[uuid.UUID, Future[RunSummary | None]] = {}
     attempted: set[uuid.UUID] = set()
-    with ThreadPoolExecutor(policy.workers, thread_name_prefix="bridge") as pool:
+    connections = connection_pool(policy.workers)
+    with connections, ThreadPoolExecutor(policy.workers, thread_name_prefix="bridge") as pool:
         while not stop.is_set():
             for organization_id, future in list(busy.items()):
                 if future.done():
@@ -455,8 +493,9 @@ def run_dispatcher(
                     continue
                 attempted.add(organization_id)
                 busy[organization_id] = pool.submit(
-                    _serve, engine, organization_id, settings, policy, runner, clock, stop
-                )
+                    _serve, engine, organization_id, settings, policy, runner, clock, stop,
+                    connections,
+                )  # fmt: skip
             if once and not busy and not (set(due) - attempted):
                 break
             if busy:
@@ -478,6 +517,7 @@ def _serve(
     runner: str,
     clock: Clock,
     stop: threading.Event,
+    connections: httpx.HTTPTransport,
 ) -> RunSummary | None:
     try:
         with organization_lock(engine, organization_id) as connection:
@@ -492,6 +532,7 @@ def _serve(
                     runner=runner,
                     clock=clock,
                     stop=stop,
+                    pool=connections,
                 )
     except Exception:
         logger.exception("bridge dispatch of organization %s failed", organization_id)

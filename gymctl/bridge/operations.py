@@ -2,9 +2,10 @@
 
 The external system has no idempotency keys. So a create that may already have happened (any
 attempt after the first: a timeout, a 5xx after the write, a dispatcher that died mid-call)
-looks for its entity first, and each external effect is written to the entity map at once, in
-its own short transaction, before anything else is sent. A cancel of something already gone
-(404) is done.
+looks for its entity first, and a cancel of something already gone (404) is done. Each
+external effect goes to the entity map in the session at once, and is written with the
+outcomes of its batch (see the dispatcher): an effect lost with its dispatcher belongs to an op
+still in flight, whose next attempt searches before it sends.
 """
 
 from __future__ import annotations
@@ -56,10 +57,10 @@ ACTIVE_BRIDGE = "active_bridge_membership"  # cache key: a member's live bridge 
 @dataclass
 class OpContext:
     """What an op runs with. Links are read for a whole claimed batch at once (the holder of
-    the organization's lock is the only writer of its mirror links); a write is flushed into the
-    op's transaction and committed before the next external call (the client's `before_call`)
-    or with the op's outcome: never a transaction open across an HTTP call, and every external
-    effect recorded before anything else is sent."""
+    the organization's lock is the only writer of its mirror links), and later ops of the batch
+    see earlier ones' links here. A read the batch did not foresee opens a transaction, which
+    is committed before the next external call (the client's `before_call`): never a
+    transaction open across an HTTP call."""
 
     session: Session
     client: ExternalGymClient
@@ -72,7 +73,10 @@ class OpContext:
         return self.connection.organization_id
 
     def commit_before_call(self) -> None:
-        if self.session.in_transaction():
+        """Only a transaction the session really began (a read, a flush) is committed; links
+        merely added wait for the batch's write."""
+        transaction = self.session.get_transaction()
+        if transaction is not None and transaction.connections:
             self.session.commit()
 
     def prefetch(self, ops: list[SyncOp]) -> None:
@@ -136,9 +140,10 @@ class OpContext:
         *,
         fresh: bool = False,
     ) -> None:
-        """Record an external effect; committed before the next call or with the outcome.
-        `fresh`: the external system just made this id, so no other link can hold it and the
-        uniqueness checks are skipped; a status change of the known link needs none either."""
+        """Record an external effect; written with the batch's outcomes, or earlier with a
+        read's transaction. `fresh`: the external system just made this id, so no other link
+        can hold it and the uniqueness checks are skipped; a status change of the known link
+        needs none either."""
         current = self.lookup(entity_type, platform_id)
         now = self.now()
         if current is not None and (fresh or current.external_id == external_id):
@@ -171,8 +176,7 @@ class OpContext:
                     now=now,
                     data=data,
                 )
-            except DomainError as error:
-                self.session.rollback()
+            except DomainError as error:  # refused before anything was written
                 if error.code == "bridge_link_conflict":
                     raise Park("identity_conflict", error.message) from None
                 raise

@@ -174,86 +174,97 @@ def claim(
     return sorted(ops, key=lambda op: op.id)
 
 
-def _finish(session: Session, op: SyncOp, owner: str, now: datetime, **values: Any) -> bool:
-    """Apply an outcome only if we still hold the op's lease (a rescue may have taken it)."""
-    values = {"lease_owner": None, "lease_expires_at": None, "updated_at": now, **values}
-    result = session.execute(
-        update(SyncOp)
-        .where(SyncOp.id == op.id, SyncOp.status == OpStatus.in_flight, SyncOp.lease_owner == owner)
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    )
-    if result.rowcount != 1:
-        return False
-    for name, value in values.items():
-        set_committed_value(op, name, value)  # already written: no second UPDATE at flush
-    return True
+# -- outcomes: what an op's attempt leaves on its row, then written in one go -------------------
 
 
-def succeed(session: Session, op: SyncOp, *, owner: str, now: datetime) -> bool:
-    return _finish(
-        session,
-        op,
-        owner,
-        now,
-        status=OpStatus.succeeded,
-        completed_at=now,
-        last_error=None,
-        issue_code=None,
-    )
+def _row(op: SyncOp) -> dict[str, Any]:
+    """The columns an outcome may change, as they stand: every outcome writes them all, so a
+    batch of different outcomes is one executemany."""
+    return {
+        "status": op.status,
+        "attempts": op.attempts,
+        "run_after": op.run_after,
+        "completed_at": op.completed_at,
+        "issue_code": op.issue_code,
+        "last_error": op.last_error,
+    }
 
 
-def fail(
+def succeeded(op: SyncOp, *, now: datetime) -> dict[str, Any]:
+    return {
+        **_row(op), "status": OpStatus.succeeded, "completed_at": now,
+        "issue_code": None, "last_error": None,
+    }  # fmt: skip
+
+
+def failed(
+    op: SyncOp, *, now: datetime, error: str, ladder: tuple[timedelta, ...] = LADDER
+) -> dict[str, Any]:
+    """A transient failure: wait on the ladder, or park once it is exhausted."""
+    if op.attempts > len(ladder):
+        return parked(op, issue="retries_exhausted", error=error)
+    return {
+        **_row(op), "status": OpStatus.failed, "run_after": now + ladder[op.attempts - 1],
+        "last_error": error[:MAX_ERROR],
+    }  # fmt: skip
+
+
+def parked(op: SyncOp, *, issue: str, error: str) -> dict[str, Any]:
+    """Into the issues inbox; the op keeps blocking its aggregate (and only it)."""
+    return {
+        **_row(op), "status": OpStatus.parked, "issue_code": issue,
+        "last_error": error[:MAX_ERROR],
+    }  # fmt: skip
+
+
+def released(op: SyncOp, *, run_after: datetime) -> dict[str, Any]:
+    """Back to pending without charging the attempt: the op was not at fault (429, 401), or
+    it never ran."""
+    return {
+        **_row(op), "status": OpStatus.pending, "attempts": op.attempts - 1,
+        "run_after": run_after,
+    }  # fmt: skip
+
+
+def rescued(op: SyncOp, *, now: datetime) -> dict[str, Any]:
+    """Back to pending with the attempt counted: it was sent but its effects were not
+    recorded, so its next attempt searches the external system first (as after a crash)."""
+    return {**_row(op), "status": OpStatus.pending, "run_after": now}
+
+
+def record(
     session: Session,
-    op: SyncOp,
+    outcomes: list[tuple[SyncOp, dict[str, Any]]],
     *,
     owner: str,
     now: datetime,
-    error: str,
-    ladder: tuple[timedelta, ...] = LADDER,
-) -> bool:
-    """A transient failure: wait on the ladder, or park once it is exhausted."""
-    if op.attempts > len(ladder):
-        return park(session, op, owner=owner, now=now, issue="retries_exhausted", error=error)
-    return _finish(
-        session,
-        op,
-        owner,
-        now,
-        status=OpStatus.failed,
-        run_after=now + ladder[op.attempts - 1],
-        last_error=error[:MAX_ERROR],
+) -> list[SyncOp]:
+    """Write outcomes in the caller's transaction, each only if `owner` still holds the op's
+    lease (a rescue may have taken it); returns the ops written. Two statements for any
+    number: lock the rows still leased to us, then one executemany UPDATE."""
+    if not outcomes:
+        return []
+    held = set(
+        session.scalars(
+            select(SyncOp.id)
+            .where(
+                SyncOp.id.in_([op.id for op, _ in outcomes]),
+                SyncOp.status == OpStatus.in_flight,
+                SyncOp.lease_owner == owner,
+            )
+            .with_for_update()
+        )
     )
-
-
-def park(
-    session: Session, op: SyncOp, *, owner: str, now: datetime, issue: str, error: str
-) -> bool:
-    """Into the issues inbox; the op keeps blocking its aggregate (and only it)."""
-    return _finish(
-        session,
-        op,
-        owner,
-        now,
-        status=OpStatus.parked,
-        issue_code=issue,
-        last_error=error[:MAX_ERROR],
-    )
-
-
-def release(
-    session: Session, op: SyncOp, *, owner: str, now: datetime, run_after: datetime
-) -> bool:
-    """Back to pending without charging the attempt: the op was not at fault (429, 401)."""
-    return _finish(
-        session,
-        op,
-        owner,
-        now,
-        status=OpStatus.pending,
-        attempts=op.attempts - 1,
-        run_after=run_after,
-    )
+    written = [(op, values) for op, values in outcomes if op.id in held]
+    if not written:
+        return []
+    cleared = {"lease_owner": None, "lease_expires_at": None, "updated_at": now}
+    rows = [{"id": op.id, **values, **cleared} for op, values in written]
+    session.execute(update(SyncOp), rows)  # by primary key: an executemany
+    for op, values in written:
+        for name, value in {**values, **cleared}.items():
+            set_committed_value(op, name, value)  # already written: no second UPDATE at flush
+    return [op for op, _ in written]
 
 
 def rescue_expired(session: Session, *, now: datetime) -> int:

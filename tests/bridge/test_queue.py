@@ -43,6 +43,10 @@ def _claim(session, org, limit=50, now=NOW):
     return queue.claim(session, org.id, now=now, limit=limit, lease=LEASE, owner="w1")
 
 
+def _record(session, op, values, owner="w1"):
+    return queue.record(session, [(op, values)], owner=owner, now=NOW)
+
+
 @pytest.mark.embedded
 def test_only_the_head_of_each_aggregate_is_claimed_in_enqueue_order(session, bridged):
     """Spec B 3: dispatched only when no earlier unfinished op of the same aggregate_key."""
@@ -59,7 +63,7 @@ def test_only_the_head_of_each_aggregate_is_claimed_in_enqueue_order(session, br
         assert sorted(op.id for op in claimed) == sorted(ops[m][round_] for m in members)
         assert _claim(session, bridged) == []  # the next of each key waits for its head
         for op in claimed:
-            assert queue.succeed(session, op, owner="w1", now=NOW)
+            assert _record(session, op, queue.succeeded(op, now=NOW)) == [op]
         session.commit()
 
 
@@ -73,8 +77,8 @@ def test_a_parked_op_blocks_its_aggregate_and_only_it(session, bridged):
     heads = _claim(session, bridged)
     parked = next(op for op in heads if op.aggregate_key == f"member:{stuck}")
     other = next(op for op in heads if op.aggregate_key == f"member:{free}")
-    queue.park(session, parked, owner="w1", now=NOW, issue="rejected", error="POST /v3/x: 422")
-    queue.succeed(session, other, owner="w1", now=NOW)
+    _record(session, parked, queue.parked(parked, issue="rejected", error="POST /v3/x: 422"))
+    _record(session, other, queue.succeeded(other, now=NOW))
     session.commit()
     later = NOW + timedelta(days=1)
     assert [op.aggregate_key for op in _claim(session, bridged, now=later)] == [f"member:{free}"]
@@ -139,7 +143,7 @@ def test_failures_back_off_on_the_ladder_then_park(session, bridged):
     waits = []
     for _ in range(5):
         (op,) = _claim(session, bridged, now=at)
-        queue.fail(session, op, owner="w1", now=at, error="POST /v3/schedule/bookSession: 503")
+        _record(session, op, queue.failed(op, now=at, error="POST /v3/schedule/bookSession: 503"))
         session.commit()
         waits.append(op.run_after - at)
         assert op.status is OpStatus.failed
@@ -147,7 +151,7 @@ def test_failures_back_off_on_the_ladder_then_park(session, bridged):
         at = op.run_after
     assert waits == list(queue.LADDER)
     (op,) = _claim(session, bridged, now=at)
-    queue.fail(session, op, owner="w1", now=at, error="POST /v3/schedule/bookSession: 503")
+    _record(session, op, queue.failed(op, now=at, error="POST /v3/schedule/bookSession: 503"))
     session.commit()
     assert (op.status, op.issue_code, op.attempts) == (OpStatus.parked, "retries_exhausted", 6)
 
@@ -162,7 +166,7 @@ def test_an_expired_lease_returns_the_op_to_pending_with_its_attempt_counted(ses
     session.refresh(op)
     assert (op.status, op.attempts, op.lease_owner) == (OpStatus.pending, 1, None)
     # The dead worker's late outcome is not applied: the lease is no longer its own.
-    assert queue.succeed(session, op, owner="w1", now=NOW) is False
+    assert _record(session, op, queue.succeeded(op, now=NOW)) == []
 
 
 def test_operator_retry_and_dismiss_of_parked_ops(session, bridged):
@@ -172,12 +176,12 @@ def test_operator_retry_and_dismiss_of_parked_ops(session, bridged):
                 payload=_booking(member), now=NOW)  # fmt: skip
     session.commit()
     (op,) = _claim(session, bridged)
-    queue.park(session, op, owner="w1", now=NOW, issue="rejected", error="422")
+    _record(session, op, queue.parked(op, issue="rejected", error="422"))
     session.commit()
     retried = queue.retry(session, op.id, now=NOW, organization_id=bridged.id)
     assert (retried.status, retried.attempts, retried.issue_code) == (OpStatus.pending, 0, None)
     (op,) = _claim(session, bridged)
-    queue.park(session, op, owner="w1", now=NOW, issue="rejected", error="422")
+    _record(session, op, queue.parked(op, issue="rejected", error="422"))
     session.commit()
     assert queue.dismiss(session, op.id, now=NOW).status is OpStatus.dismissed
     (behind,) = _claim(session, bridged)  # the dismissed op no longer blocks
