@@ -14,6 +14,7 @@ is the jobs finished in that budget (with the queue at its deepest: its worst ca
 Reported: jobs per second, and how many finished.
 
     .venv/bin/python benchmarks/bridge.py [--ops 20000] [--organizations 200] [--budget 180]
+        [--workers 2] [--batch 25]
 
 Prints one JSON object. Needs PostgreSQL at GYMCTL_TEST_DATABASE_URL (default the local one).
 """
@@ -60,6 +61,8 @@ PROCRASTINATE_VENV = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache
     "gymctl-bench-procrastinate"
 )
 OPS_PER_MEMBER = 4
+POLL = 0.25  # seconds between counts of finished work: each count scans the queue, on the
+# same 2 cores as what it measures, so it must not be frequent (at most 1% of a 25 s run)
 
 DISPATCHER = textwrap.dedent(
     """
@@ -70,12 +73,13 @@ DISPATCHER = textwrap.dedent(
     from gymctl.config import Settings
     from gymctl.db import get_engine
 
-    url, api_url, key = sys.argv[1:4]
+    url, api_url, key, workers, batch = sys.argv[1:6]
     settings = Settings(GYMCTL_ENV="test").model_copy(
         update={"bridge_api_url": api_url, "bridge_credentials_key": SecretStr(key)})
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    policy = Policy(rate=None, batch=25, workers=8, slice_seconds=3600, idle_seconds=0.05)
+    policy = Policy(rate=None, batch=int(batch), workers=int(workers), slice_seconds=3600,
+                    idle_seconds=0.05)
     runs = run_dispatcher(get_engine(url), settings, policy, runner=process_label(), stop=stop)
     claims = [s for run in runs for s in run.claim_seconds]
     print(json.dumps({"claims": claims, "sent": sum(run.succeeded for run in runs)}))
@@ -173,13 +177,13 @@ def _seed(url: str, fake: FakeGym, key: str, organizations: int, members: int) -
     return expected
 
 
-def _ours(url: str, fake: FakeGym, key: str, total: int) -> dict:
+def _ours(url: str, fake: FakeGym, key: str, total: int, workers: int, batch: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     engine = get_engine(url)
     started = time.perf_counter()
     processes = [
         subprocess.Popen(
-            [sys.executable, "-c", DISPATCHER, url, fake.url, key],
+            [sys.executable, "-c", DISPATCHER, url, fake.url, key, str(workers), str(batch)],
             env=env,
             stdout=subprocess.PIPE,
             text=True,
@@ -191,7 +195,7 @@ def _ours(url: str, fake: FakeGym, key: str, total: int) -> dict:
             done = session.scalar(select(func.count()).where(SyncOp.status == OpStatus.succeeded))
         if done >= total:
             break
-        time.sleep(0.05)
+        time.sleep(POLL)
     elapsed = time.perf_counter() - started
     for process in processes:
         process.send_signal(signal.SIGTERM)
@@ -251,7 +255,7 @@ def _procrastinate(fake: FakeGym, total: int, budget: float) -> dict:
             elapsed = time.perf_counter() - started
             if done >= total or elapsed >= budget:
                 break
-            time.sleep(0.05)
+            time.sleep(POLL)
     finally:
         for worker in workers:
             worker.send_signal(signal.SIGTERM)
@@ -272,6 +276,8 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=20_000)
     parser.add_argument("--organizations", type=int, default=200)
     parser.add_argument("--budget", type=float, default=180.0, help="procrastinate's seconds")
+    parser.add_argument("--workers", type=int, default=2, help="threads per dispatcher process")
+    parser.add_argument("--batch", type=int, default=25, help="ops per claim")
     options = parser.parse_args()
     members = options.ops // OPS_PER_MEMBER // options.organizations
     total = members * options.organizations * OPS_PER_MEMBER
@@ -283,7 +289,7 @@ def main() -> None:
         key = generate_key_setting("bench")
         expected = _seed(url, fake, key, options.organizations, members)
         fake.calls.clear()
-        ours = _ours(url, fake, key, total)
+        ours = _ours(url, fake, key, total, options.workers, options.batch)
         emails = {
             user_id: user["email"]
             for account in fake.accounts.values()
@@ -303,6 +309,8 @@ def main() -> None:
                 "ops": total,
                 "organizations": options.organizations,
                 "dispatcherProcesses": 2,
+                "workersPerProcess": options.workers,
+                "batch": options.batch,
                 "gymctl": ours,
                 "procrastinate": theirs,
                 "ratio": round(ours["opsPerSecond"] / theirs["jobsPerSecond"], 2),

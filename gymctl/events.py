@@ -12,6 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
 from gymctl.models import AuditLog, OutboxEvent
@@ -64,3 +65,28 @@ def emit(
     )
     session.add(event)
     return event
+
+
+def emit_many(
+    session: Session,
+    kind: EventKind,
+    name: str,
+    *,
+    at: datetime,
+    aggregate_type: str,
+    organization_id: uuid.UUID | None,
+    payloads: dict[str, dict[str, Any]],
+) -> None:
+    """Events of one name, one per aggregate id in `payloads`, as one executemany: for a writer
+    of a whole batch that needs no event objects back (the bridge dispatcher's outcomes).
+    Not for audit events: they need their audit rows, which `emit` writes."""
+    common = {"kind": kind.value, "name": name, "aggregate_type": aggregate_type,
+              "organization_id": organization_id, "occurred_at": at, "attempts": 0}  # fmt: skip
+    if payloads:
+        session.execute(
+            insert(OutboxEvent.__table__),
+            [
+                {**common, "aggregate_id": str(aggregate_id), "payload": payload}
+                for aggregate_id, payload in payloads.items()
+            ],
+        )

@@ -44,7 +44,7 @@ from gymctl.clock import Clock
 from gymctl.config import Settings
 from gymctl.db import READ_ONLY, lock_key
 from gymctl.errors import DomainError
-from gymctl.events import EventKind, emit
+from gymctl.events import EventKind, emit, emit_many
 from gymctl.models.bridge import (
     UNFINISHED,
     WAITING,
@@ -237,26 +237,26 @@ class Outcomes:
         for op in written:
             name = tally[op.status]
             setattr(self.summary, name, getattr(self.summary, name) + 1)
-        for op, _, report in self.held:
-            if report is None:
-                continue
-            emit(
-                self.session,
-                EventKind.analytics,
-                "bridge.sync_op",
-                at=now,
-                aggregate_type="bridge_sync_op",
-                aggregate_id=str(op.id),
-                organization_id=op.organization_id,
-                payload={
+        emit_many(
+            self.session,
+            EventKind.analytics,
+            "bridge.sync_op",
+            at=now,
+            aggregate_type="bridge_sync_op",
+            organization_id=self.organization_id,
+            payloads={
+                str(op.id): {
                     "correlationId": owner,
                     "opId": op.id,
                     "opType": op.op_type.value,
                     "status": op.status.value,
                     "attempts": op.attempts,
                     **report,
-                },
-            )
+                }
+                for op, _, report in self.held
+                if report is not None
+            },
+        )
         self.session.commit()
         self.held.clear()
         self.broken = False
