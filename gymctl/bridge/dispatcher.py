@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 from sqlalchemy import Connection, Engine, and_, exists, or_, select, text
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, aliased
 
 from gymctl import clock as default_clock
@@ -225,8 +226,10 @@ class Outcomes:
     def write(self) -> None:
         now = self.clock.now()
         owner = self.summary.correlation_id
-        written = queue.record(
-            self.session, [(op, values) for op, values, _ in self.held], owner=owner, now=now
+        written = set(
+            queue.record(
+                self.session, [(op, values) for op, values, _ in self.held], owner=owner, now=now
+            )
         )
         tally = {
             OpStatus.succeeded: "succeeded",
@@ -254,7 +257,7 @@ class Outcomes:
                     **report,
                 }
                 for op, _, report in self.held
-                if report is not None
+                if report is not None and op in written
             },
         )
         self.session.commit()
@@ -262,10 +265,16 @@ class Outcomes:
         self.broken = False
 
     def drop(self) -> None:
-        """After a rollback: the links of the ops held so far are gone, so those ops are
-        rescued (pending, attempt counted: they search first), not recorded as done."""
+        """After a rollback: the links of the ops that succeeded so far are gone, so those ops
+        are rescued (pending, attempt counted: they search first), not recorded as done. A
+        failed, parked or released op keeps its outcome (its next attempt searches anyway)."""
         now = self.clock.now()
-        self.held = [(op, queue.rescued(op, now=now), report) for op, _, report in self.held]
+        self.held = [
+            (op, queue.rescued(op, now=now), report and {**report, "outcome": "rescued"})
+            if values["status"] is OpStatus.succeeded
+            else (op, values, report)
+            for op, values, report in self.held
+        ]
         self.broken = True
 
 
@@ -300,9 +309,10 @@ def _run_op(
         else:
             values = queue.parked(op, issue="rejected", error=str(error))
     except Exception as error:  # a bug in one op must not stop the others
-        context.session.rollback()
         logger.exception("bridge op %s failed unexpectedly", op.id)
-        sent.drop()
+        if isinstance(error, SQLAlchemyError):  # only a database error needs the rollback
+            context.session.rollback()
+            sent.drop()
         outcome = "internal_error"
         values = queue.failed(op, now=now(), error=type(error).__name__, ladder=policy.ladder)
     report = {"outcome": outcome, "httpStatus": http_status,
@@ -470,7 +480,7 @@ def run_dispatcher(
     summaries: list[RunSummary] = []
     busy: dict[uuid.UUID, Future[RunSummary | None]] = {}
     attempted: set[uuid.UUID] = set()
-    connections = connection_pool(policy.workers)
+    connections = connection_pool(policy.workers, settings.bridge_api_url or "")
     with connections, ThreadPoolExecutor(policy.workers, thread_name_prefix="bridge") as pool:
         while not stop.is_set():
             for organization_id, future in list(busy.items()):

@@ -28,6 +28,7 @@ from gymctl.bridge.payloads import (
     MembershipPayload,
     parse_payload,
 )
+from gymctl.bridge.polling import window
 from gymctl.errors import DomainError
 from gymctl.models.bridge import (
     EntityLink,
@@ -225,6 +226,12 @@ def identify(ctx: OpContext, payload: MemberPayload) -> str | None:
 def user_create(ctx: OpContext, op: SyncOp, payload: MemberPayload) -> str:
     if ctx.lookup(EntityType.member, payload.member_id) is not None:
         return "already_linked"
+    if op.attempts > 1 and not (payload.email or payload.phone):
+        raise Park(
+            "identity_unsearchable",
+            "an earlier attempt may have created the user, and with no email or phone there is "
+            "nothing to search by: an operator checks, then retries or dismisses",
+        )
     found = identify(ctx, payload)
     if found is not None:
         ctx.link(EntityType.member, payload.member_id, found, {"via": "search"})
@@ -330,9 +337,13 @@ def booking_create(ctx: OpContext, op: SyncOp, payload: BookingPayload) -> str:
         "scheduleId": schedule.external_id,
         "status": "booked",
     }
-    if op.attempts > 1 and "date" in schedule.data:
-        day = date.fromisoformat(schedule.data["date"])
-        for item in ctx.client.schedule(day, day):
+    if op.attempts > 1:
+        # The class's day when the poll recorded it, else the whole poll window.
+        if "date" in schedule.data:
+            first = last = date.fromisoformat(schedule.data["date"])
+        else:
+            first, last = window(ctx.now())
+        for item in ctx.client.schedule(first, last):
             if str(item["id"]) != schedule.external_id:
                 continue
             for registration in item.get("registrations", []):

@@ -252,6 +252,7 @@ def record(
                 SyncOp.status == OpStatus.in_flight,
                 SyncOp.lease_owner == owner,
             )
+            .order_by(SyncOp.id)  # locks in one order: no deadlock with a rescue
             .with_for_update()
         )
     )

@@ -3,6 +3,7 @@ roster import without phones, disconnect purging, and the owners' HTTP routes.""
 
 from __future__ import annotations
 
+import socket
 import uuid
 from datetime import timedelta
 
@@ -10,7 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from gymctl.bridge import enqueue, entity_map
-from gymctl.bridge.client import ExternalGymClient, Throttle
+from gymctl.bridge.client import CallFailure, ExternalCallError, ExternalGymClient, Throttle
 from gymctl.bridge.connection import connect, disconnect, import_roster
 from gymctl.errors import DomainError
 from gymctl.models import IntegrationConnection, Role, RosterEntry
@@ -193,3 +194,23 @@ def test_another_organizations_op_is_not_found(owner_app, gym, session, fake):
         f"/organizations/{gym.id}/bridge/issues/{op.id}/dismiss", headers=gym[Role.owner].headers
     )
     assert (response.status_code, response.json["code"]) == (404, "bridge_op_not_found")
+
+
+def test_the_client_goes_through_the_proxy_the_environment_names(fake, account, monkeypatch):
+    """As httpx.Client would: HTTP_PROXY carries the request (the fake is the proxy here, so
+    the gym's host is never resolved), and NO_PROXY exempts a host."""
+    monkeypatch.setenv("HTTP_PROXY", fake.url.removesuffix("/api/public"))
+    with ExternalGymClient("http://gym.invalid/api/public", API_KEY,
+                           throttle=Throttle(None)) as client:  # fmt: skip
+        assert client.locations()
+    assert len(fake.calls_to("GET /v3/locations")) == 1
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    direct = ExternalGymClient(f"http://127.0.0.1:{port}/api/public", API_KEY,
+                               throttle=Throttle(None))  # fmt: skip
+    with direct, pytest.raises(ExternalCallError) as refused:
+        direct.locations()
+    assert refused.value.kind == CallFailure.network
+    assert len(fake.calls_to("GET /v3/locations")) == 1

@@ -8,13 +8,15 @@ from __future__ import annotations
 import itertools
 import uuid
 from dataclasses import replace
+from datetime import timedelta
 
 import pytest
-from sqlalchemy import event, select
+from sqlalchemy import event, func, select, text
 
-from gymctl.bridge import enqueue, entity_map, queue
+from gymctl.bridge import enqueue, entity_map, operations, queue
 from gymctl.bridge.dispatcher import Policy
-from gymctl.models.bridge import EntityType, OpStatus, Origin, SyncOp
+from gymctl.models import OutboxEvent
+from gymctl.models.bridge import EntityLink, EntityType, OpStatus, OpType, Origin, SyncOp
 from tests.bridge.conftest import FAST, member_payload, run
 from tests.conftest import NOW
 
@@ -27,14 +29,15 @@ def _enqueue(session, org, op_type, payload):
     enqueue(session, organization_id=org.id, op_type=op_type, payload=payload, now=NOW)
 
 
-def _members(session, org, account, fake, count: int) -> tuple[str, list[str]]:
-    """`count` members, each: user.create, membership.assign, booking.create of one class."""
+def _members(session, org, account, fake, count: int, dated=True) -> tuple[str, list[str]]:
+    """`count` members, each: user.create, membership.assign, booking.create of one class
+    (linked with its day, as the poll links, or without, as an operator may)."""
     day = NOW.date().isoformat()
     schedule = fake.add_class(account, day)
     session_id = str(uuid.uuid4())
     entity_map.link(session, org.id, EntityType.schedule, platform_id=session_id,
                     external_id=schedule, origin=Origin.manual, now=NOW,
-                    data={"date": day})  # fmt: skip
+                    data={"date": day} if dated else {})  # fmt: skip
     emails = []
     for n in range(count):
         payload = member_payload(email=f"m{n}@example.test")
@@ -106,7 +109,13 @@ def test_a_claimed_batch_costs_the_same_statements_whatever_its_size(
         finally:
             event.remove(bind, "before_cursor_execute", count)
         assert summary.succeeded == size
+        assert session.scalar(select(func.count()).where(
+            OutboxEvent.name == "bridge.sync_op",
+            OutboxEvent.payload["correlationId"].as_string() == summary.correlation_id,
+        )) == size  # fmt: skip
         costs.append(len(statements))
+    assert session.scalar(select(func.count()).select_from(EntityLink).where(
+        EntityLink.entity_type == EntityType.member)) == 1 + 4 + 12  # fmt: skip
     assert costs[1] == costs[2]
 
 
@@ -133,3 +142,90 @@ def test_under_the_rate_limit_each_op_is_written_before_the_next_call_waits(
     run(session, org.id, bridge_settings, clock, Policy(rate=2.0, timeout=0.5))
     assert sizes == [1, 1, 1]
     assert len(fake.calls_to("PATCH /v3/users")) == 3
+
+
+def test_a_bug_in_one_op_leaves_the_links_of_the_others_in_place(
+    session, org, connected, fake, account, bridge_settings, clock, monkeypatch
+):
+    """Not a database error: nothing is rolled back, so the create before it (a member with
+    nothing to search by) is written as done and never sent again."""
+    created = member_payload(email=None)
+    _enqueue(session, org, "user.create", created)
+    other = str(uuid.uuid4())
+    entity_map.link(session, org.id, EntityType.member, platform_id=other, origin=Origin.manual,
+                    external_id=fake.add_user(account, "x@example.test"), now=NOW)  # fmt: skip
+    _enqueue(session, org, "user.update", member_payload(other, firstName="Z"))
+    session.commit()
+
+    def bug(ctx, op, payload):
+        raise KeyError("id")
+
+    monkeypatch.setitem(operations.HANDLERS, OpType.user_update, bug)
+    run(session, org.id, bridge_settings, clock)
+    create, update = session.scalars(select(SyncOp).order_by(SyncOp.id)).all()
+    assert (create.status, update.status) == (OpStatus.succeeded, OpStatus.failed)
+    assert update.last_error == "KeyError"
+    assert entity_map.find(session, org.id, EntityType.member, created["memberId"])
+    assert len(fake.calls_to("POST /v3/users")) == 1
+    assert fake.duplicates == []
+
+
+def test_a_database_error_rescues_only_the_ops_that_succeeded(
+    session, org, connected, fake, account, bridge_settings, clock, monkeypatch
+):
+    """The rollback drops the session's links: the create that succeeded goes back to pending
+    and finds its user by email; the update that got a 503 keeps its wait on the ladder."""
+    created = member_payload(email="found@example.test")
+    _enqueue(session, org, "user.create", created)
+    other = str(uuid.uuid4())
+    entity_map.link(session, org.id, EntityType.member, platform_id=other, origin=Origin.manual,
+                    external_id=fake.add_user(account, "x@example.test"), now=NOW)  # fmt: skip
+    _enqueue(session, org, "user.update", member_payload(other, firstName="Z"))
+    _enqueue(session, org, "schedule.coach", {"sessionId": str(uuid.uuid4()),
+                                              "coachId": str(uuid.uuid4())})  # fmt: skip
+    session.commit()
+    fake.fail("PATCH /v3/users", 503)
+
+    def broken_statement(ctx, op, payload):
+        ctx.session.execute(text("SELECT no_such_column FROM bridge_sync_ops"))
+
+    monkeypatch.setitem(operations.HANDLERS, OpType.schedule_coach, broken_statement)
+    run(session, org.id, bridge_settings, clock)
+    create, update, coach = session.scalars(select(SyncOp).order_by(SyncOp.id)).all()
+    assert (create.status, create.attempts) == (OpStatus.succeeded, 2)  # rescued, then found
+    assert (update.status, update.run_after) == (OpStatus.failed, NOW + FAST.ladder[0])
+    assert (coach.status, coach.last_error) == (OpStatus.failed, "ProgrammingError")
+    assert len(fake.calls_to("POST /v3/users")) == 1
+    assert len(fake.calls_to("PATCH /v3/users")) == 1
+    assert entity_map.find(session, org.id, EntityType.member, created["memberId"])
+    assert fake.duplicates == []
+
+
+def test_a_retried_create_of_a_member_with_nothing_to_search_by_parks(
+    session, org, connected, fake, account, bridge_settings, clock
+):
+    """No idempotency keys and no email or phone: re-sending could make a second user, so an
+    operator decides (identity_unsearchable)."""
+    fake.time_out("POST /v3/users", after_apply=True)
+    _enqueue(session, org, "user.create", member_payload(email=None))
+    session.commit()
+    run(session, org.id, bridge_settings, clock)
+    clock.set(NOW + timedelta(minutes=10))
+    run(session, org.id, bridge_settings, clock)
+    (op,) = session.scalars(select(SyncOp)).all()
+    assert (op.status, op.issue_code) == (OpStatus.parked, "identity_unsearchable")
+    assert len(fake.calls_to("POST /v3/users")) == 1
+    assert len(account.users) == 1
+
+
+def test_a_retried_booking_of_a_class_linked_without_its_day_searches_the_poll_window(
+    session, org, connected, fake, account, bridge_settings, clock
+):
+    fake.time_out("POST /v3/schedule/bookSession", after_apply=True)
+    _members(session, org, account, fake, 1, dated=False)
+    run(session, org.id, bridge_settings, clock)
+    clock.set(NOW + timedelta(minutes=10))
+    run(session, org.id, bridge_settings, clock)
+    assert {op.status for op in session.scalars(select(SyncOp))} == {OpStatus.succeeded}
+    assert len(fake.calls_to("POST /v3/schedule/bookSession")) == 1
+    assert fake.duplicates == []
