@@ -13,12 +13,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import httpx
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import entity_map
-from gymctl.bridge.client import CallFailure, ExternalCallError, ExternalGymClient, Throttle
+from gymctl.bridge.client import (
+    CallFailure,
+    ConnectionPool,
+    ExternalCallError,
+    ExternalGymClient,
+    Throttle,
+)
 from gymctl.config import Settings
 from gymctl.crypto import FieldCipher, Keyring
 from gymctl.errors import DomainError, not_found
@@ -73,7 +78,7 @@ def open_client(
     settings: Settings,
     throttle: Throttle,
     timeout: float,
-    pool: httpx.HTTPTransport | None = None,
+    pool: ConnectionPool | None = None,
 ) -> ExternalGymClient:
     if connection.credentials_ciphertext is None:
         raise DomainError("bridge_not_connected", "the connection holds no api-key", status=409)

@@ -24,7 +24,6 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-import httpx
 from sqlalchemy import Connection, Engine, and_, exists, or_, select, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, aliased
@@ -33,10 +32,10 @@ from gymctl import clock as default_clock
 from gymctl.bridge import queue
 from gymctl.bridge.client import (
     CallFailure,
+    ConnectionPool,
     ExternalCallError,
     ExternalGymClient,
     Throttle,
-    connection_pool,
 )
 from gymctl.bridge.connection import activate, check_account, find_connection, open_client
 from gymctl.bridge.operations import OpContext, Park, Retry, perform
@@ -108,7 +107,7 @@ def drain(
     runner: str,
     clock: Clock = default_clock,
     stop: threading.Event | None = None,
-    pool: httpx.HTTPTransport | None = None,
+    pool: ConnectionPool | None = None,
 ) -> RunSummary:
     """Serve one organization until nothing is due or its slice ends. The caller holds the
     organization's lock; `session` commits step by step; `pool`: the process's connections."""
@@ -480,7 +479,7 @@ def run_dispatcher(
     summaries: list[RunSummary] = []
     busy: dict[uuid.UUID, Future[RunSummary | None]] = {}
     attempted: set[uuid.UUID] = set()
-    connections = connection_pool(policy.workers, settings.bridge_api_url or "")
+    connections = ConnectionPool(settings.bridge_api_url or "")
     with connections, ThreadPoolExecutor(policy.workers, thread_name_prefix="bridge") as pool:
         while not stop.is_set():
             for organization_id, future in list(busy.items()):
@@ -527,7 +526,7 @@ def _serve(
     runner: str,
     clock: Clock,
     stop: threading.Event,
-    connections: httpx.HTTPTransport,
+    connections: ConnectionPool,
 ) -> RunSummary | None:
     try:
         with organization_lock(engine, organization_id) as connection:
