@@ -132,7 +132,7 @@ def drain(
                 return summary
             context = OpContext(session, client, connection, clock.now)
             client.before_call = context.commit_before_call
-            sent = Outcomes(session, organization_id, summary, clock)
+            sent = Outcomes(context, summary, clock)
             throttle.before_wait = sent.write
             while not (stop and stop.is_set()):
                 if time.monotonic() - started > policy.slice_seconds:
@@ -208,11 +208,10 @@ class Outcomes:
     pending with the attempt counted, and their next attempt searches the external system
     before it sends (as after any crash)."""
 
-    def __init__(
-        self, session: Session, organization_id: uuid.UUID, summary: RunSummary, clock: Clock
-    ) -> None:
-        self.session = session
-        self.organization_id = organization_id
+    def __init__(self, context: OpContext, summary: RunSummary, clock: Clock) -> None:
+        self.context = context
+        self.session = context.session
+        self.organization_id = context.organization_id
         self.summary = summary
         self.clock = clock
         self.held: list[tuple[SyncOp, dict[str, Any], dict[str, Any] | None]] = []
@@ -225,6 +224,7 @@ class Outcomes:
     def write(self) -> None:
         now = self.clock.now()
         owner = self.summary.correlation_id
+        self.context.write_links()
         written = set(
             queue.record(
                 self.session, [(op, values) for op, values, _ in self.held], owner=owner, now=now
@@ -268,6 +268,7 @@ class Outcomes:
         are rescued (pending, attempt counted: they search first), not recorded as done. A
         failed, parked or released op keeps its outcome (its next attempt searches anyway)."""
         now = self.clock.now()
+        self.context.forget_writes()
         self.held = [
             (op, queue.rescued(op, now=now), report and {**report, "outcome": "rescued"})
             if values["status"] is OpStatus.succeeded

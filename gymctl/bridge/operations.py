@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import entity_map
@@ -30,6 +30,7 @@ from gymctl.bridge.payloads import (
 )
 from gymctl.bridge.polling import window
 from gymctl.errors import DomainError
+from gymctl.ids import new_id
 from gymctl.models.bridge import (
     EntityLink,
     EntityType,
@@ -54,20 +55,58 @@ class Retry(Exception):
 
 ACTIVE_BRIDGE = "active_bridge_membership"  # cache key: a member's live bridge membership
 
+_LINKS = EntityLink.__table__
+_COLUMNS = (_LINKS.c.id, _LINKS.c.entity_type, _LINKS.c.platform_id, _LINKS.c.external_id,
+            _LINKS.c.origin, _LINKS.c.metadata.label("data"))  # fmt: skip
+# Built once: composing a statement costs more CPU than running it (measured).
+_NAMED_LINKS = select(*_COLUMNS).where(
+    _LINKS.c.organization_id == bindparam("organization_id"),
+    _LINKS.c.entity_type.in_(bindparam("types", expanding=True)),
+    _LINKS.c.platform_id.in_(bindparam("platform_ids", expanding=True)),
+)
+_LIVE_BRIDGE_MEMBERSHIPS = select(*_COLUMNS).where(
+    _LINKS.c.organization_id == bindparam("organization_id"),
+    _LINKS.c.entity_type == EntityType.membership,
+    _LINKS.c.metadata["memberId"].as_string().in_(bindparam("members", expanding=True)),
+    _LINKS.c.metadata["status"].as_string() == "active",
+)
+_UPDATE_LINK = update(_LINKS).where(_LINKS.c.id == bindparam("link_id"))
+
+
+@dataclass
+class Known:
+    """A link as a batch knows it: read for the batch, or made by an earlier op of it."""
+
+    id: uuid.UUID
+    entity_type: EntityType
+    platform_id: str | None
+    external_id: str
+    origin: Origin
+    data: dict[str, Any]
+
+    @classmethod
+    def of(cls, row: Any) -> Known:
+        """From a row of _COLUMNS or an EntityLink."""
+        return cls(row.id, EntityType(row.entity_type), row.platform_id, row.external_id,
+                   Origin(row.origin), dict(row.data or {}))  # fmt: skip
+
 
 @dataclass
 class OpContext:
     """What an op runs with. Links are read for a whole claimed batch at once (the holder of
     the organization's lock is the only writer of its mirror links), and later ops of the batch
-    see earlier ones' links here. A read the batch did not foresee opens a transaction, which
-    is committed before the next external call (the client's `before_call`): never a
-    transaction open across an HTTP call."""
+    see earlier ones' links here. The links ops make or change are held as rows and written by
+    `write_links`, with the batch's outcomes. A read the batch did not foresee opens a
+    transaction, which is committed before the next external call (the client's
+    `before_call`): never a transaction open across an HTTP call."""
 
     session: Session
     client: ExternalGymClient
     connection: IntegrationConnection
     now: Callable[[], datetime]
-    links: dict[tuple[str, str], EntityLink | None] = field(default_factory=dict)
+    links: dict[tuple[str, str], Known | None] = field(default_factory=dict)
+    inserts: dict[uuid.UUID, dict[str, Any]] = field(default_factory=dict)
+    updates: dict[uuid.UUID, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def organization_id(self) -> uuid.UUID:
@@ -75,7 +114,7 @@ class OpContext:
 
     def commit_before_call(self) -> None:
         """Only a transaction the session really began (a read, a flush) is committed; links
-        merely added wait for the batch's write."""
+        merely held wait for the batch's write."""
         transaction = self.session.get_transaction()
         if transaction is not None and transaction.connections:
             self.session.commit()
@@ -93,43 +132,39 @@ class OpContext:
             for entity_type, ids in wanted.items()
             for platform_id in ids
         }
+        params = {"organization_id": self.organization_id}
         if wanted:
-            rows = self.session.scalars(
-                select(EntityLink).where(
-                    EntityLink.organization_id == self.organization_id,
-                    or_(
-                        *(
-                            and_(EntityLink.entity_type == kind, EntityLink.platform_id.in_(ids))
-                            for kind, ids in wanted.items()
-                        )
-                    ),
-                )
-            )
+            named = {
+                **params,
+                "types": list(wanted),
+                "platform_ids": list(set().union(*wanted.values())),
+            }
+            rows = self.session.execute(_NAMED_LINKS, named)
             for row in rows:
-                self.links[(row.entity_type.value, row.platform_id)] = row
+                key = (row.entity_type.value, row.platform_id)
+                if key in self.links:  # the query's cross product may bring others
+                    self.links[key] = Known.of(row)
         members = wanted.get(EntityType.member, set())
         for member in members:
             self.links[(ACTIVE_BRIDGE, member)] = None
         if members:
-            for row in self.session.scalars(
-                select(EntityLink).where(
-                    EntityLink.organization_id == self.organization_id,
-                    EntityLink.entity_type == EntityType.membership,
-                    EntityLink.data["memberId"].as_string().in_(members),
-                    EntityLink.data["status"].as_string() == "active",
-                )
+            for row in self.session.execute(
+                _LIVE_BRIDGE_MEMBERSHIPS, {**params, "members": list(members)}
             ):
-                self.links[(ACTIVE_BRIDGE, row.data["memberId"])] = row
+                known = self.links.get((EntityType.membership.value, row.platform_id))
+                known = known or Known.of(row)
+                self.links[(ACTIVE_BRIDGE, known.data["memberId"])] = known
         self.session.commit()
 
-    def lookup(self, entity_type: EntityType | str, platform_id: Any) -> EntityLink | None:
+    def lookup(self, entity_type: EntityType | str, platform_id: Any) -> Known | None:
         key = (str(entity_type), str(platform_id))
         if key not in self.links:
-            self.links[key] = (
+            row = (
                 entity_map.find(self.session, self.organization_id, EntityType(key[0]), key[1])
                 if key[0] != ACTIVE_BRIDGE
                 else None
             )
+            self.links[key] = Known.of(row) if row is not None else None
         return self.links[key]
 
     def link(
@@ -141,41 +176,45 @@ class OpContext:
         *,
         fresh: bool = False,
     ) -> None:
-        """Record an external effect; written with the batch's outcomes, or earlier with a
-        read's transaction. `fresh`: the external system just made this id, so no other link
-        can hold it and the uniqueness checks are skipped; a status change of the known link
-        needs none either."""
+        """Record an external effect; written with the batch's outcomes. `fresh`: the external
+        system just made this id, so no other link can hold it and the uniqueness checks are
+        skipped; a status change of the known link needs none either."""
         current = self.lookup(entity_type, platform_id)
         now = self.now()
         if current is not None and (fresh or current.external_id == external_id):
             if current.external_id != external_id:
                 current.external_id, current.origin = external_id, Origin.mirror
             current.data = {**current.data, **data}
-            current.updated_at = now
             row = current
+            changed = {"external_id": row.external_id, "origin": row.origin,
+                       "metadata": row.data, "updated_at": now}  # fmt: skip
+            if row.id in self.inserts:
+                self.inserts[row.id].update(changed)
+            else:
+                self.updates[row.id] = {"link_id": row.id, **changed}
         elif fresh:
-            row = EntityLink(
-                organization_id=self.organization_id,
-                entity_type=entity_type,
-                platform_id=str(platform_id),
-                external_id=external_id,
-                origin=Origin.mirror,
-                data=data,
-                created_at=now,
-                updated_at=now,
-            )
-            self.session.add(row)
+            row = Known(new_id(), entity_type, str(platform_id), external_id, Origin.mirror,
+                        dict(data))  # fmt: skip
+            self.inserts[row.id] = {
+                "id": row.id, "organization_id": self.organization_id,
+                "entity_type": entity_type, "platform_id": row.platform_id,
+                "external_id": external_id, "origin": row.origin, "metadata": row.data,
+                "created_at": now, "updated_at": now,
+            }  # fmt: skip
         else:
+            self.write_links()  # the uniqueness checks must see what the batch linked
             try:
-                row = entity_map.link(
-                    self.session,
-                    self.organization_id,
-                    entity_type,
-                    platform_id=platform_id,
-                    external_id=external_id,
-                    origin=Origin.mirror,
-                    now=now,
-                    data=data,
+                row = Known.of(
+                    entity_map.link(
+                        self.session,
+                        self.organization_id,
+                        entity_type,
+                        platform_id=platform_id,
+                        external_id=external_id,
+                        origin=Origin.mirror,
+                        now=now,
+                        data=data,
+                    )
                 )
             except DomainError as error:  # refused before anything was written
                 if error.code == "bridge_link_conflict":
@@ -187,6 +226,20 @@ class OpContext:
             current = self.links.get((ACTIVE_BRIDGE, row.data["memberId"]))
             if live or current is row:
                 self.links[(ACTIVE_BRIDGE, row.data["memberId"])] = row if live else None
+
+    def write_links(self) -> None:
+        """The links held, in the session's transaction: one executemany for the new ones, one
+        for the changed ones."""
+        if self.inserts:
+            self.session.execute(insert(_LINKS), list(self.inserts.values()))
+        if self.updates:
+            self.session.execute(_UPDATE_LINK, list(self.updates.values()))
+        self.forget_writes()
+
+    def forget_writes(self) -> None:
+        """After a rollback: the ops that made these links are rescued (they search first)."""
+        self.inserts.clear()
+        self.updates.clear()
 
     def nudge_reconcile(self) -> None:
         """Spec B 8: a booking reconcile after each booking change."""
@@ -202,7 +255,7 @@ PAYLOAD_LINKS = {
 }
 
 
-def _member(ctx: OpContext, member_id: uuid.UUID) -> EntityLink:
+def _member(ctx: OpContext, member_id: uuid.UUID) -> Known:
     row = ctx.lookup(EntityType.member, member_id)
     if row is None:
         raise Park("member_unmapped", "the member has no external user (its create was not sent)")
@@ -317,7 +370,7 @@ def membership_update(ctx: OpContext, op: SyncOp, payload: MembershipPayload) ->
     return _assign(ctx, op, payload, retried=True)
 
 
-def _schedule(ctx: OpContext, session_id: uuid.UUID) -> EntityLink:
+def _schedule(ctx: OpContext, session_id: uuid.UUID) -> Known:
     row = ctx.lookup(EntityType.schedule, session_id)
     if row is None:
         raise Retry("schedule_unmapped: the class is not linked to an external schedule yet")

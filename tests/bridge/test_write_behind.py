@@ -229,3 +229,25 @@ def test_a_retried_booking_of_a_class_linked_without_its_day_searches_the_poll_w
     assert {op.status for op in session.scalars(select(SyncOp))} == {OpStatus.succeeded}
     assert len(fake.calls_to("POST /v3/schedule/bookSession")) == 1
     assert fake.duplicates == []
+
+
+def test_a_link_held_by_the_batch_is_seen_by_a_later_ops_uniqueness_check(
+    session, org, connected, fake, account, bridge_settings, clock
+):
+    """Two members with one email in one batch: the first creates the user (its link held, not
+    yet written); the second's search finds that user, and the check that refuses one external
+    user for two members must see the held link: it parks identity_conflict."""
+    first = member_payload(email="shared@example.test")
+    second = member_payload(email="shared@example.test")
+    _enqueue(session, org, "user.create", first)
+    _enqueue(session, org, "user.create", second)
+    session.commit()
+    run(session, org.id, bridge_settings, clock)
+    created, conflicted = session.scalars(select(SyncOp).order_by(SyncOp.id)).all()
+    assert created.status is OpStatus.succeeded
+    assert (conflicted.status, conflicted.issue_code) == (OpStatus.parked, "identity_conflict")
+    assert len(fake.calls_to("POST /v3/users")) == 1
+    (user,) = account.users
+    link = entity_map.find(session, org.id, EntityType.member, first["memberId"])
+    assert link.external_id == user
+    assert entity_map.find(session, org.id, EntityType.member, second["memberId"]) is None
