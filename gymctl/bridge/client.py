@@ -8,9 +8,11 @@ never a body (it may echo a member's address) or the key.
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json as jsonlib
 import select
+import socket
 import ssl
 import threading
 import time
@@ -143,6 +145,12 @@ class ConnectionPool:
             proxy = urllib.request.getproxies().get(parts.scheme)
         self._proxy = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}") \
             if proxy else None  # fmt: skip
+        self._proxy_headers: dict[str, str] = {}
+        if self._proxy is not None and self._proxy.username:
+            user = urllib.parse.unquote(self._proxy.username)
+            password = urllib.parse.unquote(self._proxy.password or "")
+            token = base64.b64encode(f"{user}:{password}".encode()).decode()
+            self._proxy_headers = {"Proxy-Authorization": f"Basic {token}"}
         self._context = ssl.create_default_context(cafile=certifi.where()) if self._https else None
         self._local = threading.local()
         self._made: list[http.client.HTTPConnection] = []
@@ -157,6 +165,7 @@ class ConnectionPool:
         target = self._prefix + path
         if self._proxy is not None and not self._https:  # a plain proxy takes the whole URL
             target = f"http://{self._host}:{self._port}{target}"
+            headers = {**headers, **self._proxy_headers}
         try:
             connection.request(method, target, body=body, headers=headers)
             response = connection.getresponse()
@@ -172,7 +181,7 @@ class ConnectionPool:
         connection = getattr(self._local, "connection", None)
         if connection is None:
             connection = self._local.connection = self._connect()
-        elif connection.sock is not None and select.select([connection.sock], [], [], 0)[0]:
+        elif connection.sock is not None and _readable(connection.sock):
             connection.close()  # readable while idle: the server closed it (or sent junk)
         connection.timeout = timeout
         if connection.sock is not None:
@@ -187,7 +196,7 @@ class ConnectionPool:
         if self._https:
             connection = http.client.HTTPSConnection(host, port, context=self._context)
             if self._proxy is not None:
-                connection.set_tunnel(self._host, self._port)
+                connection.set_tunnel(self._host, self._port, headers=self._proxy_headers)
         else:
             connection = http.client.HTTPConnection(host, port)
         with self._guard:
@@ -385,6 +394,13 @@ def _retry_after(headers: http.client.HTTPMessage) -> float | None:
         return float(headers["Retry-After"])
     except (TypeError, ValueError):
         return None
+
+
+def _readable(sock: socket.socket) -> bool:
+    """Without waiting; poll(), unlike select(), takes any descriptor number."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _dumps(value: Any) -> bytes:

@@ -78,8 +78,6 @@ class Known:
     """A link as a batch knows it: read for the batch, or made by an earlier op of it."""
 
     id: uuid.UUID
-    entity_type: EntityType
-    platform_id: str | None
     external_id: str
     origin: Origin
     data: dict[str, Any]
@@ -87,8 +85,7 @@ class Known:
     @classmethod
     def of(cls, row: Any) -> Known:
         """From a row of _COLUMNS or an EntityLink."""
-        return cls(row.id, EntityType(row.entity_type), row.platform_id, row.external_id,
-                   Origin(row.origin), dict(row.data or {}))  # fmt: skip
+        return cls(row.id, row.external_id, Origin(row.origin), dict(row.data or {}))
 
 
 @dataclass
@@ -193,11 +190,10 @@ class OpContext:
             else:
                 self.updates[row.id] = {"link_id": row.id, **changed}
         elif fresh:
-            row = Known(new_id(), entity_type, str(platform_id), external_id, Origin.mirror,
-                        dict(data))  # fmt: skip
+            row = Known(new_id(), external_id, Origin.mirror, dict(data))
             self.inserts[row.id] = {
                 "id": row.id, "organization_id": self.organization_id,
-                "entity_type": entity_type, "platform_id": row.platform_id,
+                "entity_type": entity_type, "platform_id": str(platform_id),
                 "external_id": external_id, "origin": row.origin, "metadata": row.data,
                 "created_at": now, "updated_at": now,
             }  # fmt: skip
@@ -311,6 +307,7 @@ def _assign(ctx: OpContext, op: SyncOp, payload: MembershipPayload, *, retried: 
         "endDate": payload.end_date.isoformat() if payload.end_date else None,
     }
     if retried:
+        ctx.write_links()  # the owner check below must see what the batch linked
         for held in ctx.client.user_memberships(user.external_id):
             external = str(held["id"])
             if str(held.get("membership_type_id")) != type_id or not held.get("active"):

@@ -143,3 +143,31 @@ def test_each_thread_keeps_its_own_connection():
     listener.close()
     assert answers == [[]] * 6
     assert len(accepted) == 2
+
+
+def test_a_plain_proxy_gets_the_whole_url_and_the_credentials_its_url_carries(monkeypatch):
+    """As httpx.Client would: HTTP_PROXY=http://user:pass@host:port."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    seen = []
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += connection.recv(65536)
+            seen.append(request.decode("latin-1"))
+            connection.sendall(ANSWER)
+
+    threading.Thread(target=serve, daemon=True).start()
+    proxy = f"http://bridge%40ops:s3cret@127.0.0.1:{listener.getsockname()[1]}"
+    monkeypatch.setenv("HTTP_PROXY", proxy)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    with ExternalGymClient("http://gym.invalid/api/public", "key",
+                           throttle=Throttle(None)) as client:  # fmt: skip
+        assert client.locations() == []
+    listener.close()
+    (request,) = seen
+    assert request.startswith("GET http://gym.invalid:80/api/public/v3/locations HTTP/1.1\r\n")
+    assert "Proxy-Authorization: Basic YnJpZGdlQG9wczpzM2NyZXQ=\r\n" in request  # bridge@ops:s3cret
