@@ -137,6 +137,16 @@ def _drop(name: str) -> None:
     admin.dispose()
 
 
+def _analyze(url: str) -> None:
+    """Both queues start timed with their tables vacuumed and analyzed, as a long-lived queue
+    table is: otherwise autovacuum and autoanalyze fire during the timed run, at random, and
+    the plans change under it."""
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.execute(text("VACUUM ANALYZE"))
+    engine.dispose()
+
+
 def _seed(url: str, fake: FakeGym, key: str, organizations: int, members: int) -> dict:
     settings = Settings(GYMCTL_ENV="test").model_copy(
         update={
@@ -236,6 +246,7 @@ def _procrastinate(fake: FakeGym, total: int, budget: float) -> dict:
         [python, "-c", PROCRASTINATE_APP, "defer", *args, str(keys), str(OPS_PER_MEMBER)],
         check=True,
     )
+    _analyze(url)
     engine = create_engine(url)
     started = time.perf_counter()
     workers = [
@@ -288,6 +299,7 @@ def main() -> None:
         migrate.upgrade(url)
         key = generate_key_setting("bench")
         expected = _seed(url, fake, key, options.organizations, members)
+        _analyze(url)
         fake.calls.clear()
         ours = _ours(url, fake, key, total, options.workers, options.batch)
         emails = {
