@@ -176,6 +176,7 @@ def _check_pending(
     session: Session, connection: IntegrationConnection, client: ExternalGymClient, clock: Clock
 ) -> bool:
     """A key stored while the external system was down: check it now (spec B 5)."""
+    session.commit()  # the connection was read: no transaction stays open across the calls
     try:
         activate(
             connection, check_account(client, connection.bridge_membership_type_id), now=clock.now()

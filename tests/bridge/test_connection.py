@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from gymctl.bridge import enqueue, entity_map
+from gymctl.bridge import dispatcher, enqueue, entity_map
 from gymctl.bridge.client import CallFailure, ExternalCallError, ExternalGymClient, Throttle
 from gymctl.bridge.connection import connect, disconnect, import_roster
 from gymctl.errors import DomainError
@@ -62,8 +62,18 @@ def test_connect_refusals_store_nothing(session, org, fake, bridge_settings, set
 
 
 def test_a_check_that_cannot_finish_keeps_the_key_pending_until_the_dispatcher_checks_it(
-    session, org, fake, bridge_settings, clock
+    session, org, fake, bridge_settings, clock, monkeypatch
 ):
+    """The dispatcher's check holds no transaction open across its calls (on SQLite that
+    would hold the write lock while the external system answers)."""
+    in_transaction = []
+    real_check = dispatcher.check_account
+
+    def check_account(client, membership_type_id):
+        in_transaction.append(session.in_transaction())
+        return real_check(client, membership_type_id)
+
+    monkeypatch.setattr(dispatcher, "check_account", check_account)
     fake.add_account(API_KEY)
     fake.fail("GET /v3/locations", 503)
     pending = connect(session, org.id, API_KEY, settings=bridge_settings, now=NOW)
@@ -76,6 +86,7 @@ def test_a_check_that_cannot_finish_keeps_the_key_pending_until_the_dispatcher_c
     run(session, org.id, bridge_settings, clock)
     assert pending.status is ConnectionStatus.active
     assert op.status is OpStatus.succeeded
+    assert in_transaction == [False]
 
 
 def test_roster_import_keeps_no_phone_and_links_by_email(
