@@ -345,12 +345,12 @@ class ExternalGymClient:
         unwrap: bool = True,
     ) -> Any:
         route = f"{method} /v3{path}"
+        target = f"/v3{path}?{urllib.parse.urlencode(params)}" if params else f"/v3{path}"
+        content = None if json is None else _dumps(json)  # before the throttle: may raise
+        headers = self._headers if content is None else self._json_headers
         if self.before_call is not None:
             self.before_call()
         self._throttle.acquire()
-        target = f"/v3{path}?{urllib.parse.urlencode(params)}" if params else f"/v3{path}"
-        content = None if json is None else _dumps(json)
-        headers = self._headers if content is None else self._json_headers
         try:
             status, response_headers, data = self._pool.request(
                 method, target, content, headers, self._timeout

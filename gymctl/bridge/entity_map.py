@@ -21,11 +21,15 @@ def find(
     session: Session, organization_id: uuid.UUID, entity_type: EntityType, platform_id: Any
 ) -> EntityLink | None:
     return session.scalar(
-        select(EntityLink).where(
+        select(EntityLink)
+        .where(
             EntityLink.organization_id == organization_id,
             EntityLink.entity_type == entity_type,
             EntityLink.platform_id == str(platform_id),
         )
+        # The dispatcher writes links with Core: an object kept in the session must not hide
+        # what it wrote.
+        .execution_options(populate_existing=True)
     )
 
 
@@ -33,11 +37,13 @@ def find_external(
     session: Session, organization_id: uuid.UUID, entity_type: EntityType, external_id: str
 ) -> EntityLink | None:
     return session.scalar(
-        select(EntityLink).where(
+        select(EntityLink)
+        .where(
             EntityLink.organization_id == organization_id,
             EntityLink.entity_type == entity_type,
             EntityLink.external_id == str(external_id),
         )
+        .execution_options(populate_existing=True)
     )
 
 
