@@ -491,6 +491,9 @@ def run_dispatcher(
     attempted: set[uuid.UUID] = set()
     candidates: list[uuid.UUID] = []
     asked_at = 0.0
+    # Organizations another dispatcher held when we reached for them, left alone for a moment:
+    # reaching again at once would spin on their locks while that dispatcher works.
+    elsewhere: dict[uuid.UUID, float] = {}
     connections = ConnectionPool(settings.bridge_api_url or "")
     with connections, ThreadPoolExecutor(policy.workers, thread_name_prefix="bridge") as pool:
         while not stop.is_set():
@@ -500,13 +503,18 @@ def run_dispatcher(
                     result = future.result()
                     if result is not None:
                         summaries.append(result)
+                    else:
+                        elsewhere[organization_id] = time.monotonic() + policy.idle_seconds
             if len(busy) < policy.workers and (
                 not candidates or time.monotonic() - asked_at > ASK_AGAIN_AFTER
             ):
                 with Session(engine) as session:
                     due = due_organizations(session, now=clock.now())
                 asked_at = time.monotonic()
-                candidates = [o for o in due if not (once and o in attempted)]
+                candidates = [
+                    o for o in due
+                    if not (once and o in attempted) and elsewhere.get(o, 0.0) <= asked_at
+                ]  # fmt: skip
                 random.shuffle(candidates)
                 if once and not busy and not candidates:
                     break

@@ -3,8 +3,10 @@ that never duplicate, 429 / 5xx / 401 / timeouts, polling, and what events carry
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
+import threading
 import time
 import uuid
 from datetime import timedelta
@@ -12,7 +14,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from gymctl.bridge import enqueue, entity_map
+from gymctl.bridge import dispatcher, enqueue, entity_map
 from gymctl.bridge.dispatcher import Policy
 from gymctl.models import OutboxEvent
 from gymctl.models.bridge import ConnectionStatus, EntityType, OpStatus, Origin
@@ -314,3 +316,26 @@ def test_an_op_for_a_member_never_created_parks(
     op = _queue(session, org, op_type, payload)
     run(session, org.id, bridge_settings, clock, FAST)
     assert (op.status, op.issue_code) == (OpStatus.parked, "member_unmapped")
+
+
+def test_a_dispatcher_leaves_an_organization_another_holds_alone_for_a_moment(
+    engine, bridge_settings, monkeypatch
+):
+    """Still due, but its lock is held by another dispatcher: reaching for it again at once
+    would spin on the lock and take the CPU from the dispatcher doing the work."""
+    held = uuid.uuid4()
+    attempts: list[float] = []
+    monkeypatch.setattr(dispatcher, "due_organizations", lambda session, now: [held])
+
+    def serve_held_elsewhere(engine_, organization_id, *args):
+        attempts.append(time.monotonic())
+        return None  # the organization's lock was taken
+
+    monkeypatch.setattr(dispatcher, "_serve", serve_held_elsewhere)
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    policy = Policy(rate=None, workers=2, idle_seconds=0.1)
+    dispatcher.run_dispatcher(engine, bridge_settings, policy, runner="test", stop=stop)
+    assert attempts
+    gaps = [later - earlier for earlier, later in itertools.pairwise(attempts)]
+    assert all(gap >= policy.idle_seconds for gap in gaps)  # 6,064 attempts in 0.5 s before
