@@ -364,7 +364,7 @@ class ExternalGymClient:
         if status >= 400:
             raise ExternalCallError(_kind(status), route, status, _retry_after(response_headers))
         try:
-            body = _loads(data) if data else {}
+            body = jsonlib.loads(data) if data else {}
         except ValueError:
             raise ExternalCallError(CallFailure.server, route, status) from None
         return _data(body) if unwrap else body
@@ -406,6 +406,3 @@ def _readable(sock: socket.socket) -> bool:
 def _dumps(value: Any) -> bytes:
     """As httpx encodes a json= body: compact UTF-8, no NaN."""
     return jsonlib.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-
-
-_loads = jsonlib.loads

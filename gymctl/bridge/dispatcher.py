@@ -213,8 +213,6 @@ class Outcomes:
 
     def __init__(self, context: OpContext, summary: RunSummary, clock: Clock) -> None:
         self.context = context
-        self.session = context.session
-        self.organization_id = context.organization_id
         self.summary = summary
         self.clock = clock
         self.held: list[tuple[SyncOp, dict[str, Any], dict[str, Any] | None]] = []
@@ -230,7 +228,10 @@ class Outcomes:
         self.context.write_links()
         written = set(
             queue.record(
-                self.session, [(op, values) for op, values, _ in self.held], owner=owner, now=now
+                self.context.session,
+                [(op, values) for op, values, _ in self.held],
+                owner=owner,
+                now=now,
             )
         )
         tally = {
@@ -243,12 +244,12 @@ class Outcomes:
             name = tally[op.status]
             setattr(self.summary, name, getattr(self.summary, name) + 1)
         emit_many(
-            self.session,
+            self.context.session,
             EventKind.analytics,
             "bridge.sync_op",
             at=now,
             aggregate_type="bridge_sync_op",
-            organization_id=self.organization_id,
+            organization_id=self.context.organization_id,
             payloads={
                 str(op.id): {
                     "correlationId": owner,
@@ -262,7 +263,7 @@ class Outcomes:
                 if report is not None and op in written
             },
         )
-        self.session.commit()
+        self.context.session.commit()
         self.held.clear()
         self.broken = False
 
