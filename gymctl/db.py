@@ -39,6 +39,10 @@ def _engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin)
+        event.listen(engine, "commit", _sqlite_end)
+        event.listen(engine, "rollback", _sqlite_end)
+        event.listen(engine.pool, "reset", _sqlite_reset)
+        event.listen(engine.pool, "invalidate", _sqlite_reset)
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
 
@@ -56,13 +60,48 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
 READ_ONLY = {"gymctl_read_only": True}
 
 
+class SecondWriterError(RuntimeError):
+    """A thread began a second write transaction on the embedded default while its first one
+    still holds SQLite's write lock: the second would wait on the first for the whole busy
+    timeout and then fail. One unit of work, one transaction (STYLE 13): a helper that must
+    write joins the caller's session, or the caller ends its transaction before handing over."""
+
+
+# DBAPI connection id -> thread id, for every connection holding SQLite's write lock.
+_sqlite_writers: dict[int, int] = {}
+_sqlite_writers_guard = threading.Lock()
+
+
 def _sqlite_begin(connection) -> None:
     # IMMEDIATE takes the write lock up front: concurrent writers wait (busy_timeout) instead of
     # failing on a lock upgrade. The embedded default trades concurrency for that safety. A
     # session that only reads (READ_ONLY execution options) begins deferred and never waits on
     # a writer (WAL).
-    read_only = connection.get_execution_options().get("gymctl_read_only")
-    connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+    if connection.get_execution_options().get("gymctl_read_only"):
+        connection.exec_driver_sql("BEGIN")
+        return
+    dbapi = id(connection.connection.dbapi_connection)
+    thread = threading.get_ident()
+    with _sqlite_writers_guard:
+        if any(t == thread and c != dbapi for c, t in _sqlite_writers.items()):
+            raise SecondWriterError(
+                "this thread already holds the embedded database's write lock in another "
+                "transaction; a second one would wait on it (end the first, or join it)"
+            )
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+    with _sqlite_writers_guard:
+        _sqlite_writers[dbapi] = thread
+
+
+def _sqlite_end(connection) -> None:
+    with _sqlite_writers_guard:
+        _sqlite_writers.pop(id(connection.connection.dbapi_connection), None)
+
+
+def _sqlite_reset(dbapi_connection, _record, _state) -> None:
+    # A connection returned to the pool (or thrown away) with its transaction still open.
+    with _sqlite_writers_guard:
+        _sqlite_writers.pop(id(dbapi_connection), None)
 
 
 @functools.cache

@@ -58,6 +58,17 @@ def db() -> Session:
     return g.db
 
 
+def handover() -> sessionmaker[Session]:
+    """The session factory, for domain work that commits on sessions of its own (money paths
+    that store an attempt before calling a provider, publishing). The request's transaction
+    ends first so that it holds no lock meanwhile: on the embedded default the second session
+    would otherwise wait on the first one's write lock (STYLE 13). The request's session stays
+    usable afterwards; it begins a new transaction on its next statement."""
+    if "db" in g:
+        g.db.commit()
+    return services().session_factory
+
+
 def auth() -> Auth:
     return g.auth
 

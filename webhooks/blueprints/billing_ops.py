@@ -28,7 +28,7 @@ from gymctl.clock import ensure_utc
 from gymctl.errors import DomainError
 from gymctl.providers.documents import default_document_provider
 from webhooks.access import membership, org_route, owner_route, platform_admin_route
-from webhooks.context import auth, db, now, services
+from webhooks.context import auth, db, handover, now, services
 from webhooks.validation import Body, parse
 
 bp = Blueprint("billing_ops", __name__)
@@ -210,7 +210,7 @@ class DeskChargeBody(Body):
 def desk_charge(org_id: uuid.UUID):
     body = parse(DeskChargeBody)
     answer = desk.desk_charge(
-        services().session_factory,
+        handover(),
         services().card_provider,
         organization_id=org_id,
         request=desk.DeskChargeRequest(**body.model_dump()),
@@ -293,7 +293,7 @@ def pay_debt(org_id: uuid.UUID, subscription_id: uuid.UUID):
     """A member pays their own card debt now with the saved card."""
     mine = resolve_membership(db(), org_id, auth().user)
     outcome = debt_payments.pay_own_debt(
-        services().session_factory,
+        handover(),
         services().card_provider,
         organization_id=org_id,
         subscription_id=subscription_id,

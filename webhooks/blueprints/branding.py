@@ -23,7 +23,7 @@ from gymctl.errors import DomainError, not_found
 from gymctl.models import Organization
 from gymctl.versioning import payload_schema
 from webhooks.access import membership, org_route
-from webhooks.context import db, now, services
+from webhooks.context import db, handover, now, services
 from webhooks.guard import public
 from webhooks.validation import Body, parse
 
@@ -134,9 +134,8 @@ class PublishBody(Body):
 
 def _run(org_id: uuid.UUID, channels: list[str]) -> list[publishing.ChannelResult]:
     actor = _actor()
-    db().commit()  # the channels commit on their own sessions; hold no lock meanwhile
     return publishing.publish_channels(
-        services().session_factory,
+        handover(),
         services().store,
         org_id,
         channels,

@@ -17,7 +17,7 @@ from gymctl.retention.digest import send_digests
 from gymctl.retention.escalation import escalate
 from gymctl.retention.refund_tasks import bump_overdue_refund_tasks
 from gymctl.retention.settlement import Doors, period_end_sweep
-from webhooks.context import db, now, services
+from webhooks.context import db, handover, now, services
 from webhooks.guard import public
 
 bp = Blueprint("testing", __name__, url_prefix="/testing")
@@ -56,7 +56,7 @@ def trigger_cancellation_sweep():
         documents=LocalDocumentProvider(),
         mailer=svc.mailer,
     )
-    result = period_end_sweep(svc.session_factory, doors, now=now())
+    result = period_end_sweep(handover(), doors, now=now())
     return jsonify(cancelled=result.cancelled)
 
 
