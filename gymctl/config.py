@@ -16,15 +16,13 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from gymctl.errors import ConfigError
+
 
 class Environment(StrEnum):
     production = "production"
     development = "development"
     test = "test"
-
-
-class ConfigError(RuntimeError):
-    """A setting is missing or invalid; raised at start-up, before any work is done."""
 
 
 class Settings(BaseSettings):
