@@ -141,10 +141,10 @@ def test_help_imports_no_domain_package():
     assert not [m for m in modules if m.split(".")[0] in ("sqlalchemy", "daemons", "webhooks")]
 
 
-@pytest.mark.parametrize("group", GROUPS)
-def test_a_group_help_imports_no_database_layer(group):
-    modules = loaded_modules(group, "--help")
-    assert f"gymctl.cli.{group}" in modules
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_command_help_imports_no_database_layer(command):
+    modules = loaded_modules(command, "--help")
+    assert f"gymctl.cli.{command}" in modules
     assert not [m for m in modules if m.split(".")[0] in ("sqlalchemy", "alembic", "daemons")]
 
 
