@@ -176,20 +176,27 @@ def test_every_command_takes_json():
     assert lacking == []
 
 
-def test_a_table_never_cuts_an_id(monkeypatch):
+@pytest.mark.parametrize("width", [40, 60, 100])
+def test_a_table_never_cuts_an_id(monkeypatch, width):
     """An operator pastes ids from a table into the next command: a narrow terminal wraps the
-    other columns, never the id."""
+    other columns, or shows each row as lines, but never splits or elides an id."""
     from gymctl.cli import output
 
     screen = io.StringIO()
-    monkeypatch.setattr(output, "console", Console(file=screen, width=60))
+    monkeypatch.setattr(output, "console", Console(file=screen, width=width))
     ids = [str(uuid.uuid4()) for _ in range(2)]
     output.render_rows(
         [{"subscription": i, "issues": "card_expired (blocking), " * 4} for i in ids],
         ["subscription", "issues"],
     )
-    for shown in ids:
-        assert shown in screen.getvalue()
+    output.render_rows(
+        [{"id": 7, "aggregateKey": f"member:{ids[0]}", "lastError": "refused " * 12}],
+        ["id", "aggregateKey", "lastError"],
+    )
+    output.render_mapping({"winner": ids[0], "loser": ids[1], "note": "kept " * 20})
+    shown = screen.getvalue()
+    for text in (*ids, f"member:{ids[0]}"):
+        assert text in shown
 
 
 def test_each_generated_key_is_accepted_by_its_setting(home_env, tmp_path):  # noqa: F811

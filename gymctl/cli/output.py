@@ -19,7 +19,7 @@ console = Console()
 err_console = Console(stderr=True)
 JSON = typer.Option(False, "--json", help="Machine output; a refusal is JSON too.")
 _ID_NAME = re.compile(r"(^|_)id$|[a-z]Id$|^ids?$")
-_UUID_TEXT = re.compile(r"^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$", re.IGNORECASE)
+_UUID = re.compile(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", re.IGNORECASE)
 
 
 def _default(value: Any) -> Any:
@@ -58,23 +58,40 @@ def render_rows(
     cells = [
         ["" if row.get(c) is None else str(_default(row.get(c))) for c in columns] for row in rows
     ]
+    # An id is pasted into the next command: a column showing ids is exactly as wide as the
+    # longest (rich then narrows the other columns), so no id is split or cut with an
+    # ellipsis. When the ids cannot fit side by side in the terminal, each row is printed as
+    # `column: value` lines instead (as psql's expanded display does).
+    widths = [_id_width(column, [line[i] for line in cells]) for i, column in enumerate(columns)]
+    if sum((width or 4) + 3 for width in widths) + 1 > console.width:
+        _render_records(cells, columns, title)
+        return
     table = Table(title=title)
-    for index, column in enumerate(columns):
-        values = [line[index] for line in cells]
-        if _is_id_column(column, values):
-            # An id is pasted into the next command: never cut it with an ellipsis; other
-            # columns wrap first, and only a terminal too narrow for it folds it.
-            width = max((len(value) for value in values), default=0)
-            table.add_column(column, no_wrap=True, overflow="fold", min_width=width)
-        else:
-            table.add_column(column)
+    for column, width in zip(columns, widths, strict=True):
+        table.add_column(column, overflow="fold", width=width or None)
     for line in cells:
         table.add_row(*line)
     console.print(table)
 
 
-def _is_id_column(column: str, values: Sequence[str]) -> bool:
-    return bool(_ID_NAME.search(column)) or any(_UUID_TEXT.match(value) for value in values)
+def _render_records(cells: list[list[str]], columns: Sequence[str], title: str | None) -> None:
+    if title:
+        console.print(title, style="italic", markup=False, highlight=False)
+    for line in cells:
+        console.print()
+        for column, value in zip(columns, line, strict=True):
+            console.print(f"{column}: {value}", soft_wrap=True, markup=False, highlight=False)
+
+
+def _id_width(column: str, values: Sequence[str]) -> int:
+    """The width that shows the column's longest id whole (0: it shows none). Ids are every
+    word of a column named like one, else the words that hold a UUID (`member:<uuid>`)."""
+    named = _ID_NAME.search(column) is not None
+    longest = max(
+        (len(word) for value in values for word in value.split() if named or _UUID.search(word)),
+        default=0,
+    )
+    return longest and max(longest, len(column))
 
 
 def render_mapping(
