@@ -53,6 +53,13 @@ def test_a_usage_mistake_is_one_line_and_exit_2(home_env, args):  # noqa: F811
     assert_one_line_usage_error(gymctl(home_env, *args, check=False))
 
 
+def test_a_group_without_a_command_shows_its_help_and_exits_2(home_env):  # noqa: F811
+    shown = gymctl(home_env, "db", check=False)
+    assert shown.returncode == 2
+    assert "upgrade" in shown.stdout
+    assert shown.stderr == ""
+
+
 def test_a_missing_file_and_a_wrong_slot_are_usage_mistakes(home_env, tmp_path):  # noqa: F811
     missing = gymctl(
         home_env, "assets", "normalize", str(tmp_path / "none.png"), "--slot", "logo", check=False

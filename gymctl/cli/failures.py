@@ -51,10 +51,11 @@ def report(error: BaseException, argv: list[str], *, as_json: bool) -> int:
         )
     if isinstance(error, _click_types("Abort")):
         return _tell(as_json, REFUSED, "aborted", {"code": "aborted", "message": "aborted"})
-    if isinstance(error, _click_types("Exit")):
-        return int(getattr(error, "exit_code", 0))
     if isinstance(error, _click_types("NoArgsIsHelpError")):
-        error.show()  # the help of the group named without a command
+        # A group named without a command: its help (rich has printed it already, plain click
+        # carries it in the message).
+        if error.format_message().strip():
+            print(error.format_message(), file=sys.stderr)  # noqa: T201
         return USAGE
     if isinstance(error, _click_types("ClickException")):
         message = " ".join(error.format_message().split())
