@@ -84,8 +84,8 @@ def _tell(as_json: bool, status: int, line: str, body: dict[str, Any]) -> int:
 
 
 def _write_crash_log(error: BaseException, argv: list[str]) -> Path:
-    """Append the traceback to GYMCTL_HOME/logs/cli-crashes.log (the temporary folder when the
-    home cannot be written: a crash must still say where its traceback went)."""
+    """Append the traceback to GYMCTL_HOME/logs/gymctl-cli-crashes.log (the temporary folder if
+    the home cannot be written: a crash must still say where its traceback went)."""
     entry = f"--- {datetime.now(UTC).isoformat()} gymctl {' '.join(argv)}\n" + "".join(
         traceback.format_exception(error)
     )
