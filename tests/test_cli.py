@@ -122,6 +122,29 @@ def test_config_check_lists_every_production_problem_at_once(home_env):  # noqa:
     assert "garbage" not in result.stdout
 
 
+@pytest.mark.parametrize(
+    "args", [["serve"], ["daemons", "run", "--once"], ["db", "upgrade"], ["config", "check"]]
+)
+def test_every_production_start_runs_the_one_check(home_env, args):  # noqa: F811
+    """Issue 21: with every setting the old check asked for, the API died at worker boot and
+    billing jobs failed every tick; each start now refuses first, naming what is missing."""
+    from tests.test_config import public_key_pem
+
+    home_env.update(
+        GYMCTL_ENV="production",
+        GYMCTL_DATABASE_URL="postgresql+psycopg://nobody@127.0.0.1:1/none",
+        IDENTITY_JWT_KEY=public_key_pem(),
+        IDENTITY_WEBHOOK_SECRET="whsec_c2VjcmV0",
+        INVITE_SECRET="invite-secret-for-tests-0123456789abcdef",
+        GYMCTL_BILLING_ENCRYPTION_KEY="k1:" + "A" * 43 + "=",
+    )
+    refused = gymctl(home_env, *args, check=False)
+    assert refused.returncode == 2
+    assert "Traceback" not in refused.stderr
+    assert "GYMCTL_CARD_PROVIDER_URL is not set" in refused.stderr
+    assert "GYMCTL_STORAGE_SIGNING_SECRET is not set" in refused.stderr
+
+
 def loaded_modules(*args: str) -> list[str]:
     """Run main() with `args` in a fresh interpreter; the modules it imported."""
     script = (
