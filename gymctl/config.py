@@ -13,18 +13,16 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from gymctl.errors import ConfigError
 
 
 class Environment(StrEnum):
     production = "production"
     development = "development"
     test = "test"
-
-
-class ConfigError(RuntimeError):
-    """A setting is missing or invalid; raised at start-up, before any work is done."""
 
 
 class Settings(BaseSettings):
@@ -259,32 +257,17 @@ class Settings(BaseSettings):
         return path.read_text().strip().encode()
 
     def check(self) -> None:
-        """Refuse to start production with a setting missing; name each one."""
+        """Refuse to start production with any setting missing or malformed, listing them all
+        (gymctl/production_check.py)."""
         if not self.is_production:
             return
-        missing = []
-        if self.identity_secret_key is None and self.identity_jwt_key is None:
-            missing.append("IDENTITY_SECRET_KEY or IDENTITY_JWT_KEY")
-        if self.identity_jwt_key is None and not self.identity_api_url:
-            missing.append(
-                "IDENTITY_API_URL (the key set is fetched there without IDENTITY_JWT_KEY)"
+        from gymctl.production_check import production_problems
+
+        problems = production_problems(self)
+        if problems:
+            raise ConfigError(
+                f"{len(problems)} production setting problem(s): " + "; ".join(problems), problems
             )
-        if self.identity_webhook_secret is None:
-            missing.append("IDENTITY_WEBHOOK_SECRET")
-        if self.invite_secret is None:
-            missing.append("INVITE_SECRET")
-        if self.billing_encryption_key is None:
-            missing.append("GYMCTL_BILLING_ENCRYPTION_KEY")
-        if not self.database_url:
-            missing.append("GYMCTL_DATABASE_URL")
-        if missing:
-            raise ConfigError("missing required setting(s) for production: " + ", ".join(missing))
-        if not self.database_url.startswith("postgresql"):
-            raise ConfigError("GYMCTL_DATABASE_URL must be PostgreSQL in production")
-        if self.test_auth_bypass:
-            raise ConfigError("TEST_AUTH_BYPASS is not allowed in production")
-        if len(self.invite_secret.get_secret_value()) < 32:
-            raise ConfigError("INVITE_SECRET must be at least 32 characters (HS256 key)")
 
     def redacted(self) -> dict[str, Any]:
         """Every setting by its environment name, secrets shown only as set or unset."""
@@ -301,5 +284,13 @@ class Settings(BaseSettings):
 
 @functools.cache
 def get_settings() -> Settings:
-    """The settings of this process, read once."""
-    return Settings()
+    """The settings of this process, read once. A value that does not parse is a ConfigError
+    naming each setting (never echoing a value: it may be a secret)."""
+    try:
+        return Settings()
+    except ValidationError as error:
+        problems = [
+            f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}"
+            for item in error.errors(include_url=False, include_input=False)
+        ]
+        raise ConfigError("invalid setting(s): " + "; ".join(problems), problems) from None

@@ -32,6 +32,15 @@ class DomainError(Exception):
         return {"code": self.code, "message": self.message, **self.details}
 
 
+class ConfigError(RuntimeError):
+    """A setting is missing or invalid; raised at start-up, before any work is done. `problems`
+    lists every one found, so an operator fixes them in one pass."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or [message]
+
+
 def unauthorized(code: str, message: str) -> DomainError:
     return DomainError(code, message, status=401)
 

@@ -9,6 +9,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 
 import migrations
 from gymctl.config import get_settings
@@ -27,6 +28,15 @@ def upgrade(url: str | None = None, revision: str = "head") -> None:
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     command.upgrade(alembic_config(url), revision)
+
+
+def is_known_revision(revision: str) -> bool:
+    """Whether `revision` names a revision of the journal (or head, heads, base)."""
+    try:
+        ScriptDirectory.from_config(alembic_config()).get_revisions(revision)
+    except CommandError:  # alembic's ResolutionError is one
+        return False
+    return True
 
 
 def current(url: str | None = None) -> str | None:

@@ -2,19 +2,35 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gymctl.config import ConfigError, Settings
+
+
+@functools.cache
+def public_key_pem() -> str:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
 
 
 def production(**overrides):
     values = {
         "GYMCTL_ENV": "production",
         "GYMCTL_DATABASE_URL": "postgresql+psycopg://app@db/gymctl",
-        "IDENTITY_JWT_KEY": "-----BEGIN PUBLIC KEY-----...",
+        "IDENTITY_JWT_KEY": public_key_pem(),
         "IDENTITY_WEBHOOK_SECRET": "whsec_c2VjcmV0",
         "INVITE_SECRET": "invite-secret-for-tests-0123456789abcdef",
         "GYMCTL_BILLING_ENCRYPTION_KEY": "k1:" + "A" * 43 + "=",
+        "GYMCTL_CARD_PROVIDER_URL": "https://cards.example.test/api",
+        "GYMCTL_STORAGE_SIGNING_SECRET": "storage-signing-secret-0123456789abcdef",
     }
     values.update(overrides)
     return Settings(**{k: v for k, v in values.items() if v is not None})
@@ -32,11 +48,62 @@ def test_a_complete_production_configuration_starts():
         ("GYMCTL_DATABASE_URL", "GYMCTL_DATABASE_URL"),
         ("INVITE_SECRET", "INVITE_SECRET"),
         ("GYMCTL_BILLING_ENCRYPTION_KEY", "GYMCTL_BILLING_ENCRYPTION_KEY"),
+        ("GYMCTL_CARD_PROVIDER_URL", "GYMCTL_CARD_PROVIDER_URL"),
+        ("GYMCTL_STORAGE_SIGNING_SECRET", "GYMCTL_STORAGE_SIGNING_SECRET"),
     ],
 )
 def test_production_names_each_missing_setting(missing, named):
     with pytest.raises(ConfigError, match=named):
         production(**{missing: None}).check()
+
+
+def test_production_check_lists_every_malformed_setting_at_once():
+    """Issue 21: one check validates presence and format and lists all problems at once (a
+    garbage key passed before and failed on first use)."""
+    with pytest.raises(ConfigError) as refused:
+        production(
+            GYMCTL_BILLING_ENCRYPTION_KEY="garbage",
+            NATIONAL_ID_ENCRYPTION_KEY="k1:c2hvcnQ=",
+            IDENTITY_JWT_KEY="-----BEGIN PUBLIC KEY-----...",
+            GYMCTL_CARD_PROVIDER_URL="cards.example.test",
+            GYMCTL_STORAGE_URL="s3://",
+            GYMCTL_STORAGE_SIGNING_SECRET="short",
+            GYMCTL_SMTP_URL="mail.example.test:25",
+            GYMCTL_BRIDGE_API_URL="https://gym-system.example.test/api/public",
+        ).check()
+    problems = refused.value.problems
+    for named in (
+        "GYMCTL_BILLING_ENCRYPTION_KEY: entry 1 is not of the form kid:base64key",
+        "NATIONAL_ID_ENCRYPTION_KEY: key 'k1' must be 32 bytes",
+        "IDENTITY_JWT_KEY is not a PEM public key",
+        "GYMCTL_CARD_PROVIDER_URL must be an http(s) URL",
+        "GYMCTL_STORAGE_URL: no bucket",
+        "GYMCTL_STORAGE_SIGNING_SECRET must be at least 32 characters",
+        "GYMCTL_SMTP_URL: unsupported scheme",
+        "GYMCTL_BRIDGE_CREDENTIALS_KEY is not set",
+    ):
+        assert any(problem.startswith(named) for problem in problems), (named, problems)
+    assert len(problems) == 8
+    assert "garbage" not in str(refused.value)
+
+
+def test_s3_storage_needs_no_signing_secret_in_production():
+    production(
+        GYMCTL_STORAGE_URL="s3://gymctl-objects?region=eu-west-1",
+        GYMCTL_STORAGE_SIGNING_SECRET=None,
+    ).check()
+
+
+def test_a_value_that_does_not_parse_is_a_configuration_error_naming_the_setting(monkeypatch):
+    from gymctl.config import get_settings
+
+    monkeypatch.setenv("GYMCTL_ENV", "prod")
+    get_settings.cache_clear()
+    try:
+        with pytest.raises(ConfigError, match="GYMCTL_ENV: Input should be 'production'"):
+            get_settings()
+    finally:
+        get_settings.cache_clear()
 
 
 def test_production_without_a_pem_key_needs_the_key_set_url():

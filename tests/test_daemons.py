@@ -185,6 +185,8 @@ def test_cli_runs_the_relay_once_and_shows_jobs_and_runs(
     assert runs.exit_code == 0, runs.output
     [shown] = json.loads(runs.stdout)
     assert (shown["job"], shown["tick"], shown["status"]) == ("event_relay", 42, "ok")
+    # The ledger keeps the result as JSON text; --json shows it as JSON, not a string of it.
+    assert isinstance(shown["result"], dict)
     assert shown["runner"] == runner_id()
 
 

@@ -1,64 +1,78 @@
-"""The `gymctl` command: Typer sub-apps joined here, one module per command group.
+"""The `gymctl` command: one module per command group, joined here.
 
-Every command is a thin door: parse, call the domain, render. A DomainError anywhere becomes its
-code on stderr and exit status 1; a configuration error stops the command before any work.
+Every command is a thin door: parse, call the domain, render. Groups are imported when run, not
+when listed (gymctl/cli/lazy.py), so `--help` starts at once; each group's module imports its
+domain inside its command functions for the same reason. However a command ends badly, main()
+tells it the same way (gymctl/cli/failures.py).
 """
 
 from __future__ import annotations
 
 import sys
 
-import click
 import typer
 
-from gymctl.cli import assets as assets_cli
-from gymctl.cli import billing as billing_cli
-from gymctl.cli import branding as branding_cli
-from gymctl.cli import bridge as bridge_cli
-from gymctl.cli import config as config_cli
-from gymctl.cli import daemons as daemons_cli
-from gymctl.cli import db as db_cli
-from gymctl.cli import invitations as invitations_cli
-from gymctl.cli import members as members_cli
-from gymctl.cli import movements as movements_cli
-from gymctl.cli import releases as releases_cli
-from gymctl.cli import users as users_cli
-from gymctl.cli.output import err_console
-from gymctl.cli.quickstart import quickstart
-from gymctl.cli.serve import serve
-from gymctl.config import ConfigError
-from gymctl.errors import DomainError
+from gymctl.cli.lazy import LazyGroup
 
-app = typer.Typer(no_args_is_help=True, help="Back office of a multi-gym platform.")
-app.add_typer(config_cli.app, name="config", help="Show the settings in force.")
-app.add_typer(db_cli.app, name="db", help="Database migrations.")
-app.add_typer(daemons_cli.app, name="daemons", help="Run the sweep daemons.")
-app.add_typer(users_cli.app, name="users", help="People: tokens, identity, ownership trail.")
-app.add_typer(members_cli.app, name="members", help="A gym's members: CSV import.")
-app.add_typer(invitations_cli.app, name="invitations", help="Invitations and owner grants.")
-app.add_typer(assets_cli.app, name="assets", help="Member-app image intake.")
-app.add_typer(bridge_cli.app, name="bridge", help="The bridge to the external gym system.")
-app.add_typer(branding_cli.app, name="branding", help="Palettes, publishing, minisites.")
-app.add_typer(billing_cli.app, name="billing", help="Billing: sweeps, readiness, transactions.")
-app.add_typer(movements_cli.app, name="movements", help="The canonical movement library.")
-app.add_typer(releases_cli.app, name="releases", help="Branded apps and their releases.")
-app.command("quickstart")(quickstart)
-app.command("serve")(serve)
+# name: (module:attribute, help). A Typer app is a group; a function is one command.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "quickstart": (
+        "gymctl.cli.quickstart:quickstart",
+        "Create GYMCTL_HOME, migrate, seed a demo gym, run each sweep once.",
+    ),
+    "serve": ("gymctl.cli.serve:serve", "Serve the webhooks and the client API with gunicorn."),
+    "config": ("gymctl.cli.config:app", "Show the settings in force; check them for production."),
+    "keys": ("gymctl.cli.keys:app", "Generate secrets and keys in the format the settings expect."),
+    "db": ("gymctl.cli.db:app", "Database migrations."),
+    "daemons": ("gymctl.cli.daemons:app", "Run the sweep daemons."),
+    "users": ("gymctl.cli.users:app", "People: tokens, identity, ownership trail."),
+    "members": ("gymctl.cli.members:app", "A gym's members: CSV import."),
+    "invitations": ("gymctl.cli.invitations:app", "Invitations and owner grants."),
+    "assets": ("gymctl.cli.assets:app", "Member-app image intake."),
+    "bridge": ("gymctl.cli.bridge:app", "The bridge to the external gym system."),
+    "branding": ("gymctl.cli.branding:app", "Palettes, publishing, minisites."),
+    "billing": ("gymctl.cli.billing:app", "Billing: sweeps, readiness, transactions."),
+    "movements": ("gymctl.cli.movements:app", "The canonical movement library."),
+    "releases": ("gymctl.cli.releases:app", "Branded apps and their releases."),
+}
 
 
-def main() -> None:
+class Gymctl(LazyGroup):
+    commands_table = COMMANDS
+
+
+app = typer.Typer(
+    cls=Gymctl,
+    no_args_is_help=True,
+    help="Back office of a multi-gym platform.",
+    pretty_exceptions_enable=False,
+)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        print(f"gymctl {version('gymctl')}")  # noqa: T201
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_show_version, help="Print the version."
+    ),
+) -> None:
+    """Back office of a multi-gym platform."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The console entry: run the command, and end every failure the same way."""
+    args = sys.argv[1:] if argv is None else argv
     try:
-        result = app(standalone_mode=False)
-    except DomainError as error:
-        err_console.print(f"[red]error[/red] {error.code}: {error.message}", highlight=False)
-        sys.exit(1)
-    except ConfigError as error:
-        err_console.print(f"[red]configuration error[/red]: {error}", highlight=False)
-        sys.exit(2)
-    except click.exceptions.Abort:
-        err_console.print("aborted")
-        sys.exit(1)
-    except click.ClickException as error:
-        error.show()
-        sys.exit(error.exit_code)
+        result = app(args=args, prog_name="gymctl", standalone_mode=False)
+    except Exception as error:
+        from gymctl.cli.failures import report
+
+        sys.exit(report(error, args, as_json="--json" in args))
     sys.exit(result if isinstance(result, int) else 0)

@@ -6,10 +6,8 @@ from pathlib import Path
 
 import typer
 
-from gymctl.assets.pipeline import normalize
 from gymctl.assets.types import Slot, Transform
-from gymctl.cli.output import err_console, print_json, render_mapping
-from gymctl.config import get_settings
+from gymctl.cli.output import JSON, err_console, print_json, render_mapping
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -25,9 +23,12 @@ def normalize_command(
         '"removeBackground": true}',
     ),
     out: Path | None = typer.Option(None, "--out", help="Where to write the PNG."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JSON,
 ) -> None:
     """Print the normalization report; a refusal prints its code and exits 1."""
+    from gymctl.assets.pipeline import normalize
+    from gymctl.config import get_settings
+
     result = normalize(
         file.read_bytes(),
         slot,

@@ -7,34 +7,33 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from sqlalchemy.orm import Session
 
 from gymctl import clock
-from gymctl.access.gyms import resolve_organization
-from gymctl.access.trail import resolve_user
-from gymctl.billing import no_debit, readiness, repair, resolution, verification
-from gymctl.billing.sweeps import SWEEPS, run_sweep
-from gymctl.cli.output import console, err_console, print_json, render_mapping, render_rows
-from gymctl.clock import ensure_utc
-from gymctl.config import get_settings
-from gymctl.crypto import billing_cipher
-from gymctl.db import get_engine, session_factory
+from gymctl.cli.output import JSON, console, err_console, print_json, render_mapping, render_rows
 from gymctl.errors import DomainError
-from gymctl.providers.card import card_provider_from_settings
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 app = typer.Typer(no_args_is_help=True)
 
 
 @app.command("sweep")
 def sweep_command(
-    name: str = typer.Argument(..., help=f"One of: {', '.join(SWEEPS)}."),
+    name: str = typer.Argument(
+        ..., help="lifecycle, catch-up, daily, recovery, side-effects or abandoned-checkouts."
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Report who is due; charge nothing."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JSON,
 ) -> None:
     """Run one billing sweep now and print its summary."""
+    from gymctl.billing.sweeps import run_sweep
+    from gymctl.config import get_settings
+    from gymctl.db import get_engine, session_factory
+
     settings = get_settings()
     factory = session_factory(get_engine(settings.resolved_database_url))
     result = run_sweep(name, factory, clock.now(), settings, dry_run=dry_run)
@@ -54,7 +53,7 @@ TRANSACTION = typer.Argument(..., help="Transaction id.")
 OPERATOR = typer.Option(
     ..., "--operator", help="Your user: database id or identity subject (audited as the actor)."
 )
-JSON_OPTION = typer.Option(False, "--json")
+JSON_OPTION = JSON
 DRY_RUN = typer.Option(False, "--dry-run", help="Do everything, then roll back: nothing is kept.")
 
 
@@ -62,6 +61,9 @@ DRY_RUN = typer.Option(False, "--dry-run", help="Do everything, then roll back: 
 def _unit(dry_run: bool = False) -> Iterator[Session]:
     """One unit of work. A refusal that wrote its own audit record (a vetoed confirmation keeps
     the settlement it applied) is committed before it reaches the top-level handler."""
+    from gymctl.config import get_settings
+    from gymctl.db import get_engine, session_factory
+
     factory = session_factory(get_engine(get_settings().resolved_database_url))
     with factory() as session:
         try:
@@ -78,6 +80,8 @@ def _unit(dry_run: bool = False) -> Iterator[Session]:
 
 def _operator_id(session: Session, ref: str) -> uuid.UUID | None:
     """The operator's user row, or None (the repairs then refuse with 403)."""
+    from gymctl.access.trail import resolve_user
+
     try:
         return resolve_user(session, ref).id
     except DomainError:
@@ -85,6 +89,10 @@ def _operator_id(session: Session, ref: str) -> uuid.UUID | None:
 
 
 def _services() -> tuple[Any, Any]:
+    from gymctl.config import get_settings
+    from gymctl.crypto import billing_cipher
+    from gymctl.providers.card import card_provider_from_settings
+
     settings = get_settings()
     return card_provider_from_settings(settings), billing_cipher(settings)
 
@@ -97,6 +105,8 @@ def _cursor(value: str | None) -> uuid.UUID | None:
 
 
 def _instant(value: str) -> datetime:
+    from gymctl.clock import ensure_utc
+
     try:
         return ensure_utc(datetime.fromisoformat(value))
     except ValueError:
@@ -113,6 +123,9 @@ def readiness_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Billing readiness of an organization (read-only, no provider call)."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.billing import readiness
+
     _, cipher = _services()
     pages = []
     with _unit(dry_run=True) as session:
@@ -182,6 +195,9 @@ def verify_account_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Prove a presale's saved card lives on the current terminal (moves no money)."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.billing import verification
+
     provider, cipher = _services()
     with _unit(dry_run) as session:
         gym = resolve_organization(session, organization)
@@ -218,6 +234,9 @@ def repair_schedule_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Move a missing or too-early first charge to its floor (moves no money)."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.billing import repair
+
     _, cipher = _services()
     stated = None if expected.strip().lower() in ("none", "null", "") else _instant(expected)
     with _unit(dry_run) as session:
@@ -248,6 +267,9 @@ def transaction_show(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Inspect a protected attempt: typed state and action hints (no provider call)."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.billing import resolution
+
     with _unit(dry_run=True) as session:
         gym = resolve_organization(session, organization)
         view = resolution.inspect(session, gym.id, transaction, now=clock.now())
@@ -263,6 +285,8 @@ def transaction_reconcile(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Look the attempt up on its original merchant account; apply a verified answer."""
+    from gymctl.billing import resolution
+
     provider, cipher = _services()
     _resolve(
         resolution.reconcile,
@@ -297,6 +321,8 @@ def transaction_confirm_no_debit(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """The owner records the provider's confirmation that nothing was charged."""
+    from gymctl.billing import no_debit
+
     provider, cipher = _services()
     confirmation = no_debit.NoDebitConfirmation(
         request_id=request_id,
@@ -332,6 +358,8 @@ def transaction_authorize_retry(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """The owner resumes a confirmed non-debit obligation left paused (one retry)."""
+    from gymctl.billing import no_debit
+
     _resolve(no_debit.authorize_retry, organization, transaction, operator, dry_run, as_json)
 
 
@@ -345,6 +373,8 @@ def _resolve(
     **arguments: Any,
 ) -> None:
     """One resolution action on the organization's transaction, audited under the operator."""
+    from gymctl.access.gyms import resolve_organization
+
     with _unit(dry_run) as session:
         gym = resolve_organization(session, organization)
         view = action(

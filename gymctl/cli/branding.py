@@ -9,19 +9,8 @@ from pathlib import Path
 import typer
 
 from gymctl import clock
-from gymctl.access.gyms import resolve_organization
-from gymctl.branding import minisites, publishing, workspace
-from gymctl.branding.derive import brand as derive_brand
-from gymctl.branding.derive import contrast_report
-from gymctl.branding.palette import Palette
-from gymctl.branding.published import public_branding
-from gymctl.cli.output import console, print_json, render_rows
-from gymctl.config import get_settings
-from gymctl.db import session_factory, session_scope
+from gymctl.cli.output import JSON, console, print_json, render_rows
 from gymctl.errors import DomainError
-from gymctl.models import BrandDraft
-from gymctl.providers.storage import storage_from_settings
-from gymctl.versioning import payload_schema
 
 app = typer.Typer(no_args_is_help=True)
 ORG = typer.Argument(..., help="Organization id or slug.")
@@ -55,9 +44,13 @@ def derive_command(
     background: str | None = typer.Option(None, "--background", **COLOUR),
     dark_card: str | None = typer.Option(None, "--dark-card", **COLOUR),
     dark_background: str | None = typer.Option(None, "--dark-background", **COLOUR),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JSON,
 ) -> None:
     """The published brand a palette would give, with every text role's contrast ratio."""
+    from gymctl.branding.derive import brand as derive_brand
+    from gymctl.branding.derive import contrast_report
+    from gymctl.branding.palette import Palette
+
     palette = Palette.parse(
         _palette_options(primary, secondary, button, card, background, dark_card, dark_background)
     )
@@ -85,9 +78,16 @@ def palette_command(
     dark_card: str | None = typer.Option(None, "--dark-card", **COLOUR),
     dark_background: str | None = typer.Option(None, "--dark-background", **COLOUR),
     name: str | None = typer.Option(None, "--name", help="The brand's name (default: kept)."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JSON,
 ) -> None:
     """Save the brand draft's palette (and name); logos are kept. Nothing goes live."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.branding import workspace
+    from gymctl.config import get_settings
+    from gymctl.db import session_scope
+    from gymctl.models import BrandDraft
+    from gymctl.providers.storage import storage_from_settings
+
     settings = get_settings()
     with session_scope() as session:
         gym = resolve_organization(session, organization)
@@ -112,9 +112,13 @@ def palette_command(
 def website_command(
     organization: str = ORG,
     file: Path = typer.Argument(..., exists=True, dir_okay=False, help="Content JSON."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JSON,
 ) -> None:
     """Save the website's draft content (a new revision) from a JSON file."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.branding import workspace
+    from gymctl.db import session_scope
+
     try:
         content = json.loads(file.read_text(encoding="utf-8"))
     except ValueError:
@@ -140,8 +144,12 @@ def _show_channel(state: dict, as_json: bool) -> None:
 
 
 @app.command("workspace")
-def workspace_command(organization: str = ORG, as_json: bool = typer.Option(False, "--json")):
+def workspace_command(organization: str = ORG, as_json: bool = JSON):
     """The three channels with their pending flags."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.branding import workspace
+    from gymctl.db import session_scope
+
     with session_scope() as session:
         gym = resolve_organization(session, organization)
         view = workspace.workspace(session, gym.id)
@@ -167,12 +175,19 @@ def workspace_command(organization: str = ORG, as_json: bool = typer.Option(Fals
 @app.command("publish")
 def publish_command(
     organization: str = ORG,
-    channel: list[str] = typer.Option(
-        list(workspace.CHANNELS), "--channel", help="Repeat; run in the order brand, website, app."
+    channel: list[str] | None = typer.Option(
+        None, "--channel", help="Repeat; run in the order brand, website, app (default: all)."
     ),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JSON,
 ) -> int:
     """Publish, verify each channel with a fresh read, stop at the first failure (exit 1)."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.branding import minisites, publishing, workspace
+    from gymctl.config import get_settings
+    from gymctl.db import session_factory, session_scope
+    from gymctl.providers.storage import storage_from_settings
+
+    channel = channel or list(workspace.CHANNELS)
     settings = get_settings()
     with session_scope() as session:
         gym = resolve_organization(session, organization)
@@ -198,8 +213,13 @@ def publish_command(
 
 @app.command("unpublish")
 def unpublish_command(
-    organization: str = ORG, channel: str = CHANNEL, as_json: bool = typer.Option(False, "--json")
+    organization: str = ORG, channel: str = CHANNEL, as_json: bool = JSON
 ) -> None:
+    """Take a channel's live revision down."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.branding import publishing, workspace
+    from gymctl.db import session_scope
+
     step = {
         "brand": publishing.unpublish_brand,
         "website": publishing.unpublish_website,
@@ -221,9 +241,15 @@ def restore_command(
     revision: int | None = typer.Option(
         None, "--revision", help="A published revision (app: version); default: the live one."
     ),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JSON,
 ) -> None:
     """Bring a published revision back into the draft (publish it to make it live)."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.branding import publishing, workspace
+    from gymctl.config import get_settings
+    from gymctl.db import session_scope
+    from gymctl.providers.storage import storage_from_settings
+
     if channel not in workspace.CHANNELS:
         raise DomainError("channel_unknown", "channels: brand, website, app", status=404)
     store = storage_from_settings(get_settings())
@@ -244,8 +270,16 @@ def restore_command(
 def show_command(
     organization: str = ORG,
     schema: str = typer.Option("4", "--schema", help="1 to 4 (what an installed app asks)."),
+    as_json: bool = typer.Option(
+        True, "--json", help="Accepted for uniformity: this read is JSON either way."
+    ),
 ) -> None:
     """The public branding read (JSON), exactly as GET /public/organizations/:id/branding."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.branding.published import public_branding
+    from gymctl.db import session_scope
+    from gymctl.versioning import payload_schema
+
     version = payload_schema(schema, parameter="schema")
     with session_scope() as session:
         gym = resolve_organization(session, organization)
@@ -255,8 +289,13 @@ def show_command(
 
 
 @app.command("minisite")
-def minisite_command(organization: str = ORG, as_json: bool = typer.Option(False, "--json")):
+def minisite_command(organization: str = ORG, as_json: bool = JSON):
     """The minisite's address, host and whether it is live."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.branding import minisites
+    from gymctl.config import get_settings
+    from gymctl.db import session_scope
+
     settings = get_settings()
     with session_scope() as session:
         gym = resolve_organization(session, organization)

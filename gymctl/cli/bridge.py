@@ -9,27 +9,10 @@ import threading
 import typer
 
 from gymctl import clock
-from gymctl.access.gyms import resolve_organization
-from gymctl.bridge import entity_map, queue
-from gymctl.bridge.client import Throttle
-from gymctl.bridge.connection import (
-    connect,
-    describe,
-    disconnect,
-    find_connection,
-    import_roster,
-    open_client,
-    require_connection,
-)
-from gymctl.bridge.dispatcher import Policy, organization_lock, process_label, run_dispatcher
-from gymctl.cli.output import err_console, print_json, render_mapping, render_rows
-from gymctl.config import get_settings
-from gymctl.db import get_engine, session_factory, session_scope
+from gymctl.cli.output import JSON, choice, err_console, print_json, render_mapping, render_rows
 from gymctl.errors import DomainError
-from gymctl.models.bridge import EntityType, OpStatus, Origin
 
 app = typer.Typer(no_args_is_help=True)
-JSON = typer.Option(False, "--json", help="Machine output.")
 
 
 @app.command("status")
@@ -37,6 +20,11 @@ def status(
     organization: str = typer.Argument(..., help="Organization id or slug."), as_json: bool = JSON
 ) -> None:
     """Connection, queue depth by status, oldest pending age, parked count, last run."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.bridge import queue
+    from gymctl.bridge.connection import describe, find_connection
+    from gymctl.db import session_scope
+
     with session_scope() as session:
         gym = resolve_organization(session, organization)
         report = {
@@ -67,11 +55,20 @@ def status(
 @app.command("ops")
 def ops(
     organization: str = typer.Argument(..., help="Organization id or slug."),
-    status_filter: OpStatus | None = typer.Option(None, "--status", help="Only this status."),
+    status_filter: str | None = typer.Option(
+        None, "--status", help="Only this status: pending, failed, parked, ..."
+    ),
     limit: int = typer.Option(100, "--limit", "-n", min=1, max=1000),
     as_json: bool = JSON,
 ) -> None:
     """The organization's sync ops in queue order (no payloads: they hold personal data)."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.bridge import queue
+    from gymctl.db import session_scope
+    from gymctl.models.bridge import OpStatus
+
+    if status_filter is not None:
+        status_filter = choice(OpStatus, status_filter, "--status")
     with session_scope() as session:
         gym = resolve_organization(session, organization)
         rows = [
@@ -89,6 +86,9 @@ def ops(
 @app.command("retry")
 def retry(op_id: int = typer.Argument(..., help="Sync op id."), as_json: bool = JSON) -> None:
     """A parked op (or one backing off) back to pending now."""
+    from gymctl.bridge import queue
+    from gymctl.db import session_scope
+
     with session_scope() as session:
         row = queue.describe(queue.retry(session, op_id, now=clock.now()))
     render_mapping(row, title=f"op {op_id}", as_json=as_json)
@@ -97,6 +97,9 @@ def retry(op_id: int = typer.Argument(..., help="Sync op id."), as_json: bool = 
 @app.command("dismiss")
 def dismiss(op_id: int = typer.Argument(..., help="Sync op id."), as_json: bool = JSON) -> None:
     """Give a parked op up: never sent, and its aggregate moves on."""
+    from gymctl.bridge import queue
+    from gymctl.db import session_scope
+
     with session_scope() as session:
         row = queue.describe(queue.dismiss(session, op_id, now=clock.now()))
     render_mapping(row, title=f"op {op_id}", as_json=as_json)
@@ -109,6 +112,10 @@ def dispatch(
     as_json: bool = JSON,
 ) -> None:
     """Run a dispatcher (any number may run, on any machines) until SIGTERM/SIGINT."""
+    from gymctl.bridge.dispatcher import Policy, process_label, run_dispatcher
+    from gymctl.config import get_settings
+    from gymctl.db import get_engine
+
     settings = get_settings()
     settings.check()
     if not settings.bridge_api_url:
@@ -140,6 +147,11 @@ def connect_command(
 ) -> None:
     """Read the api-key from standard input (never an argument: shells keep history), check it
     with a real call and store it encrypted."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.bridge.connection import connect, describe
+    from gymctl.config import get_settings
+    from gymctl.db import session_scope
+
     api_key = (
         typer.prompt("api-key", hide_input=True) if sys.stdin.isatty() else sys.stdin.readline()
     )
@@ -164,6 +176,10 @@ def disconnect_command(
     organization: str = typer.Argument(..., help="Organization id or slug."), as_json: bool = JSON
 ) -> None:
     """Revoke the connection: the key and the stored external roster are purged."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.bridge.connection import describe, disconnect
+    from gymctl.db import session_scope
+
     with session_scope() as session:
         gym = resolve_organization(session, organization)
         row = describe(disconnect(session, gym.id, now=clock.now()))
@@ -176,6 +192,13 @@ def import_command(
 ) -> None:
     """Read the external roster (no phone numbers kept) and link members by email (origin
     import). Waits for the organization's dispatcher to let go, to keep to its rate."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.bridge.client import Throttle
+    from gymctl.bridge.connection import import_roster, open_client, require_connection
+    from gymctl.bridge.dispatcher import organization_lock
+    from gymctl.config import get_settings
+    from gymctl.db import get_engine, session_factory, session_scope
+
     settings = get_settings()
     engine = get_engine(settings.resolved_database_url)
     with session_scope(session_factory(engine)) as session:
@@ -194,12 +217,18 @@ def import_command(
 @app.command("link")
 def link_command(
     organization: str = typer.Argument(..., help="Organization id or slug."),
-    entity_type: EntityType = typer.Argument(..., help="member, schedule, staff, ..."),
+    entity_type: str = typer.Argument(..., help="member, schedule, staff, ..."),
     platform_id: str = typer.Argument(..., help="The platform entity's id."),
     external_id: str = typer.Argument(..., help="The external entity's id."),
     as_json: bool = JSON,
 ) -> None:
     """Link by hand (origin manual), e.g. to settle an identity_conflict before a retry."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.bridge import entity_map
+    from gymctl.db import session_scope
+    from gymctl.models.bridge import EntityType, Origin
+
+    entity_type = choice(EntityType, entity_type, "ENTITY_TYPE")
     with session_scope() as session:
         gym = resolve_organization(session, organization)
         row = entity_map.describe(

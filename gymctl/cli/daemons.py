@@ -3,15 +3,12 @@ ledger of runs."""
 
 from __future__ import annotations
 
-import typer
-from sqlalchemy import select
+import json
+from typing import Any
 
-from daemons.jobs import JOBS
-from daemons.runner import configure_logging, run_daemons
-from gymctl.cli.output import render_rows
-from gymctl.config import get_settings
-from gymctl.db import get_engine, session_factory, session_scope
-from gymctl.models import JobRun
+import typer
+
+from gymctl.cli.output import JSON, render_rows
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -32,6 +29,9 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Machine output (with --once)."),
 ) -> None:
     """Run the daemons until SIGTERM/SIGINT, or each job once with --once."""
+    from daemons.runner import configure_logging, run_daemons
+    from gymctl.config import get_settings
+
     settings = get_settings()
     configure_logging(settings)
     outcomes = run_daemons(job, once, settings, interval_seconds=interval)
@@ -48,8 +48,10 @@ def run(
 
 
 @app.command("list")
-def list_jobs(as_json: bool = typer.Option(False, "--json", help="Machine output.")) -> None:
+def list_jobs(as_json: bool = JSON) -> None:
     """The table of jobs and their intervals."""
+    from daemons.jobs import JOBS
+
     rows = [
         {"name": job.name, "interval": job.interval_seconds, "description": job.description}
         for job in JOBS
@@ -61,9 +63,15 @@ def list_jobs(as_json: bool = typer.Option(False, "--json", help="Machine output
 def runs(
     limit: int = typer.Option(20, "--limit", "-n", min=1, help="How many runs, newest first."),
     job: str | None = typer.Option(None, "--job", metavar="NAME", help="Only this job."),
-    as_json: bool = typer.Option(False, "--json", help="Machine output."),
+    as_json: bool = JSON,
 ) -> None:
     """The last runs recorded in the job_runs ledger, newest first."""
+    from sqlalchemy import select
+
+    from gymctl.config import get_settings
+    from gymctl.db import get_engine, session_factory, session_scope
+    from gymctl.models import JobRun
+
     query = select(JobRun).order_by(JobRun.started_at.desc(), JobRun.tick.desc()).limit(limit)
     if job:
         query = query.where(JobRun.job_name == job)
@@ -77,7 +85,7 @@ def runs(
                 "started": run.started_at,
                 "finished": run.finished_at,
                 "status": run.status,
-                "result": run.result,
+                "result": _decoded(run.result),
             }
             for run in session.scalars(query)
         ]
@@ -87,3 +95,12 @@ def runs(
         title="daemon runs",
         as_json=as_json,
     )
+
+
+def _decoded(result: str | None) -> Any:
+    """The ledger keeps a job's result as JSON text: --json shows it as JSON, not as a string
+    holding JSON. A failed run's message is plain text and stays so."""
+    try:
+        return json.loads(result) if result else result
+    except ValueError:
+        return result

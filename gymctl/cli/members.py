@@ -7,13 +7,7 @@ from pathlib import Path
 import typer
 from rich.progress import Progress
 
-from gymctl import clock
-from gymctl.access.gyms import resolve_organization
-from gymctl.access.memberships import owner_of
-from gymctl.access.registrations import Registrar, import_members, parse_members_csv
-from gymctl.access.trail import resolve_user
-from gymctl.cli.output import console, print_json, render_rows
-from gymctl.db import session_scope
+from gymctl.cli.output import JSON, console, print_json, render_rows
 from gymctl.errors import DomainError
 
 app = typer.Typer(no_args_is_help=True)
@@ -26,10 +20,17 @@ def import_command(
     staff: str | None = typer.Option(
         None, "--staff", help="Recorded as the registering staff (default: the gym's owner)."
     ),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JSON,
 ) -> None:
     """Create an active member per row (rows without a login show as Unproven until the person
     signs in). Refused up front, creating nothing, over the tier's active-member cap."""
+    from gymctl import clock
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.access.memberships import owner_of
+    from gymctl.access.registrations import Registrar, import_members, parse_members_csv
+    from gymctl.access.trail import resolve_user
+    from gymctl.db import session_scope
+
     rows = parse_members_csv(file.read_text(encoding="utf-8"))
     with session_scope() as session:
         gym = resolve_organization(session, organization)

@@ -6,26 +6,22 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gymctl import clock
-from gymctl.cli.output import err_console, print_json, render_mapping, render_rows
-from gymctl.config import get_settings
-from gymctl.db import session_scope
+from gymctl.cli.output import JSON, err_console, print_json, render_mapping, render_rows
 from gymctl.errors import DomainError
-from gymctl.movements import cues, discovery, jobs, merge, ranking, seed, thumbnails
-from gymctl.movements.duplicates import DEFAULT_LIMIT, alias_collisions, duplicates_report
-from gymctl.movements.embeddings import threshold_for
-from gymctl.movements.services import Library, library_from_settings
+
+if TYPE_CHECKING:
+    from gymctl.movements.services import Library
 
 app = typer.Typer(no_args_is_help=True)
 video = typer.Typer(no_args_is_help=True, help="Video candidates: discover, rank, verify, demote.")
 app.add_typer(video, name="video")
 
-JSON = typer.Option(False, "--json", help="Machine output.")
 DRY_RUN = typer.Option(False, "--dry-run", help="Report what would change; write nothing.")
 
 
@@ -51,6 +47,9 @@ def bars() -> Iterator[Bars]:
 
 
 def _library() -> Library:
+    from gymctl.config import get_settings
+    from gymctl.movements.services import library_from_settings
+
     return library_from_settings(get_settings())
 
 
@@ -69,6 +68,9 @@ def seed_command(
     as_json: bool = JSON,
 ) -> None:
     """Upsert the canonical library by slug from a library file in object storage."""
+    from gymctl.db import session_scope
+    from gymctl.movements import seed
+
     library = _library()
     with bars() as progress, session_scope() as session:
         result = seed.seed_library(
@@ -86,9 +88,17 @@ def seed_command(
 
 @app.command("duplicates")
 def duplicates_command(
-    limit: int = typer.Option(DEFAULT_LIMIT, "--limit", min=1), as_json: bool = JSON
+    limit: int | None = typer.Option(
+        None, "--limit", min=1, help="Pairs to show (default: the report's own limit)."
+    ),
+    as_json: bool = JSON,
 ) -> None:
     """Candidate duplicate pairs and alias collisions (a report; writes nothing)."""
+    from gymctl.db import session_scope
+    from gymctl.movements.duplicates import DEFAULT_LIMIT, duplicates_report
+    from gymctl.movements.embeddings import threshold_for
+
+    limit = DEFAULT_LIMIT if limit is None else limit
     library = _library()
     model = library.embedder.model
     with session_scope() as session:
@@ -145,6 +155,9 @@ def merge_command(
     as_json: bool = JSON,
 ) -> None:
     """Merge losers into winners: references repointed, names folded into aliases, audited."""
+    from gymctl.db import session_scope
+    from gymctl.movements import merge
+
     library = _library()
     parsed = [_pair(p) for p in pairs]
     with bars() as progress, session_scope() as session:
@@ -162,6 +175,9 @@ def merge_command(
 @app.command("alias-collisions")
 def alias_collisions_command(as_json: bool = JSON) -> None:
     """Folded terms that more than one canonical movement holds."""
+    from gymctl.db import session_scope
+    from gymctl.movements.duplicates import alias_collisions
+
     with session_scope() as session:
         collisions = alias_collisions(session)
     if as_json:
@@ -178,6 +194,9 @@ def alias_change_command(
     as_json: bool = JSON,
 ) -> None:
     """Remove every spelling of a term from a movement's aliases (audited, re-embedded)."""
+    from gymctl.db import session_scope
+    from gymctl.movements import merge
+
     library = _library()
     with session_scope() as session:
         result = merge.alias_change(
@@ -209,6 +228,9 @@ def discover_command(
 
 
 def _discover(limit, slug, ids, force, progress) -> dict[str, Any]:
+    from gymctl.db import session_scope
+    from gymctl.movements import discovery
+
     library = _library()
     with session_scope() as session:
         return discovery.discover(
@@ -225,6 +247,9 @@ def _discover(limit, slug, ids, force, progress) -> dict[str, Any]:
 
 
 def _rank(dry_run, limit, slug, include_uncovered, progress) -> dict[str, Any]:
+    from gymctl.db import session_scope
+    from gymctl.movements import ranking
+
     library = _library()
     with session_scope() as session:
         return ranking.rank(
@@ -299,6 +324,9 @@ def refresh_command(
 @video.command("verify")
 def verify_command(movement_id: uuid.UUID, as_json: bool = JSON) -> None:
     """Mark the movement's current video reviewed-good."""
+    from gymctl.db import session_scope
+    from gymctl.movements import ranking
+
     with session_scope() as session:
         result = ranking.verify(session, movement_id, now=clock.now())
     _show(result, as_json, "verified")
@@ -307,6 +335,9 @@ def verify_command(movement_id: uuid.UUID, as_json: bool = JSON) -> None:
 @video.command("demote")
 def demote_command(movement_id: uuid.UUID, as_json: bool = JSON) -> None:
     """Reject the current video; the next scored candidate above the threshold replaces it."""
+    from gymctl.db import session_scope
+    from gymctl.movements import ranking
+
     library = _library()
     with session_scope() as session:
         result = ranking.demote(session, movement_id, library.settings, now=clock.now())
@@ -321,6 +352,9 @@ def cues_command(
     as_json: bool = JSON,
 ) -> None:
     """Write cues (3), common faults (2) and scaling options (2) with the chat model."""
+    from gymctl.db import session_scope
+    from gymctl.movements import cues
+
     library = _library()
     with bars() as progress, session_scope() as session:
         result = cues.write_cues(
@@ -341,6 +375,9 @@ def thumbnails_command(
     as_json: bool = JSON,
 ) -> None:
     """Generate missing thumbnails into the public images bucket."""
+    from gymctl.db import session_scope
+    from gymctl.movements import thumbnails
+
     library = _library()
     reason = thumbnails.disabled_reason(library.settings, library.images)
     if reason or library.images is None:
@@ -380,6 +417,9 @@ def jobs_command(
     as_json: bool = JSON,
 ) -> None:
     """The queued, running and finished library jobs, newest first."""
+    from gymctl.db import session_scope
+    from gymctl.movements import jobs
+
     with session_scope() as session:
         rows = jobs.list_jobs(session, queue=queue, status=status)
     render_rows(
@@ -388,7 +428,16 @@ def jobs_command(
 
 
 @app.command("job")
-def job_command(queue: str, job_id: uuid.UUID) -> None:
+def job_command(
+    queue: str,
+    job_id: uuid.UUID,
+    as_json: bool = typer.Option(
+        True, "--json", help="Accepted for uniformity: this read is JSON either way."
+    ),
+) -> None:
     """One job and its return value (JSON)."""
+    from gymctl.db import session_scope
+    from gymctl.movements import jobs
+
     with session_scope() as session:
         print_json(jobs.get_job(session, queue, job_id))

@@ -4,16 +4,22 @@ messages to stderr."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
+import typer
 from rich.console import Console
 from rich.table import Table
 
 console = Console()
 err_console = Console(stderr=True)
+JSON = typer.Option(False, "--json", help="Machine output; a refusal is JSON too.")
+_ID_NAME = re.compile(r"(^|_)id$|[a-z]Id$|^ids?$")
+_UUID = re.compile(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", re.IGNORECASE)
 
 
 def _default(value: Any) -> Any:
@@ -22,6 +28,16 @@ def _default(value: Any) -> Any:
     if isinstance(value, UUID):
         return str(value)
     return str(value)
+
+
+def choice(enum: type[StrEnum], value: str, param: str) -> Any:
+    """`value` as a member of `enum`, or a usage error naming the choices: for the enums that
+    live beside their tables, which a command imports only when it runs."""
+    try:
+        return enum(value)
+    except ValueError:
+        choices = ", ".join(member.value for member in enum)
+        raise typer.BadParameter(f"{value!r} is not one of: {choices}", param_hint=param) from None
 
 
 def print_json(data: Any) -> None:
@@ -39,12 +55,43 @@ def render_rows(
     if as_json:
         print_json(rows)
         return
+    cells = [
+        ["" if row.get(c) is None else str(_default(row.get(c))) for c in columns] for row in rows
+    ]
+    # An id is pasted into the next command: a column showing ids is exactly as wide as the
+    # longest (rich then narrows the other columns), so no id is split or cut with an
+    # ellipsis. When the ids cannot fit side by side in the terminal, each row is printed as
+    # `column: value` lines instead (as psql's expanded display does).
+    widths = [_id_width(column, [line[i] for line in cells]) for i, column in enumerate(columns)]
+    if sum((width or 4) + 3 for width in widths) + 1 > console.width:
+        _render_records(cells, columns, title)
+        return
     table = Table(title=title)
-    for column in columns:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*("" if row.get(c) is None else str(_default(row.get(c))) for c in columns))
+    for column, width in zip(columns, widths, strict=True):
+        table.add_column(column, overflow="fold", width=width or None)
+    for line in cells:
+        table.add_row(*line)
     console.print(table)
+
+
+def _render_records(cells: list[list[str]], columns: Sequence[str], title: str | None) -> None:
+    if title:
+        console.print(title, style="italic", markup=False, highlight=False)
+    for line in cells:
+        console.print()
+        for column, value in zip(columns, line, strict=True):
+            console.print(f"{column}: {value}", soft_wrap=True, markup=False, highlight=False)
+
+
+def _id_width(column: str, values: Sequence[str]) -> int:
+    """The width that shows the column's longest id whole (0: it shows none). Ids are every
+    word of a column named like one, else the words that hold a UUID (`member:<uuid>`)."""
+    named = _ID_NAME.search(column) is not None
+    longest = max(
+        (len(word) for value in values for word in value.split() if named or _UUID.search(word)),
+        default=0,
+    )
+    return longest and max(longest, len(column))
 
 
 def render_mapping(

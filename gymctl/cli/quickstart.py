@@ -5,30 +5,30 @@ from __future__ import annotations
 import typer
 from rich.panel import Panel
 
-from gymctl import clock, migrate
-from gymctl.access.invitations import Outreach
-from gymctl.access.memberships import membership_of
-from gymctl.billing.demo import seed_demo_billing
-from gymctl.branding.demo import publish_demo_brand
-from gymctl.branding.minisites import minisite_url
-from gymctl.cli.output import console, print_json, render_rows
-from gymctl.config import get_settings
-from gymctl.crypto import billing_cipher
-from gymctl.db import session_factory, session_scope
-from gymctl.identity.dev_keys import ensure_signing_key, mint_dev_token
-from gymctl.providers.card import card_provider_from_settings
-from gymctl.providers.identity_admin import identity_admin_from_settings
-from gymctl.providers.mail import mailer_from_settings
-from gymctl.providers.storage import storage_from_settings
-from gymctl.quickstart import DEMO_SLUG, demo_invitation, demo_logo, seed_demo_gym
+from gymctl.cli.output import JSON, console, print_json, render_rows
 
 
 def quickstart(
     port: int = typer.Option(8000, help="Port shown in the curl line (`gymctl serve --port`)."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JSON,
 ) -> None:
     """Create GYMCTL_HOME, migrate, seed a demo gym, run each sweep once, print a dev token."""
     from daemons.runner import run_daemons
+    from gymctl import clock, migrate
+    from gymctl.access.invitations import Outreach
+    from gymctl.access.memberships import membership_of
+    from gymctl.billing.demo import seed_demo_billing
+    from gymctl.branding.demo import publish_demo_brand
+    from gymctl.branding.minisites import minisite_url
+    from gymctl.config import get_settings
+    from gymctl.crypto import billing_cipher
+    from gymctl.db import session_factory, session_scope
+    from gymctl.identity.dev_keys import ensure_signing_key, mint_dev_token
+    from gymctl.providers.card import card_provider_from_settings
+    from gymctl.providers.identity_admin import identity_admin_from_settings
+    from gymctl.providers.mail import mailer_from_settings
+    from gymctl.providers.storage import storage_from_settings
+    from gymctl.quickstart import DEMO_SLUG, demo_invitation, demo_logo, seed_demo_gym
 
     settings = get_settings()
     settings.check()

@@ -8,21 +8,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from sqlalchemy.orm import Session
 
 from gymctl import clock
-from gymctl.access.gyms import resolve_organization
-from gymctl.cli.output import err_console, print_json, render_mapping, render_rows
-from gymctl.config import get_settings
-from gymctl.db import session_factory, session_scope
+from gymctl.cli.output import JSON, err_console, print_json, render_mapping, render_rows
 from gymctl.errors import DomainError
-from gymctl.providers.storage import storage_from_settings
-from gymctl.releases import branded_apps, candidates, evidence, operations, switches
-from gymctl.releases.build_input import build_input
-from gymctl.releases.requests import open_request
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 app = typer.Typer(no_args_is_help=True)
 apps = typer.Typer(no_args_is_help=True, help="The gym's dedicated app mapping (immutable).")
@@ -31,13 +26,14 @@ app.add_typer(apps, name="app")
 app.add_typer(candidate_app, name="candidate")
 
 ORG = typer.Argument(..., help="Organization id or slug.")
-JSON = typer.Option(False, "--json", help="Machine output.")
 DRY_RUN = typer.Option(False, "--dry-run", help="Do it, show the result, roll it back.")
 
 
 @contextmanager
 def _unit(dry_run: bool = False) -> Iterator[Session]:
     """`session_scope`, or with --dry-run the same work rolled back."""
+    from gymctl.db import session_factory, session_scope
+
     if not dry_run:
         with session_scope() as session:
             yield session
@@ -68,6 +64,11 @@ def create_command(
     dry_run: bool = DRY_RUN,
 ) -> None:
     """Map the gym to its dedicated app; the IDs and link slug can never change afterwards."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.config import get_settings
+    from gymctl.releases import branded_apps
+    from gymctl.releases.requests import open_request
+
     settings = get_settings()
     with _unit(dry_run) as session:
         gym = resolve_organization(session, organization)
@@ -87,6 +88,10 @@ def create_command(
 
 @apps.command("show")
 def show_command(organization: str = ORG, as_json: bool = JSON) -> None:
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.config import get_settings
+    from gymctl.releases import branded_apps
+
     settings = get_settings()
     with _unit(dry_run=False) as session:
         gym = resolve_organization(session, organization)
@@ -115,6 +120,10 @@ def configure_command(
     dry_run: bool = DRY_RUN,
 ) -> None:
     """Operator settings of the app; a change is a new config revision."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.config import get_settings
+    from gymctl.releases import branded_apps
+
     given = {
         "appleTeamId": apple_team_id,
         "androidCertSha256": [c.upper() for c in android_cert_sha256 or []] or None,
@@ -137,6 +146,9 @@ def configure_command(
 
 
 def _enable(organization: str, enabled: bool, as_json: bool) -> None:
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.releases import branded_apps
+
     with _unit() as session:
         gym = resolve_organization(session, organization)
         row = branded_apps.set_enabled(session, gym.id, enabled, now=clock.now())
@@ -162,11 +174,18 @@ def disable_command(organization: str = ORG, as_json: bool = JSON) -> None:
 @app.command("switch")
 def switch_command(
     organization: str = ORG,
-    name: str = typer.Argument(..., help=", ".join(switches.SWITCHES)),
+    name: str = typer.Argument(
+        ...,
+        help="member-app-release-tracker, member-app-internal-upload-assistance or "
+        "member-app-hermes-assistance.",
+    ),
     state: str = typer.Argument(..., help="on or off"),
     as_json: bool = JSON,
 ) -> None:
     """Enable or disable a release feature switch for one gym (all are off by default)."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.releases import switches
+
     if state not in ("on", "off"):
         raise DomainError("feature_switch_state_invalid", "state is on or off")
     with _unit() as session:
@@ -181,6 +200,11 @@ def switch_command(
 @app.command("build-input")
 def build_input_command(organization: str = ORG, as_json: bool = JSON) -> None:
     """The build input {app, brand, submission, assets, assetDownloads}; URLs are signed now."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.config import get_settings
+    from gymctl.providers.storage import storage_from_settings
+    from gymctl.releases.build_input import build_input
+
     settings = get_settings()
     with _unit() as session:
         gym = resolve_organization(session, organization)
@@ -214,6 +238,11 @@ def candidate_create_command(
     dry_run: bool = DRY_RUN,
 ) -> None:
     """Take an immutable snapshot; it replaces the current candidate."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.config import get_settings
+    from gymctl.providers.storage import storage_from_settings
+    from gymctl.releases import candidates
+
     settings = get_settings()
     with _unit(dry_run) as session:
         gym = resolve_organization(session, organization)
@@ -235,6 +264,9 @@ def candidate_create_command(
 @candidate_app.command("show")
 def candidate_show_command(organization: str = ORG, as_json: bool = JSON) -> None:
     """The current candidate (superseding it first if a publish, config or intake moved on)."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.releases import candidates
+
     with _unit() as session:
         gym = resolve_organization(session, organization)
         _, candidate = candidates.require_current(session, gym.id, now=clock.now())
@@ -248,12 +280,18 @@ def candidate_show_command(organization: str = ORG, as_json: bool = JSON) -> Non
 @app.command("dispatch")
 def dispatch_command(
     organization: str = ORG,
-    kind: str = typer.Option(..., "--kind", help=", ".join(operations.KINDS)),
+    kind: str = typer.Option(
+        ..., "--kind", help="build, internal_upload, smoke or production_review."
+    ),
     platform: str = typer.Option(..., "--platform", help="ios or android"),
     as_json: bool = JSON,
 ) -> None:
     """Dispatch the protected workflow for the current candidate: prints the operation id and
     the single-use dispatch nonce (shown only now) to pass as its inputs."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.config import get_settings
+    from gymctl.releases import operations
+
     settings = get_settings()
     with _unit() as session:
         gym = resolve_organization(session, organization)
@@ -268,7 +306,12 @@ def dispatch_command(
 def record_command(
     organization: str = ORG,
     platform: str = typer.Option(..., "--platform", help="ios or android"),
-    result: str = typer.Option(..., "--result", help=", ".join(evidence.OBSERVED)),
+    result: str = typer.Option(
+        ...,
+        "--result",
+        help="store_review_submitted, store_review_approved, store_review_rejected or "
+        "publicly_released.",
+    ),
     observed_at: datetime | None = typer.Option(
         None, "--observed-at", help="When you saw it in the store console (UTC; default now)."
     ),
@@ -277,6 +320,9 @@ def record_command(
     dry_run: bool = DRY_RUN,
 ) -> None:
     """Record a store-review or public-release result observed by hand in the store console."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.releases import candidates, evidence
+
     now = clock.now()
     # Typer parses a naive time: the console's times are taken as UTC.
     seen = observed_at.replace(tzinfo=UTC) if observed_at is not None else now

@@ -8,7 +8,6 @@ import sys
 import typer
 
 from gymctl.cli.output import err_console
-from gymctl.config import get_settings
 
 
 def serve(
@@ -18,6 +17,8 @@ def serve(
     timeout: int = typer.Option(30, help="Seconds before a silent worker is restarted."),
 ) -> None:
     """Serve the webhooks and the client API with gunicorn."""
+    from gymctl.config import get_settings
+
     get_settings().check()
     err_console.print(f"serving on http://{host}:{port} with {workers} worker(s)")
     argv = [

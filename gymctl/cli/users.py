@@ -9,13 +9,7 @@ import typer
 from rich.panel import Panel
 from rich.text import Text
 
-from gymctl import clock
-from gymctl.access.ownership import mark_email_verified
-from gymctl.access.trail import ownership_trail, resolve_user
-from gymctl.cli.output import console, print_json, render_rows
-from gymctl.config import get_settings
-from gymctl.db import session_scope
-from gymctl.identity.dev_keys import mint_dev_token
+from gymctl.cli.output import JSON, console, print_json, render_rows
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -24,9 +18,13 @@ app = typer.Typer(no_args_is_help=True)
 def dev_token(
     identity_id: str = typer.Argument(..., help="Identity subject, e.g. user_demo_coach."),
     hours: float = typer.Option(12, help="Lifetime of the token."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JSON,
 ) -> None:
     """Mint a session token signed with the embedded default's local key (not in production)."""
+    from gymctl import clock
+    from gymctl.config import get_settings
+    from gymctl.identity.dev_keys import mint_dev_token
+
     token = mint_dev_token(
         get_settings(), identity_id, now=clock.now(), lifetime=timedelta(hours=hours)
     )
@@ -39,9 +37,12 @@ def dev_token(
 @app.command("ownership-trail")
 def ownership_trail_command(
     user: str = typer.Argument(..., help="Database id (UUID) or identity subject (user_...)."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JSON,
 ) -> None:
     """Show who owns an account: sign-up origin, sessions, join forms, consents, events."""
+    from gymctl.access.trail import ownership_trail, resolve_user
+    from gymctl.db import session_scope
+
     with session_scope() as session:
         trail = ownership_trail(session, resolve_user(session, user))
     if as_json:
@@ -106,9 +107,14 @@ def mark_email_verified_command(
     operator: str = typer.Option(
         ..., "--operator", help="Who confirmed ownership out of band (recorded in the trail)."
     ),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JSON,
 ) -> None:
     """Confirm a person owns their address; their next /users/me links or activates."""
+    from gymctl import clock
+    from gymctl.access.ownership import mark_email_verified
+    from gymctl.access.trail import resolve_user
+    from gymctl.db import session_scope
+
     with session_scope() as session:
         person = resolve_user(session, user)
         changed = mark_email_verified(

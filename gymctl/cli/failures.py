@@ -1,0 +1,108 @@
+"""How a command that did not succeed ends: one place, so every command behaves the same.
+
+- a usage mistake (unknown command, missing or bad argument or option, missing file): one line on
+  stderr, exit 2;
+- a configuration problem: every problem found, exit 2;
+- a refusal (DomainError): its code and message, exit 1;
+- a crash: one line naming the log file that holds the traceback, exit 70 (EX_SOFTWARE).
+
+With `--json` the same answer is one JSON object `{"code", "message", ...}` on stdout, so a
+script reads one document whatever happened and tells success by the exit status.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from gymctl.errors import ConfigError, DomainError
+
+USAGE, REFUSED, CRASHED = 2, 1, 70
+# Typer 0.29 raises its own copy of click's exceptions; older versions raise click's. Only the
+# modules already imported can have raised one.
+_CLICK_MODULES = ("click.exceptions", "typer._click.exceptions", "typer.exceptions")
+
+
+def _click_types(name: str) -> tuple[type, ...]:
+    return tuple(
+        getattr(sys.modules[module], name)
+        for module in _CLICK_MODULES
+        if module in sys.modules and hasattr(sys.modules[module], name)
+    )
+
+
+def report(error: BaseException, argv: list[str], *, as_json: bool) -> int:
+    """Tell the operator what went wrong and return the exit status."""
+    if isinstance(error, DomainError):
+        return _tell(as_json, REFUSED, f"error {error.code}: {error.message}", error.to_json())
+    if isinstance(error, ConfigError):
+        lines = "\n".join(f"  - {problem}" for problem in error.problems)
+        return _tell(
+            as_json,
+            USAGE,
+            f"configuration error: {len(error.problems)} problem(s):\n{lines}",
+            {"code": "configuration_error", "message": str(error), "problems": error.problems},
+        )
+    if isinstance(error, _click_types("Abort")):
+        return _tell(as_json, REFUSED, "aborted", {"code": "aborted", "message": "aborted"})
+    if isinstance(error, _click_types("NoArgsIsHelpError")):
+        # A group named without a command: its help (rich has printed it already, plain click
+        # carries it in the message).
+        if error.format_message().strip():
+            print(error.format_message(), file=sys.stderr)  # noqa: T201
+        return USAGE
+    if isinstance(error, _click_types("ClickException")):
+        message = " ".join(error.format_message().split())
+        ctx = getattr(error, "ctx", None)
+        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        return _tell(
+            as_json, USAGE, f"usage error: {message}{hint}",
+            {"code": "usage_error", "message": message},
+        )  # fmt: skip
+    log = _write_crash_log(error, argv)
+    summary = f"{type(error).__name__}: {error}".splitlines()[0]
+    return _tell(
+        as_json,
+        CRASHED,
+        f"gymctl crashed ({summary}); the traceback is in {log}",
+        {"code": "internal_error", "message": summary, "log": str(log)},
+    )
+
+
+def _tell(as_json: bool, status: int, line: str, body: dict[str, Any]) -> int:
+    if as_json:
+        print(json.dumps(body, default=str, indent=2))  # noqa: T201
+    else:
+        print(line, file=sys.stderr)  # noqa: T201
+    return status
+
+
+def _write_crash_log(error: BaseException, argv: list[str]) -> Path:
+    """Append the traceback to GYMCTL_HOME/logs/gymctl-cli-crashes.log (the temporary folder if
+    the home cannot be written: a crash must still say where its traceback went)."""
+    entry = f"--- {datetime.now(UTC).isoformat()} gymctl {' '.join(argv)}\n" + "".join(
+        traceback.format_exception(error)
+    )
+    try:
+        from gymctl.config import get_settings
+
+        home = get_settings().home
+    except Exception:  # the settings themselves may be what is broken
+        home = Path(os.environ.get("GYMCTL_HOME") or ".gymctl")
+    for folder in (home / "logs", Path(tempfile.gettempdir())):
+        path = folder / "gymctl-cli-crashes.log"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as log:
+                log.write(entry)
+            return path.resolve()
+        except OSError:
+            continue
+    print(entry, file=sys.stderr)  # noqa: T201 (nowhere to write it: show it)
+    return Path("<stderr>")
