@@ -169,6 +169,8 @@ def advisory_lock(session: Session, name: str, *, wait: bool = True) -> bool:
         result = session.execute(text(f"SELECT {fn}(:key)"), {"key": lock_key(name)}).scalar()
         return True if wait else bool(result)
     lock = _process_lock(name)
+    if lock in session.info.get("gymctl_process_locks", ()) and session.in_transaction():
+        return True  # held by this transaction already: PostgreSQL's xact locks stack too
     if not lock.acquire(blocking=wait):
         return False
     if not session.in_transaction():

@@ -63,6 +63,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("engine", ["postgresql", "sqlite"], indirect=True)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`embedded` on a test that never reaches the engine fixture would run it once, silently
+    on PostgreSQL only: refuse the whole run instead (a test that asks for `committed_pg` is
+    PostgreSQL by its own signature, inside a module marked for both)."""
+    unbound = [
+        item.nodeid
+        for item in items
+        if item.get_closest_marker("embedded")
+        and not {"engine", "committed_pg"} & set(getattr(item, "fixturenames", ()))
+    ]
+    if unbound:
+        raise pytest.UsageError(
+            "marked embedded but not using the engine fixture: " + ", ".join(unbound[:20])
+        )
+
+
 def _pg_admin_url() -> str:
     return os.environ.get("GYMCTL_TEST_DATABASE_URL", DEFAULT_PG)
 

@@ -38,3 +38,19 @@ def test_lock_keys_are_stable_signed_64_bit_integers():
     assert lock_key("daemon:event_relay") == lock_key("daemon:event_relay")
     assert lock_key("a") != lock_key("b")
     assert -(2**63) <= lock_key("x") < 2**63
+
+
+@pytest.mark.embedded
+def test_a_transaction_may_take_its_own_lock_again(engine):
+    """PostgreSQL's transaction-level advisory locks stack: one unit of work that publishes the
+    brand and then the app takes the same lock twice. SQLite's stand-in waited on itself."""
+    factory = session_factory(engine)
+    with factory() as holder, factory() as rival:
+        assert advisory_lock(holder, "test:again", wait=False)
+        assert advisory_lock(holder, "test:again", wait=False)
+        assert advisory_lock(holder, "test:again")
+        assert advisory_lock(rival, "test:again", wait=False) is False
+        rival.rollback()
+        holder.commit()
+        assert advisory_lock(rival, "test:again", wait=False)
+        rival.rollback()
