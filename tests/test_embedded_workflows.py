@@ -183,7 +183,6 @@ def test_classes_bookings_and_notice_on_the_embedded_default(api):
 
 
 def test_brand_publish_on_the_embedded_default(api):
-    answer = api.call(
-        "POST", "/organizations/ORG/brand-workspace/publish", OWNER, 200, json={"channels": ["brand"]}
-    )
+    publish = "/organizations/ORG/brand-workspace/publish"
+    answer = api.call("POST", publish, OWNER, 200, json={"channels": ["brand"]})
     assert answer["results"][0]["result"] in {"verified", "unchanged"}

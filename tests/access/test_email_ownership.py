@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import uuid
 
 import pytest
 from sqlalchemy import func, select
@@ -20,6 +21,8 @@ from gymctl.models import (
 from tests import factories
 from tests.access.conftest import signed_in
 from tests.conftest import NOW
+
+pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
 
 
 def count(session, model, *where):
@@ -47,7 +50,7 @@ def test_desk_registration_creates_an_unproven_profile_then_sign_in_links_it(
     me = client.get("/users/me", headers=pat.headers).json
     assert me["user"]["id"] == created.json["userId"]  # the gym's row now carries the login
     assert me["activeOrganization"]["id"] == str(gym.id)
-    assert session.get(User, created.json["userId"]).identity_id == "user_pat"
+    assert session.get(User, uuid.UUID(created.json["userId"])).identity_id == "user_pat"
     assert count(session, AuditLog, AuditLog.action == "user.linked") == 1
 
 
@@ -56,7 +59,7 @@ def test_an_unproven_login_never_takes_over_the_gym_profile(
 ):
     """Spec A 5.3: the gym-created profile is not linked; /users/me answers 403
     EMAIL_OWNERSHIP_REQUIRED until an operator marks the email verified."""
-    profile_id = desk(client, gym, "pat@example.test").json["userId"]
+    profile_id = uuid.UUID(desk(client, gym, "pat@example.test").json["userId"])
     joiner = signed_in(
         idp, session, identity_id="user_joiner", email="pat@example.test", verified=False
     )
@@ -198,7 +201,7 @@ def test_lead_conversion_makes_an_active_member(client, gym, session):
     )
     assert (again.status_code, again.json["code"]) == (409, "lead_converted")
     membership = session.scalar(
-        select(Membership).where(Membership.user_id == converted.json["userId"])
+        select(Membership).where(Membership.user_id == uuid.UUID(converted.json["userId"]))
     )
     assert membership.status is MembershipStatus.active
 

@@ -24,6 +24,8 @@ from gymctl.providers.mail import read_mailbox
 from tests.access.conftest import signed_in, snapshot
 from tests.conftest import NOW
 
+pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
+
 FUTURE_OWNER = "future.owner@example.test"
 
 

@@ -9,6 +9,8 @@ from gymctl.access.join import create_join_link
 from gymctl.models import Role
 from tests.conftest import NOW
 
+pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
+
 
 @pytest.fixture
 def link(session, gym):

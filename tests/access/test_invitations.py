@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import timedelta
 from urllib.parse import parse_qs, urlparse
 
@@ -24,6 +25,8 @@ from gymctl.providers.mail import read_mailbox
 from tests.access.conftest import signed_in
 from tests.conftest import NOW, WEBHOOK_SECRET
 from tests.providers.test_mail import smtp  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
 
 
 def invite(client, gym, email, role="member", by=Role.owner):
@@ -234,7 +237,7 @@ def test_coaches_revoke_or_resend_only_member_role_invitations(client, gym, sess
         ]
         == "revoked"
     )
-    assert session.get(Invitation, coach_invite["id"]).status is InvitationStatus.pending
+    assert session.get(Invitation, uuid.UUID(coach_invite["id"])).status is InvitationStatus.pending
 
 
 @pytest.mark.parametrize(

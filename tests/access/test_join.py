@@ -29,6 +29,8 @@ from tests import factories
 from tests.access.conftest import signed_in, snapshot
 from tests.conftest import NOW
 
+pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
+
 UA = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) Version/17.1 Mobile/1 Safari/6"
 FROM = {"X-Forwarded-For": "203.0.113.9, 10.0.0.1", "User-Agent": UA}
 

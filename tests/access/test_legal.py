@@ -15,6 +15,8 @@ from tests import factories
 from tests.access.conftest import snapshot
 from tests.conftest import NOW
 
+pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
+
 TYPES = ["terms_of_use", "privacy_policy", "fitness_waiver"]
 UA = "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 Chrome/120.0 Safari"
 

@@ -18,6 +18,8 @@ from gymctl.providers.mail import MailboxMailer
 from tests.access.conftest import snapshot
 from webhooks.app import create_app
 
+pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
+
 NATIONAL_ID = "PT-19850317-7734"
 
 

@@ -13,6 +13,8 @@ from gymctl.models import AuditLog, Membership, MembershipStatus, Role
 from tests.access.conftest import snapshot
 from tests.conftest import NOW
 
+pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
+
 
 def bearer(idp, identity_id: str, clock) -> dict[str, str]:
     return {"Authorization": f"Bearer {idp.token(identity_id, now=clock.now())}"}

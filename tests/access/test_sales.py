@@ -14,6 +14,8 @@ from gymctl.models import AuditLog, Membership, MembershipStatus, Role, SalesGra
 from tests import factories
 from tests.access.conftest import signed_in, snapshot
 
+pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
+
 
 def grant(client, gym, by: Role, target, *, scope="own", manager=False):
     return client.post(

@@ -13,6 +13,8 @@ from gymctl.models import IdentityWebhookDelivery, OutboxEvent, User
 from tests import factories
 from tests.conftest import NOW, WEBHOOK_SECRET
 
+pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
+
 _delivery = iter(range(1, 10_000))
 
 

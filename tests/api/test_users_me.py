@@ -12,6 +12,8 @@ from gymctl.models import LegalDocumentType, MembershipStatus, Role, User
 from tests import factories
 from tests.conftest import NOW
 
+pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
+
 
 def bearer(idp, sub="user_alice", **claims):
     return {"Authorization": f"Bearer {idp.token(sub, now=NOW, **claims)}"}

@@ -15,6 +15,8 @@ from tests.access.conftest import snapshot
 from tests.assets import corpus
 from tests.conftest import NOW
 
+pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
+
 
 def png(size=(800, 400), *, transparent=True) -> bytes:
     image = Image.new(

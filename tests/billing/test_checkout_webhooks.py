@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -30,6 +31,8 @@ from tests.billing.cards import APPROVE, DECLINE, INVALID
 from tests.billing.factories import TEST_CIPHER, TEST_KEY
 from tests.billing.fake_card_provider import Fault
 from tests.conftest import NOW
+
+pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
 
 GET_PAGE = "LowProfile/GetLpResult"
 
@@ -112,7 +115,7 @@ def test_card_plan_purchase_completes_once_through_a_verified_webhook(
     first = webhook(client, org, page_id)
     assert first.status_code == 200
     assert first.json["outcome"] == "processed"
-    subscription = session.get(Subscription, answer.json["data"]["subscription"]["id"])
+    subscription = session.get(Subscription, uuid.UUID(answer.json["data"]["subscription"]["id"]))
     session.refresh(subscription)
     assert subscription.status == SubscriptionStatus.active
     assert subscription.payment_method_id is not None
@@ -135,7 +138,7 @@ def test_presale_purchase_saves_the_card_only(client, org, card_server, session)
     page_id = answer.json["data"]["checkout"]["pageId"]
     card_server.complete_page(page_id, APPROVE)
     assert webhook(client, org, page_id).status_code == 200
-    subscription = session.get(Subscription, answer.json["data"]["subscription"]["id"])
+    subscription = session.get(Subscription, uuid.UUID(answer.json["data"]["subscription"]["id"]))
     session.refresh(subscription)
     assert subscription.status == SubscriptionStatus.scheduled
     assert subscription.next_charge_date == opening
@@ -155,7 +158,7 @@ def test_a_failed_page_is_processed_as_payment_failed(client, org, card_server, 
     assert reply.status_code == 200
     assert reply.json["outcome"] == "payment.failed"
     assert "payment.failed" in event_names(session)
-    subscription = session.get(Subscription, answer.json["data"]["subscription"]["id"])
+    subscription = session.get(Subscription, uuid.UUID(answer.json["data"]["subscription"]["id"]))
     session.refresh(subscription)
     assert subscription.status == SubscriptionStatus.cancelled
     assert webhook(client, org, page_id).status_code == 200  # redelivery: no second effect
@@ -290,7 +293,7 @@ def test_a_full_max_purchases_refuses_sold_out(client, org, session):
     assert refused.json["code"] == "plan_sold_out"
     assert snapshot(session) == before
     session.expire_all()
-    assert session.get(Plan, plan["id"]).purchases_count == 1
+    assert session.get(Plan, uuid.UUID(plan["id"])).purchases_count == 1
 
 
 def test_purchase_with_the_provider_down_changes_nothing(client, org, card_server, session):
@@ -316,7 +319,7 @@ def test_abandoned_checkout_is_cancelled_and_a_late_completion_revives_it(
     subscription_id = answer.json["data"]["subscription"]["id"]
     assert result["abandoned"] == [subscription_id]
     assert result["alerts"] == []  # not a presale: the member simply left the page
-    subscription = session.get(Subscription, subscription_id)
+    subscription = session.get(Subscription, uuid.UUID(subscription_id))
     session.refresh(subscription)
     assert subscription.status == SubscriptionStatus.cancelled
     # The member finishes the page after all: the verified completion revives it.

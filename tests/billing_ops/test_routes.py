@@ -25,6 +25,8 @@ from tests.billing_ops.helpers import (
 )
 from tests.conftest import NOW
 
+pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
+
 
 @pytest.fixture
 def headers(idp):

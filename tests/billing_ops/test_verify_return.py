@@ -5,10 +5,14 @@ changed."""
 
 from __future__ import annotations
 
+import pytest
+
 from gymctl.models import PaymentTransaction, Role
 from tests.access.conftest import gym, snapshot  # noqa: F401 (fixture: the gym of the access tests)
 from tests.billing.cards import APPROVE
 from tests.billing.test_checkout_webhooks import app, count, create_plan, org, purchase  # noqa: F401
+
+pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
 
 
 def _verify_return(client, org, page_id, role=Role.member):  # noqa: F811

@@ -13,6 +13,8 @@ from tests.access.conftest import snapshot
 from tests.billing import factories as bf
 from tests.conftest import NOW
 
+pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
+
 START = (NOW + timedelta(days=1)).isoformat()
 
 gym = access.gym  # the access tests' gym (one person per role, real tokens) over this folder's

@@ -15,6 +15,8 @@ from gymctl.models import OrganizationStatus, Role, Website, WebsiteRevision
 from tests.branding.conftest import CONTENT, drafts
 from tests.conftest import NOW
 
+pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
+
 
 @pytest.fixture
 def site(session, session_factory, store, gym):

@@ -11,6 +11,8 @@ from gymctl.models import OutboxEvent, Role
 from tests.access.conftest import snapshot
 from tests.branding.conftest import CONTENT, brand_asset, drafts, event_names, events
 
+pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
+
 WORKSPACE = "/organizations/{}/brand-workspace"
 
 

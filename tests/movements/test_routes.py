@@ -20,6 +20,8 @@ from tests.conftest import NOW
 from tests.movements.conftest import LIBRARY_KEY
 from tests.movements.fakes import png_bytes
 
+pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
+
 A = "/admin/exercises/canonical"
 
 

@@ -15,6 +15,8 @@ from tests import factories
 from tests.access.conftest import snapshot
 from tests.conftest import NOW
 
+pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
+
 IOS_ID = "com.gymctl.gym.iron-temple"
 
 

@@ -21,6 +21,8 @@ from tests.billing.factories import TEST_KEY
 from tests.conftest import NOW
 from webhooks.app import create_app
 
+pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
+
 SEED = "seed-secret-for-tests"
 HOOK = {"x-test-seed-secret": SEED}
 
