@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -197,3 +198,16 @@ def demo_logo(
         "bytes": asset.bytes,
         "backgroundRemoved": asset.report["backgroundRemoved"],
     }
+
+
+SHIPPED_LIBRARY = Path(__file__).resolve().parent / "movements" / "data" / "free-exercise-db.json"
+LIBRARY_KEY = "libraries/free-exercise-db.json"
+
+
+def publish_demo_library(store) -> str:
+    """The movement library file that ships with the package (free-exercise-db, Unlicense), put
+    where `gymctl movements seed libraries/free-exercise-db.json` reads it; an operator's own
+    file at that key is left alone."""
+    if store.get(LIBRARY_KEY) is None:
+        store.put(LIBRARY_KEY, SHIPPED_LIBRARY.read_bytes(), content_type="application/json")
+    return LIBRARY_KEY

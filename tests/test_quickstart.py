@@ -71,6 +71,9 @@ def test_quickstart_then_serve_answers_users_me_with_the_printed_token(home_env)
     }
     assert out["logo"]["backgroundRemoved"] is True
     assert [r["result"] for r in out["branding"]["results"]] == ["verified"] * 3
+    # The shipped movement library is where the README's `movements seed` reads it.
+    assert out["movementLibrary"] == "libraries/free-exercise-db.json"
+    assert (Path(out["home"]) / "objects" / out["movementLibrary"]).is_file()
     [mail] = list(Path(out["mailbox"]).glob("*.eml"))
     assert "new.coach@demo-gym.example" in mail.read_text()
 

@@ -28,7 +28,13 @@ def quickstart(
     from gymctl.providers.identity_admin import identity_admin_from_settings
     from gymctl.providers.mail import mailer_from_settings
     from gymctl.providers.storage import storage_from_settings
-    from gymctl.quickstart import DEMO_SLUG, demo_invitation, demo_logo, seed_demo_gym
+    from gymctl.quickstart import (
+        DEMO_SLUG,
+        demo_invitation,
+        demo_logo,
+        publish_demo_library,
+        seed_demo_gym,
+    )
 
     settings = get_settings()
     settings.check()
@@ -74,6 +80,7 @@ def quickstart(
         now=clock.now(),
     )
     minisite = minisite_url(settings, DEMO_SLUG)
+    library = publish_demo_library(storage_from_settings(settings))
     sweeps = run_daemons(None, once=True, settings=settings)
     token = mint_dev_token(settings, "user_demo_owner", now=clock.now())
     curl = f'curl -s -H "Authorization: Bearer {token}" http://127.0.0.1:{port}/users/me'
@@ -90,6 +97,7 @@ def quickstart(
                 "branding": branding,
                 "billing": billing,
                 "minisite": minisite,
+                "movementLibrary": library,
                 "mailbox": str(settings.mailbox_path.resolve()),
                 "sweeps": [sweep.as_row() for sweep in sweeps],
                 "token": token,
@@ -134,6 +142,11 @@ def quickstart(
         )
     render_rows(
         [sweep.as_row() for sweep in sweeps], ["job", "status", "result"], title="sweeps run once"
+    )
+    console.print(
+        f"movement library file in storage: {library} "
+        f"(seed it with: gymctl movements seed {library})",
+        highlight=False,
     )
     console.print("\nStart the API:  [bold]gymctl serve[/bold]   then, in another terminal:\n")
     print(curl)  # noqa: T201

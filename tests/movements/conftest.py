@@ -3,7 +3,6 @@ the published free-exercise-db file, an app wired to both, and a seeded library.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
@@ -12,12 +11,12 @@ from gymctl.config import Settings
 from gymctl.movements.embeddings import LocalEmbedder
 from gymctl.movements.seed import seed_library
 from gymctl.providers.storage import FolderObjectStore
+from gymctl.quickstart import LIBRARY_KEY, SHIPPED_LIBRARY
 from tests.access.conftest import gym, outsider, platform_admin  # noqa: F401 (fixtures)
 from tests.conftest import NOW
 from tests.movements.fakes import FakeServices
 
-DATA = Path(__file__).resolve().parent / "data" / "free-exercise-db.json"  # Unlicense, text only
-LIBRARY_KEY = "libraries/free-exercise-db.json"
+DATA = SHIPPED_LIBRARY  # free-exercise-db, Unlicense, text only
 
 
 @pytest.fixture(scope="session")
