@@ -3,7 +3,6 @@ the published free-exercise-db file, an app wired to both, and a seeded library.
 
 from __future__ import annotations
 
-
 import pytest
 from pydantic import SecretStr
 
