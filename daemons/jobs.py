@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
+from gymctl import ratelimit
 from gymctl.access.invitations import expire_invitations
 from gymctl.billing import lifecycle, sweeps
 from gymctl.bridge import sweeps as bridge
@@ -56,6 +57,11 @@ def job_runs_prune(session: Session, now: datetime, settings: Settings) -> JobRe
     return {"deleted": deleted.rowcount}
 
 
+def rate_windows_prune(session: Session, now: datetime, settings: Settings) -> JobResult:
+    """Rate-limit windows older than an hour are never read again (the longest is 10 minutes)."""
+    return {"deleted": ratelimit.prune(session, now=now)}
+
+
 def invitation_expiry(session: Session, now: datetime, settings: Settings) -> JobResult:
     return expire_invitations(session, now=now)
 
@@ -69,6 +75,7 @@ JOBS: tuple[Job, ...] = (
     Job("event_relay", 5, event_relay, "deliver outbox events to the event sink"),
     Job("invitation_expiry", 3600, invitation_expiry, "expire pending invitations past their date"),
     Job("job_runs_prune", 3600, job_runs_prune, "delete job_runs rows older than 14 days"),
+    Job("rate_windows_prune", 3600, rate_windows_prune, "delete rate-limit windows past an hour"),
     Job(
         "billing_lifecycle",
         3600,

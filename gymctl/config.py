@@ -83,6 +83,13 @@ class Settings(BaseSettings):
     )
     storage_signing_secret: SecretStr | None = Field(None, alias="GYMCTL_STORAGE_SIGNING_SECRET")
     public_url: str = Field("http://127.0.0.1:8000", alias="GYMCTL_PUBLIC_URL")
+    proxy_hops: int = Field(
+        0,
+        ge=0,
+        le=5,
+        alias="GYMCTL_PROXY_HOPS",
+        description="proxies in front of the API whose X-Forwarded-For is trusted (0: none)",
+    )
     max_brand_asset_bytes: int = Field(16 * 1024 * 1024, alias="MAX_BRAND_ASSET_BYTES")
     card_provider_url: str | None = Field(
         None,

@@ -36,7 +36,9 @@ def get_engine(url: str | None = None) -> Engine:
 @functools.cache
 def _engine(url: str) -> Engine:
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        engine = create_engine(
+            url, connect_args={"timeout": 30, "check_same_thread": False}, hide_parameters=True
+        )
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin)
         event.listen(engine, "commit", _sqlite_end)
@@ -44,7 +46,11 @@ def _engine(url: str) -> Engine:
         event.listen(engine.pool, "reset", _sqlite_reset)
         event.listen(engine.pool, "invalidate", _sqlite_reset)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
+    # hide_parameters: a database error's message (logged, sent to error tracking) never
+    # carries the statement's values, such as a member's email.
+    return create_engine(
+        url, pool_pre_ping=True, pool_size=10, max_overflow=10, hide_parameters=True
+    )
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
@@ -196,3 +202,15 @@ def server_version(connection: Connection) -> str:
     if connection.dialect.name == "postgresql":
         return connection.execute(text("SHOW server_version")).scalar_one()
     return "sqlite " + connection.execute(text("SELECT sqlite_version()")).scalar_one()
+
+
+def storable_text(text: str) -> bool:
+    """PostgreSQL text holds neither NUL nor a lone surrogate (a `\\ud800` escape is valid
+    JSON but not Unicode), and no client has a reason to send either."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -181,6 +181,7 @@ def settings(idp):
         IDENTITY_WEBHOOK_SECRET=WEBHOOK_SECRET,
         INVITE_SECRET="invite-secret-for-tests-0123456789abcdef",
         FRONTEND_URL="https://app.example.test",
+        GYMCTL_PROXY_HOPS=1,  # behind one load balancer, as deployed
     )
 
 

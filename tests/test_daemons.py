@@ -302,3 +302,16 @@ def test_job_runs_older_than_two_weeks_are_pruned(session, clock) -> None:
     session.flush()
     assert job_runs_prune(session, now, None) == {"deleted": 1}
     assert [run.tick for run in session.query(JobRun).all()] == [2]
+
+
+@pytest.mark.embedded
+def test_rate_windows_past_an_hour_are_pruned(session, clock) -> None:
+    from daemons.jobs import rate_windows_prune
+    from gymctl import ratelimit
+    from gymctl.models import RateWindow
+
+    now = clock.now()
+    ratelimit.spend(session, "old", window=timedelta(minutes=1), now=now - timedelta(hours=2))
+    ratelimit.spend(session, "new", window=timedelta(minutes=1), now=now)
+    assert rate_windows_prune(session, now, None) == {"deleted": 1}
+    assert [window.key for window in session.query(RateWindow).all()] == ["new"]

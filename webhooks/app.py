@@ -10,6 +10,7 @@ import uuid
 from flask import Flask, g, request
 from sentry_sdk.integrations.flask import FlaskIntegration
 from sqlalchemy.orm import Session, sessionmaker
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from gymctl import clock as default_clock
 from gymctl.access.platform_admin import PlatformAdmins
@@ -47,10 +48,17 @@ from webhooks.blueprints import (
     testing,
     users,
 )
+from webhooks.bodies import apply_body_limit
 from webhooks.context import Services
 
 log = logging.getLogger("gymctl.api")
 REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+class App(Flask):
+    def log_exception(self, exc_info) -> None:
+        """Flask logs an unhandled exception's full text; ours leaves database values out."""
+        errors.log_unhandled(exc_info[1])
 
 
 def create_app(
@@ -72,7 +80,12 @@ def create_app(
     if verifier is None and (settings.identity_public_key_pem or settings.identity_api_url):
         verifier = build_verifier(settings, clock=clock)
 
-    app = Flask("gymctl")
+    app = App("gymctl")
+    if settings.proxy_hops:
+        # Only the configured proxies' X-Forwarded-For hops are believed (the last N).
+        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
+            app.wsgi_app, x_for=settings.proxy_hops, x_proto=settings.proxy_hops
+        )
     app.json.sort_keys = False  # type: ignore[attr-defined]
     session_factory = session_factory or default_session_factory()
     identity_admin = identity_admin or identity_admin_from_settings(
@@ -90,6 +103,7 @@ def create_app(
         injected_card_provider=card_provider,
     )
     app.before_request(_start_request)
+    app.before_request(apply_body_limit)
     guard.install(app)
     app.after_request(_finish_request)
     app.teardown_request(_close_session)

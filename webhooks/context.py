@@ -78,7 +78,8 @@ def now() -> datetime:
 
 
 def client_ip() -> str | None:
-    """The caller's address as the load balancer saw it (first X-Forwarded-For hop)."""
-    forwarded = request.headers.get("X-Forwarded-For", "")
-    address = forwarded.split(",")[0].strip() or request.remote_addr
+    """The caller's address: the peer, or what the GYMCTL_PROXY_HOPS trusted proxies say it is
+    (werkzeug's ProxyFix, installed by the app, rewrites remote_addr; a header from anyone
+    else is ignored)."""
+    address = request.remote_addr
     return address[:64] if address else None

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import traceback
 
-from flask import Flask, g, jsonify
-from werkzeug.exceptions import HTTPException
+from flask import Flask, g, jsonify, request
+from sqlalchemy.exc import DBAPIError
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from gymctl.errors import DomainError
 
@@ -16,21 +18,45 @@ def _code(error: HTTPException) -> str:
     return (error.name or "error").lower().replace(" ", "_")
 
 
+def log_unhandled(error: BaseException) -> None:
+    """A database error's message can quote a member's data (PostgreSQL echoes the bad value;
+    the engine's hide_parameters only drops the parameter list), so it is logged by its class,
+    SQLSTATE and stack frames, never its text."""
+    if isinstance(error, DBAPIError):
+        log.error(
+            "unhandled database error %s: %s (sqlstate %s)\n%s",
+            type(error).__name__,
+            type(error.orig).__name__,
+            getattr(error.orig, "sqlstate", None),
+            "".join(traceback.format_tb(error.__traceback__)),
+        )
+    else:
+        log.error("unhandled error", exc_info=error)
+
+
 def register(app: Flask) -> None:
     @app.errorhandler(DomainError)
     def domain_error(error: DomainError):
         log.info("refused %s (%s)", error.code, error.status)
         g.commit_refusal = error.audited
-        return jsonify(error.to_json()), error.status
+        response = jsonify(error.to_json())
+        if error.status == 429:
+            # RFC 9110 10.2.3: a client backs off on the header, not on a body field.
+            response.headers["Retry-After"] = str(error.details.get("retryAfter") or 60)
+        return response, error.status
 
-    # Unexpected exceptions reach Flask's own handling first (and error tracking through its
-    # got_request_exception signal), then arrive here as a 500 InternalServerError.
+    @app.errorhandler(RequestEntityTooLarge)
+    def body_too_large(_error: RequestEntityTooLarge):
+        limit = request.max_content_length
+        return jsonify(
+            code="body_too_large", message=f"the body is over this route's {limit} bytes"
+        ), 413
+
+    # Unexpected exceptions reach Flask's own handling first (logged by log_unhandled, and error
+    # tracking through its got_request_exception signal), then arrive here as a 500.
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException):
         if error.code and error.code >= 500:
-            original = getattr(error, "original_exception", None)
-            if original is not None:
-                log.error("unhandled error", exc_info=original)
             return jsonify(code="internal_error", message="internal server error"), error.code
         response = jsonify(code=_code(error), message=error.description)
         # Keep what the error says beyond its body, e.g. the Allow header of a 405 (RFC 9110).

@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl import ids
+from gymctl import ids, ratelimit
 from gymctl.access import tickets
 from gymctl.access.invitations import Outreach, frontend, linked_login, normalize_email
 from gymctl.errors import DomainError, forbidden, not_found
@@ -37,6 +37,10 @@ from gymctl.tasks import file_task
 
 JOIN_TICKET_LIFETIME = timedelta(days=2)
 PAYMENT_FOLLOW_UP_DUE = timedelta(hours=4)
+# What anyone holding a link may trigger, per (link, organization) in ANONYMOUS_WINDOW: a join
+# form costs a provider account lookup, a failed checkout files an urgent staff task.
+ANONYMOUS_WINDOW = timedelta(minutes=10)
+ANONYMOUS_LIMITS = {"request_invite": (20, 60), "checkout_failed": (5, 20)}
 
 
 def create_join_link(
@@ -185,6 +189,17 @@ def _submission(
     return row
 
 
+def _throttle_anonymous(session: Session, action: str, link: JoinLink, now: datetime) -> None:
+    """Counted in the database (it holds across workers) before anything is written; a refusal
+    is 429 and keeps only its count."""
+    per_link, per_organization = ANONYMOUS_LIMITS[action]
+    for key, limit in (
+        (f"join:{action}:{link.id}", per_link),
+        (f"join:{action}:{link.organization_id}", per_organization),
+    ):
+        ratelimit.hit(session, key, limit=limit, window=ANONYMOUS_WINDOW, now=now)
+
+
 def request_invite(
     session: Session,
     outreach: Outreach,
@@ -197,6 +212,7 @@ def request_invite(
 ) -> dict[str, Any]:
     """The join form: a sign-up ticket for a new address, or join.blocked for a known one."""
     link, organization = eligible_link(session, token)
+    _throttle_anonymous(session, "request_invite", link, now)
     email = normalize_email(email)
     if _has_account(session, outreach, email):
         _submission(
@@ -323,6 +339,7 @@ def checkout_failed(
     """Record the failed join checkout and file (or refresh) one urgent payment follow-up task
     per link and address, so repeated failures do not flood the staff's list."""
     link, organization = eligible_link(session, token)
+    _throttle_anonymous(session, "checkout_failed", link, now)
     email = normalize_email(email) if email else None
     _submission(
         session,

@@ -18,13 +18,14 @@ import logging
 import re
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
 
+from gymctl import ratelimit
 from gymctl.billing.accounts import CARD_PROVIDER, active_config, credentials_of
-from gymctl.billing.checkout import verify_and_apply
+from gymctl.billing.checkout import checkout_by_page, verify_and_apply
 from gymctl.crypto import FieldCipher
 from gymctl.events import EventKind, emit
 from gymctl.providers.card import CardProvider
@@ -33,6 +34,8 @@ logger = logging.getLogger(__name__)
 
 SIGNATURE_HEADER = "x-webhook-signature"
 PAGE_ID = re.compile(r"[A-Za-z0-9-]{1,128}")
+WEBHOOKS_PER_WINDOW = 10  # per checkout, and per organization for pages that are not ours
+WEBHOOK_WINDOW = timedelta(minutes=1)
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,11 @@ def card_provider_webhook(
 ) -> Answer:
     page_id = body.get("LowProfileId") or body.get("lowProfileId")
     if not isinstance(page_id, str) or not PAGE_ID.fullmatch(page_id):
+        page_id = None
+    refused = _throttled(session, organization_id, page_id, now)
+    if refused is not None:
+        return refused
+    if page_id is None:
         return _rejected(session, organization_id, "webhook_malformed", None, now)
     outcome, checkout = verify_and_apply(
         session, provider, organization_id=organization_id, page_id=page_id, now=now, cipher=cipher
@@ -77,6 +85,21 @@ def card_provider_webhook(
         )
         return _rejected(session, organization_id, "webhook_unverified", page_id, now)
     return _rejected(session, organization_id, outcome, page_id, now)
+
+
+def _throttled(
+    session: Session, organization_id: uuid.UUID, page_id: str | None, now: datetime
+) -> Answer | None:
+    """Anyone can post this webhook, and each one costs a provider read-back and an event row.
+    A checkout's own page is limited per checkout; everything else (malformed, a page we never
+    opened) shares one budget per organization. Counted in the database, so it holds across
+    workers; the provider redelivers minutes apart, far below the limit."""
+    checkout = checkout_by_page(session, organization_id, page_id) if page_id else None
+    key = f"card-webhook:checkout:{checkout.id}" if checkout else f"card-webhook:{organization_id}"
+    spent = ratelimit.spend(session, key, window=WEBHOOK_WINDOW, now=now)
+    if spent.count <= WEBHOOKS_PER_WINDOW:
+        return None
+    return Answer(429, ratelimit.refused(spent).to_json())
 
 
 def other_provider_webhook(

@@ -26,6 +26,7 @@ def serve(
         "--bind", f"{host}:{port}",
         "--workers", str(workers),
         "--timeout", str(timeout),
+        "--worker-class", "webhooks.worker.JsonErrorWorker",
         "--access-logfile", "-",
         "webhooks.app:create_app()",
     ]  # fmt: skip

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from gymctl.db import storable_text
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
 from gymctl.identity.auth import user_by_identity
@@ -65,38 +67,54 @@ def find_or_create(
     return user, True
 
 
-def _primary_email(data: dict[str, Any]) -> tuple[str | None, bool]:
+def _storable(text: str) -> str:
+    if not storable_text(text):
+        raise ValueError("text PostgreSQL cannot store (NUL or a lone surrogate)")
+    return text
+
+
+Text = Annotated[str, AfterValidator(_storable)]
+
+
+class _Verification(BaseModel):
+    status: Text | None = Field(None, max_length=64)
+
+
+class _Address(BaseModel):
+    id: Text | None = Field(None, max_length=128)
+    email_address: Text | None = Field(None, max_length=320)
+    verification: _Verification | None = None
+
+
+class ProviderUser(BaseModel):
+    """The fields of the provider's user object that we keep, typed and sized to their columns:
+    an event with an integer email or an object image_url is refused (400), never a 500."""
+
+    id: Text = Field(min_length=1, max_length=128)
+    email_addresses: list[_Address] = Field(default_factory=list, max_length=100)
+    primary_email_address_id: Text | None = Field(None, max_length=128)
+    image_url: Text | None = Field(None, max_length=2048)
+
+
+def _primary_email(data: ProviderUser) -> tuple[str | None, bool]:
     """(address, verified) of the provider user's primary email."""
-    addresses = [a for a in data.get("email_addresses") or [] if isinstance(a, dict)]
-    primary_id = data.get("primary_email_address_id")
-    chosen = next((a for a in addresses if a.get("id") == primary_id), None)
+    addresses = data.email_addresses
+    chosen = next((a for a in addresses if a.id == data.primary_email_address_id), None)
     chosen = chosen or (addresses[0] if addresses else None)
     if chosen is None:
         return None, False
-    verification = chosen.get("verification") or {}
-    return chosen.get("email_address"), verification.get("status") == "verified"
+    verified = chosen.verification is not None and chosen.verification.status == "verified"
+    return chosen.email_address, verified
 
 
-def _subject(data: dict[str, Any]) -> str:
-    subject = data.get("id")
-    if not isinstance(subject, str) or not subject:
-        raise DomainError("webhook_payload_invalid", "the event has no user id", status=400)
-    return subject
-
-
-def user_created(session: Session, data: dict[str, Any], *, now: datetime) -> str:
+def user_created(session: Session, data: ProviderUser, *, now: datetime) -> str:
     email, verified = _primary_email(data)
     user, created = find_or_create(
-        session,
-        _subject(data),
-        now=now,
-        email=email,
-        image_url=data.get("image_url"),
-        link_email=verified,
+        session, data.id, now=now, email=email, image_url=data.image_url, link_email=verified
     )
     if not created:
         user.email = email or user.email
-        user.image_url = data.get("image_url") or user.image_url
+        user.image_url = data.image_url or user.image_url
         user.updated_at = now
     _mirror_verification(user, verified, now=now)
     emit(
@@ -121,24 +139,22 @@ def _mirror_verification(user: User, verified: bool, *, now: datetime) -> None:
         user.email_verified_by = "provider"
 
 
-def user_updated(session: Session, data: dict[str, Any], *, now: datetime) -> str:
+def user_updated(session: Session, data: ProviderUser, *, now: datetime) -> str:
     email, verified = _primary_email(data)
-    user, created = find_or_create(
-        session, _subject(data), now=now, email=email, image_url=data.get("image_url")
-    )
+    user, created = find_or_create(session, data.id, now=now, email=email, image_url=data.image_url)
     if (user.email or "").lower() != (email or "").lower():
         user.email_verified_at = None  # a new address is unproven until the provider says so
         user.email_verified_by = None
     _mirror_verification(user, verified, now=now)
     user.email = email
-    user.image_url = data.get("image_url")
+    user.image_url = data.image_url
     user.updated_at = now
     return "created" if created else "mirrored"
 
 
-def user_deleted(session: Session, data: dict[str, Any], *, now: datetime) -> str:
+def user_deleted(session: Session, data: ProviderUser, *, now: datetime) -> str:
     """Soft-delete without calling the provider again (it is the one that deleted the login)."""
-    user = user_by_identity(session, _subject(data))
+    user = user_by_identity(session, data.id)
     if user is None:
         return "ignored"
     if user.deleted_at is None:
@@ -162,17 +178,6 @@ HANDLERS = {
 }
 
 
-def _kept_strings(event: dict[str, Any]) -> list[Any]:
-    """The values of an event that can reach a column: the type and the user's own fields."""
-    data = event.get("data") if isinstance(event.get("data"), dict) else {}
-    kept = [event["type"], data.get("id"), data.get("image_url")]
-    kept.append(data.get("primary_email_address_id"))
-    for address in data.get("email_addresses") or []:
-        if isinstance(address, dict):
-            kept += [address.get("id"), address.get("email_address")]
-    return kept
-
-
 def apply_identity_event(session: Session, delivery_id: str, event: Any, *, now: datetime) -> str:
     """Apply one verified delivery once: a replayed delivery id is acknowledged, not re-applied.
 
@@ -180,14 +185,18 @@ def apply_identity_event(session: Session, delivery_id: str, event: Any, *, now:
     """
     if not isinstance(event, dict) or not isinstance(event.get("type"), str):
         raise DomainError("webhook_payload_invalid", "the body is not a provider event", status=400)
-    if any(isinstance(value, str) and "\x00" in value for value in _kept_strings(event)):
-        # PostgreSQL text cannot hold NUL, and no provider sends one in the fields we keep.
-        raise DomainError("webhook_payload_invalid", "the event contains a NUL character")
     event_type = event["type"]
+    if "\x00" in event_type:
+        raise DomainError("webhook_payload_invalid", "the event type contains a NUL character")
     handler = HANDLERS.get(event_type)
-    data = event.get("data")
-    if handler is not None and not isinstance(data, dict):
-        raise DomainError("webhook_payload_invalid", "the event has no data object", status=400)
+    data = None
+    if handler is not None:
+        try:
+            data = ProviderUser.model_validate(event.get("data"))
+        except ValidationError:
+            raise DomainError(
+                "webhook_payload_invalid", "the event's user object is malformed", status=400
+            ) from None
     if session.get(IdentityWebhookDelivery, delivery_id) is not None:
         return "duplicate"
     # The delivery row goes in first: a concurrent delivery of the same id waits on its key and

@@ -68,7 +68,8 @@ def outsider(session, idp) -> Person:
     return person
 
 
-NOT_STATE = {"user_sessions", "job_runs"}  # bookkeeping, not the state a refusal may not touch
+NOT_STATE = {"user_sessions", "job_runs", "rate_windows"}  # bookkeeping, not what a refusal
+# may not touch (a refused attempt still spends its rate-limit budget)
 
 
 def snapshot(session: Session) -> dict[str, list[str]]:

@@ -33,7 +33,7 @@ def desk(client, gym, email, by=Role.admin):
     return client.post(
         f"/organizations/{gym.id}/members",
         json={"email": email, "name": "Pat"},
-        headers={**gym[by].headers, "X-Forwarded-For": "203.0.113.9, 10.0.0.1"},
+        headers={**gym[by].headers, "X-Forwarded-For": "10.0.0.1, 203.0.113.9"},
     )
 
 

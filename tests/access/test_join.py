@@ -32,7 +32,8 @@ from tests.conftest import NOW
 pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
 
 UA = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) Version/17.1 Mobile/1 Safari/6"
-FROM = {"X-Forwarded-For": "203.0.113.9, 10.0.0.1", "User-Agent": UA}
+# The client sent the first hop (anyone can); the trusted load balancer appended the last.
+FROM = {"X-Forwarded-For": "198.51.100.66, 203.0.113.9", "User-Agent": UA}
 
 # Session sightings are tracking written beside a request, not a change the request makes.
 

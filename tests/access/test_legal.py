@@ -112,7 +112,9 @@ def test_status_requires_a_session(client):
 # --- recording a consent ---------------------------------------------------------------------
 
 
-def test_a_consent_records_the_first_forwarded_hop_and_the_user_agent(client, session, outsider):
+def test_a_consent_records_the_address_the_trusted_proxy_saw_and_the_user_agent(
+    client, session, outsider
+):
     document = publish(session, "fitness_waiver", "1", days_ago=2)
     session.commit()
 
@@ -120,7 +122,7 @@ def test_a_consent_records_the_first_forwarded_hop_and_the_user_agent(client, se
         client,
         outsider,
         document.id,
-        **{"X-Forwarded-For": "198.51.100.23, 10.0.0.7, 10.0.0.1", "User-Agent": UA},
+        **{"X-Forwarded-For": "10.0.0.7, 198.51.100.23", "User-Agent": UA},
     )
 
     assert response.status_code == 201

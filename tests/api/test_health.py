@@ -8,6 +8,8 @@ from sqlalchemy.orm import sessionmaker
 
 import gymctl
 from gymctl import migrate
+from gymctl.models import Role
+from tests.access.conftest import gym, platform_admin  # noqa: F401 (fixtures)
 from webhooks.app import create_app
 
 
@@ -21,9 +23,31 @@ def test_health_reports_the_database_and_the_revision(settings, session_factory,
     assert body["version"] == gymctl.__version__
     assert body["database"]["reachable"] is True
     assert body["database"]["revision"] == migrate.head()
-    assert body["database"]["server"].startswith(
+    assert "server" not in body["database"]
+
+
+def test_health_hides_the_database_server_version_from_anonymous_callers(client):
+    """The server's version tells an attacker which exploits to try."""
+    body = client.get("/health").json
+    assert body["status"] == "ok"
+    assert "server" not in body["database"]
+    assert "sqlite" not in str(body)
+
+
+def test_admin_health_shows_the_database_server_version_to_platform_admins(
+    client,
+    platform_admin,  # noqa: F811
+    gym,  # noqa: F811
+    engine,
+):
+    admin = client.get("/admin/health", headers=platform_admin.headers)
+    assert admin.status_code == 200
+    assert admin.json["database"]["server"].startswith(
         "sqlite" if engine.dialect.name == "sqlite" else "1"
     )
+    refused = client.get("/admin/health", headers=gym[Role.owner].headers)
+    assert refused.status_code == 403
+    assert client.get("/admin/health").status_code == 401
 
 
 def test_health_is_503_when_the_database_is_down(settings, clock):

@@ -18,6 +18,7 @@ from gymctl.errors import DomainError
 from gymctl.models import Subscription
 from gymctl.models.billing import CollectionMethod, PlanType
 from webhooks.access import membership, org_route, owner_route
+from webhooks.bodies import WEBHOOK_BODY_BYTES, body_limit, read_json
 from webhooks.context import auth, db, now, services
 from webhooks.guard import public
 from webhooks.validation import Body, parse
@@ -30,16 +31,20 @@ TEXT = r"^[^\x00]*$"
 def _answer(answer: webhooks.Answer):
     if answer.commit and answer.status >= 400:
         g.commit_refusal = True  # the rejection event is kept; nothing else was written
-    return jsonify(answer.body), answer.status
+    response = jsonify(answer.body)
+    if answer.status == 429:
+        response.headers["Retry-After"] = str(answer.body["retryAfter"])
+    return response, answer.status
 
 
 @bp.post("/webhooks/card-provider/<uuid:org_id>")
 @public
+@body_limit(WEBHOOK_BODY_BYTES)
 def card_provider_webhook(org_id: uuid.UUID):
     """Not signed: verified by reading the page back on the organization's terminal."""
-    body = request.get_json(silent=True)
+    body = read_json(code="webhook_malformed") if request.is_json else request.form.to_dict()
     if not isinstance(body, dict):
-        body = request.form.to_dict() or {}
+        body = {}
     answer = webhooks.card_provider_webhook(
         db(),
         services().card_provider,
@@ -53,6 +58,7 @@ def card_provider_webhook(org_id: uuid.UUID):
 
 @bp.post("/webhooks/payments/<string:provider>/<uuid:org_id>")
 @public
+@body_limit(WEBHOOK_BODY_BYTES)
 def other_provider_webhook(provider: str, org_id: uuid.UUID):
     answer = webhooks.other_provider_webhook(
         db(),

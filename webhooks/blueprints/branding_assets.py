@@ -10,7 +10,6 @@ from flask import Blueprint, Response, jsonify, request
 from pydantic import Field
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from gymctl import ratelimit
 from gymctl.access.permissions import Action, Module
 from gymctl.assets import intake
 from gymctl.assets.types import AssetRefused, Slot, Transform
@@ -19,6 +18,7 @@ from gymctl.providers.storage import FolderObjectStore
 from webhooks.access import membership, org_route
 from webhooks.context import db, now, services
 from webhooks.guard import public
+from webhooks.throttle import throttle
 from webhooks.validation import Body, parse
 
 bp = Blueprint("branding_assets", __name__)
@@ -38,13 +38,7 @@ def _slot(name: str) -> Slot:
 
 
 def _throttle(route: str, org_id: uuid.UUID) -> None:
-    ratelimit.hit(
-        services().session_factory,
-        f"{route}:{org_id}",
-        limit=UPLOADS_PER_WINDOW,
-        window=WINDOW,
-        now=now(),
-    )
+    throttle(f"{route}:{org_id}", limit=UPLOADS_PER_WINDOW, window=WINDOW)
 
 
 def _file_and_transform(slot: Slot) -> tuple[bytes, Transform]:

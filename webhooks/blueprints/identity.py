@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 
 import sentry_sdk
@@ -11,6 +10,7 @@ from flask import Blueprint, jsonify, request
 from gymctl.errors import DomainError
 from gymctl.identity import webhook_signature
 from gymctl.identity.users import apply_identity_event
+from webhooks.bodies import WEBHOOK_BODY_BYTES, body_limit, read_json
 from webhooks.context import db, now, services
 from webhooks.guard import public
 
@@ -20,6 +20,7 @@ log = logging.getLogger("gymctl.identity")
 
 @bp.post("/webhooks/identity")
 @public
+@body_limit(WEBHOOK_BODY_BYTES)
 def identity_webhook():
     secret = services().settings.identity_webhook_secret
     if secret is None:
@@ -29,10 +30,7 @@ def identity_webhook():
         delivery = webhook_signature.verify(
             secret.get_secret_value(), request.headers, body, now=now()
         )
-        try:
-            event = json.loads(body)
-        except ValueError:
-            raise DomainError("webhook_payload_invalid", "the body is not JSON") from None
+        event = read_json(body, code="webhook_payload_invalid", every_text=False)
         outcome = apply_identity_event(db(), delivery.id, event, now=now())
     except DomainError as error:
         # Spec A 6.1: failures appear as breadcrumbs and warn/error logs.

@@ -16,11 +16,13 @@ from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
 from gymctl.models import Organization, Role, User
 from webhooks.access import membership, org_route, owner_route, signed_in_user
+from webhooks.bodies import body_limit
 from webhooks.context import auth, client_ip, db, now, services
 from webhooks.validation import Body, parse
 
 bp = Blueprint("organizations", __name__, url_prefix="/organizations")
 ORG = "/<uuid:org_id>"
+ROSTER_CSV_BYTES = 5 * 1024 * 1024  # a roster upload: tens of thousands of rows
 
 
 def _organization(org_id: uuid.UUID) -> Organization:
@@ -95,6 +97,7 @@ def register_at_desk(org_id):
 
 
 @bp.post(f"{ORG}/members/import")
+@body_limit(ROSTER_CSV_BYTES)
 @org_route(Module.members, Action.manage)
 def import_members(org_id):
     upload = request.files.get("file")
