@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Row, and_, bindparam, exists, func, join, select
 from sqlalchemy.orm import Session, aliased
 
-from gymctl.access.ownership import settle_ownership
+from gymctl.access.ownership import awaiting_consent, settle_ownership
 from gymctl.branding.published import public_branding
 from gymctl.errors import DomainError, forbidden, not_found
 from gymctl.identity.auth import Auth
@@ -71,6 +71,7 @@ _ME = (
             func.lower(_PROFILE.email) == func.lower(bindparam("email")),
             _PROFILE.identity_id.is_(None),
             _PROFILE.deleted_at.is_(None),
+            ~awaiting_consent(_PROFILE.id),
         )
         .label("unlinked_profile"),
         Membership.organization_id,
