@@ -17,6 +17,7 @@ import json
 import logging
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -44,6 +45,8 @@ FETCH_DEADLINE = 2.0
 FAILURE_BACKOFF = timedelta(seconds=1)
 FAILURE_BACKOFF_CAP = timedelta(minutes=1)
 MAX_KEY_SET_BYTES = 256 * 1024
+VERIFIED_TOKENS = 4096
+VERIFIED_LIFETIME = timedelta(minutes=1)
 # users.identity_id and user_sessions.session_id hold 128 characters.
 MAX_ID_LENGTH = 128
 
@@ -56,6 +59,7 @@ class SessionClaims:
     exp: int
     iat: int
     raw: dict[str, Any] = field(repr=False)
+    nbf: int | None = None
 
 
 class KeySetUnavailable(Exception):
@@ -189,6 +193,39 @@ class KeySet:
         return {key.key_id: key for key in key_set.keys if isinstance(key.key_id, str)}
 
 
+class VerifiedTokens:
+    """Tokens this process verified in the last minute (bounded, least recently used out).
+
+    Clients send one token many times (tokens live 60 s; the mobile app reuses one for 10 s, the
+    web its cookie until refresh): a repeat skips the signature and claim checks, never the time
+    checks. An entry lives at most a minute, so a key withdrawn from the key set stops verifying
+    within a minute, sooner than the five-minute key-set cache lets it."""
+
+    def __init__(self, *, size: int = VERIFIED_TOKENS, lifetime: timedelta = VERIFIED_LIFETIME):
+        self._size = size
+        self._lifetime = lifetime
+        self._entries: OrderedDict[str, tuple[datetime, SessionClaims]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, token: str, now: datetime) -> SessionClaims | None:
+        with self._lock:
+            entry = self._entries.get(token)
+            if entry is None:
+                return None
+            if now - entry[0] >= self._lifetime or now < entry[0]:
+                del self._entries[token]
+                return None
+            self._entries.move_to_end(token)
+            return entry[1]
+
+    def put(self, token: str, claims: SessionClaims, now: datetime) -> None:
+        with self._lock:
+            self._entries[token] = (now, claims)
+            self._entries.move_to_end(token)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+
 def _parse_header(token: str) -> dict[str, Any]:
     """The JOSE header, read without trusting it (only to refuse a wrong alg and find the kid)."""
     head, dot, _rest = token.partition(".")
@@ -231,9 +268,15 @@ class TokenVerifier:
         self._issuer = issuer
         self._audiences = tuple(audiences)
         self._clock = clock
+        self._verified = VerifiedTokens()
         self._pem_failure_reported = False
 
     def verify(self, token: str) -> SessionClaims:
+        now = self._clock.now()
+        verified = self._verified.get(token, now)
+        if verified is not None:
+            self._check_time(verified.exp, verified.iat, verified.nbf, now)
+            return verified
         header = _parse_header(token)
         if header.get("alg") != ALGORITHM:
             raise unauthorized("token_algorithm", "session tokens must be signed with RS256")
@@ -253,7 +296,9 @@ class TokenVerifier:
                 self._report_pem_failure()
         if claims is None:
             claims = self._decode(token, self._key_from_set(kid))
-        return self._check_claims(claims)
+        checked = self._check_claims(claims, now)
+        self._verified.put(token, checked, now)
+        return checked
 
     def _decode(self, token: str, key: Any) -> dict[str, Any]:
         try:
@@ -289,7 +334,7 @@ class TokenVerifier:
             raise unauthorized("token_unknown_key", "the token's key is not in the key set")
         return key
 
-    def _check_claims(self, claims: dict[str, Any]) -> SessionClaims:
+    def _check_claims(self, claims: dict[str, Any], now: datetime) -> SessionClaims:
         sub, sid, azp = claims.get("sub"), claims.get("sid"), claims.get("azp")
         if not is_identifier(sub) or not is_identifier(sid):
             raise unauthorized(
@@ -305,18 +350,21 @@ class TokenVerifier:
             nbf = int(claims["nbf"]) if "nbf" in claims else None
         except (TypeError, ValueError):
             raise unauthorized("token_claims", "exp, iat and nbf must be numbers") from None
-        now = self._clock.now().timestamp()
-        leeway = LEEWAY.total_seconds()
-        if now >= exp + leeway:
-            raise unauthorized("token_expired", "the session token has expired")
-        if iat > now + leeway or (nbf is not None and nbf > now + leeway):
-            raise unauthorized("token_not_yet_valid", "the session token is not valid yet")
+        self._check_time(exp, iat, nbf, now)
         if self._authorized_parties and azp not in self._authorized_parties:
             raise unauthorized("token_unauthorized_party", "the token's azp is not allowed")
         if self._issuer is not None and claims.get("iss") != self._issuer:
             raise unauthorized("token_issuer", "the token was issued by another issuer")
         self._check_audience(claims.get("aud"))
-        return SessionClaims(sub=sub, sid=sid, azp=azp, exp=exp, iat=iat, raw=claims)
+        return SessionClaims(sub=sub, sid=sid, azp=azp, exp=exp, iat=iat, raw=claims, nbf=nbf)
+
+    @staticmethod
+    def _check_time(exp: int, iat: int, nbf: int | None, now: datetime) -> None:
+        at, leeway = now.timestamp(), LEEWAY.total_seconds()
+        if at >= exp + leeway:
+            raise unauthorized("token_expired", "the session token has expired")
+        if iat > at + leeway or (nbf is not None and nbf > at + leeway):
+            raise unauthorized("token_not_yet_valid", "the session token is not valid yet")
 
     def _check_audience(self, aud: Any) -> None:
         """A token that names an audience is for that service: it must name a configured one;

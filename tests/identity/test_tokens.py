@@ -256,3 +256,28 @@ def test_without_a_configured_issuer_iss_is_not_checked(idp, clock):
     """As the provider's SDKs do: iss is checked only when the deployment names one."""
     verifier = jwks_verifier(idp, clock)
     assert verifier.verify(idp.token(now=NOW, iss="https://clerk.any.example")).sub == "user_alice"
+
+
+def test_a_repeated_token_is_still_refused_once_it_expires(idp, clock):
+    verifier = jwks_verifier(idp, clock)
+    token = idp.token(now=NOW, lifetime=timedelta(seconds=30))
+    assert verifier.verify(token).sub == "user_alice"
+    clock.set(NOW + timedelta(seconds=35))
+    assert refused(verifier, token).code == "token_expired"
+
+
+def test_a_withdrawn_key_stops_verifying_within_a_minute_of_the_last_full_check(idp, clock):
+    """Verified tokens are remembered for a minute at most (VerifiedTokens): within it a repeat
+    skips the key lookup, after it the key set decides again."""
+    verifier = jwks_verifier(idp, clock)
+    old = idp.token(now=NOW, lifetime=timedelta(minutes=10))
+    assert verifier.verify(old).sub == "user_alice"
+    new_key = idp.rotate()
+    idp.keys.remove(idp.keys[1])  # the provider withdraws the old key
+    clock.set(NOW + timedelta(seconds=20))
+    verifier.verify(idp.token("user_bob", now=clock.now(), key=new_key))  # refetch: old key gone
+
+    clock.set(NOW + timedelta(seconds=59))
+    assert verifier.verify(old).sub == "user_alice"
+    clock.set(NOW + timedelta(seconds=60))
+    assert refused(verifier, old).code == "token_unknown_key"
