@@ -51,7 +51,8 @@ class IdentityProvider:
 
     Key-set faults: `.down` answers 503 everywhere; `.jwks_gate.clear()` holds every key-set
     answer until `.jwks_gate.set()` (a slow provider; `.jwks_asked` is set when one arrives);
-    `.jwks_trickle = s` sends the key set one byte every s seconds.
+    `.jwks_trickle = s` sends the key set one byte every s seconds; `.jwks_body` is answered
+    instead of the key set when set.
 
     Switches: `.answer_429_after = N` answers 429 (Retry-After: 60)
     to every admin call after the first N; `.admin_status` answers that status to every admin call;
@@ -68,6 +69,7 @@ class IdentityProvider:
         self.jwks_gate.set()
         self.jwks_asked = threading.Event()
         self.jwks_trickle = 0.0
+        self.jwks_body: Any = None
         self.accounts: dict[str, dict[str, Any]] = {}
         self.invitations: list[dict[str, Any]] = []
         self.admin_requests = 0
@@ -92,6 +94,9 @@ class IdentityProvider:
                     return
                 if not self._authorized():
                     self._answer(401)
+                    return
+                if provider.jwks_body is not None:
+                    self._answer(200, provider.jwks_body)
                     return
                 self._answer(200, {"keys": [k.jwk() for k in provider.keys]})
 

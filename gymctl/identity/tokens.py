@@ -158,7 +158,7 @@ class KeySet:
     def _fetch(self, done: threading.Event) -> None:
         try:
             keys = self._download()
-        except (httpx.HTTPError, ValueError, TimeoutError, jwt.PyJWTError) as error:
+        except Exception as error:  # any failure is a failed fetch (a malformed set too)
             log.warning("identity key set fetch failed: %s", type(error).__name__)
             with self._lock:
                 self._failures += 1

@@ -67,6 +67,18 @@ def test_failed_fetches_back_off_one_second_doubling(idp, clock):
     assert asked == [1, 1, 2, 2, 2, 3, 3, 4]
 
 
+@pytest.mark.parametrize("body", [[], {"keys": ["not a key"]}, {"keys": "x"}, "x"])
+def test_a_malformed_key_set_is_a_failed_fetch_and_backs_off(idp, clock, body):
+    idp.jwks_body = body
+    verifier = verifier_of(key_set_of(idp, clock), clock)
+    token = idp.token(now=NOW)
+
+    answers = [outcome(verifier, token) for _ in range(10)]
+
+    assert set(answers) == {"token_keys_unavailable"}
+    assert idp.jwks_requests == 1
+
+
 def test_concurrent_requests_on_a_cold_start_share_one_fetch_of_a_slow_provider(idp, clock):
     idp.jwks_gate.clear()
     verifier = verifier_of(key_set_of(idp, clock), clock)
