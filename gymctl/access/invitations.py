@@ -398,6 +398,8 @@ def resend_invitation(
 def _end_pending_membership(session: Session, invitation: Invitation, *, now: datetime) -> None:
     if invitation.user_id is None or invitation.organization_id is None:
         return
+    if invitation.profile_user_id is not None:
+        return  # a link request made no membership of the login (another invitation may have)
     membership = session.scalar(
         select(Membership).where(
             Membership.organization_id == invitation.organization_id,

@@ -15,6 +15,7 @@ import pytest
 from pydantic import SecretStr
 from sqlalchemy import select
 
+from gymctl.access.invitations import expire_invitations
 from gymctl.crypto import generate_key_setting, national_id_cipher
 from gymctl.models import Invitation, Membership, MembershipStatus, Role, User
 from gymctl.providers.mail import MailboxMailer, read_mailbox
@@ -258,3 +259,20 @@ def test_no_write_route_of_a_gym_changes_what_another_organization_relies_on(
         None,
         MembershipStatus.pending_invitation,  # spec A 3: an invitation to an existing account
     )
+
+
+def test_an_expiring_link_request_leaves_the_gyms_own_invitation_to_the_person_alone(
+    client, session, gym, gym_b, clock
+):
+    invite(client, gym, PAT)  # spec A 3: a pending_invitation membership at once
+    desk(client, gym, PAT)  # and a link request for the gym's desk profile
+    [staff, link] = sorted(
+        session.scalars(select(Invitation).where(Invitation.organization_id == gym.id)),
+        key=lambda invitation: invitation.profile_user_id is not None,
+    )
+    link.expires_at = staff.expires_at.replace(year=2000)
+    session.commit()
+
+    assert expire_invitations(session, now=clock.now()) == {"expired": 1}
+
+    assert memberships_of(session, gym_b.pat.user.id)[gym.id] is MembershipStatus.pending_invitation
