@@ -1,13 +1,27 @@
-"""Throughput of GET /users/me against GET /health, under gunicorn on PostgreSQL.
+"""Throughput of GET /users/me against GET /health, under gunicorn on PostgreSQL, with the key
+set healthy and then down.
 
-The goal: /users/me serves at least 70% of /health's requests per second on the same server.
-This script only measures and reports (JSON on stdout); it asserts nothing about timing.
+The goals (issue 20): /users/me serves at least 70% of /health's requests per second on the same
+server; and while the provider's key set is down, /users/me stays within 10% of its healthy
+throughput (stale keys serve). This script only measures and reports (JSON on stdout); it
+asserts nothing about timing.
 
 Steps: create and migrate its own database (`gymctl_bench`), seed the demo gym (its owner has a
-membership, an active organization and legal consents owed), make an RSA key pair and a long-lived
-token for `user_demo_owner`, start gunicorn on a free loopback port, warm up, then send the same
-number of requests to each endpoint in alternating rounds, and finally stop gunicorn and drop the
-database.
+membership, an active organization and legal consents owed), make an RSA key pair, serve its key
+set on loopback (a JWKS server in this process that can be switched down: 503), start gunicorn on
+a free loopback port verifying tokens against that key set (no PEM key: the key-set path), warm
+up, then:
+
+1. healthy: /health and /users/me in alternating rounds, one long-lived token for
+   `user_demo_owner` (as a client reuses its token): `ratio_users_me_to_health`;
+2. the same with a fresh token per request (each one a miss of the verified-token memory, so the
+   key set is consulted every time): `users_me_fresh_tokens`;
+3. the key set is switched down and the run waits until every worker's cached set is older than
+   its five-minute lifetime (about four and a half minutes of idle waiting), so that every key
+   lookup is a stale one and refreshes are failing; then 1 and 2 again. `keys_down` compares the
+   two runs, raw and against /health of the same run (which cancels drift of the machine).
+
+Stop the run at the wait with `--no-keys-down` for the healthy figures only.
 
 Server: gunicorn as `gymctl serve` runs it (sync workers, 2 by default, no access log here).
 Concurrency: two client threads per worker by default. A sync worker serves one request at a
@@ -20,6 +34,7 @@ it). Both endpoints are measured the same way, in alternating rounds (A B, B A, 
 warm-up, so drift from other load on the machine hits both.
 
     python benchmarks/api_users_me.py [--requests 3000] [--workers 2] [--concurrency 4]
+        [--no-keys-down]
 """
 
 from __future__ import annotations
@@ -33,33 +48,39 @@ import os
 import platform
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 import jwt
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 import gymctl
 from gymctl import migrate
 from gymctl.db import get_engine, session_factory, session_scope
+from gymctl.identity.tokens import KEY_SET_LIFETIME
 from gymctl.quickstart import seed_demo_gym
 
 DEFAULT_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 BENCH_DB = "gymctl_bench"
 USER = "user_demo_owner"
 GOAL = 0.70
-ENDPOINTS = {"health": "/health", "users_me": "/users/me"}
+KEYS_DOWN_GOAL = 0.90
+ENDPOINTS = {"health": "/health", "users_me": "/users/me", "users_me_fresh_tokens": "/users/me"}
+KID = "bench"
+SECRET_KEY = "sk_bench_identity"
 
 
 # --- database --------------------------------------------------------------------------------
@@ -103,32 +124,56 @@ def postgres_version(url: str) -> str:
 # --- identity --------------------------------------------------------------------------------
 
 
-def key_pair(directory: Path) -> tuple[rsa.RSAPrivateKey, str]:
-    """An RSA key written to `directory` (private and public PEM); returns the key, public PEM."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    private_pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    public_pem = key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    (directory / "signing_key.pem").write_bytes(private_pem)
-    (directory / "public_key.pem").write_bytes(public_pem)
-    return key, public_pem.decode()
-
-
-def mint_token(key: rsa.RSAPrivateKey, subject: str, lifetime: timedelta) -> str:
+def mint_token(key: rsa.RSAPrivateKey, subject: str, lifetime: timedelta, jti: str = "0") -> str:
+    """One session (sid) for every token, so no token makes the server record a new session;
+    `jti` makes each token a different string."""
     issued = int(time.time())
     claims = {
         "sub": subject,
-        "sid": f"sess_bench_{issued}",
+        "sid": "sess_bench",
+        "jti": jti,
         "iat": issued,
         "nbf": issued,
         "exp": issued + int(lifetime.total_seconds()),
     }
-    return jwt.encode(claims, key, algorithm="RS256", headers={"kid": "bench"})
+    return jwt.encode(claims, key, algorithm="RS256", headers={"kid": KID})
+
+
+class KeySetServer:
+    """The provider's GET /v1/jwks on loopback, checking the secret key; `down` answers 503."""
+
+    def __init__(self, key: rsa.RSAPrivateKey) -> None:
+        jwk = {**json.loads(RSAAlgorithm.to_jwk(key.public_key())), "kid": KID, "alg": "RS256"}
+        body = json.dumps({"keys": [jwk]}).encode()
+        self.down = False
+        self.requests = {"served": 0, "refused": 0}
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                ok = (
+                    not server.down
+                    and self.path == "/v1/jwks"
+                    and self.headers.get("Authorization") == f"Bearer {SECRET_KEY}"
+                )
+                server.requests["served" if ok else "refused"] += 1
+                self.send_response(200 if ok else 503)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body) if ok else 0))
+                self.end_headers()
+                if ok:
+                    self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._http.serve_forever, args=(0.05,), daemon=True).start()
+        self.url = f"http://127.0.0.1:{self._http.server_address[1]}"
+
+    def close(self) -> None:
+        self._http.shutdown()
+        self._http.server_close()
 
 
 # --- server ----------------------------------------------------------------------------------
@@ -149,7 +194,13 @@ class Server:
 
 @contextlib.contextmanager
 def gunicorn(
-    database_url: str, public_pem: str, home: Path, *, workers: int, worker_class: str, threads: int
+    database_url: str,
+    key_set_url: str,
+    home: Path,
+    *,
+    workers: int,
+    worker_class: str,
+    threads: int,
 ) -> Iterator[Server]:
     port = free_port()
     env = {
@@ -160,7 +211,8 @@ def gunicorn(
     env.update(
         GYMCTL_ENV="development",
         GYMCTL_DATABASE_URL=database_url,
-        IDENTITY_JWT_KEY=public_pem,
+        IDENTITY_API_URL=key_set_url,
+        IDENTITY_SECRET_KEY=SECRET_KEY,
         GYMCTL_LOG_LEVEL="WARNING",
         GYMCTL_HOME=str(home),
     )
@@ -218,12 +270,18 @@ class Phase:
     seconds: float = 0.0
     latencies: list[float] = field(default_factory=list)
     error_samples: list[str] = field(default_factory=list)
+    round_rates: list[float] = field(default_factory=list)  # requests/s of each round
 
 
 def run_phase(
-    clients: list[httpx.Client], path: str, headers: dict[str, str], count: int, into: Phase
+    clients: list[httpx.Client],
+    path: str,
+    headers: Callable[[], dict[str, str]],
+    count: int,
+    into: Phase,
 ) -> None:
-    """`count` requests to `path`, shared by one thread per client; timed as a whole."""
+    """`count` requests to `path`, shared by one thread per client; timed as a whole.
+    `headers()` gives each request's headers (called under the phase's lock)."""
     remaining = iter(range(count))
     lock = threading.Lock()
     results: list[tuple[list[float], int, list[str]]] = []
@@ -236,9 +294,10 @@ def run_phase(
             with lock:
                 if next(remaining, None) is None:
                     break
+                request_headers = headers()
             started = time.perf_counter()
             try:
-                response = client.get(path, headers=headers)
+                response = client.get(path, headers=request_headers)
                 failure = (
                     None
                     if response.status_code == 200
@@ -260,7 +319,9 @@ def run_phase(
         thread.start()
     for thread in threads:
         thread.join()
-    into.seconds += time.perf_counter() - started
+    elapsed = time.perf_counter() - started
+    into.seconds += elapsed
+    into.round_rates.append(count / elapsed if elapsed else 0.0)
     for latencies, errors, samples in results:
         into.requests += len(latencies)
         into.errors += errors
@@ -286,6 +347,7 @@ def summary(phase: Phase) -> dict[str, object]:
         "requests": phase.requests,
         "errors": phase.errors,
         "requests_per_s": round(throughput(phase), 1),
+        "requests_per_s_median_of_rounds": round(statistics.median(phase.round_rates), 1),
         "p50_ms": round(percentile(latencies, 0.50) * 1000, 2),
         "p99_ms": round(percentile(latencies, 0.99) * 1000, 2),
     }
@@ -294,28 +356,59 @@ def summary(phase: Phase) -> dict[str, object]:
     return body
 
 
-def load(server: Server, token: str, args: argparse.Namespace) -> dict[str, Phase]:
-    bearer = {"Authorization": f"Bearer {token}"}
-    headers = {"health": {}, "users_me": bearer}
+def bearer_headers(tokens: Iterator[str]) -> Callable[[], dict[str, str]]:
+    return lambda: {"Authorization": f"Bearer {next(tokens)}"}
+
+
+def measure(
+    clients: list[httpx.Client], headers: dict[str, Callable[[], dict[str, str]]], args
+) -> dict[str, Phase]:
+    """Every endpoint in alternating rounds: A B C, C B A, A B C, ..."""
+    phases = {name: Phase() for name in ENDPOINTS}
+    order = list(ENDPOINTS)
+    per_round = [
+        args.requests // args.rounds + (1 if r < args.requests % args.rounds else 0)
+        for r in range(args.rounds)
+    ]
+    for count in per_round:
+        for name in order:
+            run_phase(clients, ENDPOINTS[name], headers[name], count, phases[name])
+        order.reverse()
+    return phases
+
+
+def load(
+    server: Server, key_set: KeySetServer, key: rsa.RSAPrivateKey, args: argparse.Namespace
+) -> dict[str, dict[str, Phase]]:
+    """The healthy run, then (unless --no-keys-down) the run with the key set down and stale."""
+    lifetime = timedelta(days=1)
+    token = mint_token(key, USER, lifetime)
+    fresh = iter(
+        [mint_token(key, USER, lifetime, jti=str(n)) for n in range(2 * args.requests + 1)]
+    )
+    headers = {
+        "health": lambda: {},
+        "users_me": lambda: {"Authorization": f"Bearer {token}"},
+        "users_me_fresh_tokens": bearer_headers(fresh),
+    }
     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
     clients = [
         httpx.Client(base_url=server.base_url, limits=limits, timeout=30.0)
         for _ in range(args.concurrency)
     ]
     try:
-        for name, path in ENDPOINTS.items():  # warm-up: imports, pools, caches in every worker
-            run_phase(clients, path, headers[name], args.warmup, Phase())
-        phases = {name: Phase() for name in ENDPOINTS}
-        order = list(ENDPOINTS)
-        per_round = [
-            args.requests // args.rounds + (1 if r < args.requests % args.rounds else 0)
-            for r in range(args.rounds)
-        ]
-        for count in per_round:  # alternating rounds: A B, B A, A B, ...
-            for name in order:
-                run_phase(clients, ENDPOINTS[name], headers[name], count, phases[name])
-            order.reverse()
-        return phases
+        for name in ("health", "users_me"):  # warm-up: imports, pools, caches, the key set
+            run_phase(clients, ENDPOINTS[name], headers[name], args.warmup, Phase())
+        fetched_by = time.monotonic()
+        runs = {"healthy": measure(clients, headers, args)}
+        if args.keys_down:
+            key_set.down = True
+            # Every worker fetched the set during the warm-up (a fresh set is not refetched):
+            # past its lifetime each lookup is a stale one and each refresh fails.
+            stale_at = fetched_by + KEY_SET_LIFETIME.total_seconds() + 5
+            time.sleep(max(0.0, stale_at - time.monotonic()))
+            runs["keys_down"] = measure(clients, headers, args)
+        return runs
     finally:
         for client in clients:
             client.close()
@@ -343,7 +436,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--concurrency", type=int, default=None, help="client threads (default 2 per worker)"
     )
     parser.add_argument("--warmup", type=int, default=200, help="warm-up requests per endpoint")
-    parser.add_argument("--rounds", type=int, default=4, help="alternating rounds (default 4)")
+    parser.add_argument("--rounds", type=int, default=8, help="alternating rounds (default 8)")
+    parser.add_argument(
+        "--keys-down",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also measure with the key set down and stale (waits ~4.5 min; default on)",
+    )
     parser.add_argument(
         "--admin-url",
         default=os.environ.get("GYMCTL_BENCH_DATABASE_URL", DEFAULT_ADMIN_URL),
@@ -356,32 +455,77 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def rate(phases: dict[str, Phase], name: str) -> float:
+    return throughput(phases[name])
+
+
+def ratio(numerator: float, denominator: float) -> float | None:
+    return round(numerator / denominator, 3) if denominator else None
+
+
+def paired(phases: dict[str, Phase], name: str) -> float:
+    """The median over rounds of `name`'s throughput against /health's in the same round: each
+    round measures both back to back, so drift of the machine cancels best here."""
+    return statistics.median(
+        mine / health
+        for mine, health in zip(phases[name].round_rates, phases["health"].round_rates, strict=True)
+    )
+
+
+def keys_down_report(runs: dict[str, dict[str, Phase]]) -> dict[str, object]:
+    """Each /users/me figure of the run with the key set down against the healthy run: raw, and
+    relative to /health of the same run (which cancels a drift of the machine between runs)."""
+    healthy, down = runs["healthy"], runs["keys_down"]
+    report: dict[str, object] = {}
+    for name in ("users_me", "users_me_fresh_tokens"):
+        raw = ratio(rate(down, name), rate(healthy, name))
+        relative = ratio(paired(down, name), paired(healthy, name))
+        report[name] = {
+            "requests_per_s": summary(down[name])["requests_per_s"],
+            "vs_healthy": raw,
+            "vs_healthy_relative_to_health": relative,
+            "goal_met": relative is not None and relative >= KEYS_DOWN_GOAL,
+        }
+    report["health"] = summary(down["health"])
+    report["goal_vs_healthy"] = KEYS_DOWN_GOAL
+    return report
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="gymctl-bench-") as tmp:
-        home = Path(tmp)
-        (home / "identity").mkdir()
-        key, public_pem = key_pair(home / "identity")
-        token = mint_token(key, USER, lifetime=timedelta(days=1))
-        with bench_database(args.admin_url) as url:
-            server_version = postgres_version(url)
-            with gunicorn(
-                url,
-                public_pem,
-                home,
-                workers=args.workers,
-                worker_class=args.worker_class,
-                threads=args.threads,
-            ) as server:
-                phases = load(server, token, args)
-    health_rps = throughput(phases["health"])
-    ratio = throughput(phases["users_me"]) / health_rps if health_rps else None
+        home = Path(tmp)  # no identity key under it: the server uses the key set, not a PEM
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        key_set = KeySetServer(key)
+        try:
+            with bench_database(args.admin_url) as url:
+                server_version = postgres_version(url)
+                with gunicorn(
+                    url,
+                    key_set.url,
+                    home,
+                    workers=args.workers,
+                    worker_class=args.worker_class,
+                    threads=args.threads,
+                ) as server:
+                    runs = load(server, key_set, key, args)
+        finally:
+            key_set.close()
+    healthy = runs["healthy"]
+    users_me_ratio = round(paired(healthy, "users_me"), 3)
     report = {
-        "health": summary(phases["health"]),
-        "users_me": summary(phases["users_me"]),
-        "ratio_users_me_to_health": round(ratio, 3) if ratio is not None else None,
+        "health": summary(healthy["health"]),
+        "users_me": summary(healthy["users_me"]),
+        "users_me_fresh_tokens": summary(healthy["users_me_fresh_tokens"]),
+        "ratio_users_me_to_health": users_me_ratio,
+        "ratio_users_me_fresh_tokens_to_health": round(paired(healthy, "users_me_fresh_tokens"), 3),
+        "ratio_users_me_to_health_of_totals": ratio(
+            rate(healthy, "users_me"), rate(healthy, "health")
+        ),
         "goal_ratio": GOAL,
-        "goal_met": ratio is not None and ratio >= GOAL,
+        "goal_met": users_me_ratio >= GOAL,
+        "keys_down": keys_down_report(runs) if "keys_down" in runs else None,
+        "key_set_requests": key_set.requests,
         "workers": args.workers,
         "worker_class": args.worker_class,
         "threads_per_worker": args.threads,
@@ -390,6 +534,7 @@ def main(argv: list[str] | None = None) -> int:
         "warmup_per_endpoint": args.warmup,
         "rounds": args.rounds,
         "cpus": os.cpu_count(),
+        "loadavg_1m_after": round(os.getloadavg()[0], 2),
         "python": platform.python_version(),
         "gymctl": gymctl.__version__,
         "server": {

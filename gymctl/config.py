@@ -46,6 +46,14 @@ class Settings(BaseSettings):
     identity_authorized_parties: Annotated[list[str], NoDecode] = Field(
         default_factory=list, alias="IDENTITY_AUTHORIZED_PARTIES"
     )
+    identity_issuer: str | None = Field(
+        None, alias="IDENTITY_ISSUER", description="when set, a session token's iss must equal it"
+    )
+    identity_audiences: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        alias="IDENTITY_AUDIENCE",
+        description="comma-separated; when set, a session token's aud must name one of them",
+    )
 
     invite_secret: SecretStr | None = Field(None, alias="INVITE_SECRET")
     national_id_encryption_key: SecretStr | None = Field(None, alias="NATIONAL_ID_ENCRYPTION_KEY")
@@ -201,7 +209,11 @@ class Settings(BaseSettings):
     release_ci_event: str = Field("workflow_dispatch", alias="GYMCTL_RELEASE_CI_EVENT")
 
     @field_validator(
-        "identity_authorized_parties", "platform_admins", "video_trusted_channels", mode="before"
+        "identity_authorized_parties",
+        "identity_audiences",
+        "platform_admins",
+        "video_trusted_channels",
+        mode="before",
     )
     @classmethod
     def _split_csv(cls, value: Any) -> Any:

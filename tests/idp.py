@@ -49,7 +49,12 @@ class IdentityProvider:
     GET /v1/jwks, and the admin API the toolkit uses (GET /v1/users?email_address=,
     GET /v1/users/{id}, POST /v1/invitations) over an in-memory set of accounts.
 
-    Switches: `.down` answers 503 everywhere; `.answer_429_after = N` answers 429 (Retry-After: 60)
+    Key-set faults: `.down` answers 503 everywhere; `.jwks_gate.clear()` holds every key-set
+    answer until `.jwks_gate.set()` (a slow provider; `.jwks_asked` is set when one arrives);
+    `.jwks_trickle = s` sends the key set one byte every s seconds; `.jwks_body` is answered
+    instead of the key set when set.
+
+    Switches: `.answer_429_after = N` answers 429 (Retry-After: 60)
     to every admin call after the first N; `.admin_status` answers that status to every admin call;
     `.admin_delay` sleeps that many seconds before answering an admin call.
     """
@@ -60,6 +65,11 @@ class IdentityProvider:
         self.keys = [SigningKey("kid-1")]
         self.down = False
         self.jwks_requests = 0
+        self.jwks_gate = threading.Event()
+        self.jwks_gate.set()
+        self.jwks_asked = threading.Event()
+        self.jwks_trickle = 0.0
+        self.jwks_body: Any = None
         self.accounts: dict[str, dict[str, Any]] = {}
         self.invitations: list[dict[str, Any]] = []
         self.admin_requests = 0
@@ -77,13 +87,27 @@ class IdentityProvider:
                     return
                 with provider._lock:
                     provider.jwks_requests += 1
+                provider.jwks_asked.set()
+                provider.jwks_gate.wait()
                 if provider.down:
                     self._answer(503)
                     return
                 if not self._authorized():
                     self._answer(401)
                     return
+                if provider.jwks_body is not None:
+                    self._answer(200, provider.jwks_body)
+                    return
                 self._answer(200, {"keys": [k.jwk() for k in provider.keys]})
+
+            def _trickle(self, data: bytes) -> None:
+                try:
+                    for byte in data:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(provider.jwks_trickle)
+                except OSError:
+                    pass  # the client gave up: what a trickle is for
 
             def do_POST(self) -> None:
                 parts = urlsplit(self.path)
@@ -123,7 +147,10 @@ class IdentityProvider:
                     self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                if provider.jwks_trickle and self.path.startswith("/v1/jwks"):
+                    self._trickle(data)
+                else:
+                    self.wfile.write(data)
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -240,6 +267,7 @@ class IdentityProvider:
         return jwt.encode(payload, key.private, algorithm="RS256", headers={"kid": key.kid})
 
     def close(self) -> None:
+        self.jwks_gate.set()
         self._server.shutdown()
         self._server.server_close()
 

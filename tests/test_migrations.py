@@ -55,3 +55,84 @@ def test_access_revision_upgrades_a_populated_database(tmp_path):
         gym = connection.execute(text("SELECT tier, join_enabled FROM organizations")).one()
     assert users == [("user_old", 1, "self"), (None, 0, "self")]
     assert tuple(gym) == ("starter", 1)
+
+
+def test_h20a_moves_each_national_id_to_the_membership_of_the_organization_that_stored_it(
+    tmp_path, monkeypatch
+):
+    """Issue 20: the id leaves the shared user row. It is re-encrypted for the membership of the
+    organization of the newest user.national_id_set audit row; one no audit row attributes is
+    dropped rather than handed to a guessed organization."""
+    from sqlalchemy import text
+
+    from gymctl.config import get_settings
+    from gymctl.crypto import generate_key_setting, national_id_cipher
+    from gymctl.db import get_engine
+
+    monkeypatch.setenv("NATIONAL_ID_ENCRYPTION_KEY", generate_key_setting())
+    get_settings.cache_clear()
+    cipher = national_id_cipher(get_settings())
+    person, stray, gym_a, gym_b = (f"{n:032x}" for n in (1, 2, 3, 4))
+    at = "'2026-01-01 00:00:00'"
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    migrate.upgrade(url, "0010")
+    with get_engine(url).begin() as connection:
+        for user_id in (person, stray):
+            ciphertext = cipher.encrypt(
+                "PT-1234-5678", table="users", column="national_id", row_id=str(uuid(user_id))
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO users (id, email, national_id_ciphertext, created_at, updated_at)"
+                    f" VALUES (:id, :id || '@example.test', :c, {at}, {at})"
+                ),
+                {"id": user_id, "c": ciphertext},
+            )
+        for n, gym in enumerate((gym_a, gym_b)):
+            connection.execute(
+                text(
+                    "INSERT INTO organizations (id, name, slug, status, created_at) VALUES "
+                    f"(:id, :id, :id, 'active', {at})"
+                ),
+                {"id": gym},
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO memberships (id, organization_id, user_id, role, status, "
+                    f"invitation_held, created_at, updated_at) VALUES (:id, :gym, :user, "
+                    f"'member', 'active', 0, {at}, {at})"
+                ),
+                {"id": f"{10 + n:032x}", "gym": gym, "user": person},
+            )
+        connection.execute(
+            text(
+                "INSERT INTO audit_log (id, at, action, organization_id, target_type, target_id, "
+                f"data) VALUES (:id, {at}, 'user.national_id_set', :gym, 'user', :target, '{{}}')"
+            ),
+            {"id": f"{20:032x}", "gym": gym_b, "target": str(uuid(person))},
+        )
+
+    migrate.upgrade(url)
+
+    with get_engine(url).connect() as connection:
+        held = dict(
+            connection.execute(
+                text("SELECT organization_id, national_id_ciphertext FROM memberships")
+            ).all()
+        )
+        user_columns = [row[1] for row in connection.execute(text("PRAGMA table_info(users)"))]
+    held = {key.replace("-", ""): value for key, value in held.items()}
+    assert held[gym_a] is None
+    assert (
+        cipher.decrypt(
+            held[gym_b], table="memberships", column="national_id", row_id=str(uuid(f"{11:032x}"))
+        )
+        == "PT-1234-5678"
+    )
+    assert "national_id_ciphertext" not in user_columns
+
+
+def uuid(hex32: str):
+    import uuid as uuid_module
+
+    return uuid_module.UUID(hex32)

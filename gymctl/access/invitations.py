@@ -236,6 +236,49 @@ def invite_many(
     return results
 
 
+def request_link(
+    session: Session,
+    outreach: Outreach,
+    *,
+    organization: Organization,
+    login: User,
+    profile: User,
+    role: Role,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+) -> Invitation:
+    """A gym registered the address of a proven login at its desk: the login is not attached
+    (the person has not consented, and the gym may not learn it exists). The person is asked
+    instead; accepting links the gym's `profile` to the login. Nothing here is visible to the
+    gym: no membership of the login, no listed invitation."""
+    invitation = Invitation(
+        organization_id=organization.id,
+        email=login.email or profile.email or "",
+        role=role,
+        invited_by_user_id=actor_user_id,
+        user_id=login.id,
+        profile_user_id=profile.id,
+        created_at=now,
+        expires_at=now + timedelta(days=outreach.settings.invitation_ttl_days),
+    )
+    session.add(invitation)
+    session.flush()
+    emit(
+        session,
+        EventKind.audit,
+        "invitation.link_requested",
+        at=now,
+        aggregate_type="invitation",
+        aggregate_id=invitation.id,
+        organization_id=organization.id,
+        actor_user_id=actor_user_id,
+        payload={"role": role.value},
+    )
+    _send(outreach, invitation, organization, now)
+    session.flush()
+    return invitation
+
+
 def _pending_membership(
     session: Session, invitation: Invitation, invitee: User, *, now: datetime
 ) -> Membership:
@@ -276,7 +319,7 @@ def _pending_membership(
 def list_invitations(session: Session, org_id: uuid.UUID) -> list[dict[str, Any]]:
     rows = session.scalars(
         select(Invitation)
-        .where(Invitation.organization_id == org_id)
+        .where(Invitation.organization_id == org_id, Invitation.profile_user_id.is_(None))
         .order_by(Invitation.created_at.desc())
     )
     return [describe(invitation) for invitation in rows]
@@ -355,6 +398,8 @@ def resend_invitation(
 def _end_pending_membership(session: Session, invitation: Invitation, *, now: datetime) -> None:
     if invitation.user_id is None or invitation.organization_id is None:
         return
+    if invitation.profile_user_id is not None:
+        return  # a link request made no membership of the login (another invitation may have)
     membership = session.scalar(
         select(Membership).where(
             Membership.organization_id == invitation.organization_id,
@@ -372,6 +417,8 @@ def _activate(session: Session, invitation: Invitation, user: User, *, now: date
     invitation.status = InvitationStatus.accepted
     invitation.accepted_at = now
     invitation.accepted_user_id = user.id
+    if invitation.profile_user_id is not None:
+        _link_profile(session, invitation, user, now=now)
     if invitation.organization_id is not None:
         membership = session.scalar(
             select(Membership).where(
@@ -402,6 +449,50 @@ def _activate(session: Session, invitation: Invitation, user: User, *, now: date
         organization_id=invitation.organization_id,
         actor_user_id=user.id,
         payload={"invitationId": str(invitation.id)},
+    )
+    session.flush()
+
+
+def _link_profile(session: Session, invitation: Invitation, user: User, *, now: datetime) -> None:
+    """The person consented: the gym's profile folds into their login. The profile's membership
+    (with what the gym collected on it) becomes the login's, unless the login is already an
+    active member there; the profile is retired."""
+    profile = session.get(User, invitation.profile_user_id)
+    if profile is None or profile.deleted_at is not None or profile.identity_id is not None:
+        return
+    theirs = session.scalar(
+        select(Membership).where(
+            Membership.organization_id == invitation.organization_id, Membership.user_id == user.id
+        )
+    )
+    gyms = session.scalar(
+        select(Membership).where(
+            Membership.organization_id == invitation.organization_id,
+            Membership.user_id == profile.id,
+        )
+    )
+    if gyms is not None:
+        if theirs is not None and theirs.status is MembershipStatus.active:
+            gyms.status = MembershipStatus.cancelled
+            gyms.updated_at = now
+        else:
+            if theirs is not None:
+                session.delete(theirs)
+                session.flush()
+            gyms.user_id = user.id
+            gyms.updated_at = now
+    profile.deleted_at = now
+    profile.updated_at = now
+    emit(
+        session,
+        EventKind.audit,
+        "user.linked",
+        at=now,
+        aggregate_type="user",
+        aggregate_id=user.id,
+        organization_id=invitation.organization_id,
+        actor_user_id=user.id,
+        payload={"profileRowId": str(profile.id), "byConsent": True},
     )
     session.flush()
 

@@ -8,12 +8,18 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import ColumnElement, exists, func, select, update
 from sqlalchemy.orm import Session
 
 from gymctl.access.invitations import release_held
 from gymctl.events import EventKind, emit
-from gymctl.models import LegalConsent, Membership, User
+from gymctl.models import Invitation, LegalConsent, Membership, User
+
+
+def awaiting_consent(profile_id) -> ColumnElement[bool]:
+    """A profile a gym made for the address of an existing login: only that person's consent
+    (accepting the link request) links it, never signing in (gymctl.access.invitations)."""
+    return exists().where(Invitation.profile_user_id == profile_id)
 
 
 def unlinked_profiles(session: Session, email: str) -> list[User]:
@@ -25,6 +31,7 @@ def unlinked_profiles(session: Session, email: str) -> list[User]:
                 func.lower(User.email) == email.lower(),
                 User.identity_id.is_(None),
                 User.deleted_at.is_(None),
+                ~awaiting_consent(User.id),
             )
             .order_by(User.created_at, User.id)
         )

@@ -1,7 +1,13 @@
 """The three ways a gym creates members (spec A 5.3): desk registration by staff, conversion of a
 lead, and a CSV import. Rows are created without an identity (Unproven until the person signs
 in); an address that belongs to an unproven login is refused with STAFF_REGISTRATION_UNVERIFIED,
-so a gym can never attach its records to a login whose owner is unknown."""
+so a gym can never attach its records to a login whose owner is unknown.
+
+Tenant isolation: a gym only ever gets its own profile row. A proven login under the address
+(someone's account, perhaps another gym's member) is never attached, changed or revealed: the gym
+registers its own profile exactly as for an unknown address, and the person is asked by email to
+link it (an invitation they accept). Another gym's unlinked profile is not reused either (its name
+and data are that gym's)."""
 
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from gymctl.access.invitations import normalize_email
+from gymctl.access.invitations import Outreach, normalize_email, request_link
 from gymctl.access.memberships import active_member_count
 from gymctl.errors import DomainError, not_found
 from gymctl.events import EventKind, emit
@@ -33,12 +39,14 @@ from gymctl.models import (
 
 @dataclass(frozen=True)
 class Registrar:
-    """Who registers, from where: what the refusal audit records."""
+    """Who registers, from where (what the refusal audit records), and how a person with a
+    login is asked to link."""
 
     organization: Organization
     staff_user_id: uuid.UUID
     ip: str | None
     path: str
+    outreach: Outreach
 
 
 def _refuse_unverified(
@@ -94,20 +102,27 @@ def register_member(
     now: datetime,
     role: Role = Role.member,
 ) -> tuple[User, bool]:
-    """Make `email` an active member; (user, created_membership). The refusal is audited in its
-    own right, so callers commit it even though the request fails."""
+    """Make `email` an active member of the gym; (the gym's row for the person, created
+    membership). The refusal is audited in its own right, so callers commit it even though the
+    request fails."""
     email = normalize_email(email)
+    org_id = registrar.organization.id
     people = _people(session, email)
     if _unproven_login(people):
         raise _refuse_unverified(session, registrar, email, role=role, now=now)
-    # A proven login, or the gym's earlier unlinked profile, is reused: one person, one row.
-    person = next((p for p in people if p.identity_id), None) or (people[0] if people else None)
+    member = _active_member_here(session, org_id, people)
+    if member is not None:
+        return member, False
+    # The gym's own earlier profile under the address, else a new one: never another's row.
+    person = next(
+        (p for p in people if p.identity_id is None and p.signup_organization_id == org_id), None
+    )
     if person is None:
         person = User(
             email=email,
             name=name,
             signup_origin=origin,
-            signup_organization_id=registrar.organization.id,
+            signup_organization_id=org_id,
             created_by_user_id=registrar.staff_user_id,
             created_at=now,
             updated_at=now,
@@ -116,16 +131,11 @@ def register_member(
         session.flush()
     membership = session.scalar(
         select(Membership).where(
-            Membership.organization_id == registrar.organization.id,
-            Membership.user_id == person.id,
+            Membership.organization_id == org_id, Membership.user_id == person.id
         )
     )
-    if membership is not None and membership.status is MembershipStatus.active:
-        return person, False
     if membership is None:
-        membership = Membership(
-            organization_id=registrar.organization.id, user_id=person.id, created_at=now
-        )
+        membership = Membership(organization_id=org_id, user_id=person.id, created_at=now)
         session.add(membership)
     membership.role = role
     membership.status = MembershipStatus.active
@@ -137,12 +147,40 @@ def register_member(
         at=now,
         aggregate_type="user",
         aggregate_id=person.id,
-        organization_id=registrar.organization.id,
+        organization_id=org_id,
         actor_user_id=registrar.staff_user_id,
         payload={"origin": origin},
     )
     session.flush()
+    login = next((p for p in people if p.identity_id is not None), None)
+    if login is not None:
+        request_link(
+            session,
+            registrar.outreach,
+            organization=registrar.organization,
+            login=login,
+            profile=person,
+            role=role,
+            actor_user_id=registrar.staff_user_id,
+            now=now,
+        )
     return person, True
+
+
+def _active_member_here(session: Session, org_id: uuid.UUID, people: list[User]) -> User | None:
+    """The person's row that is already an active member of this gym (the gym knows it)."""
+    if not people:
+        return None
+    return session.scalar(
+        select(User)
+        .join(Membership, Membership.user_id == User.id)
+        .where(
+            Membership.organization_id == org_id,
+            Membership.status == MembershipStatus.active,
+            User.id.in_([p.id for p in people]),
+        )
+        .limit(1)
+    )
 
 
 def create_lead(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, ScalarSelect, case, select
 from sqlalchemy.orm import Session
 
 from gymctl.branding.palette import Palette
@@ -53,6 +53,10 @@ def live_brand(session: Session, organization_id: uuid.UUID) -> PublishedBrand |
     row = latest_revision(session, organization_id)
     if row is None or row.unpublished_at is not None:
         return None
+    return _published(organization_id, row)
+
+
+def _published(organization_id: uuid.UUID, row: BrandRevision) -> PublishedBrand:
     return PublishedBrand(
         organization_id=organization_id,
         revision=row.revision,
@@ -78,18 +82,69 @@ def live_app_version(session: Session, organization_id: uuid.UUID) -> MemberAppV
     return None if row is None or row.unpublished_at is not None else row
 
 
+def live_markers(organization_id: ColumnElement[Any]) -> tuple[ScalarSelect, ScalarSelect]:
+    """(live brand revision, live member-app version) of the organization in `organization_id`,
+    as correlated subqueries a hot read embeds instead of two more round trips; None when the
+    latest is unpublished or there is none (the rule of live_brand and live_app_version)."""
+    brand = (
+        select(case((BrandRevision.unpublished_at.is_(None), BrandRevision.revision)))
+        .where(BrandRevision.organization_id == organization_id)
+        .order_by(BrandRevision.revision.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    app = (
+        select(case((MemberAppVersion.unpublished_at.is_(None), MemberAppVersion.version)))
+        .where(MemberAppVersion.organization_id == organization_id)
+        .order_by(MemberAppVersion.version.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    return brand, app
+
+
 def public_branding(
     session: Session, organization_id: uuid.UUID, organization_name: str, schema: int
 ) -> dict[str, Any]:
     """status is published while a brand is live; version is the member app's live version
     (null when none); branding is the requested schema's projection (null when unpublished)."""
-    brand = live_brand(session, organization_id)
     app = live_app_version(session, organization_id)
+    return branding_payload(
+        live_brand(session, organization_id),
+        app.version if app is not None else None,
+        organization_name,
+        schema,
+    )
+
+
+def public_branding_at(
+    session: Session,
+    organization_id: uuid.UUID,
+    organization_name: str,
+    schema: int,
+    *,
+    brand_revision: int | None,
+    app_version: int | None,
+) -> dict[str, Any]:
+    """public_branding from markers already read (live_markers): one query when a brand is
+    live, none otherwise."""
+    row = (
+        session.get(BrandRevision, (organization_id, brand_revision))
+        if brand_revision is not None
+        else None
+    )
+    brand = _published(organization_id, row) if row is not None else None
+    return branding_payload(brand, app_version, organization_name, schema)
+
+
+def branding_payload(
+    brand: PublishedBrand | None, app_version: int | None, organization_name: str, schema: int
+) -> dict[str, Any]:
     return {
         "schema": schema,
         "organizationName": organization_name,
         "status": "published" if brand is not None else "unpublished",
-        "version": app.version if app is not None else None,
+        "version": app_version,
         "brandRevision": brand.revision if brand is not None else None,
         "branding": brand.projection(schema) if brand is not None else None,
     }

@@ -26,10 +26,14 @@ def import_command(
     signs in). Refused up front, creating nothing, over the tier's active-member cap."""
     from gymctl import clock
     from gymctl.access.gyms import resolve_organization
+    from gymctl.access.invitations import Outreach
     from gymctl.access.memberships import owner_of
     from gymctl.access.registrations import Registrar, import_members, parse_members_csv
     from gymctl.access.trail import resolve_user
-    from gymctl.db import session_scope
+    from gymctl.config import get_settings
+    from gymctl.db import session_factory, session_scope
+    from gymctl.providers.identity_admin import identity_admin_from_settings
+    from gymctl.providers.mail import mailer_from_settings
 
     rows = parse_members_csv(file.read_text(encoding="utf-8"))
     with session_scope() as session:
@@ -41,8 +45,18 @@ def import_command(
             if owner is None:
                 raise DomainError("staff_required", "the gym has no owner; pass --staff")
             staff_id = owner.user_id
+        settings = get_settings()
+        outreach = Outreach(
+            settings,
+            mailer_from_settings(settings),
+            identity_admin_from_settings(settings, session_factory()),
+        )
         registrar = Registrar(
-            organization=gym, staff_user_id=staff_id, ip=None, path="cli: gymctl members import"
+            organization=gym,
+            staff_user_id=staff_id,
+            ip=None,
+            path="cli: gymctl members import",
+            outreach=outreach,
         )
         with Progress(console=console, transient=True, disable=as_json) as progress:
             task = progress.add_task("importing members", total=len(rows))

@@ -9,8 +9,8 @@ from typing import Any
 from sqlalchemy import Row, and_, bindparam, exists, func, join, select
 from sqlalchemy.orm import Session, aliased
 
-from gymctl.access.ownership import settle_ownership
-from gymctl.branding.published import public_branding
+from gymctl.access.ownership import awaiting_consent, settle_ownership
+from gymctl.branding.published import live_markers, public_branding_at
 from gymctl.errors import DomainError, forbidden, not_found
 from gymctl.identity.auth import Auth
 from gymctl.identity.users import find_or_create
@@ -54,6 +54,9 @@ def _accepted_latest_documents():
 
 
 _PROFILE = aliased(User)
+# Each membership row carries its organization's live brand revision and app version, so the
+# branding of the active organization costs no extra round trip (none while nothing is live).
+_LIVE_BRAND, _LIVE_APP = live_markers(Membership.organization_id)
 
 # Built once: /users/me is the hottest authenticated route. One round trip: the user's live
 # memberships (deleted organizations left out), each row carrying the legal-consent count.
@@ -71,6 +74,7 @@ _ME = (
             func.lower(_PROFILE.email) == func.lower(bindparam("email")),
             _PROFILE.identity_id.is_(None),
             _PROFILE.deleted_at.is_(None),
+            ~awaiting_consent(_PROFILE.id),
         )
         .label("unlinked_profile"),
         Membership.organization_id,
@@ -79,6 +83,8 @@ _ME = (
         Membership.invitation_held,
         Organization.name,
         Organization.slug,
+        _LIVE_BRAND.label("brand_revision"),
+        _LIVE_APP.label("app_version"),
     )
     .select_from(User)
     .outerjoin(_LIVE_MEMBERSHIPS, Membership.user_id == User.id)
@@ -155,7 +161,12 @@ def current_user(
             "role": active.role.value,
         }
         # The same projection as GET /public/organizations/:id/branding?schema=N.
-        body["branding"] = public_branding(
-            session, active.organization_id, active.name, branding_schema
+        body["branding"] = public_branding_at(
+            session,
+            active.organization_id,
+            active.name,
+            branding_schema,
+            brand_revision=active.brand_revision,
+            app_version=active.app_version,
         )
     return body

@@ -1,11 +1,11 @@
 """Session-token verification (spec A 5.1 step 4), importable by any service.
 
 RS256 only, never an algorithm taken from the token. The signature is checked first, then the
-required claims (exp, iat, sub, sid), then time with a few seconds of leeway, then the optional
-allow-list of authorized parties (azp). With IDENTITY_JWT_KEY the check is in-process; otherwise,
-and whenever that key cannot verify a signature, the provider's key set is used: cached per process
-for five minutes, refetched once on an unknown kid (rate-limited), and the last good set is kept
-when a fetch fails. A PEM key that fails is reported once per process.
+required claims (exp, iat, sub, sid, each of a shape our columns hold), then time with a few
+seconds of leeway, then what the deployment configures: authorized parties (azp), issuer (iss),
+audience (aud). With IDENTITY_JWT_KEY the check is in-process; otherwise, and whenever that key
+cannot verify a signature, the provider's key set is used (KeySet). A PEM key that fails is
+reported once per process.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import functools
 import json
 import logging
 import threading
+import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -37,6 +39,16 @@ REQUIRED_CLAIMS = ("exp", "iat", "sub", "sid")
 LEEWAY = timedelta(seconds=5)
 KEY_SET_LIFETIME = timedelta(minutes=5)
 UNKNOWN_KID_REFETCH_INTERVAL = timedelta(seconds=10)
+# A fetch of the key set ends within this, however the server answers (slow, trickling).
+FETCH_DEADLINE = 2.0
+# After a failed fetch none is tried for 1 s, then 2, 4 ... up to a minute (the negative cache).
+FAILURE_BACKOFF = timedelta(seconds=1)
+FAILURE_BACKOFF_CAP = timedelta(minutes=1)
+MAX_KEY_SET_BYTES = 256 * 1024
+VERIFIED_TOKENS = 4096
+VERIFIED_LIFETIME = timedelta(minutes=1)
+# users.identity_id and user_sessions.session_id hold 128 characters.
+MAX_ID_LENGTH = 128
 
 
 @dataclass(frozen=True)
@@ -47,52 +59,171 @@ class SessionClaims:
     exp: int
     iat: int
     raw: dict[str, Any] = field(repr=False)
+    nbf: int | None = None
 
 
 class KeySetUnavailable(Exception):
     """The provider's key set could not be fetched and none was fetched before."""
 
 
+def is_identifier(value: Any) -> bool:
+    """A provider id we store (sub, sid, act.sub): a non-empty printable string that fits."""
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= MAX_ID_LENGTH
+        and value.isprintable()
+        and not value.isspace()
+    )
+
+
 class KeySet:
-    """The provider's JWKS, cached with a lifetime; a failed fetch keeps the last good set."""
+    """The provider's JWKS, cached per process for five minutes, fetched so that an outage of the
+    provider costs the API nothing it can avoid:
+
+    - one fetch at a time (single flight): concurrent callers that need it wait for the same one;
+    - a total deadline per fetch (FETCH_DEADLINE), not per read, and nobody waits longer;
+    - after a failure no fetch before a backoff (1 s doubling to 1 min): the negative cache;
+    - stale keys are kept and used: a known kid is answered at once from the cached set while a
+      refresh runs in the background, so a down or slow provider delays no request;
+    - only an unknown kid (or an empty cache) waits for a fetch, and an unknown kid forces one
+      at most every ten seconds.
+    """
 
     def __init__(
-        self, url: str, secret_key: str | None, clock: Clock, client: httpx.Client
+        self,
+        url: str,
+        secret_key: str | None,
+        clock: Clock,
+        client: httpx.Client,
+        *,
+        deadline: float = FETCH_DEADLINE,
     ) -> None:
         self._url = url
         self._secret_key = secret_key
         self._clock = clock
         self._client = client
+        self._deadline = deadline
         self._keys: dict[str, PyJWK] = {}
         self._fetched_at: datetime | None = None
         self._last_forced: datetime | None = None
+        self._failures = 0
+        self._retry_at: datetime | None = None
+        self._in_flight: threading.Event | None = None
         self._lock = threading.Lock()
 
-    def _fetch(self) -> None:
-        headers = {"Authorization": f"Bearer {self._secret_key}"} if self._secret_key else {}
-        try:
-            response = self._client.get(self._url, headers=headers, timeout=5.0)
-            response.raise_for_status()
-            key_set = PyJWKSet.from_dict(response.json())
-        except (httpx.HTTPError, ValueError, jwt.PyJWTError) as error:
-            log.warning("identity key set fetch failed: %s", type(error).__name__)
-            if not self._keys:
-                raise KeySetUnavailable(str(type(error).__name__)) from error
-            return
-        self._keys = {key.key_id: key for key in key_set.keys if key.key_id}
-        self._fetched_at = self._clock.now()
-
-    def get(self, kid: str | None) -> PyJWK | None:
+    def get(self, kid: Any) -> PyJWK | None:
+        if not isinstance(kid, str):
+            return None
         now = self._clock.now()
+        keys, fetched_at = self._keys, self._fetched_at
+        fresh = fetched_at is not None and now - fetched_at < KEY_SET_LIFETIME
+        if kid in keys:
+            if not fresh:
+                self._start_fetch(now)  # stale while revalidating: this request does not wait
+            return keys[kid]
+        if fresh and not self._may_force(now):
+            return None
+        fetch = self._start_fetch(now)
+        if fetch is not None:
+            fetch.wait(self._deadline)
+        if not self._keys:
+            raise KeySetUnavailable("the key set has never been fetched")
+        return self._keys.get(kid)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the fetch under way, if any; True when none is (left) running."""
+        fetch = self._in_flight
+        return fetch is None or fetch.wait(self._deadline if timeout is None else timeout)
+
+    def _may_force(self, now: datetime) -> bool:
         with self._lock:
-            if self._fetched_at is None or now - self._fetched_at >= KEY_SET_LIFETIME:
-                self._fetch()
-            if kid not in self._keys and (
-                self._last_forced is None or now - self._last_forced >= UNKNOWN_KID_REFETCH_INTERVAL
+            if self._last_forced is not None and now - self._last_forced < (
+                UNKNOWN_KID_REFETCH_INTERVAL
             ):
-                self._last_forced = now
-                self._fetch()
-            return self._keys.get(kid) if kid else None
+                return False
+            self._last_forced = now
+            return True
+
+    def _start_fetch(self, now: datetime) -> threading.Event | None:
+        """The fetch to wait for: the one under way, a new one, or None while backing off."""
+        with self._lock:
+            if self._in_flight is not None:
+                return self._in_flight
+            if self._retry_at is not None and now < self._retry_at:
+                return None
+            self._in_flight = done = threading.Event()
+        threading.Thread(target=self._fetch, args=(done,), name="jwks-fetch", daemon=True).start()
+        return done
+
+    def _fetch(self, done: threading.Event) -> None:
+        try:
+            keys = self._download()
+        except Exception as error:  # any failure is a failed fetch (a malformed set too)
+            log.warning("identity key set fetch failed: %s", type(error).__name__)
+            with self._lock:
+                self._failures += 1
+                backoff = min(FAILURE_BACKOFF * 2 ** (self._failures - 1), FAILURE_BACKOFF_CAP)
+                self._retry_at = self._clock.now() + backoff
+        else:
+            with self._lock:
+                self._keys, self._fetched_at = keys, self._clock.now()
+                self._failures, self._retry_at = 0, None
+        finally:
+            with self._lock:
+                self._in_flight = None
+            done.set()
+
+    def _download(self) -> dict[str, PyJWK]:
+        """GET the set: a server that trickles bytes is dropped at the first read past the
+        deadline (a read itself waits at most the deadline); callers never wait past it."""
+        deadline = time.monotonic() + self._deadline
+        headers = {"Authorization": f"Bearer {self._secret_key}"} if self._secret_key else {}
+        body = bytearray()
+        with self._client.stream(
+            "GET", self._url, headers=headers, timeout=self._deadline
+        ) as response:
+            response.raise_for_status()
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > MAX_KEY_SET_BYTES:
+                    raise ValueError("the key set is too large")
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the key set fetch passed its deadline")
+        key_set = PyJWKSet.from_dict(json.loads(body))
+        return {key.key_id: key for key in key_set.keys if isinstance(key.key_id, str)}
+
+
+class VerifiedTokens:
+    """Tokens this process verified in the last minute (bounded, least recently used out).
+
+    Clients send one token many times (tokens live 60 s; the mobile app reuses one for 10 s, the
+    web its cookie until refresh): a repeat skips the signature and claim checks, never the time
+    checks. An entry lives at most a minute, so a key withdrawn from the key set stops verifying
+    within a minute, sooner than the five-minute key-set cache lets it."""
+
+    def __init__(self, *, size: int = VERIFIED_TOKENS, lifetime: timedelta = VERIFIED_LIFETIME):
+        self._size = size
+        self._lifetime = lifetime
+        self._entries: OrderedDict[str, tuple[datetime, SessionClaims]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, token: str, now: datetime) -> SessionClaims | None:
+        with self._lock:
+            entry = self._entries.get(token)
+            if entry is None:
+                return None
+            if now - entry[0] >= self._lifetime or now < entry[0]:
+                del self._entries[token]
+                return None
+            self._entries.move_to_end(token)
+            return entry[1]
+
+    def put(self, token: str, claims: SessionClaims, now: datetime) -> None:
+        with self._lock:
+            self._entries[token] = (now, claims)
+            self._entries.move_to_end(token)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
 
 
 def _parse_header(token: str) -> dict[str, Any]:
@@ -123,6 +254,8 @@ class TokenVerifier:
         public_key_pem: str | None,
         key_set: KeySet | None,
         authorized_parties: list[str] | tuple[str, ...] = (),
+        issuer: str | None = None,
+        audiences: list[str] | tuple[str, ...] = (),
         clock: Clock = default_clock,
     ) -> None:
         if public_key_pem is None and key_set is None:
@@ -132,13 +265,24 @@ class TokenVerifier:
         self._pem_key = _load_pem(public_key_pem) if public_key_pem is not None else None
         self._key_set = key_set
         self._authorized_parties = tuple(authorized_parties)
+        self._issuer = issuer
+        self._audiences = tuple(audiences)
         self._clock = clock
+        self._verified = VerifiedTokens()
         self._pem_failure_reported = False
 
     def verify(self, token: str) -> SessionClaims:
+        now = self._clock.now()
+        verified = self._verified.get(token, now)
+        if verified is not None:
+            self._check_time(verified.exp, verified.iat, verified.nbf, now)
+            return verified
         header = _parse_header(token)
         if header.get("alg") != ALGORITHM:
             raise unauthorized("token_algorithm", "session tokens must be signed with RS256")
+        kid = header.get("kid")
+        if kid is not None and not isinstance(kid, str):
+            raise unauthorized("token_malformed", "the token's kid is not a string")
 
         claims = None
         if self._pem is not None:
@@ -151,8 +295,10 @@ class TokenVerifier:
                     raise
                 self._report_pem_failure()
         if claims is None:
-            claims = self._decode(token, self._key_from_set(header.get("kid")))
-        return self._check_claims(claims)
+            claims = self._decode(token, self._key_from_set(kid))
+        checked = self._check_claims(claims, now)
+        self._verified.put(token, checked, now)
+        return checked
 
     def _decode(self, token: str, key: Any) -> dict[str, Any]:
         try:
@@ -188,24 +334,50 @@ class TokenVerifier:
             raise unauthorized("token_unknown_key", "the token's key is not in the key set")
         return key
 
-    def _check_claims(self, claims: dict[str, Any]) -> SessionClaims:
+    def _check_claims(self, claims: dict[str, Any], now: datetime) -> SessionClaims:
         sub, sid, azp = claims.get("sub"), claims.get("sid"), claims.get("azp")
-        if not isinstance(sub, str) or not sub or not isinstance(sid, str) or not sid:
-            raise unauthorized("token_claims", "sub and sid must be non-empty strings")
+        if not is_identifier(sub) or not is_identifier(sid):
+            raise unauthorized(
+                "token_claims",
+                f"sub and sid must be printable strings of 1 to {MAX_ID_LENGTH} characters",
+            )
+        act = claims.get("act")
+        if act is not None and not (isinstance(act, dict) and is_identifier(act.get("sub"))):
+            # The impersonating operator goes to the ownership trail: never drop or cut it.
+            raise unauthorized("token_claims", "act must name the impersonating operator")
         try:
             exp, iat = int(claims["exp"]), int(claims["iat"])
             nbf = int(claims["nbf"]) if "nbf" in claims else None
         except (TypeError, ValueError):
             raise unauthorized("token_claims", "exp, iat and nbf must be numbers") from None
-        now = self._clock.now().timestamp()
-        leeway = LEEWAY.total_seconds()
-        if now >= exp + leeway:
-            raise unauthorized("token_expired", "the session token has expired")
-        if iat > now + leeway or (nbf is not None and nbf > now + leeway):
-            raise unauthorized("token_not_yet_valid", "the session token is not valid yet")
+        self._check_time(exp, iat, nbf, now)
         if self._authorized_parties and azp not in self._authorized_parties:
             raise unauthorized("token_unauthorized_party", "the token's azp is not allowed")
-        return SessionClaims(sub=sub, sid=sid, azp=azp, exp=exp, iat=iat, raw=claims)
+        if self._issuer is not None and claims.get("iss") != self._issuer:
+            raise unauthorized("token_issuer", "the token was issued by another issuer")
+        self._check_audience(claims.get("aud"))
+        return SessionClaims(sub=sub, sid=sid, azp=azp, exp=exp, iat=iat, raw=claims, nbf=nbf)
+
+    @staticmethod
+    def _check_time(exp: int, iat: int, nbf: int | None, now: datetime) -> None:
+        at, leeway = now.timestamp(), LEEWAY.total_seconds()
+        if at >= exp + leeway:
+            raise unauthorized("token_expired", "the session token has expired")
+        if iat > at + leeway or (nbf is not None and nbf > at + leeway):
+            raise unauthorized("token_not_yet_valid", "the session token is not valid yet")
+
+    def _check_audience(self, aud: Any) -> None:
+        """A token that names an audience is for that service: it must name a configured one;
+        with none configured, only a token naming no audience passes (as PyJWT does)."""
+        if aud is None:
+            if self._audiences:
+                raise unauthorized("token_audience", "the token names no audience")
+            return
+        named = [aud] if isinstance(aud, str) else aud
+        if not isinstance(named, list) or not any(
+            isinstance(a, str) and a in self._audiences for a in named
+        ):
+            raise unauthorized("token_audience", "the token is meant for another audience")
 
     def _report_pem_failure(self) -> None:
         if not self._pem_failure_reported:
@@ -230,6 +402,8 @@ def build_verifier(
         public_key_pem=settings.identity_public_key_pem,
         key_set=key_set,
         authorized_parties=settings.identity_authorized_parties,
+        issuer=settings.identity_issuer,
+        audiences=settings.identity_audiences,
         clock=clock,
     )
 

@@ -43,6 +43,10 @@ class Invitation(IdMixin, Base):
     invited_by_user_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     # The invitee's account when one existed at creation (a pending_invitation membership).
     user_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    # A link request: the gym registered this address at its desk while a proven login used
+    # it; the gym's own profile (this id) waits for the person's consent and is linked only by
+    # accepting. Not listed with the gym's invitations (the gym may not learn the login exists).
+    profile_user_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, index=True)
     provider_invitation_id: Mapped[str | None] = mapped_column(String(128))
     # Bumped on resend: a token carries its version, so an older email's link stops working.
     token_version: Mapped[int] = mapped_column(default=1)

@@ -31,8 +31,6 @@ class User(IdMixin, Base):
     signup_organization_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     signup_join_link_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     created_by_user_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
-    # AES-256-GCM (gymctl.crypto); never logged, never in ordinary responses.
-    national_id_ciphertext: Mapped[str | None] = mapped_column(String(512))
     created_at: Mapped[datetime] = mapped_column(default=clock.now)
     updated_at: Mapped[datetime] = mapped_column(default=clock.now)
     deleted_at: Mapped[datetime | None]

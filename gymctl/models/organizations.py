@@ -84,6 +84,10 @@ class Membership(IdMixin, Base):
     )
     # Spec A 5.3: a staff invitation to a login whose email is unproven is held.
     invitation_held: Mapped[bool] = mapped_column(default=False)
+    # Personal data one organization collects lives on its membership, never on the shared user
+    # row, so no gym can read or overwrite what another holds. AES-256-GCM (gymctl.crypto), bound
+    # to this row; never logged, never in ordinary responses.
+    national_id_ciphertext: Mapped[str | None] = mapped_column(String(512))
     created_at: Mapped[datetime] = mapped_column(default=clock.now)
     updated_at: Mapped[datetime] = mapped_column(default=clock.now)
 

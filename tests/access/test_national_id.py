@@ -1,5 +1,6 @@
 """National ids (spec A 2.1): encrypted before storage, bound to their row, never logged, never in
-a normal response or event; set only by staff who manage members."""
+a normal response or event; set only by staff who manage members. Each organization's value lives
+on its own membership (docs/decisions.md, issue 20): no gym reads or overwrites another's."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from gymctl.crypto import DecryptionError, generate_key_setting, national_id_cipher
 from gymctl.logs import JsonFormatter
-from gymctl.models import AuditLog, OutboxEvent, Role, User
+from gymctl.models import AuditLog, Membership, OutboxEvent, Role
 from gymctl.providers.mail import MailboxMailer
 from tests.access.conftest import snapshot
 from webhooks.app import create_app
@@ -44,9 +45,17 @@ def put(client, gym, by: Role, user_id, national_id=NATIONAL_ID):
     )
 
 
-def stored(session: Session, user_id) -> str | None:
+def held(session: Session, gym, user_id) -> Membership:
     session.expire_all()
-    return session.get(User, user_id).national_id_ciphertext
+    return session.scalar(
+        select(Membership).where(
+            Membership.organization_id == gym.id, Membership.user_id == user_id
+        )
+    )
+
+
+def stored(session: Session, user_id, gym) -> str | None:
+    return held(session, gym, user_id).national_id_ciphertext
 
 
 @pytest.mark.parametrize("by", [Role.owner, Role.admin])
@@ -60,28 +69,32 @@ def test_staff_who_manage_members_store_the_id_encrypted_and_bound_to_the_row(
     assert response.status_code == 200
     assert response.json == {"userId": str(member.id), "nationalIdStored": True}
     assert NATIONAL_ID not in response.get_data(as_text=True)
-    ciphertext = stored(session, member.id)
+    ciphertext = stored(session, member.id, gym)
     assert NATIONAL_ID not in ciphertext
     assert "19850317" not in ciphertext
     cipher = national_id_cipher(keyed_settings)
+    row = held(session, gym, member.id)
     assert (
-        cipher.decrypt(ciphertext, table="users", column="national_id", row_id=str(member.id))
+        cipher.decrypt(ciphertext, table="memberships", column="national_id", row_id=str(row.id))
         == NATIONAL_ID
     )
     with pytest.raises(DecryptionError):  # copied to another row, it does not decrypt
         cipher.decrypt(
-            ciphertext, table="users", column="national_id", row_id=str(gym[Role.coach].user.id)
+            ciphertext,
+            table="memberships",
+            column="national_id",
+            row_id=str(gym[Role.coach].membership.id),
         )
 
 
 def test_setting_the_same_id_again_encrypts_afresh(keyed_client, session, gym):
     member = gym[Role.member].user
     put(keyed_client, gym, Role.owner, member.id)
-    first = stored(session, member.id)
+    first = stored(session, member.id, gym)
 
     put(keyed_client, gym, Role.owner, member.id)
 
-    assert stored(session, member.id) != first  # a fresh nonce: equal ids do not show as equal
+    assert stored(session, member.id, gym) != first  # a fresh nonce: equal ids do not show as equal
 
 
 def test_no_log_line_event_or_audit_row_of_the_request_carries_the_id(
@@ -129,7 +142,7 @@ def test_no_log_line_event_or_audit_row_of_the_request_carries_the_id(
 def test_the_roster_and_users_me_never_show_the_id(keyed_client, session, gym):
     member = gym[Role.member]
     put(keyed_client, gym, Role.owner, member.user.id)
-    ciphertext = stored(session, member.user.id)
+    ciphertext = stored(session, member.user.id, gym)
 
     roster = keyed_client.get(f"/organizations/{gym.id}/members", headers=gym[Role.owner].headers)
     me = keyed_client.get("/users/me", headers=member.headers)

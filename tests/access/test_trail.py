@@ -112,9 +112,9 @@ def _build(session: Session) -> dict[str, Any]:
         created_by_user_id=operator.id,
         email_verified_at=_minutes(30),
         email_verified_by=str(operator.id),
-        national_id_ciphertext=CIPHERTEXT,
         created_at=_minutes(600),
     )
+    factories.membership(session, user=person, organization=gym, national_id_ciphertext=CIPHERTEXT)
     other = factories.user(session, email="someone.else@example.test")
 
     _user_session(

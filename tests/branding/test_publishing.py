@@ -10,7 +10,7 @@ import pytest
 from gymctl.branding import publishing, workspace
 from gymctl.branding.published import live_app_version, live_brand, public_branding
 from gymctl.errors import DomainError
-from gymctl.models import BrandDraft, MemberAppDraftAsset, MemberAppVersion, Website
+from gymctl.models import BrandDraft, MemberAppDraftAsset, MemberAppVersion, Role, Website
 from tests.access.conftest import snapshot
 from tests.branding.conftest import CONTENT, app_slot, brand_asset, drafts, event_names, events
 from tests.conftest import NOW
@@ -292,3 +292,28 @@ def test_unknown_or_no_channels_are_refused(session_factory, store, gym):
         with pytest.raises(DomainError) as refused:
             run(session_factory, store, gym, *channels)
         assert refused.value.code == "channel_unknown"
+
+
+def test_users_me_reads_the_same_live_branding_as_the_public_read(
+    client, session, session_factory, store, gym
+):
+    """GET /users/me carries "the same projection as GET /public/organizations/:id/branding"
+    (it reads the live brand revision and app version in its one membership query)."""
+    owner = gym[Role.owner].headers
+
+    def both():
+        me = client.get("/users/me?brandingSchema=4", headers=owner).json["branding"]
+        public = client.get(f"/public/organizations/{gym.id}/branding?schema=4").json
+        return me, {key: public[key] for key in me}
+
+    drafts(session, store, gym.id, palette={"primaryColor": "#1C40A0"})
+    run(session_factory, store, gym, "brand", "app")
+    me, public = both()
+    assert (me["status"], me["version"], me["brandRevision"]) == ("published", 1, 1)
+    assert me == public
+
+    publishing.unpublish_brand(session, gym.id, actor_user_id=None, now=NOW)
+    session.commit()
+    me, public = both()
+    assert (me["status"], me["branding"]) == ("unpublished", None)
+    assert me == public

@@ -14,15 +14,22 @@ import pytest
 
 from gymctl.clock import FixedClock
 from gymctl.errors import DomainError
-from gymctl.identity.tokens import KeySet, TokenVerifier
+from gymctl.identity.tokens import FETCH_DEADLINE, KeySet, TokenVerifier
 from tests.conftest import NOW
 from tests.idp import SigningKey
 
 
-def jwks_verifier(idp, clock, *, pem=None, parties=()):
-    key_set = KeySet(f"{idp.url}/v1/jwks", idp.SECRET_KEY, clock, httpx.Client())
+def key_set_of(idp, clock, *, deadline=FETCH_DEADLINE) -> KeySet:
+    return KeySet(f"{idp.url}/v1/jwks", idp.SECRET_KEY, clock, httpx.Client(), deadline=deadline)
+
+
+def jwks_verifier(idp, clock, *, pem=None, parties=(), key_set=None, **checks):
     return TokenVerifier(
-        public_key_pem=pem, key_set=key_set, authorized_parties=parties, clock=clock
+        public_key_pem=pem,
+        key_set=key_set or key_set_of(idp, clock),
+        authorized_parties=parties,
+        clock=clock,
+        **checks,
     )
 
 
@@ -130,13 +137,15 @@ def test_unknown_kid_refetch_is_rate_limited(idp, clock):
 
 
 def test_key_set_is_cached_five_minutes_then_refetched(idp, clock):
-    verifier = jwks_verifier(idp, clock)
+    keys = key_set_of(idp, clock)
+    verifier = jwks_verifier(idp, clock, key_set=keys)
     verifier.verify(idp.token(now=NOW))
     clock.set(NOW + timedelta(minutes=4, seconds=59))
     verifier.verify(idp.token(now=clock.now()))
     assert idp.jwks_requests == 1
     clock.set(NOW + timedelta(minutes=5))
-    verifier.verify(idp.token(now=clock.now()))
+    verifier.verify(idp.token(now=clock.now()))  # served from the aged set while it refreshes
+    assert keys.wait()
     assert idp.jwks_requests == 2
 
 
@@ -222,3 +231,53 @@ def test_verify_session_token_is_one_function_other_services_import(idp, monkeyp
         assert caught.value.status == 401
     finally:
         tokens._process_verifier.cache_clear()
+
+
+def test_the_configured_issuer_and_audience_are_required(idp, clock):
+    verifier = jwks_verifier(
+        idp, clock, issuer="https://clerk.example.test", audiences=["gymctl-api", "gymctl-mcp"]
+    )
+    ours = idp.token(now=NOW, iss="https://clerk.example.test", aud=["other", "gymctl-mcp"])
+    assert verifier.verify(ours).sub == "user_alice"
+    other_issuer = idp.token(now=NOW, iss="https://clerk.other.example", aud="gymctl-api")
+    assert refused(verifier, other_issuer).code == "token_issuer"
+    no_audience = idp.token(now=NOW, iss="https://clerk.example.test")
+    assert refused(verifier, no_audience).code == "token_audience"
+
+
+def test_without_a_configured_audience_a_token_naming_one_is_refused(idp, clock):
+    """A token that names an audience was minted for that service, not for this API."""
+    verifier = jwks_verifier(idp, clock)
+    assert verifier.verify(idp.token(now=NOW)).sub == "user_alice"
+    assert refused(verifier, idp.token(now=NOW, aud="another-api")).code == "token_audience"
+
+
+def test_without_a_configured_issuer_iss_is_not_checked(idp, clock):
+    """As the provider's SDKs do: iss is checked only when the deployment names one."""
+    verifier = jwks_verifier(idp, clock)
+    assert verifier.verify(idp.token(now=NOW, iss="https://clerk.any.example")).sub == "user_alice"
+
+
+def test_a_repeated_token_is_still_refused_once_it_expires(idp, clock):
+    verifier = jwks_verifier(idp, clock)
+    token = idp.token(now=NOW, lifetime=timedelta(seconds=30))
+    assert verifier.verify(token).sub == "user_alice"
+    clock.set(NOW + timedelta(seconds=35))
+    assert refused(verifier, token).code == "token_expired"
+
+
+def test_a_withdrawn_key_stops_verifying_within_a_minute_of_the_last_full_check(idp, clock):
+    """Verified tokens are remembered for a minute at most (VerifiedTokens): within it a repeat
+    skips the key lookup, after it the key set decides again."""
+    verifier = jwks_verifier(idp, clock)
+    old = idp.token(now=NOW, lifetime=timedelta(minutes=10))
+    assert verifier.verify(old).sub == "user_alice"
+    new_key = idp.rotate()
+    idp.keys.remove(idp.keys[1])  # the provider withdraws the old key
+    clock.set(NOW + timedelta(seconds=20))
+    verifier.verify(idp.token("user_bob", now=clock.now(), key=new_key))  # refetch: old key gone
+
+    clock.set(NOW + timedelta(seconds=59))
+    assert verifier.verify(old).sub == "user_alice"
+    clock.set(NOW + timedelta(seconds=60))
+    assert refused(verifier, old).code == "token_unknown_key"

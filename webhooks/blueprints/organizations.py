@@ -14,7 +14,7 @@ from gymctl.config import ConfigError
 from gymctl.crypto import national_id_cipher
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
-from gymctl.models import Organization, Role, User
+from gymctl.models import Organization, Role
 from webhooks.access import membership, org_route, owner_route, signed_in_user
 from webhooks.bodies import body_limit
 from webhooks.context import auth, client_ip, db, now, services
@@ -35,6 +35,7 @@ def _registrar(org_id: uuid.UUID) -> registrations.Registrar:
         staff_user_id=membership().user_id,
         ip=client_ip(),
         path=request.path,
+        outreach=services().outreach,
     )
 
 
@@ -139,18 +140,18 @@ class NationalId(Body):
 @bp.put(f"{ORG}/members/<uuid:user_id>/national-id")
 @org_route(Module.members, Action.manage)
 def set_national_id(org_id, user_id):
-    """Stored encrypted and bound to the row; the answer never echoes it."""
+    """Stored encrypted on this organization's membership (never the shared user row, which
+    other organizations rely on) and bound to it; the answer never echoes it."""
     body = parse(NationalId)
-    memberships.membership_of(db(), org_id, user_id)
-    person = db().get(User, user_id)
+    member = memberships.membership_of(db(), org_id, user_id)
     try:
         cipher = national_id_cipher(services().settings)
     except ConfigError:
         raise DomainError(
             "national_id_not_configured", "national ids cannot be stored here yet", status=503
         ) from None
-    person.national_id_ciphertext = cipher.encrypt(
-        body.nationalId, table="users", column="national_id", row_id=str(person.id)
+    member.national_id_ciphertext = cipher.encrypt(
+        body.nationalId, table="memberships", column="national_id", row_id=str(member.id)
     )
     emit(
         db(),
@@ -158,11 +159,11 @@ def set_national_id(org_id, user_id):
         "user.national_id_set",
         at=now(),
         aggregate_type="user",
-        aggregate_id=person.id,
+        aggregate_id=user_id,
         organization_id=org_id,
         actor_user_id=membership().user_id,
     )
-    return jsonify(userId=str(person.id), nationalIdStored=True)
+    return jsonify(userId=str(user_id), nationalIdStored=True)
 
 
 # --- invitations -----------------------------------------------------------------------------

@@ -1,0 +1,110 @@
+"""Forged and malformed session tokens on a bearer route (issue 20, spec A 5.1, 7): every one is
+a 401 JSON answer with a code and changes nothing, never a 500. The deployment verifies against
+the provider's key set on loopback (no PEM), the path where a `kid` is looked up."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from jwt.algorithms import RSAAlgorithm
+from sqlalchemy import func, select
+
+from gymctl.config import Settings
+from gymctl.models import User, UserSession
+from tests.access.conftest import snapshot
+from tests.conftest import NOW, WEBHOOK_SECRET
+from webhooks.app import create_app
+
+APP = "https://app.example.test"
+
+
+@pytest.fixture
+def client(idp, session_factory, clock):
+    settings = Settings(
+        GYMCTL_ENV="test",
+        IDENTITY_API_URL=idp.url,
+        IDENTITY_SECRET_KEY=idp.SECRET_KEY,
+        IDENTITY_WEBHOOK_SECRET=WEBHOOK_SECRET,
+        IDENTITY_AUTHORIZED_PARTIES=APP,
+        IDENTITY_ISSUER="https://clerk.example.test",
+        IDENTITY_AUDIENCE="gymctl-api",
+    )
+    return create_app(settings, session_factory=session_factory, clock=clock).test_client()
+
+
+def token(idp, *, kid=None, **claims):
+    payload = {
+        "sub": "user_alice",
+        "sid": "sess_1",
+        "iat": int(NOW.timestamp()),
+        "exp": int(NOW.timestamp()) + 60,
+        "azp": APP,
+        "iss": "https://clerk.example.test",
+        "aud": "gymctl-api",
+        **claims,
+    }
+    header = {"alg": "RS256", "typ": "JWT", "kid": idp.key.kid if kid is None else kid}
+    # Signed by hand: PyJWT refuses to encode some of these shapes, a forger does not.
+    signing_input = f"{_b64(header)}.{_b64(payload)}".encode()
+    signature = RSAAlgorithm(RSAAlgorithm.SHA256).sign(signing_input, idp.key.private)
+    return f"{signing_input.decode()}.{base64.urlsafe_b64encode(signature).rstrip(b'=').decode()}"
+
+
+def _b64(part: dict) -> str:
+    return base64.urlsafe_b64encode(json.dumps(part).encode()).rstrip(b"=").decode()
+
+
+def me(client, raw):
+    return client.get("/users/me", headers={"Authorization": f"Bearer {raw}"})
+
+
+def test_a_well_formed_token_of_this_deployment_passes(client, idp):
+    assert me(client, token(idp)).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("claims", "code"),
+    [
+        ({"kid": ["kid-1"]}, "token_malformed"),
+        ({"kid": {"id": "kid-1"}}, "token_malformed"),
+        ({"kid": 7}, "token_malformed"),
+        ({"sub": "user_\x00alice"}, "token_claims"),
+        ({"sub": "user_" + "a" * 124}, "token_claims"),
+        ({"sub": ["user_alice"]}, "token_invalid"),
+        ({"sid": "sess_" + "s" * 4995}, "token_claims"),
+        ({"sid": "sess\n1"}, "token_claims"),
+        ({"act": {"sub": "user_op" + "x" * 200}}, "token_claims"),
+        ({"act": "user_op"}, "token_claims"),
+        ({"azp": "https://evil.example"}, "token_unauthorized_party"),
+        ({"azp": ["https://app.example.test"]}, "token_unauthorized_party"),
+        ({"iss": "https://clerk.other.example"}, "token_issuer"),
+        ({"iss": None}, "token_issuer"),
+        ({"aud": "another-api"}, "token_audience"),
+        ({"aud": ["another-api", 7]}, "token_audience"),
+        ({"aud": {"gymctl-api": True}}, "token_audience"),
+        ({"aud": None}, "token_audience"),
+    ],
+    ids=lambda value: repr(value)[:40],
+)
+def test_a_hostile_token_is_a_401_json_answer_that_changes_nothing(
+    client, idp, session, claims, code
+):
+    before = snapshot(session)
+
+    response = me(client, token(idp, **claims))
+
+    assert (response.status_code, response.json["code"]) == (401, code)
+    assert snapshot(session) == before
+    assert session.scalar(select(func.count()).select_from(UserSession)) == 0
+    assert session.scalar(select(func.count()).select_from(User)) == 0
+
+
+def test_a_longest_allowed_sub_and_sid_fit_their_columns(client, idp, session):
+    sub, sid = "user_" + "a" * 123, "sess_" + "s" * 123
+
+    response = me(client, token(idp, sub=sub, sid=sid))
+
+    assert response.status_code == 200
+    assert response.json["user"]["identityId"] == sub
