@@ -10,10 +10,13 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from gymctl.config import Settings
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
 from gymctl.identity.auth import user_by_identity
+from gymctl.identity.signup import mirror_verification, primary_email, read_sign_up, record_sign_up
 from gymctl.models import IdentityWebhookDelivery, User
+from gymctl.providers.identity_admin import IdentityAdmin, IdentityAdminError
 
 log = logging.getLogger("gymctl.identity")
 
@@ -65,16 +68,41 @@ def find_or_create(
     return user, True
 
 
-def _primary_email(data: dict[str, Any]) -> tuple[str | None, bool]:
-    """(address, verified) of the provider user's primary email."""
-    addresses = [a for a in data.get("email_addresses") or [] if isinstance(a, dict)]
-    primary_id = data.get("primary_email_address_id")
-    chosen = next((a for a in addresses if a.get("id") == primary_id), None)
-    chosen = chosen or (addresses[0] if addresses else None)
-    if chosen is None:
-        return None, False
-    verification = chosen.get("verification") or {}
-    return chosen.get("email_address"), verification.get("status") == "verified"
+def first_request(
+    session: Session,
+    identity_id: str,
+    *,
+    identity_admin: IdentityAdmin,
+    settings: Settings,
+    now: datetime,
+) -> User:
+    """GET /users/me's find-or-create before user.created arrived: the row takes the address
+    (and the sign-up's origin) from the provider, so the ownership check can fire at once.
+
+    Fallback: when the provider cannot answer (down, rate-limited here or there, unknown user)
+    the row starts from the token alone, without an address; nothing can be linked or claimed
+    through it until the webhook brings the address (logged, never the address itself).
+    """
+    existing = user_by_identity(session, identity_id)
+    if existing is not None:
+        return existing
+    try:
+        data = identity_admin.user_record(identity_id)
+    except IdentityAdminError as error:
+        log.warning(
+            "find-or-create without the provider's user (%s): row waits for the webhook", error.code
+        )
+        data = None
+    if data is None:
+        return find_or_create(session, identity_id, now=now)[0]
+    sign_up = read_sign_up(settings, data, now=now)
+    # No linking here: the next step of /users/me settles ownership with the proven address.
+    user, created = find_or_create(
+        session, identity_id, now=now, email=sign_up.email, image_url=data.get("image_url")
+    )
+    if created:
+        record_sign_up(user, sign_up, now=now)
+    return user
 
 
 def _subject(data: dict[str, Any]) -> str:
@@ -84,21 +112,23 @@ def _subject(data: dict[str, Any]) -> str:
     return subject
 
 
-def user_created(session: Session, data: dict[str, Any], *, now: datetime) -> str:
-    email, verified = _primary_email(data)
+def user_created(
+    session: Session, data: dict[str, Any], *, now: datetime, settings: Settings
+) -> str:
+    sign_up = read_sign_up(settings, data, now=now)
     user, created = find_or_create(
         session,
         _subject(data),
         now=now,
-        email=email,
+        email=sign_up.email,
         image_url=data.get("image_url"),
-        link_email=verified,
+        link_email=sign_up.proven,
     )
     if not created:
-        user.email = email or user.email
+        user.email = sign_up.email or user.email
         user.image_url = data.get("image_url") or user.image_url
         user.updated_at = now
-    _mirror_verification(user, verified, now=now)
+    record_sign_up(user, sign_up, now=now)
     emit(
         session,
         EventKind.analytics,
@@ -114,29 +144,26 @@ def user_created(session: Session, data: dict[str, Any], *, now: datetime) -> st
     return "created" if created else "linked"
 
 
-def _mirror_verification(user: User, verified: bool, *, now: datetime) -> None:
-    """The provider's word proves an address; it never un-proves one an operator confirmed."""
-    if verified and user.email_verified_at is None:
-        user.email_verified_at = now
-        user.email_verified_by = "provider"
-
-
-def user_updated(session: Session, data: dict[str, Any], *, now: datetime) -> str:
-    email, verified = _primary_email(data)
+def user_updated(
+    session: Session, data: dict[str, Any], *, now: datetime, settings: Settings
+) -> str:
+    email, verified = primary_email(data)
     user, created = find_or_create(
         session, _subject(data), now=now, email=email, image_url=data.get("image_url")
     )
     if (user.email or "").lower() != (email or "").lower():
         user.email_verified_at = None  # a new address is unproven until the provider says so
         user.email_verified_by = None
-    _mirror_verification(user, verified, now=now)
+    mirror_verification(user, verified, now=now)
     user.email = email
     user.image_url = data.get("image_url")
     user.updated_at = now
     return "created" if created else "mirrored"
 
 
-def user_deleted(session: Session, data: dict[str, Any], *, now: datetime) -> str:
+def user_deleted(
+    session: Session, data: dict[str, Any], *, now: datetime, settings: Settings
+) -> str:
     """Soft-delete without calling the provider again (it is the one that deleted the login)."""
     user = user_by_identity(session, _subject(data))
     if user is None:
@@ -173,7 +200,9 @@ def _kept_strings(event: dict[str, Any]) -> list[Any]:
     return kept
 
 
-def apply_identity_event(session: Session, delivery_id: str, event: Any, *, now: datetime) -> str:
+def apply_identity_event(
+    session: Session, delivery_id: str, event: Any, *, now: datetime, settings: Settings
+) -> str:
     """Apply one verified delivery once: a replayed delivery id is acknowledged, not re-applied.
 
     Returns the outcome (created, linked, mirrored, deleted, ignored, duplicate).
@@ -200,7 +229,7 @@ def apply_identity_event(session: Session, delivery_id: str, event: Any, *, now:
             session.add(delivery)
     except IntegrityError:
         return "duplicate"
-    outcome = handler(session, data, now=now) if handler else "ignored"
+    outcome = handler(session, data, now=now, settings=settings) if handler else "ignored"
     delivery.outcome = outcome
     log.info("identity event %s applied: %s", event_type, outcome)
     return outcome

@@ -33,7 +33,9 @@ def identity_webhook():
             event = json.loads(body)
         except ValueError:
             raise DomainError("webhook_payload_invalid", "the body is not JSON") from None
-        outcome = apply_identity_event(db(), delivery.id, event, now=now())
+        outcome = apply_identity_event(
+            db(), delivery.id, event, now=now(), settings=services().settings
+        )
     except DomainError as error:
         # Spec A 6.1: failures appear as breadcrumbs and warn/error logs.
         log.warning("identity webhook refused: %s", error.code)
