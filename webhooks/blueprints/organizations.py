@@ -264,7 +264,25 @@ class JoinLinkRequest(Body):
 @bp.get(f"{ORG}/join-links")
 @org_route(Module.join_links, Action.view)
 def list_join_links(org_id):
-    return jsonify(joinLinks=join.list_join_links(db(), org_id))
+    return jsonify(
+        joinEnabled=_organization(org_id).join_enabled,
+        joinLinks=join.list_join_links(db(), org_id),
+    )
+
+
+class JoinEnabledRequest(Body):
+    joinEnabled: bool
+
+
+@bp.put(f"{ORG}/join-enabled")
+@org_route(Module.join_links, Action.manage)
+def set_join_enabled(org_id):
+    """organizations.join_enabled: off makes every join link of the gym answer 404."""
+    body = parse(JoinEnabledRequest)
+    organization = join.set_join_enabled(
+        db(), _organization(org_id), body.joinEnabled, actor_user_id=membership().user_id, now=now()
+    )
+    return jsonify(joinEnabled=organization.join_enabled)
 
 
 @bp.post(f"{ORG}/join-links")
@@ -287,6 +305,24 @@ def create_join_link(org_id):
 def revoke_join_link(org_id, link_id):
     link = join.revoke_join_link(
         db(), org_id, link_id, actor_user_id=membership().user_id, now=now()
+    )
+    return jsonify(join.describe(link))
+
+
+@bp.post(f"{ORG}/join-links/<uuid:link_id>/pause")
+@org_route(Module.join_links, Action.manage)
+def pause_join_link(org_id, link_id):
+    link = join.set_link_active(
+        db(), org_id, link_id, False, actor_user_id=membership().user_id, now=now()
+    )
+    return jsonify(join.describe(link))
+
+
+@bp.post(f"{ORG}/join-links/<uuid:link_id>/resume")
+@org_route(Module.join_links, Action.manage)
+def resume_join_link(org_id, link_id):
+    link = join.set_link_active(
+        db(), org_id, link_id, True, actor_user_id=membership().user_id, now=now()
     )
     return jsonify(join.describe(link))
 
