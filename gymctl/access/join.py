@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from gymctl import ids
 from gymctl.access import tickets
 from gymctl.access.invitations import Outreach, frontend, linked_login, normalize_email
+from gymctl.access.memberships import end_sales_grant
 from gymctl.errors import DomainError, conflict, forbidden, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import (
@@ -370,6 +371,7 @@ def join_signed_in(
     membership.role = Role.member
     membership.status = MembershipStatus.active
     membership.updated_at = now
+    end_sales_grant(session, membership, actor_user_id=user.id, now=now)
     _submission(
         session,
         link,
