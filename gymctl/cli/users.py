@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import jwt
 import typer
 from rich.panel import Panel
 from rich.text import Text
@@ -24,14 +25,22 @@ app = typer.Typer(no_args_is_help=True)
 def dev_token(
     identity_id: str = typer.Argument(..., help="Identity subject, e.g. user_demo_coach."),
     hours: float = typer.Option(12, help="Lifetime of the token."),
+    session: str | None = typer.Option(
+        None, "--session", help="Reuse this session id (sid) instead of minting a new one."
+    ),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Mint a session token signed with the embedded default's local key (not in production)."""
     token = mint_dev_token(
-        get_settings(), identity_id, now=clock.now(), lifetime=timedelta(hours=hours)
+        get_settings(),
+        identity_id,
+        now=clock.now(),
+        lifetime=timedelta(hours=hours),
+        session_id=session,
     )
     if as_json:
-        print_json({"identityId": identity_id, "token": token})
+        sid = jwt.decode(token, options={"verify_signature": False})["sid"]
+        print_json({"identityId": identity_id, "sessionId": sid, "token": token})
     else:
         print(token)  # noqa: T201
 
