@@ -8,7 +8,7 @@ import uuid
 from flask import Blueprint, jsonify, request
 from pydantic import Field
 
-from gymctl.access import gyms, invitations, join, memberships, registrations, sales
+from gymctl.access import erasure, gyms, invitations, join, memberships, registrations, sales
 from gymctl.access.permissions import Action, Module
 from gymctl.config import ConfigError
 from gymctl.crypto import national_id_cipher
@@ -160,6 +160,16 @@ def set_national_id(org_id, user_id):
         actor_user_id=membership().user_id,
     )
     return jsonify(userId=str(person.id), nationalIdStored=True)
+
+
+@bp.post(f"{ORG}/members/<uuid:user_id>/erasure")
+@owner_route
+def erase_member(org_id, user_id):
+    """Personal-data erasure: owner-only (spec A 2.8), audited; money records are kept."""
+    done = erasure.erase_personal_data(
+        db(), _organization(org_id), user_id, actor_user_id=membership().user_id, now=now()
+    )
+    return jsonify(userId=str(user_id), erased=done)
 
 
 # --- invitations -----------------------------------------------------------------------------
