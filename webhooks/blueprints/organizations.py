@@ -5,10 +5,19 @@ from __future__ import annotations
 
 import uuid
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, Response, jsonify, request
 from pydantic import Field
 
-from gymctl.access import erasure, gyms, invitations, join, memberships, registrations, sales
+from gymctl.access import (
+    compliance,
+    erasure,
+    gyms,
+    invitations,
+    join,
+    memberships,
+    registrations,
+    sales,
+)
 from gymctl.access.permissions import Action, Module
 from gymctl.config import ConfigError
 from gymctl.crypto import national_id_cipher
@@ -170,6 +179,29 @@ def erase_member(org_id, user_id):
         db(), _organization(org_id), user_id, actor_user_id=membership().user_id, now=now()
     )
     return jsonify(userId=str(user_id), erased=done)
+
+
+@bp.get(f"{ORG}/members/<uuid:user_id>/compliance.pdf")
+@org_route(Module.members, Action.manage)
+def compliance_pdf(org_id, user_id):
+    """Spec A 2.1: the national id is released only inside this PDF, to staff who manage
+    members; never cached, never in JSON."""
+    document = compliance.compliance_pdf(
+        db(),
+        services().settings,
+        _organization(org_id),
+        user_id,
+        actor_user_id=membership().user_id,
+        now=now(),
+    )
+    return Response(
+        document,
+        mimetype="application/pdf",
+        headers={
+            "Content-Disposition": f'attachment; filename="compliance-{user_id}.pdf"',
+            "Cache-Control": "no-store",
+        },
+    )
 
 
 # --- invitations -----------------------------------------------------------------------------
