@@ -132,3 +132,11 @@ def test_find_or_create_reads_are_rate_limited_per_process(client, session, idp,
     assert response.status_code == 200
     assert response.json["user"]["email"] is None
     assert idp.admin_requests == before
+
+
+def test_a_provider_429_falls_back_to_the_token_alone(client, session, idp):
+    idp.add_account("user_limited", "limited@example.test")
+    idp.answer_429_after = 0
+    response = client.get("/users/me", headers=_bearer(idp, "user_limited"))
+    assert response.status_code == 200
+    assert response.json["user"]["email"] is None
