@@ -7,7 +7,9 @@ GYMCTL_HOME, so `gymctl quickstart` needs no configuration at all.
 
 from __future__ import annotations
 
+import base64
 import functools
+import re
 import secrets
 from enum import StrEnum
 from pathlib import Path
@@ -17,6 +19,9 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from gymctl.errors import ConfigError
+
+PUBLISHABLE_KEY = re.compile(r"pk_(test|live)_([A-Za-z0-9+/]+={0,2})")
+HOST = re.compile(r"[A-Za-z0-9.-]+(?::[0-9]{1,5})?")
 
 
 class Environment(StrEnum):
@@ -275,9 +280,43 @@ class Settings(BaseSettings):
             path.chmod(0o600)
         return path.read_text().strip().encode()
 
+    @property
+    def identity_frontend_api(self) -> str | None:
+        """The provider's frontend API host named by IDENTITY_PUBLISHABLE_KEY
+        (`pk_test_`/`pk_live_` + base64 of `<host>$`); None when the key is unset."""
+        key = self.identity_publishable_key
+        if not key:
+            return None
+        match = PUBLISHABLE_KEY.fullmatch(key)
+        try:
+            decoded = (
+                base64.b64decode(match.group(2) + "==", validate=True).decode() if match else ""
+            )
+        except (ValueError, UnicodeDecodeError):
+            decoded = ""
+        if not decoded.endswith("$") or not HOST.fullmatch(decoded[:-1]):
+            raise ConfigError(
+                "IDENTITY_PUBLISHABLE_KEY must be pk_test_ or pk_live_ followed by the base64 of "
+                "the provider's frontend API host and '$'"
+            )
+        return decoded[:-1]
+
+    def _check_identity_keys(self) -> None:
+        """A malformed publishable key, or keys of two instances (live and test), never start."""
+        self.identity_frontend_api  # noqa: B018 (raises ConfigError when malformed)
+        secret = self.identity_secret_key.get_secret_value() if self.identity_secret_key else ""
+        publishable = self.identity_publishable_key or ""
+        instances = secret.startswith(("sk_live_", "sk_test_")) and publishable
+        if instances and secret[3:7] != publishable[3:7]:
+            raise ConfigError(
+                "IDENTITY_PUBLISHABLE_KEY and IDENTITY_SECRET_KEY belong to different "
+                "instances (live and test)"
+            )
+
     def check(self) -> None:
         """Refuse to start production with any setting missing or malformed, listing them all
         (gymctl/production_check.py)."""
+        self._check_identity_keys()
         if not self.is_production:
             return
         from gymctl.production_check import production_problems

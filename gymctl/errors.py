@@ -25,6 +25,8 @@ class DomainError(Exception):
         # An audited refusal wrote its own audit record before raising: the door commits that
         # (and nothing else was written) instead of rolling it back.
         self.audited = audited
+        # Spec A 6.2: a refused branding write is recorded once as api.request_failed.
+        self.request_failed_recorded = False
         self.details = details
         super().__init__(f"{code}: {self.message}")
 

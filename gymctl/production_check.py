@@ -44,6 +44,7 @@ def _required(settings: Settings, problems: list[str]) -> None:
         settings.identity_jwt_key or settings.identity_api_url,
         "IDENTITY_API_URL is not set (the key set is fetched there without IDENTITY_JWT_KEY)",
     )
+    need(settings.identity_publishable_key, "IDENTITY_PUBLISHABLE_KEY is not set (spec A 5.4)")
     need(settings.identity_webhook_secret, "IDENTITY_WEBHOOK_SECRET is not set")
     need(settings.invite_secret, "INVITE_SECRET is not set")
     need(settings.billing_encryption_key, "GYMCTL_BILLING_ENCRYPTION_KEY is not set")

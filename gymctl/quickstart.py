@@ -142,7 +142,9 @@ def demo_invitation(session: Session, outreach, demo: DemoGym, *, now: datetime)
             ],
         },
     }
-    apply_identity_event(session, f"msg_demo_{invitation.id.hex}", event, now=now)
+    apply_identity_event(
+        session, f"msg_demo_{invitation.id.hex}", event, now=now, settings=outreach.settings
+    )
     membership = session.scalar(
         select(Membership)
         .join(User, User.id == Membership.user_id)

@@ -49,3 +49,25 @@ def test_unknown_organization_is_a_coded_refusal(home_env, tmp_path):  # noqa: F
     result = gymctl(home_env, "members", "import", "nowhere", str(csv), check=False)
     assert result.returncode == 1
     assert "organization_not_found" in result.stderr
+
+
+def test_join_enabled_switch_from_the_cli_holds_staff_to_the_matrix(home_env):  # noqa: F811
+    gymctl(home_env, "quickstart", "--json")
+    off = json.loads(
+        gymctl(home_env, "members", "join-enabled", "demo-gym", "off", "--json").stdout
+    )
+    assert off == {"organization": "demo-gym", "joinEnabled": False}
+    refused = gymctl(
+        home_env,
+        "members",
+        "join-enabled",
+        "demo-gym",
+        "on",
+        "--staff",
+        "user_demo_coach",
+        check=False,
+    )
+    assert refused.returncode == 1
+    assert "permission_denied" in refused.stderr
+    on = json.loads(gymctl(home_env, "members", "join-enabled", "demo-gym", "on", "--json").stdout)
+    assert on["joinEnabled"] is True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import functools
 
 import pytest
@@ -9,6 +10,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gymctl.config import ConfigError, Settings
+
+LIVE_PK = "pk_live_" + base64.b64encode(b"clerk.gym.example$").decode()
 
 
 @functools.cache
@@ -27,6 +30,7 @@ def production(**overrides):
         "GYMCTL_DATABASE_URL": "postgresql+psycopg://app@db/gymctl",
         "IDENTITY_JWT_KEY": public_key_pem(),
         "IDENTITY_WEBHOOK_SECRET": "whsec_c2VjcmV0",
+        "IDENTITY_PUBLISHABLE_KEY": LIVE_PK,
         "INVITE_SECRET": "invite-secret-for-tests-0123456789abcdef",
         "GYMCTL_BILLING_ENCRYPTION_KEY": "k1:" + "A" * 43 + "=",
         "GYMCTL_CARD_PROVIDER_URL": "https://cards.example.test/api",
@@ -45,6 +49,7 @@ def test_a_complete_production_configuration_starts():
     [
         ("IDENTITY_JWT_KEY", "IDENTITY_SECRET_KEY or IDENTITY_JWT_KEY"),
         ("IDENTITY_WEBHOOK_SECRET", "IDENTITY_WEBHOOK_SECRET"),
+        ("IDENTITY_PUBLISHABLE_KEY", "IDENTITY_PUBLISHABLE_KEY"),
         ("GYMCTL_DATABASE_URL", "GYMCTL_DATABASE_URL"),
         ("INVITE_SECRET", "INVITE_SECRET"),
         ("GYMCTL_BILLING_ENCRYPTION_KEY", "GYMCTL_BILLING_ENCRYPTION_KEY"),
@@ -154,3 +159,33 @@ def test_redacted_settings_never_show_a_secret():
     assert "supersecret" not in repr(shown)
     assert "s3cret" not in repr(shown)
     assert shown["IDENTITY_JWT_KEY"] == "********"
+
+
+def test_the_publishable_key_names_the_frontend_api():
+    assert production().identity_frontend_api == "clerk.gym.example"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "pk_live_",
+        "sk_live_" + base64.b64encode(b"clerk.gym.example$").decode(),
+        "pk_live_" + base64.b64encode(b"clerk.gym.example").decode(),  # no trailing $
+        "pk_prod_" + base64.b64encode(b"clerk.gym.example$").decode(),
+        "pk_live_" + base64.b64encode(b"bad host/$").decode(),
+        "pk_live_***",
+    ],
+)
+def test_a_malformed_publishable_key_refuses_to_start_in_any_environment(key):
+    """Spec A 5.4: IDENTITY_PUBLISHABLE_KEY is required on the API; a malformed one is a
+    configuration error, also outside production."""
+    with pytest.raises(ConfigError, match="IDENTITY_PUBLISHABLE_KEY"):
+        production(IDENTITY_PUBLISHABLE_KEY=key).check()
+    with pytest.raises(ConfigError, match="IDENTITY_PUBLISHABLE_KEY"):
+        Settings(GYMCTL_ENV="development", IDENTITY_PUBLISHABLE_KEY=key).check()
+
+
+def test_publishable_and_secret_keys_of_different_instances_refuse_to_start():
+    with pytest.raises(ConfigError, match="different instances"):
+        production(IDENTITY_SECRET_KEY="sk_test_abc").check()
+    production(IDENTITY_SECRET_KEY="sk_live_abc").check()

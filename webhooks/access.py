@@ -68,11 +68,17 @@ def membership() -> Membership:
 
 def signed_in_user() -> User:
     """The caller's row; a token whose login has no row yet gets one (webhook late)."""
-    from gymctl.identity.users import find_or_create
+    from gymctl.identity.users import first_request
 
     current = auth()
     if current.user is None:
-        current.user, _ = find_or_create(db(), current.user_id, now=services().clock.now())
+        current.user = first_request(
+            db(),
+            current.user_id,
+            identity_admin=services().identity_admin,
+            settings=services().settings,
+            now=services().clock.now(),
+        )
     if current.user.deleted_at is not None:
         raise unauthorized("user_deleted", "this account was deleted")
     return current.user

@@ -20,7 +20,8 @@ from sqlalchemy.orm import Session
 from gymctl import ids, ratelimit
 from gymctl.access import tickets
 from gymctl.access.invitations import Outreach, frontend, linked_login, normalize_email
-from gymctl.errors import DomainError, forbidden, not_found
+from gymctl.access.memberships import end_sales_grant
+from gymctl.errors import DomainError, conflict, forbidden, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import (
     JoinLink,
@@ -29,6 +30,7 @@ from gymctl.models import (
     MembershipStatus,
     Organization,
     OrganizationStatus,
+    Plan,
     Role,
     Task,
     User,
@@ -52,6 +54,8 @@ def create_join_link(
     plan_id: uuid.UUID | None,
     now: datetime,
 ) -> JoinLink:
+    if plan_id is not None:
+        require_own_plan(session, org_id, plan_id)
     link = JoinLink(
         organization_id=org_id,
         token=ids.token(18),
@@ -63,6 +67,79 @@ def create_join_link(
     session.add(link)
     session.flush()
     return link
+
+
+def require_own_plan(session: Session, org_id: uuid.UUID, plan_id: uuid.UUID) -> Plan:
+    """A stored plan must be a live plan of this organization; an unknown plan and another
+    gym's plan get the same answer (the caller learns nothing about other gyms)."""
+    plan = session.get(Plan, plan_id)
+    if plan is None or plan.organization_id != org_id or plan.deleted_at is not None:
+        raise DomainError(
+            "join_link_plan_invalid", "planId must name one of this gym's plans", status=422
+        )
+    return plan
+
+
+def _link(session: Session, org_id: uuid.UUID, link_id: uuid.UUID) -> JoinLink:
+    link = session.get(JoinLink, link_id)
+    if link is None or link.organization_id != org_id:
+        raise not_found("join_link_not_found", "no such join link")
+    return link
+
+
+def set_link_active(
+    session: Session,
+    org_id: uuid.UUID,
+    link_id: uuid.UUID,
+    active: bool,
+    *,
+    actor_user_id: uuid.UUID,
+    now: datetime,
+) -> JoinLink:
+    """Pause (the link answers 404 meanwhile) or resume a link; revoking is for good."""
+    link = _link(session, org_id, link_id)
+    if link.revoked_at is not None:
+        raise conflict("join_link_revoked", "a revoked join link cannot be paused or resumed")
+    if link.active != active:
+        link.active = active
+        emit(
+            session,
+            EventKind.audit,
+            "join_link.resumed" if active else "join_link.paused",
+            at=now,
+            aggregate_type="join_link",
+            aggregate_id=link.id,
+            organization_id=org_id,
+            actor_user_id=actor_user_id,
+        )
+    session.flush()
+    return link
+
+
+def set_join_enabled(
+    session: Session,
+    organization: Organization,
+    enabled: bool,
+    *,
+    actor_user_id: uuid.UUID,
+    now: datetime,
+) -> Organization:
+    """organizations.join_enabled (spec A 2.9): off makes every join link answer 404."""
+    if organization.join_enabled != enabled:
+        organization.join_enabled = enabled
+        emit(
+            session,
+            EventKind.audit,
+            "organization.join_enabled_changed",
+            at=now,
+            aggregate_type="organization",
+            aggregate_id=organization.id,
+            organization_id=organization.id,
+            actor_user_id=actor_user_id,
+            payload={"joinEnabled": enabled},
+        )
+    session.flush()
+    return organization
 
 
 def describe(link: JoinLink) -> dict[str, Any]:
@@ -92,9 +169,7 @@ def revoke_join_link(
     actor_user_id: uuid.UUID,
     now: datetime,
 ) -> JoinLink:
-    link = session.get(JoinLink, link_id)
-    if link is None or link.organization_id != org_id:
-        raise not_found("join_link_not_found", "no such join link")
+    link = _link(session, org_id, link_id)
     if link.revoked_at is None:
         link.revoked_at = now
         link.active = False
@@ -127,9 +202,20 @@ def eligible_link(session: Session, token: str) -> tuple[JoinLink, Organization]
             Organization.deleted_at.is_(None),
         )
     ).first()
-    if row is None:
+    if row is None or (row[0].plan_id is not None and not _plan_on_sale(session, row[0])):
         raise not_found("join_link_not_found", "this join link is not available")
     return row[0], row[1]
+
+
+def _plan_on_sale(session: Session, link: JoinLink) -> bool:
+    """A link whose stored plan was deleted would sell nothing: it answers 404 like a paused
+    one (docs/decisions.md, issue 23)."""
+    plan = session.get(Plan, link.plan_id)
+    return (
+        plan is not None
+        and plan.organization_id == link.organization_id
+        and (plan.deleted_at is None)
+    )
 
 
 def minisite_join_link(session: Session, organization: Organization) -> JoinLink | None:
@@ -301,6 +387,7 @@ def join_signed_in(
     membership.role = Role.member
     membership.status = MembershipStatus.active
     membership.updated_at = now
+    end_sales_grant(session, membership, actor_user_id=user.id, now=now)
     _submission(
         session,
         link,

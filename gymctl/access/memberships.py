@@ -14,7 +14,15 @@ from sqlalchemy.orm import Session
 from gymctl.access.grants import require_grant, require_role_change
 from gymctl.errors import DomainError, forbidden, not_found
 from gymctl.events import EventKind, emit
-from gymctl.models import Membership, MembershipStatus, Organization, OrganizationStatus, Role, User
+from gymctl.models import (
+    Membership,
+    MembershipStatus,
+    Organization,
+    OrganizationStatus,
+    Role,
+    SalesGrant,
+    User,
+)
 
 
 def resolve_membership(session: Session, org_id: uuid.UUID, user: User | None) -> Membership:
@@ -114,6 +122,7 @@ def change_role(
         actor.updated_at = now
     target.role = new_role
     target.updated_at = now
+    end_sales_grant(session, target, actor_user_id=actor.user_id, now=now)
     emit(
         session,
         EventKind.audit,
@@ -153,6 +162,7 @@ def remove_member(
         require_grant(actor.role, target.role)
     target.status = MembershipStatus.cancelled
     target.updated_at = now
+    end_sales_grant(session, target, actor_user_id=actor_user_id, now=now)
     emit(
         session,
         EventKind.audit,
@@ -166,3 +176,32 @@ def remove_member(
     )
     session.flush()
     return target
+
+
+def end_sales_grant(
+    session: Session, membership: Membership, *, actor_user_id: uuid.UUID | None, now: datetime
+) -> None:
+    """Spec A 2.5: a sales grant is held by an active coach only, so it ends with the staff
+    role (or the membership); coming back as a coach later does not revive it."""
+    if membership.role is Role.coach and membership.status is not MembershipStatus.cancelled:
+        return
+    session.flush()
+    grant = session.scalar(
+        select(SalesGrant).where(
+            SalesGrant.membership_id == membership.id, SalesGrant.revoked_at.is_(None)
+        )
+    )
+    if grant is None:
+        return
+    grant.revoked_at = now
+    emit(
+        session,
+        EventKind.audit,
+        "sales.ended",
+        at=now,
+        aggregate_type="sales_grant",
+        aggregate_id=grant.id,
+        organization_id=membership.organization_id,
+        actor_user_id=actor_user_id,
+        payload={"role": membership.role.value, "status": membership.status.value},
+    )

@@ -23,7 +23,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gymctl.access.invitations import Outreach, normalize_email, request_link
-from gymctl.access.memberships import active_member_count
+from gymctl.access.memberships import active_member_count, end_sales_grant
 from gymctl.errors import DomainError, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import (
@@ -140,6 +140,7 @@ def register_member(
     membership.role = role
     membership.status = MembershipStatus.active
     membership.updated_at = now
+    end_sales_grant(session, membership, actor_user_id=registrar.staff_user_id, now=now)
     emit(
         session,
         EventKind.audit,

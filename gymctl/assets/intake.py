@@ -140,7 +140,7 @@ def reuse_library_asset(
     library = session.get(BrandAsset, asset_id)
     if library is None or library.organization_id != organization_id:
         raise not_found("brand_asset_not_found", "no such brand asset")
-    recheck(store, organization_id, library.key)
+    recheck(store, organization_id, library.key, slot=slot.value)
     data = store.get(library.key)
     if data is None:
         raise DomainError("brand_asset_stored_invalid", "the stored object is missing")
@@ -158,13 +158,26 @@ def reuse_library_asset(
     )
 
 
-def recheck(store: ObjectStore, organization_id: uuid.UUID, key: str) -> None:
+class StoredAssetRefused(DomainError):
+    """Rule 10's refusal of a stored asset on save or publish. It names the slot, so the
+    refusal is also recorded as branding.asset_rejected with source "stored" (spec A 6.2)."""
+
+    def __init__(self, code: str, message: str, *, slot: str) -> None:
+        super().__init__(code, message, status=400)
+        self.slot = slot
+
+
+def recheck(store: ObjectStore, organization_id: uuid.UUID, key: str, *, slot: str) -> None:
     """Rule 10: on save and publish every stored asset is checked again."""
     if not key.startswith(prefix(organization_id)) or ".." in key:
-        raise DomainError("brand_asset_not_owned", "that asset belongs to another organization")
+        raise StoredAssetRefused(
+            "brand_asset_not_owned", "that asset belongs to another organization", slot=slot
+        )
     info = store.head(key)
     if info is None or info.content_type != PNG:
-        raise DomainError("brand_asset_stored_invalid", "the stored asset is missing or not PNG")
+        raise StoredAssetRefused(
+            "brand_asset_stored_invalid", "the stored asset is missing or not PNG", slot=slot
+        )
 
 
 def save_draft(
@@ -179,14 +192,16 @@ def save_draft(
     first; any refusal changes nothing."""
     chosen = {}
     for slot, key in keys.items():
-        recheck(store, organization_id, key)
+        recheck(store, organization_id, key, slot=slot.value)
         asset = session.scalar(
             select(BrandAsset).where(
                 BrandAsset.key == key, BrandAsset.organization_id == organization_id
             )
         )
         if asset is None:
-            raise DomainError("brand_asset_stored_invalid", "no stored asset has that key")
+            raise StoredAssetRefused(
+                "brand_asset_stored_invalid", "no stored asset has that key", slot=slot.value
+            )
         chosen[slot] = asset
     for slot, asset in chosen.items():
         _point_draft(session, organization_id, slot, asset.id, now=now)

@@ -105,8 +105,8 @@ def publish_brand(
     draft = session.get(BrandDraft, organization_id)
     if draft is None:
         raise conflict("brand_draft_missing", "save a brand draft before publishing it")
-    for key in draft.logos.values():
-        recheck(store, organization_id, key)
+    for slot, key in draft.logos.items():
+        recheck(store, organization_id, key, slot=slot)
     latest = latest_revision(session, organization_id)
     palette = Palette.parse(draft.palette)
     row = BrandRevision(
@@ -132,7 +132,7 @@ def publish_brand(
         appPropagated=live_app_version(session, organization_id) is not None,
     )
     session.flush()
-    supersede_on_publish(session, organization_id, now=now)
+    supersede_on_publish(session, organization_id, store=store, now=now)
     return row
 
 
@@ -153,7 +153,7 @@ def unpublish_brand(
         revision=latest.revision,
     )
     session.flush()
-    supersede_on_publish(session, organization_id, now=now)
+    supersede_on_publish(session, organization_id, store=None, now=now)
     minisites.snapshots.evict(organization_id)
     return latest
 
@@ -177,8 +177,8 @@ def restore_brand(
     row = session.get(BrandRevision, (organization_id, revision))
     if row is None:
         raise not_found("brand_revision_not_found", f"no published brand revision {revision}")
-    for key in row.logos.values():
-        recheck(store, organization_id, key)
+    for slot, key in row.logos.items():
+        recheck(store, organization_id, key, slot=slot)
     draft = session.get(BrandDraft, organization_id) or BrandDraft(organization_id=organization_id)
     draft.palette, draft.name, draft.logos = dict(row.palette), row.name, dict(row.logos)
     draft.updated_at, draft.updated_by_user_id = now, actor_user_id
@@ -307,7 +307,7 @@ def publish_app(
     ).all()
     assets = {}
     for slot, asset in rows:
-        recheck(store, organization_id, asset.key)
+        recheck(store, organization_id, asset.key, slot=slot)
         assets[slot] = {"key": asset.key, "sha256": asset.sha256}
     latest = latest_app_version(session, organization_id)
     draft = session.get(MemberAppDraft, organization_id)
@@ -333,7 +333,7 @@ def publish_app(
         brandRevision=brand.revision,
     )
     session.flush()
-    supersede_on_publish(session, organization_id, now=now)
+    supersede_on_publish(session, organization_id, store=store, now=now)
     return version
 
 
@@ -354,7 +354,7 @@ def unpublish_app(
         version=live.version,
     )
     session.flush()
-    supersede_on_publish(session, organization_id, now=now)
+    supersede_on_publish(session, organization_id, store=None, now=now)
     return live
 
 

@@ -1,5 +1,6 @@
 """Refused branding writes appear as api.request_failed with the API code (spec A 6.2); the
-refused write itself changes nothing, so this is written in a transaction of its own."""
+refused write itself changes nothing, so this is written in a transaction of its own. A stored
+asset refused on save or publish is also branding.asset_rejected with source "stored"."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
+from gymctl.assets.intake import StoredAssetRefused
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
 
@@ -22,7 +24,29 @@ def record_refusal(
     now: datetime,
 ) -> None:
     """Write api.request_failed and mark the error audited (the door then commits this record
-    and nothing else: the caller rolled its work back first)."""
+    and nothing else: the caller rolled its work back first, keeping only audited records).
+    Once per error: a refusal recorded deeper down is not recorded again by its door."""
+    if error.request_failed_recorded:
+        return
+    if isinstance(error, StoredAssetRefused):
+        emit(
+            session,
+            EventKind.analytics,
+            "branding.asset_rejected",
+            at=now,
+            aggregate_type="organization",
+            aggregate_id=organization_id,
+            organization_id=organization_id,
+            actor_user_id=actor_user_id,
+            payload={
+                "asset": error.slot,
+                "source": "stored",
+                "code": error.code,
+                "format": None,
+                "width": None,
+                "height": None,
+            },
+        )
     emit(
         session,
         EventKind.analytics,
@@ -35,3 +59,4 @@ def record_refusal(
         payload={"operation": operation, "code": error.code, "status": error.status},
     )
     error.audited = True
+    error.request_failed_recorded = True

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
+from enum import Enum
 from typing import Any
 
 from sqlalchemy import func, select
@@ -38,6 +39,15 @@ from gymctl.models import (
 from gymctl.providers.storage import ObjectStore
 
 APP_WRITE_TOLERANCE = timedelta(seconds=1)
+
+
+class Keep(Enum):
+    """An absent field of a save: the draft keeps its value (an explicit None clears it)."""
+
+    KEEP = "keep"
+
+
+KEEP = Keep.KEEP
 CHANNELS = ("brand", "website", "app")  # also the publishing order
 
 
@@ -62,7 +72,7 @@ def logo_keys(
             raise DomainError("brand_logo_invalid", f"{slot}: a slot and an asset id") from None
         if asset is None or asset.organization_id != organization_id:
             raise not_found("brand_asset_not_found", f"{slot}: no such brand asset")
-        recheck(store, organization_id, asset.key)
+        recheck(store, organization_id, asset.key, slot=slot)
         keys[slot] = asset.key
     return keys
 
@@ -73,23 +83,24 @@ def save_brand_draft(
     organization_id: uuid.UUID,
     *,
     palette: Any,
-    name: str | None,
-    logos: dict[str, Any] | None,
+    name: str | Keep | None = KEEP,
+    logos: dict[str, Any] | Keep | None = KEEP,
     actor_user_id: uuid.UUID | None,
     now: datetime,
 ) -> BrandDraft:
-    """Replace the brand draft (a draft never goes live until published); `logos` None keeps
-    the draft's logos (each re-checked)."""
+    """Save the brand draft (a draft never goes live until published). An absent (KEEP) name
+    or logos keeps the draft's value, logos re-checked; None clears it."""
     checked = Palette.parse(palette)
     draft = session.get(BrandDraft, organization_id) or BrandDraft(organization_id=organization_id)
-    if logos is None:
+    if logos is KEEP:
         keys = dict(draft.logos or {})
-        for key in keys.values():
-            recheck(store, organization_id, key)
+        for slot, key in keys.items():
+            recheck(store, organization_id, key, slot=slot)
     else:
-        keys = logo_keys(session, store, organization_id, logos)
+        keys = logo_keys(session, store, organization_id, logos or {})
     draft.palette = checked.as_json()
-    draft.name = name
+    if name is not KEEP:
+        draft.name = name
     draft.logos = keys
     draft.updated_at = now
     draft.updated_by_user_id = actor_user_id

@@ -85,13 +85,11 @@ def palette_command(
     from gymctl.branding import workspace
     from gymctl.config import get_settings
     from gymctl.db import session_scope
-    from gymctl.models import BrandDraft
     from gymctl.providers.storage import storage_from_settings
 
     settings = get_settings()
     with session_scope() as session:
         gym = resolve_organization(session, organization)
-        current = session.get(BrandDraft, gym.id)
         workspace.save_brand_draft(
             session,
             storage_from_settings(settings),
@@ -99,8 +97,7 @@ def palette_command(
             palette=_palette_options(
                 primary, secondary, button, card, background, dark_card, dark_background
             ),
-            name=name if name is not None else (current.name if current else None),
-            logos=None,
+            name=name if name is not None else workspace.KEEP,
             actor_user_id=None,
             now=clock.now(),
         )

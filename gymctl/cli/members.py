@@ -1,4 +1,5 @@
-"""`gymctl members import ORG FILE.csv`: the gym's member list in one go (spec A 5.3)."""
+"""`gymctl members ...`: the gym's member list in one go (import, spec A 5.3) and the join switch
+(join-enabled, spec A 2.9)."""
 
 from __future__ import annotations
 
@@ -79,3 +80,40 @@ def import_command(
     )
     if members["unverified"]:
         console.print("refused (address of an unproven login): " + ", ".join(members["unverified"]))
+
+
+@app.command("join-enabled")
+def join_enabled_command(
+    organization: str = typer.Argument(..., help="Organization id or slug."),
+    state: str = typer.Argument(..., help="on or off: off makes every join link answer 404."),
+    staff: str | None = typer.Option(
+        None, "--staff", help="Acting staff, held to the permission matrix (default: the owner)."
+    ),
+    as_json: bool = JSON,
+) -> None:
+    """Switch joining through links on or off for a gym (audited under the acting staff)."""
+    from gymctl import clock
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.access.join import set_join_enabled
+    from gymctl.access.memberships import owner_of, resolve_membership
+    from gymctl.access.permissions import Action, Module, enforce
+    from gymctl.access.trail import resolve_user
+    from gymctl.db import session_scope
+
+    if state not in ("on", "off"):
+        raise DomainError("join_enabled_invalid", "state must be on or off")
+    with session_scope() as session:
+        gym = resolve_organization(session, organization)
+        if staff:
+            actor = resolve_membership(session, gym.id, resolve_user(session, staff))
+        else:
+            actor = owner_of(session, gym.id)
+            if actor is None:
+                raise DomainError("staff_required", "the gym has no owner; pass --staff")
+        enforce(gym.id, actor.role, Module.join_links, Action.manage)
+        set_join_enabled(session, gym, state == "on", actor_user_id=actor.user_id, now=clock.now())
+        answer = {"organization": gym.slug, "joinEnabled": gym.join_enabled}
+    if as_json:
+        print_json(answer)
+    else:
+        console.print(f"joining through links is {state} for {answer['organization']}")

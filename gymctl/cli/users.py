@@ -18,6 +18,9 @@ app = typer.Typer(no_args_is_help=True)
 def dev_token(
     identity_id: str = typer.Argument(..., help="Identity subject, e.g. user_demo_coach."),
     hours: float = typer.Option(12, help="Lifetime of the token."),
+    session: str | None = typer.Option(
+        None, "--session", help="Reuse this session id (sid) instead of minting a new one."
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Mint a session token signed with the embedded default's local key (not in production)."""
@@ -26,10 +29,17 @@ def dev_token(
     from gymctl.identity.dev_keys import mint_dev_token
 
     token = mint_dev_token(
-        get_settings(), identity_id, now=clock.now(), lifetime=timedelta(hours=hours)
+        get_settings(),
+        identity_id,
+        now=clock.now(),
+        lifetime=timedelta(hours=hours),
+        session_id=session,
     )
     if as_json:
-        print_json({"identityId": identity_id, "token": token})
+        import jwt
+
+        sid = jwt.decode(token, options={"verify_signature": False})["sid"]
+        print_json({"identityId": identity_id, "sessionId": sid, "token": token})
     else:
         print(token)  # noqa: T201
 

@@ -3,6 +3,7 @@ real provider. Refused in production, where only the provider mints tokens."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 
 import jwt
@@ -13,6 +14,7 @@ from gymctl.config import Settings
 from gymctl.errors import DomainError
 
 DEV_KID = "gymctl-dev"
+SESSION_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
 
 def ensure_signing_key(settings: Settings) -> bool:
@@ -46,9 +48,13 @@ def mint_dev_token(
     *,
     now: datetime,
     lifetime: timedelta = timedelta(hours=12),
+    session_id: str | None = None,
 ) -> str:
     """A session token for `identity_id`, signed with the local key. Real tokens live 60 s; a dev
-    token lives longer so a person can paste it into curl."""
+    token lives longer so a person can paste it into curl. `session_id` reuses a session (its
+    sid), so the ownership trail shows one session, not one per minted token."""
+    if session_id is not None and not SESSION_ID.fullmatch(session_id):
+        raise DomainError("session_id_invalid", "a session id is 1 to 128 of A-Z a-z 0-9 _ . -")
     if settings.is_production:
         raise DomainError("dev_keys_refused", "local signing keys are not used in production")
     if not settings.dev_signing_key_path.exists():
@@ -57,7 +63,7 @@ def mint_dev_token(
     issued = int(now.timestamp())
     claims = {
         "sub": identity_id,
-        "sid": f"sess_dev_{issued}",
+        "sid": session_id or f"sess_dev_{issued}",
         "iat": issued,
         "nbf": issued,
         "exp": issued + int(lifetime.total_seconds()),

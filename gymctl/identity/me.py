@@ -11,9 +11,10 @@ from sqlalchemy.orm import Session, aliased
 
 from gymctl.access.ownership import awaiting_consent, settle_ownership
 from gymctl.branding.published import live_markers, public_branding_at
+from gymctl.config import Settings
 from gymctl.errors import DomainError, forbidden, not_found
 from gymctl.identity.auth import Auth
-from gymctl.identity.users import find_or_create
+from gymctl.identity.users import first_request
 from gymctl.models import (
     LegalConsent,
     LegalDocument,
@@ -23,6 +24,7 @@ from gymctl.models import (
     Organization,
     User,
 )
+from gymctl.providers.identity_admin import IdentityAdmin
 
 
 def _accepted_latest_documents():
@@ -110,13 +112,17 @@ def current_user(
     auth: Auth,
     *,
     now: datetime,
+    identity_admin: IdentityAdmin,
+    settings: Settings,
     organization_id: uuid.UUID | None = None,
     branding_schema: int = 1,
 ) -> dict[str, Any]:
     user = auth.user
     if user is None:
         # Valid session, no row yet: the user.created webhook is late or failed.
-        user, _created = find_or_create(session, auth.user_id, now=now)
+        user = first_request(
+            session, auth.user_id, identity_admin=identity_admin, settings=settings, now=now
+        )
     if user.deleted_at is not None:
         raise DomainError("user_deleted", "this account was deleted", status=401)
     rows = session.execute(_ME, {"user_id": user.id, "now": now, "email": user.email}).all()

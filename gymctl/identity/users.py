@@ -11,11 +11,14 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from gymctl.config import Settings
 from gymctl.db import storable_text
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
 from gymctl.identity.auth import user_by_identity
+from gymctl.identity.signup import mirror_verification, primary_email, read_sign_up, record_sign_up
 from gymctl.models import IdentityWebhookDelivery, User
+from gymctl.providers.identity_admin import IdentityAdmin, IdentityAdminError
 
 log = logging.getLogger("gymctl.identity")
 
@@ -96,27 +99,67 @@ class ProviderUser(BaseModel):
     image_url: Text | None = Field(None, max_length=2048)
 
 
-def _primary_email(data: ProviderUser) -> tuple[str | None, bool]:
-    """(address, verified) of the provider user's primary email."""
-    addresses = data.email_addresses
-    chosen = next((a for a in addresses if a.id == data.primary_email_address_id), None)
-    chosen = chosen or (addresses[0] if addresses else None)
-    if chosen is None:
-        return None, False
-    verified = chosen.verification is not None and chosen.verification.status == "verified"
-    return chosen.email_address, verified
+def first_request(
+    session: Session,
+    identity_id: str,
+    *,
+    identity_admin: IdentityAdmin,
+    settings: Settings,
+    now: datetime,
+) -> User:
+    """GET /users/me's find-or-create before user.created arrived: the row takes the address
+    (and the sign-up's origin) from the provider, so the ownership check can fire at once.
 
-
-def user_created(session: Session, data: ProviderUser, *, now: datetime) -> str:
-    email, verified = _primary_email(data)
+    Fallback: when the provider cannot answer (down, rate-limited here or there, unknown user)
+    the row starts from the token alone, without an address; nothing can be linked or claimed
+    through it until the webhook brings the address (logged, never the address itself).
+    """
+    existing = user_by_identity(session, identity_id)
+    if existing is not None:
+        return existing
+    try:
+        data = identity_admin.user_record(identity_id)
+    except IdentityAdminError as error:
+        log.warning(
+            "find-or-create without the provider's user (%s): row waits for the webhook", error.code
+        )
+        data = None
+    if data is None:
+        return find_or_create(session, identity_id, now=now)[0]
+    sign_up = read_sign_up(settings, data, now=now)
+    # No linking here: the next step of /users/me settles ownership with the proven address.
     user, created = find_or_create(
-        session, data.id, now=now, email=email, image_url=data.image_url, link_email=verified
+        session, identity_id, now=now, email=sign_up.email, image_url=data.get("image_url")
+    )
+    if created:
+        record_sign_up(user, sign_up, now=now)
+    return user
+
+
+def _subject(data: dict[str, Any]) -> str:
+    subject = data.get("id")
+    if not isinstance(subject, str) or not subject:
+        raise DomainError("webhook_payload_invalid", "the event has no user id", status=400)
+    return subject
+
+
+def user_created(
+    session: Session, data: dict[str, Any], *, now: datetime, settings: Settings
+) -> str:
+    sign_up = read_sign_up(settings, data, now=now)
+    user, created = find_or_create(
+        session,
+        _subject(data),
+        now=now,
+        email=sign_up.email,
+        image_url=data.get("image_url"),
+        link_email=sign_up.proven,
     )
     if not created:
-        user.email = email or user.email
-        user.image_url = data.image_url or user.image_url
+        user.email = sign_up.email or user.email
+        user.image_url = data.get("image_url") or user.image_url
         user.updated_at = now
-    _mirror_verification(user, verified, now=now)
+    record_sign_up(user, sign_up, now=now)
     emit(
         session,
         EventKind.analytics,
@@ -132,29 +175,28 @@ def user_created(session: Session, data: ProviderUser, *, now: datetime) -> str:
     return "created" if created else "linked"
 
 
-def _mirror_verification(user: User, verified: bool, *, now: datetime) -> None:
-    """The provider's word proves an address; it never un-proves one an operator confirmed."""
-    if verified and user.email_verified_at is None:
-        user.email_verified_at = now
-        user.email_verified_by = "provider"
-
-
-def user_updated(session: Session, data: ProviderUser, *, now: datetime) -> str:
-    email, verified = _primary_email(data)
-    user, created = find_or_create(session, data.id, now=now, email=email, image_url=data.image_url)
+def user_updated(
+    session: Session, data: dict[str, Any], *, now: datetime, settings: Settings
+) -> str:
+    email, verified = primary_email(data)
+    user, created = find_or_create(
+        session, _subject(data), now=now, email=email, image_url=data.get("image_url")
+    )
     if (user.email or "").lower() != (email or "").lower():
         user.email_verified_at = None  # a new address is unproven until the provider says so
         user.email_verified_by = None
-    _mirror_verification(user, verified, now=now)
+    mirror_verification(user, verified, now=now)
     user.email = email
-    user.image_url = data.image_url
+    user.image_url = data.get("image_url")
     user.updated_at = now
     return "created" if created else "mirrored"
 
 
-def user_deleted(session: Session, data: ProviderUser, *, now: datetime) -> str:
+def user_deleted(
+    session: Session, data: dict[str, Any], *, now: datetime, settings: Settings
+) -> str:
     """Soft-delete without calling the provider again (it is the one that deleted the login)."""
-    user = user_by_identity(session, data.id)
+    user = user_by_identity(session, _subject(data))
     if user is None:
         return "ignored"
     if user.deleted_at is None:
@@ -178,7 +220,9 @@ HANDLERS = {
 }
 
 
-def apply_identity_event(session: Session, delivery_id: str, event: Any, *, now: datetime) -> str:
+def apply_identity_event(
+    session: Session, delivery_id: str, event: Any, *, now: datetime, settings: Settings
+) -> str:
     """Apply one verified delivery once: a replayed delivery id is acknowledged, not re-applied.
 
     Returns the outcome (created, linked, mirrored, deleted, ignored, duplicate).
@@ -189,10 +233,12 @@ def apply_identity_event(session: Session, delivery_id: str, event: Any, *, now:
     if "\x00" in event_type:
         raise DomainError("webhook_payload_invalid", "the event type contains a NUL character")
     handler = HANDLERS.get(event_type)
-    data = None
+    data = event.get("data")
     if handler is not None:
+        # The fields we keep, typed and sized to their columns; the handlers read the rest of
+        # the object (the sign-up's metadata) as the provider sent it.
         try:
-            data = ProviderUser.model_validate(event.get("data"))
+            ProviderUser.model_validate(data)
         except ValidationError:
             raise DomainError(
                 "webhook_payload_invalid", "the event's user object is malformed", status=400
@@ -209,7 +255,7 @@ def apply_identity_event(session: Session, delivery_id: str, event: Any, *, now:
             session.add(delivery)
     except IntegrityError:
         return "duplicate"
-    outcome = handler(session, data, now=now) if handler else "ignored"
+    outcome = handler(session, data, now=now, settings=settings) if handler else "ignored"
     delivery.outcome = outcome
     log.info("identity event %s applied: %s", event_type, outcome)
     return outcome

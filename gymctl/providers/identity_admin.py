@@ -39,6 +39,10 @@ RATE_LIMITED = "rate_limited"
 PROVIDER_ERROR = "identity_provider_error"
 INVITATIONS_PER_WINDOW = 100  # spec A 8: identity invitations, 100 per hour per instance
 INVITATION_WINDOW = timedelta(hours=1)
+# Reads of a login's user object by GET /users/me before the webhook arrived: the provider's
+# smallest instances allow 100 backend calls per 10 s, so one process never asks more often.
+USER_READS_PER_WINDOW = 100
+USER_READ_WINDOW = timedelta(seconds=10)
 TIMEOUT = 5.0
 
 
@@ -82,13 +86,21 @@ class IdentityAdmin(Protocol):
         """The user's private metadata; {} for an unknown user."""
         ...
 
+    def user_record(self, identity_id: str) -> dict[str, Any] | None:
+        """The provider's user object (the webhook's shape), None when unknown; counted against
+        the user-read window (RateLimited past it)."""
+        ...
+
 
 class SlidingWindow:
     """At most `limit` acquisitions in any span of `per`, over the injected clock; thread-safe.
     Per process: the provider's own 429 remains the limit across processes."""
 
-    def __init__(self, limit: int, per: timedelta, clock: Clock) -> None:
+    def __init__(
+        self, limit: int, per: timedelta, clock: Clock, what: str = "identity invitations"
+    ) -> None:
         self.limit = limit
+        self.what = what
         self.per = per
         self._clock = clock
         self._times: deque[datetime] = deque()
@@ -102,7 +114,7 @@ class SlidingWindow:
             if len(self._times) >= self.limit:
                 wait = (self._times[0] + self.per - now).total_seconds()
                 raise RateLimited(
-                    f"at most {self.limit} identity invitations per {_span(self.per)}",
+                    f"at most {self.limit} {self.what} per {_span(self.per)}",
                     retry_after=max(1, math.ceil(wait)),
                 )
             self._times.append(now)
@@ -153,6 +165,9 @@ class HttpIdentityAdmin:
         self._clock = clock
         self._timeout = timeout
         self._invitations = SlidingWindow(limit, per, clock)
+        self._user_reads = SlidingWindow(
+            USER_READS_PER_WINDOW, USER_READ_WINDOW, clock, "user reads"
+        )
         httpx_logger = logging.getLogger("httpx")
         if _REDACT_QUERIES not in httpx_logger.filters:
             httpx_logger.addFilter(_REDACT_QUERIES)
@@ -194,13 +209,24 @@ class HttpIdentityAdmin:
         return invitation["id"]
 
     def private_metadata(self, identity_id: str) -> dict[str, Any]:
+        user = self._read_user(identity_id)
+        metadata = user.get("private_metadata") if isinstance(user, dict) else None
+        return metadata if isinstance(metadata, dict) else {}
+
+    def user_record(self, identity_id: str) -> dict[str, Any] | None:
+        self._user_reads.acquire()
+        user = self._read_user(identity_id)
+        if user is not None and not isinstance(user, dict):
+            raise IdentityAdminError("user read: the provider's answer is not an object")
+        return user
+
+    def _read_user(self, identity_id: str) -> Any:
+        """The decoded body of GET /v1/users/:id; None for an unknown user."""
         path = f"/v1/users/{quote(identity_id, safe='')}"
         response = self._call("GET", path, "user read", allow_404=True)
         if response.status_code == 404:
-            return {}
-        user = _json(response, "user read")
-        metadata = user.get("private_metadata") if isinstance(user, dict) else None
-        return metadata if isinstance(metadata, dict) else {}
+            return None
+        return _json(response, "user read")
 
     def _call(
         self, method: str, path: str, what: str, *, allow_404: bool = False, **kwargs: Any
@@ -300,6 +326,10 @@ class LocalIdentityAdmin:
 
     def private_metadata(self, identity_id: str) -> dict[str, Any]:
         return {"platformRole": "admin"} if identity_id in self._platform_admins else {}
+
+    def user_record(self, identity_id: str) -> dict[str, Any] | None:
+        """No provider to ask: a login's row is made by its first request."""
+        return None
 
     def __repr__(self) -> str:
         return "LocalIdentityAdmin()"

@@ -38,7 +38,7 @@ def asset_digests(
     digests = {}
     for name, entry in sorted(published.items()):
         key = entry["key"]
-        recheck(store, organization_id, key)
+        recheck(store, organization_id, key, slot=name)
         data = store.get(key)
         if data is None:
             raise conflict("release_asset_missing", f"the stored {name} is gone", asset=name)
@@ -65,13 +65,10 @@ def app_part(app: BrandedApp, settings: Settings) -> dict[str, Any]:
     }
 
 
-def build_input(
-    session: Session,
-    store: ObjectStore,
-    settings: Settings,
-    organization_id: uuid.UUID,
-) -> dict[str, Any]:
-    app = require_app(session, organization_id)
+def branding_part(
+    session: Session, store: ObjectStore, organization_id: uuid.UUID
+) -> tuple[dict[str, Any], dict[str, dict[str, str]]]:
+    """(brand, asset digests) of the live brand and member app, each stored asset re-checked."""
     brand = live_brand(session, organization_id)
     if brand is None:
         raise conflict("brand_not_published", "publish the brand before building the app")
@@ -79,6 +76,24 @@ def build_input(
     if version is None:
         raise conflict("member_app_not_published", "publish the member app before building")
     assets = asset_digests(store, organization_id, version.assets)
+    return {
+        **brand.brand,
+        "name": brand.name,
+        "displayName": version.display_name,
+        "revision": brand.revision,
+        "appVersion": version.version,
+        "assets": {name: entry["key"] for name, entry in assets.items()},
+    }, assets
+
+
+def build_input(
+    session: Session,
+    store: ObjectStore,
+    settings: Settings,
+    organization_id: uuid.UUID,
+) -> dict[str, Any]:
+    app = require_app(session, organization_id)
+    brand, assets = branding_part(session, store, organization_id)
     request = find_request(session, organization_id)
     submission = (
         {"intake": request.submission, "revision": request.submission_revision}
@@ -87,14 +102,7 @@ def build_input(
     )
     return {
         "app": app_part(app, settings),
-        "brand": {
-            **brand.brand,
-            "name": brand.name,
-            "displayName": version.display_name,
-            "revision": brand.revision,
-            "appVersion": version.version,
-            "assets": {name: entry["key"] for name, entry in assets.items()},
-        },
+        "brand": brand,
         "submission": submission,
         "assets": assets,
         "assetDownloads": {

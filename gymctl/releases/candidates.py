@@ -35,7 +35,7 @@ from gymctl.models.releases import (
 )
 from gymctl.providers.storage import ObjectStore
 from gymctl.releases import approvals
-from gymctl.releases.build_input import NATIVE_VERSION, build_input
+from gymctl.releases.build_input import NATIVE_VERSION, branding_part, build_input
 from gymctl.releases.canonical import sha256_of
 from gymctl.releases.requests import audit, require_request
 
@@ -217,6 +217,14 @@ def cut_candidate(
         if previous == body:
             return current
         supersede(session, current, "replaced", now=now)
+    return _insert(session, request, body, now=now)
+
+
+def _insert(
+    session: Session, request: ReleaseRequest, body: dict[str, Any], *, now: datetime
+) -> ReleaseCandidate:
+    """The next generation's snapshot of `body`."""
+    organization_id = request.organization_id
     generation = (
         session.scalar(
             select(func.max(ReleaseCandidate.generation)).where(
@@ -252,14 +260,62 @@ def require_dispatchable(candidate: ReleaseCandidate) -> None:
         raise conflict("release_brand_schema_unsupported", "this snapshot cannot dispatch")
 
 
-def supersede_on_publish(session: Session, organization_id: uuid.UUID, *, now: datetime) -> None:
+def supersede_on_publish(
+    session: Session, organization_id: uuid.UUID, *, store: ObjectStore | None, now: datetime
+) -> ReleaseCandidate | None:
     """Branding calls this after a publish or unpublish of the brand or the member app, so the
-    candidate it outdates is superseded in the same transaction, at the publish instant."""
+    candidate it outdates is superseded in the same transaction, at the publish instant; after
+    a publish (`store` given) a new candidate replaces it (spec A 3). Returns the replacement."""
     request = session.scalar(
         select(ReleaseRequest).where(ReleaseRequest.organization_id == organization_id)
     )
-    if request is not None:
-        refresh_current(session, request, now=now)
+    if request is None:
+        return None
+    before = latest_candidate(session, request)
+    if before is None or is_superseded(session, before):
+        return None
+    if refresh_current(session, request, now=now) is not None or store is None:
+        return None
+    return replace_after_publish(session, store, request, before, now=now)
+
+
+def replace_after_publish(
+    session: Session,
+    store: ObjectStore,
+    request: ReleaseRequest,
+    superseded: ReleaseCandidate,
+    *,
+    now: datetime,
+) -> ReleaseCandidate | None:
+    """Spec A 3: "new candidate replaces it". The replacement keeps the superseded snapshot's
+    source commit, app and configuration and binds the branding live now. None replaces it
+    when something else moved too (config or intake revision: an operator cuts or the owner
+    approves first) or the live branding cannot be snapshotted; the tracker then shows none."""
+    previous = superseded.snapshot
+    app = session.get(BrandedApp, request.branded_app_id)
+    if (
+        previous.get("format") != SNAPSHOT_FORMAT
+        or app is None
+        or previous["configRevision"] != app.config_revision
+        or previous["submission"]["revision"] != request.submission_revision
+        or approvals.intake_approval(session, request) is None
+    ):
+        return None
+    try:
+        with session.begin_nested():
+            brand, assets = branding_part(session, store, request.organization_id)
+    except DomainError:
+        return None
+    if brand.get("schemaVersion") != NEW_BRAND_SCHEMA:
+        return None
+    body = {k: v for k, v in previous.items() if k != "generation"}
+    body["branding"] = {
+        "brandRevision": brand["revision"],
+        "appVersion": brand["appVersion"],
+        "brand": brand,
+    }
+    body["assets"] = assets
+    return _insert(session, request, body, now=now)
 
 
 def supersede_stale(session: Session, *, now: datetime) -> dict[str, int]:

@@ -165,7 +165,10 @@ def test_an_ineligible_link_answers_404_join_link_not_found_and_writes_nothing(
 
 
 def test_a_link_with_a_stored_plan_answers_with_its_plan(client, session, gym):
-    plan_id = uuid.uuid4()
+    from gymctl.models.billing import PlanType
+    from tests.billing.factories import make_plan
+
+    plan_id = make_plan(session, gym.organization, PlanType.card).id
     link = make_link(session, gym.organization, plan_id=plan_id)
     session.commit()
 

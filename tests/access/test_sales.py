@@ -180,8 +180,40 @@ def test_a_leftover_grant_from_an_earlier_staff_role_gives_no_access(client, ses
 
     assert demoted.status_code == 200
     assert demoted.json["role"] == "member"
-    assert len(live_grants(session, coach.membership)) == 1  # the grant is left over ...
-    assert access(client, gym, coach) is None  # ... and gives nothing
+    assert live_grants(session, coach.membership) == []  # the grant ended with the role
+    assert access(client, gym, coach) is None
+
+
+def _change_role(client, gym, person, role):
+    response = client.patch(
+        f"/organizations/{gym.id}/members/{person.user.id}",
+        json={"role": role},
+        headers=gym[Role.owner].headers,
+    )
+    assert response.status_code == 200, response.json
+
+
+def test_a_grant_ends_with_the_staff_role_and_is_not_revived(client, session, gym):
+    """Spec A 2.5: a leftover grant from an earlier staff role gives no access; coach ->
+    member -> coach comes back without sales access until someone grants it again."""
+    coach = gym[Role.coach]
+    assert grant(client, gym, Role.owner, coach, scope="team").status_code == 201
+    _change_role(client, gym, coach, "member")
+    _change_role(client, gym, coach, "coach")
+    assert access(client, gym, coach) is None
+    session.expire_all()
+    ended = session.scalars(select(AuditLog).where(AuditLog.action == "sales.ended")).all()
+    assert [a.data.get("role") for a in ended] == ["member"]
+
+
+def test_a_grant_ends_when_the_membership_is_removed(client, session, gym):
+    coach = gym[Role.coach]
+    assert grant(client, gym, Role.owner, coach).status_code == 201
+    removed = client.delete(
+        f"/organizations/{gym.id}/members/{coach.user.id}", headers=gym[Role.owner].headers
+    )
+    assert removed.status_code == 200
+    assert live_grants(session, coach.membership) == []
 
 
 def test_sales_access_is_asked_only_about_an_organization_one_belongs_to(client, gym, outsider):

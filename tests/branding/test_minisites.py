@@ -3,7 +3,6 @@ fallback, the 30-minute visual snapshot and its authoritative negatives, and the
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
 
 import pytest
@@ -12,6 +11,8 @@ from gymctl.access.join import create_join_link
 from gymctl.branding import minisites, publishing
 from gymctl.config import Settings
 from gymctl.models import OrganizationStatus, Role, Website, WebsiteRevision
+from gymctl.models.billing import PlanType
+from tests.billing.factories import make_plan
 from tests.branding.conftest import CONTENT, drafts
 from tests.conftest import NOW
 
@@ -67,9 +68,8 @@ def test_join_url_only_from_an_active_unrevoked_link_without_a_plan(client, sess
     """Spec A 2.9: a stored plan would override the plan chosen on a pricing card."""
     org = site.organization
     owner = site[Role.owner].user.id
-    create_join_link(
-        session, org.id, actor_user_id=owner, label=None, plan_id=uuid.uuid4(), now=NOW
-    )
+    plan = make_plan(session, org, PlanType.card)
+    create_join_link(session, org.id, actor_user_id=owner, label=None, plan_id=plan.id, now=NOW)
     revoked = create_join_link(
         session, org.id, actor_user_id=owner, label=None, plan_id=None, now=NOW
     )

@@ -100,13 +100,15 @@ def test_a_refused_publish_answers_its_code_and_records_api_request_failed(clien
     assert failed.payload["code"] == "website_draft_missing"
 
 
-def _refused(client, session, method, path, headers, *, json=None):
+def _refused(client, session, method, path, headers, *, json=None, stored=False):
+    """`stored`: a stored asset refused on save is also branding.asset_rejected (spec A 6.2)."""
     before, count = state(session), len(outbox(session))
     response = client.open(path, method=method, json=json, headers=headers)
     assert state(session) == before, "a refused write changed something"
     added = outbox(session)[count:]
-    assert [e.name for e in added] == ["api.request_failed"]
-    assert added[0].payload["code"] == response.json["code"]
+    names = ["branding.asset_rejected"] if stored else []
+    assert [e.name for e in added] == [*names, "api.request_failed"]
+    assert added[-1].payload["code"] == response.json["code"]
     return response.status_code, response.json["code"]
 
 
@@ -157,7 +159,7 @@ def test_a_logo_whose_object_is_gone_is_brand_asset_stored_invalid(client, gym, 
     store.delete(asset.key)
     body = {"palette": {"primaryColor": "#000000"}, "logos": {"logo": str(asset.id)}}
     assert _refused(
-        client, session, "PUT", ws(gym, "/brand"), gym[Role.owner].headers, json=body
+        client, session, "PUT", ws(gym, "/brand"), gym[Role.owner].headers, json=body, stored=True
     ) == (400, "brand_asset_stored_invalid")
 
 
@@ -167,7 +169,7 @@ def test_a_logo_key_outside_the_prefix_is_brand_asset_not_owned(client, gym, ses
     session.commit()
     body = {"palette": {"primaryColor": "#000000"}, "logos": {"logo": str(asset.id)}}
     assert _refused(
-        client, session, "PUT", ws(gym, "/brand"), gym[Role.owner].headers, json=body
+        client, session, "PUT", ws(gym, "/brand"), gym[Role.owner].headers, json=body, stored=True
     ) == (400, "brand_asset_not_owned")
 
 

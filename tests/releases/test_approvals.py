@@ -9,11 +9,11 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import insert, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import DBAPIError
 
 from gymctl.errors import DomainError
-from gymctl.models.releases import ReleaseEvidence, ReleaseRequest
+from gymctl.models.releases import ReleaseCandidate, ReleaseEvidence, ReleaseRequest
 from gymctl.releases import approvals, branded_apps, checks, evidence, operations, switches
 from tests import factories
 from tests.access.conftest import snapshot
@@ -348,3 +348,31 @@ def test_a_candidate_superseded_after_dispatch_is_neither_built_nor_uploaded(
     )
     request = session.scalar(select(ReleaseRequest))
     assert evidence.platform_states(session, request)["ios"] == "internal_upload_dispatched"
+
+
+@pytest.mark.embedded
+def test_snapshots_and_evidence_refuse_delete_in_the_database(connection):
+    """Spec A 2.14: snapshots are never rewritten and evidence is append-only: a DELETE is
+    refused by the database itself, like an UPDATE."""
+    org_id, candidate_id = inserted_candidate(connection, {})
+    row_id = uuid.uuid4()
+    connection.execute(
+        insert(ReleaseEvidence).values(
+            id=row_id,
+            organization_id=org_id,
+            candidate_id=candidate_id,
+            platform="ios",
+            kind="build",
+            result="succeeded",
+            source="executor",
+            observed_at=NOW,
+            recorded_at=NOW,
+            data={},
+        )
+    )
+    savepoint = connection.begin_nested()
+    with pytest.raises(DBAPIError, match="release_evidence_append_only"):
+        connection.execute(delete(ReleaseEvidence).where(ReleaseEvidence.id == row_id))
+    savepoint.rollback()
+    with pytest.raises(DBAPIError, match="release_candidate_immutable"):
+        connection.execute(delete(ReleaseCandidate).where(ReleaseCandidate.id == candidate_id))

@@ -20,7 +20,7 @@ from gymctl.models.releases import (
     ReleaseCandidate,
     ReleaseRequest,
 )
-from gymctl.releases import branded_apps, candidates, operations
+from gymctl.releases import branded_apps, candidates, operations, switches
 from gymctl.releases.canonical import canonical_json, sha256_of
 from tests.conftest import NOW
 from tests.releases.conftest import APP_CONFIG, COMMIT, SUBMISSION, publish_branding
@@ -128,8 +128,58 @@ def test_a_new_publish_config_or_intake_revision_supersedes_the_current_candidat
         assert response.status_code == 200
     session.commit()
     request = session.scalar(select(ReleaseRequest))
-    assert candidates.refresh_current(session, request, now=NOW) is None
+    current = candidates.refresh_current(session, request, now=NOW)
+    # After a publish a new candidate replaces it (test below); config and intake wait for an
+    # operator's cut or the owner's approval.
+    assert (current is None) is (change != "publish")
     assert session.get(CandidateSupersession, candidate.id).reason == change
+
+
+def test_after_a_publish_supersedes_the_current_candidate_a_new_one_replaces_it(
+    client, session, store, settings, branded, gym
+):
+    """Spec A 3: Release candidate, current -> superseded on a new publish, "new candidate
+    replaces it": same source commit and configuration, the branding live now."""
+    approved_intake(client, gym)
+    candidate = cut(session, store, settings, gym)
+    later = NOW + timedelta(hours=1)
+    publish_branding(session, store, gym.id, primary="#A01C40", at=later)
+    session.commit()
+    request = session.scalar(select(ReleaseRequest))
+    current = candidates.refresh_current(session, request, now=later)
+    assert current is not None
+    assert current.generation > candidate.generation
+    assert current.snapshot["sourceCommit"] == candidate.snapshot["sourceCommit"]
+    assert current.snapshot["configRevision"] == candidate.snapshot["configRevision"]
+    assert (
+        current.snapshot["branding"]["brandRevision"]
+        > (candidate.snapshot["branding"]["brandRevision"])
+    )
+    assert current.snapshot["app"] == candidate.snapshot["app"]
+    assert candidates.is_current(session, request, current)
+    switches.set_switch(session, gym.id, switches.RELEASE_TRACKER, True, now=later)
+    session.commit()
+    tracker = owner_call(client, gym, "GET", "/releases")
+    assert tracker.json["candidate"]["generation"] == current.generation
+
+
+def test_no_candidate_replaces_one_when_the_intake_moved_too(
+    client, session, store, settings, branded, gym
+):
+    approved_intake(client, gym)
+    cut(session, store, settings, gym)
+    response = owner_call(
+        client,
+        gym,
+        "PUT",
+        "/releases/submission",
+        json={"submission": {**SUBMISSION, "appName": "Iron"}, "revision": 1},
+    )
+    assert response.status_code == 200
+    publish_branding(session, store, gym.id, primary="#A01C40")
+    session.commit()
+    request = session.scalar(select(ReleaseRequest))
+    assert candidates.refresh_current(session, request, now=NOW) is None
 
 
 @pytest.mark.parametrize("step", ["unpublish_brand", "unpublish_app"])

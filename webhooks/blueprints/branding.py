@@ -32,7 +32,8 @@ WORKSPACE = "/organizations/<uuid:org_id>/brand-workspace"
 
 
 def recorded(operation: str) -> Callable:
-    """A refused write becomes api.request_failed (its work rolled back first)."""
+    """A refused write becomes api.request_failed (its work rolled back first, unless the
+    refusal kept a record of its own, such as branding.asset_rejected)."""
 
     def decorate(view: Callable) -> Callable:
         @functools.wraps(view)
@@ -40,9 +41,10 @@ def recorded(operation: str) -> Callable:
             try:
                 return view(org_id, **kwargs)
             except DomainError as error:
-                if not error.audited:
+                if not error.request_failed_recorded:
                     session = db()
-                    session.rollback()
+                    if not error.audited:
+                        session.rollback()
                     record_refusal(
                         session,
                         org_id,
@@ -77,7 +79,11 @@ def read_workspace(org_id):
 class BrandDraftBody(Body):
     palette: dict[str, Any]
     name: str | None = Field(None, min_length=1, max_length=200)
-    logos: dict[str, str] = Field(default_factory=dict)
+    logos: dict[str, str] | None = None
+
+    def kept(self, field: str) -> Any:
+        """An absent field keeps the draft's value; an explicit null clears it."""
+        return getattr(self, field) if field in self.model_fields_set else workspace.KEEP
 
 
 @bp.put(f"{WORKSPACE}/brand")
@@ -90,8 +96,8 @@ def save_brand(org_id):
         services().store,
         org_id,
         palette=body.palette,
-        name=body.name,
-        logos=body.logos,
+        name=body.kept("name"),
+        logos=body.kept("logos"),
         actor_user_id=_actor(),
         now=now(),
     )

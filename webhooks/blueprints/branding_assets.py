@@ -16,6 +16,7 @@ from gymctl.assets.types import AssetRefused, Slot, Transform
 from gymctl.errors import DomainError, not_found
 from gymctl.providers.storage import FolderObjectStore
 from webhooks.access import membership, org_route
+from webhooks.blueprints.branding import recorded
 from webhooks.context import db, now, services
 from webhooks.guard import public
 from webhooks.throttle import throttle
@@ -64,6 +65,7 @@ def _file_and_transform(slot: Slot) -> tuple[bytes, Transform]:
 
 @bp.post(f"{ORG}/branding/assets/<name>")
 @org_route(Module.branding, Action.manage)
+@recorded("branding.assets.upload")
 def upload(org_id, name):
     slot = _slot(name)
     _throttle("branding.assets.upload", org_id)
@@ -96,6 +98,7 @@ def upload(org_id, name):
 
 @bp.post(f"{ORG}/brand-assets/<uuid:asset_id>/native/<slot_name>")
 @org_route(Module.branding, Action.manage)
+@recorded("branding.assets.native")
 def reuse(org_id, asset_id, slot_name):
     slot = _slot(slot_name)
     _throttle("branding.assets.native", org_id)
@@ -124,6 +127,7 @@ class SaveDraft(Body):
 
 @bp.put(f"{ORG}/branding/assets")
 @org_route(Module.branding, Action.manage)
+@recorded("branding.assets.save")
 def save(org_id):
     body = parse(SaveDraft)
     return jsonify(

@@ -31,7 +31,9 @@ def identity_webhook():
             secret.get_secret_value(), request.headers, body, now=now()
         )
         event = read_json(body, code="webhook_payload_invalid", every_text=False)
-        outcome = apply_identity_event(db(), delivery.id, event, now=now())
+        outcome = apply_identity_event(
+            db(), delivery.id, event, now=now(), settings=services().settings
+        )
     except DomainError as error:
         # Spec A 6.1: failures appear as breadcrumbs and warn/error logs.
         log.warning("identity webhook refused: %s", error.code)

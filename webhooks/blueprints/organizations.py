@@ -5,10 +5,19 @@ from __future__ import annotations
 
 import uuid
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, Response, jsonify, request
 from pydantic import Field
 
-from gymctl.access import gyms, invitations, join, memberships, registrations, sales
+from gymctl.access import (
+    compliance,
+    erasure,
+    gyms,
+    invitations,
+    join,
+    memberships,
+    registrations,
+    sales,
+)
 from gymctl.access.permissions import Action, Module
 from gymctl.config import ConfigError
 from gymctl.crypto import national_id_cipher
@@ -166,6 +175,39 @@ def set_national_id(org_id, user_id):
     return jsonify(userId=str(user_id), nationalIdStored=True)
 
 
+@bp.post(f"{ORG}/members/<uuid:user_id>/erasure")
+@owner_route
+def erase_member(org_id, user_id):
+    """Personal-data erasure: owner-only (spec A 2.8), audited; money records are kept."""
+    done = erasure.erase_personal_data(
+        db(), _organization(org_id), user_id, actor_user_id=membership().user_id, now=now()
+    )
+    return jsonify(userId=str(user_id), erased=done)
+
+
+@bp.get(f"{ORG}/members/<uuid:user_id>/compliance.pdf")
+@org_route(Module.members, Action.manage)
+def compliance_pdf(org_id, user_id):
+    """Spec A 2.1: the national id is released only inside this PDF, to staff who manage
+    members; never cached, never in JSON."""
+    document = compliance.compliance_pdf(
+        db(),
+        services().settings,
+        _organization(org_id),
+        user_id,
+        actor_user_id=membership().user_id,
+        now=now(),
+    )
+    return Response(
+        document,
+        mimetype="application/pdf",
+        headers={
+            "Content-Disposition": f'attachment; filename="compliance-{user_id}.pdf"',
+            "Cache-Control": "no-store",
+        },
+    )
+
+
 # --- invitations -----------------------------------------------------------------------------
 
 
@@ -268,7 +310,25 @@ class JoinLinkRequest(Body):
 @bp.get(f"{ORG}/join-links")
 @org_route(Module.join_links, Action.view)
 def list_join_links(org_id):
-    return jsonify(joinLinks=join.list_join_links(db(), org_id))
+    return jsonify(
+        joinEnabled=_organization(org_id).join_enabled,
+        joinLinks=join.list_join_links(db(), org_id),
+    )
+
+
+class JoinEnabledRequest(Body):
+    joinEnabled: bool
+
+
+@bp.put(f"{ORG}/join-enabled")
+@org_route(Module.join_links, Action.manage)
+def set_join_enabled(org_id):
+    """organizations.join_enabled: off makes every join link of the gym answer 404."""
+    body = parse(JoinEnabledRequest)
+    organization = join.set_join_enabled(
+        db(), _organization(org_id), body.joinEnabled, actor_user_id=membership().user_id, now=now()
+    )
+    return jsonify(joinEnabled=organization.join_enabled)
 
 
 @bp.post(f"{ORG}/join-links")
@@ -291,6 +351,24 @@ def create_join_link(org_id):
 def revoke_join_link(org_id, link_id):
     link = join.revoke_join_link(
         db(), org_id, link_id, actor_user_id=membership().user_id, now=now()
+    )
+    return jsonify(join.describe(link))
+
+
+@bp.post(f"{ORG}/join-links/<uuid:link_id>/pause")
+@org_route(Module.join_links, Action.manage)
+def pause_join_link(org_id, link_id):
+    link = join.set_link_active(
+        db(), org_id, link_id, False, actor_user_id=membership().user_id, now=now()
+    )
+    return jsonify(join.describe(link))
+
+
+@bp.post(f"{ORG}/join-links/<uuid:link_id>/resume")
+@org_route(Module.join_links, Action.manage)
+def resume_join_link(org_id, link_id):
+    link = join.set_link_active(
+        db(), org_id, link_id, True, actor_user_id=membership().user_id, now=now()
     )
     return jsonify(join.describe(link))
 

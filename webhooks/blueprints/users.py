@@ -9,7 +9,7 @@ from flask import Blueprint, jsonify, request
 from gymctl.errors import DomainError
 from gymctl.identity.me import current_user
 from gymctl.versioning import payload_schema
-from webhooks.context import auth, db, now
+from webhooks.context import auth, db, now, services
 
 bp = Blueprint("users", __name__)
 
@@ -28,6 +28,12 @@ def _organization_id() -> uuid.UUID | None:
 def me():
     schema = payload_schema(request.args.get("brandingSchema"), parameter="brandingSchema")
     body = current_user(
-        db(), auth(), now=now(), organization_id=_organization_id(), branding_schema=schema
+        db(),
+        auth(),
+        now=now(),
+        identity_admin=services().identity_admin,
+        settings=services().settings,
+        organization_id=_organization_id(),
+        branding_schema=schema,
     )
     return jsonify(body)

@@ -1,0 +1,166 @@
+"""Personal-data erasure (spec A 2.8: owner-only, outside the matrix).
+
+The owner erases what this organization holds about one person:
+- erased here: the membership ends (cancelled, never reactivated by itself) and its sales grant;
+  this gym's join-form submissions and failed-checkout rows of the person (address, IP, browser),
+  its leads and invitations under the person's address (name and address replaced), and the
+  private fields of this gym's audit rows about the person;
+- the person's own row (name, address, avatar, national id) only when no other organization
+  holds the person and no login is theirs: a login belongs to the person, and another gym's
+  membership is that gym's to erase;
+- kept for money records: subscriptions, payments, invoices, credit notes and debts, which stay
+  linked to the person's id (amounts, dates, references; no address is copied into them).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.orm import Session
+
+from gymctl.access.memberships import end_sales_grant, membership_of
+from gymctl.errors import conflict
+from gymctl.events import EventKind, emit
+from gymctl.models import (
+    AuditLog,
+    Invitation,
+    JoinSubmission,
+    Lead,
+    Membership,
+    MembershipStatus,
+    Organization,
+    Role,
+    User,
+)
+
+ERASED = "erased"
+
+
+def _erased_address(user_id: uuid.UUID) -> str:
+    """Stands in for an address in NOT NULL columns; unique per person, reaches nobody."""
+    return f"erased-{user_id.hex}@erased.invalid"
+
+
+def erase_personal_data(
+    session: Session,
+    organization: Organization,
+    target_user_id: uuid.UUID,
+    *,
+    actor_user_id: uuid.UUID,
+    now: datetime,
+) -> dict[str, Any]:
+    """Erase the person's personal data from `organization`; returns what was done (counts)."""
+    membership = membership_of(session, organization.id, target_user_id)
+    if membership.role is Role.owner:
+        raise conflict("erasure_owner", "the owner's own data cannot be erased from their gym")
+    person = session.get(User, target_user_id)
+    address = (person.email or "").lower()
+    membership.status = MembershipStatus.cancelled
+    membership.invitation_held = False
+    membership.updated_at = now
+    end_sales_grant(session, membership, actor_user_id=actor_user_id, now=now)
+    done = {
+        "joinSubmissions": _submissions(session, organization.id, person, address),
+        "leads": _leads(session, organization.id, person, address),
+        "invitations": _invitations(session, organization.id, person, address),
+        "auditRows": _audit_rows(session, organization.id, person.id),
+        "userRowErased": False,
+    }
+    if not _held_elsewhere(session, organization.id, person):
+        _erase_row(person, now=now)
+        done["userRowErased"] = True
+    emit(
+        session,
+        EventKind.audit,
+        "personal_data.erased",
+        at=now,
+        aggregate_type="user",
+        aggregate_id=person.id,
+        organization_id=organization.id,
+        actor_user_id=actor_user_id,
+        payload=done,
+    )
+    session.flush()
+    return done
+
+
+def _submissions(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:
+    match = [JoinSubmission.user_id == person.id]
+    if address:
+        match.append(func.lower(JoinSubmission.email) == address)
+    return session.execute(
+        update(JoinSubmission)
+        .where(JoinSubmission.organization_id == org_id, or_(*match))
+        .values(email=None, user_id=None, ip=None, user_agent=None, data={})
+    ).rowcount
+
+
+def _leads(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:
+    match = [Lead.converted_user_id == person.id]
+    if address:
+        match.append(func.lower(Lead.email) == address)
+    return session.execute(
+        update(Lead)
+        .where(Lead.organization_id == org_id, or_(*match))
+        .values(name=ERASED, email=_erased_address(person.id), status="closed")
+    ).rowcount
+
+
+def _invitations(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:
+    match = [Invitation.user_id == person.id]
+    if address:
+        match.append(func.lower(Invitation.email) == address)
+    return session.execute(
+        update(Invitation)
+        .where(Invitation.organization_id == org_id, or_(*match))
+        .values(email=_erased_address(person.id))
+    ).rowcount
+
+
+def _audit_rows(session: Session, org_id: uuid.UUID, person_id: uuid.UUID) -> int:
+    """This gym's audit rows about the person keep what happened, not the private fields
+    (addresses, IPs) they carried."""
+    rows = session.scalars(
+        select(AuditLog).where(
+            AuditLog.organization_id == org_id,
+            AuditLog.target_type == "user",
+            AuditLog.target_id == str(person_id),
+        )
+    ).all()
+    for row in rows:
+        row.data = {k: v for k, v in (row.data or {}).items() if k not in ("email", "ip")}
+    return len(rows)
+
+
+def _held_elsewhere(session: Session, org_id: uuid.UUID, person: User) -> bool:
+    if person.identity_id is not None:
+        return True
+    other = session.scalar(
+        select(func.count())
+        .select_from(Membership)
+        .where(
+            Membership.user_id == person.id,
+            Membership.organization_id != org_id,
+            Membership.status != MembershipStatus.cancelled,
+        )
+    )
+    return bool(other)
+
+
+def _erase_row(person: User, *, now: datetime) -> None:
+    person.email = None
+    person.name = None
+    person.image_url = None
+    _erase_national_id(person)
+    person.email_verified_at = None
+    person.email_verified_by = None
+    person.deleted_at = person.deleted_at or now
+    person.updated_at = now
+
+
+def _erase_national_id(person: User) -> None:
+    """The national id's one place here (it lives on the shared row today)."""
+    person.national_id_ciphertext = None
