@@ -19,21 +19,21 @@ from gymctl.config import ConfigError, Settings
 from gymctl.crypto import DecryptionError, national_id_cipher
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
-from gymctl.models import LegalConsent, LegalDocument, Organization, User
+from gymctl.models import LegalConsent, LegalDocument, Membership, Organization, User
 
 
-def national_id(settings: Settings, organization_id: uuid.UUID, person: User) -> str | None:
-    """The person's national id as this organization holds it, decrypted; None when not
-    collected. The only reader of the stored id (kept small so its storage can move)."""
-    if person.national_id_ciphertext is None:
+def national_id(settings: Settings, membership: Membership) -> str | None:
+    """The person's national id as this organization holds it (on its membership, bound to that
+    row), decrypted; None when not collected. The only reader of the stored id."""
+    if membership.national_id_ciphertext is None:
         return None
     try:
         cipher = national_id_cipher(settings)
         return cipher.decrypt(
-            person.national_id_ciphertext,
-            table="users",
+            membership.national_id_ciphertext,
+            table="memberships",
             column="national_id",
-            row_id=str(person.id),
+            row_id=str(membership.id),
         )
     except ConfigError:
         raise DomainError(
@@ -62,7 +62,7 @@ def compliance_pdf(
         .where(LegalConsent.user_id == user_id)
         .order_by(LegalConsent.accepted_at)
     ).all()
-    identifier = national_id(settings, organization.id, person)
+    identifier = national_id(settings, membership)
     rows = [
         ("Organization", organization.name),
         ("Person", person.name or "-"),

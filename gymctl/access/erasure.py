@@ -1,11 +1,12 @@
 """Personal-data erasure (spec A 2.8: owner-only, outside the matrix).
 
 The owner erases what this organization holds about one person:
-- erased here: the membership ends (cancelled, never reactivated by itself) and its sales grant;
+- erased here: the membership ends (cancelled, never reactivated by itself) with the national id
+  this gym stored on it, and its sales grant;
   this gym's join-form submissions and failed-checkout rows of the person (address, IP, browser),
   its leads and invitations under the person's address (name and address replaced), and the
   private fields of this gym's audit rows about the person;
-- the person's own row (name, address, avatar, national id) only when no other organization
+- the person's own row (name, address, avatar) only when no other organization
   holds the person and no login is theirs: a login belongs to the person, and another gym's
   membership is that gym's to erase;
 - kept for money records: subscriptions, payments, invoices, credit notes and debts, which stay
@@ -60,6 +61,7 @@ def erase_personal_data(
     address = (person.email or "").lower()
     membership.status = MembershipStatus.cancelled
     membership.invitation_held = False
+    membership.national_id_ciphertext = None  # this gym's copy; another gym's stays with it
     membership.updated_at = now
     end_sales_grant(session, membership, actor_user_id=actor_user_id, now=now)
     done = {
@@ -154,13 +156,7 @@ def _erase_row(person: User, *, now: datetime) -> None:
     person.email = None
     person.name = None
     person.image_url = None
-    _erase_national_id(person)
     person.email_verified_at = None
     person.email_verified_by = None
     person.deleted_at = person.deleted_at or now
     person.updated_at = now
-
-
-def _erase_national_id(person: User) -> None:
-    """The national id's one place here (it lives on the shared row today)."""
-    person.national_id_ciphertext = None
