@@ -101,9 +101,11 @@ def duplicates_command(
     rows = [
         {
             "similarity": p["similarity"],
+            "parts": " ".join(f"{k[0]} {v:.2f}" for k, v in p["evidence"]["parts"].items()),
             "a": p["a"]["name"],
             "b": p["b"]["name"],
-            "pattern": p["a"]["movementPattern"],
+            "why": "\n".join(p["evidence"]["agrees"]),
+            "differs": "\n".join(p["evidence"]["differs"]) or "-",
             "suggestedWinner": p["a"]["name"]
             if p["suggestedWinnerId"] == p["a"]["id"]
             else p["b"]["name"],
@@ -111,11 +113,14 @@ def duplicates_command(
         }
         for p in report["pairs"]
     ]
-    title = f"{report['candidates']} candidate pairs (threshold {report['threshold']}, "
-    title += (
-        f"{report['model']}); {report['excludedVariantQualifier']} variant look-alikes excluded"
+    title = (
+        f"{report['candidates']} candidate pairs (threshold {report['threshold']}, "
+        f"{report['model']}); excluded: {report['excludedVariantQualifier']} variant "
+        f"look-alikes, {report['excludedEquipment']} other implements, "
+        f"{report['excludedMuscles']} other muscles"
     )
-    render_rows(rows, ["similarity", "a", "b", "pattern", "suggestedWinner", "ids"], title=title)
+    columns = ["similarity", "parts", "a", "b", "why", "differs", "suggestedWinner", "ids"]
+    render_rows(rows, columns, title=title)
     _render_collisions(report["aliasCollisions"])
 
 
