@@ -10,8 +10,10 @@ from typing import Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from sqlalchemy.orm import Session
 
 from gymctl import clock
+from gymctl.access.trail import resolve_user
 from gymctl.cli.output import err_console, print_json, render_mapping, render_rows
 from gymctl.config import get_settings
 from gymctl.db import session_scope
@@ -26,6 +28,9 @@ video = typer.Typer(no_args_is_help=True, help="Video candidates: discover, rank
 app.add_typer(video, name="video")
 
 JSON = typer.Option(False, "--json", help="Machine output.")
+OPERATOR = typer.Option(
+    ..., "--operator", help="Your user: database id or identity subject (audited as the actor)."
+)
 DRY_RUN = typer.Option(False, "--dry-run", help="Report what would change; write nothing.")
 
 
@@ -54,6 +59,16 @@ def _library() -> Library:
     return library_from_settings(get_settings())
 
 
+def _operator(session: Session, ref: str) -> uuid.UUID:
+    """The operator's user id, for the audit rows of library writes; unknown is a refusal."""
+    try:
+        return resolve_user(session, ref).id
+    except DomainError:
+        raise DomainError(
+            "operator_user_required", f"no user {ref!r} to audit this write as", status=403
+        ) from None
+
+
 def _show(result: dict[str, Any], as_json: bool, title: str) -> None:
     if as_json:
         print_json(result)
@@ -66,6 +81,7 @@ def seed_command(
     key: str = typer.Argument(..., help="Object key of the published library file."),
     rebuild: bool = typer.Option(False, "--rebuild", help="Overwrite enriched fields."),
     rpm: int | None = typer.Option(None, "--rpm", min=1, help="Embedding requests a minute."),
+    operator: str = OPERATOR,
     as_json: bool = JSON,
 ) -> None:
     """Upsert the canonical library by slug from a library file in object storage."""
@@ -79,6 +95,7 @@ def seed_command(
             rebuild=rebuild,
             rpm=rpm,
             now=clock.now(),
+            actor_user_id=_operator(session, operator),
             progress=progress,
         )
     _show(result, as_json, f"seeded from {key}")
@@ -147,6 +164,7 @@ def _pair(text: str) -> tuple[uuid.UUID, uuid.UUID]:
 def merge_command(
     pairs: list[str] = typer.Argument(..., help="WINNER_ID:LOSER_ID, one or more."),
     dry_run: bool = DRY_RUN,
+    operator: str = OPERATOR,
     as_json: bool = JSON,
 ) -> None:
     """Merge losers into winners: references repointed, names folded into aliases, audited."""
@@ -154,7 +172,13 @@ def merge_command(
     parsed = [_pair(p) for p in pairs]
     with bars() as progress, session_scope() as session:
         result = merge.merge_pairs(
-            session, library.embedder, parsed, dry_run=dry_run, now=clock.now(), progress=progress
+            session,
+            library.embedder,
+            parsed,
+            dry_run=dry_run,
+            now=clock.now(),
+            actor_user_id=_operator(session, operator),
+            progress=progress,
         )
     if as_json:
         print_json(result)
@@ -180,6 +204,7 @@ def alias_change_command(
     source: uuid.UUID = typer.Argument(..., help="The movement holding the alias."),
     alias: str = typer.Argument(..., help="Any spelling of the term to remove."),
     dry_run: bool = DRY_RUN,
+    operator: str = OPERATOR,
     as_json: bool = JSON,
 ) -> None:
     """Remove every spelling of a term from a movement's aliases (audited, re-embedded)."""
@@ -192,6 +217,7 @@ def alias_change_command(
             alias=alias,
             dry_run=dry_run,
             now=clock.now(),
+            actor_user_id=_operator(session, operator),
         )
     if as_json:
         print_json(result)
@@ -302,19 +328,23 @@ def refresh_command(
 
 
 @video.command("verify")
-def verify_command(movement_id: uuid.UUID, as_json: bool = JSON) -> None:
+def verify_command(movement_id: uuid.UUID, operator: str = OPERATOR, as_json: bool = JSON) -> None:
     """Mark the movement's current video reviewed-good."""
     with session_scope() as session:
-        result = ranking.verify(session, movement_id, now=clock.now())
+        actor = _operator(session, operator)
+        result = ranking.verify(session, movement_id, now=clock.now(), actor_user_id=actor)
     _show(result, as_json, "verified")
 
 
 @video.command("demote")
-def demote_command(movement_id: uuid.UUID, as_json: bool = JSON) -> None:
+def demote_command(movement_id: uuid.UUID, operator: str = OPERATOR, as_json: bool = JSON) -> None:
     """Reject the current video; the next scored candidate above the threshold replaces it."""
     library = _library()
     with session_scope() as session:
-        result = ranking.demote(session, movement_id, library.settings, now=clock.now())
+        actor = _operator(session, operator)
+        result = ranking.demote(
+            session, movement_id, library.settings, now=clock.now(), actor_user_id=actor
+        )
     _show(result, as_json, "demoted")
 
 
