@@ -183,6 +183,20 @@ def test_a_failing_job_is_retried_then_failed_with_its_error(
     assert job.error.startswith("llm_unavailable")
 
 
+def test_a_job_records_when_it_really_started_and_finished(session, library_settings, store):
+    """Start and finish used to be the same instant (the sweep's now) whatever the job took."""
+    from gymctl.movements.jobs import enqueue
+
+    session.add(Movement(slug="x", name="x"))
+    jobs = [enqueue(session, "cues", {"dryRun": True}, now=NOW) for _ in range(2)]
+    ticks = iter(range(100))  # each reading of the sweep's stopwatch is one second later
+    library = library_from_settings(library_settings, store=store)
+    work_jobs(session, library, now=NOW, monotonic=lambda: float(next(ticks)))
+    first, second = sorted(jobs, key=lambda job: job.started_at)
+    assert NOW < first.started_at < first.finished_at <= second.started_at < second.finished_at
+    assert (first.finished_at - first.started_at).total_seconds() == 1
+
+
 def test_the_daemon_row_works_the_queue(session, library_settings, fake):
     from gymctl.movements.jobs import enqueue
 
