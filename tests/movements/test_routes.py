@@ -156,7 +156,7 @@ def test_without_keys_discover_rank_and_cues_answer_disabled(
         settings, session_factory=session_factory, clock=clock, store=store
     ).test_client()
     headers = platform_admin.headers
-    for path in ("video/discover", "video/rank", "cues"):
+    for path in ("video/discover", "video/refresh", "video/rank", "cues"):
         response = client.post(f"{A}/{path}", json={}, headers=headers)
         assert response.status_code == 200, path
         assert "disabled" in response.json, path

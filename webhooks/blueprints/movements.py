@@ -217,7 +217,12 @@ def video_discover():
 @bp.post(f"{ADMIN}/video/refresh")
 @platform_admin_route
 def video_refresh():
+    """Discover then rank; without the search key there is nothing to refresh: the disabled
+    answer of discover, at once (never a job that "succeeds" with the message inside)."""
     body = parse(RefreshRequest)
+    if _library().search is None:
+        found = discovery.discover(db(), None, _library().settings, now=now())
+        return jsonify({**found, "dryRun": body.dryRun})
     job = jobs.enqueue(
         db(), "video_refresh", _payload(body), now=now(), actor_user_id=signed_in_user().id
     )
