@@ -1,10 +1,11 @@
-"""The duplicates report over 20 000 movements with 256-dimension embeddings (issue 11).
+"""The duplicates report over 20 000 movements with 768-dimension embeddings (issues 11, 22:
+a movement's vector is three 256-dimension parts, name, instructions and attributes).
 
 Goal: under 5 s and under 500 MB on the 2-core machine. This script measures and prints JSON;
 it asserts nothing.
 
 Steps: create and migrate its own PostgreSQL database (`gymctl_bench_duplicates`), insert N
-canonical movements with unit random 256-d float32 embeddings in 16 movement patterns (by
+canonical movements with unit random 768-d float32 embeddings in 16 movement patterns (by
 default), 1% of them planted near-duplicates (the original's vector plus small noise, the same
 pattern) and some with variant-qualifier names; then run `duplicates_report` (the same call as
 POST .../duplicates and `gymctl movements duplicates`) in a fresh process per run, so each run's
@@ -38,6 +39,7 @@ ADMIN_URL = os.environ.get(
 )
 DB = "gymctl_bench_duplicates"
 MODEL = "bench-256"
+DIMENSIONS = 3 * 256
 WORDS = ["press", "squat", "row", "curl", "raise", "pull", "push", "lunge", "swing", "clean"]
 QUALIFIERS = ["", "", "", "Incline ", "One-Arm ", "Seated ", "Pronated "]
 
@@ -48,12 +50,15 @@ def bench_url() -> str:
 
 def populate(url: str, count: int, pattern_count: int) -> None:
     from gymctl.models import Movement
+    from gymctl.movements.embeddings import stored_model
 
     rng = np.random.default_rng(11)
-    vectors = rng.normal(size=(count, 256)).astype(np.float32)
+    vectors = rng.normal(size=(count, DIMENSIONS)).astype(np.float32)
     planted = count // 100
     sources = rng.choice(count - planted, size=planted, replace=False)
-    vectors[count - planted :] = vectors[sources] + rng.normal(scale=0.08, size=(planted, 256))
+    vectors[count - planted :] = vectors[sources] + rng.normal(
+        scale=0.08, size=(planted, DIMENSIONS)
+    )
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     patterns = rng.integers(0, pattern_count, size=count)
     patterns[count - planted :] = patterns[sources]
@@ -80,7 +85,7 @@ def populate(url: str, count: int, pattern_count: int) -> None:
                 "movement_pattern": f"pattern-{patterns[i]}",
                 "equipment": "barbell",
                 "embedding": vectors[i].astype("<f4").tobytes(),
-                "embedding_model": MODEL,
+                "embedding_model": stored_model(MODEL),
                 "created_at": now,
                 "updated_at": now,
             }
@@ -112,6 +117,7 @@ def one_run(url: str) -> None:
                 "considered": report["considered"],
                 "candidates": report["candidates"],
                 "excludedVariantQualifier": report["excludedVariantQualifier"],
+                "excludedEquipment": report["excludedEquipment"],
             }
         )
     )
@@ -154,7 +160,7 @@ def main() -> None:
         json.dumps(
             {
                 "movements": args.movements,
-                "dimensions": 256,
+                "dimensions": DIMENSIONS,
                 "runs": args.runs,
                 "patterns": args.patterns,
                 "medianSeconds": round(statistics.median(r["seconds"] for r in runs), 3),

@@ -16,12 +16,17 @@ from gymctl.cli.output import JSON, err_console, print_json, render_mapping, ren
 from gymctl.errors import DomainError
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
     from gymctl.movements.services import Library
 
 app = typer.Typer(no_args_is_help=True)
 video = typer.Typer(no_args_is_help=True, help="Video candidates: discover, rank, verify, demote.")
 app.add_typer(video, name="video")
 
+OPERATOR = typer.Option(
+    ..., "--operator", help="Your user: database id or identity subject (audited as the actor)."
+)
 DRY_RUN = typer.Option(False, "--dry-run", help="Report what would change; write nothing.")
 
 
@@ -53,6 +58,18 @@ def _library() -> Library:
     return library_from_settings(get_settings())
 
 
+def _operator(session: Session, ref: str) -> uuid.UUID:
+    """The operator's user id, for the audit rows of library writes; unknown is a refusal."""
+    from gymctl.access.trail import resolve_user
+
+    try:
+        return resolve_user(session, ref).id
+    except DomainError:
+        raise DomainError(
+            "operator_user_required", f"no user {ref!r} to audit this write as", status=403
+        ) from None
+
+
 def _show(result: dict[str, Any], as_json: bool, title: str) -> None:
     if as_json:
         print_json(result)
@@ -65,6 +82,7 @@ def seed_command(
     key: str = typer.Argument(..., help="Object key of the published library file."),
     rebuild: bool = typer.Option(False, "--rebuild", help="Overwrite enriched fields."),
     rpm: int | None = typer.Option(None, "--rpm", min=1, help="Embedding requests a minute."),
+    operator: str = OPERATOR,
     as_json: bool = JSON,
 ) -> None:
     """Upsert the canonical library by slug from a library file in object storage."""
@@ -81,6 +99,7 @@ def seed_command(
             rebuild=rebuild,
             rpm=rpm,
             now=clock.now(),
+            actor_user_id=_operator(session, operator),
             progress=progress,
         )
     _show(result, as_json, f"seeded from {key}")
@@ -111,9 +130,11 @@ def duplicates_command(
     rows = [
         {
             "similarity": p["similarity"],
+            "parts": " ".join(f"{k[0]} {v:.2f}" for k, v in p["evidence"]["parts"].items()),
             "a": p["a"]["name"],
             "b": p["b"]["name"],
-            "pattern": p["a"]["movementPattern"],
+            "why": "\n".join(p["evidence"]["agrees"]),
+            "differs": "\n".join(p["evidence"]["differs"]) or "-",
             "suggestedWinner": p["a"]["name"]
             if p["suggestedWinnerId"] == p["a"]["id"]
             else p["b"]["name"],
@@ -121,11 +142,14 @@ def duplicates_command(
         }
         for p in report["pairs"]
     ]
-    title = f"{report['candidates']} candidate pairs (threshold {report['threshold']}, "
-    title += (
-        f"{report['model']}); {report['excludedVariantQualifier']} variant look-alikes excluded"
+    title = (
+        f"{report['candidates']} candidate pairs (threshold {report['threshold']}, "
+        f"{report['model']}); excluded: {report['excludedVariantQualifier']} variant "
+        f"look-alikes, {report['excludedEquipment']} other implements, "
+        f"{report['excludedMuscles']} other muscles"
     )
-    render_rows(rows, ["similarity", "a", "b", "pattern", "suggestedWinner", "ids"], title=title)
+    columns = ["similarity", "parts", "a", "b", "why", "differs", "suggestedWinner", "ids"]
+    render_rows(rows, columns, title=title)
     _render_collisions(report["aliasCollisions"])
 
 
@@ -152,6 +176,7 @@ def _pair(text: str) -> tuple[uuid.UUID, uuid.UUID]:
 def merge_command(
     pairs: list[str] = typer.Argument(..., help="WINNER_ID:LOSER_ID, one or more."),
     dry_run: bool = DRY_RUN,
+    operator: str = OPERATOR,
     as_json: bool = JSON,
 ) -> None:
     """Merge losers into winners: references repointed, names folded into aliases, audited."""
@@ -162,7 +187,13 @@ def merge_command(
     parsed = [_pair(p) for p in pairs]
     with bars() as progress, session_scope() as session:
         result = merge.merge_pairs(
-            session, library.embedder, parsed, dry_run=dry_run, now=clock.now(), progress=progress
+            session,
+            library.embedder,
+            parsed,
+            dry_run=dry_run,
+            now=clock.now(),
+            actor_user_id=_operator(session, operator),
+            progress=progress,
         )
     if as_json:
         print_json(result)
@@ -191,6 +222,7 @@ def alias_change_command(
     source: uuid.UUID = typer.Argument(..., help="The movement holding the alias."),
     alias: str = typer.Argument(..., help="Any spelling of the term to remove."),
     dry_run: bool = DRY_RUN,
+    operator: str = OPERATOR,
     as_json: bool = JSON,
 ) -> None:
     """Remove every spelling of a term from a movement's aliases (audited, re-embedded)."""
@@ -206,6 +238,7 @@ def alias_change_command(
             alias=alias,
             dry_run=dry_run,
             now=clock.now(),
+            actor_user_id=_operator(session, operator),
         )
     if as_json:
         print_json(result)
@@ -322,25 +355,29 @@ def refresh_command(
 
 
 @video.command("verify")
-def verify_command(movement_id: uuid.UUID, as_json: bool = JSON) -> None:
+def verify_command(movement_id: uuid.UUID, operator: str = OPERATOR, as_json: bool = JSON) -> None:
     """Mark the movement's current video reviewed-good."""
     from gymctl.db import session_scope
     from gymctl.movements import ranking
 
     with session_scope() as session:
-        result = ranking.verify(session, movement_id, now=clock.now())
+        actor = _operator(session, operator)
+        result = ranking.verify(session, movement_id, now=clock.now(), actor_user_id=actor)
     _show(result, as_json, "verified")
 
 
 @video.command("demote")
-def demote_command(movement_id: uuid.UUID, as_json: bool = JSON) -> None:
+def demote_command(movement_id: uuid.UUID, operator: str = OPERATOR, as_json: bool = JSON) -> None:
     """Reject the current video; the next scored candidate above the threshold replaces it."""
     from gymctl.db import session_scope
     from gymctl.movements import ranking
 
     library = _library()
     with session_scope() as session:
-        result = ranking.demote(session, movement_id, library.settings, now=clock.now())
+        actor = _operator(session, operator)
+        result = ranking.demote(
+            session, movement_id, library.settings, now=clock.now(), actor_user_id=actor
+        )
     _show(result, as_json, "demoted")
 
 

@@ -47,6 +47,8 @@ class Movement(IdMixin, Base):
     movement_pattern: Mapped[str | None] = mapped_column(String(64))
     equipment: Mapped[str | None] = mapped_column(String(64))
     primary_muscles: Mapped[list[str]] = mapped_column(ListType, default=list)
+    secondary_muscles: Mapped[list[str]] = mapped_column(ListType, default=list)
+    mechanic: Mapped[str | None] = mapped_column(String(32))  # compound, isolation
     instructions: Mapped[list[str]] = mapped_column(ListType, default=list)
     thumbnail_url: Mapped[str | None] = mapped_column(String(1024))
     video_url: Mapped[str | None] = mapped_column(String(1024))

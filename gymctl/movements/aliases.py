@@ -68,18 +68,26 @@ _QUALIFIERS: dict[str, dict[str, str]] = {
         "pronated": "pronated",
         "overhand": "pronated",
         "palmdown": "pronated",
+        "palmfacingdown": "pronated",
+        "palmfacingforward": "pronated",
         "supinated": "supinated",
         "underhand": "supinated",
         "palmup": "supinated",
+        "palmfacingup": "supinated",
         "reversegrip": "supinated",
         "neutralgrip": "neutral",
         "palmin": "neutral",
+        "palmfacingin": "neutral",
+        "palmfacingeachother": "neutral",
         "hammer": "neutral",
+        "hammergrip": "neutral",
         "closegrip": "close",
         "narrowgrip": "close",
+        "close": "close",
         "widegrip": "wide",
-        "mediumgrip": "medium",
+        "wide": "wide",
         "openpalm": "open",
+        "mixedgrip": "mixed",
     },
     "side": {
         "onearm": "one",
@@ -88,15 +96,17 @@ _QUALIFIERS: dict[str, dict[str, str]] = {
         "onehand": "one",
         "singlehand": "one",
         "oneleg": "one",
+        "onelegged": "one",
         "singleleg": "one",
         "unilateral": "one",
         "twoarm": "two",
         "doublearm": "two",
         "double": "two",
+        "two": "two",
         "alternate": "alternating",
         "alternating": "alternating",
     },
-    "angle": {"incline": "incline", "decline": "decline", "flat": "flat"},
+    "angle": {"incline": "incline", "decline": "decline", "footelevated": "decline"},
     "posture": {
         "seated": "seated",
         "sitting": "seated",
@@ -107,19 +117,106 @@ _QUALIFIERS: dict[str, dict[str, str]] = {
         "facedown": "prone",
         "faceup": "lying",
         "kneeling": "kneeling",
+        "onknee": "kneeling",
+        "ontheknee": "kneeling",
+        "hanging": "hanging",
         "bentover": "bentover",
+    },
+    "stance": {
+        "widestance": "wide",
+        "narrowstance": "narrow",
+        "closestance": "narrow",
+        "sumo": "sumo",
+        "split": "split",
+        "staggered": "staggered",
     },
     "load": {
         "withband": "band",
         "band": "band",
         "banded": "band",
+        "reverseband": "reverse-band",
         "chain": "chain",
         "withchain": "chain",
         "weighted": "weighted",
         "assisted": "assisted",
     },
-    "position": {"front": "front", "behindtheneck": "behind", "overhead": "overhead"},
+    "machine": {"smith": "smith"},
+    "attachment": {
+        "rope": "rope",
+        "vbar": "v-bar",
+        "straightbar": "straight-bar",
+        "strap": "straps",
+    },
+    "support": {
+        "exerciseball": "ball",
+        "stabilityball": "ball",
+        "swissball": "ball",
+        "box": "box",
+        "floor": "floor",
+        "preacher": "preacher",
+        "toabench": "box",
+    },
+    "position": {
+        "front": "front",
+        "behindtheneck": "behind",
+        "behindthehead": "behind",
+        "behindtheback": "behind",
+        "overhead": "overhead",
+        "rear": "rear",
+        "reardelt": "rear",
+        "side": "side",
+        "low": "low",
+        "high": "high",
+    },
+    "start": {
+        "hang": "hang",
+        "fromblock": "blocks",
+        "belowtheknee": "below-knee",
+        "belowknee": "below-knee",
+        "offpin": "pins",
+        "dead": "dead",
+    },
+    "style": {
+        "power": "power",
+        "speed": "speed",
+        "full": "full",
+        "partial": "partial",
+        "isometric": "isometric",
+        "jump": "jump",
+        "jumping": "jump",
+        "twist": "twist",
+        "rotation": "rotation",
+        "reverse": "reverse",
+        "external": "external",
+        "internal": "internal",
+        "stiffleg": "stiff",
+        "stifflegged": "stiff",
+        "straightleg": "stiff",
+        "straightarm": "straight-arm",
+        "bentarm": "bent-arm",
+        "kipping": "kipping",
+        "inner": "inner",
+        "flexor": "flexor",
+        "pullthrough": "pull-through",
+        "legup": "leg-up",
+        "rocking": "rocking",
+        "lungestyle": "lunge",
+        "squatstyle": "squat",
+        "multipleresponse": "repeated",
+        "singleresponse": "single",
+        "pushpress": "push-press",
+        "pronation": "pronation",
+        "supination": "supination",
+    },
+    "pace": {"walking": "walk", "jogging": "jog", "running": "run", "sprint": "sprint"},
+    "lift": {"clean": "clean", "snatch": "snatch", "jerk": "jerk"},
     "level": {"advanced": "advanced", "deficit": "deficit", "pause": "pause"},
+    "target": {
+        "neck": "neck",
+        "guillotine": "neck",
+        "tochin": "chin",
+        "onthelegpress": "leg-press",
+    },
 }
 _LONGEST = max(len(k) for group in _QUALIFIERS.values() for k in group)
 
@@ -143,3 +240,75 @@ def qualifiers(name: str) -> frozenset[tuple[str, str]]:
 def same_variant(a: str, b: str) -> bool:
     """False when the names differ in a qualifier: only one has it, or they hold different ones."""
     return qualifiers(a) == qualifiers(b)
+
+
+# Names of one thing said two ways: folded phrase -> the words the embedding reads instead.
+# Abbreviations, brand or jargon names, and the default angle and grip (flat, medium), which
+# a name may state or leave out without naming another movement.
+_SYNONYMS: dict[str, str] = {
+    "db": "dumbbell",
+    "kb": "kettlebell",
+    "bb": "barbell",
+    "ez": "ezbar",
+    "ezcurlbar": "ezbar",
+    "smithmachine": "smith",
+    "leverage": "machine",
+    "guillotine": "neck",
+    "legtuck": "leg pull in",
+    "reardelt": "rear lateral",
+    "skullcrusher": "lying tricep extension",
+    "militarypress": "shoulder press",
+    "overheadpress": "shoulder press",
+    "pressup": "push up",
+    "rdl": "romanian deadlift",
+    "flye": "fly",
+    "flat": "",
+    "medium": "",
+    "mediumgrip": "",
+    "exercise": "",
+}
+# Implement words in names -> the equipment value they name (free-exercise-db's vocabulary).
+IMPLEMENTS: dict[str, str] = {
+    "barbell": "barbell",
+    "dumbbell": "dumbbell",
+    "db": "dumbbell",
+    "kettlebell": "kettlebells",
+    "kb": "kettlebells",
+    "cable": "cable",
+    "smith": "machine",
+    "machine": "machine",
+    "leverage": "machine",
+    "band": "bands",
+    "bodyweight": "body only",
+    "ezbar": "e-z curl bar",
+}
+_CANONICAL = {
+    phrase: value for values in _QUALIFIERS.values() for phrase, value in values.items()
+} | _SYNONYMS
+_LONGEST_CANONICAL = max(len(k) for k in _CANONICAL)
+
+
+def canonical_name(name: str, equipment: str | None = None) -> str:
+    """The name as the embedding reads it: each qualifier phrase as its value ("palms facing
+    in" and "hammer grip" both "neutral"), synonyms as one spelling, and the implement word
+    dropped when it only repeats the equipment (the attributes carry it)."""
+    folded = [singular(w) for w in words(name)]
+    out: list[str] = []
+    start = 0
+    while start < len(folded):
+        match, phrase = None, ""
+        for stop in range(start, len(folded)):
+            phrase += folded[stop]
+            if len(phrase) > _LONGEST_CANONICAL:
+                break
+            if phrase in _CANONICAL:
+                match = (stop, _CANONICAL[phrase])
+        end, text = match or (start, folded[start])
+        out.append(text)
+        start = end + 1
+    return " ".join(w for w in out if w and not (equipment and IMPLEMENTS.get(w) == equipment))
+
+
+def named_implements(name: str) -> set[str]:
+    """The equipment values a name's words state ("Barbell Walking Lunge" -> barbell)."""
+    return {IMPLEMENTS[w] for w in (singular(w) for w in words(name)) if w in IMPLEMENTS}

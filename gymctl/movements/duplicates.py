@@ -1,10 +1,13 @@
 """The duplicates report (spec B 4.5 /duplicates): a dry run that writes nothing.
 
-A candidate pair needs embedding cosine similarity at or above the model's threshold AND the same
-movement_pattern AND the same equipment AND the same variant qualifiers in both names (pronated
-vs supinated, one arm vs two, with bands...). A shared alias or name alone is never evidence:
-terms held by two rows are reported apart, as aliasCollisions. The similarity search is blocked
-matrix products over the unit vectors (numpy), never a Python double loop.
+A candidate pair needs embedding cosine similarity at or above the model's threshold (the vector
+reads name, instructions and attributes: gymctl.movements.embeddings) AND the same
+movement_pattern AND the same variant qualifiers in both names (pronated vs supinated, one arm
+vs two, with bands...) AND implements that agree AND a shared primary muscle
+(gymctl.movements.evidence). A shared alias or name alone is never evidence: terms held by two
+rows are reported apart, as aliasCollisions. Each pair shows its evidence: the parts of its
+cosine, what agrees and what differs. The similarity search is blocked matrix products over the
+unit vectors (numpy), never a Python double loop.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +25,8 @@ from sqlalchemy.orm import Session
 
 from gymctl.models import Movement
 from gymctl.movements.aliases import fold, qualifiers
-from gymctl.movements.embeddings import decode_all
+from gymctl.movements.embeddings import decode_all, stored_model
+from gymctl.movements.evidence import implements_agree, muscles_agree, pair_evidence
 from gymctl.movements.references import reference_counts
 from gymctl.movements.views import describe
 
@@ -67,19 +71,31 @@ def _within(
             yield Candidate(min(a, b), max(a, b), float(scores[r, c]))
 
 
-def _group_codes(rows: list[tuple[Any, ...]]) -> np.ndarray:
-    """One integer per (movement_pattern, equipment): equal codes are the only comparable rows."""
-    codes: dict[tuple[str | None, str | None], int] = {}
+def _group_codes(rows: Sequence[Any]) -> np.ndarray:
+    """One integer per movement_pattern: equal codes are the only comparable rows."""
+    codes: dict[str | None, int] = {}
     return np.fromiter(
-        (codes.setdefault((row.movement_pattern, row.equipment), len(codes)) for row in rows),
+        (codes.setdefault(row.movement_pattern, len(codes)) for row in rows),
         dtype=np.int64,
         count=len(rows),
     )
 
 
+def _exclusion(a: Any, b: Any) -> str | None:
+    """Why a pair above the threshold is not a candidate (the report's counter), or None."""
+    if qualifiers(a.name) != qualifiers(b.name):
+        return "excludedVariantQualifier"
+    if not implements_agree(a.name, a.equipment, b.name, b.equipment):
+        return "excludedEquipment"
+    if not muscles_agree(a.primary_muscles, b.primary_muscles):
+        return "excludedMuscles"
+    return None
+
+
 def duplicates_report(
     session: Session, *, model: str, threshold: float, limit: int = DEFAULT_LIMIT
 ) -> dict[str, Any]:
+    """`model` is the embedder's model; rows embedded by it with the current recipe compare."""
     live = Movement.organization_id.is_(None) & Movement.deleted_at.is_(None)
     rows = session.execute(
         select(
@@ -87,22 +103,30 @@ def duplicates_report(
             Movement.name,
             Movement.movement_pattern,
             Movement.equipment,
+            Movement.primary_muscles,
             Movement.embedding,
         )
-        .where(live, Movement.embedding_model == model, Movement.embedding.is_not(None))
+        .where(
+            live,
+            Movement.embedding_model == stored_model(model),
+            Movement.embedding.is_not(None),
+        )
         .order_by(Movement.slug)
     ).all()
     total = session.scalar(select(func.count()).select_from(Movement).where(live))
     vectors = decode_all([row.embedding for row in rows])
-    excluded = 0
+    excluded = dict.fromkeys(
+        ("excludedVariantQualifier", "excludedEquipment", "excludedMuscles"), 0
+    )
     found: list[Candidate] = []
     if len(rows) > 1:
         groups = _group_codes(rows)
         for candidate in similar_pairs(vectors, threshold, groups):
-            if qualifiers(rows[candidate.i].name) != qualifiers(rows[candidate.j].name):
-                excluded += 1
-                continue
-            found.append(candidate)
+            reason = _exclusion(rows[candidate.i], rows[candidate.j])
+            if reason:
+                excluded[reason] += 1
+            else:
+                found.append(candidate)
     found.sort(key=lambda c: (-c.similarity, rows[c.i].name, rows[c.j].name))
     shown = found[:limit]
     ids = [rows[c.i].id for c in shown] + [rows[c.j].id for c in shown]
@@ -114,6 +138,7 @@ def duplicates_report(
         pairs.append(
             {
                 "similarity": round(candidate.similarity, 4),
+                "evidence": pair_evidence(a, b, vectors[candidate.i], vectors[candidate.j]),
                 "a": describe(a),
                 "b": describe(b),
                 "references": {str(a.id): counts[a.id], str(b.id): counts[b.id]},
@@ -127,7 +152,7 @@ def duplicates_report(
         "considered": len(rows),
         "notEmbedded": (total or 0) - len(rows),
         "candidates": len(found),
-        "excludedVariantQualifier": excluded,
+        **excluded,
         "pairs": pairs,
         "aliasCollisions": alias_collisions(session),
     }

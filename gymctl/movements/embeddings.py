@@ -1,7 +1,13 @@
 """Embeddings behind one interface: an OpenAI-compatible HTTP endpoint when configured, and for
 the embedded default WordLlama's 256-dimension model, whose weights ship inside its wheel (loaded
 from the package's files, never fetched). Vectors are stored unit-length as float32 bytes with
-the model's name: only vectors of one model are ever compared."""
+the model's name: only vectors of one model are ever compared.
+
+A movement's stored vector is three model embeddings side by side: its canonical name (with
+aliases), its instructions, and its attributes (category, equipment, muscles, mechanics), each
+unit-length and scaled by the square root of its weight. The cosine of two such vectors is the
+weighted mean of the three cosines, so the weights calibrate what 0.92 means (docs/decisions.md:
+measured on labelled pairs of free-exercise-db) and each part can be read back per pair."""
 
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ import numpy as np
 from gymctl.config import Settings
 from gymctl.errors import DomainError
 from gymctl.models import Movement
+from gymctl.movements.aliases import canonical_name
 
 LOCAL_MODEL = "wordllama-l2-supercat-256"
 DIMENSIONS_LOCAL = 256
@@ -67,7 +74,7 @@ class LocalEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, DIMENSIONS_LOCAL), dtype=np.float32)
-        return _unit(_wordllama().embed(list(texts), norm=True))
+        return _unit(np.nan_to_num(_wordllama().embed(list(texts), norm=False)))
 
 
 class HttpEmbedder:
@@ -110,12 +117,58 @@ def threshold_for(settings: Settings, model: str) -> float:
     return settings.duplicate_thresholds.get(model, settings.duplicate_embedding_threshold)
 
 
+# The parts of a movement's vector and their weights (they sum to 1).
+PARTS = ("name", "instructions", "attributes")
+WEIGHTS = {"name": 0.20, "instructions": 0.15, "attributes": 0.65}
+RECIPE = "movement-2"  # stored with the model's name: a new recipe re-embeds on the next seed
+
+
+def stored_model(model: str) -> str:
+    """The embedding_model value of rows embedded by `model` with this recipe."""
+    return f"{model}/{RECIPE}"
+
+
+def embedding_parts(movement: Movement) -> tuple[str, str, str]:
+    """Name (canonical, aliases added), instructions (the name when there are none) and
+    attributes, as the model reads them."""
+    equipment = movement.equipment
+    names = [canonical_name(n, equipment) for n in (movement.name, *(movement.aliases or []))]
+    name = "; ".join(dict.fromkeys(n for n in names if n)) or movement.name
+    instructions = " ".join(movement.instructions or []) or name
+    attributes = "; ".join(
+        (
+            movement.category or "uncategorized",
+            f"equipment: {equipment or 'none'}",
+            f"primary muscles: {', '.join(movement.primary_muscles or []) or 'none'}",
+            f"secondary muscles: {', '.join(movement.secondary_muscles or []) or 'none'}",
+            f"mechanics: {movement.mechanic or 'none'}",
+        )
+    )
+    return name, instructions, attributes
+
+
 def embedding_text(movement: Movement) -> str:
-    """The name carries the meaning; aliases (merged names) add to it. Equipment and muscles are
-    left out: shared context words pull every pair together (measured in docs/decisions.md)."""
-    if movement.aliases:
-        return f"{movement.name} ({'; '.join(movement.aliases)})"
-    return movement.name
+    """Everything the vector reads, for telling whether a row must be embedded again."""
+    return "\n".join(embedding_parts(movement))
+
+
+def combine(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """Unit rows of each part -> one unit row per movement (weighted side by side)."""
+    return np.hstack(
+        [np.sqrt(WEIGHTS[name]) * _unit(part) for name, part in zip(PARTS, parts, strict=True)]
+    ).astype(np.float32)
+
+
+def part_similarities(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
+    """The cosine of each part of two stored vectors (the total is their weighted mean)."""
+    width = len(a) // len(PARTS)
+    return {
+        name: round(
+            float(a[k * width : (k + 1) * width] @ b[k * width : (k + 1) * width]) / WEIGHTS[name],
+            4,
+        )
+        for k, name in enumerate(PARTS)
+    }
 
 
 def encode(vector: np.ndarray) -> bytes:
@@ -159,15 +212,19 @@ def embed_movements(
     pacer: Pacer | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> None:
-    """Embed in batches; the request rate applies to a remote embedder only."""
+    """Embed in batches (one request holds a batch's three parts); the request rate applies to
+    a remote embedder only."""
     pacer = pacer or Pacer(None)
-    for start in range(0, len(movements), embedder.batch_size):
-        batch = movements[start : start + embedder.batch_size]
+    step = max(1, embedder.batch_size // len(PARTS))
+    for start in range(0, len(movements), step):
+        batch = movements[start : start + step]
         if embedder.remote:
             pacer.wait()
-        vectors = embedder.embed([embedding_text(m) for m in batch])
+        texts = [embedding_parts(m) for m in batch]
+        flat = embedder.embed([text for part in zip(*texts, strict=True) for text in part])
+        vectors = combine(np.split(flat, len(PARTS)))
         for movement, vector in zip(batch, vectors, strict=True):
             movement.embedding = encode(vector)
-            movement.embedding_model = embedder.model
+            movement.embedding_model = stored_model(embedder.model)
         if progress is not None:
             progress(len(batch))

@@ -191,14 +191,19 @@ def work_jobs(
     budget_seconds: float = BUDGET_SECONDS,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> dict[str, int]:
-    """Run ready jobs until none is left or the budget is spent; the caller commits."""
+    """Run ready jobs until none is left or the budget is spent; the caller commits. A job's
+    start and finish are the sweep's `now` plus the time the sweep had worked by then."""
     started = monotonic()
+
+    def elapsed() -> datetime:
+        return now + timedelta(seconds=monotonic() - started)
+
     done = {"succeeded": 0, "retried": 0, "failed": 0}
     while monotonic() - started < budget_seconds:
         job = _claim(session, now)
         if job is None:
             break
-        job.status, job.started_at = "running", now
+        job.status, job.started_at = "running", elapsed()
         job.attempts += 1
         try:
             with session.begin_nested():
@@ -210,10 +215,11 @@ def work_jobs(
                 job.status, job.run_after = "queued", now + RETRY_AFTER[job.attempts - 1]
                 done["retried"] += 1
             else:
-                job.status, job.finished_at = "failed", now
+                job.status, job.finished_at = "failed", elapsed()
                 done["failed"] += 1
         else:
-            job.status, job.result, job.error, job.finished_at = "succeeded", result, None, now
+            job.status, job.result, job.error = "succeeded", result, None
+            job.finished_at = elapsed()
             done["succeeded"] += 1
         session.flush()
     return done

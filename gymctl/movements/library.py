@@ -2,7 +2,8 @@
 
 Our format is `{"format": "gymctl.movements/1", "movements": [entry, ...]}`; an entry holds
 `name` (required) and any of slug, aliases, category, kind, movementPattern, equipment,
-primaryMuscles, instructions, thumbnailUrl, videoUrl, cues, commonFaults, scalingOptions.
+primaryMuscles, secondaryMuscles, mechanic, instructions, thumbnailUrl, videoUrl, cues,
+commonFaults, scalingOptions.
 A bare list of free-exercise-db records (name, force, equipment, primaryMuscles, category, ...)
 is mapped onto those fields; where that source has no pattern or kind, they are derived here.
 """
@@ -19,7 +20,15 @@ from gymctl.errors import DomainError
 
 FORMAT = "gymctl.movements/1"
 MAX_ENTRIES = 50_000
-TEXT_LIMITS = {"slug": 160, "name": 200, "category": 64, "kind": 32, "movementPattern": 64}
+TEXT_LIMITS = {
+    "slug": 160,
+    "name": 200,
+    "category": 64,
+    "kind": 32,
+    "movementPattern": 64,
+    "equipment": 64,
+    "mechanic": 32,
+}
 
 
 @dataclass
@@ -32,6 +41,8 @@ class LibraryEntry:
     movement_pattern: str | None = None
     equipment: str | None = None
     primary_muscles: list[str] = field(default_factory=list)
+    secondary_muscles: list[str] = field(default_factory=list)
+    mechanic: str | None = None
     instructions: list[str] = field(default_factory=list)
     # Enriched fields: kept on re-seed unless rebuild.
     thumbnail_url: str | None = None
@@ -156,6 +167,8 @@ def _ours(item: dict, index: int) -> LibraryEntry:
         movement_pattern=_text(item, "movementPattern", index),
         equipment=_text(item, "equipment", index),
         primary_muscles=_texts(item, "primaryMuscles", index),
+        secondary_muscles=_texts(item, "secondaryMuscles", index),
+        mechanic=_text(item, "mechanic", index),
         instructions=_texts(item, "instructions", index),
         thumbnail_url=_text(item, "thumbnailUrl", index),
         video_url=_text(item, "videoUrl", index),
@@ -181,5 +194,7 @@ def _free_exercise_db(item: dict, index: int) -> LibraryEntry:
         ),
         equipment=_text(item, "equipment", index),
         primary_muscles=muscles,
+        secondary_muscles=_texts(item, "secondaryMuscles", index),
+        mechanic=_text(item, "mechanic", index),
         instructions=_texts(item, "instructions", index),
     )

@@ -5,6 +5,11 @@ The pick reads modelScore only: a legacy score never competes and an unscored ca
 0. Ties go to a trusted channel, then the shorter video, then the more viewed, then list order.
 Below the threshold the row shows no video. Rows with video_status manual are never touched; a
 verified (reviewed) video stays while the rest are scored.
+
+A failure of the language model costs only its movement: scores already paid for are kept and
+written, the movement is reported `failed` with the error, and after MAX_FAILURES failures in a
+run the rows still needing scores are reported `pending` without a call. Scores live on the
+candidates, so the next run resumes where this one stopped.
 """
 
 from __future__ import annotations
@@ -23,11 +28,12 @@ from gymctl.config import Settings
 from gymctl.errors import DomainError, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Movement, MovementVideoReport
-from gymctl.movements.clients import ChatModel
+from gymctl.movements.clients import ChatModel, ProviderUnavailable
 from gymctl.movements.progress import SILENT, Progress
 from gymctl.movements.targets import canonical_rows
 
-OUTCOMES = ("kept", "changed", "cleared", "filled", "still_none")
+OUTCOMES = ("kept", "changed", "cleared", "filled", "still_none", "failed", "pending")
+MAX_FAILURES = 3  # model failures in one run before it stops calling the model
 REPORTS_TO_DEMOTE = 3
 DISABLED = "video ranking is disabled: GYMCTL_LLM_KEY is unset"
 SCORING_PROMPT = (
@@ -122,7 +128,19 @@ def rank(
         candidates = [dict(c) for c in movement.video_candidates or []]
         unscored = [c for c in candidates if c.get("modelScore") is None]
         if unscored:
-            scores, spent = _score(llm, movement, unscored)
+            if summary["failed"] >= MAX_FAILURES:
+                summary["pending"] += 1
+                report.append(_unranked(movement, candidates, "pending", dry_run))
+                progress.advance()
+                continue
+            try:
+                scores, spent = _score(llm, movement, unscored)
+            except ProviderUnavailable as error:
+                summary["failed"] += 1
+                failed = _unranked(movement, candidates, "failed", dry_run)
+                report.append({**failed, "error": {"code": error.code, "message": error.message}})
+                progress.advance()
+                continue
             cost += spent
             for c in unscored:
                 if c.get("videoId") in scores:
@@ -172,6 +190,21 @@ def rank(
             payload=summary,
         )
     return {"summary": summary, "skippedUncovered": len(skipped), "report": report}
+
+
+def _unranked(movement: Movement, candidates: list, outcome: str, dry_run: bool) -> dict:
+    """The report row of a movement left as it was (its scores could not be had)."""
+    return {
+        "id": str(movement.id),
+        "slug": movement.slug,
+        "chosen": None,
+        "rejected": [],
+        "previousUrl": movement.video_url,
+        "outcome": outcome,
+        "covered": bool(candidates),
+        "candidateCount": len(candidates),
+        "dryRun": dry_run,
+    }
 
 
 def _brief(candidate: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,13 @@ from gymctl.errors import not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Movement
 from gymctl.movements.aliases import merge_aliases
-from gymctl.movements.embeddings import Embedder, Pacer, embed_movements, embedding_text
+from gymctl.movements.embeddings import (
+    Embedder,
+    Pacer,
+    embed_movements,
+    embedding_text,
+    stored_model,
+)
 from gymctl.movements.library import LibraryEntry, parse_library
 from gymctl.movements.progress import SILENT, Progress
 from gymctl.providers.storage import ObjectStore
@@ -31,6 +37,8 @@ BASE_FIELDS = (
     "movement_pattern",
     "equipment",
     "primary_muscles",
+    "secondary_muscles",
+    "mechanic",
     "instructions",
 )
 ENRICHED_FIELDS = ("thumbnail_url", "cues", "common_faults", "scaling_options")
@@ -82,7 +90,8 @@ def seed_library(
             if changed:
                 row.updated_at = now
             counts["updated" if changed else "unchanged"] += 1
-            if rebuild or row.embedding_model != embedder.model or embedding_text(row) != before[0]:
+            stale = row.embedding_model != stored_model(embedder.model)
+            if rebuild or stale or embedding_text(row) != before[0]:
                 to_embed.append(row)
         progress.advance()
     progress.start("embed", len(to_embed))

@@ -23,10 +23,11 @@ from sqlalchemy.orm import Session
 from gymctl.assets.pipeline import MAX_SOURCE_PIXELS, sniff
 from gymctl.assets.png import encode as encode_png
 from gymctl.config import Settings
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
 from gymctl.models import Movement, MovementJob
 from gymctl.movements.clients import ImageGenerator
+from gymctl.movements.own import owned_movement
 from gymctl.providers.storage import ObjectStore
 
 MAX_UPLOAD_BYTES = 5 * 1024 * 1024
@@ -138,17 +139,7 @@ def upload_thumbnail(
     now: datetime,
     actor_user_id: uuid.UUID | None,
 ) -> Movement:
-    movement = session.get(Movement, movement_id, with_for_update=True)
-    if movement is None or movement.deleted_at is not None:
-        raise not_found("movement_not_found", "no such movement")
-    if movement.organization_id != organization_id:
-        if movement.organization_id is None:
-            raise DomainError(
-                "movement_not_owned",
-                "canonical movements get their thumbnails from the library",
-                status=403,
-            )
-        raise not_found("movement_not_found", "no such movement")
+    movement = owned_movement(session, organization_id, movement_id)
     if not settings.public_images_base_url:
         raise DomainError(
             "thumbnails_disabled", "GYMCTL_PUBLIC_IMAGES_BASE_URL is unset", status=409

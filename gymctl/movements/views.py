@@ -18,6 +18,8 @@ def describe(movement: Movement) -> dict[str, Any]:
         "movementPattern": movement.movement_pattern,
         "equipment": movement.equipment,
         "primaryMuscles": list(movement.primary_muscles or []),
+        "secondaryMuscles": list(movement.secondary_muscles or []),
+        "mechanic": movement.mechanic,
         "organizationId": str(movement.organization_id) if movement.organization_id else None,
         "thumbnailUrl": movement.thumbnail_url,
         "videoUrl": movement.video_url,

@@ -32,6 +32,7 @@ def fake(fakes):
     fakes.fail_status.clear()
     fakes.videos.clear()
     fakes.scores.clear()
+    fakes.failing_movements.clear()
     fakes.quota_exceeded = False
     fakes.cues_answer = None
     return fakes

@@ -33,6 +33,7 @@ class FakeServices:
         self.quota_exceeded = False
         # chat: videoId -> score; cues answer (None: a valid default)
         self.scores: dict[str, float] = {}
+        self.failing_movements: set[str] = set()  # the chat model answers 500 for these
         self.cues_answer: dict[str, Any] | None = None
         self._local = LocalEmbedder()
         self._lock = threading.Lock()
@@ -110,6 +111,8 @@ class FakeServices:
             return 200, {"items": items}
         if path == "/v1/chat/completions":
             user = json.loads(body["messages"][1]["content"])
+            if user.get("movement") in self.failing_movements:
+                return 500, {"error": {"message": "injected"}}
             if "candidates" in user:
                 answer = {
                     "scores": [

@@ -6,7 +6,14 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gymctl.movements.aliases import fold, merge_aliases, qualifiers, same_variant, singular
+from gymctl.movements.aliases import (
+    canonical_name,
+    fold,
+    merge_aliases,
+    qualifiers,
+    same_variant,
+    singular,
+)
 
 # Words whose plural is the word plus "s" (no s, u or i endings, whose "us" and "is" stay).
 WORD = st.text(alphabet="abcdfgklmnoprtuvw", min_size=3, max_size=8).filter(
@@ -69,3 +76,30 @@ def test_qualifiers_tell_grip_side_angle_posture_and_load_apart():
     )
     assert same_variant("Decline Smith Press", "Smith Machine Decline Press")
     assert qualifiers("Single-arm banded row") == {("side", "one"), ("load", "band")}
+
+
+def test_qualifiers_read_the_common_phrasings_of_grip_support_and_lift():
+    """Issue 22: "palms facing in" is a grip qualifier; a hammer grip is the same grip."""
+    assert qualifiers("Dumbbell Bench With Palms Facing In") == {("grip", "neutral")}
+    assert same_variant(
+        "Hammer Grip Incline DB Bench Press", "Incline Dumbbell Bench With Palms Facing In"
+    )
+    assert same_variant("Decline Push-Up", "Push-Ups With Feet Elevated")
+    assert not same_variant("Dumbbell Squat", "Dumbbell Squat To A Bench")
+    assert not same_variant("One-Arm Kettlebell Clean and Jerk", "One-Arm Kettlebell Jerk")
+    assert not same_variant("Jogging, Treadmill", "Running, Treadmill")
+    assert not same_variant("Machine Bench Press", "Smith Machine Bench Press")
+    # The default angle and grip are no qualifier: stating them names no other movement.
+    assert same_variant("Flat Bench Leg Pull-In", "Leg Pull-In")
+    assert same_variant("Incline Push-Up", "Incline Push-Up Medium")
+
+
+def test_canonical_name_says_each_thing_one_way_and_the_implement_once():
+    assert canonical_name("Hammer Grip Incline DB Bench Press", "dumbbell") == (
+        "neutral incline bench press"
+    )
+    assert canonical_name("Incline Dumbbell Bench With Palms Facing In", "dumbbell") == (
+        "incline bench with neutral"
+    )
+    assert canonical_name("Barbell Guillotine Bench Press", "barbell") == "neck bench press"
+    assert canonical_name("Barbell Guillotine Bench Press") == "barbell neck bench press"

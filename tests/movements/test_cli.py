@@ -5,27 +5,54 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 from tests.movements.conftest import DATA, LIBRARY_KEY
 from tests.test_quickstart import gymctl, home_env  # noqa: F401 (fixture)
 
+OPERATOR = ("--operator", "user_demo_owner")
+
+
+def audit_actors(home_env) -> dict[str, set]:  # noqa: F811
+    """action -> the actors of its audit rows, read from the quick start's SQLite database."""
+    database = Path(home_env["GYMCTL_HOME"]) / "gymctl.db"
+    with sqlite3.connect(database) as connection:
+        rows = connection.execute(
+            "SELECT a.action, u.identity_id FROM audit_log a LEFT JOIN users u"
+            " ON u.id = a.actor_user_id WHERE a.action LIKE 'movements.%'"
+        ).fetchall()
+    actors: dict[str, set] = {}
+    for action, actor in rows:
+        actors.setdefault(action, set()).add(actor)
+    return actors
+
 
 def test_seed_duplicates_merge_and_alias_change_from_the_command_line(home_env):  # noqa: F811
-    gymctl(home_env, "db", "upgrade")
+    gymctl(home_env, "quickstart", "--json")
     published = Path(home_env["GYMCTL_HOME"]) / "objects" / LIBRARY_KEY
-    published.parent.mkdir(parents=True)
+    published.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(DATA, published)
 
-    seeded = json.loads(gymctl(home_env, "movements", "seed", LIBRARY_KEY, "--json").stdout)
+    nobody = gymctl(
+        home_env, "movements", "seed", LIBRARY_KEY, "--operator", "user_nobody", check=False
+    )
+    assert nobody.returncode == 1
+    assert "operator_user_required" in nobody.stderr
+    assert audit_actors(home_env) == {}  # refused before any work
+    seeded = json.loads(
+        gymctl(home_env, "movements", "seed", LIBRARY_KEY, *OPERATOR, "--json").stdout
+    )
     assert (seeded["created"], seeded["model"]) == (873, "wordllama-l2-supercat-256")
 
     report = json.loads(gymctl(home_env, "movements", "duplicates", "--json").stdout)
     pair = next(p for p in report["pairs"] if p["a"]["slug"] == "decline-smith-press")
     spec = f"{pair['a']['id']}:{pair['b']['id']}"
-    dry = json.loads(gymctl(home_env, "movements", "merge", spec, "--dry-run", "--json").stdout)
+    dry = json.loads(
+        gymctl(home_env, "movements", "merge", spec, *OPERATOR, "--dry-run", "--json").stdout
+    )
     assert dry["pairs"][0]["outcome"] == "would_merge"
-    merged = json.loads(gymctl(home_env, "movements", "merge", spec, "--json").stdout)
+    merged = json.loads(gymctl(home_env, "movements", "merge", spec, *OPERATOR, "--json").stdout)
     assert merged["pairs"][0]["outcome"] == "merged"
 
     change = gymctl(
@@ -34,6 +61,7 @@ def test_seed_duplicates_merge_and_alias_change_from_the_command_line(home_env):
         "alias-change",
         pair["a"]["id"],
         "Smith machine decline press",
+        *OPERATOR,
         "--json",
     )
     assert json.loads(change.stdout)["after"] == []
@@ -43,10 +71,31 @@ def test_seed_duplicates_merge_and_alias_change_from_the_command_line(home_env):
         "alias-change",
         pair["a"]["id"],
         "Smith machine decline press",
+        *OPERATOR,
         check=False,
     )
     assert refused.returncode == 1
     assert "alias_not_found" in refused.stderr
+
+    database = Path(home_env["GYMCTL_HOME"]) / "gymctl.db"
+    with sqlite3.connect(database) as connection:  # a video to verify and demote
+        connection.execute(
+            "UPDATE movements SET video_url = 'https://v.example.test/1', video_status = 'auto'"
+            " WHERE slug = 'decline-smith-press'"
+        )
+    mid = pair["a"]["id"]
+    gymctl(home_env, "movements", "video", "verify", mid, *OPERATOR, "--json")
+    gymctl(home_env, "movements", "video", "demote", mid, *OPERATOR, "--json")
+    assert audit_actors(home_env) == {
+        action: {"user_demo_owner"}
+        for action in (
+            "movements.library_seeded",
+            "movements.merged",
+            "movements.alias_changed",
+            "movements.video_verified",
+            "movements.video_demoted",
+        )
+    }
 
     collisions = json.loads(gymctl(home_env, "movements", "alias-collisions", "--json").stdout)
     assert any(c["term"] == "squatwithband" for c in collisions["aliasCollisions"])
@@ -59,6 +108,6 @@ def test_seed_duplicates_merge_and_alias_change_from_the_command_line(home_env):
 
 def test_a_malformed_pair_is_a_coded_refusal(home_env):  # noqa: F811
     gymctl(home_env, "db", "upgrade")
-    refused = gymctl(home_env, "movements", "merge", "not-a-pair", check=False)
+    refused = gymctl(home_env, "movements", "merge", "not-a-pair", *OPERATOR, check=False)
     assert refused.returncode == 1
     assert "merge_pair_invalid" in refused.stderr

@@ -44,8 +44,9 @@ def test_seeding_through_the_endpoint_batches_requests_at_the_given_rate(session
     pacer = Pacer(60, sleep=waits.append, monotonic=lambda: 0.0)
     embedder = HttpEmbedder(f"{fake.url}/v1", "text-embedding-3-small", "key")
     result = seed_library(session, store, embedder, key=LIBRARY_KEY, rpm=60, now=NOW, pacer=pacer)
-    assert len(fake.calls("/v1/embeddings")) == 14  # 873 rows in batches of 64
-    assert waits == [1.0] * 13
+    # 873 rows x 3 parts (name, instructions, attributes), 21 rows (63 inputs) a request
+    assert len(fake.calls("/v1/embeddings")) == 42
+    assert waits == [1.0] * 41
     assert result["model"] == "text-embedding-3-small"
 
 

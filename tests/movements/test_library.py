@@ -25,6 +25,8 @@ def test_free_exercise_db_maps_onto_our_fields_with_a_derived_pattern_and_kind()
     assert entries["back-flyes-with-bands"].movement_pattern == "horizontal_pull"
     assert smith.instructions
     assert smith.thumbnail_url is None
+    # What the embedding reads besides: secondary muscles and mechanics (issue 22).
+    assert (smith.secondary_muscles, smith.mechanic) == (["shoulders", "triceps"], "compound")
 
 
 def test_our_format_carries_aliases_and_enriched_fields():
@@ -58,6 +60,8 @@ def test_our_format_carries_aliases_and_enriched_fields():
         json.dumps([{"name": "A"}, {"name": "a"}]).encode(),  # the same slug twice
         json.dumps({"format": FORMAT, "movements": [{"name": "A", "aliases": "x"}]}).encode(),
         json.dumps([{"name": "A\u0000"}]).encode(),
+        json.dumps([{"name": "A", "equipment": "x" * 65}]).encode(),  # the column holds 64
+        json.dumps([{"name": "A", "mechanic": "x" * 33}]).encode(),
     ],
 )
 def test_a_malformed_library_file_is_400_library_file_invalid(content):

@@ -158,7 +158,7 @@ def test_without_keys_discover_rank_and_cues_answer_disabled(
         settings, session_factory=session_factory, clock=clock, store=store
     ).test_client()
     headers = platform_admin.headers
-    for path in ("video/discover", "video/rank", "cues"):
+    for path in ("video/discover", "video/refresh", "video/rank", "cues"):
         response = client.post(f"{A}/{path}", json={}, headers=headers)
         assert response.status_code == 200, path
         assert "disabled" in response.json, path
@@ -183,6 +183,20 @@ def test_a_failing_job_is_retried_then_failed_with_its_error(
         assert job.attempts == attempt
     assert job.status == "failed"
     assert job.error.startswith("llm_unavailable")
+
+
+def test_a_job_records_when_it_really_started_and_finished(session, library_settings, store):
+    """Start and finish used to be the same instant (the sweep's now) whatever the job took."""
+    from gymctl.movements.jobs import enqueue
+
+    session.add(Movement(slug="x", name="x"))
+    jobs = [enqueue(session, "cues", {"dryRun": True}, now=NOW) for _ in range(2)]
+    ticks = iter(range(100))  # each reading of the sweep's stopwatch is one second later
+    library = library_from_settings(library_settings, store=store)
+    work_jobs(session, library, now=NOW, monotonic=lambda: float(next(ticks)))
+    first, second = sorted(jobs, key=lambda job: job.started_at)
+    assert NOW < first.started_at < first.finished_at <= second.started_at < second.finished_at
+    assert (first.finished_at - first.started_at).total_seconds() == 1
 
 
 def test_the_daemon_row_works_the_queue(session, library_settings, fake):

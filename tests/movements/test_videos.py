@@ -3,6 +3,8 @@ API and chat model fakes on loopback."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from sqlalchemy import select
 
@@ -376,3 +378,41 @@ def test_a_failing_search_api_stops_discovery_with_its_error(session, library_se
     result = run_discover(session, library_settings)
     assert result["error"] == "answered 500"
     assert result["searched"] == 0
+
+
+def test_a_model_failure_keeps_what_was_scored_reports_the_movement_and_a_rerun_resumes(
+    session, library_settings, fake
+):
+    """One failure of the language model used to discard the whole run, scores already paid
+    for included: now it costs only its movement, and the next run scores only what is left."""
+    fake.scores.update(good=0.9, fine=0.8)
+    first = movement(session, "first", name="First", video_candidates=[candidate("good")])
+    broken = movement(session, "second", name="Second", video_candidates=[candidate("fine")])
+    fake.failing_movements.add("Second")
+    result = run_rank(session, library_settings)
+    outcomes = {r["slug"]: r["outcome"] for r in result["report"]}
+    assert outcomes == {"first": "filled", "second": "failed"}
+    failed = next(r for r in result["report"] if r["slug"] == "second")
+    assert failed["error"]["code"] == "llm_unavailable"
+    assert (result["summary"]["filled"], result["summary"]["failed"]) == (1, 1)
+    assert first.video_url.endswith("good")
+    assert first.video_candidates[0]["modelScore"] == 0.9
+    assert broken.video_candidates[0]["modelScore"] is None
+    assert broken.video_url is None
+
+    fake.failing_movements.clear()
+    fake.requests.clear()
+    again = run_rank(session, library_settings)
+    (call,) = fake.calls("/v1/chat/completions")  # only the movement left unscored
+    assert json.loads(call["messages"][1]["content"])["movement"] == "Second"
+    assert {r["slug"]: r["outcome"] for r in again["report"]}["second"] == "filled"
+    assert broken.video_url.endswith("fine")
+
+
+def test_after_three_model_failures_the_rest_wait_for_the_next_run(session, library_settings, fake):
+    for index in range(5):
+        movement(session, f"m{index}", name=f"M{index}", video_candidates=[candidate(f"v{index}")])
+        fake.failing_movements.add(f"M{index}")
+    result = run_rank(session, library_settings)
+    assert (result["summary"]["failed"], result["summary"]["pending"]) == (3, 2)
+    assert len(fake.calls("/v1/chat/completions")) == 3

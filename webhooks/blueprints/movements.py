@@ -15,7 +15,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from gymctl.access.memberships import resolve_membership
 from gymctl.access.permissions import Action, Module
 from gymctl.errors import DomainError, not_found
-from gymctl.movements import cues, discovery, jobs, merge, ranking, thumbnails
+from gymctl.movements import cues, discovery, jobs, merge, own, ranking, thumbnails
 from gymctl.movements.duplicates import DEFAULT_LIMIT, alias_collisions, duplicates_report
 from gymctl.movements.embeddings import threshold_for
 from gymctl.movements.services import Library, library_from_settings
@@ -217,7 +217,12 @@ def video_discover():
 @bp.post(f"{ADMIN}/video/refresh")
 @platform_admin_route
 def video_refresh():
+    """Discover then rank; without the search key there is nothing to refresh: the disabled
+    answer of discover, at once (never a job that "succeeds" with the message inside)."""
     body = parse(RefreshRequest)
+    if _library().search is None:
+        found = discovery.discover(db(), None, _library().settings, now=now())
+        return jsonify({**found, "dryRun": body.dryRun})
     job = jobs.enqueue(
         db(), "video_refresh", _payload(body), now=now(), actor_user_id=signed_in_user().id
     )
@@ -320,6 +325,97 @@ def upload_thumbnail(org_id, movement_id):
         organization_id=org_id,
         movement_id=movement_id,
         data=data,
+        now=now(),
+        actor_user_id=membership().user_id,
+    )
+    return jsonify(describe(movement))
+
+
+Short = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+Line = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+Url = Annotated[str, StringConstraints(max_length=1024, pattern=r"^https?://\S+$")]
+
+
+class OwnMovementChange(Body):
+    """Fields of a gym's own movement; a thumbnail is uploaded, never named here."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+    aliases: list[Annotated[str, StringConstraints(min_length=1, max_length=200)]] | None = Field(
+        None, max_length=50
+    )
+    category: Short | None = None
+    kind: Annotated[str, StringConstraints(min_length=1, max_length=32)] | None = None
+    movementPattern: Short | None = None
+    equipment: Short | None = None
+    primaryMuscles: list[Short] | None = Field(None, max_length=20)
+    secondaryMuscles: list[Short] | None = Field(None, max_length=20)
+    mechanic: Annotated[str, StringConstraints(min_length=1, max_length=32)] | None = None
+    instructions: list[Line] | None = Field(None, max_length=50)
+    cues: list[Line] | None = Field(None, max_length=20)
+    commonFaults: list[Line] | None = Field(None, max_length=20)
+    scalingOptions: list[Line] | None = Field(None, max_length=20)
+    videoUrl: Url | None = None
+
+    def fields(self) -> dict:
+        """The snake_case fields the body names (null clears one; absent leaves it)."""
+        names = {
+            "movementPattern": "movement_pattern",
+            "primaryMuscles": "primary_muscles",
+            "secondaryMuscles": "secondary_muscles",
+            "commonFaults": "common_faults",
+            "scalingOptions": "scaling_options",
+            "videoUrl": "video_url",
+        }
+        given = self.model_dump(include=self.model_fields_set)
+        if "name" in given and given["name"] is None:
+            raise DomainError("movement_name_required", "a movement needs a name")
+        return {names.get(key, key): value for key, value in given.items()}
+
+
+class OwnMovementCreate(OwnMovementChange):
+    name: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    slug: Slug | None = None
+
+
+@bp.post("/organizations/<uuid:org_id>/exercises")
+@org_route(Module.programming, Action.manage)
+def create_own_movement(org_id):
+    body = parse(OwnMovementCreate)
+    fields = body.fields()
+    slug = fields.pop("slug", None)
+    movement = own.create_own(
+        db(),
+        organization_id=org_id,
+        fields=fields,
+        slug=slug,
+        now=now(),
+        actor_user_id=membership().user_id,
+    )
+    return jsonify(describe(movement)), 201
+
+
+@bp.patch(ORG)
+@org_route(Module.programming, Action.manage)
+def edit_own_movement(org_id, movement_id):
+    body = parse(OwnMovementChange)
+    movement = own.edit_own(
+        db(),
+        organization_id=org_id,
+        movement_id=movement_id,
+        changes=body.fields(),
+        now=now(),
+        actor_user_id=membership().user_id,
+    )
+    return jsonify(describe(movement))
+
+
+@bp.delete(ORG)
+@org_route(Module.programming, Action.manage)
+def delete_own_movement(org_id, movement_id):
+    movement = own.delete_own(
+        db(),
+        organization_id=org_id,
+        movement_id=movement_id,
         now=now(),
         actor_user_id=membership().user_id,
     )
