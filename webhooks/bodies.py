@@ -50,7 +50,8 @@ def apply_body_limit() -> None:
     view = current_app.view_functions.get(request.endpoint or "")
     limit = getattr(view, "gymctl_body_limit", None)
     if limit is None:
-        limit = PUBLIC_BODY_BYTES if getattr(view, "gymctl_public", True) else MEMBER_BODY_BYTES
+        public = view is None or getattr(view, "gymctl_public", False)  # as the guard reads it
+        limit = PUBLIC_BODY_BYTES if public else MEMBER_BODY_BYTES
     request.max_content_length = limit
 
 
