@@ -12,11 +12,12 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from gymctl.billing import checkout, collector, lifecycle
+from gymctl.billing import checkout, collector, lifecycle, refunds
 from gymctl.config import Settings
 from gymctl.crypto import billing_cipher
 from gymctl.errors import DomainError
 from gymctl.providers.card import card_provider_from_settings
+from gymctl.providers.documents import default_document_provider
 
 SweepResult = dict[str, Any]
 Sweep = Callable[[sessionmaker[Session], datetime, Settings], SweepResult]
@@ -43,9 +44,12 @@ def _with_heartbeat(summary: collector.Summary, url: str | None, name: str) -> S
 
 
 def recovery(factory: sessionmaker[Session], now: datetime, settings: Settings) -> SweepResult:
-    return collector.recover(
-        factory, card_provider_from_settings(settings), now=now, cipher=billing_cipher(settings)
-    ).as_dict()
+    provider, cipher = card_provider_from_settings(settings), billing_cipher(settings)
+    summary = collector.recover(factory, provider, now=now, cipher=cipher).as_dict()
+    resumed = refunds.resume_refunds(
+        factory, provider, cipher, now=now, documents=default_document_provider()
+    )
+    return {**summary, "refunds": resumed}
 
 
 def side_effects(factory: sessionmaker[Session], now: datetime, settings: Settings) -> SweepResult:

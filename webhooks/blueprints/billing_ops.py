@@ -231,18 +231,28 @@ class RefundBody(Body):
 @org_route(Module.finance, Action.manage)
 def refund(org_id: uuid.UUID, transaction_id: uuid.UUID):
     body = parse(RefundBody)
-    refunded = refunds.refund_transaction(
-        db(),
-        provider=services().card_provider,
-        cipher=services().billing_cipher,
-        transaction=resolution.organization_transaction(db(), org_id, transaction_id),
+    session, documents = db(), default_document_provider()
+    refund = refunds.begin_refund(
+        session,
+        transaction=resolution.organization_transaction(session, org_id, transaction_id),
         amount_cents=body.amount_in_cents,
         reason=body.reason,
         actor_user_id=membership().user_id,
         now=now(),
-        documents=default_document_provider(),
+        documents=documents,
     )
-    return jsonify(data=desk.transaction_json(refunded)), 201
+    session.commit()  # the refund attempt is stored before the provider is asked
+    refund = refunds.execute_refund(
+        session,
+        services().card_provider,
+        services().billing_cipher,
+        refund.id,
+        now=now(),
+        documents=documents,
+    )
+    session.commit()
+    refunds.raise_unless_refunded(refund)
+    return jsonify(data=desk.transaction_json(refund)), 201
 
 
 class CreditNoteBody(Body):
