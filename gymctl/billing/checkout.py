@@ -24,7 +24,7 @@ from gymctl.billing.alerts import raise_alert
 from gymctl.crypto import FieldCipher
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
-from gymctl.models import Checkout, PaymentTransaction, Subscription
+from gymctl.models import Checkout, PaymentTransaction, Plan, Subscription
 from gymctl.models.billing import (
     CheckoutStatus,
     CollectionMethod,
@@ -190,7 +190,7 @@ def apply_page(
                 checkoutId=checkout.id,
                 subscriptionId=subscription.id,
             )
-        _cancel_unpaid(subscription, reason=FAILED, now=now)
+        _cancel_unpaid(session, subscription, reason=FAILED, now=now)
         emit(
             session,
             EventKind.domain,
@@ -216,15 +216,36 @@ def apply_page(
             cipher=cipher,
         )
         subscription.payment_method_id = method.id
+    revived = True
     if subscription.status == SubscriptionStatus.cancelled and subscription.cancellation_reason in (
         ABANDONED,
         FAILED,
     ):
-        # spec B 3: a late verified completion revives an abandoned checkout to scheduled.
-        subscription.status = SubscriptionStatus.scheduled
-        subscription.cancellation_reason = None
-        subscription.cancelled_at = None
-        subscription.ended_at = None
+        # spec B 3: a late verified completion revives an abandoned checkout to scheduled,
+        # unless the member holds the plan again since (plan_already_held holds on revival).
+        # The slot its cancellation gave back is taken again; a plan sold out since, or held
+        # again by the member, is not sold twice: the money is recorded and staff alerted.
+        plan = session.get(Plan, subscription.plan_id)
+        holder = plans.live_holder(session, plan, subscription.user_id, other_than=subscription.id)
+        refusal = "late_completion_of_a_plan_already_held" if holder is not None else None
+        if refusal is None:
+            try:
+                plans.take_purchase_slot(session, plan)
+            except DomainError:
+                refusal = "late_completion_of_a_sold_out_plan"
+        revived = refusal is None
+        if revived:
+            subscription.status = SubscriptionStatus.scheduled
+            subscription.cancellation_reason = None
+            subscription.cancelled_at = None
+            subscription.ended_at = None
+        else:
+            raise_alert(
+                "billing_contradiction",
+                detail=refusal,
+                checkoutId=checkout.id,
+                subscriptionId=subscription.id,
+            )
     subscription.updated_at = now
     if checkout.operation == CHARGE_AND_SAVE_CARD:
         transaction = PaymentTransaction(
@@ -245,7 +266,10 @@ def apply_page(
             updated_at=now,
         )
         session.add(transaction)
-        attempts.grant_period(session, subscription, now=now)
+        if revived:
+            attempts.grant_period(session, subscription, now=now)
+        else:  # the money is recorded on the page's own (cancelled) subscription: staff refund it
+            transaction.metadata_ = {**transaction.metadata_, "notRevived": refusal}
     session.flush()
     return "completed"
 
@@ -276,6 +300,8 @@ def verify_and_apply(
         return "deal_not_found", checkout
     if checkout is None or page.return_value != str(checkout.id):
         return "unverified", checkout
+    if _charged_otherwise(checkout, page):
+        return record_contradiction(session, checkout.id, page, now=now), checkout
     if page.state == PageState.pending or (
         page.state == PageState.succeeded and not _confirmed(checkout, page)
     ):
@@ -303,6 +329,8 @@ def abandoned_sweep(
     for checkout_id in expired:
         with factory() as session:
             checkout = session.get(Checkout, checkout_id)
+            if (checkout.metadata_ or {}).get("contradiction"):
+                continue  # money was taken: staff resolve it, the sweep never cancels it
             outcome = "deal_not_found"
             if checkout.page_id:
                 outcome, _ = verify_and_apply(
@@ -313,8 +341,10 @@ def abandoned_sweep(
                     now=now,
                     cipher=cipher,
                 )
-            if outcome in ("completed", "failed", "provider_unreachable"):
+            if outcome in ("completed", "failed", "provider_unreachable", "billing_contradiction"):
                 result["completed"] += outcome == "completed"
+                if outcome == "billing_contradiction":
+                    result["alerts"].append({"reason": outcome, "checkoutId": str(checkout_id)})
                 session.commit()
                 continue
             checkout = session.scalar(
@@ -326,7 +356,7 @@ def abandoned_sweep(
             checkout.status = CheckoutStatus.abandoned
             checkout.metadata_ = {**checkout.metadata_, "checkoutPageExpiredAt": now.isoformat()}
             subscription = attempts.lock_subscription(session, checkout.subscription_id)
-            _cancel_unpaid(subscription, reason=ABANDONED, now=now)
+            _cancel_unpaid(session, subscription, reason=ABANDONED, now=now)
             if checkout.operation == SAVE_CARD_ONLY:
                 result["alerts"].append(
                     raise_alert(
@@ -340,6 +370,77 @@ def abandoned_sweep(
     return result
 
 
+def _charged_otherwise(checkout: Checkout, page: PageResult) -> bool:
+    """A charging page whose deal took another amount or currency than the checkout's: money
+    was taken, so it is neither waited on nor abandoned."""
+    return (
+        checkout.operation == CHARGE_AND_SAVE_CARD
+        and page.state == PageState.succeeded
+        and page.transaction_id is not None
+        and page.amount_in_cents is not None
+        and not _confirmed(checkout, page)
+    )
+
+
+def record_contradiction(
+    session: Session, checkout_id: uuid.UUID, page: PageResult, *, now: datetime
+) -> str:
+    """Put money a page took for another amount on the ledger, once: a pending card charge
+    (protected: it cannot be dismissed) on the checkout's subscription, the checkout marked,
+    and the billing contradiction alert. The subscription is left as it is: it is never
+    cancelled over taken money, nor granted a period it was not paid for. Answers
+    billing_contradiction."""
+    checkout = session.scalar(
+        select(Checkout)
+        .where(Checkout.id == checkout_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if (checkout.metadata_ or {}).get("contradiction"):
+        return "billing_contradiction"
+    taken = {
+        "expectedAmountInCents": checkout.amount_in_cents,
+        "expectedCurrency": checkout.currency,
+        "amountInCents": page.amount_in_cents,
+        "currency": page.currency or checkout.currency,
+        "at": now.isoformat(),
+    }
+    transaction = PaymentTransaction(
+        id=ids.new_id(),
+        organization_id=checkout.organization_id,
+        subscription_id=checkout.subscription_id,
+        user_id=checkout.user_id,
+        type=TransactionType.charge,
+        status=TransactionStatus.pending,
+        provider=CARD_PROVIDER,
+        method="card",
+        amount_in_cents=page.amount_in_cents,
+        currency=taken["currency"],
+        provider_transaction_id=page.transaction_id,
+        metadata_={"checkoutId": str(checkout.id), "pageId": checkout.page_id},
+        billing_attempt={
+            "protocol": attempts.PROTOCOL,
+            "terminal": checkout.terminal,
+            "amountInCents": checkout.amount_in_cents,
+            "currency": checkout.currency,
+            "contradiction": {"field": "amount", **taken},
+        },
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(transaction)
+    checkout.metadata_ = {**checkout.metadata_, "contradiction": taken}
+    raise_alert(
+        "billing_contradiction",
+        detail="checkout_page_charged_another_amount",
+        checkoutId=checkout.id,
+        subscriptionId=checkout.subscription_id,
+        transactionId=transaction.id,
+    )
+    session.flush()
+    return "billing_contradiction"
+
+
 def _confirmed(checkout: Checkout, page: PageResult) -> bool:
     """A charging page counts only with its deal and the exact amount and currency."""
     if checkout.operation != CHARGE_AND_SAVE_CARD:
@@ -351,9 +452,12 @@ def _confirmed(checkout: Checkout, page: PageResult) -> bool:
     )
 
 
-def _cancel_unpaid(subscription: Subscription, *, reason: str, now: datetime) -> None:
+def _cancel_unpaid(
+    session: Session, subscription: Subscription, *, reason: str, now: datetime
+) -> None:
     if subscription.status != SubscriptionStatus.scheduled or subscription.payment_method_id:
         return
+    plans.release_purchase_slot(session, subscription.plan_id)
     subscription.status = SubscriptionStatus.cancelled
     subscription.cancellation_reason = reason
     subscription.cancelled_at = now
