@@ -35,6 +35,7 @@ from gymctl.models.billing import (
 )
 from gymctl.models.organizations import MembershipStatus
 from gymctl.providers.card import (
+    CURRENCIES,
     CardProvider,
     PageRequest,
     PageResult,
@@ -85,9 +86,16 @@ def purchase_card_plan(
             "this gym does not take card payments online",
             status=409,
         )
+    if plan.currency not in CURRENCIES:
+        raise DomainError(
+            "currency_not_supported",
+            f"the card provider does not take {plan.currency}",
+            status=409,
+        )
     plans.refuse_if_held(session, plan, user_id)
     plans.take_purchase_slot(session, plan)
     opening = plans.presale_opening_day(session, organization_id, now)
+    free = plan.price_in_cents == 0  # nothing to charge: the page only saves the card
     subscription = plans.new_subscription(
         session,
         plan,
@@ -102,7 +110,7 @@ def purchase_card_plan(
         organization_id=organization_id,
         subscription_id=subscription.id,
         user_id=user_id,
-        operation=SAVE_CARD_ONLY if opening else CHARGE_AND_SAVE_CARD,
+        operation=SAVE_CARD_ONLY if opening or free else CHARGE_AND_SAVE_CARD,
         terminal=config.terminal,
         amount_in_cents=plan.price_in_cents,
         currency=plan.currency,
@@ -270,6 +278,8 @@ def apply_page(
             attempts.grant_period(session, subscription, now=now)
         else:  # the money is recorded on the page's own (cancelled) subscription: staff refund it
             transaction.metadata_ = {**transaction.metadata_, "notRevived": refusal}
+    elif revived and checkout.amount_in_cents == 0 and subscription.opening_day is None:
+        attempts.grant_period(session, subscription, now=now)  # a free plan: the card is enough
     session.flush()
     return "completed"
 

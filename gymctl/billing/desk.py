@@ -34,9 +34,15 @@ from gymctl.billing.resolution import (
 from gymctl.crypto import FieldCipher
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
-from gymctl.models import PaymentMethod, PaymentTransaction
+from gymctl.models import PaymentMethod, PaymentTransaction, Plan
 from gymctl.models.billing import TransactionStatus, TransactionType
-from gymctl.providers.card import CardProvider, ChargeResult, Outcome, ProviderUnavailable
+from gymctl.providers.card import (
+    CURRENCIES,
+    CardProvider,
+    ChargeResult,
+    Outcome,
+    ProviderUnavailable,
+)
 from gymctl.providers.documents import TAX_INVOICE_AND_RECEIPT, DocumentProvider
 
 DESK_CHARGE = "desk_charge"
@@ -139,6 +145,7 @@ def _store(
         )
     if request.amount_in_cents <= 0:
         raise DomainError("amount_invalid", "the amount must be positive", status=422)
+    refuse_foreign_currency(session, organization_id, request.currency)
     membership_of(session, organization_id, request.user_id)
     method = session.scalar(
         select(PaymentMethod)
@@ -188,6 +195,34 @@ def _store(
     except IntegrityError:
         return None
     return transaction.id, terminal_of(config, cipher), saved_card(method, cipher)
+
+
+def refuse_foreign_currency(session: Session, organization_id: uuid.UUID, currency: str) -> None:
+    """Before anything is stored: 422 currency_not_supported for a currency the card provider
+    does not take, 409 currency_mismatch for one the gym does not sell in (the currencies of
+    its plans; a gym without plans takes any the provider does)."""
+    currency = currency.upper()
+    if currency not in CURRENCIES:
+        raise DomainError(
+            "currency_not_supported",
+            f"the card provider does not take {currency}",
+            status=422,
+            supported=sorted(CURRENCIES),
+        )
+    sold_in = set(
+        session.scalars(
+            select(Plan.currency)
+            .where(Plan.organization_id == organization_id, Plan.deleted_at.is_(None))
+            .distinct()
+        )
+    )
+    if sold_in and currency not in sold_in:
+        raise DomainError(
+            "currency_mismatch",
+            f"this gym does not charge in {currency}",
+            status=409,
+            currencies=sorted(sold_in),
+        )
 
 
 def _send(session, provider: CardProvider, transaction_id, terminal, card) -> ChargeResult:

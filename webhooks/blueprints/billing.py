@@ -69,7 +69,7 @@ def other_provider_webhook(provider: str, org_id: uuid.UUID):
 class PlanBody(Body):
     name: str = Field(min_length=1, max_length=200, pattern=TEXT)
     type: PlanType
-    price_in_cents: int = Field(alias="priceInCents", ge=0, le=100_000_000)
+    price_in_cents: int = Field(alias="priceInCents", ge=0, le=100_000_000, strict=True)
     currency: str = Field(min_length=3, max_length=3, pattern=r"^[A-Za-z]{3}$")
     interval_months: int | None = Field(None, alias="intervalMonths", ge=1, le=36)
     open_ended: bool = Field(True, alias="openEnded")

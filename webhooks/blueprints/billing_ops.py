@@ -140,7 +140,7 @@ class ConfirmNoDebitBody(Body):
         alias="externalAttemptId", min_length=1, max_length=128, pattern=TEXT
     )
     terminal: str = Field(min_length=1, max_length=32, pattern=TEXT)
-    amount_in_cents: int = Field(alias="amountInCents", ge=0, le=100_000_000)
+    amount_in_cents: int = Field(alias="amountInCents", ge=0, le=100_000_000, strict=True)
     currency: str = Field(pattern=CURRENCY)
     no_debit_occurred: bool = Field(alias="noDebitOccurred")
     cannot_settle_later: bool = Field(alias="cannotSettleLater")
@@ -200,7 +200,7 @@ def dismiss_pending_payment(org_id: uuid.UUID, transaction_id: uuid.UUID):
 class DeskChargeBody(Body):
     idempotency_key: uuid.UUID = Field(alias="idempotencyKey")
     user_id: uuid.UUID = Field(alias="userId")
-    amount_in_cents: int = Field(alias="amountInCents", ge=1, le=100_000_000)
+    amount_in_cents: int = Field(alias="amountInCents", ge=1, le=100_000_000, strict=True)
     currency: str = Field(pattern=CURRENCY)
     description: str = Field(min_length=1, max_length=500, pattern=TEXT)
 
@@ -223,7 +223,7 @@ def desk_charge(org_id: uuid.UUID):
 
 
 class RefundBody(Body):
-    amount_in_cents: int = Field(alias="amountInCents", ge=1, le=100_000_000)
+    amount_in_cents: int = Field(alias="amountInCents", ge=1, le=100_000_000, strict=True)
     reason: str = Field(min_length=1, max_length=500, pattern=TEXT)
 
 
@@ -257,7 +257,7 @@ def refund(org_id: uuid.UUID, transaction_id: uuid.UUID):
 
 class CreditNoteBody(Body):
     idempotency_key: uuid.UUID = Field(alias="idempotencyKey")
-    amount_in_cents: int = Field(alias="amountInCents", ge=1, le=100_000_000)
+    amount_in_cents: int = Field(alias="amountInCents", ge=1, le=100_000_000, strict=True)
     cash_returned: bool = Field(alias="cashReturned")
     reason: str = Field("", max_length=500, pattern=TEXT)
 
