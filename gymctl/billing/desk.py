@@ -246,7 +246,20 @@ def _finish(
     *,
     replayed: bool,
 ) -> dict[str, Any]:
-    """Apply the provider's answer once (under the row lock) and commit."""
+    """Apply the provider's answer once and commit (the desk charge's own session)."""
+    transaction = apply_result(session, transaction_id, result, now, documents)
+    session.commit()
+    return answer_of(transaction, replayed=replayed)
+
+
+def apply_result(
+    session: Session,
+    transaction_id: uuid.UUID,
+    result: ChargeResult,
+    now: datetime,
+    documents: DocumentProvider,
+) -> PaymentTransaction:
+    """Apply the provider's answer once, under the row lock; the caller commits."""
     transaction = session.scalar(
         select(PaymentTransaction)
         .where(PaymentTransaction.id == transaction_id)
@@ -292,8 +305,8 @@ def _finish(
                     "userId": str(transaction.user_id),
                 },
             )
-    session.commit()
-    return _answer(transaction, replayed=replayed)
+    session.flush()
+    return transaction
 
 
 def _replay(
@@ -307,7 +320,7 @@ def _replay(
 ) -> dict[str, Any]:
     transaction = session.get(PaymentTransaction, transaction_id)
     if transaction.status != TransactionStatus.pending:
-        return _answer(transaction, replayed=True)
+        return answer_of(transaction, replayed=True)
     started = datetime.fromisoformat(transaction.billing_attempt["startedAt"])
     # Asked on the merchant account that sent it, even when the gym has moved terminal since.
     config = original_account(
@@ -331,13 +344,13 @@ def _reconciliation_required(transaction: PaymentTransaction) -> DomainError:
     return DomainError(
         "billing_reconciliation_required",
         "the card provider has not confirmed this charge yet; it is not a decline. Replay the "
-        "same key later",
+        "same key later, or reconcile the charge by its id",
         status=409,
         transactionId=str(transaction.id),
     )
 
 
-def _answer(transaction: PaymentTransaction, *, replayed: bool) -> dict[str, Any]:
+def answer_of(transaction: PaymentTransaction, *, replayed: bool) -> dict[str, Any]:
     if transaction.status == TransactionStatus.pending:
         outcome = "pending"
     elif transaction.status == TransactionStatus.failed:

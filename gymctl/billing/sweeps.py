@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from gymctl.billing import checkout, collector, lifecycle, refunds
+from gymctl.billing import checkout, collector, desk_resolution, lifecycle, refunds
 from gymctl.config import Settings
 from gymctl.crypto import billing_cipher
 from gymctl.errors import DomainError
@@ -46,10 +46,12 @@ def _with_heartbeat(summary: collector.Summary, url: str | None, name: str) -> S
 def recovery(factory: sessionmaker[Session], now: datetime, settings: Settings) -> SweepResult:
     provider, cipher = card_provider_from_settings(settings), billing_cipher(settings)
     summary = collector.recover(factory, provider, now=now, cipher=cipher).as_dict()
-    resumed = refunds.resume_refunds(
-        factory, provider, cipher, now=now, documents=default_document_provider()
+    documents = default_document_provider()
+    resumed = refunds.resume_refunds(factory, provider, cipher, now=now, documents=documents)
+    desk = desk_resolution.recover_desk_charges(
+        factory, provider, cipher, now=now, documents=documents
     )
-    return {**summary, "refunds": resumed}
+    return {**summary, "refunds": resumed, "deskCharges": desk}
 
 
 def side_effects(factory: sessionmaker[Session], now: datetime, settings: Settings) -> SweepResult:

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from gymctl import clock
 from gymctl.access.gyms import resolve_organization
 from gymctl.access.trail import resolve_user
-from gymctl.billing import no_debit, readiness, repair, resolution, verification
+from gymctl.billing import desk_resolution, no_debit, readiness, repair, resolution, verification
 from gymctl.billing.sweeps import SWEEPS, run_sweep
 from gymctl.cli.output import console, err_console, print_json, render_mapping, render_rows
 from gymctl.clock import ensure_utc
@@ -48,6 +48,8 @@ def sweep_command(
 
 transaction_app = typer.Typer(no_args_is_help=True, help="Protected transaction resolution.")
 app.add_typer(transaction_app, name="transaction")
+desk_app = typer.Typer(no_args_is_help=True, help="Desk charges left pending.")
+app.add_typer(desk_app, name="desk-charge")
 ORG = typer.Argument(..., help="Organization id or slug.")
 SUBSCRIPTION = typer.Argument(..., help="Subscription id.")
 TRANSACTION = typer.Argument(..., help="Transaction id.")
@@ -375,5 +377,62 @@ def _render_resolution(view: dict[str, Any], as_json: bool) -> None:
         "decision": (view["resolution"] or {}).get("decision"),
         "collectionHeld": view["collectionHeld"],
         "actions": ", ".join(name for name, on in view["actions"].items() if on) or "none",
+    }
+    render_mapping({k: v for k, v in summary.items() if v is not None}, title=tx["id"])
+
+
+@desk_app.command("show")
+def desk_charge_show(
+    organization: str = ORG,
+    transaction: uuid.UUID = TRANSACTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Inspect a desk charge: its stored attempt and state (no provider call)."""
+    with _unit(dry_run=True) as session:
+        gym = resolve_organization(session, organization)
+        view = desk_resolution.inspect_desk_charge(session, gym.id, transaction, now=clock.now())
+    _render_desk_charge(view, as_json)
+
+
+@desk_app.command("reconcile")
+def desk_charge_reconcile(
+    organization: str = ORG,
+    transaction: uuid.UUID = TRANSACTION,
+    operator: str = OPERATOR,
+    dry_run: bool = DRY_RUN,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Look a pending desk charge up by its stored id on its merchant account; never charges."""
+    from gymctl.providers.documents import default_document_provider
+
+    provider, cipher = _services()
+    with _unit(dry_run) as session:
+        gym = resolve_organization(session, organization)
+        view = desk_resolution.reconcile_desk_charge(
+            session,
+            provider,
+            cipher,
+            organization_id=gym.id,
+            transaction_id=transaction,
+            actor_user_id=_operator_id(session, operator),
+            now=clock.now(),
+            documents=default_document_provider(),
+        )
+    _render_desk_charge(view, as_json)
+
+
+def _render_desk_charge(view: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json(view)
+        return
+    tx, attempt = view["transaction"], view["attempt"]
+    summary = {
+        "outcome": view.get("outcome"),
+        "state": view["state"],
+        "status": tx["status"],
+        "amount": f"{tx['amountInCents'] / 100:.2f} {tx['currency']}",
+        "externalAttemptId": attempt["externalAttemptId"],
+        "terminal": attempt["terminal"],
+        "startedAt": attempt["startedAt"],
     }
     render_mapping({k: v for k, v in summary.items() if v is not None}, title=tx["id"])

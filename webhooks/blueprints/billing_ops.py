@@ -17,6 +17,7 @@ from gymctl.billing import (
     credit_notes,
     debt_payments,
     desk,
+    desk_resolution,
     no_debit,
     readiness,
     refunds,
@@ -220,6 +221,31 @@ def desk_charge(org_id: uuid.UUID):
         documents=default_document_provider(),
     )
     return jsonify(data=answer), 200 if answer["replayed"] else 201
+
+
+@bp.get(f"{ORG}/payments/desk-charges/<uuid:transaction_id>")
+@org_route(Module.finance, Action.manage)
+def inspect_desk_charge(org_id: uuid.UUID, transaction_id: uuid.UUID):
+    """A pending desk charge is resolved by its stored ids, not only by the client's key."""
+    return jsonify(
+        data=desk_resolution.inspect_desk_charge(db(), org_id, transaction_id, now=now())
+    )
+
+
+@bp.post(f"{ORG}/payments/desk-charges/<uuid:transaction_id>/reconcile")
+@org_route(Module.finance, Action.manage)
+def reconcile_desk_charge(org_id: uuid.UUID, transaction_id: uuid.UUID):
+    answer = desk_resolution.reconcile_desk_charge(
+        db(),
+        services().card_provider,
+        services().billing_cipher,
+        organization_id=org_id,
+        transaction_id=transaction_id,
+        actor_user_id=membership().user_id,
+        now=now(),
+        documents=default_document_provider(),
+    )
+    return jsonify(data=answer)
 
 
 class RefundBody(Body):
