@@ -31,7 +31,9 @@ app = typer.Typer(no_args_is_help=True)
 @app.command("sweep")
 def sweep_command(
     name: str = typer.Argument(..., help=f"One of: {', '.join(SWEEPS)}."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Report who is due; charge nothing."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Report what it would touch (its caps); send and keep nothing."
+    ),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Run one billing sweep now and print its summary."""
