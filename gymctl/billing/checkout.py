@@ -48,6 +48,7 @@ SAVE_CARD_ONLY = "CreateTokenOnly"  # the provider's operation names
 CHARGE_AND_SAVE_CARD = "ChargeAndCreateToken"
 ABANDONED = "checkout_abandoned"
 FAILED = "checkout_failed"
+CARD_REPLACEMENT = "card_replacement"
 
 
 @dataclass(frozen=True)
@@ -121,26 +122,7 @@ def purchase_card_plan(
     )
     session.add(checkout)
     session.flush()
-    try:
-        page = provider.create_page(
-            terminal_of(config, cipher),
-            PageRequest(
-                operation=checkout.operation,
-                amount_in_cents=checkout.amount_in_cents,
-                currency=checkout.currency,
-                return_value=str(checkout.id),
-                success_url=urls.success,
-                failure_url=urls.failure,
-                webhook_url=urls.webhook,
-            ),
-        )
-    except ProviderUnavailable:
-        raise DomainError(
-            "provider_unreachable", "the card provider is unreachable; try again", status=503
-        ) from None
-    checkout.page_id = page.page_id
-    checkout.url = page.url
-    checkout.metadata_ = {"lowProfileId": page.page_id}
+    open_page(provider, terminal_of(config, cipher), checkout, urls)
     emit(
         session,
         EventKind.analytics,
@@ -158,6 +140,30 @@ def purchase_card_plan(
     )
     session.flush()
     return subscription, checkout
+
+
+def open_page(provider: CardProvider, terminal, checkout: Checkout, urls: Urls) -> None:
+    """Open the checkout's hosted page; 503 provider_unreachable (the caller keeps nothing)."""
+    try:
+        page = provider.create_page(
+            terminal,
+            PageRequest(
+                operation=checkout.operation,
+                amount_in_cents=checkout.amount_in_cents,
+                currency=checkout.currency,
+                return_value=str(checkout.id),
+                success_url=urls.success,
+                failure_url=urls.failure,
+                webhook_url=urls.webhook,
+            ),
+        )
+    except ProviderUnavailable:
+        raise DomainError(
+            "provider_unreachable", "the card provider is unreachable; try again", status=503
+        ) from None
+    checkout.page_id = page.page_id
+    checkout.url = page.url
+    checkout.metadata_ = {**(checkout.metadata_ or {}), "lowProfileId": page.page_id}
 
 
 def checkout_by_page(session: Session, organization_id: uuid.UUID, page_id: str) -> Checkout | None:
@@ -192,6 +198,8 @@ def apply_page(
             return "already_failed"
         checkout.status = CheckoutStatus.failed
         checkout.completed_at = now
+        if is_replacement(checkout):  # the old card stays; nothing else changes
+            return "failed"
         if checkout.operation == SAVE_CARD_ONLY:
             raise_alert(
                 "presale_checkout_transaction_failed",
@@ -224,6 +232,21 @@ def apply_page(
             cipher=cipher,
         )
         subscription.payment_method_id = method.id
+        if is_replacement(checkout):
+            emit(
+                session,
+                EventKind.audit,
+                "payment_method.replaced",
+                at=now,
+                aggregate_type="subscription",
+                aggregate_id=subscription.id,
+                organization_id=checkout.organization_id,
+                actor_user_id=checkout.user_id,
+                payload={"paymentMethodId": str(method.id), "checkoutId": str(checkout.id)},
+            )
+            subscription.updated_at = now
+            session.flush()
+            return "completed"
     revived = True
     if subscription.status == SubscriptionStatus.cancelled and subscription.cancellation_reason in (
         ABANDONED,
@@ -365,6 +388,9 @@ def abandoned_sweep(
                 continue
             checkout.status = CheckoutStatus.abandoned
             checkout.metadata_ = {**checkout.metadata_, "checkoutPageExpiredAt": now.isoformat()}
+            if is_replacement(checkout):  # the old card stays; the subscription is untouched
+                session.commit()
+                continue
             subscription = attempts.lock_subscription(session, checkout.subscription_id)
             _cancel_unpaid(session, subscription, reason=ABANDONED, now=now)
             if checkout.operation == SAVE_CARD_ONLY:
@@ -449,6 +475,10 @@ def record_contradiction(
     )
     session.flush()
     return "billing_contradiction"
+
+
+def is_replacement(checkout: Checkout) -> bool:
+    return (checkout.metadata_ or {}).get("purpose") == CARD_REPLACEMENT
 
 
 def _confirmed(checkout: Checkout, page: PageResult) -> bool:
