@@ -15,7 +15,15 @@ from sqlalchemy.orm import Session
 from gymctl import clock
 from gymctl.access.gyms import resolve_organization
 from gymctl.access.trail import resolve_user
-from gymctl.billing import desk_resolution, no_debit, readiness, repair, resolution, verification
+from gymctl.billing import (
+    desk_resolution,
+    no_debit,
+    opening_day,
+    readiness,
+    repair,
+    resolution,
+    verification,
+)
 from gymctl.billing.sweeps import SWEEPS, run_sweep
 from gymctl.cli.output import console, err_console, print_json, render_mapping, render_rows
 from gymctl.clock import ensure_utc
@@ -438,3 +446,31 @@ def _render_desk_charge(view: dict[str, Any], as_json: bool) -> None:
         "startedAt": attempt["startedAt"],
     }
     render_mapping({k: v for k, v in summary.items() if v is not None}, title=tx["id"])
+
+
+@app.command("opening-day")
+def opening_day_command(
+    organization: str = ORG,
+    subscription: uuid.UUID = SUBSCRIPTION,
+    on: str = typer.Option(
+        ..., "--on", help="The new opening day, ISO with an explicit UTC offset."
+    ),
+    operator: str = OPERATOR,
+    dry_run: bool = DRY_RUN,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Move a presale's opening day (and its first charge)."""
+    with _unit(dry_run) as session:
+        gym = resolve_organization(session, organization)
+        answer = opening_day.edit_opening_day(
+            session,
+            organization_id=gym.id,
+            subscription_id=subscription,
+            opening_day=_instant(on),
+            actor_user_id=_operator_id(session, operator),
+            now=clock.now(),
+        )
+    if as_json:
+        print_json(answer)
+    else:
+        render_mapping(answer, title="presale opening day")

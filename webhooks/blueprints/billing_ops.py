@@ -19,6 +19,7 @@ from gymctl.billing import (
     desk,
     desk_resolution,
     no_debit,
+    opening_day,
     readiness,
     refunds,
     repair,
@@ -302,6 +303,25 @@ def credit_note(org_id: uuid.UUID, transaction_id: uuid.UUID):
         documents=default_document_provider(),
     )
     return jsonify(data=answer), 200 if answer["replayed"] else 201
+
+
+class OpeningDayBody(Body):
+    opening_day: datetime = Field(alias="openingDay")
+
+
+@bp.put(f"{ORG}/subscriptions/<uuid:subscription_id>/opening-day")
+@org_route(Module.finance, Action.manage)
+def edit_opening_day(org_id: uuid.UUID, subscription_id: uuid.UUID):
+    body = parse(OpeningDayBody)
+    answer = opening_day.edit_opening_day(
+        db(),
+        organization_id=org_id,
+        subscription_id=subscription_id,
+        opening_day=_utc(body.opening_day),
+        actor_user_id=membership().user_id,
+        now=now(),
+    )
+    return jsonify(data=answer)
 
 
 class ClearDebtBody(Body):
