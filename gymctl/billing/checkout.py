@@ -24,7 +24,7 @@ from gymctl.billing.alerts import raise_alert
 from gymctl.crypto import FieldCipher
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
-from gymctl.models import Checkout, PaymentTransaction, Subscription
+from gymctl.models import Checkout, PaymentTransaction, Plan, Subscription
 from gymctl.models.billing import (
     CheckoutStatus,
     CollectionMethod,
@@ -35,6 +35,7 @@ from gymctl.models.billing import (
 )
 from gymctl.models.organizations import MembershipStatus
 from gymctl.providers.card import (
+    CURRENCIES,
     CardProvider,
     PageRequest,
     PageResult,
@@ -47,6 +48,7 @@ SAVE_CARD_ONLY = "CreateTokenOnly"  # the provider's operation names
 CHARGE_AND_SAVE_CARD = "ChargeAndCreateToken"
 ABANDONED = "checkout_abandoned"
 FAILED = "checkout_failed"
+CARD_REPLACEMENT = "card_replacement"
 
 
 @dataclass(frozen=True)
@@ -85,9 +87,16 @@ def purchase_card_plan(
             "this gym does not take card payments online",
             status=409,
         )
+    if plan.currency not in CURRENCIES:
+        raise DomainError(
+            "currency_not_supported",
+            f"the card provider does not take {plan.currency}",
+            status=409,
+        )
     plans.refuse_if_held(session, plan, user_id)
     plans.take_purchase_slot(session, plan)
     opening = plans.presale_opening_day(session, organization_id, now)
+    free = plan.price_in_cents == 0  # nothing to charge: the page only saves the card
     subscription = plans.new_subscription(
         session,
         plan,
@@ -102,7 +111,7 @@ def purchase_card_plan(
         organization_id=organization_id,
         subscription_id=subscription.id,
         user_id=user_id,
-        operation=SAVE_CARD_ONLY if opening else CHARGE_AND_SAVE_CARD,
+        operation=SAVE_CARD_ONLY if opening or free else CHARGE_AND_SAVE_CARD,
         terminal=config.terminal,
         amount_in_cents=plan.price_in_cents,
         currency=plan.currency,
@@ -113,26 +122,7 @@ def purchase_card_plan(
     )
     session.add(checkout)
     session.flush()
-    try:
-        page = provider.create_page(
-            terminal_of(config, cipher),
-            PageRequest(
-                operation=checkout.operation,
-                amount_in_cents=checkout.amount_in_cents,
-                currency=checkout.currency,
-                return_value=str(checkout.id),
-                success_url=urls.success,
-                failure_url=urls.failure,
-                webhook_url=urls.webhook,
-            ),
-        )
-    except ProviderUnavailable:
-        raise DomainError(
-            "provider_unreachable", "the card provider is unreachable; try again", status=503
-        ) from None
-    checkout.page_id = page.page_id
-    checkout.url = page.url
-    checkout.metadata_ = {"lowProfileId": page.page_id}
+    open_page(provider, terminal_of(config, cipher), checkout, urls)
     emit(
         session,
         EventKind.analytics,
@@ -150,6 +140,30 @@ def purchase_card_plan(
     )
     session.flush()
     return subscription, checkout
+
+
+def open_page(provider: CardProvider, terminal, checkout: Checkout, urls: Urls) -> None:
+    """Open the checkout's hosted page; 503 provider_unreachable (the caller keeps nothing)."""
+    try:
+        page = provider.create_page(
+            terminal,
+            PageRequest(
+                operation=checkout.operation,
+                amount_in_cents=checkout.amount_in_cents,
+                currency=checkout.currency,
+                return_value=str(checkout.id),
+                success_url=urls.success,
+                failure_url=urls.failure,
+                webhook_url=urls.webhook,
+            ),
+        )
+    except ProviderUnavailable:
+        raise DomainError(
+            "provider_unreachable", "the card provider is unreachable; try again", status=503
+        ) from None
+    checkout.page_id = page.page_id
+    checkout.url = page.url
+    checkout.metadata_ = {**(checkout.metadata_ or {}), "lowProfileId": page.page_id}
 
 
 def checkout_by_page(session: Session, organization_id: uuid.UUID, page_id: str) -> Checkout | None:
@@ -184,13 +198,15 @@ def apply_page(
             return "already_failed"
         checkout.status = CheckoutStatus.failed
         checkout.completed_at = now
+        if is_replacement(checkout):  # the old card stays; nothing else changes
+            return "failed"
         if checkout.operation == SAVE_CARD_ONLY:
             raise_alert(
                 "presale_checkout_transaction_failed",
                 checkoutId=checkout.id,
                 subscriptionId=subscription.id,
             )
-        _cancel_unpaid(subscription, reason=FAILED, now=now)
+        _cancel_unpaid(session, subscription, reason=FAILED, now=now)
         emit(
             session,
             EventKind.domain,
@@ -216,15 +232,51 @@ def apply_page(
             cipher=cipher,
         )
         subscription.payment_method_id = method.id
+        if is_replacement(checkout):
+            emit(
+                session,
+                EventKind.audit,
+                "payment_method.replaced",
+                at=now,
+                aggregate_type="subscription",
+                aggregate_id=subscription.id,
+                organization_id=checkout.organization_id,
+                actor_user_id=checkout.user_id,
+                payload={"paymentMethodId": str(method.id), "checkoutId": str(checkout.id)},
+            )
+            subscription.updated_at = now
+            session.flush()
+            return "completed"
+    revived = True
     if subscription.status == SubscriptionStatus.cancelled and subscription.cancellation_reason in (
         ABANDONED,
         FAILED,
     ):
-        # spec B 3: a late verified completion revives an abandoned checkout to scheduled.
-        subscription.status = SubscriptionStatus.scheduled
-        subscription.cancellation_reason = None
-        subscription.cancelled_at = None
-        subscription.ended_at = None
+        # spec B 3: a late verified completion revives an abandoned checkout to scheduled,
+        # unless the member holds the plan again since (plan_already_held holds on revival).
+        # The slot its cancellation gave back is taken again; a plan sold out since, or held
+        # again by the member, is not sold twice: the money is recorded and staff alerted.
+        plan = session.get(Plan, subscription.plan_id)
+        holder = plans.live_holder(session, plan, subscription.user_id, other_than=subscription.id)
+        refusal = "late_completion_of_a_plan_already_held" if holder is not None else None
+        if refusal is None:
+            try:
+                plans.take_purchase_slot(session, plan)
+            except DomainError:
+                refusal = "late_completion_of_a_sold_out_plan"
+        revived = refusal is None
+        if revived:
+            subscription.status = SubscriptionStatus.scheduled
+            subscription.cancellation_reason = None
+            subscription.cancelled_at = None
+            subscription.ended_at = None
+        else:
+            raise_alert(
+                "billing_contradiction",
+                detail=refusal,
+                checkoutId=checkout.id,
+                subscriptionId=subscription.id,
+            )
     subscription.updated_at = now
     if checkout.operation == CHARGE_AND_SAVE_CARD:
         transaction = PaymentTransaction(
@@ -245,7 +297,12 @@ def apply_page(
             updated_at=now,
         )
         session.add(transaction)
-        attempts.grant_period(session, subscription, now=now)
+        if revived:
+            attempts.grant_period(session, subscription, now=now)
+        else:  # the money is recorded on the page's own (cancelled) subscription: staff refund it
+            transaction.metadata_ = {**transaction.metadata_, "notRevived": refusal}
+    elif revived and checkout.amount_in_cents == 0 and subscription.opening_day is None:
+        attempts.grant_period(session, subscription, now=now)  # a free plan: the card is enough
     session.flush()
     return "completed"
 
@@ -276,6 +333,8 @@ def verify_and_apply(
         return "deal_not_found", checkout
     if checkout is None or page.return_value != str(checkout.id):
         return "unverified", checkout
+    if _charged_otherwise(checkout, page):
+        return record_contradiction(session, checkout.id, page, now=now), checkout
     if page.state == PageState.pending or (
         page.state == PageState.succeeded and not _confirmed(checkout, page)
     ):
@@ -303,6 +362,8 @@ def abandoned_sweep(
     for checkout_id in expired:
         with factory() as session:
             checkout = session.get(Checkout, checkout_id)
+            if (checkout.metadata_ or {}).get("contradiction"):
+                continue  # money was taken: staff resolve it, the sweep never cancels it
             outcome = "deal_not_found"
             if checkout.page_id:
                 outcome, _ = verify_and_apply(
@@ -313,8 +374,10 @@ def abandoned_sweep(
                     now=now,
                     cipher=cipher,
                 )
-            if outcome in ("completed", "failed", "provider_unreachable"):
+            if outcome in ("completed", "failed", "provider_unreachable", "billing_contradiction"):
                 result["completed"] += outcome == "completed"
+                if outcome == "billing_contradiction":
+                    result["alerts"].append({"reason": outcome, "checkoutId": str(checkout_id)})
                 session.commit()
                 continue
             checkout = session.scalar(
@@ -325,8 +388,11 @@ def abandoned_sweep(
                 continue
             checkout.status = CheckoutStatus.abandoned
             checkout.metadata_ = {**checkout.metadata_, "checkoutPageExpiredAt": now.isoformat()}
+            if is_replacement(checkout):  # the old card stays; the subscription is untouched
+                session.commit()
+                continue
             subscription = attempts.lock_subscription(session, checkout.subscription_id)
-            _cancel_unpaid(subscription, reason=ABANDONED, now=now)
+            _cancel_unpaid(session, subscription, reason=ABANDONED, now=now)
             if checkout.operation == SAVE_CARD_ONLY:
                 result["alerts"].append(
                     raise_alert(
@@ -340,6 +406,81 @@ def abandoned_sweep(
     return result
 
 
+def _charged_otherwise(checkout: Checkout, page: PageResult) -> bool:
+    """A charging page whose deal took another amount or currency than the checkout's: money
+    was taken, so it is neither waited on nor abandoned."""
+    return (
+        checkout.operation == CHARGE_AND_SAVE_CARD
+        and page.state == PageState.succeeded
+        and page.transaction_id is not None
+        and page.amount_in_cents is not None
+        and not _confirmed(checkout, page)
+    )
+
+
+def record_contradiction(
+    session: Session, checkout_id: uuid.UUID, page: PageResult, *, now: datetime
+) -> str:
+    """Put money a page took for another amount on the ledger, once: a pending card charge
+    (protected: it cannot be dismissed) on the checkout's subscription, the checkout marked,
+    and the billing contradiction alert. The subscription is left as it is: it is never
+    cancelled over taken money, nor granted a period it was not paid for. Answers
+    billing_contradiction."""
+    checkout = session.scalar(
+        select(Checkout)
+        .where(Checkout.id == checkout_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if (checkout.metadata_ or {}).get("contradiction"):
+        return "billing_contradiction"
+    taken = {
+        "expectedAmountInCents": checkout.amount_in_cents,
+        "expectedCurrency": checkout.currency,
+        "amountInCents": page.amount_in_cents,
+        "currency": page.currency or checkout.currency,
+        "at": now.isoformat(),
+    }
+    transaction = PaymentTransaction(
+        id=ids.new_id(),
+        organization_id=checkout.organization_id,
+        subscription_id=checkout.subscription_id,
+        user_id=checkout.user_id,
+        type=TransactionType.charge,
+        status=TransactionStatus.pending,
+        provider=CARD_PROVIDER,
+        method="card",
+        amount_in_cents=page.amount_in_cents,
+        currency=taken["currency"],
+        provider_transaction_id=page.transaction_id,
+        metadata_={"checkoutId": str(checkout.id), "pageId": checkout.page_id},
+        billing_attempt={
+            "protocol": attempts.PROTOCOL,
+            "terminal": checkout.terminal,
+            "amountInCents": checkout.amount_in_cents,
+            "currency": checkout.currency,
+            "contradiction": {"field": "amount", **taken},
+        },
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(transaction)
+    checkout.metadata_ = {**checkout.metadata_, "contradiction": taken}
+    raise_alert(
+        "billing_contradiction",
+        detail="checkout_page_charged_another_amount",
+        checkoutId=checkout.id,
+        subscriptionId=checkout.subscription_id,
+        transactionId=transaction.id,
+    )
+    session.flush()
+    return "billing_contradiction"
+
+
+def is_replacement(checkout: Checkout) -> bool:
+    return (checkout.metadata_ or {}).get("purpose") == CARD_REPLACEMENT
+
+
 def _confirmed(checkout: Checkout, page: PageResult) -> bool:
     """A charging page counts only with its deal and the exact amount and currency."""
     if checkout.operation != CHARGE_AND_SAVE_CARD:
@@ -351,9 +492,12 @@ def _confirmed(checkout: Checkout, page: PageResult) -> bool:
     )
 
 
-def _cancel_unpaid(subscription: Subscription, *, reason: str, now: datetime) -> None:
+def _cancel_unpaid(
+    session: Session, subscription: Subscription, *, reason: str, now: datetime
+) -> None:
     if subscription.status != SubscriptionStatus.scheduled or subscription.payment_method_id:
         return
+    plans.release_purchase_slot(session, subscription.plan_id)
     subscription.status = SubscriptionStatus.cancelled
     subscription.cancellation_reason = reason
     subscription.cancelled_at = now

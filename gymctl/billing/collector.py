@@ -253,6 +253,7 @@ def _due_filter(now: datetime, statuses: tuple[SubscriptionStatus, ...]) -> list
         Subscription.deleted_at.is_(None),
         Subscription.status.in_(statuses),
         Subscription.payment_collection_method == CollectionMethod.card_provider,
+        Subscription.price_in_cents > 0,  # a free plan rolls on in the lifecycle, never charged
         Subscription.next_charge_date <= now,
         (Subscription.retry_at.is_(None)) | (Subscription.retry_at <= now),
         ~attempts.ends_before_renewal(),

@@ -34,9 +34,15 @@ from gymctl.billing.resolution import (
 from gymctl.crypto import FieldCipher
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
-from gymctl.models import PaymentMethod, PaymentTransaction
+from gymctl.models import PaymentMethod, PaymentTransaction, Plan
 from gymctl.models.billing import TransactionStatus, TransactionType
-from gymctl.providers.card import CardProvider, ChargeResult, Outcome, ProviderUnavailable
+from gymctl.providers.card import (
+    CURRENCIES,
+    CardProvider,
+    ChargeResult,
+    Outcome,
+    ProviderUnavailable,
+)
 from gymctl.providers.documents import TAX_INVOICE_AND_RECEIPT, DocumentProvider
 
 DESK_CHARGE = "desk_charge"
@@ -139,6 +145,7 @@ def _store(
         )
     if request.amount_in_cents <= 0:
         raise DomainError("amount_invalid", "the amount must be positive", status=422)
+    refuse_foreign_currency(session, organization_id, request.currency)
     membership_of(session, organization_id, request.user_id)
     method = session.scalar(
         select(PaymentMethod)
@@ -190,6 +197,34 @@ def _store(
     return transaction.id, terminal_of(config, cipher), saved_card(method, cipher)
 
 
+def refuse_foreign_currency(session: Session, organization_id: uuid.UUID, currency: str) -> None:
+    """Before anything is stored: 422 currency_not_supported for a currency the card provider
+    does not take, 409 currency_mismatch for one the gym does not sell in (the currencies of
+    its plans; a gym without plans takes any the provider does)."""
+    currency = currency.upper()
+    if currency not in CURRENCIES:
+        raise DomainError(
+            "currency_not_supported",
+            f"the card provider does not take {currency}",
+            status=422,
+            supported=sorted(CURRENCIES),
+        )
+    sold_in = set(
+        session.scalars(
+            select(Plan.currency)
+            .where(Plan.organization_id == organization_id, Plan.deleted_at.is_(None))
+            .distinct()
+        )
+    )
+    if sold_in and currency not in sold_in:
+        raise DomainError(
+            "currency_mismatch",
+            f"this gym does not charge in {currency}",
+            status=409,
+            currencies=sorted(sold_in),
+        )
+
+
 def _send(session, provider: CardProvider, transaction_id, terminal, card) -> ChargeResult:
     attempt = session.get(PaymentTransaction, transaction_id).billing_attempt
     return provider.charge_token(
@@ -211,7 +246,20 @@ def _finish(
     *,
     replayed: bool,
 ) -> dict[str, Any]:
-    """Apply the provider's answer once (under the row lock) and commit."""
+    """Apply the provider's answer once and commit (the desk charge's own session)."""
+    transaction = apply_result(session, transaction_id, result, now, documents)
+    session.commit()
+    return answer_of(transaction, replayed=replayed)
+
+
+def apply_result(
+    session: Session,
+    transaction_id: uuid.UUID,
+    result: ChargeResult,
+    now: datetime,
+    documents: DocumentProvider,
+) -> PaymentTransaction:
+    """Apply the provider's answer once, under the row lock; the caller commits."""
     transaction = session.scalar(
         select(PaymentTransaction)
         .where(PaymentTransaction.id == transaction_id)
@@ -257,8 +305,8 @@ def _finish(
                     "userId": str(transaction.user_id),
                 },
             )
-    session.commit()
-    return _answer(transaction, replayed=replayed)
+    session.flush()
+    return transaction
 
 
 def _replay(
@@ -272,7 +320,7 @@ def _replay(
 ) -> dict[str, Any]:
     transaction = session.get(PaymentTransaction, transaction_id)
     if transaction.status != TransactionStatus.pending:
-        return _answer(transaction, replayed=True)
+        return answer_of(transaction, replayed=True)
     started = datetime.fromisoformat(transaction.billing_attempt["startedAt"])
     # Asked on the merchant account that sent it, even when the gym has moved terminal since.
     config = original_account(
@@ -296,13 +344,13 @@ def _reconciliation_required(transaction: PaymentTransaction) -> DomainError:
     return DomainError(
         "billing_reconciliation_required",
         "the card provider has not confirmed this charge yet; it is not a decline. Replay the "
-        "same key later",
+        "same key later, or reconcile the charge by its id",
         status=409,
         transactionId=str(transaction.id),
     )
 
 
-def _answer(transaction: PaymentTransaction, *, replayed: bool) -> dict[str, Any]:
+def answer_of(transaction: PaymentTransaction, *, replayed: bool) -> dict[str, Any]:
     if transaction.status == TransactionStatus.pending:
         outcome = "pending"
     elif transaction.status == TransactionStatus.failed:

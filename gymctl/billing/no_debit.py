@@ -1,11 +1,13 @@
 """The owner's confirm-no-debit and authorize-retry (spec B 3, 4.2, 5).
 
 confirm-no-debit records the provider's confirmation that a protected attempt charged nothing.
-Every local veto is checked first, so a refused request never reaches the provider; then the
-provider is asked (a verified approval vetoes and settles normally, a confirmed decline is
-applied likewise); then the owner and every veto are rechecked under the billing lock, and only
-this hold closes: cancelled with decision not_charged, subscription dates unchanged, and either
-one retry authorized or the obligation left paused for authorize-retry.
+The provider is asked first (spec B 4.2: "The route checks the provider first"): a verified
+approval vetoes the request and settles normally, a confirmed decline is applied likewise,
+whatever the request says; then the owner and every local veto are checked under the billing
+lock, and only this hold closes: cancelled with decision not_charged, subscription dates
+unchanged, and either one retry authorized or the obligation left paused for authorize-retry.
+A request id names one confirmation: replayed with the same evidence it answers replayed, with
+any other evidence (or for another attempt) it is a conflict.
 """
 
 from __future__ import annotations
@@ -74,19 +76,25 @@ def confirm_no_debit(
     require_uuid4(confirmation.request_id, code="request_id_invalid", field="requestId")
     transaction = protected_transaction(session, organization_id, transaction_id)
     _require_owner(session, organization_id, actor_user_id)
-    if _replay_of(transaction, confirmation):
+    if _replay_of(session, transaction, confirmation):
         return {
             "outcome": "not_charged",
             "replayed": True,
             **describe(session, transaction, now=now),
         }
-    _check_dismissable(session, transaction, confirmation, now=now)
-    result = lookup(session, provider, cipher, transaction)
+    # The provider first: only an attempt that is no longer pending needs no asking (its own
+    # veto answers), and an attempt whose merchant account is gone cannot be asked.
+    result = (
+        lookup(session, provider, cipher, transaction)
+        if transaction.status == TransactionStatus.pending
+        else None
+    )
     transaction = lock_transaction(session, transaction)
     _require_owner(session, organization_id, actor_user_id)  # rechecked under the lock
-    if transaction.status == TransactionStatus.pending and result.outcome in (
-        Outcome.approved,
-        Outcome.declined,
+    if (
+        result is not None
+        and transaction.status == TransactionStatus.pending
+        and result.outcome in (Outcome.approved, Outcome.declined)
     ):
         # The provider's verified answer wins over the request: applied as the collector would.
         applied = attempts.apply_outcome(session, transaction.id, result, now=now)
@@ -128,6 +136,7 @@ def confirm_no_debit(
         "requestId": str(confirmation.request_id),
         "decidedByUserId": str(actor_user_id),
         "retryAuthorized": confirmation.authorize_retry,
+        "retryRequested": confirmation.authorize_retry,
         "retryAuthorizedAt": now.isoformat() if confirmation.authorize_retry else None,
         # Whether collection was already paused by the owner before this hold.
         "ownerPaused": subscription.collection_paused,
@@ -272,24 +281,51 @@ def _check_dismissable(
         )
 
 
-def _replay_of(transaction: PaymentTransaction, confirmation: NoDebitConfirmation) -> bool:
-    resolution = transaction.billing_resolution or {}
-    if not is_dismissed(transaction) or resolution.get("requestId") != str(confirmation.request_id):
-        return False
-    evidence = resolution.get("evidence") or {}
-    same = (
-        evidence.get("externalAttemptId") == confirmation.external_attempt_id
-        and evidence.get("amountInCents") == confirmation.amount_in_cents
-        and evidence.get("terminal") == confirmation.terminal
-        and evidence.get("currency") == confirmation.currency
+def _replay_of(
+    session: Session, transaction: PaymentTransaction, confirmation: NoDebitConfirmation
+) -> bool:
+    """True for a replay of the confirmation that closed this attempt; 409
+    billing_request_id_reused for the same request id with any other evidence or attempt."""
+    request_id = str(confirmation.request_id)
+    used_on = session.scalar(
+        select(PaymentTransaction).where(
+            PaymentTransaction.organization_id == transaction.organization_id,
+            PaymentTransaction.billing_resolution["requestId"].as_string() == request_id,
+        )
     )
-    if not same:
+    if used_on is None:
+        return False
+    resolution = used_on.billing_resolution or {}
+    if used_on.id != transaction.id or _evidence(confirmation) != _evidence_of(resolution):
         raise DomainError(
             "billing_request_id_reused",
             "this request id was used for a different confirmation",
             status=409,
         )
-    return True
+    return is_dismissed(transaction)
+
+
+def _evidence(confirmation: NoDebitConfirmation) -> dict[str, Any]:
+    return {
+        "providerCaseId": confirmation.provider_case_id,
+        "confirmedAt": confirmation.confirmed_at.isoformat(),
+        "externalAttemptId": confirmation.external_attempt_id,
+        "terminal": confirmation.terminal,
+        "amountInCents": confirmation.amount_in_cents,
+        "currency": confirmation.currency,
+        "attestations": {
+            "noDebitOccurred": confirmation.no_debit_occurred,
+            "cannotSettleLater": confirmation.cannot_settle_later,
+        },
+        "retryAuthorized": confirmation.authorize_retry,
+    }
+
+
+def _evidence_of(resolution: dict[str, Any]) -> dict[str, Any]:
+    stored = dict(resolution.get("evidence") or {})
+    stored.pop("providerLookup", None)
+    # The retry choice of the request, not a later authorize-retry.
+    return {**stored, "retryAuthorized": bool(resolution.get("retryRequested"))}
 
 
 def _hold_or_release(

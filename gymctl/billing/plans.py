@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 from dateutil.relativedelta import relativedelta
 from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymctl import ids
@@ -30,6 +31,8 @@ from gymctl.models.billing import (
 )
 
 CURRENCY_LENGTH = 3
+# How each engine names a violation of that index: PostgreSQL by name, SQLite by its columns.
+PLAN_HELD = ("uq_subscriptions_plan_held", "subscriptions.plan_id, subscriptions.user_id")
 
 
 @dataclass(frozen=True)
@@ -115,28 +118,40 @@ def subscriptions_of(
     )
 
 
+def live_holder(
+    session: Session, plan: Plan, user_id: uuid.UUID, *, other_than: uuid.UUID | None = None
+) -> Subscription | None:
+    """The member's active or scheduled subscription of a recurring plan, if any."""
+    if not plan.recurring:
+        return None
+    query = select(Subscription).where(
+        Subscription.plan_id == plan.id,
+        Subscription.user_id == user_id,
+        Subscription.deleted_at.is_(None),
+        Subscription.status.in_((SubscriptionStatus.active, SubscriptionStatus.scheduled)),
+    )
+    if other_than is not None:
+        query = query.where(Subscription.id != other_than)
+    return session.scalar(query.limit(1))
+
+
 def refuse_if_held(session: Session, plan: Plan, user_id: uuid.UUID) -> None:
     """409 plan_already_held {status, subscriptionId} for an active or scheduled holder of a
     recurring plan (spec B 4.3); the join flow treats that answer as done."""
-    if not plan.recurring:
-        return
-    held = session.scalar(
-        select(Subscription).where(
-            Subscription.plan_id == plan.id,
-            Subscription.user_id == user_id,
-            Subscription.deleted_at.is_(None),
-            Subscription.status.in_((SubscriptionStatus.active, SubscriptionStatus.scheduled)),
-        )
-    )
+    held = live_holder(session, plan, user_id)
     if held is not None:
-        error = DomainError(
-            "plan_already_held",
-            "you already hold this plan",
-            status=409,
-            subscriptionId=str(held.id),
-        )
-        error.details["status"] = held.status.value  # a detail named like the HTTP status
-        raise error
+        raise _already_held(held)
+
+
+def _already_held(held: Subscription | None) -> DomainError:
+    error = DomainError(
+        "plan_already_held",
+        "you already hold this plan",
+        status=409,
+        subscriptionId=str(held.id) if held else None,
+    )
+    error.details["status"] = held.status.value if held else None  # named like the HTTP status
+    return error
 
 
 def take_purchase_slot(session: Session, plan: Plan) -> None:
@@ -153,6 +168,17 @@ def take_purchase_slot(session: Session, plan: Plan) -> None:
     )
     if taken.rowcount == 0:
         raise DomainError("plan_sold_out", "this plan is sold out", status=409)
+
+
+def release_purchase_slot(session: Session, plan_id: uuid.UUID) -> None:
+    """Give back the purchase an unpaid subscription counted (its page failed or was
+    abandoned): max_purchases caps sales, not pages opened."""
+    session.execute(
+        update(Plan)
+        .where(Plan.id == plan_id, Plan.purchases_count > 0)
+        .values(purchases_count=Plan.purchases_count - 1)
+        .execution_options(synchronize_session=False)
+    )
 
 
 def new_subscription(
@@ -185,8 +211,16 @@ def new_subscription(
         updated_at=now,
         cash_pauses=[],
     )
-    session.add(subscription)
-    session.flush()
+    try:
+        with session.begin_nested():  # it flushes first: the row is added inside it
+            session.add(subscription)
+            session.flush()
+    except IntegrityError as error:
+        if not any(name in str(error.orig) for name in PLAN_HELD):
+            raise
+        # A concurrent purchase of the same recurring plan committed first (the unique index
+        # waited for it): the answer is the same as if it had been seen by refuse_if_held.
+        raise _already_held(live_holder(session, plan, membership.user_id)) from None
     return subscription
 
 

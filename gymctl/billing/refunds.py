@@ -1,11 +1,18 @@
 """Refunds (spec B 2.2, 3): completed -> refund_pending -> refunded, through the card provider
 for card payments and by hand (cash returned) for the others, with a refund document.
 
-Money safety without committing inside the caller's unit of work: the provider's unique id of a
-refund is derived from the refunded transaction and how much of it was refunded before, so a
-refund rolled back after the provider acted (a crash, a lost answer) is retried under the same
-id and the provider answers the original outcome instead of refunding twice (notes/billing.md:
-ExternalUniqTranIdResponse).
+A card refund runs in three steps, exactly like a charge (notes/billing.md, attempts.py):
+
+1. `begin_refund` locks the payment, stores the refund row in refund_pending with its attempt
+   (a fresh unique id, terminal, amount, currency) and sets the payment refund_pending; the
+   caller COMMITS before step 2.
+2. `execute_refund` sends the stored attempt, outside any transaction, under its unique id;
+3. and applies the answer under the refund row's lock if it is still pending.
+
+A crash or a lost answer leaves the refund pending: it is resumed only by sending the same
+stored attempt again (the provider answers a reused unique id with its original outcome, never
+a second refund). While a refund is pending no other refund of the payment starts, whatever
+its amount (409 refund_in_progress): the money cannot go back twice.
 """
 
 from __future__ import annotations
@@ -15,9 +22,10 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
+from gymctl.billing import attempts
 from gymctl.billing.accounts import CARD_PROVIDER, active_config, terminal_of
 from gymctl.billing.resolution import original_account
 from gymctl.crypto import FieldCipher
@@ -36,7 +44,6 @@ from gymctl.providers.documents import (
 )
 
 REFUNDABLE = (TransactionStatus.completed,)
-_UNIQUE_NAMESPACE = uuid.UUID("6f0d3c1e-8a55-4a55-9a0e-2f6f4c1b7a10")
 
 
 def refunded_so_far(transaction: PaymentTransaction) -> int:
@@ -52,11 +59,9 @@ def refundable_amount(transaction: PaymentTransaction) -> int:
     return transaction.amount_in_cents - refunded_so_far(transaction) - credited_so_far(transaction)
 
 
-def refund_transaction(
+def begin_refund(
     session: Session,
     *,
-    provider: CardProvider,
-    cipher: FieldCipher,
     transaction: PaymentTransaction,
     amount_cents: int,
     reason: str,
@@ -66,32 +71,23 @@ def refund_transaction(
     source: str = "refund",
     metadata: dict[str, Any] | None = None,
 ) -> PaymentTransaction:
-    """Give back `amount_cents` of a completed payment and return the refund row (type refund,
-    status refunded, metadata.refundedTransactionId, its ReceiptRefund or
-    TaxInvoiceAndReceiptRefund document).
+    """Step 1: store the refund of `amount_cents` of a completed payment and return its row
+    (type refund, metadata.refundedTransactionId). A card refund is returned refund_pending
+    with its stored attempt: the caller commits, then calls `execute_refund`. A manual, cash or
+    external payment is returned refunded at once (money returned by hand, no provider call).
 
-    Card-provider payments are refunded through `provider` on the terminal that took them;
-    manual, cash and external ones are recorded as money returned by hand (no provider call).
-    The refunded row is locked, set refund_pending while the provider is asked, then refunded
-    when nothing is left or completed again after a partial refund. A document that cannot be
-    issued leaves `document_error` on the refund row; the money stands.
-
-    Raises DomainError, with every write of this call undone (a savepoint), when the refund is
-    not possible: 404 transaction_not_found, 409 refund_not_refundable (not completed),
-    422 refund_amount_invalid, 409 refund_exceeds_remaining, 409
-    refund_provider_reference_missing (a card payment without its provider transaction), 409
-    refund_original_account_unavailable (no credentials are kept for the terminal that took the
-    payment; a replaced terminal's kept ones still refund), 503 refund_provider_unavailable
-    (nothing known: retrying is safe, the same unique id is used), 409 refund_declined (the
-    provider refused). The caller commits.
+    Raises DomainError, with every write of this call undone (a savepoint): 404
+    transaction_not_found, 409 refund_in_progress (an earlier refund of it is unresolved),
+    409 refund_not_refundable (not completed), 422 refund_amount_invalid, 409
+    refund_exceeds_remaining, 409 refund_provider_reference_missing (a card payment without
+    its provider transaction), 409 refund_original_account_unavailable (no credentials are
+    kept for the terminal that took the payment; a replaced terminal's kept ones still refund).
     `source` and `metadata` are recorded on the refund row (e.g. cash_notice_settlement).
     """
     savepoint = session.begin_nested()
     try:
-        refund = _refund(
+        refund = _begin(
             session,
-            provider=provider,
-            cipher=cipher,
             transaction_id=transaction.id,
             amount_cents=amount_cents,
             reason=reason,
@@ -108,11 +104,9 @@ def refund_transaction(
     return refund
 
 
-def _refund(
+def _begin(
     session: Session,
     *,
-    provider: CardProvider,
-    cipher: FieldCipher,
     transaction_id: uuid.UUID,
     amount_cents: int,
     reason: str,
@@ -122,14 +116,18 @@ def _refund(
     source: str,
     metadata: dict[str, Any],
 ) -> PaymentTransaction:
-    original = session.scalar(
-        select(PaymentTransaction)
-        .where(PaymentTransaction.id == transaction_id)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    )
+    original = _locked(session, transaction_id)
     if original is None:
         raise DomainError("transaction_not_found", "no such transaction", status=404)
+    if original.status == TransactionStatus.refund_pending:
+        pending = pending_refund_of(session, original.id)
+        raise DomainError(
+            "refund_in_progress",
+            "an earlier refund of this payment is not resolved yet; it completes by itself "
+            "(recovery sends the same refund again, never a second one)",
+            status=409,
+            refundTransactionId=str(pending.id) if pending else None,
+        )
     if original.status not in REFUNDABLE or original.type == TransactionType.refund:
         raise DomainError(
             "refund_not_refundable",
@@ -147,7 +145,8 @@ def _refund(
             status=409,
             remainingInCents=left,
         )
-    if original.provider == CARD_PROVIDER and not original.provider_transaction_id:
+    by_card = original.provider == CARD_PROVIDER
+    if by_card and not original.provider_transaction_id:
         # Card money goes back only through the provider: a card payment recorded as refunded
         # by hand would leave the member unpaid.
         raise DomainError(
@@ -155,7 +154,6 @@ def _refund(
             "this card payment has no provider transaction to refund; resolve it first",
             status=409,
         )
-    before = refunded_so_far(original)
     refund = PaymentTransaction(
         id=ids.new_id(),
         organization_id=original.organization_id,
@@ -172,65 +170,41 @@ def _refund(
             **metadata,
             "source": source,
             "refundedTransactionId": str(original.id),
-            "cashReturned": original.provider != CARD_PROVIDER,
+            "cashReturned": not by_card,
+            "actorUserId": str(actor_user_id) if actor_user_id else None,
         },
         created_at=now,
         updated_at=now,
     )
+    if by_card:
+        refund.billing_attempt = {
+            "protocol": attempts.PROTOCOL,
+            "externalAttemptId": str(uuid.uuid4()),
+            "terminal": _refunding_terminal(session, original),
+            "amountInCents": amount_cents,
+            "currency": original.currency,
+            "providerTransactionId": original.provider_transaction_id,
+            "startedAt": now.isoformat(),
+        }
     session.add(refund)
     original.status = TransactionStatus.refund_pending
     original.updated_at = now
     session.flush()
-    if original.provider == CARD_PROVIDER:
-        refund.refund_external_reference = _through_provider(
-            session,
-            provider,
-            cipher,
-            original,
-            amount_cents=amount_cents,
-            unique_id=str(uuid.uuid5(_UNIQUE_NAMESPACE, f"{original.id}:{before}:{amount_cents}")),
-        )
-        refund.provider_transaction_id = refund.refund_external_reference
-    refund.status = TransactionStatus.refunded
-    refund.updated_at = now
-    original.metadata_ = {**original.metadata_, "refundedInCents": before + amount_cents}
-    original.status = (
-        TransactionStatus.refunded
-        if refundable_amount(original) == 0
-        else TransactionStatus.completed
-    )
-    _document(session, documents, refund, original, now=now)
-    emit(
-        session,
-        EventKind.audit,
-        "payment.refunded",
-        at=now,
-        aggregate_type="payment_transaction",
-        aggregate_id=original.id,
-        organization_id=original.organization_id,
-        actor_user_id=actor_user_id,
-        payload={
-            "refundTransactionId": str(refund.id),
-            "amountInCents": amount_cents,
-            "currency": refund.currency,
-            "source": source,
-            "reason": reason[:200],
-            "fully": original.status == TransactionStatus.refunded,
-        },
-    )
-    session.flush()
+    if not by_card:
+        _refunded(session, refund, original, None, now=now, documents=documents)
     return refund
 
 
-def _through_provider(
-    session: Session,
-    provider: CardProvider,
-    cipher: FieldCipher,
-    original: PaymentTransaction,
-    *,
-    amount_cents: int,
-    unique_id: str,
-) -> str | None:
+def _locked(session: Session, transaction_id: uuid.UUID) -> PaymentTransaction | None:
+    return session.scalar(
+        select(PaymentTransaction)
+        .where(PaymentTransaction.id == transaction_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+
+
+def _refunding_terminal(session: Session, original: PaymentTransaction) -> str:
     took_it = (original.billing_attempt or {}).get("terminal")
     if took_it is not None:  # the terminal that took it, even if since replaced
         config = original_account(session, original.organization_id, took_it)
@@ -242,27 +216,131 @@ def _through_provider(
             "the merchant account that took this payment is no longer connected",
             status=409,
         )
+    return config.terminal
+
+
+def pending_refund_of(session: Session, original_id: uuid.UUID) -> PaymentTransaction | None:
+    return session.scalar(
+        select(PaymentTransaction).where(
+            PaymentTransaction.type == TransactionType.refund,
+            PaymentTransaction.status == TransactionStatus.refund_pending,
+            PaymentTransaction.metadata_["refundedTransactionId"].as_string() == str(original_id),
+        )
+    )
+
+
+def execute_refund(
+    session: Session,
+    provider: CardProvider,
+    cipher: FieldCipher,
+    refund_id: uuid.UUID,
+    *,
+    now: datetime,
+    documents: DocumentProvider,
+) -> PaymentTransaction:
+    """Steps 2 and 3 of a stored card refund (the caller committed step 1): send its stored
+    attempt and apply the answer once. Returns the refund row: refunded, failed (the provider
+    refused: the payment is completed again) or still refund_pending (nothing is known; send
+    again later, under the same unique id). The caller commits."""
+    refund = session.get(PaymentTransaction, refund_id, populate_existing=True)
+    if refund is None or refund.status != TransactionStatus.refund_pending:
+        return refund
+    attempt = dict(refund.billing_attempt)
+    config = original_account(session, refund.organization_id, attempt["terminal"])
+    if config is None:
+        return refund  # kept pending: readiness lists it, the account may come back
     try:
         result = provider.refund(
             terminal_of(config, cipher),
-            transaction_id=original.provider_transaction_id,
-            amount_in_cents=amount_cents,
-            unique_id=unique_id,
+            transaction_id=attempt["providerTransactionId"],
+            amount_in_cents=attempt["amountInCents"],
+            unique_id=attempt["externalAttemptId"],
         )
     except ProviderUnavailable:
-        raise DomainError(
-            "refund_provider_unavailable",
-            "the card provider could not be reached; nothing was refunded here, try again",
-            status=503,
-        ) from None
-    if result.outcome != Outcome.approved:
+        result = None
+    refund = _locked(session, refund_id)
+    if refund.status != TransactionStatus.refund_pending:
+        return refund  # another worker applied it first
+    original = _locked(session, uuid.UUID(refund.metadata_["refundedTransactionId"]))
+    if result is None:
+        since = attempt.get("uncertainSince") or now.isoformat()
+        refund.billing_attempt = {**attempt, "uncertainSince": since}
+    elif result.outcome == Outcome.approved:
+        _refunded(session, refund, original, result.transaction_id, now=now, documents=documents)
+    else:
+        refund.status = TransactionStatus.failed
+        refund.metadata_ = {**refund.metadata_, "responseCode": result.response_code}
+        original.status = TransactionStatus.completed
+        original.updated_at = now
+    refund.updated_at = now
+    session.flush()
+    return refund
+
+
+def raise_unless_refunded(refund: PaymentTransaction) -> None:
+    """The refusal a door answers for a refund that did not complete (after committing it)."""
+    if refund.status == TransactionStatus.failed:
         raise DomainError(
             "refund_declined",
             "the card provider refused the refund",
             status=409,
-            responseCode=result.response_code,
+            responseCode=(refund.metadata_ or {}).get("responseCode"),
+            refundTransactionId=str(refund.id),
         )
-    return result.transaction_id
+    if refund.status == TransactionStatus.refund_pending:
+        raise DomainError(
+            "refund_provider_unavailable",
+            "the card provider did not confirm the refund; it is stored and recovery completes "
+            "it under the same id (never a second refund): do not refund again",
+            status=503,
+            refundTransactionId=str(refund.id),
+        )
+
+
+def _refunded(
+    session: Session,
+    refund: PaymentTransaction,
+    original: PaymentTransaction,
+    reference: str | None,
+    *,
+    now: datetime,
+    documents: DocumentProvider,
+) -> None:
+    refund.status = TransactionStatus.refunded
+    refund.refund_external_reference = reference
+    refund.provider_transaction_id = reference
+    refund.updated_at = now
+    original.metadata_ = {
+        **original.metadata_,
+        "refundedInCents": refunded_so_far(original) + refund.amount_in_cents,
+    }
+    original.status = (
+        TransactionStatus.refunded
+        if refundable_amount(original) == 0
+        else TransactionStatus.completed
+    )
+    original.updated_at = now
+    _document(session, documents, refund, original, now=now)
+    actor = (refund.metadata_ or {}).get("actorUserId")
+    emit(
+        session,
+        EventKind.audit,
+        "payment.refunded",
+        at=now,
+        aggregate_type="payment_transaction",
+        aggregate_id=original.id,
+        organization_id=original.organization_id,
+        actor_user_id=uuid.UUID(actor) if actor else None,
+        payload={
+            "refundTransactionId": str(refund.id),
+            "amountInCents": refund.amount_in_cents,
+            "currency": refund.currency,
+            "source": (refund.metadata_ or {}).get("source"),
+            "reason": (refund.note or "")[:200],
+            "fully": original.status == TransactionStatus.refunded,
+        },
+    )
+    session.flush()
 
 
 def _document(
@@ -310,3 +388,47 @@ def issue_document(
     transaction.document_type = issued.document_type
     transaction.document_number = issued.number
     transaction.document_error = None
+
+
+def pending_refunds(session: Session, *, now: datetime, limit: int) -> list[uuid.UUID]:
+    """Stored card refunds left unresolved (a crash, a lost answer) past the executing grace,
+    oldest first: what recovery sends again under their stored ids."""
+    return list(
+        session.scalars(
+            select(PaymentTransaction.id)
+            .where(
+                PaymentTransaction.type == TransactionType.refund,
+                PaymentTransaction.status == TransactionStatus.refund_pending,
+                PaymentTransaction.provider == CARD_PROVIDER,
+                PaymentTransaction.created_at <= now - attempts.EXECUTING_GRACE,
+            )
+            .order_by(PaymentTransaction.updated_at, PaymentTransaction.id)
+            .limit(limit)
+        )
+    )
+
+
+def resume_refunds(
+    factory: sessionmaker[Session],
+    provider: CardProvider,
+    cipher: FieldCipher,
+    *,
+    now: datetime,
+    documents: DocumentProvider,
+    limit: int = 200,
+) -> dict[str, int]:
+    """The recovery pass over stored refunds: each is sent again under its own unique id (the
+    provider replays a refund it already made) and applied in its own transaction."""
+    counts = {"selected": 0, "refunded": 0, "failed": 0, "pending": 0}
+    with factory() as session:
+        selected = pending_refunds(session, now=now, limit=limit)
+    for refund_id in selected:
+        counts["selected"] += 1
+        with factory() as session:
+            refund = execute_refund(
+                session, provider, cipher, refund_id, now=now, documents=documents
+            )
+            session.commit()
+            key = {TransactionStatus.refunded: "refunded", TransactionStatus.failed: "failed"}
+            counts[key.get(refund.status, "pending")] += 1
+    return counts

@@ -1,7 +1,7 @@
 """The billing sweeps by name: what the daemons run on their schedule and what
 `gymctl billing sweep NAME` runs by hand. Each builds its provider and cipher from settings.
 
-A dry run reports what the sweep would select and calls no provider.
+A dry run (dry_runs.py) reports what the sweep would touch, under its caps; no provider call.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from gymctl.billing import checkout, collector, lifecycle
+from gymctl.billing import checkout, collector, desk_resolution, dry_runs, lifecycle, refunds
 from gymctl.config import Settings
 from gymctl.crypto import billing_cipher
 from gymctl.errors import DomainError
 from gymctl.providers.card import card_provider_from_settings
+from gymctl.providers.documents import default_document_provider
 
 SweepResult = dict[str, Any]
 Sweep = Callable[[sessionmaker[Session], datetime, Settings], SweepResult]
@@ -43,9 +44,14 @@ def _with_heartbeat(summary: collector.Summary, url: str | None, name: str) -> S
 
 
 def recovery(factory: sessionmaker[Session], now: datetime, settings: Settings) -> SweepResult:
-    return collector.recover(
-        factory, card_provider_from_settings(settings), now=now, cipher=billing_cipher(settings)
-    ).as_dict()
+    provider, cipher = card_provider_from_settings(settings), billing_cipher(settings)
+    summary = collector.recover(factory, provider, now=now, cipher=cipher).as_dict()
+    documents = default_document_provider()
+    resumed = refunds.resume_refunds(factory, provider, cipher, now=now, documents=documents)
+    desk = desk_resolution.recover_desk_charges(
+        factory, provider, cipher, now=now, documents=documents
+    )
+    return {**summary, "refunds": resumed, "deskCharges": desk}
 
 
 def side_effects(factory: sessionmaker[Session], now: datetime, settings: Settings) -> SweepResult:
@@ -79,23 +85,6 @@ SWEEPS: dict[str, Sweep] = {
 }
 
 
-def due_report(factory: sessionmaker[Session], now: datetime) -> SweepResult:
-    """The dry run of the collecting sweeps: who is due, per organization; nothing is sent."""
-    with factory() as session:
-        organizations = collector.due_by_organization(session, now=now)
-        return {
-            "dryRun": True,
-            "organizations": [
-                {
-                    "organizationId": str(organization_id),
-                    "due": [str(i) for i in collector.due_in(session, organization_id, now=now)],
-                }
-                for organization_id in organizations
-            ],
-            "unevaluable": collector.unevaluable(session, now=now),
-        }
-
-
 def run_sweep(
     name: str,
     factory: sessionmaker[Session],
@@ -108,13 +97,9 @@ def run_sweep(
         raise DomainError(
             "unknown_sweep", f"unknown sweep {name}; sweeps: {', '.join(SWEEPS)}", status=404
         )
-    if dry_run and name == "lifecycle":
-        with factory() as session:  # the pass itself, rolled back: what it would move
-            result = lifecycle.run_lifecycle(session, now=now)
+    if dry_run:  # the sweep's own selection and caps, read and rolled back
+        with factory() as session:
+            result = dry_runs.DRY_RUNS[name](session, now)
             session.rollback()
         return {**result, "dryRun": True}
-    if dry_run:
-        if name not in ("catch-up", "daily", "recovery"):
-            raise DomainError("dry_run_unsupported", f"{name} has no dry run", status=422)
-        return due_report(factory, now)
     return SWEEPS[name](factory, now, settings)

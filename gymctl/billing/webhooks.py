@@ -69,6 +69,8 @@ def card_provider_webhook(
     )
     if outcome in ("completed", "already_completed"):
         return Answer(200, {"outcome": "processed", "checkoutId": str(checkout.id)})
+    if outcome == "billing_contradiction":  # recorded: nothing to redeliver
+        return Answer(200, {"outcome": outcome, "checkoutId": str(checkout.id)})
     if outcome in ("failed", "already_failed"):
         return Answer(200, {"outcome": "payment.failed", "checkoutId": str(checkout.id)})
     if outcome in ("deal_not_finalized", "provider_unreachable"):

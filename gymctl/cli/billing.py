@@ -26,7 +26,9 @@ def sweep_command(
     name: str = typer.Argument(
         ..., help="lifecycle, catch-up, daily, recovery, side-effects or abandoned-checkouts."
     ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Report who is due; charge nothing."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Report what it would touch (its caps); send and keep nothing."
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Run one billing sweep now and print its summary."""
@@ -47,6 +49,8 @@ def sweep_command(
 
 transaction_app = typer.Typer(no_args_is_help=True, help="Protected transaction resolution.")
 app.add_typer(transaction_app, name="transaction")
+desk_app = typer.Typer(no_args_is_help=True, help="Desk charges left pending.")
+app.add_typer(desk_app, name="desk-charge")
 ORG = typer.Argument(..., help="Organization id or slug.")
 SUBSCRIPTION = typer.Argument(..., help="Subscription id.")
 TRANSACTION = typer.Argument(..., help="Transaction id.")
@@ -407,3 +411,96 @@ def _render_resolution(view: dict[str, Any], as_json: bool) -> None:
         "actions": ", ".join(name for name, on in view["actions"].items() if on) or "none",
     }
     render_mapping({k: v for k, v in summary.items() if v is not None}, title=tx["id"])
+
+
+@desk_app.command("show")
+def desk_charge_show(
+    organization: str = ORG,
+    transaction: uuid.UUID = TRANSACTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Inspect a desk charge: its stored attempt and state (no provider call)."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.billing import desk_resolution
+
+    with _unit(dry_run=True) as session:
+        gym = resolve_organization(session, organization)
+        view = desk_resolution.inspect_desk_charge(session, gym.id, transaction, now=clock.now())
+    _render_desk_charge(view, as_json)
+
+
+@desk_app.command("reconcile")
+def desk_charge_reconcile(
+    organization: str = ORG,
+    transaction: uuid.UUID = TRANSACTION,
+    operator: str = OPERATOR,
+    dry_run: bool = DRY_RUN,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Look a pending desk charge up by its stored id on its merchant account; never charges."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.billing import desk_resolution
+    from gymctl.providers.documents import default_document_provider
+
+    provider, cipher = _services()
+    with _unit(dry_run) as session:
+        gym = resolve_organization(session, organization)
+        view = desk_resolution.reconcile_desk_charge(
+            session,
+            provider,
+            cipher,
+            organization_id=gym.id,
+            transaction_id=transaction,
+            actor_user_id=_operator_id(session, operator),
+            now=clock.now(),
+            documents=default_document_provider(),
+        )
+    _render_desk_charge(view, as_json)
+
+
+def _render_desk_charge(view: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json(view)
+        return
+    tx, attempt = view["transaction"], view["attempt"]
+    summary = {
+        "outcome": view.get("outcome"),
+        "state": view["state"],
+        "status": tx["status"],
+        "amount": f"{tx['amountInCents'] / 100:.2f} {tx['currency']}",
+        "externalAttemptId": attempt["externalAttemptId"],
+        "terminal": attempt["terminal"],
+        "startedAt": attempt["startedAt"],
+    }
+    render_mapping({k: v for k, v in summary.items() if v is not None}, title=tx["id"])
+
+
+@app.command("opening-day")
+def opening_day_command(
+    organization: str = ORG,
+    subscription: uuid.UUID = SUBSCRIPTION,
+    on: str = typer.Option(
+        ..., "--on", help="The new opening day, ISO with an explicit UTC offset."
+    ),
+    operator: str = OPERATOR,
+    dry_run: bool = DRY_RUN,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Move a presale's opening day (and its first charge)."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.billing import opening_day
+
+    with _unit(dry_run) as session:
+        gym = resolve_organization(session, organization)
+        answer = opening_day.edit_opening_day(
+            session,
+            organization_id=gym.id,
+            subscription_id=subscription,
+            opening_day=_instant(on),
+            actor_user_id=_operator_id(session, operator),
+            now=clock.now(),
+        )
+    if as_json:
+        print_json(answer)
+    else:
+        render_mapping(answer, title="presale opening day")

@@ -180,6 +180,12 @@ class PaymentMethod(IdMixin, Base):
     __table_args__ = (Index("ix_payment_methods_org_user", "organization_id", "user_id"),)
 
 
+PLAN_HELD_WHERE = (
+    "status IN ('active', 'scheduled') AND deleted_at IS NULL AND plan_type = 'card' "
+    "AND interval_months IS NOT NULL"
+)
+
+
 class Subscription(IdMixin, Base):
     __tablename__ = "subscriptions"
 
@@ -248,6 +254,16 @@ class Subscription(IdMixin, Base):
             "debt_since",
             postgresql_where=text("status = 'debt' AND deleted_at IS NULL"),
             sqlite_where=text("status = 'debt' AND deleted_at IS NULL"),
+        ),
+        # plan_already_held (spec B 4.3) in the database: one active or scheduled holder of a
+        # recurring plan per member, whatever races (concurrent purchases, a revival).
+        Index(
+            "uq_subscriptions_plan_held",
+            "plan_id",
+            "user_id",
+            unique=True,
+            postgresql_where=text(PLAN_HELD_WHERE),
+            sqlite_where=text(PLAN_HELD_WHERE),
         ),
         # The collectors' due scan: live card-provider subscriptions by their next charge.
         Index(

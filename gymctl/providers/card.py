@@ -13,6 +13,10 @@ from datetime import date
 from enum import StrEnum
 from typing import Protocol
 
+# The currencies the provider takes (its ISOCoinId list, notes/billing.md): anything else is
+# refused before an attempt is stored.
+CURRENCIES = frozenset({"ILS", "USD", "EUR", "GBP"})
+
 
 class ProviderUnavailable(Exception):
     """The provider could not be reached or answered 5xx: nothing is known about the request."""

@@ -51,7 +51,7 @@ CREATE_TOKEN_ONLY = "CreateTokenOnly"  # noqa: S105
 DEFAULT_TIMEOUT = 30.0
 
 # ISOCoinId: the provider's own 1 and 2 for shekels and dollars, ISO 4217 numbers otherwise.
-COIN_IDS = {"ILS": 1, "USD": 2, "EUR": 978, "GBP": 826}
+COIN_IDS = {"ILS": 1, "USD": 2, "EUR": 978, "GBP": 826}  # the keys are card.CURRENCIES
 CURRENCIES = {coin: currency for currency, coin in COIN_IDS.items()}
 
 

@@ -237,11 +237,18 @@ class CardSimulator:
 
     def charges(self, unique_id: str | None = None) -> list[Charge]:
         """The real token charges, oldest first; those under `unique_id` when given."""
+        return self._deals("charge", unique_id)
+
+    def refunds(self) -> list[Charge]:
+        """The real refunds, oldest first: money given back once per row."""
+        return self._deals("refund", None)
+
+    def _deals(self, kind: str, unique_id: str | None) -> list[Charge]:
         with self._transaction() as db:
             rows = db.execute(
-                "SELECT * FROM deals WHERE kind = 'charge' AND (? IS NULL OR unique_id = ?) "
+                "SELECT * FROM deals WHERE kind = ? AND (? IS NULL OR unique_id = ?) "
                 "ORDER BY transaction_id",
-                (unique_id, unique_id),
+                (kind, unique_id, unique_id),
             ).fetchall()
         return [
             Charge(str(r["transaction_id"]), r["terminal"], r["unique_id"], r["amount_in_cents"])

@@ -30,7 +30,7 @@ from gymctl import ids
 from gymctl.access.memberships import owner_of
 from gymctl.billing.accounts import CARD_PROVIDER
 from gymctl.billing.attempts import lock_subscription
-from gymctl.billing.refunds import refund_transaction, refundable_amount
+from gymctl.billing.refunds import begin_refund, execute_refund, refundable_amount
 from gymctl.crypto import FieldCipher
 from gymctl.events import EventKind, emit
 from gymctl.models import (
@@ -254,11 +254,9 @@ def settle_one(
     session.add(settlement)
     session.flush()  # the claim: a second settlement of this subscription fails here
     if mode == "card":
-        try:
-            refund = refund_transaction(
+        try:  # stored with the claim; the sweep sends it after committing (execute_card_refund)
+            refund = begin_refund(
                 session,
-                provider=doors.provider,
-                cipher=doors.cipher,
                 transaction=charge,
                 amount_cents=amount,
                 reason="unused paid period after a cancellation notice",
@@ -268,22 +266,11 @@ def settle_one(
                 source="notice_settlement",
                 metadata={"subscriptionId": str(subscription.id)},
             )
-            settlement.execution = "refunded"
+            settlement.execution = "refund_pending"
             settlement.refund_transaction_id = refund.id
         except Exception as error:  # any failure, not only DomainError: the owner takes it
             code = getattr(error, "code", type(error).__name__)
-            settlement.execution = "refund_failed"
-            settlement.detail = {"error": code}
-            _owner_task(
-                session,
-                subscription,
-                kind="manual_refund",
-                title="Refund owed after a cancellation: the automatic refund failed",
-                priority="high",
-                detail=f"refund of {amount} {subscription.currency} failed: {code}",
-                data={"subscriptionId": str(subscription.id), "amountInCents": amount},
-                now=now,
-            )
+            _refund_failed(session, settlement, subscription, code, now=now)
     elif mode == "manual":
         _owner_task(
             session,
@@ -316,9 +303,66 @@ def settle_one(
     return settlement
 
 
+def _refund_failed(
+    session: Session,
+    settlement: CancellationSettlement,
+    subscription: Subscription,
+    code: str,
+    *,
+    now: datetime,
+) -> None:
+    settlement.execution = "refund_failed"
+    settlement.detail = {"error": code}
+    settlement.updated_at = now
+    amount = settlement.amount_in_cents
+    _owner_task(
+        session,
+        subscription,
+        kind="manual_refund",
+        title="Refund owed after a cancellation: the automatic refund failed",
+        priority="high",
+        detail=f"refund of {amount} {subscription.currency} failed: {code}",
+        data={"subscriptionId": str(subscription.id), "amountInCents": amount},
+        now=now,
+    )
+
+
+def execute_card_refund(
+    factory: sessionmaker[Session], doors: Doors, settlement_id: uuid.UUID, *, now: datetime
+) -> str:
+    """Send a settlement's stored card refund (committed with the claim) and record how it
+    ended: refunded, refund_failed (the provider refused: an owner task) or still
+    refund_pending (nothing known: the next sweep sends the same refund again)."""
+    with factory() as session:
+        settlement = session.scalar(
+            select(CancellationSettlement)
+            .where(CancellationSettlement.id == settlement_id)
+            .with_for_update(skip_locked=True)
+        )
+        if settlement is None or settlement.execution != "refund_pending":
+            return settlement.execution if settlement is not None else "busy"
+        refund = execute_refund(
+            session,
+            doors.provider,
+            doors.cipher,
+            settlement.refund_transaction_id,
+            now=now,
+            documents=doors.documents,
+        )
+        if refund.status == TransactionStatus.refunded:
+            settlement.execution = "refunded"
+            settlement.updated_at = now
+        elif refund.status == TransactionStatus.failed:
+            subscription = session.get(Subscription, settlement.subscription_id)
+            _refund_failed(session, settlement, subscription, "refund_declined", now=now)
+        session.commit()
+        return settlement.execution
+
+
 REFUND_STATE = {
     "refunded": "refunded",
     "refund_failed": "processing",
+    "refund_pending": "processing",
     "owner_task": "processing",
     "nothing_owed": "none",
 }
@@ -368,6 +412,10 @@ def period_end_sweep(
 ) -> SweepResult:
     """Settle every matured notice (one transaction each), then send the emails."""
     result = SweepResult()
+    for settlement_id in unresolved_refunds(factory, limit=limit):  # a crash, a lost answer
+        execution = execute_card_refund(factory, doors, settlement_id, now=now)
+        result.refunded += execution == "refunded"
+        result.owner_tasks += execution == "refund_failed"
     with factory() as session:
         due = matured(session, now=now, limit=limit)
     for subscription_id in due:
@@ -388,11 +436,26 @@ def period_end_sweep(
                 continue  # another daemon holds or settled it
             settlement = settle_one(session, subscription, doors, now=now)
             session.commit()
+        execution = settlement.execution
+        if execution == "refund_pending":
+            execution = execute_card_refund(factory, doors, settlement.id, now=now)
         result.cancelled.append(str(subscription_id))
-        result.refunded += settlement.execution == "refunded"
-        result.owner_tasks += settlement.execution in ("refund_failed", "owner_task")
+        result.refunded += execution == "refunded"
+        result.owner_tasks += execution in ("refund_failed", "owner_task")
     result.emailed = send_pending_emails(factory, doors.mailer, now=now, limit=limit)
     return result
+
+
+def unresolved_refunds(factory: sessionmaker[Session], *, limit: int) -> list[uuid.UUID]:
+    with factory() as session:
+        return list(
+            session.scalars(
+                select(CancellationSettlement.id)
+                .where(CancellationSettlement.execution == "refund_pending")
+                .order_by(CancellationSettlement.created_at, CancellationSettlement.id)
+                .limit(limit)
+            )
+        )
 
 
 def send_pending_emails(

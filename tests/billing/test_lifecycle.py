@@ -164,7 +164,8 @@ def test_zero_price_open_ended_card_plan_rolls_instead_of_ending(session, gym):
         current_period_end=datetime(2026, 1, 31, 9, tzinfo=UTC),
         next_charge_date=None,
     )
-    not_yet = make_subscription(session, gym, plan=free, current_period_end=NOW + SECOND)
+    also_free = make_plan(session, gym.organization, PlanType.card, price_in_cents=0)
+    not_yet = make_subscription(session, gym, plan=also_free, current_period_end=NOW + SECOND)
 
     summary = run_lifecycle(session, now=NOW)
 

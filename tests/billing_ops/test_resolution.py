@@ -250,7 +250,29 @@ def test_mismatched_evidence_cannot_be_dismissed(session, gym, card_server, prov
         _confirm(session, gym, provider, transaction, **{field: value})
     assert (refused.value.code, refused.value.status) == ("billing_evidence_mismatch", 409)
     assert transaction.status == TransactionStatus.pending
-    assert card_server.requests(LOOKUP_CHARGE) == 0
+    assert card_server.requests(LOOKUP_CHARGE) == 1  # the provider is asked first (not_found)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"amount_in_cents": 1},
+        {"no_debit_occurred": False},
+        {"confirmed_at": NOW + timedelta(hours=1)},
+    ],
+)
+def test_the_provider_is_asked_before_any_local_veto_and_its_approval_settles(
+    session, gym, card_server, provider, overrides
+):
+    """Spec B 4.2: "The route checks the provider first: a verified approval vetoes the
+    request and settles normally" - even a request a local veto would refuse."""
+    subscription = card_subscription(session, gym, card_server)
+    transaction = sent_attempt(session, subscription, card_server)
+    with pytest.raises(DomainError) as vetoed:
+        _confirm(session, gym, provider, transaction, **overrides)
+    assert (vetoed.value.code, vetoed.value.status) == ("billing_known_success", 409)
+    assert transaction.status == TransactionStatus.completed
+    assert len(audit_rows(session, "billing.no_debit_vetoed")) == 1
 
 
 def test_known_success_confirmed_decline_and_executing_cannot_be_dismissed(
@@ -338,6 +360,49 @@ def test_a_reused_request_id_for_another_confirmation_is_refused(
             amount_in_cents=first.amount_in_cents + 1,
         )
     assert (refused.value.code, refused.value.status) == ("billing_request_id_reused", 409)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"provider_case_id": "CASE-9999"},
+        {"confirmed_at": NOW - timedelta(minutes=2)},
+        {"authorize_retry": True},
+    ],
+)
+def test_a_replayed_request_id_with_other_evidence_is_a_conflict_not_a_replay(
+    session, gym, card_server, provider, overrides
+):
+    subscription = card_subscription(session, gym, card_server)
+    transaction = pending_attempt(session, subscription, now=NOW - timedelta(minutes=5))
+    first = _confirmation(transaction)
+    _confirm(session, gym, provider, transaction, confirmation=first)
+    assert _confirm(session, gym, provider, transaction, confirmation=first)["replayed"] is True
+    before = (dict(transaction.billing_resolution), _snapshot(subscription))
+    with pytest.raises(DomainError) as refused:
+        _confirm(session, gym, provider, transaction, request_id=first.request_id, **overrides)
+    assert (refused.value.code, refused.value.status) == ("billing_request_id_reused", 409)
+    assert (transaction.billing_resolution, _snapshot(subscription)) == before
+
+
+def test_a_request_id_used_for_one_attempt_is_a_conflict_on_another(
+    session, gym, card_server, provider
+):
+    subscription = card_subscription(session, gym, card_server)
+    first = pending_attempt(session, subscription, now=NOW - timedelta(minutes=5))
+    used = _confirmation(first)
+    _confirm(session, gym, provider, first, confirmation=used)
+    other_member = card_subscription(session, gym, card_server, membership=_other(session, gym))
+    second = pending_attempt(session, other_member, now=NOW - timedelta(minutes=5))
+    with pytest.raises(DomainError) as refused:
+        _confirm(session, gym, provider, second, request_id=used.request_id)
+    assert (refused.value.code, refused.value.status) == ("billing_request_id_reused", 409)
+    assert second.status == TransactionStatus.pending
+
+
+def _other(session, gym):
+    user = factories.user(session)
+    return factories.membership(session, user=user, organization=gym.organization)
 
 
 @pytest.mark.embedded

@@ -276,3 +276,28 @@ def test_a_refund_of_another_organizations_payment_is_404(
         headers=headers(gym.owner),
     )
     assert (answer.status_code, answer.json["code"]) == (404, "transaction_not_found")
+
+
+def test_a_refund_whose_answer_is_lost_is_kept_stored_and_a_retry_with_another_amount_is_409(
+    client, session, gym, card_server, headers
+):
+    """The refund route stores the attempt (committed) before asking the provider: a lost
+    answer leaves it refund_pending for recovery, never a second refund."""
+    from gymctl.providers.card_http import REFUND
+    from tests.billing.fake_card_provider import Fault
+
+    sale = paid_charge(session, gym, card_server, amount=9900)
+    session.commit()
+    card_server.inject(REFUND, Fault.answer_lost)
+    url = f"/organizations/{gym.organization.id}/payments/transactions/{sale.id}/refund"
+    lost = client.post(
+        url, json={"amountInCents": 9900, "reason": "moved"}, headers=headers(gym.owner)
+    )
+    assert (lost.status_code, lost.json["code"]) == (503, "refund_provider_unavailable")
+    refund = session.get(PaymentTransaction, uuid.UUID(lost.json["refundTransactionId"]))
+    assert refund.status == TransactionStatus.refund_pending
+    retry = client.post(
+        url, json={"amountInCents": 5000, "reason": "moved"}, headers=headers(gym.owner)
+    )
+    assert (retry.status_code, retry.json["code"]) == (409, "refund_in_progress")
+    assert [r.amount_in_cents for r in card_server.simulator.refunds()] == [9900]

@@ -143,7 +143,7 @@ def test_a_matured_card_notice_is_cancelled_and_refunded_once_through_the_provid
     assert refund.metadata_["refundedTransactionId"] == str(charge.id)
     [audit] = _audit(session)
     assert audit.data["after"] == {"amountInCents": 9000, "mode": "card"}
-    assert audit.data["execution"] == "refunded"
+    assert audit.data["execution"] == "refund_pending"  # the claim, stored before the provider call
     case = session.scalar(select(RetentionCase))
     assert (case.status, case.outcome) == ("closed", "lost_no_contact")
     [email] = read_mailbox(mailbox)  # the only email about it
@@ -168,45 +168,63 @@ def test_a_logged_contact_makes_the_outcome_lost_contacted(session, session_fact
     assert subscription.retention_outcome == "lost_contacted"
 
 
-def test_a_refund_that_throws_becomes_a_high_priority_owner_task_and_still_cancels(
+def test_a_refund_the_provider_refuses_becomes_a_high_priority_owner_task_and_still_cancels(
     session, session_factory, gym, card_server, doors, mailbox
 ):
-    subscription, _ = paid_card_subscription(
+    subscription, charge = paid_card_subscription(
         session, gym, card_server, current_period_end=NOW + 100 * D
     )
+    charge.provider_transaction_id = "987654321"  # no such deal there: the provider refuses
     _notice(session, gym, subscription, NOW + 50 * D)
     session.commit()
-    card_server.inject(REFUND, Fault.error, times=None)
     result = _sweep(session_factory, doors, NOW + 50 * D)
     assert result.cancelled == [str(subscription.id)]
     session.expire_all()
     assert subscription.status == SubscriptionStatus.cancelled
     settlement = session.scalar(select(CancellationSettlement))
     assert (settlement.execution, settlement.amount_in_cents) == ("refund_failed", 5000)
-    assert settlement.detail == {"error": "refund_provider_unavailable"}
+    assert settlement.detail == {"error": "refund_declined"}
     task = session.scalar(select(Task).where(Task.kind == "manual_refund"))
     assert (task.priority, task.assignee_id, task.due_at) == (
         "high",
         gym.owner.id,
         NOW + 50 * D + 3 * D,
     )
-    assert (
-        session.scalar(
-            select(func.count())
-            .select_from(PaymentTransaction)
-            .where(PaymentTransaction.type == TransactionType.refund)
-        )
-        == 0
-    )
-    [audit] = _audit(session)
-    assert audit.data["execution"] == "refund_failed"
+    refund = session.get(PaymentTransaction, settlement.refund_transaction_id)
+    assert refund.status == TransactionStatus.failed
+    assert card_server.simulator.refunds() == []
     [email] = read_mailbox(mailbox)
     assert "processing this refund" in email.get_content()
-    card_server.clear_faults()
     asked = card_server.requests(REFUND)
     assert _sweep(session_factory, doors, NOW + 51 * D).cancelled == []
     assert card_server.requests(REFUND) == asked  # the owner refunds; the sweep never retries
     assert session.scalar(select(func.count()).select_from(CancellationSettlement)) == 1
+
+
+def test_a_refund_left_unknown_stays_stored_and_the_next_sweep_sends_the_same_one(
+    session, session_factory, gym, card_server, doors, mailbox
+):
+    """An unknown outcome is not a failure: no owner task (the owner would refund a second
+    time); the stored refund is sent again under its own unique id and settles once."""
+    subscription, _ = paid_card_subscription(
+        session, gym, card_server, current_period_end=NOW + 100 * D
+    )
+    _notice(session, gym, subscription, NOW + 50 * D)
+    session.commit()
+    card_server.inject(REFUND, Fault.answer_lost)
+    assert _sweep(session_factory, doors, NOW + 50 * D).cancelled == [str(subscription.id)]
+    session.expire_all()
+    settlement = session.scalar(select(CancellationSettlement))
+    assert settlement.execution == "refund_pending"
+    assert session.scalar(select(Task).where(Task.kind == "manual_refund")) is None
+
+    again = _sweep(session_factory, doors, NOW + 50 * D + timedelta(minutes=5))
+    assert (again.cancelled, again.refunded) == ([], 1)
+    session.expire_all()
+    assert settlement.execution == "refunded"
+    assert [r.amount_in_cents for r in card_server.simulator.refunds()] == [5000]
+    assert len({b["ExternalUniqTranId"] for b in card_server.received(REFUND)}) == 1
+    assert len(read_mailbox(mailbox)) == 1
 
 
 @pytest.mark.embedded

@@ -33,26 +33,43 @@ def _matured(session, gym, card_server):
     return subscription
 
 
-def test_a_crash_after_the_refund_and_before_the_commit_is_answered_by_the_provider_once(
+def test_the_settlement_never_asks_the_provider_before_its_refund_is_committed(
+    session, session_factory, gym, card_server, doors, mailbox
+):
+    """A crash before the claim's COMMIT: the provider was never asked, so nothing can have
+    been refunded that the ledger does not know about."""
+    subscription = _matured(session, gym, card_server)
+    session.commit()
+    with session_factory() as crashed:
+        locked = lock_subscription(crashed, subscription.id)
+        settle_one(crashed, locked, doors, now=NOW)
+        assert card_server.requests(REFUND) == 0
+        crashed.rollback()  # the process died before COMMIT
+    assert session.scalar(select(func.count()).select_from(CancellationSettlement)) == 0
+    result = period_end_sweep(session_factory, doors, now=NOW + timedelta(minutes=5))
+    assert result.cancelled == [str(subscription.id)]
+    assert [r.amount_in_cents for r in card_server.simulator.refunds()] == [4000]
+    assert len(read_mailbox(mailbox)) == 1
+
+
+def test_a_crash_after_the_claim_is_committed_is_refunded_once_by_the_next_sweep(
     session, session_factory, gym, card_server, doors, mailbox
 ):
     subscription = _matured(session, gym, card_server)
     session.commit()
     with session_factory() as crashed:
         locked = lock_subscription(crashed, subscription.id)
-        settle_one(crashed, locked, doors, now=NOW)  # the provider refunded...
-        crashed.rollback()  # ...and the process died before COMMIT
-    assert session.scalar(select(func.count()).select_from(CancellationSettlement)) == 0
+        settle_one(crashed, locked, doors, now=NOW)
+        crashed.commit()  # the refund is stored; the process dies before sending it
     result = period_end_sweep(session_factory, doors, now=NOW + timedelta(minutes=5))
-    assert result.cancelled == [str(subscription.id)]
-    sent = card_server.received(REFUND)
-    assert len(sent) == 2
-    assert len({str(body) for body in sent}) == 1  # the same request: the provider replays it
+    assert (result.cancelled, result.refunded) == ([], 1)
     refunds = session.scalars(
         select(PaymentTransaction).where(PaymentTransaction.type == TransactionType.refund)
     ).all()
     assert [refund.amount_in_cents for refund in refunds] == [4000]  # 36500 x 40 / 365
-    assert len(read_mailbox(mailbox)) == 1
+    assert [r.amount_in_cents for r in card_server.simulator.refunds()] == [4000]
+    assert period_end_sweep(session_factory, doors, now=NOW + D).refunded == 0
+    assert card_server.requests(REFUND) == 1
 
 
 def test_two_daemons_sweeping_at_once_settle_each_notice_once(committed_pg, card_server, doors):

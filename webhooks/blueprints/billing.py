@@ -13,6 +13,7 @@ from pydantic import Field
 from gymctl.access.memberships import membership_of, resolve_membership
 from gymctl.access.permissions import Action, Module
 from gymctl.billing import accounts, checkout, plans, webhooks
+from gymctl.billing import card_replacement as replacement
 from gymctl.clock import ensure_utc
 from gymctl.errors import DomainError
 from gymctl.models import Subscription
@@ -75,7 +76,7 @@ def other_provider_webhook(provider: str, org_id: uuid.UUID):
 class PlanBody(Body):
     name: str = Field(min_length=1, max_length=200, pattern=TEXT)
     type: PlanType
-    price_in_cents: int = Field(alias="priceInCents", ge=0, le=100_000_000)
+    price_in_cents: int = Field(alias="priceInCents", ge=0, le=100_000_000, strict=True)
     currency: str = Field(min_length=3, max_length=3, pattern=r"^[A-Za-z]{3}$")
     interval_months: int | None = Field(None, alias="intervalMonths", ge=1, le=36)
     open_ended: bool = Field(True, alias="openEnded")
@@ -160,20 +161,13 @@ def purchase(org_id: uuid.UUID, plan_id: uuid.UUID):
     """A member buys a card plan for themself: answers the hosted page to open."""
     mine = resolve_membership(db(), org_id, auth().user)
     body = parse(PurchaseBody)
-    settings = services().settings
-    base = settings.public_url.rstrip("/")
-    front = (settings.frontend_url or base).rstrip("/")
     subscription, page = checkout.purchase_card_plan(
         db(),
         services().card_provider,
         organization_id=org_id,
         plan_id=plan_id,
         user_id=mine.user_id,
-        urls=checkout.Urls(
-            success=body.success_url or f"{front}/billing/return?status=success",
-            failure=body.failure_url or f"{front}/billing/return?status=failure",
-            webhook=f"{base}/webhooks/card-provider/{org_id}",
-        ),
+        urls=_urls(org_id, body),
         now=now(),
         cipher=services().billing_cipher,
     )
@@ -186,6 +180,38 @@ def purchase(org_id: uuid.UUID, plan_id: uuid.UUID):
 
 
 purchase.gymctl_access = ("own",)  # type: ignore[attr-defined]
+
+
+@bp.post(f"{ORG}/subscriptions/<uuid:subscription_id>/card-replacement")
+def card_replacement(org_id: uuid.UUID, subscription_id: uuid.UUID):
+    """A member saves a new card for their own subscription: answers the token-only page."""
+    mine = resolve_membership(db(), org_id, auth().user)
+    body = parse(PurchaseBody)
+    page = replacement.open_card_replacement(
+        db(),
+        services().card_provider,
+        organization_id=org_id,
+        subscription_id=subscription_id,
+        user_id=mine.user_id,
+        urls=_urls(org_id, body),
+        now=now(),
+        cipher=services().billing_cipher,
+    )
+    return jsonify(data={"checkout": replacement.replacement_json(page)}), 201
+
+
+card_replacement.gymctl_access = ("own",)  # type: ignore[attr-defined]
+
+
+def _urls(org_id: uuid.UUID, body: PurchaseBody) -> checkout.Urls:
+    settings = services().settings
+    base = settings.public_url.rstrip("/")
+    front = (settings.frontend_url or base).rstrip("/")
+    return checkout.Urls(
+        success=body.success_url or f"{front}/billing/return?status=success",
+        failure=body.failure_url or f"{front}/billing/return?status=failure",
+        webhook=f"{base}/webhooks/card-provider/{org_id}",
+    )
 
 
 class VerifyReturnBody(Body):

@@ -17,7 +17,9 @@ from gymctl.billing import (
     credit_notes,
     debt_payments,
     desk,
+    desk_resolution,
     no_debit,
+    opening_day,
     readiness,
     refunds,
     repair,
@@ -140,7 +142,7 @@ class ConfirmNoDebitBody(Body):
         alias="externalAttemptId", min_length=1, max_length=128, pattern=TEXT
     )
     terminal: str = Field(min_length=1, max_length=32, pattern=TEXT)
-    amount_in_cents: int = Field(alias="amountInCents", ge=0, le=100_000_000)
+    amount_in_cents: int = Field(alias="amountInCents", ge=0, le=100_000_000, strict=True)
     currency: str = Field(pattern=CURRENCY)
     no_debit_occurred: bool = Field(alias="noDebitOccurred")
     cannot_settle_later: bool = Field(alias="cannotSettleLater")
@@ -200,7 +202,7 @@ def dismiss_pending_payment(org_id: uuid.UUID, transaction_id: uuid.UUID):
 class DeskChargeBody(Body):
     idempotency_key: uuid.UUID = Field(alias="idempotencyKey")
     user_id: uuid.UUID = Field(alias="userId")
-    amount_in_cents: int = Field(alias="amountInCents", ge=1, le=100_000_000)
+    amount_in_cents: int = Field(alias="amountInCents", ge=1, le=100_000_000, strict=True)
     currency: str = Field(pattern=CURRENCY)
     description: str = Field(min_length=1, max_length=500, pattern=TEXT)
 
@@ -222,8 +224,33 @@ def desk_charge(org_id: uuid.UUID):
     return jsonify(data=answer), 200 if answer["replayed"] else 201
 
 
+@bp.get(f"{ORG}/payments/desk-charges/<uuid:transaction_id>")
+@org_route(Module.finance, Action.manage)
+def inspect_desk_charge(org_id: uuid.UUID, transaction_id: uuid.UUID):
+    """A pending desk charge is resolved by its stored ids, not only by the client's key."""
+    return jsonify(
+        data=desk_resolution.inspect_desk_charge(db(), org_id, transaction_id, now=now())
+    )
+
+
+@bp.post(f"{ORG}/payments/desk-charges/<uuid:transaction_id>/reconcile")
+@org_route(Module.finance, Action.manage)
+def reconcile_desk_charge(org_id: uuid.UUID, transaction_id: uuid.UUID):
+    answer = desk_resolution.reconcile_desk_charge(
+        db(),
+        services().card_provider,
+        services().billing_cipher,
+        organization_id=org_id,
+        transaction_id=transaction_id,
+        actor_user_id=membership().user_id,
+        now=now(),
+        documents=default_document_provider(),
+    )
+    return jsonify(data=answer)
+
+
 class RefundBody(Body):
-    amount_in_cents: int = Field(alias="amountInCents", ge=1, le=100_000_000)
+    amount_in_cents: int = Field(alias="amountInCents", ge=1, le=100_000_000, strict=True)
     reason: str = Field(min_length=1, max_length=500, pattern=TEXT)
 
 
@@ -231,23 +258,33 @@ class RefundBody(Body):
 @org_route(Module.finance, Action.manage)
 def refund(org_id: uuid.UUID, transaction_id: uuid.UUID):
     body = parse(RefundBody)
-    refunded = refunds.refund_transaction(
-        db(),
-        provider=services().card_provider,
-        cipher=services().billing_cipher,
-        transaction=resolution.organization_transaction(db(), org_id, transaction_id),
+    session, documents = db(), default_document_provider()
+    refund = refunds.begin_refund(
+        session,
+        transaction=resolution.organization_transaction(session, org_id, transaction_id),
         amount_cents=body.amount_in_cents,
         reason=body.reason,
         actor_user_id=membership().user_id,
         now=now(),
-        documents=default_document_provider(),
+        documents=documents,
     )
-    return jsonify(data=desk.transaction_json(refunded)), 201
+    session.commit()  # the refund attempt is stored before the provider is asked
+    refund = refunds.execute_refund(
+        session,
+        services().card_provider,
+        services().billing_cipher,
+        refund.id,
+        now=now(),
+        documents=documents,
+    )
+    session.commit()
+    refunds.raise_unless_refunded(refund)
+    return jsonify(data=desk.transaction_json(refund)), 201
 
 
 class CreditNoteBody(Body):
     idempotency_key: uuid.UUID = Field(alias="idempotencyKey")
-    amount_in_cents: int = Field(alias="amountInCents", ge=1, le=100_000_000)
+    amount_in_cents: int = Field(alias="amountInCents", ge=1, le=100_000_000, strict=True)
     cash_returned: bool = Field(alias="cashReturned")
     reason: str = Field("", max_length=500, pattern=TEXT)
 
@@ -266,6 +303,25 @@ def credit_note(org_id: uuid.UUID, transaction_id: uuid.UUID):
         documents=default_document_provider(),
     )
     return jsonify(data=answer), 200 if answer["replayed"] else 201
+
+
+class OpeningDayBody(Body):
+    opening_day: datetime = Field(alias="openingDay")
+
+
+@bp.put(f"{ORG}/subscriptions/<uuid:subscription_id>/opening-day")
+@org_route(Module.finance, Action.manage)
+def edit_opening_day(org_id: uuid.UUID, subscription_id: uuid.UUID):
+    body = parse(OpeningDayBody)
+    answer = opening_day.edit_opening_day(
+        db(),
+        organization_id=org_id,
+        subscription_id=subscription_id,
+        opening_day=_utc(body.opening_day),
+        actor_user_id=membership().user_id,
+        now=now(),
+    )
+    return jsonify(data=answer)
 
 
 class ClearDebtBody(Body):

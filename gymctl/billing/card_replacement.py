@@ -1,0 +1,115 @@
+"""Card replacement (design: readiness's member_adds_card): a member saves a new card for one of
+their card subscriptions through a token-only hosted page (CreateTokenOnly, nothing charged).
+
+The page completes through the same verified path as every checkout (webhook or verify-return,
+read back on the terminal): the new card becomes the subscription's payment method and is
+audited as payment_method.replaced. A failed or abandoned replacement page changes nothing else:
+the old card stays, the subscription is never cancelled over it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl import ids
+from gymctl.billing import attempts
+from gymctl.billing.accounts import CARD_PROVIDER, active_config, terminal_of
+from gymctl.billing.checkout import (
+    CARD_REPLACEMENT,
+    CHECKOUT_TTL,
+    SAVE_CARD_ONLY,
+    Urls,
+    is_replacement,
+    open_page,
+)
+from gymctl.crypto import FieldCipher
+from gymctl.errors import DomainError, not_found
+from gymctl.models import Checkout
+from gymctl.models.billing import CheckoutStatus, CollectionMethod, SubscriptionStatus
+from gymctl.providers.card import CardProvider
+
+REPLACEABLE = (
+    SubscriptionStatus.scheduled,
+    SubscriptionStatus.active,
+    SubscriptionStatus.past_due,
+    SubscriptionStatus.debt,
+)
+
+
+def open_card_replacement(
+    session: Session,
+    provider: CardProvider,
+    *,
+    organization_id: uuid.UUID,
+    subscription_id: uuid.UUID,
+    user_id: uuid.UUID,
+    urls: Urls,
+    now: datetime,
+    cipher: FieldCipher,
+) -> Checkout:
+    """Open the token-only page for the member's own subscription. Refusals change nothing:
+    404 subscription_not_found (not theirs), 409 card_replacement_not_available (ended, or not
+    collected by the card provider), 409 card_provider_not_configured, 409
+    card_replacement_in_progress (a page already open), 503 provider_unreachable."""
+    subscription = attempts.lock_subscription(session, subscription_id)
+    if (
+        subscription is None
+        or subscription.organization_id != organization_id
+        or subscription.user_id != user_id
+        or subscription.deleted_at is not None
+    ):
+        raise not_found("subscription_not_found", "no such subscription of yours")
+    if (
+        subscription.status not in REPLACEABLE
+        or subscription.payment_collection_method != CollectionMethod.card_provider
+    ):
+        raise DomainError(
+            "card_replacement_not_available",
+            "this subscription is not paid by a saved card",
+            status=409,
+        )
+    config = active_config(session, organization_id)
+    if config is None or config.provider != CARD_PROVIDER or not config.terminal:
+        raise DomainError(
+            "card_provider_not_configured", "this gym does not take card payments", status=409
+        )
+    open_pages = session.scalars(
+        select(Checkout).where(
+            Checkout.subscription_id == subscription.id,
+            Checkout.status == CheckoutStatus.open,
+            Checkout.expires_at > now,
+        )
+    ).all()
+    if any(is_replacement(page) for page in open_pages):
+        raise DomainError(
+            "card_replacement_in_progress",
+            "a card replacement page is already open for this subscription",
+            status=409,
+        )
+    checkout = Checkout(
+        id=ids.new_id(),
+        organization_id=organization_id,
+        subscription_id=subscription.id,
+        user_id=user_id,
+        operation=SAVE_CARD_ONLY,
+        terminal=config.terminal,
+        amount_in_cents=0,
+        currency=subscription.currency,
+        status=CheckoutStatus.open,
+        metadata_={"purpose": CARD_REPLACEMENT},
+        expires_at=now + CHECKOUT_TTL,
+        created_at=now,
+    )
+    session.add(checkout)
+    session.flush()
+    open_page(provider, terminal_of(config, cipher), checkout, urls)
+    session.flush()
+    return checkout
+
+
+def replacement_json(checkout: Checkout) -> dict[str, str | None]:
+    return {"id": str(checkout.id), "pageId": checkout.page_id, "url": checkout.url}

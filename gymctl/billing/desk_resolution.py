@@ -1,0 +1,200 @@
+"""The operator's path for a desk charge left pending (billing_reconciliation_required): inspect
+it and reconcile it by its stored ids, without the client's idempotency key; the recovery sweep
+does the same for every such charge past the executing grace.
+
+Reconcile is a lookup of the stored external attempt id on the merchant account that sent it,
+never a charge (notes/billing.md: "UNKNOWN is never retried blind"): approved completes it,
+declined fails it, not_found (the provider never received it) closes it as not charged.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from gymctl.billing import attempts
+from gymctl.billing.accounts import CARD_PROVIDER, terminal_of
+from gymctl.billing.desk import DESK_CHARGE, answer_of, apply_result, transaction_json
+from gymctl.billing.resolution import organization_transaction, original_account
+from gymctl.crypto import FieldCipher
+from gymctl.errors import DomainError, not_found
+from gymctl.events import EventKind, emit
+from gymctl.models import PaymentTransaction
+from gymctl.models.billing import TransactionStatus
+from gymctl.providers.card import CardProvider, ProviderUnavailable
+from gymctl.providers.documents import DocumentProvider
+
+RECOVERY_BATCH = 200
+
+
+def desk_charge_of(
+    session: Session, organization_id: uuid.UUID, transaction_id: uuid.UUID
+) -> PaymentTransaction:
+    transaction = organization_transaction(session, organization_id, transaction_id)
+    if (transaction.metadata_ or {}).get("source") != DESK_CHARGE:
+        raise not_found("desk_charge_not_found", "no such desk charge in this organization")
+    return transaction
+
+
+def inspect_desk_charge(
+    session: Session, organization_id: uuid.UUID, transaction_id: uuid.UUID, *, now: datetime
+) -> dict[str, Any]:
+    """The charge, its stored attempt and a typed state; no provider call."""
+    return describe(session, desk_charge_of(session, organization_id, transaction_id), now=now)
+
+
+def describe(session: Session, transaction: PaymentTransaction, *, now: datetime) -> dict[str, Any]:
+    attempt = transaction.billing_attempt or {}
+    state = answer_of(transaction, replayed=False)["outcome"]
+    if state == "pending":
+        if _executing(transaction, now):
+            state = "executing"
+        elif attempt.get("contradiction"):
+            state = "contradiction"
+        elif original_account(session, transaction.organization_id, attempt.get("terminal")):
+            state = "unresolved"
+        else:
+            state = "original_account_unavailable"
+    return {
+        "transaction": transaction_json(transaction),
+        "attempt": {
+            key: attempt.get(key)
+            for key in (
+                "externalAttemptId",
+                "terminal",
+                "amountInCents",
+                "currency",
+                "startedAt",
+                "uncertainSince",
+                "contradiction",
+            )
+        },
+        "state": state,
+        "actions": {"reconcile": state in ("unresolved", "contradiction")},
+    }
+
+
+def reconcile_desk_charge(
+    session: Session,
+    provider: CardProvider,
+    cipher: FieldCipher,
+    *,
+    organization_id: uuid.UUID,
+    transaction_id: uuid.UUID,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+    documents: DocumentProvider,
+) -> dict[str, Any]:
+    """Ask the original merchant account about the stored attempt id and apply its answer.
+    Outcomes: charged, declined, not_charged, contradiction (another amount was reported),
+    already_resolved. Refusals change nothing: 409 billing_attempt_executing (inside the 90 s
+    grace), billing_original_account_unavailable, billing_provider_unavailable."""
+    transaction = desk_charge_of(session, organization_id, transaction_id)
+    if transaction.status != TransactionStatus.pending:
+        return {"outcome": "already_resolved", **describe(session, transaction, now=now)}
+    if _executing(transaction, now):
+        raise DomainError(
+            "billing_attempt_executing",
+            "this charge may still be running; ask again after 90 seconds",
+            status=409,
+        )
+    attempt = transaction.billing_attempt
+    config = original_account(session, organization_id, attempt["terminal"])
+    if config is None:
+        raise DomainError(
+            "billing_original_account_unavailable",
+            "the merchant account that sent this charge is no longer connected",
+            status=409,
+        )
+    try:
+        result = provider.lookup_charge(terminal_of(config, cipher), attempt["externalAttemptId"])
+    except ProviderUnavailable:
+        raise DomainError(
+            "billing_provider_unavailable",
+            "the card provider could not be asked; nothing changed",
+            status=409,
+        ) from None
+    transaction = apply_result(session, transaction.id, result, now, documents)
+    outcome = answer_of(transaction, replayed=False)["outcome"]
+    if outcome == "pending":
+        outcome = "contradiction" if transaction.billing_attempt.get("contradiction") else outcome
+    emit(
+        session,
+        EventKind.audit,
+        "payment.desk_charge_reconciled",
+        at=now,
+        aggregate_type="payment_transaction",
+        aggregate_id=transaction.id,
+        organization_id=organization_id,
+        actor_user_id=actor_user_id,
+        payload={"outcome": outcome, "providerAnswer": result.outcome.value},
+    )
+    session.flush()
+    return {"outcome": outcome, **describe(session, transaction, now=now)}
+
+
+def unresolved_desk_charges(
+    session: Session, *, now: datetime, limit: int = RECOVERY_BATCH
+) -> list[PaymentTransaction]:
+    """Pending desk charges past the executing grace, oldest first: what recovery asks about."""
+    return list(
+        session.scalars(
+            select(PaymentTransaction)
+            .where(
+                PaymentTransaction.status == TransactionStatus.pending,
+                PaymentTransaction.provider == CARD_PROVIDER,
+                PaymentTransaction.attempt_kind.is_(None),
+                PaymentTransaction.idempotency_key.is_not(None),
+                PaymentTransaction.created_at <= now - attempts.EXECUTING_GRACE,
+            )
+            .order_by(PaymentTransaction.updated_at, PaymentTransaction.id)
+            .limit(limit)
+        )
+    )
+
+
+def recover_desk_charges(
+    factory: sessionmaker[Session],
+    provider: CardProvider,
+    cipher: FieldCipher,
+    *,
+    now: datetime,
+    documents: DocumentProvider,
+) -> dict[str, int]:
+    """The recovery pass over pending desk charges, each in its own transaction."""
+    counts = {"selected": 0, "resolved": 0, "pending": 0, "errors": 0}
+    with factory() as session:
+        selected = [
+            (t.organization_id, t.id)
+            for t in unresolved_desk_charges(session, now=now)
+            if (t.metadata_ or {}).get("source") == DESK_CHARGE
+        ]
+    for organization_id, transaction_id in selected:
+        counts["selected"] += 1
+        with factory() as session:
+            try:
+                answer = reconcile_desk_charge(
+                    session,
+                    provider,
+                    cipher,
+                    organization_id=organization_id,
+                    transaction_id=transaction_id,
+                    actor_user_id=None,
+                    now=now,
+                    documents=documents,
+                )
+            except DomainError:
+                counts["errors"] += 1
+                continue
+            session.commit()
+        counts["pending" if answer["state"] in ("unresolved", "contradiction") else "resolved"] += 1
+    return counts
+
+
+def _executing(transaction: PaymentTransaction, now: datetime) -> bool:
+    started = datetime.fromisoformat(transaction.billing_attempt["startedAt"])
+    return now - started < attempts.EXECUTING_GRACE

@@ -1,0 +1,99 @@
+"""The opening-day edit of a presale (design: a presale's first charge waits for its opening
+day): staff move the day a scheduled presale starts and is first charged.
+
+The presale keeps holding no period, quota or credits; only its opening day and its first
+charge date move together. Refused while its first charge or a page is in flight (the outcome
+would settle against a date that changed under it).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.billing import attempts
+from gymctl.errors import DomainError, not_found
+from gymctl.events import EventKind, emit
+from gymctl.models import Checkout, PaymentTransaction
+from gymctl.models.billing import CheckoutStatus, SubscriptionStatus, TransactionStatus
+
+
+def edit_opening_day(
+    session: Session,
+    *,
+    organization_id: uuid.UUID,
+    subscription_id: uuid.UUID,
+    opening_day: datetime,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+) -> dict[str, Any]:
+    """Move a presale's opening day (and its first charge) to `opening_day`. Refusals change
+    nothing: 404 subscription_not_found, 409 not_a_presale (not scheduled with an opening day),
+    422 opening_day_invalid (not in the future), 409 presale_charge_in_flight."""
+    subscription = attempts.lock_subscription(session, subscription_id)
+    if (
+        subscription is None
+        or subscription.organization_id != organization_id
+        or subscription.deleted_at is not None
+    ):
+        raise not_found("subscription_not_found", "no such subscription in this organization")
+    if subscription.status != SubscriptionStatus.scheduled or subscription.opening_day is None:
+        raise DomainError(
+            "not_a_presale",
+            "only a presale (scheduled, with an opening day) has an opening day to move",
+            status=409,
+            subscriptionStatus=subscription.status.value,
+        )
+    if opening_day <= now:
+        raise DomainError(
+            "opening_day_invalid", "the opening day must be in the future", status=422
+        )
+    if _in_flight(session, subscription.id, now):
+        raise DomainError(
+            "presale_charge_in_flight",
+            "the presale's first charge or payment page is in flight; try again once it settles",
+            status=409,
+        )
+    before = subscription.opening_day
+    subscription.opening_day = opening_day
+    subscription.next_charge_date = opening_day
+    subscription.retry_at = None
+    subscription.updated_at = now
+    emit(
+        session,
+        EventKind.audit,
+        "subscription.opening_day_changed",
+        at=now,
+        aggregate_type="subscription",
+        aggregate_id=subscription.id,
+        organization_id=organization_id,
+        actor_user_id=actor_user_id,
+        payload={"before": before.isoformat(), "after": opening_day.isoformat()},
+    )
+    session.flush()
+    return {
+        "subscriptionId": str(subscription.id),
+        "openingDay": opening_day.isoformat(),
+        "nextChargeDate": opening_day.isoformat(),
+    }
+
+
+def _in_flight(session: Session, subscription_id: uuid.UUID, now: datetime) -> bool:
+    pending = session.scalar(
+        select(PaymentTransaction.id).where(
+            PaymentTransaction.subscription_id == subscription_id,
+            PaymentTransaction.status == TransactionStatus.pending,
+        )
+    )
+    page = session.scalar(
+        select(Checkout.id).where(
+            Checkout.subscription_id == subscription_id,
+            Checkout.status == CheckoutStatus.open,
+            Checkout.expires_at > now,
+        )
+    )
+    return pending is not None or page is not None

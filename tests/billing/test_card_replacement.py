@@ -1,0 +1,126 @@
+"""Card replacement: a member saves a new card for their own subscription through a token-only
+hosted page (readiness's member_adds_card); nothing is charged, and a failed or abandoned page
+leaves the old card and the subscription as they were."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select
+
+from gymctl.billing import checkout
+from gymctl.models import AuditLog, Checkout, PaymentTransaction, Role, Subscription
+from gymctl.models.billing import SubscriptionStatus
+from tests.access.conftest import gym, outsider, snapshot  # noqa: F401 (fixtures)
+from tests.billing.cards import APPROVE, INVALID
+from tests.billing.factories import TEST_CIPHER
+from tests.billing.test_checkout_webhooks import (  # noqa: F401 (fixtures)
+    app,
+    count,
+    create_plan,
+    org,
+    purchase,
+    webhook,
+)
+from tests.conftest import NOW
+
+OTHER_CARD = "4580000000000011"
+
+
+def _active(client, org, card_server, session):  # noqa: F811
+    bought = purchase(client, org, create_plan(client, org)).json["data"]
+    card_server.complete_page(bought["checkout"]["pageId"], APPROVE)
+    assert webhook(client, org, bought["checkout"]["pageId"]).status_code == 200
+    session.expire_all()
+    return session.get(Subscription, bought["subscription"]["id"])
+
+
+def _replace(client, org, subscription, role=Role.member):  # noqa: F811
+    return client.post(
+        f"/organizations/{org.id}/subscriptions/{subscription.id}/card-replacement",
+        json={},
+        headers=org[role].headers,
+    )
+
+
+def _state(subscription):
+    return (
+        subscription.status,
+        subscription.current_period_end,
+        subscription.next_charge_date,
+        subscription.payment_method_id,
+    )
+
+
+def test_a_member_replaces_the_card_of_their_subscription_without_a_charge(
+    client,
+    org,  # noqa: F811 (the fixture)
+    card_server,
+    session,
+):
+    subscription = _active(client, org, card_server, session)
+    old = _state(subscription)
+    opened = _replace(client, org, subscription)
+    assert opened.status_code == 201, opened.json
+    page_id = opened.json["data"]["checkout"]["pageId"]
+    row = session.get(Checkout, opened.json["data"]["checkout"]["id"])
+    assert (row.operation, row.amount_in_cents) == ("CreateTokenOnly", 0)
+    again = _replace(client, org, subscription)
+    assert (again.status_code, again.json["code"]) == (409, "card_replacement_in_progress")
+
+    card_server.complete_page(page_id, OTHER_CARD)
+    assert webhook(client, org, page_id).status_code == 200
+    assert webhook(client, org, page_id).status_code == 200  # a redelivery changes nothing
+
+    session.expire_all()
+    new = _state(subscription)
+    assert new[:3] == old[:3]  # the period and the next charge stay
+    assert new[3] != old[3]
+    assert count(session, PaymentTransaction) == 1  # the purchase alone: nothing charged
+    [audit] = session.scalars(
+        select(AuditLog).where(AuditLog.action == "payment_method.replaced")
+    ).all()
+    assert audit.data["paymentMethodId"] == str(new[3])
+
+
+def test_a_failed_or_abandoned_replacement_leaves_the_old_card_and_the_subscription(
+    client,
+    org,  # noqa: F811 (the fixture)
+    card_server,
+    session,
+    session_factory,
+):
+    subscription = _active(client, org, card_server, session)
+    old = _state(subscription)
+    failed = _replace(client, org, subscription).json["data"]["checkout"]["pageId"]
+    card_server.complete_page(failed, INVALID)
+    assert webhook(client, org, failed).json["outcome"] == "payment.failed"
+    _replace(client, org, subscription)  # opened, never finished
+    later = NOW + checkout.CHECKOUT_TTL + timedelta(minutes=1)
+    swept = checkout.abandoned_sweep(
+        session_factory, card_server.provider(), now=later, cipher=TEST_CIPHER
+    )
+    assert swept["abandoned"] == []
+    session.expire_all()
+    assert _state(subscription) == old
+    assert subscription.status == SubscriptionStatus.active
+
+
+def test_card_replacement_refusals_change_nothing(
+    client,
+    org,  # noqa: F811 (the fixture)
+    card_server,
+    session,
+):
+    subscription = _active(client, org, card_server, session)
+    before = snapshot(session)
+    theirs = _replace(client, org, subscription, role=Role.coach)
+    assert (theirs.status_code, theirs.json["code"]) == (404, "subscription_not_found")
+    subscription.status = SubscriptionStatus.cancelled
+    session.commit()
+    ended = _replace(client, org, subscription)
+    assert (ended.status_code, ended.json["code"]) == (409, "card_replacement_not_available")
+    subscription.status = SubscriptionStatus.active
+    session.commit()
+    assert snapshot(session) == before
+    assert count(session, Checkout) == 1

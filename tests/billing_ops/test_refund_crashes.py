@@ -1,0 +1,232 @@
+"""A refund is stored before the provider is asked, exactly like a charge (notes/billing.md:
+"inserts the payment transaction row as UNKNOWN before calling the gateway"), so a crash
+between any two steps, followed by a retry with another amount, never gives money back twice."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy.orm import sessionmaker
+
+from gymctl.billing.refunds import begin_refund, execute_refund, resume_refunds
+from gymctl.db import get_engine
+from gymctl.errors import DomainError
+from gymctl.models import PaymentTransaction
+from gymctl.models.billing import TransactionStatus
+from gymctl.providers.card_http import REFUND
+from tests.billing import factories as bf
+from tests.billing.cards import connect_card_provider
+from tests.billing.factories import TEST_CIPHER
+from tests.billing.fake_card_provider import Fault
+from tests.billing_ops.helpers import paid_charge
+from tests.conftest import NOW
+
+LATER = NOW + timedelta(minutes=5)
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _begin(session, documents, sale, amount):
+    refund = begin_refund(
+        session,
+        transaction=sale,
+        amount_cents=amount,
+        reason="member moved away",
+        actor_user_id=None,
+        now=NOW,
+        documents=documents,
+    )
+    session.commit()
+    return refund
+
+
+def _fresh(session_factory, row_id):
+    with session_factory() as other:
+        return other.get(PaymentTransaction, row_id)
+
+
+@pytest.mark.embedded
+def test_the_refund_attempt_is_committed_refund_pending_before_any_provider_call(
+    session, session_factory, gym, card_server, documents
+):
+    """Spec B 3: completed -> refund_pending -> refunded; the pending state is stored, with the
+    unique id the provider will see, before the provider is called."""
+    sale = paid_charge(session, gym, card_server, amount=9900)
+    refund = _begin(session, documents, sale, 9900)
+
+    stored = _fresh(session_factory, refund.id)
+    assert stored.status == TransactionStatus.refund_pending
+    assert stored.billing_attempt["amountInCents"] == 9900
+    assert stored.billing_attempt["externalAttemptId"]
+    assert _fresh(session_factory, sale.id).status == TransactionStatus.refund_pending
+    assert card_server.requests(REFUND) == 0
+
+
+def _crash_before_sending(session, provider, refund):
+    """The process dies right after committing step 1."""
+
+
+def _crash_after_the_provider_refunded(session, provider, refund):
+    """The provider refunds, its answer is lost on the way back."""
+    provider_server, documents = provider
+    provider_server.inject(REFUND, Fault.answer_lost)
+    left = execute_refund(
+        session, provider_server.provider(), TEST_CIPHER, refund.id, now=NOW, documents=documents
+    )
+    assert left.status == TransactionStatus.refund_pending
+    session.commit()
+
+
+def _crash_before_committing_the_answer(session, provider, refund):
+    """The answer arrives and is applied, and the process dies before its commit."""
+    provider_server, documents = provider
+    done = execute_refund(
+        session, provider_server.provider(), TEST_CIPHER, refund.id, now=NOW, documents=documents
+    )
+    assert done.status == TransactionStatus.refunded
+    session.rollback()
+
+
+@pytest.mark.embedded
+@pytest.mark.parametrize(
+    "crash",
+    [
+        _crash_before_sending,
+        _crash_after_the_provider_refunded,
+        _crash_before_committing_the_answer,
+    ],
+)
+def test_a_crash_between_any_two_steps_then_a_retry_with_another_amount_refunds_once(
+    session, session_factory, gym, card_server, documents, crash
+):
+    sale = paid_charge(session, gym, card_server, amount=9900)
+    refund = _begin(session, documents, sale, 6000)
+    crash(session, (card_server, documents), refund)
+
+    with pytest.raises(DomainError) as refused:  # the operator tries again, another amount
+        _begin(session, documents, sale, 9900)
+    assert (refused.value.code, refused.value.status) == ("refund_in_progress", 409)
+    assert refused.value.details["refundTransactionId"] == str(refund.id)
+
+    counts = resume_refunds(
+        session_factory, card_server.provider(), TEST_CIPHER, now=LATER, documents=documents
+    )
+    assert counts == {"selected": 1, "refunded": 1, "failed": 0, "pending": 0}
+    assert [r.amount_in_cents for r in card_server.simulator.refunds()] == [6000]
+    ids_sent = {body["ExternalUniqTranId"] for body in card_server.received(REFUND)}
+    assert ids_sent == {refund.billing_attempt["externalAttemptId"]}
+    assert _fresh(session_factory, refund.id).status == TransactionStatus.refunded
+    sale = _fresh(session_factory, sale.id)
+    assert (sale.status, sale.metadata_["refundedInCents"]) == (TransactionStatus.completed, 6000)
+
+    again = resume_refunds(
+        session_factory, card_server.provider(), TEST_CIPHER, now=LATER, documents=documents
+    )
+    assert again["selected"] == 0  # a second recovery finds nothing to send
+    with pytest.raises(DomainError) as too_much:
+        _begin(session, documents, sale, 9900)
+    assert too_much.value.code == "refund_exceeds_remaining"
+
+
+@pytest.mark.embedded
+def test_recovery_leaves_a_refund_inside_the_executing_grace_alone(
+    session, session_factory, gym, card_server, documents
+):
+    """Spec B 8: a 90 second executing grace; the door that stored it may still be sending."""
+    sale = paid_charge(session, gym, card_server)
+    _begin(session, documents, sale, 100)
+    counts = resume_refunds(
+        session_factory,
+        card_server.provider(),
+        TEST_CIPHER,
+        now=NOW + timedelta(seconds=30),
+        documents=documents,
+    )
+    assert counts["selected"] == 0
+    assert card_server.requests(REFUND) == 0
+
+
+REFUNDER = """
+import sys, time, uuid
+from datetime import datetime
+from gymctl.billing.refunds import begin_refund, execute_refund
+from gymctl.db import get_engine, session_factory
+from gymctl.models import PaymentTransaction
+from gymctl.providers.card_http import HttpCardProvider
+from gymctl.providers.documents import LocalDocumentProvider
+from tests.billing import factories as bf
+from tests.billing.cards import connect_card_provider
+from tests.billing.factories import TEST_CIPHER
+url, card_url, sale_id, pause = sys.argv[1], sys.argv[2], uuid.UUID(sys.argv[3]), sys.argv[4]
+now = datetime.fromisoformat(sys.argv[5])
+documents = LocalDocumentProvider()
+with session_factory(get_engine(url))() as session:
+    sale = session.get(PaymentTransaction, sale_id)
+    refund = begin_refund(session, transaction=sale, amount_cents=6000, reason="moved",
+                          actor_user_id=None, now=now, documents=documents)
+    session.commit()
+    print("stored", flush=True)
+    if pause == "before_sending":
+        time.sleep(60)
+    execute_refund(session, HttpCardProvider(card_url, timeout=30), TEST_CIPHER, refund.id,
+                   now=now, documents=documents)
+    session.commit()
+"""
+
+
+@pytest.mark.parametrize("pause", ["before_sending", "while_the_provider_refunds"])
+def test_a_refunding_process_killed_between_steps_never_refunds_twice(
+    committed_pg, card_server, documents, pause
+):
+    """A real process, killed with SIGKILL after storing the refund (before sending it, or
+    while the provider is refunding): a retry with another amount is refused, and recovery
+    sends the stored refund once."""
+    factory = sessionmaker(bind=get_engine(committed_pg), expire_on_commit=False)
+    with factory() as session:
+        gym = bf.make_gym(session)
+        connect_card_provider(session, gym, since=NOW - timedelta(days=30))
+        sale = paid_charge(session, gym, card_server, amount=9900)
+        session.commit()
+    if pause != "before_sending":
+        card_server.inject(REFUND, Fault.delay, seconds=1.0)  # it refunds after the kill
+    arguments = [committed_pg, card_server.url, str(sale.id), pause, NOW.isoformat()]
+    process = subprocess.Popen(
+        [sys.executable, "-c", REFUNDER, *arguments],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+        assert process.stdout.readline().strip() == "stored"
+        if pause != "before_sending":
+            _until(lambda: card_server.requests(REFUND) == 1)
+    finally:
+        process.kill()
+        process.wait()
+    if pause != "before_sending":
+        _until(lambda: len(card_server.simulator.refunds()) == 1)  # the provider finished
+
+    with factory() as session, pytest.raises(DomainError) as refused:
+        _begin(session, documents, session.get(PaymentTransaction, sale.id), 3900)
+    assert refused.value.code == "refund_in_progress"
+    counts = resume_refunds(
+        factory, card_server.provider(), TEST_CIPHER, now=LATER, documents=documents
+    )
+    assert counts["refunded"] == 1
+    assert [r.amount_in_cents for r in card_server.simulator.refunds()] == [6000]
+    with factory() as session:
+        assert session.get(PaymentTransaction, sale.id).metadata_["refundedInCents"] == 6000
+
+
+def _until(condition, tries: int = 400) -> None:
+    """Wait for another process or thread to get there (a bound on waiting, not a timing
+    assert)."""
+    for _ in range(tries):
+        if condition():
+            return
+        time.sleep(0.025)
+    raise AssertionError("the condition was never reached")
