@@ -74,7 +74,7 @@ def test_an_unproven_login_never_takes_over_the_gym_profile(
     assert marked.json == {"userId": str(joiner.user.id), "verified": True, "changed": True}
     me = client.get("/users/me", headers=joiner.headers)
     assert me.status_code == 200
-    assert me.json["user"]["id"] == profile_id
+    assert me.json["user"]["id"] == str(profile_id)
     session.expire_all()
     assert session.get(User, joiner.user.id).deleted_at is not None
 
