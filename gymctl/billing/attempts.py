@@ -130,6 +130,12 @@ def ends_before_renewal() -> Any:
     )
 
 
+def ended_with_debt(subscription: Subscription) -> bool:
+    """A plan that ended (cancelled for non-payment) with its debt still open: only a debt
+    attempt the member asks for collects it; no pass selects it."""
+    return subscription.status not in COLLECTABLE and debt.owes(subscription)
+
+
 def kind_of(subscription: Subscription) -> AttemptKind:
     if subscription.status == SubscriptionStatus.debt:
         return AttemptKind.debt
@@ -204,7 +210,11 @@ def begin_attempt(
     subscription = lock_subscription(session, subscription_id, skip_locked=skip_locked)
     if subscription is None:
         return Began("busy", "locked")
-    if not is_due(subscription, now) and kind != AttemptKind.manual:
+    if not (
+        is_due(subscription, now)
+        or kind == AttemptKind.manual
+        or (kind == AttemptKind.debt and ended_with_debt(subscription))
+    ):
         return Began("skipped", "not_due")
     if unresolved_attempt(session, subscription.id) is not None:
         return Began("busy", "unresolved_attempt")
@@ -396,6 +406,10 @@ def settle(
             data={"reason": review, "subscriptionId": str(subscription.id)},
             linked_user_id=subscription.user_id,
         )
+    elif ended_with_debt(subscription):
+        # The debt of an ended plan is paid; the plan stays ended (nothing to grant).
+        debt.restore_from_debt(subscription, now=now)
+        done += ["subscription", "membership"]
     else:
         grant_period(session, subscription, now=now)
         done += ["subscription", "membership"]
@@ -436,7 +450,7 @@ def decline(
     transaction.updated_at = now
     subscription.decline_count += 1
     presale = subscription.status == SubscriptionStatus.scheduled
-    if subscription.status != SubscriptionStatus.debt:
+    if subscription.status in COLLECTABLE and subscription.status != SubscriptionStatus.debt:
         debt.open_debt(
             session,
             subscription,
