@@ -12,7 +12,7 @@ from dateutil.relativedelta import relativedelta
 
 from gymctl.billing import plans
 from gymctl.billing.lifecycle import run_lifecycle
-from gymctl.models.billing import CollectionMethod, PlanType, SubscriptionStatus
+from gymctl.models.billing import CollectionMethod, SubscriptionStatus
 from tests.billing.factories import make_gym, make_plan, make_subscription
 from tests.conftest import NOW
 
