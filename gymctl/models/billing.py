@@ -223,6 +223,11 @@ class Subscription(IdMixin, Base):
     debt_notice_stage: Mapped[str | None] = mapped_column(String(32))
     decline_count: Mapped[int] = mapped_column(default=0, server_default=text("0"))
     collection_paused: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # Why collection is held when the hold is the system's, not an owner's decision (late
+    # positive evidence on a dismissed attempt); None while paused: the owner's.
+    collection_hold: Mapped[str | None] = mapped_column(String(64))
+    # The collector alert last raised for this row: raised once per state change, not per pass.
+    billing_alert: Mapped[str | None] = mapped_column(String(64))
     # The collector leaves the row alone until then (technical retries, daily debt retries).
     retry_at: Mapped[datetime | None]
     cancel_at_period_end: Mapped[bool] = mapped_column(default=False, server_default=false())
