@@ -32,11 +32,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from gymctl.billing.days import day_n_ends
 from gymctl.billing.debt import CASH_LAPSED, NOTICE_CANCELLED, NOTICE_OPENED, PAYMENT_DUE
 from gymctl.billing.transitions import (
     S,
     Transition,
-    days_after,
     run_transition,
     utc_wall_clock,
 )
@@ -92,10 +92,11 @@ _WITH_SETTINGS = S.outerjoin(_SETTINGS, _SETTINGS.c.organization_id == S.c.organ
 
 
 def _grace_over(now: datetime) -> ColumnElement[bool]:
-    """Day N (billing_grace_days, default 7, counted from debt_since) has been reached.
-    Reads the settings of `_WITH_SETTINGS`."""
+    """Day N (billing_grace_days, default 7, counted from debt_since) has passed: it ends at
+    the organization's midnight (`gymctl.billing.days`). Reads the settings of
+    `_WITH_SETTINGS`."""
     grace = func.coalesce(_SETTINGS.c.billing_grace_days, _DEFAULT_GRACE_DAYS)
-    return days_after(S.c.debt_since, grace) <= now
+    return day_n_ends(S.c.debt_since, grace, func.coalesce(_SETTINGS.c.timezone, "UTC")) <= now
 
 
 # A zero-price open-ended card plan rolls on instead of ending (spec B 3).

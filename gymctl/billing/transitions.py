@@ -37,9 +37,7 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.functions import FunctionElement
 
 from gymctl.billing.debt import CHARGE_FAILED
 from gymctl.db import is_postgres
@@ -55,27 +53,6 @@ class Moved(NamedTuple):
     rows: int
     events: int
     more: bool  # rows still matching were left for the next run
-
-
-class days_after(FunctionElement[datetime]):
-    """`at` plus a whole number of days, as a timestamp comparable with bound instants."""
-
-    type = UTCDateTime()
-    inherit_cache = True
-
-
-@compiles(days_after, "postgresql")
-def _days_after_pg(element, compiler, **kw) -> str:
-    at, days = (compiler.process(clause, **kw) for clause in element.clauses)
-    return f"({at} + make_interval(days => {days}))"
-
-
-@compiles(days_after, "sqlite")
-def _days_after_sqlite(element, compiler, **kw) -> str:
-    # SQLite stores "YYYY-MM-DD HH:MM:SS.ffffff"; %f keeps milliseconds, so the text compares
-    # in time order with the bound instant.
-    at, days = (compiler.process(clause, **kw) for clause in element.clauses)
-    return f"strftime('%Y-%m-%d %H:%M:%f', {at}, ({days}) || ' days')"
 
 
 def utc_wall_clock(at) -> ColumnElement[datetime]:
