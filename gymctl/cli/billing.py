@@ -377,3 +377,14 @@ def _render_resolution(view: dict[str, Any], as_json: bool) -> None:
         "actions": ", ".join(name for name, on in view["actions"].items() if on) or "none",
     }
     render_mapping({k: v for k, v in summary.items() if v is not None}, title=tx["id"])
+
+
+def _add_settings_commands() -> None:
+    """`settings` and `charges` live in their own module (loaded with this group)."""
+    from gymctl.cli.billing_settings import charges_app, settings_app
+
+    app.add_typer(settings_app, name="settings")
+    app.add_typer(charges_app, name="charges")
+
+
+_add_settings_commands()
