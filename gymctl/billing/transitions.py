@@ -49,6 +49,11 @@ S = Subscription.__table__
 _OUTBOX = OutboxEvent.__table__
 
 
+def _ctid() -> ColumnElement[Any]:
+    """A subscription row's physical address (PostgreSQL only)."""
+    return literal_column("subscriptions.ctid")
+
+
 class Moved(NamedTuple):
     rows: int
     events: int
@@ -122,6 +127,7 @@ def _run_pg(session: Session, t: Transition, now: datetime, limit: int) -> Moved
     picked = (
         select(
             S.c.id,
+            _ctid().label("row_ctid"),
             S.c.debt_notice_stage.label("old_stage"),
             *(column.label(name) for name, column in extra.items()),
         )
@@ -134,7 +140,13 @@ def _run_pg(session: Session, t: Transition, now: datetime, limit: int) -> Moved
     )
     moved = (
         update(S)
-        .where(S.c.id == picked.c.id)
+        # The picked rows are locked, so their physical address is stable in this transaction:
+        # a TID scan reads just them (an id join alone was planned as a hash join over every
+        # subscription), then joins the picked columns by id.
+        .where(
+            _ctid() == func.any(func.array(select(picked.c.row_ctid).scalar_subquery())),
+            S.c.id == picked.c.id,
+        )
         .values(t.new_values(now, picked.c))
         .returning(*RETURNED, picked.c.old_stage)
         .cte("moved")
