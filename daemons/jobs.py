@@ -160,6 +160,12 @@ JOBS: tuple[Job, ...] = (
         own_transactions=True,
     ),
     Job("refund_task_sweep", 3600, retention.refund_task_sweep, "bump overdue refund tasks"),
+    Job(
+        "billing_member_emails",
+        300,
+        retention.billing_member_emails,
+        "email members their debt, non-payment cancellation and presale charge-failure notices",
+    ),
     Job("booking_no_shows", 300, retention.booking_no_shows, "mark no-shows of ended sessions"),
 )
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time, timedelta
+from functools import lru_cache
 from typing import Protocol
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 
 class Clock(Protocol):
@@ -40,3 +42,21 @@ clock: Clock = SystemClock()
 
 def now() -> datetime:
     return clock.now()
+
+
+@lru_cache(maxsize=512)
+def zone(name: str) -> ZoneInfo:
+    """An IANA timezone by name; ValueError when there is no such zone."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown timezone: {name!r}") from None
+
+
+def day_n_ends(since: datetime, days: int, timezone: str) -> datetime:
+    """The instant day `days` ends, day 0 being the local date of `since` in `timezone`: the
+    local midnight that starts the next day, as UTC. Days are calendar days of that zone, so a
+    daylight-saving change makes one of them 23 or 25 hours long."""
+    tz = zone(timezone)
+    last = ensure_utc(since).astimezone(tz).date() + timedelta(days=days + 1)
+    return datetime.combine(last, time(0), tz).astimezone(UTC)

@@ -12,11 +12,13 @@ import hashlib
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from gymctl.clock import day_n_ends
 from gymctl.config import get_settings
 
 
@@ -61,6 +63,18 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
+    # SQLite has no time zones: the day counting SQL (gymctl.billing.days) calls Python's.
+    dbapi_connection.create_function("gymctl_day_n_ends", 3, _sqlite_day_n_ends, deterministic=True)
+
+
+def _sqlite_day_n_ends(since: str | None, days: int | None, timezone: str | None) -> str | None:
+    """day_n_ends over SQLite's stored text ("YYYY-MM-DD HH:MM:SS.ffffff", UTC), answered in
+    the same format so it compares with bound instants as text."""
+    if since is None or days is None:
+        return None
+    at = datetime.fromisoformat(since).replace(tzinfo=UTC)
+    ends = day_n_ends(at, int(days), timezone or "UTC")
+    return ends.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
 
 
 READ_ONLY = {"gymctl_read_only": True}

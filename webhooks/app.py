@@ -30,6 +30,7 @@ from webhooks.blueprints import (
     admin,
     billing,
     billing_ops,
+    billing_settings,
     bookings,
     branding,
     branding_assets,
@@ -112,7 +113,7 @@ def create_app(
         health.bp, identity.bp, users.bp, openapi.bp, organizations.bp, invitations.bp,
         join.bp, legal.bp, admin.bp, branding_assets.bp, billing.bp, movements.bp,
         branding.bp, minisites.bp, bridge.bp, bookings.bp, releases.bp, cancellations.bp,
-        billing_ops.bp,
+        billing_ops.bp, billing_settings.bp,
     ):  # fmt: skip
         app.register_blueprint(blueprint)
     if not settings.is_production:

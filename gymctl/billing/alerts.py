@@ -1,10 +1,21 @@
 """Billing alerts (spec B 6): a reason and the ids an operator needs, logged as a warning so
-the error tracker and the log pipeline page someone. Never amounts of a card, never tokens."""
+the error tracker and the log pipeline page someone. Never amounts of a card, never tokens.
+
+A subscription's collector alert is raised once per state change: the reason last raised is
+kept on the row (`billing_alert`), so a held subscription seen by every minute's pass pages
+once, and again only after its state changed (an attempt started, a hold was put or lifted).
+"""
 
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any
+
+from sqlalchemy import or_, update
+from sqlalchemy.orm import Session
+
+from gymctl.models import Subscription
 
 logger = logging.getLogger("gymctl.billing.alerts")
 
@@ -13,3 +24,18 @@ def raise_alert(reason: str, **ids: Any) -> dict[str, str]:
     entry = {"reason": reason, **{key: str(value) for key, value in ids.items()}}
     logger.warning("billing alert %s", entry)
     return entry
+
+
+def first_of_its_state(session: Session, subscription_id: uuid.UUID, reason: str) -> bool:
+    """Remember `reason` as the subscription's last alert; True when it was not already (the
+    alert is to be raised). The caller commits."""
+    moved = session.execute(
+        update(Subscription)
+        .where(
+            Subscription.id == subscription_id,
+            or_(Subscription.billing_alert.is_(None), Subscription.billing_alert != reason),
+        )
+        .values(billing_alert=reason)
+        .execution_options(synchronize_session=False)
+    )
+    return moved.rowcount == 1

@@ -47,6 +47,7 @@ PROTOCOL = 1
 TECHNICAL_RETRY_DELAYS = (timedelta(minutes=5), timedelta(minutes=15), timedelta(minutes=60))
 EXECUTING_GRACE = timedelta(seconds=90)  # spec B 8: an attempt this young may still be running
 PRESALE_CARD_AGE = timedelta(minutes=45)  # spec B 8: card saved 45 min after terminal_since
+LATE_POSITIVE_EVIDENCE = "late_positive_evidence"  # a collection hold: see release_hold
 DEBT_RETRY_INTERVAL = timedelta(days=1)  # ours: a debt is retried daily until paid or cancelled
 FOLLOW_UP_DUE = timedelta(days=1)
 COLLECTABLE = (
@@ -130,6 +131,56 @@ def ends_before_renewal() -> Any:
     )
 
 
+def held_reason(subscription: Subscription) -> str:
+    """Why collection of a paused subscription is held: the system's hold names its cause
+    (`collection_held:<hold>`, like settlement_review:<reason>), else it is the owner's."""
+    if subscription.collection_hold:
+        return f"collection_held:{subscription.collection_hold}"
+    return "collection_paused_by_owner"
+
+
+def release_hold(
+    session: Session, transaction: PaymentTransaction, subscription: Subscription, *, now: datetime
+) -> None:
+    """The attempt late positive evidence reopened is resolved (settled, declined or confirmed
+    never received): its outcome is known, so the hold it put is lifted, back to the owner's
+    own pause as it stood when the attempt was dismissed."""
+    resolution = dict(transaction.billing_resolution or {})
+    if (
+        transaction.status == TransactionStatus.pending
+        or not resolution.get("lateEvidenceAt")
+        or subscription.collection_hold != LATE_POSITIVE_EVIDENCE
+    ):
+        return
+    subscription.collection_paused = bool(resolution.get("ownerPaused"))
+    subscription.collection_hold = None
+    subscription.billing_alert = None
+    subscription.updated_at = now
+    resolution["holdReleasedAt"] = now.isoformat()
+    transaction.billing_resolution = resolution
+    emit(
+        session,
+        EventKind.audit,
+        "billing.collection_released",
+        at=now,
+        aggregate_type="payment_transaction",
+        aggregate_id=transaction.id,
+        organization_id=transaction.organization_id,
+        payload={
+            "subscriptionId": str(subscription.id),
+            "status": transaction.status.value,
+            "hold": LATE_POSITIVE_EVIDENCE,
+            "ownerPaused": subscription.collection_paused,
+        },
+    )
+
+
+def ended_with_debt(subscription: Subscription) -> bool:
+    """A plan that ended (cancelled for non-payment) with its debt still open: only a debt
+    attempt the member asks for collects it; no pass selects it."""
+    return subscription.status not in COLLECTABLE and debt.owes(subscription)
+
+
 def kind_of(subscription: Subscription) -> AttemptKind:
     if subscription.status == SubscriptionStatus.debt:
         return AttemptKind.debt
@@ -204,12 +255,17 @@ def begin_attempt(
     subscription = lock_subscription(session, subscription_id, skip_locked=skip_locked)
     if subscription is None:
         return Began("busy", "locked")
-    if not is_due(subscription, now) and kind != AttemptKind.manual:
+    if not (
+        is_due(subscription, now)
+        or kind == AttemptKind.manual
+        or (kind == AttemptKind.debt and ended_with_debt(subscription))
+    ):
         return Began("skipped", "not_due")
     if unresolved_attempt(session, subscription.id) is not None:
         return Began("busy", "unresolved_attempt")
     if subscription.collection_paused:
-        return Began("blocked", "collection_paused_by_owner", alert="collection_paused_by_owner")
+        reason = held_reason(subscription)
+        return Began("blocked", reason, alert=reason)
     config = active_config(session, subscription.organization_id)
     if config is None or config.provider != CARD_PROVIDER or not config.terminal:
         return Began("blocked", "no_card_provider_terminal")
@@ -273,6 +329,7 @@ def begin_attempt(
         updated_at=now,
     )
     session.add(transaction)
+    subscription.billing_alert = None  # collecting again: the next block is a new state
     try:
         session.flush()
     except IntegrityError:
@@ -315,6 +372,19 @@ def apply_outcome(
     )
     if transaction.status != TransactionStatus.pending:
         return Applied("already_resolved", transaction.id)
+    applied = _apply(session, transaction, subscription, result, now=now)
+    release_hold(session, transaction, subscription, now=now)
+    return applied
+
+
+def _apply(
+    session: Session,
+    transaction: PaymentTransaction,
+    subscription: Subscription,
+    result: ChargeResult,
+    *,
+    now: datetime,
+) -> Applied:
     attempt = dict(transaction.billing_attempt)
     if result.outcome == Outcome.approved:
         mismatch = _evidence_mismatch(attempt, result)
@@ -396,6 +466,10 @@ def settle(
             data={"reason": review, "subscriptionId": str(subscription.id)},
             linked_user_id=subscription.user_id,
         )
+    elif ended_with_debt(subscription):
+        # The debt of an ended plan is paid; the plan stays ended (nothing to grant).
+        debt.restore_from_debt(subscription, now=now)
+        done += ["subscription", "membership"]
     else:
         grant_period(session, subscription, now=now)
         done += ["subscription", "membership"]
@@ -436,7 +510,7 @@ def decline(
     transaction.updated_at = now
     subscription.decline_count += 1
     presale = subscription.status == SubscriptionStatus.scheduled
-    if subscription.status != SubscriptionStatus.debt:
+    if subscription.status in COLLECTABLE and subscription.status != SubscriptionStatus.debt:
         debt.open_debt(
             session,
             subscription,
@@ -473,6 +547,7 @@ def _not_charged(
     schedule the next technical retry (5, 15, 60 minutes), at most three per obligation."""
     transaction.status = TransactionStatus.failed
     transaction.billing_resolution = {
+        **(transaction.billing_resolution or {}),
         "decision": "not_charged",
         "evidence": {"source": "provider_lookup", "answer": "not_found", "at": now.isoformat()},
     }

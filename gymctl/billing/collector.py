@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.billing import attempts
 from gymctl.billing.accounts import CARD_PROVIDER
-from gymctl.billing.alerts import raise_alert
+from gymctl.billing.alerts import first_of_its_state, raise_alert
 from gymctl.crypto import FieldCipher
 from gymctl.models import PaymentProviderConfig, PaymentTransaction, Subscription
 from gymctl.models.billing import CollectionMethod, SubscriptionStatus, TransactionStatus
@@ -84,8 +84,9 @@ def collect_subscription(
         if began.outcome != "started":
             session.rollback()
             _count(summary, began.outcome)
-            if began.alert:
+            if began.alert and first_of_its_state(session, subscription_id, began.alert):
                 summary.alert(began.alert, subscriptionId=subscription_id)
+            session.commit()
             return began.outcome
         session.commit()
         result = attempts.send_attempt(session, began, provider)

@@ -62,6 +62,15 @@ def open_debt(
     )
 
 
+def owes(subscription: Subscription) -> bool:
+    """Open debt, whatever the status: a plan cancelled for non-payment keeps its debt columns
+    (they block booking) until a payment restores them (spec B 3)."""
+    return (
+        subscription.status in (SubscriptionStatus.debt, SubscriptionStatus.past_due)
+        or subscription.debt_amount_in_cents > 0
+    )
+
+
 def restore_from_debt(subscription: Subscription, *, now: datetime) -> bool:
     """Any payment restores the debt columns (spec B 3); True when the row was in debt."""
     was_in_debt = subscription.status in (SubscriptionStatus.debt, SubscriptionStatus.past_due)

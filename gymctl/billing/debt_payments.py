@@ -48,7 +48,7 @@ def clear_debt_at_desk(
     with its document, and the debt columns restored (spec B 3). The period the debt stood for
     is granted as the collector would, so nothing charges it again."""
     subscription = locked_subscription(session, organization_id, subscription_id)
-    if subscription.status not in (SubscriptionStatus.debt, SubscriptionStatus.past_due):
+    if not debt.owes(subscription):
         raise DomainError("subscription_not_in_debt", "this subscription owes nothing", status=409)
     if attempts.unresolved_attempt(session, subscription.id) is not None:
         raise DomainError(
@@ -109,7 +109,8 @@ def pay_own_debt(
         if subscription.user_id != user_id:
             raise not_found("subscription_not_found", "no such subscription of yours")
         if (
-            subscription.status != SubscriptionStatus.debt
+            not debt.owes(subscription)
+            or subscription.status == SubscriptionStatus.past_due
             or subscription.payment_collection_method != CollectionMethod.card_provider
         ):
             raise DomainError(
@@ -117,9 +118,11 @@ def pay_own_debt(
             )
         held = (
             subscription.collection_paused
-            or subscription.next_charge_date is None
-            or subscription.next_charge_date > now
             or attempts.unresolved_attempt(session, subscription.id) is not None
+            or (
+                subscription.status == SubscriptionStatus.debt
+                and (subscription.next_charge_date is None or subscription.next_charge_date > now)
+            )
         )
         if held:
             raise DomainError(
@@ -151,7 +154,11 @@ def pay_own_debt(
 
 def _restore(session: Session, subscription: Subscription, *, now: datetime) -> None:
     """Any payment restores the debt columns; each collection method also moves on what
-    would otherwise open the same debt again."""
+    would otherwise open the same debt again. A plan that has ended (cancelled for
+    non-payment) only has its debt paid: it is not revived."""
+    if subscription.status not in (SubscriptionStatus.debt, SubscriptionStatus.past_due):
+        debt.restore_from_debt(subscription, now=now)
+        return
     if subscription.payment_collection_method == CollectionMethod.card_provider:
         attempts.grant_period(session, subscription, now=now)
         return

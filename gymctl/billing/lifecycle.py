@@ -32,11 +32,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from gymctl.billing.days import day_n_ends
 from gymctl.billing.debt import CASH_LAPSED, NOTICE_CANCELLED, NOTICE_OPENED, PAYMENT_DUE
 from gymctl.billing.transitions import (
     S,
     Transition,
-    days_after,
     run_transition,
     utc_wall_clock,
 )
@@ -92,10 +92,11 @@ _WITH_SETTINGS = S.outerjoin(_SETTINGS, _SETTINGS.c.organization_id == S.c.organ
 
 
 def _grace_over(now: datetime) -> ColumnElement[bool]:
-    """Day N (billing_grace_days, default 7, counted from debt_since) has been reached.
-    Reads the settings of `_WITH_SETTINGS`."""
+    """Day N (billing_grace_days, default 7, counted from debt_since) has passed: it ends at
+    the organization's midnight (`gymctl.billing.days`). Reads the settings of
+    `_WITH_SETTINGS`."""
     grace = func.coalesce(_SETTINGS.c.billing_grace_days, _DEFAULT_GRACE_DAYS)
-    return days_after(S.c.debt_since, grace) <= now
+    return day_n_ends(S.c.debt_since, grace, func.coalesce(_SETTINGS.c.timezone, "UTC")) <= now
 
 
 # A zero-price open-ended card plan rolls on instead of ending (spec B 3).
@@ -105,6 +106,44 @@ _ROLLS = and_(
     S.c.renewal_end.is_(None),
     S.c.interval_months.is_not(None),
 )
+
+
+# A plan paid in cash renews when the member owes its next period: a cash plan always, a card
+# plan sold for cash while it is open-ended with no renewal end reached by its paid-through day.
+_RENEWS_IN_CASH = or_(
+    S.c.plan_type == PlanType.cash.value,
+    and_(
+        S.c.plan_type == PlanType.card.value,
+        S.c.interval_months.is_not(None),
+        S.c.open_ended.is_(true()),
+        or_(S.c.renewal_end.is_(None), S.c.renewal_end > S.c.cash_prepaid_through),
+    ),
+)
+
+
+def _term_over(now: datetime) -> ColumnElement[bool]:
+    """A paid card plan's term is over, however it was paid (spec B 3, term_ended): by the
+    card provider with no card to renew it and no renewal ahead; in cash with no renewal (a
+    renewing one lapses into debt instead); on pay-later terms once paid (one term). Rows of
+    other providers or external billers are theirs to end: their card is not ours to see."""
+    return or_(
+        and_(
+            S.c.payment_collection_method == CollectionMethod.card_provider.value,
+            S.c.payment_method_id.is_(None),
+            S.c.current_period_end <= now,
+            or_(S.c.renewal_end.is_(None), S.c.renewal_end <= now),
+        ),
+        and_(
+            S.c.payment_collection_method == CollectionMethod.cash.value,
+            func.coalesce(S.c.cash_prepaid_through, S.c.current_period_end) <= now,
+            or_(S.c.price_in_cents == 0, not_(_RENEWS_IN_CASH)),
+        ),
+        and_(
+            S.c.payment_collection_method == CollectionMethod.pay_later.value,
+            S.c.unpaid_amount_in_cents == 0,
+            S.c.current_period_end <= now,
+        ),
+    )
 
 
 def _opened_debt(reason: str, since, amount) -> Callable[[datetime, Any], dict[str, Any]]:
@@ -227,8 +266,8 @@ TRANSITIONS: tuple[Transition, ...] = (
         "cash_lapsed",
         lambda now: _live(
             SubscriptionStatus.active,
-            S.c.plan_type == PlanType.cash.value,
             S.c.payment_collection_method == CollectionMethod.cash.value,
+            _RENEWS_IN_CASH,
             S.c.price_in_cents > 0,
             S.c.cash_prepaid_through <= now,
         ),
@@ -288,12 +327,7 @@ TRANSITIONS: tuple[Transition, ...] = (
         "term_ended",
         lambda now: _ending(
             S.c.plan_type == PlanType.card.value,
-            # Only the protected collector's rows keep their card here; another provider's
-            # or an external biller's card is not ours to see.
-            S.c.payment_collection_method == CollectionMethod.card_provider.value,
-            S.c.payment_method_id.is_(None),
-            S.c.current_period_end <= now,
-            or_(S.c.renewal_end.is_(None), S.c.renewal_end <= now),
+            _term_over(now),
             not_(_ROLLS),
         ),
         _ended(SubscriptionStatus.term_ended),

@@ -335,6 +335,7 @@ def _hold_or_release(
     once more now, unless the owner had paused collection before this hold: releasing our
     hold never lifts the owner's own pause."""
     subscription.collection_paused = owner_paused or not retry
+    subscription.billing_alert = None  # a new state: its block, if any, alerts anew
     if retry:
         subscription.retry_at = now
     subscription.updated_at = now

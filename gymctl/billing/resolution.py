@@ -33,6 +33,7 @@ from gymctl.tasks import file_task
 
 PROTECTED_KINDS = (AttemptKind.recurring, AttemptKind.manual, AttemptKind.debt)
 NOT_CHARGED = "not_charged"
+REOPENED = "reopened_by_late_evidence"
 SETTLED = (
     TransactionStatus.completed,
     TransactionStatus.refund_pending,
@@ -127,6 +128,11 @@ def describe(session: Session, transaction: PaymentTransaction, *, now: datetime
             else None
         ),
         "collectionHeld": bool(subscription and subscription.collection_paused),
+        "collectionHeldBecause": (
+            attempts.held_reason(subscription)
+            if subscription and subscription.collection_paused
+            else None
+        ),
         "state": state,
         "actions": {
             "reconcile": state in ("unresolved", "contradiction")
@@ -355,17 +361,21 @@ def _late_positive_evidence(
             "providerTransactionId": result.transaction_id,
         },
     )
-    transaction.billing_resolution = resolution
     newer = attempts.unresolved_attempt(session, subscription.id)
     if newer is None:
         transaction.status = TransactionStatus.pending
+        # No longer a dismissal: its outcome is the provider's again (and once it settles or
+        # declines it is no confirmed non-charge either).
+        resolution["decision"] = REOPENED
+    transaction.billing_resolution = resolution
     transaction.updated_at = now
     subscription.collection_paused = True
+    subscription.collection_hold = attempts.LATE_POSITIVE_EVIDENCE
+    held = attempts.held_reason(subscription)
+    subscription.billing_alert = held  # raised here: the collector does not raise it again
     subscription.updated_at = now
     session.flush()
-    raise_alert(
-        "late_positive_evidence", transactionId=transaction.id, subscriptionId=subscription.id
-    )
+    raise_alert(held, transactionId=transaction.id, subscriptionId=subscription.id)
     file_task(
         session,
         organization_id=transaction.organization_id,

@@ -37,9 +37,7 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.functions import FunctionElement
 
 from gymctl.billing.debt import CHARGE_FAILED
 from gymctl.db import is_postgres
@@ -51,31 +49,15 @@ S = Subscription.__table__
 _OUTBOX = OutboxEvent.__table__
 
 
+def _ctid() -> ColumnElement[Any]:
+    """A subscription row's physical address (PostgreSQL only)."""
+    return literal_column("subscriptions.ctid")
+
+
 class Moved(NamedTuple):
     rows: int
     events: int
     more: bool  # rows still matching were left for the next run
-
-
-class days_after(FunctionElement[datetime]):
-    """`at` plus a whole number of days, as a timestamp comparable with bound instants."""
-
-    type = UTCDateTime()
-    inherit_cache = True
-
-
-@compiles(days_after, "postgresql")
-def _days_after_pg(element, compiler, **kw) -> str:
-    at, days = (compiler.process(clause, **kw) for clause in element.clauses)
-    return f"({at} + make_interval(days => {days}))"
-
-
-@compiles(days_after, "sqlite")
-def _days_after_sqlite(element, compiler, **kw) -> str:
-    # SQLite stores "YYYY-MM-DD HH:MM:SS.ffffff"; %f keeps milliseconds, so the text compares
-    # in time order with the bound instant.
-    at, days = (compiler.process(clause, **kw) for clause in element.clauses)
-    return f"strftime('%Y-%m-%d %H:%M:%f', {at}, ({days}) || ' days')"
 
 
 def utc_wall_clock(at) -> ColumnElement[datetime]:
@@ -145,6 +127,7 @@ def _run_pg(session: Session, t: Transition, now: datetime, limit: int) -> Moved
     picked = (
         select(
             S.c.id,
+            _ctid().label("row_ctid"),
             S.c.debt_notice_stage.label("old_stage"),
             *(column.label(name) for name, column in extra.items()),
         )
@@ -157,7 +140,13 @@ def _run_pg(session: Session, t: Transition, now: datetime, limit: int) -> Moved
     )
     moved = (
         update(S)
-        .where(S.c.id == picked.c.id)
+        # The picked rows are locked, so their physical address is stable in this transaction:
+        # a TID scan reads just them (an id join alone was planned as a hash join over every
+        # subscription), then joins the picked columns by id.
+        .where(
+            _ctid() == func.any(func.array(select(picked.c.row_ctid).scalar_subquery())),
+            S.c.id == picked.c.id,
+        )
         .values(t.new_values(now, picked.c))
         .returning(*RETURNED, picked.c.old_stage)
         .cte("moved")

@@ -1,8 +1,9 @@
 """Who may book (spec B 1, 4.3, 7): refusals before any seat is looked at.
 
-- 409 booking_blocked_debt: in debt beyond the grace period (billing_grace_days from
-  debt_since), or holding a plan cancelled for non-payment while any plan has open debt. Inside
-  the grace the member still books (a failed charge is retried; existing bookings stay).
+- 409 booking_blocked_debt: in debt beyond the grace period (day N, billing_grace_days from
+  debt_since, ends at the organization's midnight), or holding a plan cancelled for
+  non-payment while any plan has open debt. Inside the grace the member still books (a
+  failed charge is retried; existing bookings stay).
 - 409 plan_not_started: the only live plans are unstarted presales.
 - 409 plan_required_to_book: the organization requires a plan and the member holds none.
 """
@@ -10,17 +11,18 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from gymctl.billing.accounts import billing_settings
+from gymctl.billing.days import grace_ends
 from gymctl.billing.debt import debt_reason
 from gymctl.billing.lifecycle import NON_PAYMENT
 from gymctl.billing.plans import subscriptions_of
 from gymctl.errors import DomainError
-from gymctl.models import Subscription
+from gymctl.models import BillingSettings, Subscription
 from gymctl.models.billing import SubscriptionStatus
 
 # Statuses a member books on; `scheduled` is live but not started (a presale).
@@ -39,7 +41,7 @@ def _cancelled_for_non_payment(row: Subscription) -> bool:
 
 
 def billing_debt(
-    rows: list[Subscription], *, grace_days: int, now: datetime
+    rows: list[Subscription], *, settings: BillingSettings, now: datetime
 ) -> dict[str, Any] | None:
     """The billingDebt body of a refusal, or None when the member may book.
 
@@ -48,17 +50,16 @@ def billing_debt(
     owing = [row for row in rows if row.debt_amount_in_cents > 0 and row.debt_since is not None]
     if not owing:
         return None
-    grace = timedelta(days=grace_days)
     cancelled = [row for row in rows if _cancelled_for_non_payment(row)]
     past_grace = [
         row
         for row in owing
-        if row.status == SubscriptionStatus.debt and row.debt_since + grace <= now
+        if row.status == SubscriptionStatus.debt and grace_ends(row.debt_since, settings) <= now
     ]
     if not cancelled and not past_grace:
         return None
     oldest = min(owing, key=lambda row: (row.debt_since, str(row.id)))
-    pay_by = oldest.debt_since + grace
+    pay_by = grace_ends(oldest.debt_since, settings)
     ended = min(cancelled, key=lambda row: row.cancelled_at or now) if cancelled else None
     return {
         "amountInCents": sum(row.debt_amount_in_cents for row in owing),
@@ -78,7 +79,7 @@ def check_may_book(
     bookable one (None when the organization books without plans and the member holds none)."""
     rows = subscriptions_of(session, organization_id, user_id)
     settings = billing_settings(session, organization_id)
-    debt = billing_debt(rows, grace_days=settings.billing_grace_days, now=now)
+    debt = billing_debt(rows, settings=settings, now=now)
     if debt is not None:
         raise DomainError(
             "booking_blocked_debt",

@@ -504,3 +504,13 @@ def opening_day_command(
         print_json(answer)
     else:
         render_mapping(answer, title="presale opening day")
+
+def _add_settings_commands() -> None:
+    """`settings` and `charges` live in their own module (loaded with this group)."""
+    from gymctl.cli.billing_settings import charges_app, settings_app
+
+    app.add_typer(settings_app, name="settings")
+    app.add_typer(charges_app, name="charges")
+
+
+_add_settings_commands()

@@ -14,10 +14,12 @@ from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     CheckConstraint,
     Enum,
     ForeignKey,
     Index,
+    Integer,
     String,
     Text,
     UniqueConstraint,
@@ -229,6 +231,11 @@ class Subscription(IdMixin, Base):
     debt_notice_stage: Mapped[str | None] = mapped_column(String(32))
     decline_count: Mapped[int] = mapped_column(default=0, server_default=text("0"))
     collection_paused: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # Why collection is held when the hold is the system's, not an owner's decision (late
+    # positive evidence on a dismissed attempt); None while paused: the owner's.
+    collection_hold: Mapped[str | None] = mapped_column(String(64))
+    # The collector alert last raised for this row: raised once per state change, not per pass.
+    billing_alert: Mapped[str | None] = mapped_column(String(64))
     # The collector leaves the row alone until then (technical retries, daily debt retries).
     retry_at: Mapped[datetime | None]
     cancel_at_period_end: Mapped[bool] = mapped_column(default=False, server_default=false())
@@ -409,3 +416,25 @@ class DocumentCounter(Base):
         ForeignKey("organizations.id", ondelete="CASCADE"), primary_key=True
     )
     last_number: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+
+
+class MemberEmail(IdMixin, Base):
+    """A member-facing billing email (debt opened, cancelled for non-payment, presale charge
+    failed), one per notice event of the outbox: the event's id keys it, so a notice is emailed
+    once however often the sweep runs."""
+
+    __tablename__ = "member_emails"
+
+    outbox_event_id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), unique=True
+    )
+    organization_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("organizations.id", ondelete="CASCADE")
+    )
+    subscription_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("subscriptions.id", ondelete="SET NULL")
+    )
+    kind: Mapped[str] = mapped_column(String(32))
+    # None: nobody to tell (no address); the event is settled all the same.
+    sent_at: Mapped[datetime | None]
+    created_at: Mapped[datetime]

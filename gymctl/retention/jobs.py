@@ -14,6 +14,7 @@ from gymctl.crypto import billing_cipher
 from gymctl.providers.card import card_provider_from_settings
 from gymctl.providers.documents import LocalDocumentProvider
 from gymctl.providers.mail import Mailer, mailer_from_settings
+from gymctl.retention.billing_emails import send_billing_emails
 from gymctl.retention.digest import send_digests
 from gymctl.retention.escalation import escalate
 from gymctl.retention.presales import presale_cases_pass
@@ -54,3 +55,7 @@ def refund_task_sweep(session: Session, now: datetime, settings: Settings) -> di
 
 def booking_no_shows(session: Session, now: datetime, settings: Settings) -> dict[str, Any]:
     return no_show_pass(session, now=now)
+
+
+def billing_member_emails(session: Session, now: datetime, settings: Settings) -> dict[str, Any]:
+    return send_billing_emails(session, mailer_from_settings(settings), now=now)

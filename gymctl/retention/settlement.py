@@ -34,6 +34,7 @@ from gymctl.billing.refunds import begin_refund, execute_refund, refundable_amou
 from gymctl.crypto import FieldCipher
 from gymctl.events import EventKind, emit
 from gymctl.models import (
+    CancellationNotice,
     CancellationSettlement,
     Organization,
     PaymentTransaction,
@@ -396,6 +397,7 @@ def send_ended_email(
             gym=gym.name,
             member=emails.display_name(member),
             ended_on=settlement.effective_at.date().isoformat(),
+            given_by=_notice_given_by(session, subscription),
             refund_state=REFUND_STATE.get(settlement.execution, "processing"),
             amount=emails.money(settlement.amount_in_cents, settlement.currency),
         )
@@ -405,6 +407,20 @@ def send_ended_email(
     settlement.email_sent_at = now
     settlement.updated_at = now
     return True
+
+
+def _notice_given_by(session: Session, subscription: Subscription) -> str:
+    """Who gave the notice that ended the plan (member or staff): the email says so."""
+    initiator = session.scalar(
+        select(CancellationNotice.initiator)
+        .where(
+            CancellationNotice.subscription_id == subscription.id,
+            CancellationNotice.withdrawn_at.is_(None),
+        )
+        .order_by(CancellationNotice.given_at.desc())
+        .limit(1)
+    )
+    return initiator or "member"
 
 
 def period_end_sweep(

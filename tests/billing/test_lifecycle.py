@@ -300,9 +300,11 @@ def test_unpaid_pay_later_pack_past_due_and_validity_owes_its_debt(session, gym)
 
 
 def test_debt_past_grace_is_cancelled_for_non_payment_keeping_the_debt(session, gym):
-    """Day N = billing_grace_days (default 7) counted from debt_since."""
-    cancelled = make_subscription(session, gym, in_debt_since=NOW - 7 * DAY)
-    in_grace = make_subscription(session, gym, in_debt_since=NOW - 7 * DAY + SECOND)
+    """Day N = billing_grace_days (default 7) counted from debt_since; it ends at the
+    organization's midnight (UTC unless its settings say otherwise)."""
+    since = datetime(2026, 11, 13, 23, 59, 59, tzinfo=UTC)  # day 7 = Nov 20, over at NOW
+    cancelled = make_subscription(session, gym, in_debt_since=since)
+    in_grace = make_subscription(session, gym, in_debt_since=since + SECOND)  # day 0 = Nov 14
 
     summary = run_lifecycle(session, now=NOW)
 
@@ -312,7 +314,7 @@ def test_debt_past_grace_is_cancelled_for_non_payment_keeping_the_debt(session, 
     assert cancelled.retention_outcome == "lost_payment"
     assert (cancelled.cancelled_at, cancelled.ended_at) == (NOW, NOW)
     assert cancelled.debt_amount_in_cents == 9900  # open debt stays: it blocks booking later
-    assert cancelled.debt_since == NOW - 7 * DAY
+    assert cancelled.debt_since == since
     assert cancelled.debt_notice_stage == NOTICE_CANCELLED
     assert in_grace.status == SubscriptionStatus.debt
     [event] = events(session, cancelled)
@@ -322,7 +324,7 @@ def test_debt_past_grace_is_cancelled_for_non_payment_keeping_the_debt(session, 
         "debtReason": "charge_failed",
         "debtAmountInCents": 9900,
         "currency": "ILS",
-        "debtSince": (NOW - 7 * DAY).isoformat(),
+        "debtSince": since.isoformat(),
         "userId": str(gym.member.id),
         "notice": NOTICE_CANCELLED,
     }
@@ -331,8 +333,8 @@ def test_debt_past_grace_is_cancelled_for_non_payment_keeping_the_debt(session, 
 def test_grace_days_come_from_the_organizations_billing_settings(session, gym):
     make_billing_settings(session, gym.organization, billing_grace_days=3)
     other = make_gym(session)
-    short_grace = make_subscription(session, gym, in_debt_since=NOW - 3 * DAY)
-    default_grace = make_subscription(session, other, in_debt_since=NOW - 3 * DAY)
+    short_grace = make_subscription(session, gym, in_debt_since=NOW - 4 * DAY)
+    default_grace = make_subscription(session, other, in_debt_since=NOW - 4 * DAY)
 
     run_lifecycle(session, now=NOW)
 

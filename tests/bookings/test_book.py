@@ -45,24 +45,26 @@ def test_debt_inside_the_grace_period_still_books(session, gym, class_session):
 def test_debt_past_grace_refuses_booking_blocked_debt_with_billing_debt(
     session, gym, class_session
 ):
-    since = NOW - timedelta(days=7)
+    """Day N ends at the organization's midnight (UTC here): pay by then, cancelled from then."""
+    since = NOW - timedelta(days=8)  # day 0 = Nov 13; day 7 ends Nov 21 00:00
     make_subscription(session, gym, in_debt_since=since)
     error = _refused(session, gym, class_session)
+    day_7_ends = NOW.replace(hour=0)
     assert (error.code, error.status) == ("booking_blocked_debt", 409)
     assert error.details["billingDebt"] == {
         "amountInCents": 9900,
         "currency": "ILS",
         "since": since.isoformat(),
         "reason": "charge_failed",
-        "payBy": NOW.isoformat(),
-        "cancelsAt": NOW.isoformat(),
+        "payBy": day_7_ends.isoformat(),
+        "cancelsAt": day_7_ends.isoformat(),
         "state": "past_grace",
     }
 
 
 def test_the_organizations_grace_days_decide(session, gym, class_session):
     make_billing_settings(session, gym.organization, billing_grace_days=3)
-    make_subscription(session, gym, in_debt_since=NOW - timedelta(days=3))
+    make_subscription(session, gym, in_debt_since=NOW - timedelta(days=4))
     assert _refused(session, gym, class_session).code == "booking_blocked_debt"
 
 

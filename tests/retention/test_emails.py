@@ -54,6 +54,19 @@ CONTEXTS = {
         "ended_on": "2026-12-01",
         "refund_state": "refunded",
         "amount": "90.00 ILS",
+        "given_by": "member",
+    },
+    **{
+        f"billing_{kind}": {
+            "gym": "Iron",
+            "member": "Noa",
+            "plan": "Founders",
+            "amount": "99.00 ILS",
+            "reason": "charge_failed",
+            "pay_by": "2026-12-08",
+            "on": "2026-12-01",
+        }
+        for kind in ("debt_opened", "cancelled_non_payment", "presale_charge_failed")
     },
     "presale_withdrawn": {
         "gym": "Iron",
@@ -95,6 +108,30 @@ def test_the_membership_ended_email_tells_the_refund_state(state):
     assert ("We refunded 90.00 ILS" in body) is (state == "refunded")
     assert ("processing this refund" in body) is (state == "processing")
     assert ("Nothing is owed" in body) is (state == "none")
+
+
+@pytest.mark.parametrize("locale", LOCALES)
+def test_the_membership_ended_email_says_who_gave_notice(locale):
+    """Staff may give notice for a member: the email must not tell them they did."""
+    context = CONTEXTS["membership_ended"]
+    _, by_member = emails.render("membership_ended", locale, **context)
+    _, by_staff = emails.render("membership_ended", locale, **{**context, "given_by": "staff"})
+    assert by_member != by_staff
+    assert "Iron" in by_staff.split("\n")[2]
+    if locale == "en":
+        assert "as you gave notice" in by_member
+        assert "as Iron gave notice on your behalf" in by_staff
+
+
+@pytest.mark.parametrize("reason", ["charge_failed", "cash_lapsed", "payment_due"])
+def test_the_debt_opened_email_says_why_and_by_when(reason):
+    _, body = emails.render(
+        "billing_debt_opened", "en", **{**CONTEXTS["billing_debt_opened"], "reason": reason}
+    )
+    assert "You owe 99.00 ILS. Please pay it by 2026-12-08" in body
+    assert ("could not charge your card" in body) is (reason == "charge_failed")
+    assert ("prepaid period" in body) is (reason == "cash_lapsed")
+    assert ("was due" in body) is (reason == "payment_due")
 
 
 def test_the_locale_comes_from_the_client_and_falls_back_to_english():

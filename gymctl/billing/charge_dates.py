@@ -1,0 +1,185 @@
+"""The charge-date schedule (spec B 2.5, 4.3): which card-provider charges fall when, by the
+organization's own calendar, and staff moving one renewal's charge date.
+
+A moved date is what the collector reads (`next_charge_date`); an attempt in flight under the
+old date settles with a settlementReview (retry_date_changed), so a move is refused while an
+attempt is unresolved. A presale's charge date is its opening day (edited there, not here);
+a debt's retries are the collector's.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from datetime import datetime, time, timedelta
+from typing import Any
+
+from dateutil.relativedelta import relativedelta
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.billing import attempts
+from gymctl.billing.accounts import billing_settings
+from gymctl.billing.resolution import locked_subscription
+from gymctl.clock import zone
+from gymctl.errors import DomainError
+from gymctl.events import EventKind, emit
+from gymctl.models import Subscription
+from gymctl.models.billing import CollectionMethod, SubscriptionStatus
+
+DEFAULT_DAYS = 30
+MAX_DAYS = 92
+LIMIT = 500
+MAX_AHEAD = timedelta(days=366)
+
+
+def charge_schedule(
+    session: Session, organization_id: uuid.UUID, *, now: datetime, days: int = DEFAULT_DAYS
+) -> dict[str, Any]:
+    """Charges due before now + `days` (overdue ones first: they are being collected or held),
+    each with its local date, and the totals per local day and currency. At most LIMIT items;
+    `truncated` says when more fall in the window."""
+    if type(days) is not int or not 1 <= days <= MAX_DAYS:
+        raise DomainError(
+            "schedule_days_invalid", f"days is a whole number from 1 to {MAX_DAYS}", status=422
+        )
+    settings = billing_settings(session, organization_id)
+    local = zone(settings.timezone or "UTC")
+    until = now + timedelta(days=days)
+    rows = session.scalars(
+        select(Subscription)
+        .where(
+            Subscription.organization_id == organization_id,
+            Subscription.deleted_at.is_(None),
+            Subscription.status.in_(attempts.COLLECTABLE),
+            Subscription.payment_collection_method == CollectionMethod.card_provider,
+            Subscription.next_charge_date.is_not(None),
+            Subscription.next_charge_date < until,
+        )
+        .order_by(Subscription.next_charge_date, Subscription.id)
+        .limit(LIMIT + 1)
+    ).all()
+    items = [_item(row, local, now) for row in rows[:LIMIT]]
+    totals: dict[str, dict[str, Any]] = defaultdict(lambda: {"count": 0, "amounts": {}})
+    for item in items:
+        day = totals[item["localDate"]]
+        day["count"] += 1
+        day["amounts"][item["currency"]] = (
+            day["amounts"].get(item["currency"], 0) + item["amountInCents"]
+        )
+    return {
+        "timezone": settings.timezone or "UTC",
+        "lifecycleDay": settings.billing_lifecycle_day,
+        "from": now.isoformat(),
+        "until": until.isoformat(),
+        "days": [{"localDate": date, **totals[date]} for date in sorted(totals)],
+        "items": items,
+        "truncated": len(rows) > LIMIT,
+    }
+
+
+def move_charge_date(
+    session: Session,
+    organization_id: uuid.UUID,
+    subscription_id: uuid.UUID,
+    *,
+    expected: datetime | None,
+    to: datetime | None,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+) -> dict[str, Any]:
+    """Move an active renewal's next charge to `to`, or (no `to`) to the organization's next
+    lifecycle day on or after the current date, at its local midnight. `expected` must be the
+    date the caller saw (another move in between is refused, not overwritten)."""
+    subscription = locked_subscription(session, organization_id, subscription_id)
+    if (
+        subscription.status != SubscriptionStatus.active
+        or subscription.payment_collection_method != CollectionMethod.card_provider
+        or subscription.next_charge_date is None
+    ):
+        raise DomainError(
+            "charge_date_not_movable",
+            "only an active card renewal's charge date can be moved here",
+            status=409,
+            subscriptionStatus=subscription.status.value,
+        )
+    if expected != subscription.next_charge_date:
+        raise DomainError(
+            "charge_date_changed",
+            "the charge date changed since you read it; read the schedule again",
+            status=409,
+            nextChargeDate=subscription.next_charge_date.isoformat(),
+        )
+    if attempts.unresolved_attempt(session, subscription.id) is not None:
+        raise DomainError(
+            "billing_reconciliation_required",
+            "a card attempt for this subscription is unresolved; reconcile it first",
+            status=409,
+        )
+    settings = billing_settings(session, organization_id)
+    if to is None:
+        if settings.billing_lifecycle_day is None:
+            raise DomainError(
+                "billing_lifecycle_day_unset",
+                "give the new date, or set the organization's lifecycle day first",
+                status=409,
+            )
+        to = next_lifecycle_day(
+            subscription.next_charge_date, settings.billing_lifecycle_day, settings.timezone
+        )
+    if to <= now or to > now + MAX_AHEAD:
+        raise DomainError(
+            "charge_date_out_of_range",
+            "the new charge date must be in the future and within a year",
+            status=422,
+        )
+    if subscription.renewal_end is not None and to >= subscription.renewal_end:
+        raise DomainError(
+            "charge_date_out_of_range",
+            "the new charge date falls after the plan's last renewal",
+            status=422,
+        )
+    moved_from = subscription.next_charge_date
+    subscription.next_charge_date = to
+    subscription.updated_at = now
+    emit(
+        session,
+        EventKind.audit,
+        "billing.charge_date_moved",
+        at=now,
+        aggregate_type="subscription",
+        aggregate_id=subscription.id,
+        organization_id=organization_id,
+        actor_user_id=actor_user_id,
+        payload={"from": moved_from.isoformat(), "to": to.isoformat()},
+    )
+    session.flush()
+    return _item(subscription, zone(settings.timezone or "UTC"), now)
+
+
+def next_lifecycle_day(at: datetime, day: int, timezone: str | None) -> datetime:
+    """The first local midnight of day-of-month `day` at or after `at`, as UTC."""
+    local = zone(timezone or "UTC")
+    start = at.astimezone(local)
+    candidate = datetime.combine(start.date().replace(day=day), time(0), local)
+    if candidate < start:
+        candidate = datetime.combine(
+            (start.date().replace(day=day) + relativedelta(months=1)), time(0), local
+        )
+    return candidate.astimezone(at.tzinfo)
+
+
+def _item(row: Subscription, local, now: datetime) -> dict[str, Any]:
+    kind = attempts.kind_of(row)
+    return {
+        "subscriptionId": str(row.id),
+        "userId": str(row.user_id),
+        "status": row.status.value,
+        "kind": "presale" if row.status == SubscriptionStatus.scheduled else kind.value,
+        "nextChargeDate": row.next_charge_date.isoformat(),
+        "localDate": row.next_charge_date.astimezone(local).date().isoformat(),
+        "amountInCents": attempts.amount_of(row, kind),
+        "currency": row.currency,
+        "overdue": row.next_charge_date <= now,
+        "collectionHeld": row.collection_paused,
+    }

@@ -1,0 +1,44 @@
+"""Day counting in the organization's time zone (spec B 2.5, 3, 8): a debt's day N ends at the
+organization's local midnight, not UTC's. The same rule in Python (`grace_ends`) and as SQL
+(`day_n_ends`) for the set-based lifecycle, so the pass and the booking refusal agree."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.functions import FunctionElement
+
+from gymctl.clock import day_n_ends as _day_n_ends
+from gymctl.models import BillingSettings
+from gymctl.models.base import UTCDateTime
+
+
+def grace_ends(debt_since: datetime, settings: BillingSettings) -> datetime:
+    """When day N (billing_grace_days counted from debt_since) has passed: the organization's
+    midnight that ends it. The member pays by then; the lifecycle cancels from then."""
+    return _day_n_ends(debt_since, settings.billing_grace_days, settings.timezone or "UTC")
+
+
+class day_n_ends(FunctionElement[datetime]):
+    """SQL: day_n_ends(since, days, timezone), comparable with bound instants."""
+
+    type = UTCDateTime()
+    inherit_cache = True
+
+
+@compiles(day_n_ends, "postgresql")
+def _day_n_ends_pg(element, compiler, **kw) -> str:
+    # timestamptz AT TIME ZONE tz is the local wall clock; its day + N + 1 at midnight, read
+    # AT TIME ZONE tz again, is that local midnight as an instant (DST included).
+    since, days, tz = (compiler.process(clause, **kw) for clause in element.clauses)
+    return (
+        f"((date_trunc('day', {since} AT TIME ZONE {tz})"
+        f" + make_interval(days => ({days}) + 1)) AT TIME ZONE {tz})"
+    )
+
+
+@compiles(day_n_ends, "sqlite")
+def _day_n_ends_sqlite(element, compiler, **kw) -> str:
+    since, days, tz = (compiler.process(clause, **kw) for clause in element.clauses)
+    return f"gymctl_day_n_ends({since}, {days}, {tz})"  # registered by gymctl.db

@@ -1,0 +1,103 @@
+"""An organization's billing settings (spec B 2.5): the grace before cancellation for
+non-payment, the lifecycle day (the day of the month the organization charges on) and the
+time zone its days are counted in. Reading is finance's; changing them is the owner's (they
+decide when members are cancelled).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.billing.accounts import billing_settings
+from gymctl.clock import zone
+from gymctl.errors import DomainError
+from gymctl.events import EventKind, emit
+from gymctl.models import BillingSettings
+
+MAX_GRACE_DAYS = 60  # ours: two months of unpaid access is already generous
+LIFECYCLE_DAYS = range(1, 29)  # 1-28: a day every month has
+KEEP: Any = object()  # a setting the caller does not change
+
+
+def settings_json(row: BillingSettings) -> dict[str, Any]:
+    return {
+        "billingGraceDays": row.billing_grace_days,
+        "billingLifecycleDay": row.billing_lifecycle_day,
+        "timezone": row.timezone or "UTC",
+    }
+
+
+def read_settings(session: Session, organization_id: uuid.UUID) -> dict[str, Any]:
+    return settings_json(billing_settings(session, organization_id))
+
+
+def update_settings(
+    session: Session,
+    organization_id: uuid.UUID,
+    *,
+    grace_days: int = KEEP,
+    lifecycle_day: int | None = KEEP,
+    timezone: str = KEEP,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+) -> dict[str, Any]:
+    """Change the given settings (the others stay); every value is checked before anything is
+    written. A change is audited with its before and after; no change writes nothing."""
+    if grace_days is not KEEP and not (
+        type(grace_days) is int and 0 <= grace_days <= MAX_GRACE_DAYS
+    ):
+        raise DomainError(
+            "billing_grace_days_invalid",
+            f"grace days are a whole number from 0 to {MAX_GRACE_DAYS}",
+            status=422,
+        )
+    if lifecycle_day not in (KEEP, None) and not (
+        type(lifecycle_day) is int and lifecycle_day in LIFECYCLE_DAYS
+    ):
+        raise DomainError(
+            "billing_lifecycle_day_invalid",
+            "the lifecycle day is a day of the month from 1 to 28, or none",
+            status=422,
+        )
+    if timezone is not KEEP:
+        try:
+            zone(timezone)
+        except ValueError:
+            raise DomainError(
+                "timezone_invalid", "give an IANA time zone such as Asia/Jerusalem", status=422
+            ) from None
+    row = session.scalar(
+        select(BillingSettings)
+        .where(BillingSettings.organization_id == organization_id)
+        .with_for_update()
+    )
+    if row is None:
+        row = billing_settings(session, organization_id)
+        session.add(row)
+    before = settings_json(row)
+    if grace_days is not KEEP:
+        row.billing_grace_days = grace_days
+    if lifecycle_day is not KEEP:
+        row.billing_lifecycle_day = lifecycle_day
+    if timezone is not KEEP:
+        row.timezone = timezone
+    after = settings_json(row)
+    if after != before:
+        emit(
+            session,
+            EventKind.audit,
+            "billing.settings_changed",
+            at=now,
+            aggregate_type="organization",
+            aggregate_id=organization_id,
+            organization_id=organization_id,
+            actor_user_id=actor_user_id,
+            payload={"before": before, "after": after},
+        )
+    session.flush()
+    return after

@@ -1,0 +1,141 @@
+"""`gymctl billing settings show|set` and `gymctl billing charges schedule|move`: an
+organization's billing settings and its charge-date schedule, the same domain functions as
+the HTTP routes. Operators act as a named user (audited as the actor)."""
+
+from __future__ import annotations
+
+import uuid
+
+import typer
+
+from gymctl import clock
+from gymctl.cli.billing import DRY_RUN, JSON_OPTION, OPERATOR, ORG, SUBSCRIPTION, _instant, _unit
+from gymctl.cli.billing import _operator_id as operator_id
+from gymctl.cli.output import print_json, render_mapping, render_rows
+
+settings_app = typer.Typer(
+    no_args_is_help=True, help="Billing settings: grace, lifecycle day, zone."
+)
+charges_app = typer.Typer(no_args_is_help=True, help="The charge-date schedule.")
+
+
+@settings_app.command("show")
+def settings_show(organization: str = ORG, as_json: bool = JSON_OPTION) -> None:
+    """The organization's billing settings (defaults when never set)."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.billing import org_settings
+
+    with _unit(dry_run=True) as session:
+        gym = resolve_organization(session, organization)
+        slug = gym.slug
+        answer = org_settings.read_settings(session, gym.id)
+    render_mapping(answer, title=f"billing settings of {slug}", as_json=as_json)
+
+
+@settings_app.command("set")
+def settings_set(
+    organization: str = ORG,
+    grace_days: int | None = typer.Option(None, "--grace-days", help="0-60."),
+    lifecycle_day: str | None = typer.Option(
+        None, "--lifecycle-day", help="Day of the month the gym charges on (1-28), or none."
+    ),
+    timezone: str | None = typer.Option(None, "--timezone", help="IANA zone, e.g. Asia/Jerusalem."),
+    operator: str = OPERATOR,
+    dry_run: bool = DRY_RUN,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Change the given settings; the others stay. Audited under the operator."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.billing import org_settings
+    from gymctl.errors import DomainError
+
+    changes: dict = {}
+    if grace_days is not None:
+        changes["grace_days"] = grace_days
+    if timezone is not None:
+        changes["timezone"] = timezone
+    if lifecycle_day is not None:
+        if lifecycle_day.strip().lower() in ("none", "null", ""):
+            changes["lifecycle_day"] = None
+        elif lifecycle_day.isdigit():
+            changes["lifecycle_day"] = int(lifecycle_day)
+        else:
+            raise DomainError(
+                "billing_lifecycle_day_invalid",
+                "the lifecycle day is a day of the month from 1 to 28, or none",
+                status=422,
+            )
+    with _unit(dry_run) as session:
+        gym = resolve_organization(session, organization)
+        slug = gym.slug
+        answer = org_settings.update_settings(
+            session,
+            gym.id,
+            **changes,
+            actor_user_id=operator_id(session, operator),
+            now=clock.now(),
+        )
+    render_mapping(
+        answer,
+        title=f"billing settings of {slug}{' (dry run)' if dry_run else ''}",
+        as_json=as_json,
+    )
+
+
+@charges_app.command("schedule")
+def charges_schedule(
+    organization: str = ORG,
+    days: int = typer.Option(30, "--days", help="How far ahead (1-92)."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Card-provider charges due in the next days, overdue first, by the gym's local days."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.billing import charge_dates
+
+    with _unit(dry_run=True) as session:
+        gym = resolve_organization(session, organization)
+        slug = gym.slug
+        answer = charge_dates.charge_schedule(session, gym.id, now=clock.now(), days=days)
+    if as_json:
+        print_json(answer)
+        return
+    render_rows(
+        answer["items"],
+        ["localDate", "nextChargeDate", "kind", "amountInCents", "currency", "subscriptionId"],
+        title=f"charges of {slug} ({answer['timezone']})"
+        + (" [truncated]" if answer["truncated"] else ""),
+    )
+
+
+@charges_app.command("move")
+def charges_move(
+    organization: str = ORG,
+    subscription: uuid.UUID = SUBSCRIPTION,
+    expected: str = typer.Option(..., "--expected", help="The charge date you read (ISO UTC)."),
+    to: str | None = typer.Option(
+        None, "--to", help="The new date (ISO UTC); absent: the gym's next lifecycle day."
+    ),
+    operator: str = OPERATOR,
+    dry_run: bool = DRY_RUN,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Move an active card renewal's next charge date (audited)."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.billing import charge_dates
+
+    with _unit(dry_run) as session:
+        gym = resolve_organization(session, organization)
+        answer = charge_dates.move_charge_date(
+            session,
+            gym.id,
+            subscription,
+            expected=_instant(expected),
+            to=_instant(to) if to else None,
+            actor_user_id=operator_id(session, operator),
+            now=clock.now(),
+        )
+    render_mapping(
+        answer,
+        title=f"charge date of {subscription}{' (dry run)' if dry_run else ''}",
+        as_json=as_json,
+    )

@@ -1,0 +1,155 @@
+"""Member-facing billing emails (spec B 3, 6): debt opened, cancellation for non-payment and a
+presale's failed opening-day charge, in the member's locale (en, he, es).
+
+The notices are the outbox events the collector and the lifecycle already write once per stage
+(`subscription.debt_opened`, `subscription.cancelled` for non-payment, `payment.charge_failed`
+of a presale); each is emailed once, keyed by its event id (`member_emails`). A presale decline
+opens debt too: its one email is the presale one. Events older than LOOKBACK are left alone, so
+a first run after an upgrade does not mail the history.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, or_, select, true
+from sqlalchemy.orm import Session
+
+from gymctl import ids
+from gymctl.billing.accounts import billing_settings
+from gymctl.billing.debt import CHARGE_FAILED
+from gymctl.clock import day_n_ends, zone
+from gymctl.models import (
+    CancellationNotice,
+    MemberEmail,
+    Organization,
+    OutboxEvent,
+    Plan,
+    Subscription,
+    User,
+)
+from gymctl.providers.mail import Mailer, MailError
+from gymctl.retention import emails
+
+log = logging.getLogger("gymctl.retention")
+
+BATCH = 200
+LOOKBACK = timedelta(days=2)
+DEBT_OPENED = "debt_opened"
+CANCELLED_NON_PAYMENT = "cancelled_non_payment"
+PRESALE_CHARGE_FAILED = "presale_charge_failed"
+COVERED = "covered_by_presale"  # a presale decline's debt notice: the presale email tells it
+
+_NOTICES = or_(
+    OutboxEvent.name == "subscription.debt_opened",
+    and_(
+        OutboxEvent.name == "subscription.cancelled",
+        OutboxEvent.payload["reason"].as_string() == "non_payment",
+    ),
+    and_(
+        OutboxEvent.name == "payment.charge_failed",
+        OutboxEvent.payload["presale"].as_boolean() == true(),
+    ),
+)
+
+
+def send_billing_emails(
+    session: Session, mailer: Mailer, *, now: datetime, limit: int = BATCH
+) -> dict[str, Any]:
+    """Email every notice not yet emailed; a failed handover is retried next run."""
+    events = session.scalars(
+        select(OutboxEvent)
+        .where(
+            _NOTICES,
+            OutboxEvent.occurred_at >= now - LOOKBACK,
+            OutboxEvent.id.not_in(select(MemberEmail.outbox_event_id)),
+        )
+        .order_by(OutboxEvent.id)
+        .limit(limit)
+    ).all()
+    counts = {"sent": 0, "failed": 0, "skipped": 0}
+    for event in events:
+        outcome = _email(session, mailer, event, now=now)
+        counts[outcome] += 1
+    session.flush()
+    return counts
+
+
+def _email(session: Session, mailer: Mailer, event: OutboxEvent, *, now: datetime) -> str:
+    subscription_id = uuid.UUID(event.payload.get("subscriptionId") or event.aggregate_id)
+    subscription = session.get(Subscription, subscription_id)
+    kind = {
+        "subscription.debt_opened": DEBT_OPENED,
+        "subscription.cancelled": CANCELLED_NON_PAYMENT,
+        "payment.charge_failed": PRESALE_CHARGE_FAILED,
+    }[event.name]
+    if kind == DEBT_OPENED and subscription.retention_case_kind == PRESALE_CHARGE_FAILED:
+        return _settle(session, event, subscription, COVERED, sent=None, now=now)
+    member = session.get(User, subscription.user_id)
+    if member is None or not member.email or member.deleted_at is not None:
+        return _settle(session, event, subscription, kind, sent=None, now=now)
+    try:
+        emails.send(
+            mailer,
+            to=member.email,
+            name=f"billing_{kind}",
+            locale=_locale(session, subscription),
+            tag=f"billing_{kind}",
+            **_context(session, subscription, event, member),
+        )
+    except MailError as error:
+        log.warning("billing email %s not sent, retried next run: %s", kind, error)
+        return "failed"
+    return _settle(session, event, subscription, kind, sent=now, now=now)
+
+
+def _settle(session, event, subscription, kind, *, sent, now) -> str:
+    session.add(
+        MemberEmail(
+            id=ids.new_id(),
+            outbox_event_id=event.id,
+            organization_id=subscription.organization_id,
+            subscription_id=subscription.id,
+            kind=kind,
+            sent_at=sent,
+            created_at=now,
+        )
+    )
+    return "sent" if sent is not None else "skipped"
+
+
+def _context(session, subscription, event, member) -> dict[str, Any]:
+    """What the templates say: money as the member owes it, days in the gym's own calendar."""
+    settings = billing_settings(session, subscription.organization_id)
+    local = zone(settings.timezone or "UTC")
+    plan = session.get(Plan, subscription.plan_id)
+    gym = session.get(Organization, subscription.organization_id)
+    amount = event.payload.get("amountInCents") or event.payload.get("debtAmountInCents") or 0
+    since = subscription.debt_since or event.occurred_at
+    last_day = day_n_ends(since, settings.billing_grace_days, settings.timezone or "UTC")
+    return {
+        "gym": gym.name,
+        "member": emails.display_name(member),
+        "plan": plan.name if plan else "",
+        "amount": emails.money(amount, subscription.currency),
+        "reason": event.payload.get("reason") or event.payload.get("debtReason") or CHARGE_FAILED,
+        # the last day to pay: day N, the local day before the midnight that ends it
+        "pay_by": (last_day.astimezone(local) - timedelta(days=1)).date().isoformat(),
+        "on": event.occurred_at.astimezone(local).date().isoformat(),
+    }
+
+
+def _locale(session: Session, subscription: Subscription) -> str | None:
+    """The locale the member last used with the gym (their latest notice), else English."""
+    return session.scalar(
+        select(CancellationNotice.locale)
+        .where(
+            CancellationNotice.user_id == subscription.user_id,
+            CancellationNotice.organization_id == subscription.organization_id,
+        )
+        .order_by(CancellationNotice.given_at.desc())
+        .limit(1)
+    )

@@ -1,0 +1,97 @@
+"""`gymctl billing settings show|set` and `gymctl billing charges schedule|move` through
+Typer's runner, on PostgreSQL with real commits: the same functions as the routes, audited
+under the operator, refusals with their code and a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import sessionmaker
+from typer.testing import CliRunner
+
+from gymctl.cli.billing import app as billing_app
+from gymctl.db import get_engine
+from gymctl.errors import DomainError
+from gymctl.models import AuditLog, BillingSettings, Subscription
+from tests.billing import factories as bf
+from tests.conftest import NOW
+
+
+@pytest.fixture
+def world(committed_pg, monkeypatch):
+    monkeypatch.setenv("GYMCTL_DATABASE_URL", committed_pg)
+    monkeypatch.setenv("COLUMNS", "250")
+    factory = sessionmaker(bind=get_engine(committed_pg), expire_on_commit=False)
+    with factory() as session:
+        gym = bf.make_gym(session)
+        renewal = bf.make_subscription(
+            session,
+            gym,
+            payment_method_id=bf.make_card(session, gym).id,
+            next_charge_date=NOW + timedelta(days=3),
+        )
+        session.commit()
+    return factory, gym, renewal
+
+
+def _run(*args: str):
+    return CliRunner().invoke(billing_app, list(args))
+
+
+def test_settings_set_and_show_as_the_operator(world):
+    factory, gym, _ = world
+    org = str(gym.organization.id)
+    changed = _run(
+        "settings", "set", org, "--grace-days", "3", "--lifecycle-day", "5",
+        "--timezone", "Asia/Jerusalem", "--operator", str(gym.owner.id), "--json",
+    )  # fmt: skip
+    assert changed.exit_code == 0, changed.output
+    assert json.loads(changed.stdout) == {
+        "billingGraceDays": 3,
+        "billingLifecycleDay": 5,
+        "timezone": "Asia/Jerusalem",
+    }
+    shown = json.loads(_run("settings", "show", gym.organization.slug, "--json").stdout)
+    assert shown["timezone"] == "Asia/Jerusalem"
+    with factory() as session:
+        audit = session.scalar(
+            select(AuditLog).where(AuditLog.action == "billing.settings_changed")
+        )
+        assert audit.actor_user_id == gym.owner.id
+
+
+def test_a_refused_setting_exits_non_zero_and_writes_nothing(world):
+    factory, gym, _ = world
+    refused = _run(
+        "settings", "set", str(gym.organization.id), "--timezone", "Mars/Base",
+        "--operator", str(gym.owner.id),
+    )  # fmt: skip
+    assert refused.exit_code != 0
+    assert isinstance(refused.exception, DomainError)
+    assert refused.exception.code == "timezone_invalid"
+    with factory() as session:
+        assert session.get(BillingSettings, gym.organization.id) is None
+
+
+def test_charges_schedule_and_move(world):
+    factory, gym, renewal = world
+    org = str(gym.organization.id)
+    schedule = json.loads(_run("charges", "schedule", org, "--days", "30", "--json").stdout)
+    [item] = schedule["items"]
+    assert item["subscriptionId"] == str(renewal.id)
+    to = (NOW + timedelta(days=9)).isoformat()
+    dry = _run(
+        "charges", "move", org, str(renewal.id), "--expected", item["nextChargeDate"],
+        "--to", to, "--operator", str(gym.owner.id), "--dry-run", "--json",
+    )  # fmt: skip
+    assert dry.exit_code == 0, dry.output
+    with factory() as session:
+        assert session.get(Subscription, renewal.id).next_charge_date == renewal.next_charge_date
+    moved = _run(
+        "charges", "move", org, str(renewal.id), "--expected", item["nextChargeDate"],
+        "--to", to, "--operator", str(gym.owner.id), "--json",
+    )  # fmt: skip
+    assert json.loads(moved.stdout)["nextChargeDate"] == to

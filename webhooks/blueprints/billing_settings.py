@@ -1,0 +1,87 @@
+"""An organization's billing settings and its charge-date schedule (spec B 2.5, 4.3): finance
+reads them; the owner changes the settings; finance moves a renewal's charge date. Each calls
+the same domain function as the CLI."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from flask import Blueprint, jsonify, request
+from pydantic import Field, StrictInt
+
+from gymctl.access.permissions import Action, Module
+from gymctl.billing import charge_dates, org_settings
+from gymctl.errors import DomainError
+from webhooks.access import membership, org_route, owner_route
+from webhooks.blueprints.billing_ops import _utc
+from webhooks.context import db, now
+from webhooks.validation import Body, parse
+
+bp = Blueprint("billing_settings", __name__)
+ORG = "/organizations/<uuid:org_id>"
+
+
+@bp.get(f"{ORG}/billing/settings")
+@org_route(Module.finance, Action.view)
+def get_settings(org_id: uuid.UUID):
+    return jsonify(data=org_settings.read_settings(db(), org_id))
+
+
+class SettingsBody(Body):
+    billing_grace_days: StrictInt = Field(0, alias="billingGraceDays")
+    billing_lifecycle_day: StrictInt | None = Field(None, alias="billingLifecycleDay")
+    timezone: str = Field("UTC", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_+/-]+$")
+
+
+@bp.patch(f"{ORG}/billing/settings")
+@owner_route
+def patch_settings(org_id: uuid.UUID):
+    body = parse(SettingsBody)
+    given = body.model_fields_set  # an absent setting is kept; a null lifecycle day clears it
+    answer = org_settings.update_settings(
+        db(),
+        org_id,
+        grace_days=body.billing_grace_days if "billing_grace_days" in given else org_settings.KEEP,
+        lifecycle_day=(
+            body.billing_lifecycle_day if "billing_lifecycle_day" in given else org_settings.KEEP
+        ),
+        timezone=body.timezone if "timezone" in given else org_settings.KEEP,
+        actor_user_id=membership().user_id,
+        now=now(),
+    )
+    return jsonify(data=answer)
+
+
+@bp.get(f"{ORG}/billing/charge-schedule")
+@org_route(Module.finance, Action.view)
+def get_charge_schedule(org_id: uuid.UUID):
+    raw = request.args.get("days", str(charge_dates.DEFAULT_DAYS))
+    if not raw.isdigit() or len(raw) > 3:
+        raise DomainError(
+            "schedule_days_invalid",
+            f"days is a whole number from 1 to {charge_dates.MAX_DAYS}",
+            status=422,
+        )
+    return jsonify(data=charge_dates.charge_schedule(db(), org_id, now=now(), days=int(raw)))
+
+
+class ChargeDateBody(Body):
+    expected_next_charge_date: datetime = Field(alias="expectedNextChargeDate")
+    next_charge_date: datetime | None = Field(None, alias="nextChargeDate")
+
+
+@bp.post(f"{ORG}/subscriptions/<uuid:subscription_id>/charge-date")
+@org_route(Module.finance, Action.manage)
+def move_charge_date(org_id: uuid.UUID, subscription_id: uuid.UUID):
+    body = parse(ChargeDateBody)
+    answer = charge_dates.move_charge_date(
+        db(),
+        org_id,
+        subscription_id,
+        expected=_utc(body.expected_next_charge_date),
+        to=_utc(body.next_charge_date) if body.next_charge_date else None,
+        actor_user_id=membership().user_id,
+        now=now(),
+    )
+    return jsonify(data=answer)
