@@ -52,8 +52,8 @@ def open_card_replacement(
     cipher: FieldCipher,
 ) -> Checkout:
     """Open the token-only page for the member's own subscription. Refusals change nothing:
-    404 subscription_not_found (not theirs), 409 card_replacement_not_available (ended, or not
-    collected by the card provider), 409 card_provider_not_configured, 409
+    404 subscription_not_found (not theirs), 409 card_replacement_not_available (ended owing
+    nothing, or not collected by the card provider), 409 card_provider_not_configured, 409
     card_replacement_in_progress (a page already open), 503 provider_unreachable."""
     subscription = attempts.lock_subscription(session, subscription_id)
     if (
@@ -63,10 +63,12 @@ def open_card_replacement(
         or subscription.deleted_at is not None
     ):
         raise not_found("subscription_not_found", "no such subscription of yours")
+    # A plan cancelled for non-payment still owes (spec B 3): its member must be able to save
+    # a card that pays it, or the debt could never be paid by card.
+    owes = bool(subscription.debt_amount_in_cents)
     if (
-        subscription.status not in REPLACEABLE
-        or subscription.payment_collection_method != CollectionMethod.card_provider
-    ):
+        subscription.status not in REPLACEABLE and not owes
+    ) or subscription.payment_collection_method != CollectionMethod.card_provider:
         raise DomainError(
             "card_replacement_not_available",
             "this subscription is not paid by a saved card",
