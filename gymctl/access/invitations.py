@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from gymctl.access import tickets
 from gymctl.access.grants import require_grant, require_invitation_handling
 from gymctl.access.memberships import owner_of
+from gymctl.bridge import mirror
 from gymctl.config import Settings
 from gymctl.errors import DomainError, forbidden, not_found
 from gymctl.events import EventKind, emit
@@ -392,6 +393,7 @@ def _activate(session: Session, invitation: Invitation, user: User, *, now: date
         membership.status = MembershipStatus.active
         membership.invitation_held = False
         membership.updated_at = now
+        mirror.member_created(session, membership, now=now)
     emit(
         session,
         EventKind.audit,

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from gymctl import ids
 from gymctl.access import tickets
 from gymctl.access.invitations import Outreach, frontend, linked_login, normalize_email
+from gymctl.bridge import mirror
 from gymctl.errors import DomainError, forbidden, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import (
@@ -307,6 +308,7 @@ def join_signed_in(
         payload={"joinLinkId": str(link.id)},
     )
     session.flush()
+    mirror.member_created(session, membership, now=now)
     return membership, True
 
 

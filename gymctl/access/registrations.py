@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from gymctl.access.invitations import normalize_email
 from gymctl.access.memberships import active_member_count
+from gymctl.bridge import mirror
 from gymctl.errors import DomainError, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import (
@@ -142,6 +143,7 @@ def register_member(
         payload={"origin": origin},
     )
     session.flush()
+    mirror.member_created(session, membership, now=now)
     return person, True
 
 

@@ -375,8 +375,9 @@ def _schedule(ctx: OpContext, session_id: uuid.UUID) -> Known:
 
 
 def booking_create(ctx: OpContext, op: SyncOp, payload: BookingPayload) -> str:
-    if ctx.lookup(EntityType.booking, payload.booking_id) is not None:
-        return "already_booked"
+    current = ctx.lookup(EntityType.booking, payload.booking_id)
+    if current is not None and current.data.get("status") == "booked":
+        return "already_booked"  # a cancelled link is a booking revived: booked again
     user = _member(ctx, payload.member_id)
     bridge = ctx.lookup(ACTIVE_BRIDGE, payload.member_id)
     if bridge is None:

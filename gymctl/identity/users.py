@@ -10,6 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from gymctl.bridge import mirror
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
 from gymctl.identity.auth import user_by_identity
@@ -133,6 +134,7 @@ def user_updated(session: Session, data: dict[str, Any], *, now: datetime) -> st
     user.email = email
     user.image_url = data.get("image_url")
     user.updated_at = now
+    mirror.member_updated(session, user, now=now)
     return "created" if created else "mirrored"
 
 

@@ -31,6 +31,7 @@ from gymctl.access.memberships import owner_of
 from gymctl.billing.accounts import CARD_PROVIDER
 from gymctl.billing.attempts import lock_subscription
 from gymctl.billing.refunds import refund_transaction, refundable_amount
+from gymctl.bridge import mirror
 from gymctl.crypto import FieldCipher
 from gymctl.events import EventKind, emit
 from gymctl.models import (
@@ -206,6 +207,7 @@ def settle_one(
     subscription.retention_outcome = outcome.value
     subscription.cancellation_reason = subscription.cancellation_reason or NOTICE
     subscription.updated_at = now
+    mirror.subscription_changed(session, subscription, now=now)
     close_case(session, case, outcome, now=now)
     try:
         standing_order = doors.standing_orders(session, subscription)
