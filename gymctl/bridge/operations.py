@@ -315,7 +315,15 @@ def _assign(ctx: OpContext, op: SyncOp, payload: MembershipPayload, *, retried: 
             owner = entity_map.find_external(
                 ctx.session, ctx.organization_id, EntityType.membership, external
             )
-            if owner is None or owner.platform_id == str(payload.subscription_id):
+            if owner is not None:
+                if owner.platform_id == str(payload.subscription_id):
+                    ctx.link(EntityType.membership, payload.subscription_id, external, data)
+                    return "found"
+                continue  # another subscription's
+            # Unlinked: ours only if it is what an earlier attempt of this op sent (its link
+            # was lost with that attempt); one the gym's desk made there is never taken over.
+            if (held.get("start_date"), held.get("end_date")) == (data["startDate"],
+                                                                  data["endDate"]):  # fmt: skip
                 ctx.link(EntityType.membership, payload.subscription_id, external, data)
                 return "found"
     created = ctx.client.assign_membership(
@@ -359,12 +367,24 @@ def membership_hold(ctx: OpContext, op: SyncOp, payload: MembershipPayload) -> s
 
 
 def membership_update(ctx: OpContext, op: SyncOp, payload: MembershipPayload) -> str:
-    """New dates: the non-recurring membership is re-issued (cancel, then assign)."""
-    _end(ctx, payload, "replaced")
+    """New dates: the non-recurring membership is re-issued (cancel, then assign). Only a
+    membership the entity map says is ours and live is re-issued: after a cancel or a hold
+    there is nothing to update (the next assign carries the dates)."""
     current = ctx.lookup(EntityType.membership, payload.subscription_id)
-    if current is not None and current.data.get("status") == "active":
+    status = current.data.get("status") if current is not None else None
+    if (
+        status == "active"
+        and current.data.get("startDate") == payload.start_date.isoformat()
+        and (
+            current.data.get("endDate")
+            == (payload.end_date.isoformat() if payload.end_date else None)
+        )
+    ):
         return "already_updated"
-    return _assign(ctx, op, payload, retried=True)
+    if status not in ("active", "replaced"):
+        return "not_live"
+    _end(ctx, payload, "replaced")
+    return _assign(ctx, op, payload, retried=op.attempts > 1 or status == "replaced")
 
 
 def _schedule(ctx: OpContext, session_id: uuid.UUID) -> Known:
