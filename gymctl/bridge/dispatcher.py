@@ -39,7 +39,7 @@ from gymctl.bridge.client import (
     Throttle,
 )
 from gymctl.bridge.connection import activate, check_account, find_connection, open_client
-from gymctl.bridge.operations import OpContext, Park, Retry, perform
+from gymctl.bridge.operations import Disconnected, OpContext, Park, Retry, perform
 from gymctl.bridge.polling import serve_polls
 from gymctl.clock import Clock
 from gymctl.config import Settings
@@ -156,11 +156,18 @@ def drain(
                 context.prefetch(ops)
                 for position, op in enumerate(ops):
                     _run_op(context, op, policy, throttle, sent)
-                    if sent.broken or context.connection.status is ConnectionStatus.error:
+                    if (
+                        sent.broken
+                        or context.disconnected
+                        or (context.connection.status is ConnectionStatus.error)
+                    ):
                         for rest in ops[position + 1 :]:
                             sent.add(rest, queue.released(rest, run_after=clock.now()))
                         break
                 sent.write()
+                if context.disconnected:
+                    summary.stopped = "disconnected"
+                    break
                 if context.connection.status is ConnectionStatus.error:
                     summary.stopped = "unauthorized"
                     break
@@ -299,6 +306,9 @@ def _run_op(
     except Retry as later:
         outcome = "retry"
         values = queue.failed(op, now=now(), error=str(later), ladder=policy.ladder)
+    except Disconnected:
+        outcome = "disconnected"  # not sent: waits, uncharged, for a new connect
+        values = queue.released(op, run_after=now())
     except ExternalCallError as error:
         outcome, http_status = error.kind, error.status
         if error.kind == CallFailure.unauthorized:
@@ -333,6 +343,10 @@ def _polls(
 ) -> dict[str, Any]:
     try:
         return serve_polls(session, connection, client, clock.now)
+    except Disconnected:
+        session.rollback()
+        summary.stopped = "disconnected"
+        return {}
     except ExternalCallError as error:
         session.rollback()
         if error.kind == CallFailure.unauthorized:

@@ -32,6 +32,7 @@ from gymctl.bridge.polling import window
 from gymctl.errors import DomainError
 from gymctl.ids import new_id
 from gymctl.models.bridge import (
+    ConnectionStatus,
     EntityLink,
     EntityType,
     IntegrationConnection,
@@ -53,6 +54,10 @@ class Retry(Exception):
     """Not possible yet (a class the poll has not mapped): back off on the ladder."""
 
 
+class Disconnected(Exception):
+    """The organization was disconnected while its dispatcher ran: no further call leaves."""
+
+
 ACTIVE_BRIDGE = "active_bridge_membership"  # cache key: a member's live bridge membership
 
 _LINKS = EntityLink.__table__
@@ -71,6 +76,9 @@ _LIVE_BRIDGE_MEMBERSHIPS = select(*_COLUMNS).where(
     _LINKS.c.metadata["status"].as_string() == "active",
 )
 _UPDATE_LINK = update(_LINKS).where(_LINKS.c.id == bindparam("link_id"))
+_STATUS = select(IntegrationConnection.status).where(
+    IntegrationConnection.id == bindparam("connection_id")
+)
 
 
 @dataclass
@@ -102,6 +110,7 @@ class OpContext:
     connection: IntegrationConnection
     now: Callable[[], datetime]
     links: dict[tuple[str, str], Known | None] = field(default_factory=dict)
+    disconnected: bool = False
     inserts: dict[uuid.UUID, dict[str, Any]] = field(default_factory=dict)
     updates: dict[uuid.UUID, dict[str, Any]] = field(default_factory=dict)
 
@@ -111,10 +120,13 @@ class OpContext:
 
     def commit_before_call(self) -> None:
         """Only a transaction the session really began (a read, a flush) is committed; links
-        merely held wait for the batch's write."""
-        transaction = self.session.get_transaction()
-        if transaction is not None and transaction.connections:
-            self.session.commit()
+        merely held wait for the batch's write. Then the connection's status is read again:
+        once a disconnect has committed, no further call leaves for the organization."""
+        status = self.session.scalar(_STATUS, {"connection_id": self.connection.id})
+        self.session.commit()
+        if status not in (ConnectionStatus.active, ConnectionStatus.pending):
+            self.disconnected = True
+            raise Disconnected(f"the connection is {status.value if status else 'gone'}")
 
     def prefetch(self, ops: list[SyncOp]) -> None:
         """Two reads for the batch: the links its ops name, and their members' live bridge
