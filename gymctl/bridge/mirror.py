@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 
 from gymctl.bridge import queue
 from gymctl.bridge.connection import find_connection
+from gymctl.bridge.polling import timezone_of
 from gymctl.db import advisory_lock, is_postgres
 from gymctl.models import (
     Booking,
@@ -37,7 +38,7 @@ from gymctl.models import (
     Role,
     User,
 )
-from gymctl.models.billing import BillingSettings, Subscription, SubscriptionStatus
+from gymctl.models.billing import Subscription, SubscriptionStatus
 from gymctl.models.bridge import (
     EntityLink,
     EntityType,
@@ -64,11 +65,6 @@ def connected(session: Session, organization_id: uuid.UUID) -> bool:
     queue: the ops wait for the connection, nothing the gym does meanwhile is lost)."""
     connection = find_connection(session, organization_id)
     return connection is not None and connection.status in queue.QUEUEING
-
-
-def timezone_of(session: Session, organization_id: uuid.UUID) -> ZoneInfo:
-    settings = session.get(BillingSettings, organization_id)
-    return ZoneInfo(settings.timezone if settings is not None else "UTC")
 
 
 # -- members ----------------------------------------------------------------------------------

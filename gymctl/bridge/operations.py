@@ -28,7 +28,7 @@ from gymctl.bridge.payloads import (
     MembershipPayload,
     parse_payload,
 )
-from gymctl.bridge.polling import window
+from gymctl.bridge.polling import timezone_of, window
 from gymctl.errors import DomainError
 from gymctl.ids import new_id
 from gymctl.models.bridge import (
@@ -425,7 +425,7 @@ def booking_create(ctx: OpContext, op: SyncOp, payload: BookingPayload) -> str:
         if "date" in schedule.data:
             first = last = date.fromisoformat(schedule.data["date"])
         else:
-            first, last = window(ctx.now())
+            first, last = window(ctx.now(), timezone_of(ctx.session, ctx.organization_id))
         for item in ctx.client.schedule(first, last):
             if str(item["id"]) != schedule.external_id:
                 continue

@@ -10,16 +10,21 @@ the calls, so they share its lock and its rate.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
-from sqlalchemy import select, update
+from sqlalchemy import String, literal, select, update
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.functions import FunctionElement
 
 from gymctl.bridge import entity_map
 from gymctl.bridge.client import ExternalGymClient
 from gymctl.events import EventKind, emit
+from gymctl.models.billing import BillingSettings
 from gymctl.models.bridge import (
     ConnectionStatus,
     EntityLink,
@@ -44,13 +49,37 @@ def mark_due(session: Session, column: str, *, now: datetime) -> int:
     return result.rowcount
 
 
-def window(now: datetime) -> tuple[date, date]:
-    today = now.date()
+def timezone_of(session: Session, organization_id: uuid.UUID) -> ZoneInfo:
+    """The gym's timezone (spec B 2.5): its days are the ones the external system lists."""
+    settings = session.get(BillingSettings, organization_id)
+    return ZoneInfo(settings.timezone if settings is not None else "UTC")
+
+
+def window(now: datetime, zone: ZoneInfo) -> tuple[date, date]:
+    """Today (in the gym's timezone, not UTC) through 14 days."""
+    today = now.astimezone(zone).date()
     return today, today + timedelta(days=WINDOW_DAYS)
 
 
-def fetch_schedule(client: ExternalGymClient, now: datetime) -> list[dict[str, Any]]:
-    return client.schedule(*window(now))
+class json_text(FunctionElement[str]):
+    """A JSON member of the entity map's metadata as text, spelled as the migration's
+    expression indexes are (a bound key would not match them). Keys are constants of this
+    module, spelled into the SQL."""
+
+    type = String()
+    inherit_cache = True
+
+
+@compiles(json_text, "postgresql")
+def _json_text_pg(element, compiler, **kw) -> str:
+    column, key = element.clauses
+    return f"({compiler.process(column, **kw)} ->> '{key.value}')"
+
+
+@compiles(json_text, "sqlite")
+def _json_text_sqlite(element, compiler, **kw) -> str:
+    column, key = element.clauses
+    return f"json_extract({compiler.process(column, **kw)}, '$.{key.value}')"
 
 
 def poll_schedule(
@@ -92,7 +121,7 @@ def poll_schedule(
             row.data = {**row.data, **data}
             row.updated_at = now
             counts["changed"] += 1
-    first, last = window(now)
+    first, last = window(now, timezone_of(session, organization_id))
     for row in _schedule_rows(session, organization_id, first, last):
         if row.external_id not in seen and not row.data.get("removed"):
             row.data = {**row.data, "removed": True}
@@ -103,18 +132,21 @@ def poll_schedule(
     return counts
 
 
+_DAY = json_text(EntityLink.data, literal("date"))
+_SCHEDULE_REF = json_text(EntityLink.data, literal("scheduleId"))
+
+
 def _schedule_rows(session: Session, organization_id, first: date, last: date) -> list[EntityLink]:
-    rows = session.scalars(
-        select(EntityLink).where(
-            EntityLink.organization_id == organization_id,
-            EntityLink.entity_type == EntityType.schedule,
+    """The window's classes only (an expression index on the day): history costs nothing."""
+    return list(
+        session.scalars(
+            select(EntityLink).where(
+                EntityLink.organization_id == organization_id,
+                EntityLink.entity_type == EntityType.schedule,
+                _DAY.between(first.isoformat(), last.isoformat()),
+            )
         )
     )
-    return [
-        row
-        for row in rows
-        if row.data.get("date") and first.isoformat() <= row.data["date"] <= last.isoformat()
-    ]
 
 
 def reconcile_bookings(
@@ -127,17 +159,19 @@ def reconcile_bookings(
             registrations[str(registration["id"])] = (str(item["id"]), str(registration["user_id"]))
     in_window = {str(item["id"]) for item in items}
     counts = {"confirmed": 0, "cancelledExternally": 0, "seenExternally": 0}
-    bookings = list(
-        session.scalars(
-            select(EntityLink).where(
-                EntityLink.organization_id == organization_id,
-                EntityLink.entity_type == EntityType.booking,
-            )
-        )
-    )
+    # Only the window's booking links, and the links of the registrations seen: the cost
+    # follows the poll window, never the organization's history (expression index).
+    bookings = _links(session, organization_id, EntityType.booking, _SCHEDULE_REF, in_window)
     known = {row.external_id for row in bookings}
+    known |= {
+        row.external_id
+        for row in _links(
+            session, organization_id, EntityType.booking, EntityLink.external_id,
+            set(registrations) - known,
+        )
+    }  # fmt: skip
     for row in bookings:
-        if row.data.get("status") != "booked" or row.data.get("scheduleId") not in in_window:
+        if row.data.get("status") != "booked":
             continue
         if row.external_id in registrations:
             counts["confirmed"] += 1
@@ -146,7 +180,9 @@ def reconcile_bookings(
         row.updated_at = now
         counts["cancelledExternally"] += 1
         _event(session, "bridge.booking_cancelled_externally", row, now)
-    members = _members_by_external(session, organization_id)
+    members = _members_by_external(
+        session, organization_id, {user for _, user in registrations.values()}
+    )
     for registration_id, (schedule_id, user_id) in registrations.items():
         if registration_id in known or user_id not in members:
             continue
@@ -169,15 +205,28 @@ def reconcile_bookings(
     return counts
 
 
-def _members_by_external(session: Session, organization_id) -> dict[str, str]:
-    rows = session.execute(
-        select(EntityLink.external_id, EntityLink.platform_id).where(
-            EntityLink.organization_id == organization_id,
-            EntityLink.entity_type == EntityType.member,
-            EntityLink.platform_id.is_not(None),
+IN_CHUNK = 500  # values per IN list
+
+
+def _links(session: Session, organization_id, entity_type, column, values) -> list[EntityLink]:
+    """The organization's links of a type whose `column` is one of `values`."""
+    values = sorted(values)
+    rows: list[EntityLink] = []
+    for start in range(0, len(values), IN_CHUNK):
+        rows += session.scalars(
+            select(EntityLink).where(
+                EntityLink.organization_id == organization_id,
+                EntityLink.entity_type == entity_type,
+                column.in_(values[start : start + IN_CHUNK]),
+            )
         )
-    )
-    return {external: platform for external, platform in rows}
+    return rows
+
+
+def _members_by_external(session: Session, organization_id, users: set[str]) -> dict[str, str]:
+    """The linked members among the external users seen in the window."""
+    rows = _links(session, organization_id, EntityType.member, EntityLink.external_id, users)
+    return {row.external_id: row.platform_id for row in rows if row.platform_id is not None}
 
 
 def _event(session: Session, name: str, row: EntityLink, now: datetime) -> None:
@@ -211,8 +260,9 @@ def serve_polls(
     reconcile_due = connection.reconcile_due_at is not None and connection.reconcile_due_at <= at
     if not (poll_due or reconcile_due):
         return {}
+    zone = timezone_of(session, connection.organization_id)
     session.commit()  # no transaction open across the call
-    items = fetch_schedule(client, at)
+    items = client.schedule(*window(at, zone))
     result: dict[str, Any] = {}
     if poll_due:
         result["schedule"] = poll_schedule(session, connection, items, now())
