@@ -30,7 +30,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, aliased
 
 from gymctl import clock as default_clock
-from gymctl.bridge import queue
+from gymctl.bridge import classes, queue
 from gymctl.bridge.client import (
     CallFailure,
     ConnectionPool,
@@ -39,7 +39,7 @@ from gymctl.bridge.client import (
     Throttle,
 )
 from gymctl.bridge.connection import activate, check_account, find_connection, open_client
-from gymctl.bridge.operations import Disconnected, OpContext, Park, Retry, perform
+from gymctl.bridge.operations import Defer, Disconnected, OpContext, Park, Retry, perform
 from gymctl.bridge.polling import serve_polls
 from gymctl.clock import Clock
 from gymctl.config import Settings
@@ -306,6 +306,9 @@ def _run_op(
     except Retry as later:
         outcome = "retry"
         values = queue.failed(op, now=now(), error=str(later), ladder=policy.ladder)
+    except Defer as later:
+        outcome = "deferred"
+        values = {**queue.released(op, run_after=later.until), "last_error": str(later)}
     except Disconnected:
         outcome = "disconnected"  # not sent: waits, uncharged, for a new connect
         values = queue.released(op, run_after=now())
@@ -342,7 +345,13 @@ def _polls(
     summary: RunSummary,
 ) -> dict[str, Any]:
     try:
-        return serve_polls(session, connection, client, clock.now)
+        result = serve_polls(session, connection, client, clock.now)
+        if "schedule" in result:
+            result["schedule"]["matched"] = classes.match_window(
+                session, connection, now=clock.now()
+            )
+            session.commit()
+        return result
     except Disconnected:
         session.rollback()
         summary.stopped = "disconnected"

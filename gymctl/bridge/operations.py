@@ -13,13 +13,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
-from gymctl.bridge import entity_map
+from gymctl.bridge import classes, entity_map
 from gymctl.bridge.client import CallFailure, ExternalCallError, ExternalGymClient
 from gymctl.bridge.payloads import (
     BookingPayload,
@@ -52,6 +52,14 @@ class Park(Exception):
 
 class Retry(Exception):
     """Not possible yet (a class the poll has not mapped): back off on the ladder."""
+
+
+class Defer(Exception):
+    """Not possible before `until` (a class not yet in the poll window): wait, uncharged."""
+
+    def __init__(self, until: datetime, message: str) -> None:
+        self.until = until
+        super().__init__(message)
 
 
 class Disconnected(Exception):
@@ -400,10 +408,27 @@ def membership_update(ctx: OpContext, op: SyncOp, payload: MembershipPayload) ->
 
 
 def _schedule(ctx: OpContext, session_id: uuid.UUID) -> Known:
+    """The session's external class: linked, or matched now (see classes); never hours of
+    retries for a class no one can match."""
     row = ctx.lookup(EntityType.schedule, session_id)
-    if row is None:
-        raise Retry("schedule_unmapped: the class is not linked to an external schedule yet")
-    return row
+    if row is not None:
+        return row
+    found = classes.match(ctx.session, ctx.connection, session_id, now=ctx.now())
+    if found.found is not None:
+        ctx.link(EntityType.schedule, session_id, found.found.external_id, {})
+        return ctx.lookup(EntityType.schedule, session_id)
+    if found.reason == "beyond_window":
+        raise Defer(found.wait_until, "the class is not in the poll window yet")
+    if found.reason == "not_polled":
+        ctx.connection.schedule_poll_due_at = ctx.now()
+        raise Defer(ctx.now() + timedelta(minutes=1), "waiting for a schedule poll")
+    if found.reason == "no_session":
+        raise Park("session_missing", "the class session no longer exists")
+    listed = ", ".join(found.candidates[:10]) or "none"
+    raise Park(
+        classes.UNMATCHED,
+        f"no single external class matches ({found.reason}); candidates: {listed}",
+    )
 
 
 def booking_create(ctx: OpContext, op: SyncOp, payload: BookingPayload) -> str:

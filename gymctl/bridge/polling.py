@@ -33,7 +33,7 @@ from gymctl.models.bridge import (
     Origin,
 )
 
-WINDOW_DAYS = 14
+WINDOWDAYS = 14
 
 
 def mark_due(session: Session, column: str, *, now: datetime) -> int:
@@ -58,7 +58,7 @@ def timezone_of(session: Session, organization_id: uuid.UUID) -> ZoneInfo:
 def window(now: datetime, zone: ZoneInfo) -> tuple[date, date]:
     """Today (in the gym's timezone, not UTC) through 14 days."""
     today = now.astimezone(zone).date()
-    return today, today + timedelta(days=WINDOW_DAYS)
+    return today, today + timedelta(days=WINDOWDAYS)
 
 
 class json_text(FunctionElement[str]):
@@ -132,7 +132,7 @@ def poll_schedule(
     return counts
 
 
-_DAY = json_text(EntityLink.data, literal("date"))
+DAY = json_text(EntityLink.data, literal("date"))
 _SCHEDULE_REF = json_text(EntityLink.data, literal("scheduleId"))
 
 
@@ -143,7 +143,7 @@ def _schedule_rows(session: Session, organization_id, first: date, last: date) -
             select(EntityLink).where(
                 EntityLink.organization_id == organization_id,
                 EntityLink.entity_type == EntityType.schedule,
-                _DAY.between(first.isoformat(), last.isoformat()),
+                DAY.between(first.isoformat(), last.isoformat()),
             )
         )
     )

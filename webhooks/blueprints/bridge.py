@@ -7,7 +7,7 @@ from __future__ import annotations
 from flask import Blueprint, jsonify, request
 from pydantic import Field
 
-from gymctl.bridge import connection, queue
+from gymctl.bridge import classes, connection, queue
 from gymctl.errors import DomainError
 from gymctl.models.bridge import ConnectionStatus, OpStatus
 from webhooks.access import membership, owner_route
@@ -91,6 +91,27 @@ def retry(org_id, op_id):
         db(), _op_id(op_id), now=now(), organization_id=org_id, actor_user_id=membership().user_id
     )
     return jsonify(op=queue.describe(op))
+
+
+class LinkClass(Body):
+    external_class_id: str = Field(alias="externalClassId", min_length=1, max_length=128)
+
+
+@bp.post("/classes/<uuid:session_id>/link")
+@owner_route
+def link_class(org_id, session_id):
+    """An unmatched class: the owner picks its external class (a candidate the inbox names);
+    the parked bookings of the session are sent again."""
+    body = parse(LinkClass)
+    linked = classes.link_class(
+        db(),
+        org_id,
+        session_id,
+        body.external_class_id,
+        now=now(),
+        actor_user_id=membership().user_id,
+    )
+    return jsonify(linked)
 
 
 @bp.post("/issues/<op_id>/dismiss")
