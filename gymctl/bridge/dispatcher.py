@@ -30,7 +30,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, aliased
 
 from gymctl import clock as default_clock
-from gymctl.bridge import classes, queue
+from gymctl.bridge import classes, inbound, queue
 from gymctl.bridge.client import (
     CallFailure,
     ConnectionPool,
@@ -345,7 +345,13 @@ def _polls(
     summary: RunSummary,
 ) -> dict[str, Any]:
     try:
-        result = serve_polls(session, connection, client, clock.now)
+        result = serve_polls(
+            session,
+            connection,
+            client,
+            clock.now,
+            apply=lambda noticed: inbound.apply(session, connection, noticed, clock.now()),
+        )
         if "schedule" in result:
             result["schedule"]["matched"] = classes.match_window(
                 session, connection, now=clock.now()

@@ -82,10 +82,19 @@ def _json_text_sqlite(element, compiler, **kw) -> str:
     return f"json_extract({compiler.process(column, **kw)}, '$.{key.value}')"
 
 
+Noticed = list[tuple[str, EntityLink]]  # what changed there, for the platform to apply
+
+
 def poll_schedule(
-    session: Session, connection: IntegrationConnection, items: list[dict[str, Any]], now: datetime
+    session: Session,
+    connection: IntegrationConnection,
+    items: list[dict[str, Any]],
+    now: datetime,
+    noticed: Noticed | None = None,
 ) -> dict[str, int]:
-    """Upsert the window's classes; one gone from the window is marked removed."""
+    """Upsert the window's classes; one gone from the window is marked removed. A linked
+    class removed there, or given another coach there, is noticed."""
+    noticed = noticed if noticed is not None else []
     organization_id = connection.organization_id
     counts = {"seen": len(items), "new": 0, "changed": 0, "removed": 0}
     seen: set[str] = set()
@@ -118,15 +127,20 @@ def poll_schedule(
             )
             counts["new"] += 1
         elif {key: row.data.get(key) for key in data} != data:
+            coach_changed = row.data.get("coachId") != data["coachId"] and "coachId" in row.data
             row.data = {**row.data, **data}
             row.updated_at = now
             counts["changed"] += 1
+            if coach_changed and row.platform_id is not None:
+                noticed.append(("coach_changed", row))
     first, last = window(now, timezone_of(session, organization_id))
     for row in _schedule_rows(session, organization_id, first, last):
         if row.external_id not in seen and not row.data.get("removed"):
             row.data = {**row.data, "removed": True}
             row.updated_at = now
             counts["removed"] += 1
+            if row.platform_id is not None:
+                noticed.append(("class_removed", row))
     connection.last_schedule_poll_at = now
     connection.schedule_poll_due_at = None
     return counts
@@ -150,8 +164,14 @@ def _schedule_rows(session: Session, organization_id, first: date, last: date) -
 
 
 def reconcile_bookings(
-    session: Session, connection: IntegrationConnection, items: list[dict[str, Any]], now: datetime
+    session: Session,
+    connection: IntegrationConnection,
+    items: list[dict[str, Any]],
+    now: datetime,
+    noticed: Noticed | None = None,
 ) -> dict[str, int]:
+    """A mirrored booking gone there, or a booking made there by a linked member: noticed."""
+    noticed = noticed if noticed is not None else []
     organization_id = connection.organization_id
     registrations: dict[str, tuple[str, str]] = {}
     for item in items:
@@ -180,6 +200,7 @@ def reconcile_bookings(
         row.updated_at = now
         counts["cancelledExternally"] += 1
         _event(session, "bridge.booking_cancelled_externally", row, now)
+        noticed.append(("booking_cancelled", row))
     members = _members_by_external(
         session, organization_id, {user for _, user in registrations.values()}
     )
@@ -200,6 +221,7 @@ def reconcile_bookings(
         session.flush()
         counts["seenExternally"] += 1
         _event(session, "bridge.booking_seen", row, now)
+        noticed.append(("booking_seen", row))
     connection.last_reconcile_at = now
     connection.reconcile_due_at = None
     return counts
@@ -253,8 +275,10 @@ def serve_polls(
     connection: IntegrationConnection,
     client: ExternalGymClient,
     now: Callable[[], datetime],
+    apply: Callable[[Noticed], dict[str, int]] | None = None,
 ) -> dict[str, Any]:
-    """The due poll and reconcile of one organization, on one schedule read."""
+    """The due poll and reconcile of one organization, on one schedule read. What they notice
+    is applied by `apply` in the same transaction: committed together, never dropped."""
     at = now()
     poll_due = connection.schedule_poll_due_at is not None and connection.schedule_poll_due_at <= at
     reconcile_due = connection.reconcile_due_at is not None and connection.reconcile_due_at <= at
@@ -264,9 +288,12 @@ def serve_polls(
     session.commit()  # no transaction open across the call
     items = client.schedule(*window(at, zone))
     result: dict[str, Any] = {}
+    noticed: Noticed = []
     if poll_due:
-        result["schedule"] = poll_schedule(session, connection, items, now())
+        result["schedule"] = poll_schedule(session, connection, items, now(), noticed)
     if reconcile_due:
-        result["bookings"] = reconcile_bookings(session, connection, items, now())
+        result["bookings"] = reconcile_bookings(session, connection, items, now(), noticed)
+    if apply is not None and noticed:
+        result["applied"] = apply(noticed)
     session.commit()
     return result

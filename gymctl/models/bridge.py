@@ -227,3 +227,26 @@ class RosterEntry(IdMixin, Base):
     fetched_at: Mapped[datetime]
 
     __table_args__ = (UniqueConstraint("organization_id", "external_id"),)
+
+
+class BridgeIssue(IdMixin, Base):
+    """A change the external system made that only a person can settle (the owner's issues
+    inbox, beside the parked ops): one open entry per organization, kind and subject, so a
+    change noticed again updates its entry instead of adding one."""
+
+    __tablename__ = "bridge_issues"
+
+    organization_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("organizations.id", ondelete="CASCADE")
+    )
+    kind: Mapped[str] = mapped_column(String(64))
+    subject: Mapped[str] = mapped_column(String(160))  # e.g. the external booking or class id
+    details: Mapped[dict[str, Any]] = mapped_column(default=dict)  # ids only, no personal data
+    status: Mapped[str] = mapped_column(String(16), default="open")  # open, resolved, dismissed
+    created_at: Mapped[datetime] = mapped_column(default=clock.now)
+    updated_at: Mapped[datetime] = mapped_column(default=clock.now)
+    resolved_at: Mapped[datetime | None]
+
+    __table_args__ = (
+        UniqueConstraint("organization_id", "kind", "subject", name="uq_bridge_issues_subject"),
+    )

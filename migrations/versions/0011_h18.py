@@ -1,5 +1,6 @@
 """bridge: expression indexes so the schedule poll and the booking reconcile read only the
-poll window's entity-map rows (their cost follows the window, not the organization's history)
+poll window's entity-map rows (their cost follows the window, not the organization's history);
+bridge_issues, the owner's inbox of external changes only a person can settle
 
 Revision ID: 0011_h18
 Revises: 0010
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy.dialects import postgresql
 
 revision = "0011_h18"
 down_revision = "0010"
@@ -29,7 +31,30 @@ def _member(key: str) -> str:
     return f"json_extract(metadata, '$.{key}')"
 
 
+JSON = sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql")
+
+
 def upgrade() -> None:
+    op.create_table(
+        "bridge_issues",
+        sa.Column("organization_id", sa.Uuid(), nullable=False),
+        sa.Column("kind", sa.String(length=64), nullable=False),
+        sa.Column("subject", sa.String(length=160), nullable=False),
+        sa.Column("details", JSON, nullable=False),
+        sa.Column("status", sa.String(length=16), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("resolved_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("id", sa.Uuid(), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["organization_id"],
+            ["organizations.id"],
+            name="fk_bridge_issues_organization_id_organizations",
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("id", name="pk_bridge_issues"),
+        sa.UniqueConstraint("organization_id", "kind", "subject", name="uq_bridge_issues_subject"),
+    )
     for name, key in INDEXES.items():
         op.create_index(
             name,
@@ -41,3 +66,4 @@ def upgrade() -> None:
 def downgrade() -> None:
     for name in INDEXES:
         op.drop_index(name, table_name="bridge_entity_map")
+    op.drop_table("bridge_issues")

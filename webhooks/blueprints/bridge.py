@@ -7,7 +7,7 @@ from __future__ import annotations
 from flask import Blueprint, jsonify, request
 from pydantic import Field
 
-from gymctl.bridge import classes, connection, queue
+from gymctl.bridge import classes, connection, inbound, queue
 from gymctl.errors import DomainError
 from gymctl.models.bridge import ConnectionStatus, OpStatus
 from webhooks.access import membership, owner_route
@@ -74,7 +74,17 @@ def issues(org_id):
         connection=connection.describe(connection.find_connection(db(), org_id)),
         issues=[queue.describe(op) for op in page],
         nextCursor=str(page[-1].id) if len(parked) > INBOX_PAGE else None,
+        external=[inbound.describe(issue) for issue in inbound.open_issues(db(), org_id)],
     )
+
+
+@bp.post("/external-issues/<uuid:issue_id>/dismiss")
+@owner_route
+def dismiss_external(org_id, issue_id):
+    issue = inbound.dismiss_issue(
+        db(), org_id, issue_id, now=now(), actor_user_id=membership().user_id
+    )
+    return jsonify(issue=inbound.describe(issue))
 
 
 def _op_id(text: str) -> int:
