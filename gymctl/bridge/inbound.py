@@ -68,6 +68,21 @@ def _audit(session, name, organization_id, aggregate_type, aggregate_id, payload
          payload={"source": "external_system", **payload})  # fmt: skip
 
 
+def audit(
+    session: Session,
+    organization_id: uuid.UUID,
+    name: str,
+    payload: dict[str, Any],
+    *,
+    now: datetime,
+    actor_user_id: uuid.UUID | None,
+) -> None:
+    """An operator's or owner's act on the bridge, under their user (ids only)."""
+    emit(session, EventKind.audit, name, at=now, aggregate_type="organization",
+         aggregate_id=str(organization_id), organization_id=organization_id,
+         actor_user_id=actor_user_id, payload=payload)  # fmt: skip
+
+
 def _session_of(session: Session, organization_id, external_class: str) -> ClassSession | None:
     link = entity_map.find_external(session, organization_id, EntityType.schedule, external_class)
     if link is None or link.platform_id is None:

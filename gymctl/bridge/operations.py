@@ -286,7 +286,11 @@ def identify(ctx: OpContext, payload: MemberPayload) -> str | None:
             continue
         native = [hit for hit in ctx.client.search_user(**{kind: value}) if hit.native]
         if len(native) > 1:
-            raise Park("identity_conflict", f"{len(native)} external users match the {kind}")
+            listed = ", ".join(hit.external_id for hit in native[:10])
+            raise Park(
+                "identity_conflict",
+                f"{len(native)} external users match the {kind}; candidates: {listed}",
+            )
         if native:
             return native[0].external_id
     return None

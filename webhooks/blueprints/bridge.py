@@ -7,7 +7,7 @@ from __future__ import annotations
 from flask import Blueprint, jsonify, request
 from pydantic import Field
 
-from gymctl.bridge import classes, connection, inbound, queue
+from gymctl.bridge import classes, connection, inbound, inbox, queue
 from gymctl.errors import DomainError
 from gymctl.models.bridge import ConnectionStatus, OpStatus
 from webhooks.access import membership, owner_route
@@ -72,7 +72,7 @@ def issues(org_id):
     page = parked[:INBOX_PAGE]
     return jsonify(
         connection=connection.describe(connection.find_connection(db(), org_id)),
-        issues=[queue.describe(op) for op in page],
+        issues=[inbox.describe(db(), op) for op in page],
         nextCursor=str(page[-1].id) if len(parked) > INBOX_PAGE else None,
         external=[inbound.describe(issue) for issue in inbound.open_issues(db(), org_id)],
     )
@@ -100,6 +100,22 @@ def retry(org_id, op_id):
     op = queue.retry(
         db(), _op_id(op_id), now=now(), organization_id=org_id, actor_user_id=membership().user_id
     )
+    return jsonify(op=queue.describe(op))
+
+
+class LinkCandidate(Body):
+    external_id: str = Field(alias="externalId", min_length=1, max_length=128)
+
+
+@bp.post("/issues/<op_id>/link")
+@owner_route
+def link_candidate(org_id, op_id):
+    """identity_conflict or class_unmatched: the owner picks one of the candidates."""
+    body = parse(LinkCandidate)
+    op = inbox.link(
+        db(), org_id, _op_id(op_id), body.external_id, now=now(),
+        actor_user_id=membership().user_id,
+    )  # fmt: skip
     return jsonify(op=queue.describe(op))
 
 
