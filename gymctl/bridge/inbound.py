@@ -9,10 +9,11 @@ Nothing noticed is dropped: each case ends in one of the two, in the poll's tran
 - A booking made there by a linked member in a linked class: booked on the platform as the
   member would be; refused, waitlisted (the platform has no seat) or in an unlinked class: an
   issue (booking_not_placed).
-- A linked class removed there: an issue (class_removed); the platform's class stays, its
-  members are not cancelled on the word of a poll.
-- The coach changed there: the platform session takes the coach when the entity map links
-  that staff member, else an issue (coach_unmapped).
+- A linked class removed there: before its series' cutover (see cutover) the platform session
+  is cancelled with its bookings; from it on, an issue (class_removed).
+- The coach changed there: before the cutover the platform session takes the coach when the
+  entity map links that staff member, else an issue (coach_unmapped); from it on, the
+  platform's coach is sent back there (schedule.coach).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.bookings import book as bookings
-from gymctl.bridge import entity_map
+from gymctl.bridge import cutover, entity_map, queue
 from gymctl.bridge.polling import Noticed
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
@@ -150,10 +151,20 @@ def class_removed(session: Session, organization_id, row: EntityLink, now: datet
     if target is None or target.cancelled_at is not None:
         return "already_cancelled"
     active = [b for b in bookings.roster(session, target.id) if bookings.is_active(b)]
-    raise_issue(session, organization_id, "class_removed", row.external_id,
-                {"externalClassId": row.external_id, "sessionId": str(target.id),
-                 "activeBookings": len(active)}, now=now)  # fmt: skip
-    return "issue"
+    if cutover.platform_owns(session, target):
+        raise_issue(session, organization_id, "class_removed", row.external_id,
+                    {"externalClassId": row.external_id, "sessionId": str(target.id),
+                     "activeBookings": len(active)}, now=now)  # fmt: skip
+        return "issue"
+    # Before its series' cutover the external system's timetable stands: the class is off.
+    target.cancelled_at = now  # first: a cancel below promotes no one into a cancelled class
+    for booking in active:
+        bookings.cancel(session, organization_id, booking.id, actor_user_id=None,
+                        by_staff=True, now=now)  # fmt: skip
+    _audit(session, "bridge.class_cancelled_externally", organization_id, "class_session",
+           target.id, {"externalClassId": row.external_id, "cancelledBookings": len(active)},
+           now)  # fmt: skip
+    return "cancelled"
 
 
 def coach_changed(session: Session, organization_id, row: EntityLink, now: datetime) -> str:
@@ -167,6 +178,8 @@ def coach_changed(session: Session, organization_id, row: EntityLink, now: datet
     membership = session.get(Membership, uuid.UUID(staff.platform_id)) if staff else None
     if target is None:
         return "no_session"
+    if cutover.platform_owns(session, target):
+        return _coach_back(session, organization_id, row, target, now)
     if membership is None:
         raise_issue(session, organization_id, "coach_unmapped", row.external_id,
                     {"externalClassId": row.external_id, "sessionId": str(target.id),
@@ -177,6 +190,28 @@ def coach_changed(session: Session, organization_id, row: EntityLink, now: datet
         _audit(session, "bridge.coach_changed_externally", organization_id, "class_session",
                target.id, {"externalCoachId": coach}, now)  # fmt: skip
     return "applied"
+
+
+def _coach_back(session: Session, organization_id, row: EntityLink, target, now) -> str:
+    """From the series' cutover the platform's coach stands: it is sent there again."""
+    coach = session.scalar(
+        select(Membership).where(
+            Membership.organization_id == organization_id,
+            Membership.user_id == target.coach_user_id,
+        )
+    ) if target.coach_user_id else None  # fmt: skip
+    if coach is None:
+        raise_issue(session, organization_id, "coach_unmapped", row.external_id,
+                    {"externalClassId": row.external_id, "sessionId": str(target.id),
+                     "externalCoachId": row.data.get("coachId")}, now=now)  # fmt: skip
+        return "issue"
+    ours = entity_map.find(session, organization_id, EntityType.staff, coach.id)
+    if ours is not None and ours.external_id == row.data.get("coachId"):
+        return "agrees"  # our own change coming back
+    queue.enqueue(session, organization_id=organization_id, op_type="schedule.coach",
+                  payload={"sessionId": str(target.id), "coachId": str(coach.id)},
+                  now=now)  # fmt: skip
+    return "reverted"
 
 
 HANDLERS = {

@@ -8,6 +8,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 import typer
@@ -16,7 +17,7 @@ from sqlalchemy.orm import Session
 from gymctl import clock
 from gymctl.access.gyms import resolve_organization
 from gymctl.access.trail import resolve_user
-from gymctl.bridge import classes, entity_map, inbound, inbox, queue
+from gymctl.bridge import classes, cutover, entity_map, inbound, inbox, queue
 from gymctl.bridge.client import Throttle
 from gymctl.bridge.connection import (
     connect,
@@ -302,6 +303,36 @@ def resolve_command(
                         actor_user_id=actor, operator=operator)  # fmt: skip
         row = queue.describe(op)
     render_mapping(row, title=f"op {op_id}", as_json=as_json)
+
+
+@app.command("cutover")
+def cutover_command(
+    organization: str = typer.Argument(..., help="Organization id or slug."),
+    class_type: uuid.UUID = typer.Argument(..., help="The series' class type."),
+    weekday: int = typer.Argument(..., help="Monday 0 .. Sunday 6 (the gym's timezone)."),
+    start_time: str = typer.Argument(..., help="HH:MM, the gym's timezone."),
+    cutover_on: datetime = typer.Argument(..., formats=["%Y-%m-%d"], help="From this day."),
+    operator: str = OPERATOR,
+    as_json: bool = JSON,
+) -> None:
+    """Move a recurring class series' source of truth to the platform from a day on."""
+    with session_scope() as session:
+        gym = resolve_organization(session, organization)
+        actor = _operator(session, operator)
+        row = cutover.describe(
+            cutover.set_cutover(
+                session,
+                gym.id,
+                class_type,
+                weekday,
+                start_time,
+                cutover_on.date(),
+                now=clock.now(),
+                actor_user_id=actor,
+                operator=operator,
+            )
+        )
+    render_mapping(row, title="series cutover", as_json=as_json)
 
 
 @app.command("link-class")

@@ -8,7 +8,7 @@ bridge_sync_ops here; taikan_id / arbox_id are platform_id / external_id.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import date, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -249,4 +249,35 @@ class BridgeIssue(IdMixin, Base):
 
     __table_args__ = (
         UniqueConstraint("organization_id", "kind", "subject", name="uq_bridge_issues_subject"),
+    )
+
+
+class SeriesCutover(IdMixin, Base):
+    """The day a recurring class series (a class type's weekly slot in the gym's timezone:
+    weekday and start time) moves its source of truth from the external system to the
+    platform. Before it, what the external system does to the series' classes is applied
+    here; from it on, the platform's word stands there."""
+
+    __tablename__ = "bridge_series_cutovers"
+
+    organization_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("organizations.id", ondelete="CASCADE")
+    )
+    class_type_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("class_types.id", ondelete="CASCADE")
+    )
+    weekday: Mapped[int]  # Monday 0 .. Sunday 6
+    start_time: Mapped[str] = mapped_column(String(5))  # HH:MM, local
+    cutover_on: Mapped[date]
+    created_at: Mapped[datetime] = mapped_column(default=clock.now)
+    updated_at: Mapped[datetime] = mapped_column(default=clock.now)
+
+    __table_args__ = (
+        UniqueConstraint(
+            "organization_id",
+            "class_type_id",
+            "weekday",
+            "start_time",
+            name="uq_bridge_series_cutovers_series",
+        ),
     )

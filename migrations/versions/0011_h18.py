@@ -1,6 +1,7 @@
 """bridge: expression indexes so the schedule poll and the booking reconcile read only the
 poll window's entity-map rows (their cost follows the window, not the organization's history);
-bridge_issues, the owner's inbox of external changes only a person can settle
+bridge_issues, the owner's inbox of external changes only a person can settle;
+bridge_series_cutovers, the day each recurring class series moves its source of truth
 
 Revision ID: 0011_h18
 Revises: 0010
@@ -55,6 +56,37 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="pk_bridge_issues"),
         sa.UniqueConstraint("organization_id", "kind", "subject", name="uq_bridge_issues_subject"),
     )
+    op.create_table(
+        "bridge_series_cutovers",
+        sa.Column("organization_id", sa.Uuid(), nullable=False),
+        sa.Column("class_type_id", sa.Uuid(), nullable=False),
+        sa.Column("weekday", sa.Integer(), nullable=False),
+        sa.Column("start_time", sa.String(length=5), nullable=False),
+        sa.Column("cutover_on", sa.Date(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("id", sa.Uuid(), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["organization_id"],
+            ["organizations.id"],
+            name="fk_bridge_series_cutovers_organization_id_organizations",
+            ondelete="CASCADE",
+        ),
+        sa.ForeignKeyConstraint(
+            ["class_type_id"],
+            ["class_types.id"],
+            name="fk_bridge_series_cutovers_class_type_id_class_types",
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("id", name="pk_bridge_series_cutovers"),
+        sa.UniqueConstraint(
+            "organization_id",
+            "class_type_id",
+            "weekday",
+            "start_time",
+            name="uq_bridge_series_cutovers_series",
+        ),
+    )
     for name, key in INDEXES.items():
         op.create_index(
             name,
@@ -66,4 +98,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     for name in INDEXES:
         op.drop_index(name, table_name="bridge_entity_map")
+    op.drop_table("bridge_series_cutovers")
     op.drop_table("bridge_issues")

@@ -3,6 +3,7 @@ or raised in the owner's inbox; nothing noticed is dropped (docs/decisions.md, i
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -10,7 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from gymctl.bookings import book, schedule
-from gymctl.bridge import entity_map, inbound, mirror
+from gymctl.bridge import cutover, entity_map, inbound, mirror
 from gymctl.models import AuditLog, Booking, BookingStatus, ClassSession, Role
 from gymctl.models.billing import PlanType
 from gymctl.models.bridge import EntityType, Origin
@@ -132,7 +133,9 @@ def test_what_the_platform_cannot_take_is_an_owner_issue(
     session, org, connected, fake, account, bridge_settings, clock, scene
 ):
     """A booking there in a class no platform session matches, and a linked class removed
-    there: both in the owner's inbox; nothing on the platform changes."""
+    there after its series' cutover: both in the owner's inbox; nothing on the platform
+    changes."""
+    _cut_over(session, org, scene.session_row)
     elsewhere = fake.add_class(account, STARTS.date().isoformat(), time="18:00", name="Yoga")
     fake.add_registration(account, scene.user, elsewhere)
     account.classes.pop(scene.external_class)
@@ -147,6 +150,77 @@ def test_what_the_platform_cannot_take_is_an_owner_issue(
     assert summary.polls["applied"]["class_removed:issue"] == 1
     session.refresh(scene.session_row)
     assert scene.session_row.cancelled_at is None
+
+
+def _cut_over(session, org, row, day=None):
+    weekday, start, _day = cutover.series_of(session, row)
+    cutover.set_cutover(session, org.id, row.class_type_id, weekday, start, day or NOW.date(),
+                        now=NOW)  # fmt: skip
+    session.commit()
+
+
+@pytest.mark.embedded
+def test_before_its_series_cutover_a_class_removed_there_is_cancelled_here(
+    session, org, connected, fake, account, bridge_settings, clock, scene
+):
+    """Until the owner moves the series to the platform, the external timetable stands."""
+    _cut_over(session, org, scene.session_row, day=STARTS.date() + timedelta(days=7))
+    account.classes.pop(scene.external_class)
+    account.registrations.clear()
+    summary = _reconcile(session, connected, org, bridge_settings, clock)
+    assert summary.polls["applied"]["class_removed:cancelled"] == 1
+    session.refresh(scene.session_row)
+    session.refresh(scene.booking)
+    assert scene.session_row.cancelled_at is not None
+    assert scene.booking.status is BookingStatus.cancelled
+    assert len(_audits(session, "bridge.class_cancelled_externally")) == 1
+    assert inbound.open_issues(session, org.id) == []
+
+
+@pytest.mark.embedded
+def test_from_the_cutover_a_coach_changed_there_is_changed_back(
+    session, org, connected, fake, account, bridge_settings, clock, scene
+):
+    coach = factories.user(session, name="Coach Kim")
+    staff = factories.membership(session, user=coach, organization=org, role=Role.coach)
+    entity_map.link(session, org.id, EntityType.staff, platform_id=staff.id, external_id="42",
+                    origin=Origin.manual, now=NOW)  # fmt: skip
+    scene.session_row.coach_user_id = coach.id
+    _cut_over(session, org, scene.session_row)
+    account.classes[scene.external_class]["coach_id"] = 99  # someone changed it there
+    _reconcile(session, connected, org, bridge_settings, clock)
+    clock.set(clock.now() + timedelta(minutes=1))
+    run(session, org.id, bridge_settings, clock)
+    (patched,) = fake.calls_to("PATCH /v3/schedule")
+    assert patched.body == {"schedule_id": scene.external_class, "coach_id": "42"}
+    session.refresh(scene.session_row)
+    assert scene.session_row.coach_user_id == coach.id
+    _reconcile(session, connected, org, bridge_settings, clock)  # our change comes back: quiet
+    clock.set(clock.now() + timedelta(minutes=1))
+    run(session, org.id, bridge_settings, clock)
+    assert len(fake.calls_to("PATCH /v3/schedule")) == 1
+
+
+def test_a_cutover_is_set_by_the_owner_and_refused_for_a_past_day_or_another_gyms_class(
+    client, session, gym, outsider
+):
+    kind = schedule.create_class_type(session, gym.organization.id, name="WOD",
+                                      default_capacity=5, duration_minutes=60, now=NOW)  # fmt: skip
+    session.commit()
+    owner = gym.people[Role.owner].headers
+    path = f"/organizations/{gym.organization.id}/bridge/cutovers"
+    body = {"classTypeId": str(kind.id), "weekday": 0, "startTime": "07:00",
+            "cutoverOn": (NOW + timedelta(days=3)).date().isoformat()}  # fmt: skip
+    past = client.put(path, json={**body, "cutoverOn": "2026-01-01"}, headers=owner)
+    assert (past.status_code, past.json["code"]) == (422, "cutover_in_past")
+    other = client.put(path, json={**body, "classTypeId": str(uuid.uuid4())}, headers=owner)
+    assert (other.status_code, other.json["code"]) == (404, "class_type_not_found")
+    coach = client.put(path, json=body, headers=gym.people[Role.coach].headers)
+    assert coach.status_code == 403
+    assert client.get(path, headers=owner).json["cutovers"] == []
+    made = client.put(path, json=body, headers=owner)
+    assert made.status_code == 200, made.json
+    assert client.get(path, headers=owner).json["cutovers"] == [made.json["cutover"]]
 
 
 @pytest.mark.embedded

@@ -4,10 +4,13 @@ credentials at the external system, like the payment integration."""
 
 from __future__ import annotations
 
+import uuid
+from datetime import date
+
 from flask import Blueprint, jsonify, request
 from pydantic import Field
 
-from gymctl.bridge import classes, connection, inbound, inbox, queue
+from gymctl.bridge import classes, connection, cutover, inbound, inbox, queue
 from gymctl.errors import DomainError
 from gymctl.models.bridge import ConnectionStatus, OpStatus
 from webhooks.access import membership, owner_route
@@ -101,6 +104,32 @@ def retry(org_id, op_id):
         db(), _op_id(op_id), now=now(), organization_id=org_id, actor_user_id=membership().user_id
     )
     return jsonify(op=queue.describe(op))
+
+
+class Cutover(Body):
+    class_type_id: uuid.UUID = Field(alias="classTypeId")
+    weekday: int = Field(ge=0, le=6)
+    start_time: str = Field(alias="startTime", min_length=5, max_length=5)
+    cutover_on: date = Field(alias="cutoverOn")
+
+
+@bp.get("/cutovers")
+@owner_route
+def cutovers(org_id):
+    return jsonify(cutovers=[cutover.describe(row) for row in cutover.list_cutovers(db(), org_id)])
+
+
+@bp.put("/cutovers")
+@owner_route
+def set_cutover(org_id):
+    """A recurring series (class type, weekday, local start time) moves its source of truth
+    to the platform from `cutoverOn`."""
+    body = parse(Cutover)
+    row = cutover.set_cutover(
+        db(), org_id, body.class_type_id, body.weekday, body.start_time, body.cutover_on,
+        now=now(), actor_user_id=membership().user_id,
+    )  # fmt: skip
+    return jsonify(cutover=cutover.describe(row))
 
 
 class LinkCandidate(Body):
