@@ -302,3 +302,62 @@ def test_booking_and_cancel_over_http_queue_their_ops(
     assert ops(session, gym.organization.id) == [
         ("user.create", key), ("booking.create", key), ("booking.cancel", key),
     ]  # fmt: skip
+
+
+# -- the other two ways a member is created, over HTTP ----------------------------------------
+
+
+def _bridged(session, gym, bridge_settings):
+    connect(session, gym.organization.id, API_KEY, settings=bridge_settings, now=NOW)
+    session.commit()
+
+
+def test_joining_through_a_link_queues_the_members_user_create(
+    client, session, gym, outsider, account, bridge_settings
+):
+    from tests.access.test_join import make_link
+
+    _bridged(session, gym, bridge_settings)
+    link = make_link(session, gym.organization)
+    session.commit()
+    joined = client.post(f"/join/{link.token}/join", headers=outsider.headers)
+    assert joined.status_code == 201, joined.json
+    [op] = session.scalars(select(SyncOp).where(SyncOp.organization_id == gym.organization.id))
+    assert (op.op_type.value, op.payload["email"]) == ("user.create", outsider.user.email)
+
+
+def test_an_accepted_member_invitation_queues_the_user_create(
+    client, session, gym, account, bridge_settings
+):
+    from tests.access.test_invitations import _deliver_user_created, invite
+
+    _bridged(session, gym, bridge_settings)
+    assert invite(client, gym, "fresh@example.test").status_code == 201
+    assert ops(session, gym.organization.id) == []  # invited is not yet a member
+    delivered = _deliver_user_created(client, "user_fresh", "fresh@example.test", verified=True)
+    assert delivered.status_code == 200
+    [op] = session.scalars(select(SyncOp).where(SyncOp.organization_id == gym.organization.id))
+    assert (op.op_type.value, op.payload["email"]) == ("user.create", "fresh@example.test")
+
+
+def test_the_inbox_lists_external_issues_and_the_owner_dismisses_one(
+    client, session, gym, account, bridge_settings
+):
+    from gymctl.bridge import inbound
+
+    _bridged(session, gym, bridge_settings)
+    issue = inbound.raise_issue(session, gym.organization.id, "class_removed", "777",
+                                {"externalClassId": "777"}, now=NOW)  # fmt: skip
+    session.commit()
+    base = f"/organizations/{gym.organization.id}/bridge"
+    owner = gym.people[Role.owner].headers
+    listed = client.get(f"{base}/issues", headers=owner)
+    assert [i["kind"] for i in listed.json["external"]] == ["class_removed"]
+    coach = client.post(f"{base}/external-issues/{issue.id}/dismiss",
+                        headers=gym.people[Role.coach].headers)  # fmt: skip
+    assert coach.status_code == 403
+    done = client.post(f"{base}/external-issues/{issue.id}/dismiss", headers=owner)
+    assert (done.status_code, done.json["issue"]["status"]) == (200, "dismissed")
+    again = client.post(f"{base}/external-issues/{issue.id}/dismiss", headers=owner)
+    assert (again.status_code, again.json["code"]) == (409, "bridge_issue_not_open")
+    assert client.get(f"{base}/issues", headers=owner).json["external"] == []
