@@ -1,9 +1,9 @@
-"""End to end on PostgreSQL over real HTTP: the Flask app on loopback, real commits, the real
-dispatcher at 2 requests per second, the fake external system. A connected gym registers
-members at the desk and by import, sells them plans, books a class full, cancels, and the
-waitlist is promoted; the fake sees, per member, exactly the calls expected in order, no
-organization gets more than 2 requests a second, and a booking cancelled on the fake comes back
-cancelled here."""
+"""End to end on PostgreSQL, and on the embedded default with one daemon, over real HTTP: the
+Flask app on loopback, real commits, the daemon's dispatch row at 2 requests per second, the
+fake external system. A connected gym registers members at the desk and by import, sells them
+plans, books a class full, cancels, and the waitlist is promoted; the fake sees, per member,
+exactly the calls expected in order, no organization gets more than 2 requests a second, and a
+booking cancelled on the fake comes back cancelled here."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ import threading
 import urllib.request
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from pydantic import SecretStr
 from sqlalchemy import select
 from werkzeug.serving import make_server
 
+from gymctl import migrate
 from gymctl.billing.plans import grant_plan
-from gymctl.bridge import polling
-from gymctl.bridge.dispatcher import Policy, run_dispatcher
+from gymctl.bridge import polling, sweeps
 from gymctl.crypto import generate_key_setting
 from gymctl.db import get_engine, session_factory
 from gymctl.models import Booking, BookingStatus, Membership, Role, User
@@ -44,17 +45,28 @@ class Api:
             return response.status, json.loads(response.read() or b"{}")
 
 
-def _dispatch(engine, settings) -> None:
-    run_dispatcher(engine, settings, Policy(rate=2.0, idle_seconds=0.1), runner="e2e", once=True)
+def _dispatch(factory, settings) -> None:
+    """One pass of the daemon's dispatch row (what `gymctl daemons` runs on one machine)."""
+    sweeps.dispatch(factory, datetime.now(UTC), settings)
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def database(request, tmp_path) -> str:
+    """PostgreSQL, and the embedded default (a SQLite file, as the quick start makes it)."""
+    if request.param == "postgresql":
+        return request.getfixturevalue("committed_pg")
+    url = f"sqlite:///{tmp_path / 'gymctl.db'}"
+    migrate.upgrade(url)
+    return url
 
 
 def test_a_gym_mirrors_its_members_plans_and_bookings_end_to_end(
-    committed_pg, idp, settings, fake, tmp_path
+    database, idp, settings, fake, tmp_path
 ):
     from gymctl.providers.mail import MailboxMailer
     from webhooks.app import create_app
 
-    engine = get_engine(committed_pg)
+    engine = get_engine(database)
     factory = session_factory(engine)
     account = fake.add_account(API_KEY)
     bridged = settings.model_copy(update={
@@ -83,7 +95,7 @@ def test_a_gym_mirrors_its_members_plans_and_bookings_end_to_end(
         session_body = {"classTypeId": kind["data"]["id"], "startsAt": starts.isoformat()}
         _, row = api("POST", f"/organizations/{org_id}/sessions", session_body)
         external_class = fake.add_class(account, starts.date().isoformat(), time="07:00")
-        _dispatch(engine, bridged)  # the first poll records the class and matches the session
+        _dispatch(factory, bridged)  # the first poll records the class and matches the session
 
         for email, name in (("ana@example.test", "Ana A"), ("ben@example.test", "Ben B")):
             assert api("POST", f"/organizations/{org_id}/members",
@@ -113,7 +125,7 @@ def test_a_gym_mirrors_its_members_plans_and_bookings_end_to_end(
         api("POST", f"/organizations/{org_id}/bookings/{booked[ana.id]['id']}/cancel")
 
         for _ in range(6):
-            _dispatch(engine, bridged)
+            _dispatch(factory, bridged)
             with factory() as session:
                 unfinished = session.scalar(select(SyncOp.id).where(
                     SyncOp.status.not_in([OpStatus.succeeded, OpStatus.superseded])))  # fmt: skip
@@ -141,7 +153,7 @@ def test_a_gym_mirrors_its_members_plans_and_bookings_end_to_end(
         with factory() as session:
             polling.mark_due(session, "reconcile_due_at", now=datetime.now(UTC))
             session.commit()
-        _dispatch(engine, bridged)
+        _dispatch(factory, bridged)
         with factory() as session:
             status = session.scalar(select(Booking.status).where(
                 Booking.membership_id == ben.id))  # fmt: skip
