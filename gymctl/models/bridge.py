@@ -207,6 +207,8 @@ class SyncOp(Base):
             sqlite_where=text("status = 'in_flight'"),
         ),
         Index("ix_bridge_sync_ops_organization_id_status", "organization_id", "status"),
+        # The mirror reads an entity's last op by its aggregate, whatever its status.
+        Index("ix_bridge_sync_ops_aggregate_key_id", "aggregate_key", "id"),
     )
 
 

@@ -87,6 +87,11 @@ def upgrade() -> None:
             name="uq_bridge_series_cutovers_series",
         ),
     )
+    # The mirror reads an entity's last op by its aggregate (every status): no scan of the
+    # organization's history per change.
+    op.create_index(
+        "ix_bridge_sync_ops_aggregate_key_id", "bridge_sync_ops", ["aggregate_key", "id"]
+    )
     for name, key in INDEXES.items():
         op.create_index(
             name,
@@ -98,5 +103,6 @@ def upgrade() -> None:
 def downgrade() -> None:
     for name in INDEXES:
         op.drop_index(name, table_name="bridge_entity_map")
+    op.drop_index("ix_bridge_sync_ops_aggregate_key_id", table_name="bridge_sync_ops")
     op.drop_table("bridge_series_cutovers")
     op.drop_table("bridge_issues")
