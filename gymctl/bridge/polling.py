@@ -30,7 +30,9 @@ from gymctl.models.bridge import (
     EntityLink,
     EntityType,
     IntegrationConnection,
+    OpStatus,
     Origin,
+    SyncOp,
 )
 
 WINDOWDAYS = 14
@@ -204,8 +206,15 @@ def reconcile_bookings(
     members = _members_by_external(
         session, organization_id, {user for _, user in registrations.values()}
     )
+    busy = _sending(
+        session, {members[user] for _, user in registrations.values() if user in members}
+    )
     for registration_id, (schedule_id, user_id) in registrations.items():
         if registration_id in known or user_id not in members:
+            continue
+        if members[user_id] in busy:
+            # Perhaps our own booking whose answer was lost: its op searches and links it.
+            # Judged at a later reconcile, once the member's ops have settled.
             continue
         row = EntityLink(
             organization_id=organization_id,
@@ -228,6 +237,23 @@ def reconcile_bookings(
 
 
 IN_CHUNK = 500  # values per IN list
+
+
+def _sending(session: Session, member_ids: set[str]) -> set[str]:
+    """The members with ops still on their way (waiting or in flight; a parked one is not)."""
+    keys = sorted(f"member:{member}" for member in member_ids)
+    busy: set[str] = set()
+    for start in range(0, len(keys), IN_CHUNK):
+        busy |= {
+            key.removeprefix("member:")
+            for key in session.scalars(
+                select(SyncOp.aggregate_key).where(
+                    SyncOp.aggregate_key.in_(keys[start : start + IN_CHUNK]),
+                    SyncOp.status.in_((OpStatus.pending, OpStatus.in_flight, OpStatus.failed)),
+                )
+            )
+        }
+    return busy
 
 
 def _links(session: Session, organization_id, entity_type, column, values) -> list[EntityLink]:

@@ -14,7 +14,7 @@ from gymctl.bookings import book, schedule
 from gymctl.bridge import cutover, entity_map, inbound, mirror
 from gymctl.models import AuditLog, Booking, BookingStatus, ClassSession, Role
 from gymctl.models.billing import PlanType
-from gymctl.models.bridge import EntityType, Origin
+from gymctl.models.bridge import EntityType, Origin, SyncOp
 from tests import factories
 from tests.billing.factories import make_plan, make_subscription
 from tests.bridge.conftest import run
@@ -240,3 +240,33 @@ def test_a_coach_changed_there_is_taken_when_the_staff_member_is_linked(
     account.classes[scene.external_class]["coach_id"] = 77  # no one we know
     _reconcile(session, connected, org, bridge_settings, clock)
     assert [i.kind for i in inbound.open_issues(session, org.id)] == ["coach_unmapped"]
+
+
+@pytest.mark.embedded
+def test_our_own_booking_whose_answer_was_lost_is_not_taken_as_made_there(
+    session, org, connected, fake, account, bridge_settings, clock
+):
+    """Found by the chaos run: a bookSession applied there but timed out here, for a booking
+    the member has since cancelled, came back as a booking made there and revived it."""
+    member = _member(session, org, "Dana Levi")
+    row, _external = _class(session, org, fake, account)
+    fake.time_out("POST /v3/schedule/bookSession", after_apply=True)
+    booking = book.book(session, org.id, row.id, member, actor_user_id=member.user_id, now=NOW)
+    book.cancel(session, org.id, booking.id, actor_user_id=member.user_id, by_staff=False,
+                now=NOW)  # fmt: skip
+    session.commit()
+    for minutes in (0, 2):  # the poll, then the booking's timed-out attempt (retry at 3)
+        clock.set(NOW + timedelta(minutes=minutes))
+        run(session, org.id, bridge_settings, clock)
+    connected.reconcile_due_at = clock.now()
+    session.commit()
+    summary = run(session, org.id, bridge_settings, clock)  # reconciles before the retry
+    assert "applied" not in summary.polls
+    clock.set(NOW + timedelta(minutes=10))
+    run(session, org.id, bridge_settings, clock)  # the retry finds it, the cancel follows
+    session.refresh(booking)
+    assert booking.status is BookingStatus.cancelled
+    ops = session.scalars(select(SyncOp.op_type).where(SyncOp.organization_id == org.id)).all()
+    assert [t.value for t in ops].count("booking.create") == 1
+    assert account.registrations == {}
+    assert len(fake.calls_to("POST /v3/schedule/bookSession")) == 1
