@@ -61,8 +61,8 @@ def enqueue(
 ) -> SyncOp | None:
     """Queue one change for the external system, in the caller's transaction.
 
-    The one door for every platform area (no area calls it yet: members, subscriptions and
-    bookings are still to be wired to it). Returns None when the organization has no bridge
+    The one door to the queue (platform areas reach it through `mirror`, which decides the op
+    type, payload and keys). Returns None when the organization has no bridge
     (never connected, or disconnected): nothing is mirrored then. An existing `dedupe_key`
     returns that op unchanged (a repeated hook enqueues once). A new op of a superseding type
     replaces the waiting ops of the same type and entity, which become superseded.
