@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from gymctl.access import tickets
 from gymctl.access.grants import require_grant, require_invitation_handling
 from gymctl.access.memberships import end_sales_grant, owner_of
+from gymctl.bridge import mirror
 from gymctl.config import Settings
 from gymctl.errors import DomainError, forbidden, not_found
 from gymctl.events import EventKind, emit
@@ -440,6 +441,7 @@ def _activate(session: Session, invitation: Invitation, user: User, *, now: date
         membership.invitation_held = False
         membership.updated_at = now
         end_sales_grant(session, membership, actor_user_id=None, now=now)
+        mirror.member_created(session, membership, now=now)
     emit(
         session,
         EventKind.audit,

@@ -21,6 +21,7 @@ from gymctl import ids, ratelimit
 from gymctl.access import tickets
 from gymctl.access.invitations import Outreach, frontend, linked_login, normalize_email
 from gymctl.access.memberships import end_sales_grant
+from gymctl.bridge import mirror
 from gymctl.errors import DomainError, conflict, forbidden, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import (
@@ -410,6 +411,7 @@ def join_signed_in(
         payload={"joinLinkId": str(link.id)},
     )
     session.flush()
+    mirror.member_created(session, membership, now=now)
     return membership, True
 
 

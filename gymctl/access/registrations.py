@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from gymctl.access.invitations import Outreach, normalize_email, request_link
 from gymctl.access.memberships import active_member_count, end_sales_grant
+from gymctl.bridge import mirror
 from gymctl.errors import DomainError, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import (
@@ -165,6 +166,7 @@ def register_member(
             actor_user_id=registrar.staff_user_id,
             now=now,
         )
+    mirror.member_created(session, membership, now=now)
     return person, True
 
 

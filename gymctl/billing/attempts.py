@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 from gymctl import ids
 from gymctl.billing import debt
 from gymctl.billing.accounts import CARD_PROVIDER, active_config, saved_card, terminal_of
+from gymctl.bridge import mirror
 from gymctl.crypto import FieldCipher
 from gymctl.events import EventKind, emit
 from gymctl.models import Membership, PaymentMethod, PaymentTransaction, Plan, Subscription
@@ -585,6 +586,7 @@ def grant_period(session: Session, subscription: Subscription, *, now: datetime)
     if membership is not None and membership.status != MembershipStatus.active:
         membership.status = MembershipStatus.active
         membership.updated_at = now
+    mirror.subscription_changed(session, subscription, now=now)
     if first:
         emit(
             session,

@@ -40,6 +40,7 @@ from gymctl.billing.transitions import (
     run_transition,
     utc_wall_clock,
 )
+from gymctl.bridge import mirror
 from gymctl.clock import ensure_utc
 from gymctl.models import BillingSettings, PaymentTransaction
 from gymctl.models.base import UTCDateTime
@@ -373,4 +374,5 @@ def run_lifecycle(
         if moved.more:
             more.append(transition.name)
     session.expire_all()
+    mirror.subscriptions_moved(session, now=now)
     return {**summary, "events": events, "more": more}

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from gymctl import ids
 from gymctl.billing.accounts import CARD_PROVIDER, active_config, billing_settings
+from gymctl.bridge import mirror
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
 from gymctl.models import Membership, PaymentTransaction, Plan, Subscription
@@ -301,5 +302,5 @@ def grant_plan(
         actor_user_id=actor_user_id,
         payload={"planId": str(plan.id), "method": method.value, "userId": str(membership.user_id)},
     )
-    session.flush()
+    mirror.subscription_changed(session, subscription, now=now)
     return subscription

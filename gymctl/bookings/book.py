@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from gymctl import ids
 from gymctl.bookings.eligibility import check_may_book
 from gymctl.bookings.schedule import class_session_of
+from gymctl.bridge import mirror
 from gymctl.db import organization_row
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
@@ -130,6 +131,7 @@ def book(
     booking_event(
         session, "booking.created", booking, now=now, actor=actor_user_id, revived=revived
     )
+    mirror.booking_changed(session, booking, now=now)
     return booking
 
 
@@ -172,6 +174,7 @@ def cancel(
     booking.updated_at = now
     session.flush()
     booking_event(session, "booking.cancelled", booking, now=now, actor=actor_user_id)
+    mirror.booking_changed(session, booking, now=now)
     if was_confirmed:
         promote_waitlist(session, row, now=now)
     return booking
@@ -194,6 +197,7 @@ def remove(
     booking.updated_at = now
     session.flush()
     booking_event(session, "booking.removed", booking, now=now, actor=actor_user_id)
+    mirror.booking_changed(session, booking, now=now)
     if frees_seat:
         promote_waitlist(session, row, now=now)
     return booking
@@ -223,6 +227,7 @@ def promote_waitlist(session: Session, row: ClassSession, *, now: datetime) -> l
         booking.waitlisted_at = None
         booking.updated_at = now
         booking_event(session, "booking.promoted", booking, now=now)
+        mirror.booking_changed(session, booking, now=now)
     session.flush()
     return list(waiting)
 

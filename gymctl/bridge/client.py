@@ -238,7 +238,8 @@ class ExternalGymClient:
         self._timeout = timeout
         self._throttle = throttle
         self.account_id = account_id
-        # Called before every request: the dispatcher ends any transaction still open there.
+        # Called right before every request: the dispatcher ends any transaction still open
+        # there and checks the organization is still connected (it may raise to stop the call).
         self.before_call: Callable[[], None] | None = None
 
     def close(self) -> None:
@@ -348,10 +349,10 @@ class ExternalGymClient:
         target = f"/v3{path}?{urllib.parse.urlencode(params)}" if params else f"/v3{path}"
         content = None if json is None else _dumps(json)  # before the throttle: may raise
         headers = self._headers if content is None else self._json_headers
-        if self.before_call is not None:
-            self.before_call()
         self._throttle.acquire()
         try:
+            if self.before_call is not None:  # after the wait for our turn: the last moment
+                self.before_call()
             status, response_headers, data = self._pool.request(
                 method, target, content, headers, self._timeout
             )

@@ -30,7 +30,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, aliased
 
 from gymctl import clock as default_clock
-from gymctl.bridge import queue
+from gymctl.bridge import classes, inbound, queue
 from gymctl.bridge.client import (
     CallFailure,
     ConnectionPool,
@@ -39,7 +39,7 @@ from gymctl.bridge.client import (
     Throttle,
 )
 from gymctl.bridge.connection import activate, check_account, find_connection, open_client
-from gymctl.bridge.operations import OpContext, Park, Retry, perform
+from gymctl.bridge.operations import Defer, Disconnected, OpContext, Park, Retry, perform
 from gymctl.bridge.polling import serve_polls
 from gymctl.clock import Clock
 from gymctl.config import Settings
@@ -156,11 +156,18 @@ def drain(
                 context.prefetch(ops)
                 for position, op in enumerate(ops):
                     _run_op(context, op, policy, throttle, sent)
-                    if sent.broken or context.connection.status is ConnectionStatus.error:
+                    if (
+                        sent.broken
+                        or context.disconnected
+                        or (context.connection.status is ConnectionStatus.error)
+                    ):
                         for rest in ops[position + 1 :]:
                             sent.add(rest, queue.released(rest, run_after=clock.now()))
                         break
                 sent.write()
+                if context.disconnected:
+                    summary.stopped = "disconnected"
+                    break
                 if context.connection.status is ConnectionStatus.error:
                     summary.stopped = "unauthorized"
                     break
@@ -299,6 +306,12 @@ def _run_op(
     except Retry as later:
         outcome = "retry"
         values = queue.failed(op, now=now(), error=str(later), ladder=policy.ladder)
+    except Defer as later:
+        outcome = "deferred"
+        values = {**queue.released(op, run_after=later.until), "last_error": str(later)}
+    except Disconnected:
+        outcome = "disconnected"  # not sent: waits, uncharged, for a new connect
+        values = queue.released(op, run_after=now())
     except ExternalCallError as error:
         outcome, http_status = error.kind, error.status
         if error.kind == CallFailure.unauthorized:
@@ -332,7 +345,23 @@ def _polls(
     summary: RunSummary,
 ) -> dict[str, Any]:
     try:
-        return serve_polls(session, connection, client, clock.now)
+        result = serve_polls(
+            session,
+            connection,
+            client,
+            clock.now,
+            apply=lambda noticed: inbound.apply(session, connection, noticed, clock.now()),
+        )
+        if "schedule" in result:
+            result["schedule"]["matched"] = classes.match_window(
+                session, connection, now=clock.now()
+            )
+            session.commit()
+        return result
+    except Disconnected:
+        session.rollback()
+        summary.stopped = "disconnected"
+        return {}
     except ExternalCallError as error:
         session.rollback()
         if error.kind == CallFailure.unauthorized:

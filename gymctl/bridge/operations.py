@@ -13,13 +13,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
-from gymctl.bridge import entity_map
+from gymctl.bridge import classes, entity_map
 from gymctl.bridge.client import CallFailure, ExternalCallError, ExternalGymClient
 from gymctl.bridge.payloads import (
     BookingPayload,
@@ -28,10 +28,11 @@ from gymctl.bridge.payloads import (
     MembershipPayload,
     parse_payload,
 )
-from gymctl.bridge.polling import window
+from gymctl.bridge.polling import timezone_of, window
 from gymctl.errors import DomainError
 from gymctl.ids import new_id
 from gymctl.models.bridge import (
+    ConnectionStatus,
     EntityLink,
     EntityType,
     IntegrationConnection,
@@ -53,6 +54,18 @@ class Retry(Exception):
     """Not possible yet (a class the poll has not mapped): back off on the ladder."""
 
 
+class Defer(Exception):
+    """Not possible before `until` (a class not yet in the poll window): wait, uncharged."""
+
+    def __init__(self, until: datetime, message: str) -> None:
+        self.until = until
+        super().__init__(message)
+
+
+class Disconnected(Exception):
+    """The organization was disconnected while its dispatcher ran: no further call leaves."""
+
+
 ACTIVE_BRIDGE = "active_bridge_membership"  # cache key: a member's live bridge membership
 
 _LINKS = EntityLink.__table__
@@ -71,6 +84,9 @@ _LIVE_BRIDGE_MEMBERSHIPS = select(*_COLUMNS).where(
     _LINKS.c.metadata["status"].as_string() == "active",
 )
 _UPDATE_LINK = update(_LINKS).where(_LINKS.c.id == bindparam("link_id"))
+_STATUS = select(IntegrationConnection.status).where(
+    IntegrationConnection.id == bindparam("connection_id")
+)
 
 
 @dataclass
@@ -102,6 +118,7 @@ class OpContext:
     connection: IntegrationConnection
     now: Callable[[], datetime]
     links: dict[tuple[str, str], Known | None] = field(default_factory=dict)
+    disconnected: bool = False
     inserts: dict[uuid.UUID, dict[str, Any]] = field(default_factory=dict)
     updates: dict[uuid.UUID, dict[str, Any]] = field(default_factory=dict)
 
@@ -111,10 +128,13 @@ class OpContext:
 
     def commit_before_call(self) -> None:
         """Only a transaction the session really began (a read, a flush) is committed; links
-        merely held wait for the batch's write."""
-        transaction = self.session.get_transaction()
-        if transaction is not None and transaction.connections:
-            self.session.commit()
+        merely held wait for the batch's write. Then the connection's status is read again:
+        once a disconnect has committed, no further call leaves for the organization."""
+        status = self.session.scalar(_STATUS, {"connection_id": self.connection.id})
+        self.session.commit()
+        if status not in (ConnectionStatus.active, ConnectionStatus.pending):
+            self.disconnected = True
+            raise Disconnected(f"the connection is {status.value if status else 'gone'}")
 
     def prefetch(self, ops: list[SyncOp]) -> None:
         """Two reads for the batch: the links its ops name, and their members' live bridge
@@ -266,7 +286,11 @@ def identify(ctx: OpContext, payload: MemberPayload) -> str | None:
             continue
         native = [hit for hit in ctx.client.search_user(**{kind: value}) if hit.native]
         if len(native) > 1:
-            raise Park("identity_conflict", f"{len(native)} external users match the {kind}")
+            listed = ", ".join(hit.external_id for hit in native[:10])
+            raise Park(
+                "identity_conflict",
+                f"{len(native)} external users match the {kind}; candidates: {listed}",
+            )
         if native:
             return native[0].external_id
     return None
@@ -315,7 +339,15 @@ def _assign(ctx: OpContext, op: SyncOp, payload: MembershipPayload, *, retried: 
             owner = entity_map.find_external(
                 ctx.session, ctx.organization_id, EntityType.membership, external
             )
-            if owner is None or owner.platform_id == str(payload.subscription_id):
+            if owner is not None:
+                if owner.platform_id == str(payload.subscription_id):
+                    ctx.link(EntityType.membership, payload.subscription_id, external, data)
+                    return "found"
+                continue  # another subscription's
+            # Unlinked: ours only if it is what an earlier attempt of this op sent (its link
+            # was lost with that attempt); one the gym's desk made there is never taken over.
+            if (held.get("start_date"), held.get("end_date")) == (data["startDate"],
+                                                                  data["endDate"]):  # fmt: skip
                 ctx.link(EntityType.membership, payload.subscription_id, external, data)
                 return "found"
     created = ctx.client.assign_membership(
@@ -359,24 +391,54 @@ def membership_hold(ctx: OpContext, op: SyncOp, payload: MembershipPayload) -> s
 
 
 def membership_update(ctx: OpContext, op: SyncOp, payload: MembershipPayload) -> str:
-    """New dates: the non-recurring membership is re-issued (cancel, then assign)."""
-    _end(ctx, payload, "replaced")
+    """New dates: the non-recurring membership is re-issued (cancel, then assign). Only a
+    membership the entity map says is ours and live is re-issued: after a cancel or a hold
+    there is nothing to update (the next assign carries the dates)."""
     current = ctx.lookup(EntityType.membership, payload.subscription_id)
-    if current is not None and current.data.get("status") == "active":
+    status = current.data.get("status") if current is not None else None
+    if (
+        status == "active"
+        and current.data.get("startDate") == payload.start_date.isoformat()
+        and (
+            current.data.get("endDate")
+            == (payload.end_date.isoformat() if payload.end_date else None)
+        )
+    ):
         return "already_updated"
-    return _assign(ctx, op, payload, retried=True)
+    if status not in ("active", "replaced"):
+        return "not_live"
+    _end(ctx, payload, "replaced")
+    return _assign(ctx, op, payload, retried=op.attempts > 1 or status == "replaced")
 
 
 def _schedule(ctx: OpContext, session_id: uuid.UUID) -> Known:
+    """The session's external class: linked, or matched now (see classes); never hours of
+    retries for a class no one can match."""
     row = ctx.lookup(EntityType.schedule, session_id)
-    if row is None:
-        raise Retry("schedule_unmapped: the class is not linked to an external schedule yet")
-    return row
+    if row is not None:
+        return row
+    found = classes.match(ctx.session, ctx.connection, session_id, now=ctx.now())
+    if found.found is not None:
+        ctx.link(EntityType.schedule, session_id, found.found.external_id, {})
+        return ctx.lookup(EntityType.schedule, session_id)
+    if found.reason == "beyond_window":
+        raise Defer(found.wait_until, "the class is not in the poll window yet")
+    if found.reason == "not_polled":
+        ctx.connection.schedule_poll_due_at = ctx.now()
+        raise Defer(ctx.now() + timedelta(minutes=1), "waiting for a schedule poll")
+    if found.reason == "no_session":
+        raise Park("session_missing", "the class session no longer exists")
+    listed = ", ".join(found.candidates[:10]) or "none"
+    raise Park(
+        classes.UNMATCHED,
+        f"no single external class matches ({found.reason}); candidates: {listed}",
+    )
 
 
 def booking_create(ctx: OpContext, op: SyncOp, payload: BookingPayload) -> str:
-    if ctx.lookup(EntityType.booking, payload.booking_id) is not None:
-        return "already_booked"
+    current = ctx.lookup(EntityType.booking, payload.booking_id)
+    if current is not None and current.data.get("status") == "booked":
+        return "already_booked"  # a cancelled link is a booking revived: booked again
     user = _member(ctx, payload.member_id)
     bridge = ctx.lookup(ACTIVE_BRIDGE, payload.member_id)
     if bridge is None:
@@ -392,7 +454,7 @@ def booking_create(ctx: OpContext, op: SyncOp, payload: BookingPayload) -> str:
         if "date" in schedule.data:
             first = last = date.fromisoformat(schedule.data["date"])
         else:
-            first, last = window(ctx.now())
+            first, last = window(ctx.now(), timezone_of(ctx.session, ctx.organization_id))
         for item in ctx.client.schedule(first, last):
             if str(item["id"]) != schedule.external_id:
                 continue

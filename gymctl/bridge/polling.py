@@ -10,25 +10,32 @@ the calls, so they share its lock and its rate.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
-from sqlalchemy import select, update
+from sqlalchemy import String, literal, select, update
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.functions import FunctionElement
 
 from gymctl.bridge import entity_map
 from gymctl.bridge.client import ExternalGymClient
 from gymctl.events import EventKind, emit
+from gymctl.models.billing import BillingSettings
 from gymctl.models.bridge import (
     ConnectionStatus,
     EntityLink,
     EntityType,
     IntegrationConnection,
+    OpStatus,
     Origin,
+    SyncOp,
 )
 
-WINDOW_DAYS = 14
+WINDOWDAYS = 14
 
 
 def mark_due(session: Session, column: str, *, now: datetime) -> int:
@@ -44,19 +51,52 @@ def mark_due(session: Session, column: str, *, now: datetime) -> int:
     return result.rowcount
 
 
-def window(now: datetime) -> tuple[date, date]:
-    today = now.date()
-    return today, today + timedelta(days=WINDOW_DAYS)
+def timezone_of(session: Session, organization_id: uuid.UUID) -> ZoneInfo:
+    """The gym's timezone (spec B 2.5): its days are the ones the external system lists."""
+    settings = session.get(BillingSettings, organization_id)
+    return ZoneInfo(settings.timezone if settings is not None else "UTC")
 
 
-def fetch_schedule(client: ExternalGymClient, now: datetime) -> list[dict[str, Any]]:
-    return client.schedule(*window(now))
+def window(now: datetime, zone: ZoneInfo) -> tuple[date, date]:
+    """Today (in the gym's timezone, not UTC) through 14 days."""
+    today = now.astimezone(zone).date()
+    return today, today + timedelta(days=WINDOWDAYS)
+
+
+class json_text(FunctionElement[str]):
+    """A JSON member of the entity map's metadata as text, spelled as the migration's
+    expression indexes are (a bound key would not match them). Keys are constants of this
+    module, spelled into the SQL."""
+
+    type = String()
+    inherit_cache = True
+
+
+@compiles(json_text, "postgresql")
+def _json_text_pg(element, compiler, **kw) -> str:
+    column, key = element.clauses
+    return f"({compiler.process(column, **kw)} ->> '{key.value}')"
+
+
+@compiles(json_text, "sqlite")
+def _json_text_sqlite(element, compiler, **kw) -> str:
+    column, key = element.clauses
+    return f"json_extract({compiler.process(column, **kw)}, '$.{key.value}')"
+
+
+Noticed = list[tuple[str, EntityLink]]  # what changed there, for the platform to apply
 
 
 def poll_schedule(
-    session: Session, connection: IntegrationConnection, items: list[dict[str, Any]], now: datetime
+    session: Session,
+    connection: IntegrationConnection,
+    items: list[dict[str, Any]],
+    now: datetime,
+    noticed: Noticed | None = None,
 ) -> dict[str, int]:
-    """Upsert the window's classes; one gone from the window is marked removed."""
+    """Upsert the window's classes; one gone from the window is marked removed. A linked
+    class removed there, or given another coach there, is noticed."""
+    noticed = noticed if noticed is not None else []
     organization_id = connection.organization_id
     counts = {"seen": len(items), "new": 0, "changed": 0, "removed": 0}
     seen: set[str] = set()
@@ -89,37 +129,51 @@ def poll_schedule(
             )
             counts["new"] += 1
         elif {key: row.data.get(key) for key in data} != data:
+            coach_changed = row.data.get("coachId") != data["coachId"] and "coachId" in row.data
             row.data = {**row.data, **data}
             row.updated_at = now
             counts["changed"] += 1
-    first, last = window(now)
+            if coach_changed and row.platform_id is not None:
+                noticed.append(("coach_changed", row))
+    first, last = window(now, timezone_of(session, organization_id))
     for row in _schedule_rows(session, organization_id, first, last):
         if row.external_id not in seen and not row.data.get("removed"):
             row.data = {**row.data, "removed": True}
             row.updated_at = now
             counts["removed"] += 1
+            if row.platform_id is not None:
+                noticed.append(("class_removed", row))
     connection.last_schedule_poll_at = now
     connection.schedule_poll_due_at = None
     return counts
 
 
+DAY = json_text(EntityLink.data, literal("date"))
+_SCHEDULE_REF = json_text(EntityLink.data, literal("scheduleId"))
+
+
 def _schedule_rows(session: Session, organization_id, first: date, last: date) -> list[EntityLink]:
-    rows = session.scalars(
-        select(EntityLink).where(
-            EntityLink.organization_id == organization_id,
-            EntityLink.entity_type == EntityType.schedule,
+    """The window's classes only (an expression index on the day): history costs nothing."""
+    return list(
+        session.scalars(
+            select(EntityLink).where(
+                EntityLink.organization_id == organization_id,
+                EntityLink.entity_type == EntityType.schedule,
+                DAY.between(first.isoformat(), last.isoformat()),
+            )
         )
     )
-    return [
-        row
-        for row in rows
-        if row.data.get("date") and first.isoformat() <= row.data["date"] <= last.isoformat()
-    ]
 
 
 def reconcile_bookings(
-    session: Session, connection: IntegrationConnection, items: list[dict[str, Any]], now: datetime
+    session: Session,
+    connection: IntegrationConnection,
+    items: list[dict[str, Any]],
+    now: datetime,
+    noticed: Noticed | None = None,
 ) -> dict[str, int]:
+    """A mirrored booking gone there, or a booking made there by a linked member: noticed."""
+    noticed = noticed if noticed is not None else []
     organization_id = connection.organization_id
     registrations: dict[str, tuple[str, str]] = {}
     for item in items:
@@ -127,17 +181,19 @@ def reconcile_bookings(
             registrations[str(registration["id"])] = (str(item["id"]), str(registration["user_id"]))
     in_window = {str(item["id"]) for item in items}
     counts = {"confirmed": 0, "cancelledExternally": 0, "seenExternally": 0}
-    bookings = list(
-        session.scalars(
-            select(EntityLink).where(
-                EntityLink.organization_id == organization_id,
-                EntityLink.entity_type == EntityType.booking,
-            )
-        )
-    )
+    # Only the window's booking links, and the links of the registrations seen: the cost
+    # follows the poll window, never the organization's history (expression index).
+    bookings = _links(session, organization_id, EntityType.booking, _SCHEDULE_REF, in_window)
     known = {row.external_id for row in bookings}
+    known |= {
+        row.external_id
+        for row in _links(
+            session, organization_id, EntityType.booking, EntityLink.external_id,
+            set(registrations) - known,
+        )
+    }  # fmt: skip
     for row in bookings:
-        if row.data.get("status") != "booked" or row.data.get("scheduleId") not in in_window:
+        if row.data.get("status") != "booked":
             continue
         if row.external_id in registrations:
             counts["confirmed"] += 1
@@ -146,9 +202,19 @@ def reconcile_bookings(
         row.updated_at = now
         counts["cancelledExternally"] += 1
         _event(session, "bridge.booking_cancelled_externally", row, now)
-    members = _members_by_external(session, organization_id)
+        noticed.append(("booking_cancelled", row))
+    members = _members_by_external(
+        session, organization_id, {user for _, user in registrations.values()}
+    )
+    busy = _sending(
+        session, {members[user] for _, user in registrations.values() if user in members}
+    )
     for registration_id, (schedule_id, user_id) in registrations.items():
         if registration_id in known or user_id not in members:
+            continue
+        if members[user_id] in busy:
+            # Perhaps our own booking whose answer was lost: its op searches and links it.
+            # Judged at a later reconcile, once the member's ops have settled.
             continue
         row = EntityLink(
             organization_id=organization_id,
@@ -164,20 +230,51 @@ def reconcile_bookings(
         session.flush()
         counts["seenExternally"] += 1
         _event(session, "bridge.booking_seen", row, now)
+        noticed.append(("booking_seen", row))
     connection.last_reconcile_at = now
     connection.reconcile_due_at = None
     return counts
 
 
-def _members_by_external(session: Session, organization_id) -> dict[str, str]:
-    rows = session.execute(
-        select(EntityLink.external_id, EntityLink.platform_id).where(
-            EntityLink.organization_id == organization_id,
-            EntityLink.entity_type == EntityType.member,
-            EntityLink.platform_id.is_not(None),
+IN_CHUNK = 500  # values per IN list
+
+
+def _sending(session: Session, member_ids: set[str]) -> set[str]:
+    """The members with ops still on their way (waiting or in flight; a parked one is not)."""
+    keys = sorted(f"member:{member}" for member in member_ids)
+    busy: set[str] = set()
+    for start in range(0, len(keys), IN_CHUNK):
+        busy |= {
+            key.removeprefix("member:")
+            for key in session.scalars(
+                select(SyncOp.aggregate_key).where(
+                    SyncOp.aggregate_key.in_(keys[start : start + IN_CHUNK]),
+                    SyncOp.status.in_((OpStatus.pending, OpStatus.in_flight, OpStatus.failed)),
+                )
+            )
+        }
+    return busy
+
+
+def _links(session: Session, organization_id, entity_type, column, values) -> list[EntityLink]:
+    """The organization's links of a type whose `column` is one of `values`."""
+    values = sorted(values)
+    rows: list[EntityLink] = []
+    for start in range(0, len(values), IN_CHUNK):
+        rows += session.scalars(
+            select(EntityLink).where(
+                EntityLink.organization_id == organization_id,
+                EntityLink.entity_type == entity_type,
+                column.in_(values[start : start + IN_CHUNK]),
+            )
         )
-    )
-    return {external: platform for external, platform in rows}
+    return rows
+
+
+def _members_by_external(session: Session, organization_id, users: set[str]) -> dict[str, str]:
+    """The linked members among the external users seen in the window."""
+    rows = _links(session, organization_id, EntityType.member, EntityLink.external_id, users)
+    return {row.external_id: row.platform_id for row in rows if row.platform_id is not None}
 
 
 def _event(session: Session, name: str, row: EntityLink, now: datetime) -> None:
@@ -204,19 +301,25 @@ def serve_polls(
     connection: IntegrationConnection,
     client: ExternalGymClient,
     now: Callable[[], datetime],
+    apply: Callable[[Noticed], dict[str, int]] | None = None,
 ) -> dict[str, Any]:
-    """The due poll and reconcile of one organization, on one schedule read."""
+    """The due poll and reconcile of one organization, on one schedule read. What they notice
+    is applied by `apply` in the same transaction: committed together, never dropped."""
     at = now()
     poll_due = connection.schedule_poll_due_at is not None and connection.schedule_poll_due_at <= at
     reconcile_due = connection.reconcile_due_at is not None and connection.reconcile_due_at <= at
     if not (poll_due or reconcile_due):
         return {}
+    zone = timezone_of(session, connection.organization_id)
     session.commit()  # no transaction open across the call
-    items = fetch_schedule(client, at)
+    items = client.schedule(*window(at, zone))
     result: dict[str, Any] = {}
+    noticed: Noticed = []
     if poll_due:
-        result["schedule"] = poll_schedule(session, connection, items, now())
+        result["schedule"] = poll_schedule(session, connection, items, now(), noticed)
     if reconcile_due:
-        result["bookings"] = reconcile_bookings(session, connection, items, now())
+        result["bookings"] = reconcile_bookings(session, connection, items, now(), noticed)
+    if apply is not None and noticed:
+        result["applied"] = apply(noticed)
     session.commit()
     return result

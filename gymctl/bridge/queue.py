@@ -61,8 +61,8 @@ def enqueue(
 ) -> SyncOp | None:
     """Queue one change for the external system, in the caller's transaction.
 
-    The one door for every platform area (no area calls it yet: members, subscriptions and
-    bookings are still to be wired to it). Returns None when the organization has no bridge
+    The one door to the queue (platform areas reach it through `mirror`, which decides the op
+    type, payload and keys). Returns None when the organization has no bridge
     (never connected, or disconnected): nothing is mirrored then. An existing `dedupe_key`
     returns that op unchanged (a repeated hook enqueues once). A new op of a superseding type
     replaces the waiting ops of the same type and entity, which become superseded.
@@ -318,13 +318,15 @@ def retry(
     organization_id: uuid.UUID | None = None,
     actor_user_id: uuid.UUID | None = None,
 ) -> SyncOp:
-    """A parked op (or one waiting on the ladder) back to pending now; a parked op starts the
-    ladder afresh."""
+    """A parked op (or one waiting on the ladder) back to pending now. A parked op starts the
+    ladder again, but counted as attempted once: it may have been applied before it parked,
+    so its next attempt searches the external system before it creates (a create is never
+    sent blind twice)."""
     op = get_op(session, op_id, organization_id)
     if op.status not in (OpStatus.parked, OpStatus.failed):
         raise DomainError("bridge_op_not_retryable", f"op {op_id} is {op.status.value}", status=409)
     if op.status is OpStatus.parked:
-        op.attempts = 0
+        op.attempts = 1
     op.status = OpStatus.pending
     op.issue_code = None
     op.run_after = now

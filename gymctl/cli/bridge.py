@@ -5,14 +5,60 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from gymctl import clock
 from gymctl.cli.output import JSON, choice, err_console, print_json, render_mapping, render_rows
-from gymctl.errors import DomainError
+from gymctl.errors import DomainError, forbidden
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 app = typer.Typer(no_args_is_help=True)
+OPERATOR = typer.Option(
+    ..., "--operator", help="Your user: database id or identity subject (audited as the actor)."
+)
+
+
+def _operator(session: Session, ref: str) -> uuid.UUID:
+    """Every operator write is audited under a real user (spec B 7: 403 without one)."""
+    from gymctl.access.trail import resolve_user
+
+    try:
+        return resolve_user(session, ref).id
+    except DomainError:
+        raise forbidden("operator_unknown", "--operator names no user") from None
+
+
+@contextmanager
+def _locked_client(organization: str) -> Iterator[tuple[Session, Any, Any]]:
+    """The organization's connection and a client at its rate, holding its dispatch lock (so
+    no dispatcher calls for it meanwhile)."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.bridge.client import Throttle
+    from gymctl.bridge.connection import open_client, require_connection
+    from gymctl.bridge.dispatcher import organization_lock
+    from gymctl.config import get_settings
+    from gymctl.db import get_engine, session_factory, session_scope
+
+    settings = get_settings()
+    engine = get_engine(settings.resolved_database_url)
+    with session_scope(session_factory(engine)) as session:
+        gym_id = resolve_organization(session, organization).id
+    with organization_lock(engine, gym_id, wait_seconds=60) as connection:
+        if connection is None:
+            raise DomainError("bridge_busy", "a dispatcher holds the organization", status=409)
+        with session_scope(session_factory(engine)) as session:
+            bridge = require_connection(session, gym_id)
+            throttle = Throttle(settings.bridge_rate)
+            with open_client(bridge, settings, throttle, timeout=10.0) as client:
+                yield session, bridge, client
 
 
 @app.command("status")
@@ -56,7 +102,7 @@ def status(
 def ops(
     organization: str = typer.Argument(..., help="Organization id or slug."),
     status_filter: str | None = typer.Option(
-        None, "--status", help="Only this status: pending, failed, parked, ..."
+        None, "--status", help="pending, in_flight, done, failed, parked or dismissed."
     ),
     limit: int = typer.Option(100, "--limit", "-n", min=1, max=1000),
     as_json: bool = JSON,
@@ -84,24 +130,34 @@ def ops(
 
 
 @app.command("retry")
-def retry(op_id: int = typer.Argument(..., help="Sync op id."), as_json: bool = JSON) -> None:
+def retry(
+    op_id: int = typer.Argument(..., help="Sync op id."),
+    operator: str = OPERATOR,
+    as_json: bool = JSON,
+) -> None:
     """A parked op (or one backing off) back to pending now."""
     from gymctl.bridge import queue
     from gymctl.db import session_scope
 
     with session_scope() as session:
-        row = queue.describe(queue.retry(session, op_id, now=clock.now()))
+        actor = _operator(session, operator)
+        row = queue.describe(queue.retry(session, op_id, now=clock.now(), actor_user_id=actor))
     render_mapping(row, title=f"op {op_id}", as_json=as_json)
 
 
 @app.command("dismiss")
-def dismiss(op_id: int = typer.Argument(..., help="Sync op id."), as_json: bool = JSON) -> None:
+def dismiss(
+    op_id: int = typer.Argument(..., help="Sync op id."),
+    operator: str = OPERATOR,
+    as_json: bool = JSON,
+) -> None:
     """Give a parked op up: never sent, and its aggregate moves on."""
     from gymctl.bridge import queue
     from gymctl.db import session_scope
 
     with session_scope() as session:
-        row = queue.describe(queue.dismiss(session, op_id, now=clock.now()))
+        actor = _operator(session, operator)
+        row = queue.describe(queue.dismiss(session, op_id, now=clock.now(), actor_user_id=actor))
     render_mapping(row, title=f"op {op_id}", as_json=as_json)
 
 
@@ -143,6 +199,7 @@ def connect_command(
     membership_type: str | None = typer.Option(
         None, "--membership-type", help="The free non-recurring bridge membership type's id."
     ),
+    operator: str = OPERATOR,
     as_json: bool = JSON,
 ) -> None:
     """Read the api-key from standard input (never an argument: shells keep history), check it
@@ -166,6 +223,7 @@ def connect_command(
                 settings=settings,
                 now=clock.now(),
                 membership_type_id=membership_type,
+                actor_user_id=_operator(session, operator),
             )
         )
     render_mapping(row, title=f"bridge of {gym.slug}", as_json=as_json)
@@ -173,7 +231,9 @@ def connect_command(
 
 @app.command("disconnect")
 def disconnect_command(
-    organization: str = typer.Argument(..., help="Organization id or slug."), as_json: bool = JSON
+    organization: str = typer.Argument(..., help="Organization id or slug."),
+    operator: str = OPERATOR,
+    as_json: bool = JSON,
 ) -> None:
     """Revoke the connection: the key and the stored external roster are purged."""
     from gymctl.access.gyms import resolve_organization
@@ -182,36 +242,161 @@ def disconnect_command(
 
     with session_scope() as session:
         gym = resolve_organization(session, organization)
-        row = describe(disconnect(session, gym.id, now=clock.now()))
+        actor = _operator(session, operator)
+        row = describe(disconnect(session, gym.id, now=clock.now(), actor_user_id=actor))
     render_mapping(row, title=f"bridge of {gym.slug}", as_json=as_json)
 
 
 @app.command("import")
 def import_command(
-    organization: str = typer.Argument(..., help="Organization id or slug."), as_json: bool = JSON
+    organization: str = typer.Argument(..., help="Organization id or slug."),
+    operator: str = OPERATOR,
+    as_json: bool = JSON,
 ) -> None:
     """Read the external roster (no phone numbers kept) and link members by email (origin
     import). Waits for the organization's dispatcher to let go, to keep to its rate."""
-    from gymctl.access.gyms import resolve_organization
-    from gymctl.bridge.client import Throttle
-    from gymctl.bridge.connection import import_roster, open_client, require_connection
-    from gymctl.bridge.dispatcher import organization_lock
-    from gymctl.config import get_settings
-    from gymctl.db import get_engine, session_factory, session_scope
+    from gymctl.bridge import inbound
+    from gymctl.bridge.connection import import_roster
 
-    settings = get_settings()
-    engine = get_engine(settings.resolved_database_url)
-    with session_scope(session_factory(engine)) as session:
-        gym_id = resolve_organization(session, organization).id
-    with organization_lock(engine, gym_id, wait_seconds=60) as connection:
-        if connection is None:
-            raise DomainError("bridge_busy", "a dispatcher holds the organization", status=409)
-        with session_scope(session_factory(engine)) as session:
-            bridge = require_connection(session, gym_id)
-            throttle = Throttle(settings.bridge_rate)
-            with open_client(bridge, settings, throttle, timeout=10.0) as client:
-                outcome = import_roster(session, bridge, client, now=clock.now())
+    with _locked_client(organization) as (session, bridge, client):
+        actor = _operator(session, operator)
+        outcome = import_roster(session, bridge, client, now=clock.now())
+        inbound.audit(session, bridge.organization_id, "bridge.roster_imported", outcome,
+                      now=clock.now(), actor_user_id=actor)  # fmt: skip
+        session.commit()
     render_mapping(outcome, title="roster import", as_json=as_json)
+
+
+@app.command("drift")
+def drift_command(
+    organization: str = typer.Argument(..., help="Organization id or slug."),
+    as_json: bool = JSON,
+) -> None:
+    """The entity map beside what the external system holds now (members, bridge memberships,
+    the poll window's bookings): missing either side, different, orphaned. Ids only."""
+    from gymctl.bridge.drift import drift
+
+    with _locked_client(organization) as (session, bridge, client):
+        report = drift(session, bridge.organization_id, client, now=clock.now,
+                       type_id=bridge.bridge_membership_type_id)  # fmt: skip
+    if as_json:
+        print_json(report)
+        return
+    rows = [
+        {"area": area, "kind": kind, "count": len(items),
+         "ids": ", ".join(str(i.get("externalId", i) if isinstance(i, dict) else i)
+                          for i in items[:5])}
+        for area, part in report.items() if area != "summary"
+        for kind, items in part.items()
+    ]  # fmt: skip
+    render_rows(rows, ["area", "kind", "count", "ids"], title=f"drift of {organization}")
+
+
+@app.command("issues")
+def issues_command(
+    organization: str = typer.Argument(..., help="Organization id or slug."),
+    as_json: bool = JSON,
+) -> None:
+    """The owner's inbox: parked ops with their candidates, and external changes to settle."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.bridge import inbound, inbox, queue
+    from gymctl.db import session_scope
+    from gymctl.models.bridge import OpStatus
+
+    with session_scope() as session:
+        gym = resolve_organization(session, organization)
+        parked = queue.list_ops(session, gym.id, status=OpStatus.parked, limit=1000)
+        report = {
+            "issues": [inbox.describe(session, op) for op in parked],
+            "external": [inbound.describe(issue) for issue in inbound.open_issues(session, gym.id)],
+        }
+    if as_json:
+        print_json(report)
+        return
+    rows = [
+        {"id": op["id"], "issue": op["issueCode"], "candidates": ", ".join(
+            c["externalId"] for c in op.get("candidates", []))}
+        for op in report["issues"]
+    ] + [{"id": i["id"], "issue": i["kind"], "candidates": i["subject"]}
+         for i in report["external"]]  # fmt: skip
+    render_rows(rows, ["id", "issue", "candidates"], title=f"issues of {gym.slug}")
+
+
+@app.command("resolve")
+def resolve_command(
+    organization: str = typer.Argument(..., help="Organization id or slug."),
+    op_id: int = typer.Argument(..., help="The parked op (identity_conflict, class_unmatched)."),
+    external_id: str = typer.Argument(..., help="The candidate to link."),
+    operator: str = OPERATOR,
+    as_json: bool = JSON,
+) -> None:
+    """Link one of a parked op's candidates; the op is sent again."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.bridge import inbox, queue
+    from gymctl.db import session_scope
+
+    with session_scope() as session:
+        gym = resolve_organization(session, organization)
+        actor = _operator(session, operator)
+        op = inbox.link(session, gym.id, op_id, external_id, now=clock.now(),
+                        actor_user_id=actor, operator=operator)  # fmt: skip
+        row = queue.describe(op)
+    render_mapping(row, title=f"op {op_id}", as_json=as_json)
+
+
+@app.command("cutover")
+def cutover_command(
+    organization: str = typer.Argument(..., help="Organization id or slug."),
+    class_type: uuid.UUID = typer.Argument(..., help="The series' class type."),
+    weekday: int = typer.Argument(..., help="Monday 0 .. Sunday 6 (the gym's timezone)."),
+    start_time: str = typer.Argument(..., help="HH:MM, the gym's timezone."),
+    cutover_on: datetime = typer.Argument(..., formats=["%Y-%m-%d"], help="From this day."),
+    operator: str = OPERATOR,
+    as_json: bool = JSON,
+) -> None:
+    """Move a recurring class series' source of truth to the platform from a day on."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.bridge import cutover
+    from gymctl.db import session_scope
+
+    with session_scope() as session:
+        gym = resolve_organization(session, organization)
+        actor = _operator(session, operator)
+        row = cutover.describe(
+            cutover.set_cutover(
+                session,
+                gym.id,
+                class_type,
+                weekday,
+                start_time,
+                cutover_on.date(),
+                now=clock.now(),
+                actor_user_id=actor,
+                operator=operator,
+            )
+        )
+    render_mapping(row, title="series cutover", as_json=as_json)
+
+
+@app.command("link-class")
+def link_class_command(
+    organization: str = typer.Argument(..., help="Organization id or slug."),
+    session_id: uuid.UUID = typer.Argument(..., help="The platform class session."),
+    external_class: str = typer.Argument(..., help="The external class (schedule) id."),
+    operator: str = OPERATOR,
+    as_json: bool = JSON,
+) -> None:
+    """An unmatched class: link its external class; its parked bookings are sent again."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.bridge import classes
+    from gymctl.db import session_scope
+
+    with session_scope() as session:
+        gym = resolve_organization(session, organization)
+        actor = _operator(session, operator)
+        row = classes.link_class(session, gym.id, session_id, external_class, now=clock.now(),
+                                 actor_user_id=actor, operator=operator)  # fmt: skip
+    render_mapping(row, title="class linked", as_json=as_json)
 
 
 @app.command("link")
@@ -220,17 +405,23 @@ def link_command(
     entity_type: str = typer.Argument(..., help="member, schedule, staff, ..."),
     platform_id: str = typer.Argument(..., help="The platform entity's id."),
     external_id: str = typer.Argument(..., help="The external entity's id."),
+    operator: str = OPERATOR,
     as_json: bool = JSON,
 ) -> None:
     """Link by hand (origin manual), e.g. to settle an identity_conflict before a retry."""
     from gymctl.access.gyms import resolve_organization
-    from gymctl.bridge import entity_map
+    from gymctl.bridge import entity_map, inbound
     from gymctl.db import session_scope
     from gymctl.models.bridge import EntityType, Origin
 
     entity_type = choice(EntityType, entity_type, "ENTITY_TYPE")
     with session_scope() as session:
         gym = resolve_organization(session, organization)
+        actor = _operator(session, operator)
+        linked = {"entityType": entity_type.value, "platformId": platform_id,
+                  "externalId": external_id}  # fmt: skip
+        inbound.audit(session, gym.id, "bridge.linked_by_operator", linked, now=clock.now(),
+                      actor_user_id=actor)  # fmt: skip
         row = entity_map.describe(
             entity_map.link(
                 session,

@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from gymctl.bridge import mirror
 from gymctl.config import Settings
 from gymctl.db import storable_text
 from gymctl.errors import DomainError
@@ -189,6 +190,7 @@ def user_updated(
     user.email = email
     user.image_url = data.get("image_url")
     user.updated_at = now
+    mirror.member_updated(session, user, now=now)
     return "created" if created else "mirrored"
 
 

@@ -32,7 +32,13 @@ from gymctl.models.brand import (
     WebsiteRevision,
 )
 from gymctl.models.branding import BrandAsset, MemberAppDraftAsset, RateWindow
-from gymctl.models.bridge import EntityLink, IntegrationConnection, RosterEntry, SyncOp
+from gymctl.models.bridge import (
+    BridgeIssue,
+    EntityLink,
+    IntegrationConnection,
+    RosterEntry,
+    SyncOp,
+)
 from gymctl.models.daemons import JobRun
 from gymctl.models.events import AuditLog, OutboxEvent
 from gymctl.models.identity import IdentityWebhookDelivery, User, UserSession
@@ -72,6 +78,7 @@ __all__ = [
     "BrandAsset",
     "BrandDraft",
     "BrandRevision",
+    "BridgeIssue",
     "CancellationNotice",
     "CancellationSettlement",
     "Checkout",

@@ -8,7 +8,7 @@ bridge_sync_ops here; taikan_id / arbox_id are platform_id / external_id.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import date, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -207,6 +207,8 @@ class SyncOp(Base):
             sqlite_where=text("status = 'in_flight'"),
         ),
         Index("ix_bridge_sync_ops_organization_id_status", "organization_id", "status"),
+        # The mirror reads an entity's last op by its aggregate, whatever its status.
+        Index("ix_bridge_sync_ops_aggregate_key_id", "aggregate_key", "id"),
     )
 
 
@@ -227,3 +229,57 @@ class RosterEntry(IdMixin, Base):
     fetched_at: Mapped[datetime]
 
     __table_args__ = (UniqueConstraint("organization_id", "external_id"),)
+
+
+class BridgeIssue(IdMixin, Base):
+    """A change the external system made that only a person can settle (the owner's issues
+    inbox, beside the parked ops): one open entry per organization, kind and subject, so a
+    change noticed again updates its entry instead of adding one."""
+
+    __tablename__ = "bridge_issues"
+
+    organization_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("organizations.id", ondelete="CASCADE")
+    )
+    kind: Mapped[str] = mapped_column(String(64))
+    subject: Mapped[str] = mapped_column(String(160))  # e.g. the external booking or class id
+    details: Mapped[dict[str, Any]] = mapped_column(default=dict)  # ids only, no personal data
+    status: Mapped[str] = mapped_column(String(16), default="open")  # open, resolved, dismissed
+    created_at: Mapped[datetime] = mapped_column(default=clock.now)
+    updated_at: Mapped[datetime] = mapped_column(default=clock.now)
+    resolved_at: Mapped[datetime | None]
+
+    __table_args__ = (
+        UniqueConstraint("organization_id", "kind", "subject", name="uq_bridge_issues_subject"),
+    )
+
+
+class SeriesCutover(IdMixin, Base):
+    """The day a recurring class series (a class type's weekly slot in the gym's timezone:
+    weekday and start time) moves its source of truth from the external system to the
+    platform. Before it, what the external system does to the series' classes is applied
+    here; from it on, the platform's word stands there."""
+
+    __tablename__ = "bridge_series_cutovers"
+
+    organization_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("organizations.id", ondelete="CASCADE")
+    )
+    class_type_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("class_types.id", ondelete="CASCADE")
+    )
+    weekday: Mapped[int]  # Monday 0 .. Sunday 6
+    start_time: Mapped[str] = mapped_column(String(5))  # HH:MM, local
+    cutover_on: Mapped[date]
+    created_at: Mapped[datetime] = mapped_column(default=clock.now)
+    updated_at: Mapped[datetime] = mapped_column(default=clock.now)
+
+    __table_args__ = (
+        UniqueConstraint(
+            "organization_id",
+            "class_type_id",
+            "weekday",
+            "start_time",
+            name="uq_bridge_series_cutovers_series",
+        ),
+    )

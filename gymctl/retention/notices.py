@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from gymctl import ids
 from gymctl.billing.accounts import active_config
 from gymctl.billing.attempts import lock_subscription
+from gymctl.bridge import mirror
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
 from gymctl.models import CancellationNotice, RetentionCase, Subscription, Task
@@ -132,6 +133,7 @@ def give_notice(
     subscription.cancellation_reason = reason_code
     subscription.retention_outcome = None
     subscription.updated_at = now
+    mirror.subscription_changed(session, subscription, now=now)
     notice = CancellationNotice(
         id=ids.new_id(),
         organization_id=organization_id,
@@ -256,6 +258,7 @@ def withdraw_notice(
     subscription.cancellation_reason = None
     subscription.retention_outcome = outcome.value
     subscription.updated_at = now
+    mirror.subscription_changed(session, subscription, now=now)
     notice = open_notice(session, subscription.id)
     if notice is not None:
         notice.withdrawn_at = now

@@ -31,6 +31,7 @@ from gymctl.access.memberships import owner_of
 from gymctl.billing.accounts import CARD_PROVIDER
 from gymctl.billing.attempts import lock_subscription
 from gymctl.billing.refunds import begin_refund, execute_refund, refundable_amount
+from gymctl.bridge import mirror
 from gymctl.crypto import FieldCipher
 from gymctl.events import EventKind, emit
 from gymctl.models import (
@@ -207,6 +208,7 @@ def settle_one(
     subscription.retention_outcome = outcome.value
     subscription.cancellation_reason = subscription.cancellation_reason or NOTICE
     subscription.updated_at = now
+    mirror.subscription_changed(session, subscription, now=now)
     close_case(session, case, outcome, now=now)
     try:
         standing_order = doors.standing_orders(session, subscription)

@@ -91,6 +91,7 @@ class FakeGym:
         self.chaos_rate = 0.0
         self.chaos_random = random.Random(7)
         self.delay = 0.0
+        self.on_call = None  # called with each Call as it arrives, before it is answered
         self.timeout_delay = timeout_delay
         self._ids = itertools.count(1000)
         self._lock = threading.RLock()
@@ -261,6 +262,8 @@ class FakeGym:
                             query, body, headers.get("user-agent", ""))  # fmt: skip
                 with fake._lock:
                     fake.calls.append(call)
+                if fake.on_call is not None:
+                    fake.on_call(call)
                 status, answer, extra = fake._answer(account, call)
                 call.status = status
                 self._send(status, json.dumps(answer).encode(), extra, close=close)

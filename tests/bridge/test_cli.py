@@ -7,12 +7,13 @@ import json
 import subprocess
 import uuid
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import enqueue
 from gymctl.crypto import generate_key_setting
 from gymctl.db import get_engine
-from gymctl.models import Organization
+from gymctl.models import AuditLog, Organization, User
 from tests.bridge.conftest import API_KEY, member_payload
 from tests.conftest import NOW
 from tests.test_quickstart import GYMCTL, gymctl, home_env  # noqa: F401 (fixture)
@@ -29,9 +30,16 @@ def test_an_operator_connects_dispatches_and_retries_a_parked_op(home_env, fake)
     url = f"sqlite:///{env['GYMCTL_HOME']}/gymctl.db"
     with Session(get_engine(url)) as session:
         session.add(Organization(name="Iron Temple", slug="iron-temple"))
+        session.add(User(identity_id="user_ops", email="ops@example.test", created_at=NOW,
+                         updated_at=NOW))  # fmt: skip
         session.commit()
+    nobody = subprocess.run(
+        [*GYMCTL, "bridge", "connect", "iron-temple", "--operator", "user_nobody"],
+        env=env, input=API_KEY + "\n", capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert (nobody.returncode, "operator_unknown" in nobody.stderr) == (1, True)
     connected = subprocess.run(
-        [*GYMCTL, "bridge", "connect", "iron-temple", "--json"],
+        [*GYMCTL, "bridge", "connect", "iron-temple", "--operator", "user_ops", "--json"],
         env=env, input=API_KEY + "\n", capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     assert json.loads(connected.stdout)["status"] == "active"
@@ -57,12 +65,23 @@ def test_an_operator_connects_dispatches_and_retries_a_parked_op(home_env, fake)
     )
     assert [(op["id"], op["issueCode"]) for op in parked] == [(parked_id, "rejected")]
 
-    retried = json.loads(gymctl(env, "bridge", "retry", str(parked_id), "--json").stdout)
+    retried = json.loads(
+        gymctl(env, "bridge", "retry", str(parked_id), "--operator", "user_ops", "--json").stdout
+    )
     assert retried["status"] == "pending"
     gymctl(env, "bridge", "dispatch", "--once", "--json")
     status = json.loads(gymctl(env, "bridge", "status", "iron-temple", "--json").stdout)
     assert (status["parked"], status["byStatus"]["succeeded"]) == (0, 2)
+    with Session(get_engine(url)) as session:
+        actors = session.scalars(select(AuditLog.action).where(
+            AuditLog.actor_user_id.is_not(None))).all()  # fmt: skip
+    assert {"bridge.connected", "bridge.op_retried"} <= set(actors)
 
-    refused = gymctl(env, "bridge", "dismiss", str(parked_id), check=False)
+    drift = json.loads(gymctl(env, "bridge", "drift", "iron-temple", "--json").stdout)
+    # The hand-made ops named members the platform does not have: orphaned links.
+    assert drift["summary"] == {"members": 2, "memberships": 0, "bookings": 0}
+    assert len(drift["members"]["orphaned"]) == 2
+    refused = gymctl(env, "bridge", "dismiss", str(parked_id), "--operator", "user_ops",
+                     check=False)  # fmt: skip
     assert refused.returncode == 1
     assert "bridge_op_not_parked" in refused.stderr

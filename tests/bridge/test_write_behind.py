@@ -90,12 +90,15 @@ def test_a_claimed_batch_costs_the_same_statements_whatever_its_size(
     session, org, connected, fake, account, bridge_settings, clock
 ):
     """The batch's outcomes, links and events go in one executemany each, in one transaction:
-    4 ops and 12 ops cost the same statements (the first run also polls: not compared)."""
+    4 ops and 12 ops cost the same statements (the first run also polls: not compared), apart
+    from the connection check before each call (no call leaves after a disconnect) and the
+    transaction that check ends."""
     statements: list[str] = []
     bind = session.get_bind()
 
     def count(_conn, _cursor, statement, *_args) -> None:
-        statements.append(statement)
+        if "SAVEPOINT" not in statement and "integration_connections.status" not in statement:
+            statements.append(statement)
 
     costs = []
     for size in (1, 4, 12):

@@ -4,10 +4,13 @@ credentials at the external system, like the payment integration."""
 
 from __future__ import annotations
 
+import uuid
+from datetime import date
+
 from flask import Blueprint, jsonify, request
 from pydantic import Field
 
-from gymctl.bridge import connection, queue
+from gymctl.bridge import classes, connection, cutover, inbound, inbox, queue
 from gymctl.errors import DomainError
 from gymctl.models.bridge import ConnectionStatus, OpStatus
 from webhooks.access import membership, owner_route
@@ -72,9 +75,19 @@ def issues(org_id):
     page = parked[:INBOX_PAGE]
     return jsonify(
         connection=connection.describe(connection.find_connection(db(), org_id)),
-        issues=[queue.describe(op) for op in page],
+        issues=[inbox.describe(db(), op) for op in page],
         nextCursor=str(page[-1].id) if len(parked) > INBOX_PAGE else None,
+        external=[inbound.describe(issue) for issue in inbound.open_issues(db(), org_id)],
     )
+
+
+@bp.post("/external-issues/<uuid:issue_id>/dismiss")
+@owner_route
+def dismiss_external(org_id, issue_id):
+    issue = inbound.dismiss_issue(
+        db(), org_id, issue_id, now=now(), actor_user_id=membership().user_id
+    )
+    return jsonify(issue=inbound.describe(issue))
 
 
 def _op_id(text: str) -> int:
@@ -91,6 +104,69 @@ def retry(org_id, op_id):
         db(), _op_id(op_id), now=now(), organization_id=org_id, actor_user_id=membership().user_id
     )
     return jsonify(op=queue.describe(op))
+
+
+class Cutover(Body):
+    class_type_id: uuid.UUID = Field(alias="classTypeId")
+    weekday: int = Field(ge=0, le=6)
+    start_time: str = Field(alias="startTime", min_length=5, max_length=5)
+    cutover_on: date = Field(alias="cutoverOn")
+
+
+@bp.get("/cutovers")
+@owner_route
+def cutovers(org_id):
+    return jsonify(cutovers=[cutover.describe(row) for row in cutover.list_cutovers(db(), org_id)])
+
+
+@bp.put("/cutovers")
+@owner_route
+def set_cutover(org_id):
+    """A recurring series (class type, weekday, local start time) moves its source of truth
+    to the platform from `cutoverOn`."""
+    body = parse(Cutover)
+    row = cutover.set_cutover(
+        db(), org_id, body.class_type_id, body.weekday, body.start_time, body.cutover_on,
+        now=now(), actor_user_id=membership().user_id,
+    )  # fmt: skip
+    return jsonify(cutover=cutover.describe(row))
+
+
+class LinkCandidate(Body):
+    external_id: str = Field(alias="externalId", min_length=1, max_length=128)
+
+
+@bp.post("/issues/<op_id>/link")
+@owner_route
+def link_candidate(org_id, op_id):
+    """identity_conflict or class_unmatched: the owner picks one of the candidates."""
+    body = parse(LinkCandidate)
+    op = inbox.link(
+        db(), org_id, _op_id(op_id), body.external_id, now=now(),
+        actor_user_id=membership().user_id,
+    )  # fmt: skip
+    return jsonify(op=queue.describe(op))
+
+
+class LinkClass(Body):
+    external_class_id: str = Field(alias="externalClassId", min_length=1, max_length=128)
+
+
+@bp.post("/classes/<uuid:session_id>/link")
+@owner_route
+def link_class(org_id, session_id):
+    """An unmatched class: the owner picks its external class (a candidate the inbox names);
+    the parked bookings of the session are sent again."""
+    body = parse(LinkClass)
+    linked = classes.link_class(
+        db(),
+        org_id,
+        session_id,
+        body.external_class_id,
+        now=now(),
+        actor_user_id=membership().user_id,
+    )
+    return jsonify(linked)
 
 
 @bp.post("/issues/<op_id>/dismiss")

@@ -1,0 +1,271 @@
+"""External to platform: what the schedule poll and the booking reconcile notice is applied
+(docs/decisions.md, issue 18). During the migration members and the gym's desk still act on
+the external system, so an act there that the platform can take as it is, is taken, with an
+event and an audit row; one it cannot take safely becomes an issue in the owner's inbox.
+Nothing noticed is dropped: each case ends in one of the two, in the poll's transaction.
+
+- A mirrored booking gone there (cancelled, or moved: gone here, new there): the platform
+  booking is cancelled as staff would (the freed seat goes to the waitlist).
+- A booking made there by a linked member in a linked class: booked on the platform as the
+  member would be; refused, waitlisted (the platform has no seat) or in an unlinked class: an
+  issue (booking_not_placed).
+- A linked class removed there: before its series' cutover (see cutover) the platform session
+  is cancelled with its bookings; from it on, an issue (class_removed).
+- The coach changed there: before the cutover the platform session takes the coach when the
+  entity map links that staff member, else an issue (coach_unmapped); from it on, the
+  platform's coach is sent back there (schedule.coach).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.bookings import book as bookings
+from gymctl.bridge import cutover, entity_map, queue
+from gymctl.bridge.polling import Noticed
+from gymctl.errors import DomainError
+from gymctl.events import EventKind, emit
+from gymctl.models import Booking, BookingStatus, ClassSession, Membership
+from gymctl.models.bridge import BridgeIssue, EntityLink, EntityType, IntegrationConnection
+
+
+def raise_issue(
+    session: Session,
+    organization_id: uuid.UUID,
+    kind: str,
+    subject: str,
+    details: dict[str, Any],
+    *,
+    now: datetime,
+) -> BridgeIssue:
+    """Open (or refresh) the owner's inbox entry for `subject`; ids only, no personal data."""
+    issue = session.scalar(
+        select(BridgeIssue).where(
+            BridgeIssue.organization_id == organization_id,
+            BridgeIssue.kind == kind,
+            BridgeIssue.subject == subject,
+        )
+    )
+    if issue is None:
+        issue = BridgeIssue(organization_id=organization_id, kind=kind, subject=subject,
+                            created_at=now)  # fmt: skip
+        session.add(issue)
+    issue.details = details
+    issue.status = "open"
+    issue.resolved_at = None
+    issue.updated_at = now
+    session.flush()
+    return issue
+
+
+def _audit(session, name, organization_id, aggregate_type, aggregate_id, payload, now) -> None:
+    emit(session, EventKind.audit, name, at=now, aggregate_type=aggregate_type,
+         aggregate_id=str(aggregate_id), organization_id=organization_id,
+         payload={"source": "external_system", **payload})  # fmt: skip
+
+
+def audit(
+    session: Session,
+    organization_id: uuid.UUID,
+    name: str,
+    payload: dict[str, Any],
+    *,
+    now: datetime,
+    actor_user_id: uuid.UUID | None,
+) -> None:
+    """An operator's or owner's act on the bridge, under their user (ids only)."""
+    emit(session, EventKind.audit, name, at=now, aggregate_type="organization",
+         aggregate_id=str(organization_id), organization_id=organization_id,
+         actor_user_id=actor_user_id, payload=payload)  # fmt: skip
+
+
+def _session_of(session: Session, organization_id, external_class: str) -> ClassSession | None:
+    link = entity_map.find_external(session, organization_id, EntityType.schedule, external_class)
+    if link is None or link.platform_id is None:
+        return None
+    return session.get(ClassSession, uuid.UUID(link.platform_id))
+
+
+def booking_cancelled(session: Session, organization_id, row: EntityLink, now: datetime) -> str:
+    if row.platform_id is None:
+        return "unplaced"
+    booking = session.get(Booking, uuid.UUID(row.platform_id))
+    if booking is None or not bookings.is_active(booking):
+        return "already_inactive"
+    bookings.cancel(session, organization_id, booking.id, actor_user_id=None, by_staff=True,
+                    now=now)  # fmt: skip
+    _audit(session, "bridge.booking_cancelled_externally", organization_id, "booking",
+           booking.id, {"externalBookingId": row.external_id}, now)  # fmt: skip
+    return "cancelled"
+
+
+def booking_seen(session: Session, organization_id, row: EntityLink, now: datetime) -> str:
+    details = {"externalBookingId": row.external_id, "externalClassId": row.data["scheduleId"],
+               "memberId": row.data["memberId"]}  # fmt: skip
+    target = _session_of(session, organization_id, row.data["scheduleId"])
+    member = session.get(Membership, uuid.UUID(row.data["memberId"]))
+    if target is None or member is None:
+        raise_issue(session, organization_id, "booking_not_placed", row.external_id,
+                    {**details, "reason": "class_unlinked"}, now=now)  # fmt: skip
+        return "issue"
+    existing = session.scalar(
+        select(Booking).where(
+            Booking.class_session_id == target.id, Booking.membership_id == member.id
+        )
+    )
+    if existing is not None and bookings.is_active(existing):
+        placed, outcome = existing, "already_booked"
+    else:
+        nested = session.begin_nested()
+        try:
+            placed = bookings.book(session, organization_id, target.id, member,
+                                   actor_user_id=member.user_id, now=now)  # fmt: skip
+            if placed.status is not BookingStatus.confirmed:
+                raise DomainError("session_full", "the platform has no seat for it", status=409)
+        except DomainError as refused:
+            nested.rollback()
+            raise_issue(session, organization_id, "booking_not_placed", row.external_id,
+                        {**details, "reason": refused.code}, now=now)  # fmt: skip
+            return "issue"
+        nested.commit()
+        outcome = "booked"
+        _audit(session, "bridge.booking_made_externally", organization_id, "booking",
+               placed.id, {"externalBookingId": row.external_id}, now)  # fmt: skip
+    held = entity_map.find(session, organization_id, EntityType.booking, placed.id)
+    if held is not None and held is not row:
+        held.platform_id = None  # an older external booking of this seat gives way
+        session.flush()
+    row.platform_id = str(placed.id)
+    row.updated_at = now
+    session.flush()
+    return outcome
+
+
+def class_removed(session: Session, organization_id, row: EntityLink, now: datetime) -> str:
+    target = session.get(ClassSession, uuid.UUID(row.platform_id))
+    if target is None or target.cancelled_at is not None:
+        return "already_cancelled"
+    active = [b for b in bookings.roster(session, target.id) if bookings.is_active(b)]
+    if cutover.platform_owns(session, target):
+        raise_issue(session, organization_id, "class_removed", row.external_id,
+                    {"externalClassId": row.external_id, "sessionId": str(target.id),
+                     "activeBookings": len(active)}, now=now)  # fmt: skip
+        return "issue"
+    # Before its series' cutover the external system's timetable stands: the class is off.
+    target.cancelled_at = now  # first: a cancel below promotes no one into a cancelled class
+    for booking in active:
+        bookings.cancel(session, organization_id, booking.id, actor_user_id=None,
+                        by_staff=True, now=now)  # fmt: skip
+    _audit(session, "bridge.class_cancelled_externally", organization_id, "class_session",
+           target.id, {"externalClassId": row.external_id, "cancelledBookings": len(active)},
+           now)  # fmt: skip
+    return "cancelled"
+
+
+def coach_changed(session: Session, organization_id, row: EntityLink, now: datetime) -> str:
+    target = session.get(ClassSession, uuid.UUID(row.platform_id))
+    coach = row.data.get("coachId")
+    staff = (
+        entity_map.find_external(session, organization_id, EntityType.staff, coach)
+        if coach
+        else None
+    )
+    membership = session.get(Membership, uuid.UUID(staff.platform_id)) if staff else None
+    if target is None:
+        return "no_session"
+    if cutover.platform_owns(session, target):
+        return _coach_back(session, organization_id, row, target, now)
+    if membership is None:
+        raise_issue(session, organization_id, "coach_unmapped", row.external_id,
+                    {"externalClassId": row.external_id, "sessionId": str(target.id),
+                     "externalCoachId": coach}, now=now)  # fmt: skip
+        return "issue"
+    if target.coach_user_id != membership.user_id:
+        target.coach_user_id = membership.user_id
+        _audit(session, "bridge.coach_changed_externally", organization_id, "class_session",
+               target.id, {"externalCoachId": coach}, now)  # fmt: skip
+    return "applied"
+
+
+def _coach_back(session: Session, organization_id, row: EntityLink, target, now) -> str:
+    """From the series' cutover the platform's coach stands: it is sent there again."""
+    coach = session.scalar(
+        select(Membership).where(
+            Membership.organization_id == organization_id,
+            Membership.user_id == target.coach_user_id,
+        )
+    ) if target.coach_user_id else None  # fmt: skip
+    if coach is None:
+        raise_issue(session, organization_id, "coach_unmapped", row.external_id,
+                    {"externalClassId": row.external_id, "sessionId": str(target.id),
+                     "externalCoachId": row.data.get("coachId")}, now=now)  # fmt: skip
+        return "issue"
+    ours = entity_map.find(session, organization_id, EntityType.staff, coach.id)
+    if ours is not None and ours.external_id == row.data.get("coachId"):
+        return "agrees"  # our own change coming back
+    queue.enqueue(session, organization_id=organization_id, op_type="schedule.coach",
+                  payload={"sessionId": str(target.id), "coachId": str(coach.id)},
+                  now=now)  # fmt: skip
+    return "reverted"
+
+
+HANDLERS = {
+    "booking_cancelled": booking_cancelled,
+    "booking_seen": booking_seen,
+    "class_removed": class_removed,
+    "coach_changed": coach_changed,
+}
+
+
+def apply(session: Session, connection: IntegrationConnection, noticed: Noticed, now) -> dict:
+    """Each noticed change, applied or raised; counts by kind and outcome."""
+    counts: dict[str, int] = {}
+    for kind, row in noticed:
+        outcome = HANDLERS[kind](session, connection.organization_id, row, now)
+        key = f"{kind}:{outcome}"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def open_issues(session: Session, organization_id: uuid.UUID) -> list[BridgeIssue]:
+    return list(
+        session.scalars(
+            select(BridgeIssue)
+            .where(BridgeIssue.organization_id == organization_id, BridgeIssue.status == "open")
+            .order_by(BridgeIssue.created_at, BridgeIssue.id)
+        )
+    )
+
+
+def dismiss_issue(
+    session: Session,
+    organization_id: uuid.UUID,
+    issue_id: uuid.UUID,
+    *,
+    now: datetime,
+    actor_user_id: uuid.UUID | None = None,
+    operator: str | None = None,
+) -> BridgeIssue:
+    """The owner has settled it (or chosen to leave it): it leaves the inbox, audited."""
+    issue = session.get(BridgeIssue, issue_id, with_for_update=True)
+    if issue is None or issue.organization_id != organization_id:
+        raise DomainError("bridge_issue_not_found", "no such issue", status=404)
+    if issue.status != "open":
+        raise DomainError("bridge_issue_not_open", f"the issue is {issue.status}", status=409)
+    issue.status = "dismissed"
+    issue.resolved_at = issue.updated_at = now
+    emit(session, EventKind.audit, "bridge.issue_dismissed", at=now, aggregate_type="bridge_issue",
+         aggregate_id=str(issue.id), organization_id=organization_id, actor_user_id=actor_user_id,
+         payload={"kind": issue.kind, **({"operator": operator} if operator else {})})  # fmt: skip
+    return issue
+
+
+def describe(issue: BridgeIssue) -> dict[str, Any]:
+    return {"id": str(issue.id), "kind": issue.kind, "subject": issue.subject,
+            "details": issue.details, "status": issue.status,
+            "createdAt": issue.created_at.isoformat()}  # fmt: skip

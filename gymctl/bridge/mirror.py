@@ -1,0 +1,308 @@
+"""Which platform change becomes which sync op: the one place that decides (spec B 1, 2.6).
+
+Areas call one function here in the transaction of their change, and build no payload
+themselves; a rolled-back change takes its ops with it. Nothing is queued for an organization
+without a bridge (never connected, or disconnected).
+
+Memberships and bookings are mirrored by state, not by event: the function compares what the
+platform row means for the external system now (a live bridge membership with its dates, held,
+ended; booked or not) with the state the last queued op of that entity left, and queues only
+the difference. So a repeated call queues nothing, a revived booking is booked again, and a
+change of dates is one membership.update (which replaces a waiting one). The comparison runs
+under the aggregate's lock (PostgreSQL), so two transactions cannot both queue the same step.
+
+Every op about one member shares its aggregate (see payloads): the external user, then the
+bridge membership, then bookings reach the external system in the platform's order. A member
+who existed before the gym connected is mirrored at its first change (user.create first).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import date, datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from sqlalchemy import exists, select
+from sqlalchemy.orm import Session
+
+from gymctl.bridge import queue
+from gymctl.bridge.connection import find_connection
+from gymctl.bridge.polling import timezone_of
+from gymctl.db import advisory_lock, is_postgres
+from gymctl.models import (
+    Booking,
+    BookingStatus,
+    Membership,
+    MembershipStatus,
+    Role,
+    User,
+)
+from gymctl.models.billing import Subscription, SubscriptionStatus
+from gymctl.models.bridge import (
+    EntityLink,
+    EntityType,
+    IntegrationConnection,
+    OpStatus,
+    OpType,
+    SyncOp,
+)
+
+BRIDGED = (SubscriptionStatus.active, SubscriptionStatus.past_due, SubscriptionStatus.debt)
+MEMBERSHIP_OPS = (
+    OpType.membership_assign,
+    OpType.membership_update,
+    OpType.membership_hold,
+    OpType.membership_cancel,
+)
+BOOKING_OPS = (OpType.booking_create, OpType.booking_cancel)
+# Ops whose state no longer counts: replaced by a newer one, or given up by an operator.
+_GONE = (OpStatus.superseded, OpStatus.dismissed)
+
+
+def connected(session: Session, organization_id: uuid.UUID) -> bool:
+    """A bridge is set up and not disconnected (a pending key check or a refused key still
+    queue: the ops wait for the connection, nothing the gym does meanwhile is lost)."""
+    connection = find_connection(session, organization_id)
+    return connection is not None and connection.status in queue.QUEUEING
+
+
+# -- members ----------------------------------------------------------------------------------
+
+
+def _member_payload(membership: Membership, user: User) -> dict[str, Any]:
+    """The external system's user fields. No name: the part of the address before the @."""
+    name = (user.name or "").strip() or (user.email or "member").split("@")[0]
+    first, _, last = name.partition(" ")
+    payload = {"memberId": str(membership.id), "firstName": first[:200],
+               "lastName": last.strip()[:200]}  # fmt: skip
+    if user.email:
+        payload["email"] = user.email
+    return payload
+
+
+def _mirrored(session: Session, membership: Membership) -> bool:
+    """The member has an external user, or one is on its way."""
+    key = f"user.create:{membership.id}"
+    return bool(
+        session.scalar(
+            select(
+                exists().where(SyncOp.dedupe_key == key)
+                | exists().where(
+                    EntityLink.organization_id == membership.organization_id,
+                    EntityLink.entity_type == EntityType.member,
+                    EntityLink.platform_id == str(membership.id),
+                )
+            )
+        )
+    )
+
+
+def member_created(session: Session, membership: Membership, *, now: datetime) -> None:
+    """A member joined (desk registration, import, join link, accepted invitation): the
+    external user is searched for, else created. Staff are not mirrored."""
+    if membership.role is not Role.member or membership.status is not MembershipStatus.active:
+        return
+    if not connected(session, membership.organization_id):
+        return
+    session.flush()
+    user = session.get(User, membership.user_id)
+    queue.enqueue(
+        session,
+        organization_id=membership.organization_id,
+        op_type=OpType.user_create,
+        payload=_member_payload(membership, user),
+        now=now,
+        dedupe_key=f"user.create:{membership.id}",
+    )
+
+
+def _ensure_member(session: Session, membership: Membership, *, now: datetime) -> None:
+    if not _mirrored(session, membership):
+        member_created(session, membership, now=now)
+
+
+def member_updated(session: Session, user: User, *, now: datetime) -> None:
+    """The person's name or email changed: each gym that mirrors them gets a user.update (a
+    waiting one is replaced: it carries the whole current state)."""
+    memberships = session.scalars(
+        select(Membership).where(
+            Membership.user_id == user.id,
+            Membership.role == Role.member,
+            Membership.status == MembershipStatus.active,
+        )
+    )
+    for membership in memberships:
+        if not connected(session, membership.organization_id):
+            continue
+        if not _mirrored(session, membership):
+            member_created(session, membership, now=now)
+            continue
+        queue.enqueue(
+            session,
+            organization_id=membership.organization_id,
+            op_type=OpType.user_update,
+            payload=_member_payload(membership, user),
+            now=now,
+        )
+
+
+# -- state comparison -------------------------------------------------------------------------
+
+
+def _last_op(
+    session: Session, organization_id: uuid.UUID, key: str, types, field: str, entity_id: Any
+) -> tuple[SyncOp | None, int]:
+    """The last op of the entity still standing, and how many ops it had (for dedupe keys)."""
+    if is_postgres(session):
+        advisory_lock(session, f"bridge:aggregate:{key}")
+    ops = list(
+        session.scalars(
+            select(SyncOp)
+            .where(
+                SyncOp.organization_id == organization_id,
+                SyncOp.aggregate_key == key,
+                SyncOp.op_type.in_(types),
+                SyncOp.payload[field].as_string() == str(entity_id),
+            )
+            .order_by(SyncOp.id)
+        )
+    )
+    standing = [op for op in ops if op.status not in _GONE]
+    return (standing[-1] if standing else None), len(ops)
+
+
+def _enqueue(
+    session: Session, organization_id: uuid.UUID, op_type: OpType, payload, now, dedupe: str
+) -> None:
+    queue.enqueue(
+        session,
+        organization_id=organization_id,
+        op_type=op_type,
+        payload=payload,
+        now=now,
+        dedupe_key=dedupe,
+    )
+
+
+# -- the bridge membership --------------------------------------------------------------------
+
+
+def _local_date(at: datetime | None, zone: ZoneInfo) -> date | None:
+    return at.astimezone(zone).date() if at is not None else None
+
+
+def bridge_state(subscription: Subscription, zone: ZoneInfo) -> tuple[str, dict[str, Any]]:
+    """What the subscription means at the external system: ("live", dates), ("held", {}) or
+    ("none", {}). Dates are the gym's local days; an open-ended plan's membership has no end
+    until a notice gives it one (a monthly roll is not a change there)."""
+    if subscription.status is SubscriptionStatus.paused:
+        return "held", {}
+    if subscription.status not in BRIDGED or subscription.deleted_at is not None:
+        return "none", {}
+    start = subscription.started_at or subscription.current_period_start or subscription.created_at
+    if subscription.cancel_at_period_end and subscription.cancellation_effective_at:
+        end = subscription.cancellation_effective_at
+    elif subscription.open_ended:
+        end = None
+    else:
+        end = subscription.current_period_end
+    dates = {"startDate": _local_date(start, zone).isoformat()}
+    if end is not None:
+        dates["endDate"] = _local_date(end, zone).isoformat()
+    return "live", dates
+
+
+def _membership_state(op: SyncOp | None) -> tuple[str, dict[str, Any]]:
+    if op is None or op.op_type is OpType.membership_cancel:
+        return "none", {}
+    if op.op_type is OpType.membership_hold:
+        return "held", {}
+    dates = {k: op.payload[k] for k in ("startDate", "endDate") if k in op.payload}
+    return "live", dates
+
+
+def subscription_changed(session: Session, subscription: Subscription, *, now: datetime) -> None:
+    """A platform subscription started, changed its dates, was frozen or ended: its free
+    bridge membership follows (assign, update, hold, cancel)."""
+    organization_id = subscription.organization_id
+    if not connected(session, organization_id):
+        return
+    session.flush()
+    membership = session.get(Membership, subscription.membership_id)
+    if membership is None or membership.role is not Role.member:
+        return
+    want, dates = bridge_state(subscription, timezone_of(session, organization_id))
+    key = f"member:{membership.id}"
+    last, count = _last_op(
+        session, organization_id, key, MEMBERSHIP_OPS, "subscriptionId", subscription.id
+    )
+    have, had_dates = _membership_state(last)
+    if want == "live" and have != "live":
+        _ensure_member(session, membership, now=now)
+        op_type = OpType.membership_assign
+    elif want == "live" and dates != had_dates:
+        op_type = OpType.membership_update
+    elif want == "held" and have == "live":
+        op_type = OpType.membership_hold
+    elif want == "none" and have != "none":
+        op_type = OpType.membership_cancel
+    else:
+        return
+    if want != "live":  # the payload names the dates the membership last had
+        dates = had_dates or {"startDate": _local_date(now, ZoneInfo("UTC")).isoformat()}
+    payload = {"memberId": str(membership.id), "subscriptionId": str(subscription.id), **dates}
+    dedupe = f"{op_type.value}:{subscription.id}:{count}"
+    _enqueue(session, organization_id, op_type, payload, now, dedupe)
+
+
+def subscriptions_moved(session: Session, *, now: datetime) -> int:
+    """After a set-based lifecycle pass: each subscription it moved at `now`, of a gym with a
+    bridge, is compared like any other change. Returns how many were looked at."""
+    session.flush()
+    rows = list(
+        session.scalars(
+            select(Subscription)
+            .join(
+                IntegrationConnection,
+                IntegrationConnection.organization_id == Subscription.organization_id,
+            )
+            .where(
+                Subscription.updated_at == now,
+                IntegrationConnection.status.in_(queue.QUEUEING),
+            )
+            .order_by(Subscription.id)
+        )
+    )
+    for row in rows:
+        subscription_changed(session, row, now=now)
+    return len(rows)
+
+
+# -- bookings ---------------------------------------------------------------------------------
+
+
+def booking_changed(session: Session, booking: Booking, *, now: datetime) -> None:
+    """A booking was made, promoted from the waitlist, cancelled or removed (by the member or
+    staff): the external booking follows. Only a confirmed seat is mirrored; a waitlisted one
+    reaches the external system when it is promoted."""
+    organization_id = booking.organization_id
+    if not connected(session, organization_id):
+        return
+    session.flush()
+    membership = session.get(Membership, booking.membership_id)
+    if membership is None or membership.role is not Role.member:
+        return  # staff booking themselves in are not mirrored
+    booked = booking.status is BookingStatus.confirmed and booking.deleted_at is None
+    key = f"member:{booking.membership_id}"
+    last, count = _last_op(session, organization_id, key, BOOKING_OPS, "bookingId", booking.id)
+    was_booked = last is not None and last.op_type is OpType.booking_create
+    if booked == was_booked:
+        return
+    if booked:
+        _ensure_member(session, membership, now=now)
+    op_type = OpType.booking_create if booked else OpType.booking_cancel
+    payload = {"memberId": str(booking.membership_id), "bookingId": str(booking.id),
+               "sessionId": str(booking.class_session_id)}  # fmt: skip
+    dedupe = f"{op_type.value}:{booking.id}:{count}"
+    _enqueue(session, organization_id, op_type, payload, now, dedupe)
