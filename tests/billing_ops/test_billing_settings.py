@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gymctl.billing import attempts
-from gymctl.billing.charge_dates import next_lifecycle_day
 from gymctl.models import Role
 from tests.access import conftest as access
 from tests.access.conftest import snapshot
@@ -209,16 +208,6 @@ def test_without_a_date_the_renewal_moves_to_the_lifecycle_day_at_local_midnight
     assert moved.status_code == 200, moved.json
     assert moved.json["data"]["nextChargeDate"] == "2026-12-04T10:00:00+00:00"
     assert moved.json["data"]["localDate"] == "2026-12-05"
-
-
-def test_next_lifecycle_day_keeps_a_date_already_on_it_and_rolls_past_month_end():
-    on_it = datetime(2026, 12, 4, 10, 0, tzinfo=UTC)
-    assert next_lifecycle_day(on_it, 5, "Pacific/Kiritimati") == on_it
-    after = datetime(2026, 12, 6, 0, 0, tzinfo=UTC)
-    assert next_lifecycle_day(after, 5, "UTC") == datetime(2027, 1, 5, tzinfo=UTC)
-    assert next_lifecycle_day(after, 5, "Pacific/Pago_Pago") == datetime(
-        2027, 1, 5, 11, 0, tzinfo=UTC
-    )
 
 
 def test_moving_a_charge_date_is_refused_and_nothing_changes(client, session, gym, billing):
