@@ -4,15 +4,23 @@ the rate lifted unless a test is about the rate."""
 
 from __future__ import annotations
 
+import tempfile
 import uuid
 from datetime import timedelta
 
 import pytest
 from pydantic import SecretStr
+from sqlalchemy.orm import Session, sessionmaker
 
+from gymctl.access.invitations import Outreach
+from gymctl.access.registrations import Registrar
 from gymctl.bridge.connection import connect
 from gymctl.bridge.dispatcher import Policy, RunSummary, drain
+from gymctl.config import get_settings
 from gymctl.crypto import generate_key_setting
+from gymctl.models import Organization, User
+from gymctl.providers.identity_admin import LocalIdentityAdmin
+from gymctl.providers.mail import MailboxMailer
 from tests import factories
 from tests.access.conftest import gym, outsider  # noqa: F401 (fixtures)
 from tests.bridge.fake_gym import FakeGym
@@ -72,3 +80,17 @@ def member_payload(member_id=None, **fields) -> dict:
         "email": "dana@example.test",
         **fields,
     }
+
+
+def desk_registrar(organization: Organization, staff: User, path: str = "/desk") -> Registrar:
+    """The desk registering into `organization` as `staff`, with the embedded default's outreach
+    bound to the test's own connection (a login's link request is mailed to a folder)."""
+    session = Session.object_session(staff)
+    outreach = Outreach(
+        get_settings(),
+        MailboxMailer(tempfile.mkdtemp(prefix="bridge-mail-"), "gym@example.test"),
+        LocalIdentityAdmin(sessionmaker(bind=session.connection()), ()),
+    )
+    return Registrar(
+        organization=organization, staff_user_id=staff.id, ip=None, path=path, outreach=outreach
+    )

@@ -19,7 +19,7 @@ from pydantic import SecretStr
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.access.registrations import Registrar, register_member
+from gymctl.access.registrations import register_member
 from gymctl.billing.plans import grant_plan
 from gymctl.bookings import book, schedule
 from gymctl.bridge import entity_map
@@ -31,6 +31,7 @@ from gymctl.models import Membership, Organization, Role, User
 from gymctl.models.billing import CollectionMethod, PlanType
 from gymctl.models.bridge import EntityType, OpStatus, Origin, SyncOp
 from tests.billing.factories import make_plan
+from tests.bridge.conftest import desk_registrar
 from tests.bridge.fake_gym import FakeGym
 
 ORGANIZATIONS = 40
@@ -85,7 +86,7 @@ def _seed(url: str, fake: FakeGym, key: str) -> dict[str, tuple[str, list[str]]]
                                 data={"date": row.starts_at.date().isoformat()})  # fmt: skip
                 classes.append((row.id, external))
             session.commit()
-            registrar = Registrar(organization=org, staff_user_id=owner.id, ip=None, path="/c")
+            registrar = desk_registrar(org, owner, path="/c")
             for m in range(MEMBERS):
                 email = f"m{m}@chaos{n}.example"
                 user, _ = register_member(session, registrar, email=email, name="Chaos Member",

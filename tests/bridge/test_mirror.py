@@ -9,19 +9,20 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from gymctl.access.registrations import Registrar, register_member
+from gymctl.access.registrations import register_member
 from gymctl.billing.lifecycle import run_lifecycle
 from gymctl.billing.plans import grant_plan
 from gymctl.bookings import book, schedule
 from gymctl.bridge import mirror
 from gymctl.bridge.connection import connect, disconnect
+from gymctl.config import get_settings
 from gymctl.identity.users import user_updated
 from gymctl.models import Membership, Role
 from gymctl.models.billing import BillingSettings, CollectionMethod, PlanType, SubscriptionStatus
 from gymctl.models.bridge import OpStatus, SyncOp
 from tests import factories
 from tests.billing.factories import make_plan, make_subscription
-from tests.bridge.conftest import API_KEY
+from tests.bridge.conftest import API_KEY, desk_registrar
 from tests.conftest import NOW
 
 TOMORROW = NOW + timedelta(days=1)
@@ -37,7 +38,7 @@ def ops(session, org_id, *statuses):
 
 
 def _registrar(org, staff):
-    return Registrar(organization=org, staff_user_id=staff.id, ip=None, path="/desk")
+    return desk_registrar(org, staff)
 
 
 @pytest.fixture
@@ -116,6 +117,7 @@ def test_a_newer_member_update_supersedes_the_waiting_one(session, org, connecte
             {"id": "user_e", "primary_email_address_id": "m",
              "email_addresses": [{"id": "m", "email_address": address}]},
             now=NOW,
+            settings=get_settings(),
         )  # fmt: skip
     session.commit()
     rows = session.scalars(
