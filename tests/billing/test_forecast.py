@@ -9,11 +9,12 @@ import pytest
 from sqlalchemy import func, select
 
 from gymctl.billing import forecast as fc
+from gymctl.errors import DomainError
 from gymctl.models import PaymentTransaction, Subscription
 from gymctl.models.billing import PlanType
 from tests import factories
 from tests.billing import factories as bf
-from tests.billing.cards import connect_card_provider
+from tests.billing.cards import connect_card_provider, connect_other_provider
 from tests.billing.factories import TEST_CIPHER
 from tests.conftest import NOW
 
@@ -127,3 +128,77 @@ def test_forecast_is_what_the_daemons_do_on_the_test_clock(session, session_fact
     assert sum(p["debtsOpened"] for p in periods) > 0
     assert sum(p["presalesOpened"] for p in periods) == 1
     assert sum(p["cancelledForNonPayment"] for p in periods) > 0
+
+
+def _counts(session):
+    return [
+        session.scalar(select(func.count()).select_from(model))
+        for model in (Subscription, PaymentTransaction)
+    ]
+
+
+def test_an_organization_on_another_provider_is_refused_unless_lifecycle_only(session, tmp_path):
+    """ "an organization on a provider the collector cannot reconcile (say so; its renewals are
+    provider-direct and only the lifecycle part is forecast)" (issue 24)."""
+    gym = bf.make_gym(session)
+    connect_other_provider(session, gym, "other_pay")
+    bf.make_subscription(session, gym, PlanType.cash)
+    session.commit()
+    before = _counts(session)
+    until = NOW + timedelta(days=40)
+
+    with pytest.raises(DomainError) as refused:
+        fc.simulate(session, gym.organization.id, now=NOW, until=until, cipher=TEST_CIPHER)
+    assert refused.value.code == "provider_not_reconcilable"
+    assert refused.value.status == 422
+    assert "only the lifecycle part" in str(refused.value)
+
+    partial = fc.simulate(
+        session,
+        gym.organization.id,
+        now=NOW,
+        until=until,
+        cipher=TEST_CIPHER,
+        lifecycle_only=True,
+        scratch_dir=tmp_path,
+    )
+    assert partial.lifecycle_only
+    assert sum(p["debtsOpened"] for p in partial.periods()) == 1  # the cash plan lapses
+    assert _counts(session) == before
+
+
+@pytest.mark.parametrize(
+    ("until", "code", "status"),
+    [
+        (NOW - timedelta(days=1), "forecast_date_past", 422),
+        (NOW + timedelta(days=3 * 366), "forecast_date_too_far", 422),
+    ],
+)
+def test_a_date_in_the_past_or_beyond_three_years_is_refused(session, until, code, status):
+    gym = bf.make_gym(session)
+    session.commit()
+    before = _counts(session)
+    with pytest.raises(DomainError) as refused:
+        fc.simulate(session, gym.organization.id, now=NOW, until=until, cipher=TEST_CIPHER)
+    assert (refused.value.code, refused.value.status) == (code, status)
+    assert _counts(session) == before
+
+
+def test_explain_lists_each_sweep_that_touched_the_subscription(session, tmp_path):
+    gym = bf.make_gym(session)
+    subscription = bf.make_subscription(session, gym, PlanType.cash)
+    session.commit()
+    result = fc.simulate(
+        session,
+        gym.organization.id,
+        now=NOW,
+        until=NOW + timedelta(days=45),
+        cipher=TEST_CIPHER,
+        scratch_dir=tmp_path,
+    )
+    timeline = result.explain(subscription.id)
+    assert [(step["job"], step["event"]) for step in timeline] == [
+        ("billing_lifecycle", "subscription.debt_opened"),
+        ("billing_lifecycle", "subscription.cancelled"),
+    ]
+    assert timeline[1]["payload"]["reason"] == "non_payment"
