@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from dateutil.relativedelta import relativedelta
-from sqlalchemy import Engine, and_, event, func, insert, select, text
+from sqlalchemy import Engine, and_, case, event, func, insert, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.billing import attempts, checkout, collector, lifecycle
@@ -36,6 +36,7 @@ from gymctl.clock import ensure_utc
 from gymctl.crypto import FieldCipher
 from gymctl.db import READ_ONLY, get_engine, session_factory
 from gymctl.errors import DomainError
+from gymctl.migrate import upgrade
 from gymctl.models import (
     BillingSettings,
     Checkout,
@@ -517,11 +518,17 @@ def _scratch_run(
 
 
 def scratch_engine(path: Path) -> Engine:
-    from gymctl.migrate import upgrade
-
+    """A migrated SQLite file that is thrown away: no fsync (a crash loses only the forecast)."""
     url = f"sqlite:///{path}"
     upgrade(url)
-    return get_engine(url)
+    engine = get_engine(url)
+    event.listen(engine, "connect", _no_sync)
+    engine.dispose()  # the migration's pooled connections predate the listener
+    return engine
+
+
+def _no_sync(dbapi_connection, _record) -> None:
+    dbapi_connection.execute("PRAGMA synchronous=OFF")
 
 
 def run(engine: Engine, jobs: tuple[ForecastJob, ...], forecast: Forecast) -> None:
@@ -634,10 +641,10 @@ def _next_instant(engine: Engine, after: datetime) -> datetime | None:
     )
     candidates: list[datetime] = []
     with Session(engine) as session:
-        for column in instants:
-            value = session.scalar(select(func.min(column)).where(live, column > after))
-            if value is not None:
-                candidates.append(value)
+        firsts = session.execute(
+            select(*(func.min(case((column > after, column))) for column in instants)).where(live)
+        ).one()
+        candidates.extend(value for value in firsts if value is not None)
         grace = session.scalar(select(BillingSettings.billing_grace_days)) or (
             lifecycle._DEFAULT_GRACE_DAYS
         )
