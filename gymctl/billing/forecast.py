@@ -332,7 +332,8 @@ class Forecast:
                 "activeAtEnd": 0,
             }
         for step in self.steps:
-            row = rows[period_start(step.at, self.start, self.by)]
+            start = period_start(step.at, self.start, self.by)
+            row = rows.get(start) or rows[max(rows)]  # a tick at `until` closes the last period
             payload = step.payload
             if step.event == "subscription.renewed" and payload.get("transactionId"):
                 row["moneyInCents"] += payload.get("amountInCents") or 0

@@ -203,3 +203,21 @@ def test_explain_lists_each_sweep_that_touched_the_subscription(session, tmp_pat
         ("billing_lifecycle", "subscription.cancelled"),
     ]
     assert timeline[1]["payload"]["reason"] == "non_payment"
+
+
+def test_what_happens_at_the_until_instant_counts_in_the_last_period(session, tmp_path):
+    """The clock runs up to and including --until: a debt opened at that very tick is counted
+    in the last period, not lost (nor a crash)."""
+    gym = bf.make_gym(session)
+    cash = bf.make_subscription(session, gym, PlanType.cash)
+    session.commit()
+    result = fc.simulate(
+        session,
+        gym.organization.id,
+        now=NOW,
+        until=cash.cash_prepaid_through,
+        cipher=TEST_CIPHER,
+        by="day",  # `until` is a period boundary
+        scratch_dir=tmp_path,
+    )
+    assert [p["debtsOpened"] for p in result.periods()][-1] == 1
