@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from gymctl.billing import forecast as fc
 from gymctl.errors import DomainError
 from gymctl.models import PaymentTransaction, Subscription
-from gymctl.models.billing import PlanType
+from gymctl.models.billing import AttemptKind, PlanType, TransactionStatus
 from tests import factories
 from tests.billing import factories as bf
 from tests.billing.cards import connect_card_provider, connect_other_provider
@@ -221,3 +221,24 @@ def test_what_happens_at_the_until_instant_counts_in_the_last_period(session, tm
         scratch_dir=tmp_path,
     )
     assert [p["debtsOpened"] for p in result.periods()][-1] == 1
+
+
+def test_from_history_uses_the_declined_share_of_the_last_90_days(session):
+    """--from-history: the organization's own decline rate of the last 90 days; a technical
+    failure the provider confirmed it never charged is not a decline."""
+    gym = bf.make_gym(session)
+    recurring = {"attempt_kind": AttemptKind.recurring, "provider": "card_provider"}
+    for status in ("completed", "completed", "completed", "failed"):
+        bf.make_transaction(session, gym, status=TransactionStatus(status), **recurring)
+    bf.make_transaction(
+        session,
+        gym,
+        status=TransactionStatus.failed,
+        billing_resolution={"decision": "not_charged"},
+        **recurring,
+    )
+    bf.make_transaction(
+        session, gym, status=TransactionStatus.failed, now=NOW - timedelta(days=91), **recurring
+    )
+    session.commit()
+    assert fc.history_decline_rate(session, gym.organization.id, now=NOW) == 0.25
