@@ -437,7 +437,8 @@ def check_request(
     lifecycle_only: bool,
 ) -> None:
     """The refusals, before anything is copied."""
-    if session.get(Organization, organization_id) is None:
+    organization = session.get(Organization, organization_id)
+    if organization is None or organization.deleted_at is not None:
         raise DomainError("organization_not_found", "no such organization", status=404)
     if until <= now:
         raise DomainError("forecast_date_past", "--until must be after now", status=422)
