@@ -337,6 +337,7 @@ class Forecast:
             payload = step.payload
             if step.event == "subscription.renewed" and payload.get("transactionId"):
                 row["moneyInCents"] += payload.get("amountInCents") or 0
+                row["debtsCleared"] += payload.get("kind") == "debt"  # a debt retry settled
             elif step.event == "subscription.cancellation_settled":
                 row["noticesMatured"] += 1
                 refund = (payload.get("after") or {}).get("amountInCents") or 0

@@ -242,3 +242,32 @@ def test_from_history_uses_the_declined_share_of_the_last_90_days(session):
     )
     session.commit()
     assert fc.history_decline_rate(session, gym.organization.id, now=NOW) == 0.25
+
+
+def test_a_debt_retry_that_settles_counts_as_money_in_and_a_debt_cleared(session, tmp_path):
+    gym = bf.make_gym(session)
+    connect_card_provider(session, gym, since=NOW - timedelta(days=60))
+    card = bf.make_card(session, gym)
+    declined_at = NOW - timedelta(days=1)
+    bf.make_subscription(
+        session,
+        gym,
+        PlanType.card,
+        now=declined_at - timedelta(days=30),
+        payment_method_id=card.id,
+        in_debt_since=declined_at,
+        next_charge_date=declined_at,
+        retry_at=NOW + timedelta(hours=2),
+    )
+    session.commit()
+    result = fc.simulate(
+        session,
+        gym.organization.id,
+        now=NOW,
+        until=NOW + timedelta(days=3),
+        cipher=TEST_CIPHER,
+        by="day",
+        scratch_dir=tmp_path,
+    )
+    first = result.periods()[0]
+    assert (first["debtsCleared"], first["moneyInCents"]) == (1, 9900)
