@@ -72,20 +72,29 @@ def test_simulate_forecasts_the_demo_gym_and_changes_nothing(home_env, tmp_path)
     assert "billing forecast" in table
 
 
-def test_simulate_refuses_unknown_organization_and_dates_out_of_range(home_env):  # noqa: F811
-    """Refusals: an unknown organization, a date in the past, more than 3 years ahead; each a
-    JSON refusal with its code and exit status 1, and nothing written."""
+def test_simulate_refusals_change_nothing(home_env):  # noqa: F811
+    """Refusals: an unknown organization, a date in the past, more than 3 years ahead, both
+    decline sources, a share outside 0..1, an unknown period; each a JSON refusal with its code
+    and exit status 1, and nothing written."""
     gymctl(home_env, "quickstart", "--json")
     before = _state(home_env)
     cases = {
-        "organization_not_found": ("no-such-gym", _day(30)),
-        "forecast_date_past": ("demo-gym", _day(-1)),
-        "forecast_date_too_far": ("demo-gym", _day(3 * 366 + 1)),
+        "organization_not_found": ("no-such-gym", "--until", _day(30)),
+        "forecast_date_past": ("demo-gym", "--until", _day(-1)),
+        "forecast_date_too_far": ("demo-gym", "--until", _day(3 * 366 + 1)),
+        "decline_rate_conflict": (
+            "demo-gym",
+            "--until",
+            _day(30),
+            "--decline-rate",
+            "0.2",
+            "--from-history",
+        ),
+        "decline_rate_invalid": ("demo-gym", "--until", _day(30), "--decline-rate", "1.5"),
+        "forecast_period_invalid": ("demo-gym", "--until", _day(30), "--by", "year"),
     }
-    for code, (organization, until) in cases.items():
-        refused = gymctl(
-            home_env, "billing", "simulate", organization, "--until", until, "--json", check=False
-        )
+    for code, args in cases.items():
+        refused = gymctl(home_env, "billing", "simulate", *args, "--json", check=False)
         assert refused.returncode == 1, code
         assert json.loads(refused.stdout or refused.stderr)["code"] == code
     assert _state(home_env) == before
