@@ -514,3 +514,116 @@ def _add_settings_commands() -> None:
 
 
 _add_settings_commands()
+
+# --- The forecast (issue 24) --------------------------------------------------------------------
+
+
+@app.command("simulate")
+def simulate_command(
+    organization: str = ORG,
+    until: str = typer.Option(..., "--until", help="The last day: YYYY-MM-DD or an ISO UTC time."),
+    decline_rate: float = typer.Option(
+        0.0, "--decline-rate", help="The share of card charges declined (0 to 1)."
+    ),
+    seed: int = typer.Option(0, "--seed", help="The seed of the declines (same seed, same run)."),
+    from_history: bool = typer.Option(
+        False, "--from-history", help="Decline the organization's own share of the last 90 days."
+    ),
+    by: str = typer.Option("week", "--by", help="day, week or month."),
+    lifecycle_only: bool = typer.Option(
+        False, "--lifecycle-only", help="Leave the collector out (another provider collects)."
+    ),
+    chart: str | None = typer.Option(None, "--chart", help="Also draw the forecast to a PNG."),
+    explain: uuid.UUID | None = typer.Option(
+        None, "--explain", help="The timeline of one subscription in the forecast."
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Forecast the organization's billing until a date: the daemons' sweeps on a scratch copy
+    (the real database is only read; no card is charged, no email sent)."""
+    from pathlib import Path
+
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.billing.forecast import simulate
+
+    if from_history and decline_rate:
+        raise DomainError("decline_rate_conflict", "--decline-rate and --from-history exclude")
+    _, cipher = _services()
+    with _unit(dry_run=True) as session:
+        gym = resolve_organization(session, organization)
+        slug = gym.slug
+        result = simulate(
+            session,
+            gym.id,
+            now=clock.now(),
+            until=_day_or_instant(until),
+            cipher=cipher,
+            by=by,
+            decline_rate=decline_rate,
+            seed=seed,
+            from_history=from_history,
+            lifecycle_only=lifecycle_only,
+        )
+    report = result.as_dict()
+    if explain is not None:
+        report["explain"] = {"subscriptionId": str(explain), "timeline": result.explain(explain)}
+    if chart:
+        from gymctl.billing.forecast_chart import write_chart
+
+        write_chart(report, Path(chart))
+        report["chart"] = chart
+    if as_json:
+        print_json(report)
+        return
+    _render_forecast(slug, report)
+
+
+def _day_or_instant(value: str) -> datetime:
+    from datetime import UTC, date
+
+    try:
+        day = date.fromisoformat(value)
+    except ValueError:
+        return _instant(value)
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def _render_forecast(slug: str, report: dict[str, Any]) -> None:
+    rows = [
+        {
+            "period": f"{p['periodStart']:%Y-%m-%d}",
+            "money in": _money(p["moneyInCents"]),
+            "refunds out": _money(p["refundsOutCents"]),
+            "debts opened": p["debtsOpened"],
+            "debts cleared": p["debtsCleared"],
+            "cancelled (non-payment)": p["cancelledForNonPayment"],
+            "notices matured": p["noticesMatured"],
+            "presales opened": p["presalesOpened"],
+            "active at end": p["activeAtEnd"],
+        }
+        for p in report["periods"]
+    ]
+    render_rows(
+        rows,
+        list(rows[0]) if rows else ["period"],
+        title=f"{slug}: billing forecast until {report['until']:%Y-%m-%d} "
+        f"(decline rate {report['declineRate']:.0%}"
+        + (", lifecycle only" if report["lifecycleOnly"] else "")
+        + ")",
+    )
+    if "explain" in report:
+        timeline = [
+            {"at": step["at"], "sweep": step["job"], "event": step["event"], "why": step["payload"]}
+            for step in report["explain"]["timeline"]
+        ]
+        render_rows(
+            timeline,
+            ["at", "sweep", "event", "why"],
+            title=f"subscription {report['explain']['subscriptionId']}",
+        )
+    if "chart" in report:
+        err_console.print(f"chart written to {report['chart']}")
+
+
+def _money(cents: int) -> str:
+    return f"{cents / 100:,.2f}"

@@ -370,3 +370,55 @@ def _utc(at: datetime) -> datetime:
         raise DomainError(
             "timestamp_not_utc", "give an explicit UTC time (Z or +00:00)", status=422
         ) from None
+
+
+# --- Billing forecast (platform admin; issue 24) ---------------------------------------------
+
+
+class ForecastQuery(Body):
+    until: datetime
+    by: Literal["day", "week", "month"] = "week"
+    decline_rate: float = Field(0.0, alias="declineRate", ge=0.0, le=1.0)
+    seed: int = Field(0, ge=0, le=2**31)
+    from_history: bool = Field(False, alias="fromHistory")
+    lifecycle_only: bool = Field(False, alias="lifecycleOnly")
+    explain: uuid.UUID | None = None
+
+
+@bp.get("/admin/organizations/<uuid:org_id>/billing-forecast")
+@platform_admin_route
+def billing_forecast(org_id: uuid.UUID):
+    """The same forecast as `gymctl billing simulate`: a scratch copy, the real rows only read."""
+    from pydantic import ValidationError
+
+    from gymctl.billing.forecast import simulate
+
+    try:
+        query = ForecastQuery.model_validate(request.args.to_dict())
+    except ValidationError as error:
+        fields = [
+            {"field": ".".join(str(p) for p in e["loc"]), "problem": e["type"]}
+            for e in error.errors()
+        ]
+        raise DomainError("invalid_query", "the query does not match", fields=fields) from None
+    if query.until.tzinfo is None:
+        raise DomainError("timestamp_not_utc", "until needs an explicit UTC offset", status=422)
+    result = simulate(
+        db(),
+        org_id,
+        now=now(),
+        until=ensure_utc(query.until),
+        cipher=services().billing_cipher,
+        by=query.by,
+        decline_rate=query.decline_rate,
+        seed=query.seed,
+        from_history=query.from_history,
+        lifecycle_only=query.lifecycle_only,
+    )
+    report = result.as_dict()
+    if query.explain is not None:
+        report["explain"] = {
+            "subscriptionId": str(query.explain),
+            "timeline": result.explain(query.explain),
+        }
+    return jsonify(report)

@@ -1,0 +1,679 @@
+"""The billing forecast (issue 24): one organization's billing state copied into a scratch
+database, then the daemons' own sweeps run on it on a fixed clock from now to a date.
+
+Nothing here is a second model of the rules: the sweeps are the functions daemons/jobs.py runs,
+with outside parts that reach nothing (a seeded card provider, a mailer that writes nowhere).
+The real database is only read, once, while copying.
+
+Stepping: every sweep is a function of the rows and `now`, so a tick at which no row changed
+and no instant the rows name was crossed does nothing. The clock therefore jumps from tick to
+tick of the real cadences (each job on its own epoch-aligned boundaries, in the daemons' table
+order), skipping the ticks in between that could not act: after a tick that wrote something
+every job runs at its next tick; otherwise each job runs at its first tick at or after the
+next instant any live row names (a due date, a period end, a grace day, a page's expiry).
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import tempfile
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from dateutil.relativedelta import relativedelta
+from sqlalchemy import Engine, and_, case, event, func, insert, select, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from gymctl.billing import attempts, checkout, collector, lifecycle
+from gymctl.billing.accounts import CARD_PROVIDER
+from gymctl.clock import ensure_utc
+from gymctl.crypto import FieldCipher
+from gymctl.db import READ_ONLY, get_engine, session_factory
+from gymctl.errors import DomainError
+from gymctl.migrate import upgrade
+from gymctl.models import (
+    BillingSettings,
+    Checkout,
+    Organization,
+    OutboxEvent,
+    PaymentProviderConfig,
+    PaymentTransaction,
+    Subscription,
+)
+from gymctl.models.base import Base, UTCDateTime
+from gymctl.models.billing import CheckoutStatus, SubscriptionStatus, TransactionStatus
+from gymctl.providers.card import (
+    CardProvider,
+    ChargeResult,
+    HostedPage,
+    Outcome,
+    PageRequest,
+    PageResult,
+    PageState,
+    RefundResult,
+    Terminal,
+)
+from gymctl.providers.documents import LocalDocumentProvider
+from gymctl.providers.mail import OutgoingEmail
+from gymctl.retention.presales import presale_cases_pass
+from gymctl.retention.settlement import Doors, period_end_sweep
+
+MAX_HORIZON = relativedelta(years=3)
+HISTORY = timedelta(days=90)
+PERIODS = ("day", "week", "month")
+# The billing state of one organization, copied in the metadata's dependency order. Users are
+# copied as far as these rows name them.
+COPIED_TABLES = (
+    "organizations",
+    "billing_settings",
+    "document_counters",
+    "payment_provider_configs",
+    "plans",
+    "memberships",
+    "payment_methods",
+    "tasks",
+    "subscriptions",
+    "cancellation_notices",
+    "checkouts",
+    "payment_transactions",
+    "cancellation_settlements",
+    "retention_cases",
+    "retention_contacts",
+)
+ENDED = (
+    SubscriptionStatus.cancelled,
+    SubscriptionStatus.expired,
+    SubscriptionStatus.gift_ended,
+    SubscriptionStatus.term_ended,
+)
+
+
+# --- The outside parts: nothing leaves the process --------------------------------------------
+
+
+class SeededCardProvider:
+    """The card provider of a forecast: each token charge is declined with probability
+    `decline_rate`, drawn from `random.Random(seed)` in call order (the sweeps call in a fixed
+    order, so a seed reproduces a forecast). A unique id is answered once and replayed after,
+    as the real provider does; refunds are approved; a hosted page is still open (the member
+    has not come back), so an expired checkout is abandoned."""
+
+    name = "forecast"
+
+    def __init__(self, decline_rate: float = 0.0, seed: int = 0) -> None:
+        self.decline_rate = decline_rate
+        self._random = random.Random(seed)  # noqa: S311 (a reproducible draw, no secret)
+        self._answers: dict[str, ChargeResult] = {}
+
+    def create_page(self, terminal: Terminal, request: PageRequest) -> HostedPage:
+        raise NotImplementedError("a forecast opens no payment page")
+
+    def get_page(self, terminal: Terminal, page_id: str) -> PageResult:
+        return PageResult(PageState.pending, page_id, response_code=0)
+
+    def charge_token(
+        self,
+        terminal: Terminal,
+        *,
+        token: str,
+        expiry: date | None,
+        amount_in_cents: int,
+        currency: str,
+        unique_id: str,
+    ) -> ChargeResult:
+        if unique_id in self._answers:
+            return replace(self._answers[unique_id], replayed=True)
+        declined = self._random.random() < self.decline_rate
+        answer = ChargeResult(
+            Outcome.declined if declined else Outcome.approved,
+            unique_id,
+            transaction_id=None if declined else f"forecast-{len(self._answers) + 1}",
+            amount_in_cents=amount_in_cents,
+            currency=currency,
+            terminal=terminal.number,
+            response_code=5 if declined else 0,
+        )
+        self._answers[unique_id] = answer
+        return answer
+
+    def lookup_charge(self, terminal: Terminal, unique_id: str) -> ChargeResult:
+        return self._answers.get(unique_id) or ChargeResult(Outcome.not_found, unique_id)
+
+    def refund(
+        self, terminal: Terminal, *, transaction_id: str, amount_in_cents: int, unique_id: str
+    ) -> RefundResult:
+        return RefundResult(Outcome.approved, transaction_id=f"forecast-refund-{unique_id}")
+
+
+class NowhereMailer:
+    """Hands every message over to nobody: the sweeps see a sent email, no one receives it."""
+
+    def send(self, email: OutgoingEmail) -> str:
+        return f"<forecast-{uuid.uuid4()}@invalid>"
+
+
+# --- The jobs: the money and status rows of daemons/jobs.py ------------------------------------
+
+
+@dataclass(frozen=True)
+class ForecastJob:
+    name: str
+    interval_seconds: int
+    offset_seconds: int
+    run: Callable[[sessionmaker[Session], datetime], Any]
+    collects: bool = False  # a protected-collector pass (left out for lifecycle-only forecasts)
+
+
+def forecast_jobs(provider: CardProvider, cipher: FieldCipher) -> tuple[ForecastJob, ...]:
+    """The jobs of daemons/jobs.py that move money or status, with the same cadences, order and
+    domain functions; the card provider and the mailer are the forecast's."""
+    doors = Doors(
+        provider=provider, cipher=cipher, documents=LocalDocumentProvider(), mailer=NowhereMailer()
+    )
+
+    def in_session(run: Callable[[Session, datetime], Any]) -> Callable[..., Any]:
+        def job(factory: sessionmaker[Session], now: datetime) -> Any:
+            with factory() as session:
+                result = run(session, now)
+                session.commit()
+            return result
+
+        return job
+
+    return (
+        ForecastJob(
+            "billing_lifecycle",
+            3600,
+            0,
+            in_session(lambda s, now: lifecycle.run_lifecycle(s, now=now)),
+        ),
+        ForecastJob(
+            "billing_catchup",
+            60,
+            0,
+            lambda factory, now: collector.catch_up(
+                factory, provider, now=now, cipher=cipher, monotonic=lambda: 0.0
+            ),
+            collects=True,
+        ),
+        ForecastJob(
+            "billing_recovery",
+            300,
+            0,
+            lambda factory, now: collector.recover(factory, provider, now=now, cipher=cipher),
+            collects=True,
+        ),
+        ForecastJob(
+            "billing_daily",
+            86400,
+            2 * 3600,
+            lambda factory, now: collector.daily_sweep(factory, provider, now=now, cipher=cipher),
+            collects=True,
+        ),
+        ForecastJob(
+            "billing_abandoned_checkouts",
+            300,
+            0,
+            lambda factory, now: checkout.abandoned_sweep(
+                factory, provider, now=now, cipher=cipher
+            ),
+        ),
+        ForecastJob(
+            "retention_presale_cases",
+            300,
+            0,
+            in_session(lambda s, now: presale_cases_pass(s, doors.mailer, now=now)),
+        ),
+        ForecastJob(
+            "cancellation_sweep",
+            3600,
+            0,
+            lambda factory, now: period_end_sweep(factory, doors, now=now),
+        ),
+    )
+
+
+def next_tick(job: ForecastJob, at: datetime, *, strictly_after: bool = False) -> datetime:
+    """The job's first epoch-aligned boundary at (or after) `at`, as the daemons' trigger."""
+    step = timedelta(seconds=job.interval_seconds)
+    origin = datetime.fromtimestamp(job.offset_seconds, tz=UTC)
+    ticks, rest = divmod(at - origin, step)
+    if rest or strictly_after:
+        ticks += 1
+    return origin + ticks * step
+
+
+# --- Copying one organization ------------------------------------------------------------------
+
+
+def _read_organization(source: Session, organization_id: uuid.UUID) -> list[tuple[Any, list]]:
+    """The organization's billing rows, table by table from the model metadata (a new column
+    follows without a change here), and the users those rows name."""
+    tables = {t.name: t for t in Base.metadata.sorted_tables}
+    users = tables["users"]
+    user_ids: set[uuid.UUID] = set()
+    found: list[tuple[Any, list]] = []
+    for name in COPIED_TABLES:
+        table = tables[name]
+        key = table.c.id if name == "organizations" else table.c.organization_id
+        rows = [
+            dict(r._mapping) for r in source.execute(select(table).where(key == organization_id))
+        ]
+        for column in table.c:
+            if any(fk.column.table is users for fk in column.foreign_keys):
+                user_ids.update(row[column.name] for row in rows if row[column.name])
+        found.append((table, rows))
+    ids = sorted(user_ids)
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        rows = [
+            dict(r._mapping) for r in source.execute(select(users).where(users.c.id.in_(chunk)))
+        ]
+        found.append((users, rows))
+    return found
+
+
+def copy_rows(target: Engine, found: list[tuple[Any, list]]) -> int:
+    """Insert the rows read; foreign keys are checked at the commit (users come last)."""
+    with target.begin() as connection:
+        connection.exec_driver_sql("PRAGMA defer_foreign_keys=ON")
+        for table, rows in found:
+            if rows:
+                connection.execute(insert(table), rows)
+    return sum(len(rows) for _, rows in found)
+
+
+# --- The forecast ------------------------------------------------------------------------------
+
+
+@dataclass
+class Step:
+    at: datetime
+    job: str
+    event: str
+    subscription_id: str | None
+    payload: dict[str, Any]
+
+
+@dataclass
+class Forecast:
+    organization_id: uuid.UUID
+    start: datetime
+    until: datetime
+    by: str
+    decline_rate: float
+    seed: int | None
+    lifecycle_only: bool
+    steps: list[Step] = field(default_factory=list)
+    active_at: dict[datetime, int] = field(default_factory=dict)
+    ticks_run: int = 0
+    rows_copied: int = 0
+    # At `until`: every subscription's row and the ledger, by table name.
+    final: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def periods(self) -> list[dict[str, Any]]:
+        rows: dict[datetime, dict[str, Any]] = {}
+        for start in self.period_starts():
+            rows[start] = {
+                "periodStart": start,
+                "moneyInCents": 0,
+                "refundsOutCents": 0,
+                "debtsOpened": 0,
+                "debtsCleared": 0,
+                "cancelledForNonPayment": 0,
+                "noticesMatured": 0,
+                "presalesOpened": 0,
+                "activeAtEnd": 0,
+            }
+        for step in self.steps:
+            start = period_start(step.at, self.start, self.by)
+            row = rows.get(start) or rows[max(rows)]  # a tick at `until` closes the last period
+            payload = step.payload
+            if step.event == "subscription.renewed" and payload.get("transactionId"):
+                row["moneyInCents"] += payload.get("amountInCents") or 0
+                row["debtsCleared"] += payload.get("kind") == "debt"  # a debt retry settled
+            elif step.event == "subscription.cancellation_settled":
+                row["noticesMatured"] += 1
+                refund = (payload.get("after") or {}).get("amountInCents") or 0
+                row["refundsOutCents"] += refund
+            elif step.event == "subscription.debt_opened":
+                row["debtsOpened"] += 1
+            elif step.event == "subscription.debt_cleared":
+                row["debtsCleared"] += 1
+            elif step.event == "subscription.cancelled" and payload.get("reason") == "non_payment":
+                row["cancelledForNonPayment"] += 1
+            elif step.event == "membership.activated":
+                row["presalesOpened"] += 1
+        for start, row in rows.items():
+            row["activeAtEnd"] = self.active_at.get(start, 0)
+        return list(rows.values())
+
+    def period_starts(self) -> list[datetime]:
+        starts, at = [], self.start
+        while at < self.until:
+            starts.append(at)
+            at = _advance(at, self.by)
+        return starts
+
+    def explain(self, subscription_id: uuid.UUID) -> list[dict[str, Any]]:
+        wanted = str(subscription_id)
+        return [
+            {"at": s.at, "job": s.job, "event": s.event, "payload": s.payload}
+            for s in self.steps
+            if s.subscription_id == wanted
+        ]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "organizationId": str(self.organization_id),
+            "from": self.start,
+            "until": self.until,
+            "by": self.by,
+            "declineRate": self.decline_rate,
+            "seed": self.seed,
+            "lifecycleOnly": self.lifecycle_only,
+            "ticksRun": self.ticks_run,
+            "periods": self.periods(),
+        }
+
+
+def _advance(at: datetime, by: str) -> datetime:
+    if by == "day":
+        return at + timedelta(days=1)
+    if by == "week":
+        return at + timedelta(weeks=1)
+    return at + relativedelta(months=1)
+
+
+def period_start(at: datetime, start: datetime, by: str) -> datetime:
+    current = start
+    while True:
+        following = _advance(current, by)
+        if at < following:
+            return current
+        current = following
+
+
+def history_decline_rate(session: Session, organization_id: uuid.UUID, *, now: datetime) -> float:
+    """The share of the organization's protected attempts of the last 90 days that were
+    declined (technical not-charged failures excluded); 0 without attempts."""
+    settled = (
+        TransactionStatus.completed,
+        TransactionStatus.refund_pending,
+        TransactionStatus.refunded,
+    )
+    rows = session.execute(
+        select(PaymentTransaction.status, PaymentTransaction.billing_resolution).where(
+            PaymentTransaction.organization_id == organization_id,
+            PaymentTransaction.attempt_kind.is_not(None),
+            PaymentTransaction.created_at >= now - HISTORY,
+            PaymentTransaction.status.in_((*settled, TransactionStatus.failed)),
+        )
+    ).all()
+    answered = [
+        status
+        for status, resolution in rows
+        if not (
+            status == TransactionStatus.failed
+            and (resolution or {}).get("decision") == "not_charged"
+        )
+    ]
+    if not answered:
+        return 0.0
+    return sum(status == TransactionStatus.failed for status in answered) / len(answered)
+
+
+def check_request(
+    session: Session,
+    organization_id: uuid.UUID,
+    *,
+    now: datetime,
+    until: datetime,
+    lifecycle_only: bool,
+) -> None:
+    """The refusals, before anything is copied."""
+    organization = session.get(Organization, organization_id)
+    if organization is None or organization.deleted_at is not None:
+        raise DomainError("organization_not_found", "no such organization", status=404)
+    if until <= now:
+        raise DomainError("forecast_date_past", "--until must be after now", status=422)
+    if until > now + MAX_HORIZON:
+        raise DomainError(
+            "forecast_date_too_far", "--until must be at most 3 years ahead", status=422
+        )
+    config = session.scalar(
+        select(PaymentProviderConfig).where(
+            PaymentProviderConfig.organization_id == organization_id,
+            PaymentProviderConfig.active.is_(True),
+        )
+    )
+    if config is not None and config.provider != CARD_PROVIDER and not lifecycle_only:
+        raise DomainError(
+            "provider_not_reconcilable",
+            f"the organization collects through {config.provider}, which the collector cannot "
+            "reconcile: its renewals are provider-direct and only the lifecycle part can be "
+            "forecast (pass --lifecycle-only)",
+            status=422,
+            provider=config.provider,
+        )
+
+
+def simulate(
+    source: Session,
+    organization_id: uuid.UUID,
+    *,
+    now: datetime,
+    until: datetime,
+    cipher: FieldCipher,
+    by: str = "week",
+    decline_rate: float | None = 0.0,
+    seed: int = 0,
+    from_history: bool = False,
+    lifecycle_only: bool = False,
+    scratch_dir: Path | None = None,
+) -> Forecast:
+    """Forecast the organization's billing from `now` to `until` on a scratch copy, dropped
+    afterwards. `source` is only read."""
+    now, until = ensure_utc(now), ensure_utc(until)
+    if not source.in_transaction():
+        source.connection(execution_options=READ_ONLY)  # the embedded default: no write lock
+    if by not in PERIODS:
+        raise DomainError("forecast_period_invalid", f"--by is one of {', '.join(PERIODS)}")
+    if not 0.0 <= (decline_rate or 0.0) <= 1.0:
+        raise DomainError("decline_rate_invalid", "--decline-rate is a share between 0 and 1")
+    check_request(source, organization_id, now=now, until=until, lifecycle_only=lifecycle_only)
+    if from_history:
+        decline_rate = history_decline_rate(source, organization_id, now=now)
+    forecast = Forecast(organization_id, now, until, by, decline_rate or 0.0, seed, lifecycle_only)
+    # The scratch database is written from a thread of its own: on the embedded default the
+    # caller's transaction may hold the real database's write lock, and gymctl.db refuses a
+    # second writer in one thread (even on another file).
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="forecast") as worker:
+        rows = _read_organization(source, organization_id)
+        worker.submit(_scratch_run, rows, forecast, cipher, scratch_dir).result()
+    return forecast
+
+
+def _scratch_run(
+    rows: list[tuple[Any, list]], forecast: Forecast, cipher: FieldCipher, scratch_dir: Path | None
+) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="gymctl-forecast-", dir=scratch_dir))
+    try:
+        engine = scratch_engine(folder / "forecast.sqlite3")
+        try:
+            forecast.rows_copied = copy_rows(engine, rows)
+            provider = SeededCardProvider(forecast.decline_rate, forecast.seed or 0)
+            jobs = forecast_jobs(provider, cipher)
+            if forecast.lifecycle_only:
+                jobs = tuple(job for job in jobs if not job.collects)
+            run(engine, jobs, forecast)
+            forecast.final = final_state(engine)
+        finally:
+            engine.dispose()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def scratch_engine(path: Path) -> Engine:
+    """A migrated SQLite file that is thrown away: no fsync (a crash loses only the forecast)."""
+    url = f"sqlite:///{path}"
+    upgrade(url)
+    engine = get_engine(url)
+    event.listen(engine, "connect", _no_sync)
+    engine.dispose()  # the migration's pooled connections predate the listener
+    return engine
+
+
+def _no_sync(dbapi_connection, _record) -> None:
+    dbapi_connection.execute("PRAGMA synchronous=OFF")
+
+
+def run(engine: Engine, jobs: tuple[ForecastJob, ...], forecast: Forecast) -> None:
+    """Run `jobs` at their ticks from forecast.start to forecast.until (see the module doc).
+    `required` is, per job, the tick by which it must run again: its next tick after a tick
+    that wrote, else its first tick at or after the next instant a live row names."""
+    factory = session_factory(engine)
+    writes = _write_counter(engine)
+    never = forecast.until + timedelta(seconds=1)
+    ends = [(start, _advance(start, forecast.by)) for start in forecast.period_starts()]
+    required = {job.name: next_tick(job, forecast.start) for job in jobs}
+    last_event = _last_event_rowid(engine)
+    while True:
+        at = min(required.values())
+        while ends and ends[0][1] <= min(at, never):
+            forecast.active_at[ends.pop(0)[0]] = _active(engine)
+        if at > forecast.until:
+            break
+        before = writes[0]
+        for job in jobs:
+            if required[job.name] != at:
+                continue
+            job_writes = writes[0]
+            job.run(factory, at)
+            forecast.ticks_run += 1
+            if writes[0] != job_writes:
+                last_event = _collect_events(engine, forecast, job.name, last_event)
+            required[job.name] = never
+        if writes[0] != before:
+            for job in jobs:
+                required[job.name] = min(
+                    required[job.name], next_tick(job, at, strictly_after=True)
+                )
+            continue
+        horizon = _next_instant(engine, at)
+        if horizon is not None:
+            for job in jobs:
+                required[job.name] = min(required[job.name], next_tick(job, horizon))
+    for start, _end in ends:
+        forecast.active_at[start] = _active(engine)
+
+
+def final_state(engine: Engine) -> dict[str, list[dict[str, Any]]]:
+    with engine.connect() as connection:
+        return {
+            table.name: [dict(row._mapping) for row in connection.execute(select(table))]
+            for table in (Subscription.__table__, PaymentTransaction.__table__)
+        }
+
+
+def _write_counter(engine: Engine) -> list[int]:
+    """Counts the statements that changed rows: a tick that wrote nothing changed nothing."""
+    writes = [0]
+
+    @event.listens_for(engine, "after_cursor_execute")
+    def counted(conn, cursor, statement, parameters, context, executemany) -> None:
+        changing = context is not None and (
+            context.isinsert or context.isupdate or context.isdelete
+        )
+        if changing and cursor.rowcount != 0:
+            writes[0] += 1
+
+    return writes
+
+
+def _last_event_rowid(engine: Engine) -> int:
+    with engine.connect() as connection:
+        return connection.scalar(text("SELECT coalesce(max(rowid), 0) FROM outbox_events"))
+
+
+def _collect_events(engine: Engine, forecast: Forecast, job: str, after: int) -> int:
+    outbox = OutboxEvent.__table__
+    with engine.connect() as connection:
+        rows = connection.execute(
+            select(text("outbox_events.rowid"), outbox)
+            .where(text("outbox_events.rowid > :after").bindparams(after=after))
+            .order_by(text("outbox_events.rowid"))
+        ).all()
+    for row in rows:
+        payload = row.payload or {}
+        if row.aggregate_type == "subscription":
+            subscription_id = row.aggregate_id
+        else:
+            subscription_id = payload.get("subscriptionId")
+        at = ensure_utc(row.occurred_at)
+        forecast.steps.append(Step(at, job, row.name, subscription_id, payload))
+        after = max(after, row[0])
+    return after
+
+
+def _active(engine: Engine) -> int:
+    with engine.connect() as connection:
+        return connection.scalar(
+            select(func.count()).where(
+                Subscription.status == SubscriptionStatus.active,
+                Subscription.deleted_at.is_(None),
+            )
+        )
+
+
+def _next_instant(engine: Engine, after: datetime) -> datetime | None:
+    """The earliest instant after `after` that a live row names: any timestamp of a subscription
+    not ended, its grace day in debt, an open page's expiry, the presale card age, a pending
+    attempt's executing grace. A conservative bound: a sweep may find nothing to do then."""
+    subscriptions = Subscription.__table__
+    instants = [c for c in subscriptions.c if isinstance(c.type, UTCDateTime)]
+    live = and_(
+        subscriptions.c.status.not_in([s.value for s in ENDED]),
+        subscriptions.c.deleted_at.is_(None),
+    )
+    candidates: list[datetime] = []
+    with Session(engine) as session:
+        firsts = session.execute(
+            select(*(func.min(case((column > after, column))) for column in instants)).where(live)
+        ).one()
+        candidates.extend(value for value in firsts if value is not None)
+        grace = session.scalar(select(BillingSettings.billing_grace_days)) or (
+            lifecycle._DEFAULT_GRACE_DAYS
+        )
+        for since in session.scalars(
+            select(Subscription.debt_since).where(
+                live, Subscription.status == SubscriptionStatus.debt
+            )
+        ):
+            if since is not None and since + timedelta(days=grace) > after:
+                candidates.append(since + timedelta(days=grace))
+        expiry = session.scalar(
+            select(func.min(Checkout.expires_at)).where(
+                Checkout.status == CheckoutStatus.open, Checkout.expires_at > after
+            )
+        )
+        pending = session.scalar(
+            select(func.min(PaymentTransaction.updated_at)).where(
+                PaymentTransaction.status == TransactionStatus.pending
+            )
+        )
+        terminal = session.scalar(select(func.max(PaymentProviderConfig.terminal_since)))
+    for value in (
+        expiry,
+        pending and pending + attempts.EXECUTING_GRACE,
+        terminal and terminal + attempts.PRESALE_CARD_AGE,
+    ):
+        if value is not None and value > after:
+            candidates.append(value)
+    return min((ensure_utc(v) for v in candidates), default=None)

@@ -1,0 +1,100 @@
+"""`gymctl billing simulate` on the quick start's embedded default, in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from tests.test_quickstart import gymctl, home_env  # noqa: F401 (fixture)
+
+COUNTED = ("subscriptions", "payment_transactions", "outbox_events", "retention_cases")
+
+
+def _state(env) -> dict[str, object]:
+    database = Path(env["GYMCTL_HOME"]) / "gymctl.db"
+    with sqlite3.connect(database) as connection:
+        counts = {t: connection.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in COUNTED}
+        rows = connection.execute("SELECT * FROM subscriptions ORDER BY id").fetchall()
+    return {"counts": counts, "subscriptions": rows}
+
+
+def _day(days: int) -> str:
+    return (datetime.now(UTC) + timedelta(days=days)).date().isoformat()
+
+
+def test_simulate_forecasts_the_demo_gym_and_changes_nothing(home_env, tmp_path):  # noqa: F811
+    gymctl(home_env, "quickstart", "--json")
+    before = _state(home_env)
+    chart = tmp_path / "forecast.png"
+    subscription = str(uuid.UUID(before["subscriptions"][0][0]))
+
+    out = gymctl(
+        home_env,
+        "billing",
+        "simulate",
+        "demo-gym",
+        "--until",
+        _day(70),
+        "--by",
+        "month",
+        "--decline-rate",
+        "0.5",
+        "--seed",
+        "3",
+        "--chart",
+        str(chart),
+        "--explain",
+        subscription,
+        "--json",
+    ).stdout
+    report = json.loads(out)
+
+    assert report["by"] == "month"
+    assert len(report["periods"]) == 3
+    assert {
+        "moneyInCents",
+        "refundsOutCents",
+        "debtsOpened",
+        "debtsCleared",
+        "cancelledForNonPayment",
+        "noticesMatured",
+        "presalesOpened",
+        "activeAtEnd",
+    } <= set(report["periods"][0])
+    assert report["explain"]["subscriptionId"] == subscription
+    assert isinstance(report["explain"]["timeline"], list)
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert _state(home_env) == before
+    table = gymctl(home_env, "billing", "simulate", "demo-gym", "--until", _day(14)).stdout
+    assert "billing forecast" in table
+
+
+def test_simulate_refusals_change_nothing(home_env):  # noqa: F811
+    """Refusals: an unknown organization, a date in the past, more than 3 years ahead, both
+    decline sources, a share outside 0..1, an unknown period; each a JSON refusal with its code
+    and exit status 1, and nothing written."""
+    gymctl(home_env, "quickstart", "--json")
+    before = _state(home_env)
+    cases = {
+        "organization_not_found": ("no-such-gym", "--until", _day(30)),
+        "forecast_date_past": ("demo-gym", "--until", _day(-1)),
+        "forecast_date_too_far": ("demo-gym", "--until", _day(3 * 366 + 1)),
+        "decline_rate_conflict": (
+            "demo-gym",
+            "--until",
+            _day(30),
+            "--decline-rate",
+            "0.2",
+            "--from-history",
+        ),
+        "decline_rate_invalid": ("demo-gym", "--until", _day(30), "--decline-rate", "1.5"),
+        "forecast_period_invalid": ("demo-gym", "--until", _day(30), "--by", "year"),
+    }
+    for code, args in cases.items():
+        refused = gymctl(home_env, "billing", "simulate", *args, "--json", check=False)
+        assert refused.returncode == 1, code
+        assert json.loads(refused.stdout or refused.stderr)["code"] == code
+    assert _state(home_env) == before
