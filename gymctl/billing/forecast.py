@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.billing import attempts, checkout, collector, lifecycle
 from gymctl.billing.accounts import CARD_PROVIDER
-from gymctl.clock import ensure_utc
+from gymctl.clock import day_n_ends, ensure_utc
 from gymctl.crypto import FieldCipher
 from gymctl.db import READ_ONLY, get_engine, session_factory
 from gymctl.errors import DomainError
@@ -648,16 +648,20 @@ def _next_instant(engine: Engine, after: datetime) -> datetime | None:
             select(*(func.min(case((column > after, column))) for column in instants)).where(live)
         ).one()
         candidates.extend(value for value in firsts if value is not None)
-        grace = session.scalar(select(BillingSettings.billing_grace_days)) or (
-            lifecycle._DEFAULT_GRACE_DAYS
-        )
+        settings = session.execute(
+            select(BillingSettings.billing_grace_days, BillingSettings.timezone)
+        ).first()
+        grace = (settings and settings[0]) or lifecycle._DEFAULT_GRACE_DAYS
+        timezone = (settings and settings[1]) or "UTC"
         for since in session.scalars(
             select(Subscription.debt_since).where(
                 live, Subscription.status == SubscriptionStatus.debt
             )
         ):
-            if since is not None and since + timedelta(days=grace) > after:
-                candidates.append(since + timedelta(days=grace))
+            # The lifecycle's own rule: day N ends at the organization's midnight (spec B 3).
+            ends = day_n_ends(since, grace, timezone) if since is not None else None
+            if ends is not None and ends > after:
+                candidates.append(ends)
         expiry = session.scalar(
             select(func.min(Checkout.expires_at)).where(
                 Checkout.status == CheckoutStatus.open, Checkout.expires_at > after
