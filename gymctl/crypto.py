@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from gymctl.config import ConfigError
+from gymctl.errors import ConfigError
 
 if TYPE_CHECKING:
     from gymctl.config import Settings

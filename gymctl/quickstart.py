@@ -109,8 +109,8 @@ DEMO_INVITEE = ("user_demo_new_coach", "new.coach@demo-gym.example")
 def demo_invitation(session: Session, outreach, demo: DemoGym, *, now: datetime) -> dict | None:
     """The owner invites a coach (the email lands in the mailbox), then the coach signs up and
     the identity provider's user.created accepts it. Skipped when already done."""
+    from gymctl.access.identity_events import apply_identity_event
     from gymctl.access.invitations import create_invitation
-    from gymctl.identity.users import apply_identity_event
     from gymctl.models import Invitation, MembershipStatus
 
     identity_id, email = DEMO_INVITEE

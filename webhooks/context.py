@@ -16,7 +16,8 @@ from gymctl.config import Settings
 from gymctl.crypto import FieldCipher, billing_cipher
 from gymctl.identity.auth import Auth
 from gymctl.identity.tokens import TokenVerifier
-from gymctl.providers.card import CardProvider, card_provider_from_settings
+from gymctl.providers.card import CardProvider
+from gymctl.providers.card_factory import card_provider_from_settings
 from gymctl.providers.identity_admin import IdentityAdmin
 from gymctl.providers.mail import Mailer
 from gymctl.providers.storage import ObjectStore

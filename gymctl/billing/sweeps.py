@@ -16,7 +16,7 @@ from gymctl.billing import checkout, collector, desk_resolution, dry_runs, lifec
 from gymctl.config import Settings
 from gymctl.crypto import billing_cipher
 from gymctl.errors import DomainError
-from gymctl.providers.card import card_provider_from_settings
+from gymctl.providers.card_factory import card_provider_from_settings
 from gymctl.providers.documents import default_document_provider
 
 SweepResult = dict[str, Any]

@@ -4,19 +4,26 @@ operator tools: readiness, verify-account, repair-schedule, transaction resoluti
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 
 from gymctl import clock
+from gymctl.cli.billing_common import (
+    DRY_RUN,
+    JSON_OPTION,
+    OPERATOR,
+    ORG,
+    SUBSCRIPTION,
+    TRANSACTION,
+)
+from gymctl.cli.billing_common import instant as _instant
+from gymctl.cli.billing_common import operator_id as _operator_id
+from gymctl.cli.billing_common import unit as _unit
 from gymctl.cli.output import JSON, console, err_console, print_json, render_mapping, render_rows
 from gymctl.errors import DomainError
-
-if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -51,51 +58,12 @@ transaction_app = typer.Typer(no_args_is_help=True, help="Protected transaction 
 app.add_typer(transaction_app, name="transaction")
 desk_app = typer.Typer(no_args_is_help=True, help="Desk charges left pending.")
 app.add_typer(desk_app, name="desk-charge")
-ORG = typer.Argument(..., help="Organization id or slug.")
-SUBSCRIPTION = typer.Argument(..., help="Subscription id.")
-TRANSACTION = typer.Argument(..., help="Transaction id.")
-OPERATOR = typer.Option(
-    ..., "--operator", help="Your user: database id or identity subject (audited as the actor)."
-)
-JSON_OPTION = JSON
-DRY_RUN = typer.Option(False, "--dry-run", help="Do everything, then roll back: nothing is kept.")
-
-
-@contextmanager
-def _unit(dry_run: bool = False) -> Iterator[Session]:
-    """One unit of work. A refusal that wrote its own audit record (a vetoed confirmation keeps
-    the settlement it applied) is committed before it reaches the top-level handler."""
-    from gymctl.config import get_settings
-    from gymctl.db import get_engine, session_factory
-
-    factory = session_factory(get_engine(get_settings().resolved_database_url))
-    with factory() as session:
-        try:
-            yield session
-        except DomainError as error:
-            if error.audited and not dry_run:
-                session.commit()
-            raise
-        if dry_run:
-            session.rollback()
-        else:
-            session.commit()
-
-
-def _operator_id(session: Session, ref: str) -> uuid.UUID | None:
-    """The operator's user row, or None (the repairs then refuse with 403)."""
-    from gymctl.access.trail import resolve_user
-
-    try:
-        return resolve_user(session, ref).id
-    except DomainError:
-        return None
 
 
 def _services() -> tuple[Any, Any]:
     from gymctl.config import get_settings
     from gymctl.crypto import billing_cipher
-    from gymctl.providers.card import card_provider_from_settings
+    from gymctl.providers.card_factory import card_provider_from_settings
 
     settings = get_settings()
     return card_provider_from_settings(settings), billing_cipher(settings)
@@ -106,17 +74,6 @@ def _cursor(value: str | None) -> uuid.UUID | None:
         return uuid.UUID(value) if value else None
     except ValueError:
         raise DomainError("cursor_invalid", "the cursor is a subscription id") from None
-
-
-def _instant(value: str) -> datetime:
-    from gymctl.clock import ensure_utc
-
-    try:
-        return ensure_utc(datetime.fromisoformat(value))
-    except ValueError:
-        raise DomainError(
-            "timestamp_not_utc", f"{value!r} is not an ISO time with an explicit UTC offset"
-        ) from None
 
 
 @app.command("readiness")
@@ -504,6 +461,7 @@ def opening_day_command(
         print_json(answer)
     else:
         render_mapping(answer, title="presale opening day")
+
 
 def _add_settings_commands() -> None:
     """`settings` and `charges` live in their own module (loaded with this group)."""

@@ -9,8 +9,9 @@ import uuid
 import typer
 
 from gymctl import clock
-from gymctl.cli.billing import DRY_RUN, JSON_OPTION, OPERATOR, ORG, SUBSCRIPTION, _instant, _unit
-from gymctl.cli.billing import _operator_id as operator_id
+from gymctl.cli.billing_common import DRY_RUN, JSON_OPTION, OPERATOR, ORG, SUBSCRIPTION, operator_id
+from gymctl.cli.billing_common import instant as _instant
+from gymctl.cli.billing_common import unit as _unit
 from gymctl.cli.output import print_json, render_mapping, render_rows
 
 settings_app = typer.Typer(

@@ -24,7 +24,7 @@ def quickstart(
     from gymctl.crypto import billing_cipher
     from gymctl.db import session_factory, session_scope
     from gymctl.identity.dev_keys import ensure_signing_key, mint_dev_token
-    from gymctl.providers.card import card_provider_from_settings
+    from gymctl.providers.card_factory import card_provider_from_settings
     from gymctl.providers.identity_admin import identity_admin_from_settings
     from gymctl.providers.mail import mailer_from_settings
     from gymctl.providers.storage import storage_from_settings

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -146,7 +147,9 @@ def _subject(data: dict[str, Any]) -> str:
 
 def user_created(
     session: Session, data: dict[str, Any], *, now: datetime, settings: Settings
-) -> str:
+) -> tuple[User, str]:
+    """The login and its outcome; accepting the invitations sent to it is access's rule,
+    composed above both (gymctl/access/identity_events.py)."""
     sign_up = read_sign_up(settings, data, now=now)
     user, created = find_or_create(
         session,
@@ -170,10 +173,7 @@ def user_created(
         aggregate_id=user.id,
         payload={"linked": not created},
     )
-    from gymctl.access.invitations import accept_on_sign_up  # access builds on identity
-
-    accept_on_sign_up(session, user, now=now)
-    return "created" if created else "linked"
+    return user, "created" if created else "linked"
 
 
 def user_updated(
@@ -215,15 +215,23 @@ def user_deleted(
     return "deleted"
 
 
-HANDLERS = {
-    "user.created": user_created,
+Handler = Callable[..., str]  # (session, data, *, now, settings) -> outcome
+
+# user.created is not here: its handler needs access's rule (gymctl/access/identity_events.py).
+HANDLERS: dict[str, Handler] = {
     "user.updated": user_updated,
     "user.deleted": user_deleted,
 }
 
 
 def apply_identity_event(
-    session: Session, delivery_id: str, event: Any, *, now: datetime, settings: Settings
+    session: Session,
+    delivery_id: str,
+    event: Any,
+    *,
+    handlers: Mapping[str, Handler],
+    now: datetime,
+    settings: Settings,
 ) -> str:
     """Apply one verified delivery once: a replayed delivery id is acknowledged, not re-applied.
 
@@ -234,7 +242,7 @@ def apply_identity_event(
     event_type = event["type"]
     if "\x00" in event_type:
         raise DomainError("webhook_payload_invalid", "the event type contains a NUL character")
-    handler = HANDLERS.get(event_type)
+    handler = handlers.get(event_type)
     data = event.get("data")
     if handler is not None:
         # The fields we keep, typed and sized to their columns; the handlers read the rest of

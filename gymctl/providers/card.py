@@ -145,20 +145,3 @@ class CardProvider(Protocol):
         self, terminal: Terminal, *, transaction_id: str, amount_in_cents: int, unique_id: str
     ) -> RefundResult:
         """Refund (part of) a settled transaction. Raises ProviderUnavailable."""
-
-
-# The choice of implementation. gymctl.config imports no provider: no import cycle.
-from gymctl.config import ConfigError, Settings  # noqa: E402
-
-
-def card_provider_from_settings(settings: Settings) -> CardProvider:
-    """GYMCTL_CARD_PROVIDER_URL set: the provider's HTTP client; unset: the in-process sandbox
-    under GYMCTL_HOME, which production refuses (it would take no money)."""
-    from gymctl.providers.card_http import HttpCardProvider  # they import this module
-    from gymctl.providers.card_sandbox import SandboxCardProvider
-
-    if settings.card_provider_url:
-        return HttpCardProvider(settings.card_provider_url, timeout=settings.card_provider_timeout)
-    if settings.is_production:
-        raise ConfigError("GYMCTL_CARD_PROVIDER_URL is not set (production takes no sandbox)")
-    return SandboxCardProvider(settings.home)

@@ -1,5 +1,5 @@
 """The card provider simulator: the provider's rules over a small sqlite file, answering its wire
-format (card_http.py speaks the other side).
+format (card_wire.py; card_http.py speaks the other side).
 
 One core, two doors: the `sandbox` provider calls it in-process (card_sandbox.py) and the tests'
 fake provider serves it over loopback HTTP (tests/billing/fake_card_provider.py). State is a file,
@@ -29,7 +29,7 @@ from enum import IntEnum, StrEnum
 from pathlib import Path
 from typing import Any
 
-from gymctl.providers.card_http import (
+from gymctl.providers.card_wire import (
     API_PREFIX,
     CHARGE,
     CHARGE_AND_CREATE_TOKEN,

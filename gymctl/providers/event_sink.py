@@ -12,7 +12,7 @@ from urllib.request import url2pathname
 
 import httpx
 
-from gymctl.config import ConfigError
+from gymctl.errors import ConfigError
 
 
 class SinkError(RuntimeError):

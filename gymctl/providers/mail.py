@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from gymctl import clock as default_clock
 from gymctl.clock import Clock
-from gymctl.config import ConfigError
+from gymctl.errors import ConfigError
 
 if TYPE_CHECKING:
     from gymctl.config import Settings

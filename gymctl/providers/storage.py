@@ -31,12 +31,15 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from gymctl import clock as default_clock
 from gymctl.clock import Clock, ensure_utc
-from gymctl.config import ConfigError, Settings
+from gymctl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gymctl.config import Settings  # config's production check loads this module
 
 MAX_KEY_BYTES = 1024  # S3's own limit on a key, in UTF-8 bytes
 # A segment becomes a file name (and its sidecar `<segment>.json`): stay within NAME_MAX (255).

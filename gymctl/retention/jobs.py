@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from gymctl.bookings.attendance import no_show_pass
 from gymctl.config import Settings
 from gymctl.crypto import billing_cipher
-from gymctl.providers.card import card_provider_from_settings
+from gymctl.providers.card_factory import card_provider_from_settings
 from gymctl.providers.documents import LocalDocumentProvider
 from gymctl.providers.mail import Mailer, mailer_from_settings
 from gymctl.retention.billing_emails import send_billing_emails

@@ -26,8 +26,8 @@ from gymctl.providers.card import (
     PageState,
     ProviderUnavailable,
     Terminal,
-    card_provider_from_settings,
 )
+from gymctl.providers.card_factory import card_provider_from_settings
 from gymctl.providers.card_http import (
     API_PREFIX,
     CHARGE,

@@ -7,9 +7,9 @@ import logging
 import sentry_sdk
 from flask import Blueprint, jsonify, request
 
+from gymctl.access.identity_events import apply_identity_event
 from gymctl.errors import DomainError
 from gymctl.identity import webhook_signature
-from gymctl.identity.users import apply_identity_event
 from webhooks.bodies import WEBHOOK_BODY_BYTES, body_limit, read_json
 from webhooks.context import db, now, services
 from webhooks.guard import public

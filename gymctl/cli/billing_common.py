@@ -1,0 +1,70 @@
+"""What the `gymctl billing` commands share (its arguments, the unit of work, the operator, an
+instant): its own module, so that billing.py and billing_settings.py both import it and not each
+other."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import typer
+
+from gymctl.cli.output import JSON
+from gymctl.errors import DomainError
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+ORG = typer.Argument(..., help="Organization id or slug.")
+SUBSCRIPTION = typer.Argument(..., help="Subscription id.")
+TRANSACTION = typer.Argument(..., help="Transaction id.")
+OPERATOR = typer.Option(
+    ..., "--operator", help="Your user: database id or identity subject (audited as the actor)."
+)
+JSON_OPTION = JSON
+DRY_RUN = typer.Option(False, "--dry-run", help="Do everything, then roll back: nothing is kept.")
+
+
+@contextmanager
+def unit(dry_run: bool = False) -> Iterator[Session]:
+    """One unit of work. A refusal that wrote its own audit record (a vetoed confirmation keeps
+    the settlement it applied) is committed before it reaches the top-level handler."""
+    from gymctl.config import get_settings
+    from gymctl.db import get_engine, session_factory
+
+    factory = session_factory(get_engine(get_settings().resolved_database_url))
+    with factory() as session:
+        try:
+            yield session
+        except DomainError as error:
+            if error.audited and not dry_run:
+                session.commit()
+            raise
+        if dry_run:
+            session.rollback()
+        else:
+            session.commit()
+
+
+def operator_id(session: Session, ref: str) -> uuid.UUID | None:
+    """The operator's user row, or None (the repairs then refuse with 403)."""
+    from gymctl.access.trail import resolve_user
+
+    try:
+        return resolve_user(session, ref).id
+    except DomainError:
+        return None
+
+
+def instant(value: str) -> datetime:
+    from gymctl.clock import ensure_utc
+
+    try:
+        return ensure_utc(datetime.fromisoformat(value))
+    except ValueError:
+        raise DomainError(
+            "timestamp_not_utc", f"{value!r} is not an ISO time with an explicit UTC offset"
+        ) from None
