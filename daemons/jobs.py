@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar, get_origin
 
 from sqlalchemy import delete
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ratelimit
 from gymctl.access.invitations import expire_invitations
@@ -28,19 +29,61 @@ from gymctl.retention import jobs as retention
 JobResult = str | dict[str, Any]
 
 
+POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def _check_run(name: str, run: Callable[..., JobResult], first: type) -> None:
+    """`run` takes (`first`, datetime, Settings), by its annotations: a job given the wrong kind
+    of function fails when the table is built (at import), not at its first tick."""
+    try:
+        parameters = list(inspect.signature(run, eval_str=True).parameters.values())
+    except (NameError, TypeError) as error:
+        raise TypeError(f"job {name}: run's signature does not resolve ({error})") from None
+    expected = (first, datetime, Settings)
+    takes = [get_origin(p.annotation) or p.annotation for p in parameters if p.kind in POSITIONAL]
+    fits = len(takes) == len(parameters) == len(expected) and all(
+        isinstance(got, type) and issubclass(got, want)
+        for got, want in zip(takes, expected, strict=True)
+    )
+    if not fits:
+        shown = ", ".join(want.__name__ for want in expected)
+        raise TypeError(f"job {name}: run must take ({shown}), not {inspect.signature(run)}")
+
+
 @dataclass(frozen=True)
 class Job:
-    """A sweep run every `interval_seconds`, in one transaction the runner commits."""
+    """A sweep run every `interval_seconds`, in one transaction the runner commits: `run` gets
+    that session."""
 
     name: str
     interval_seconds: int
-    run: Callable[..., JobResult]  # (session, now, settings); own_transactions: (factory, ...)
+    run: Callable[[Session, datetime, Settings], JobResult]
     description: str = ""
     # Ticks start this long after each epoch-aligned boundary (a daily job at 02:00 UTC).
     offset_seconds: int = 0
-    # The job commits its own short transactions (money: the attempt is stored before the
-    # provider is called), so `run` gets a session factory instead of a session.
-    own_transactions: bool = False
+    own_transactions: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        _check_run(self.name, self.run, Session)
+
+
+@dataclass(frozen=True)
+class OwnTransactionsJob:
+    """A sweep that commits its own short transactions (money: the attempt is stored before the
+    provider is called): `run` gets a session factory instead of a session."""
+
+    name: str
+    interval_seconds: int
+    run: Callable[[sessionmaker[Session], datetime, Settings], JobResult]
+    description: str = ""
+    offset_seconds: int = 0
+    own_transactions: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        _check_run(self.name, self.run, sessionmaker)
+
+
+AnyJob = Job | OwnTransactionsJob
 
 
 def event_relay(session: Session, now: datetime, settings: Settings) -> JobResult:
@@ -71,7 +114,15 @@ def movement_jobs(session: Session, now: datetime, settings: Settings) -> JobRes
     return work_jobs(session, library_from_settings(settings), now=now)
 
 
-JOBS: tuple[Job, ...] = (
+def billing_lifecycle(session: Session, now: datetime, settings: Settings) -> JobResult:
+    return lifecycle.run_lifecycle(session, now=now)
+
+
+def release_candidate_supersede(session: Session, now: datetime, settings: Settings) -> JobResult:
+    return supersede_stale(session, now=now)
+
+
+JOBS: tuple[AnyJob, ...] = (
     Job("event_relay", 5, event_relay, "deliver outbox events to the event sink"),
     Job("invitation_expiry", 3600, invitation_expiry, "expire pending invitations past their date"),
     Job("job_runs_prune", 3600, job_runs_prune, "delete job_runs rows older than 14 days"),
@@ -79,63 +130,57 @@ JOBS: tuple[Job, ...] = (
     Job(
         "billing_lifecycle",
         3600,
-        lambda session, now, settings: lifecycle.run_lifecycle(session, now=now),
+        billing_lifecycle,
         "expire, end, roll, enter debt and cancel for non-payment (spec B 3)",
     ),
     Job("movement_jobs", 5, movement_jobs, "run queued movement-library jobs"),
     Job(
         "release_candidate_supersede",
         300,
-        lambda session, now, settings: supersede_stale(session, now=now),
+        release_candidate_supersede,
         "supersede release candidates a publish, config or intake revision replaced",
     ),
     # The bridge (spec B 3, 8): the sweeps touch only the database; the calls are the dispatcher's.
     Job("bridge_lease_rescue", 30, bridge.lease_rescue, "in-flight sync ops past their lease"),
     Job("bridge_schedule_poll", 300, bridge.schedule_poll, "ask each bridge for a schedule poll"),
     Job("bridge_booking_reconcile", 60, bridge.booking_reconcile, "ask for a booking reconcile"),
-    Job(
+    OwnTransactionsJob(
         "bridge_dispatch",
         5,
         bridge.dispatch,
         "send due sync ops, polls and reconciles (also: gymctl bridge dispatch)",
-        own_transactions=True,
     ),
     # The protected collector (spec B 8): each commits its attempt before calling the provider.
-    Job(
+    OwnTransactionsJob(
         "billing_catchup",
         60,
         sweeps.catch_up,
         "charge due card-provider subscriptions (20 orgs x 5, 30 s budget)",
-        own_transactions=True,
     ),
-    Job(
+    OwnTransactionsJob(
         "billing_recovery",
         300,
         sweeps.recovery,
         "resolve pending attempts by their stored ids; collect due debts",
-        own_transactions=True,
     ),
-    Job(
+    OwnTransactionsJob(
         "billing_side_effects",
         300,
         sweeps.side_effects,
         "report settled payments whose effects are pending",
-        own_transactions=True,
     ),
-    Job(
+    OwnTransactionsJob(
         "billing_daily",
         86400,
         sweeps.daily,
         "02:00 UTC: charge every due card-provider subscription",
         offset_seconds=2 * 3600,
-        own_transactions=True,
     ),
-    Job(
+    OwnTransactionsJob(
         "billing_abandoned_checkouts",
         300,
         sweeps.abandoned_checkouts,
         "cancel subscriptions whose checkout page was abandoned",
-        own_transactions=True,
     ),
     # Cancellations, retention and bookings (spec B 3, 6, 8).
     Job("retention_escalation", 3600, retention.retention_escalation, "escalate open notice cases"),
@@ -152,12 +197,11 @@ JOBS: tuple[Job, ...] = (
         "07:00 UTC: the retention digest to owners and admins",
         offset_seconds=7 * 3600,
     ),
-    Job(
+    OwnTransactionsJob(
         "cancellation_sweep",
         3600,
         retention.cancellation_sweep,
         "cancel matured notices, settle the refund owed, send the membership-ended email",
-        own_transactions=True,
     ),
     Job("refund_task_sweep", 3600, retention.refund_task_sweep, "bump overdue refund tasks"),
     Job(
@@ -170,7 +214,7 @@ JOBS: tuple[Job, ...] = (
 )
 
 
-def select_jobs(names: list[str] | None, jobs: tuple[Job, ...] = JOBS) -> list[Job]:
+def select_jobs(names: list[str] | None, jobs: tuple[AnyJob, ...] = JOBS) -> list[AnyJob]:
     """The jobs named (all when none), in the order given; an unknown name lists the valid ones."""
     if not names:
         return list(jobs)

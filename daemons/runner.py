@@ -25,7 +25,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from daemons.jobs import Job, JobResult, select_jobs
+from daemons.jobs import AnyJob, JobResult, OwnTransactionsJob, select_jobs
 from gymctl import clock
 from gymctl.config import Settings
 from gymctl.db import READ_ONLY, advisory_lock, get_engine
@@ -77,7 +77,7 @@ def tick_for(at: datetime, interval_seconds: int, offset_seconds: int = 0) -> in
 
 
 def run_job_once(
-    job: Job,
+    job: AnyJob,
     *,
     session_factory: sessionmaker[Session],
     settings: Settings,
@@ -89,7 +89,7 @@ def run_job_once(
     Never raises: a failure is logged (logger.exception, which Sentry's logging integration
     reports), the job's work rolls back, and a "failed" ledger row is written separately.
     """
-    if job.own_transactions:
+    if isinstance(job, OwnTransactionsJob):
         return _run_own_transactions(
             job, session_factory=session_factory, settings=settings, now=now, tick=tick
         )
@@ -133,7 +133,7 @@ def run_job_once(
 
 
 def _run_own_transactions(
-    job: Job,
+    job: OwnTransactionsJob,
     *,
     session_factory: sessionmaker[Session],
     settings: Settings,
@@ -168,7 +168,7 @@ def _run_own_transactions(
 
 
 def _claim_tick(
-    session_factory: sessionmaker[Session], job: Job, tick: int, runner: str, now: datetime
+    session_factory: sessionmaker[Session], job: AnyJob, tick: int, runner: str, now: datetime
 ) -> bool:
     with session_factory() as session:
         if session.get(JobRun, (job.name, tick)) is not None:
@@ -185,7 +185,7 @@ def _claim_tick(
 
 
 def _close_tick(
-    session_factory: sessionmaker[Session], job: Job, tick: int, status: str, result: str
+    session_factory: sessionmaker[Session], job: AnyJob, tick: int, status: str, result: str
 ) -> None:
     with session_factory() as session:
         ledger = session.get(JobRun, (job.name, tick))
@@ -206,7 +206,7 @@ def _rollback_quietly(session: Session) -> None:
 
 def _record_failure(
     session_factory: sessionmaker[Session],
-    job: Job,
+    job: AnyJob,
     tick: int,
     runner: str,
     started_at: datetime,
@@ -272,7 +272,7 @@ def run_daemons(
 
 
 def _serve(
-    jobs: list[Job], factory: sessionmaker[Session], settings: Settings, stop: threading.Event
+    jobs: list[AnyJob], factory: sessionmaker[Session], settings: Settings, stop: threading.Event
 ) -> None:
     scheduler = BackgroundScheduler(
         timezone=UTC,
@@ -306,7 +306,7 @@ def _serve(
         restore()
 
 
-def _scheduled_run(job: Job, factory: sessionmaker[Session], settings: Settings) -> None:
+def _scheduled_run(job: AnyJob, factory: sessionmaker[Session], settings: Settings) -> None:
     now = clock.now()
     tick = tick_for(now, job.interval_seconds, job.offset_seconds)
     try:

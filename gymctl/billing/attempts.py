@@ -19,6 +19,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from dateutil.relativedelta import relativedelta
@@ -59,11 +60,27 @@ COLLECTABLE = (
 )
 
 
+class BeganOutcome(StrEnum):
+    started = "started"
+    busy = "busy"  # locked by another worker, or an attempt is unresolved
+    blocked = "blocked"
+    skipped = "skipped"  # not due
+
+
+class AppliedOutcome(StrEnum):
+    charged = "charged"
+    declined = "declined"
+    pending = "pending"
+    already_resolved = "already_resolved"
+    contradiction = "contradiction"
+    not_charged = "not_charged"
+
+
 @dataclass(frozen=True)
 class Began:
     """The outcome of step 1: an attempt to send, or why nothing was started."""
 
-    outcome: str  # started, busy, blocked, skipped
+    outcome: BeganOutcome
     reason: str | None = None
     transaction_id: uuid.UUID | None = None
     terminal: Terminal | None = None
@@ -73,7 +90,7 @@ class Began:
 
 @dataclass(frozen=True)
 class Applied:
-    outcome: str  # charged, declined, pending, already_resolved, contradiction, not_charged
+    outcome: AppliedOutcome
     transaction_id: uuid.UUID
     alert: str | None = None
 
@@ -255,28 +272,28 @@ def begin_attempt(
     the provider; any other outcome wrote nothing."""
     subscription = lock_subscription(session, subscription_id, skip_locked=skip_locked)
     if subscription is None:
-        return Began("busy", "locked")
+        return Began(BeganOutcome.busy, "locked")
     if not (
         is_due(subscription, now)
         or kind == AttemptKind.manual
         or (kind == AttemptKind.debt and ended_with_debt(subscription))
     ):
-        return Began("skipped", "not_due")
+        return Began(BeganOutcome.skipped, "not_due")
     if unresolved_attempt(session, subscription.id) is not None:
-        return Began("busy", "unresolved_attempt")
+        return Began(BeganOutcome.busy, "unresolved_attempt")
     if subscription.collection_paused:
         reason = held_reason(subscription)
-        return Began("blocked", reason, alert=reason)
+        return Began(BeganOutcome.blocked, reason, alert=reason)
     config = active_config(session, subscription.organization_id)
     if config is None or config.provider != CARD_PROVIDER or not config.terminal:
-        return Began("blocked", "no_card_provider_terminal")
+        return Began(BeganOutcome.blocked, "no_card_provider_terminal")
     method = (
         session.get(PaymentMethod, subscription.payment_method_id)
         if subscription.payment_method_id
         else None
     )
     if method is None or method.deleted_at is not None:
-        return Began("blocked", "no_saved_card")
+        return Began(BeganOutcome.blocked, "no_saved_card")
     card = saved_card(method, cipher)
     if subscription.status == SubscriptionStatus.scheduled and (
         config.terminal_since is not None
@@ -285,7 +302,7 @@ def begin_attempt(
     ):
         # spec B 8: only a card saved 45 minutes after the terminal went live is on it, or
         # one verify-account proved there.
-        return Began("blocked", "card_predates_terminal")
+        return Began(BeganOutcome.blocked, "card_predates_terminal")
     kind = kind or kind_of(subscription)
     obligation = obligation_of(subscription, kind)
     failures = technical_failures(session, obligation)
@@ -295,12 +312,14 @@ def begin_attempt(
         # An owner's authorize-retry on the last non-charge allows exactly one more attempt.
         if failures > len(TECHNICAL_RETRY_DELAYS) and not authorized:
             return Began(
-                "blocked", "technical_retries_exhausted", alert="technical_retries_exhausted"
+                BeganOutcome.blocked,
+                "technical_retries_exhausted",
+                alert="technical_retries_exhausted",
             )
         if terms != (amount, subscription.currency, config.terminal) and not authorized:
             # A technical retry repeats the confirmed non-charge it follows; other terms (a
             # new price, currency or terminal since) are a new charge an owner must allow.
-            return Began("blocked", "retry_terms_changed", alert="retry_terms_changed")
+            return Began(BeganOutcome.blocked, "retry_terms_changed", alert="retry_terms_changed")
     external_id = str(ids.new_id())
     transaction = PaymentTransaction(
         id=ids.new_id(),
@@ -336,9 +355,9 @@ def begin_attempt(
     except IntegrityError:
         # Another collector stored its attempt between our check and our insert.
         session.rollback()
-        return Began("busy", "unresolved_attempt")
+        return Began(BeganOutcome.busy, "unresolved_attempt")
     return Began(
-        "started",
+        BeganOutcome.started,
         transaction_id=transaction.id,
         terminal=terminal_of(config, cipher),
         token=card,
@@ -372,7 +391,7 @@ def apply_outcome(
         .execution_options(populate_existing=True)
     )
     if transaction.status != TransactionStatus.pending:
-        return Applied("already_resolved", transaction.id)
+        return Applied(AppliedOutcome.already_resolved, transaction.id)
     applied = _apply(session, transaction, subscription, result, now=now)
     release_hold(session, transaction, subscription, now=now)
     return applied
@@ -392,19 +411,21 @@ def _apply(
         if mismatch:
             attempt["contradiction"] = {"field": mismatch, "at": now.isoformat()}
             _save_attempt(transaction, attempt, now)
-            return Applied("contradiction", transaction.id, alert="billing_contradiction")
+            return Applied(
+                AppliedOutcome.contradiction, transaction.id, alert="billing_contradiction"
+            )
         settle(session, transaction, subscription, result.transaction_id, now=now)
         review = transaction.billing_attempt.get("settlementReview")
         alert = f"settlement_review:{review['reason']}" if review else None
-        return Applied("charged", transaction.id, alert=alert)
+        return Applied(AppliedOutcome.charged, transaction.id, alert=alert)
     if result.outcome == Outcome.declined:
         decline(session, transaction, subscription, result, now=now)
-        return Applied("declined", transaction.id)
+        return Applied(AppliedOutcome.declined, transaction.id)
     if result.outcome == Outcome.not_found:
         return _not_charged(session, transaction, subscription, now=now)
     attempt["uncertainSince"] = attempt.get("uncertainSince") or now.isoformat()
     _save_attempt(transaction, attempt, now)
-    return Applied("pending", transaction.id)
+    return Applied(AppliedOutcome.pending, transaction.id)
 
 
 def resolve_attempt(
@@ -419,20 +440,20 @@ def resolve_attempt(
     An attempt inside the 90 s executing grace is left alone: it may still be on its way."""
     transaction = session.get(PaymentTransaction, transaction_id)
     if transaction is None or transaction.status != TransactionStatus.pending:
-        return Applied("already_resolved", transaction_id)
+        return Applied(AppliedOutcome.already_resolved, transaction_id)
     attempt = transaction.billing_attempt or {}
     started = datetime.fromisoformat(attempt.get("startedAt", now.isoformat()))
     if now - started < EXECUTING_GRACE:
-        return Applied("pending", transaction.id)
+        return Applied(AppliedOutcome.pending, transaction.id)
     config = active_config(session, transaction.organization_id)
     if config is None or config.terminal != attempt.get("terminal"):
         # The original merchant account is gone: only an operator can resolve this one.
-        return Applied("pending", transaction.id, alert="original_account_unavailable")
+        return Applied(AppliedOutcome.pending, transaction.id, alert="original_account_unavailable")
     session.rollback()  # no transaction is held across the provider call
     try:
         result = provider.lookup_charge(terminal_of(config, cipher), attempt["externalAttemptId"])
     except ProviderUnavailable:
-        return Applied("pending", transaction_id)
+        return Applied(AppliedOutcome.pending, transaction_id)
     return apply_outcome(session, transaction_id, result, now=now)
 
 
@@ -556,10 +577,12 @@ def _not_charged(
     session.flush()
     failures = technical_failures(session, transaction.obligation_key)
     if failures > len(TECHNICAL_RETRY_DELAYS):
-        return Applied("not_charged", transaction.id, alert="technical_retries_exhausted")
+        return Applied(
+            AppliedOutcome.not_charged, transaction.id, alert="technical_retries_exhausted"
+        )
     subscription.retry_at = now + TECHNICAL_RETRY_DELAYS[failures - 1]
     subscription.updated_at = now
-    return Applied("not_charged", transaction.id)
+    return Applied(AppliedOutcome.not_charged, transaction.id)
 
 
 def grant_period(session: Session, subscription: Subscription, *, now: datetime) -> None:

@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from gymctl.billing import attempts
 from gymctl.billing.accounts import CARD_PROVIDER
 from gymctl.billing.alerts import first_of_its_state, raise_alert
+from gymctl.billing.attempts import AppliedOutcome, BeganOutcome
 from gymctl.crypto import FieldCipher
 from gymctl.models import PaymentProviderConfig, PaymentTransaction, Subscription
 from gymctl.models.billing import CollectionMethod, SubscriptionStatus, TransactionStatus
@@ -59,6 +60,23 @@ class Summary:
     def alert(self, reason: str, **ids: Any) -> None:
         self.alerts.append(raise_alert(reason, **ids))
 
+    def count(self, outcome: BeganOutcome | AppliedOutcome) -> None:
+        """The outcomes a pass reports, each by name (started, already_resolved, contradiction
+        and not_charged are not counts)."""
+        match outcome:
+            case AppliedOutcome.charged:
+                self.charged += 1
+            case AppliedOutcome.declined:
+                self.declined += 1
+            case AppliedOutcome.pending:
+                self.pending += 1
+            case BeganOutcome.busy:
+                self.busy += 1
+            case BeganOutcome.blocked:
+                self.blocked += 1
+            case BeganOutcome.skipped:
+                self.skipped += 1
+
     @property
     def useful(self) -> bool:
         """A completed run that evaluated something without errors: worth a heartbeat."""
@@ -77,13 +95,13 @@ def collect_subscription(
     cipher: FieldCipher,
     summary: Summary,
     kind: attempts.AttemptKind | None = None,
-) -> str:
+) -> BeganOutcome | AppliedOutcome:
     """Store the attempt and commit, call the provider, apply the answer: one charge at most."""
     with factory() as session:
         began = attempts.begin_attempt(session, subscription_id, now=now, cipher=cipher, kind=kind)
-        if began.outcome != "started":
+        if began.outcome != BeganOutcome.started:
             session.rollback()
-            _count(summary, began.outcome)
+            summary.count(began.outcome)
             if began.alert and first_of_its_state(session, subscription_id, began.alert):
                 summary.alert(began.alert, subscriptionId=subscription_id)
             session.commit()
@@ -92,7 +110,7 @@ def collect_subscription(
         result = attempts.send_attempt(session, began, provider)
         applied = attempts.apply_outcome(session, began.transaction_id, result, now=now)
         session.commit()
-    _count(summary, applied.outcome)
+    summary.count(applied.outcome)
     if applied.alert:
         summary.alert(
             applied.alert, subscriptionId=subscription_id, transactionId=applied.transaction_id
@@ -160,11 +178,11 @@ def recover(
                 logger.exception("resolving attempt %s failed", transaction_id)
                 summary.errors += 1
                 continue
-        if applied.outcome == "pending":
+        if applied.outcome == AppliedOutcome.pending:
             summary.pending += 1
         else:
             summary.resolved += 1
-            _count(summary, applied.outcome)
+            summary.count(applied.outcome)
         if applied.alert:
             summary.alert(applied.alert, transactionId=transaction_id)
     debts = _collect_due(
@@ -315,14 +333,8 @@ def unevaluable(session: Session, *, now: datetime) -> int:
     )
 
 
-COUNTED_OUTCOMES = ("charged", "declined", "busy", "blocked", "skipped", "pending")
 # Every counter of a Summary (its int fields; `completed` is a bool, `alerts` a list).
 COUNTS = tuple(name for name, value in dataclasses.asdict(Summary()).items() if type(value) is int)
-
-
-def _count(summary: Summary, outcome: str) -> None:
-    if outcome in COUNTED_OUTCOMES:
-        setattr(summary, outcome, getattr(summary, outcome) + 1)
 
 
 def _merge(first: Summary, second: Summary) -> Summary:

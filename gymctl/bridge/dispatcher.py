@@ -94,6 +94,20 @@ class RunSummary:
     stopped: str | None = None
     claim_seconds: list[float] = field(default_factory=list, repr=False)
 
+    def count(self, status: OpStatus) -> None:
+        """An op written back: by its new status (pending: its lease released)."""
+        match status:
+            case OpStatus.succeeded:
+                self.succeeded += 1
+            case OpStatus.failed:
+                self.failed += 1
+            case OpStatus.parked:
+                self.parked += 1
+            case OpStatus.pending:
+                self.released += 1
+            case _:
+                raise KeyError(status)  # written back in flight: never
+
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("claim_seconds")
@@ -241,15 +255,8 @@ class Outcomes:
                 now=now,
             )
         )
-        tally = {
-            OpStatus.succeeded: "succeeded",
-            OpStatus.failed: "failed",
-            OpStatus.parked: "parked",
-            OpStatus.pending: "released",
-        }
         for op in written:
-            name = tally[op.status]
-            setattr(self.summary, name, getattr(self.summary, name) + 1)
+            self.summary.count(op.status)
         emit_many(
             self.context.session,
             EventKind.analytics,
