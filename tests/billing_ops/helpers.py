@@ -3,6 +3,7 @@ and pending protected attempts as a crashed collector leaves them."""
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -193,3 +194,45 @@ def forget_account(session, gym, terminal: str = TERMINAL.number) -> None:
         config.credentials_ciphertext = None
         config.active = False
     session.flush()
+
+
+class Crash(BaseException):
+    """The process dies here: a BaseException, so no `except Exception` of the code under test
+    swallows it, and the session it was in is closed without a commit."""
+
+
+def dies(monkeypatch, module, name: str, *, after: bool) -> None:
+    """`module.name` becomes the point where the process dies: before the call (it never
+    happens) or after it (it happened, its answer dies with the process). `monkeypatch.undo()`
+    is the restart."""
+    real = getattr(module, name)
+
+    def seam(*args, **kwargs):
+        if after:
+            real(*args, **kwargs)
+        raise Crash(f"{'after' if after else 'before'} {name}")
+
+    monkeypatch.setattr(module, name, seam)
+
+
+def race(threads: int, act) -> list[str]:
+    """`act()` in `threads` threads released at once; what each answered (its return value or
+    the DomainError's code), in no particular order."""
+    from gymctl.errors import DomainError
+
+    start = threading.Barrier(threads)
+    answers: list[str] = []
+
+    def run() -> None:
+        start.wait()
+        try:
+            answers.append(str(act()))
+        except DomainError as error:
+            answers.append(error.code)
+
+    workers = [threading.Thread(target=run) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return answers
