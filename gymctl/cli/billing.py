@@ -287,17 +287,7 @@ def transaction_reconcile(
     """Look the attempt up on its original merchant account; apply a verified answer."""
     from gymctl.billing import resolution
 
-    provider, cipher = _services()
-    _resolve(
-        resolution.reconcile,
-        organization,
-        transaction,
-        operator,
-        dry_run,
-        as_json,
-        provider=provider,
-        cipher=cipher,
-    )
+    _resolve(resolution.reconcile, organization, transaction, operator, dry_run, as_json, ask=True)
 
 
 @transaction_app.command("confirm-no-debit")
@@ -323,7 +313,6 @@ def transaction_confirm_no_debit(
     """The owner records the provider's confirmation that nothing was charged."""
     from gymctl.billing import no_debit
 
-    provider, cipher = _services()
     confirmation = no_debit.NoDebitConfirmation(
         request_id=request_id,
         provider_case_id=provider_case_id,
@@ -343,8 +332,7 @@ def transaction_confirm_no_debit(
         operator,
         dry_run,
         as_json,
-        provider=provider,
-        cipher=cipher,
+        ask=True,
         confirmation=confirmation,
     )
 
@@ -370,11 +358,18 @@ def _resolve(
     operator: str,
     dry_run: bool,
     as_json: bool,
+    *,
+    ask: bool = False,
     **arguments: Any,
 ) -> None:
     """One resolution action on the organization's transaction (a protected attempt or a desk
-    charge), audited under the operator."""
+    charge), audited under the operator; `ask`: it asks the original merchant account about
+    the stored attempt by its ids (never a debit), so it gets the provider and the cipher."""
     from gymctl.access.gyms import resolve_organization
+
+    if ask:
+        provider, cipher = _services()
+        arguments.update(provider=provider, cipher=cipher)
 
     with _unit(dry_run) as session:
         gym = resolve_organization(session, organization)
@@ -449,18 +444,8 @@ def desk_charge_reconcile(
     from gymctl.billing import desk_resolution
     from gymctl.providers.documents import default_document_provider
 
-    provider, cipher = _services()
-    _resolve(
-        desk_resolution.reconcile_desk_charge,
-        organization,
-        transaction,
-        operator,
-        dry_run,
-        as_json,
-        provider=provider,
-        cipher=cipher,
-        documents=default_document_provider(),
-    )
+    act, docs = desk_resolution.reconcile_desk_charge, default_document_provider()
+    _resolve(act, organization, transaction, operator, dry_run, as_json, ask=True, documents=docs)
 
 
 @app.command("opening-day")

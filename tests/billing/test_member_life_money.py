@@ -30,7 +30,7 @@ from gymctl.billing import attempts, checkout, collector, credit_notes, desk
 from gymctl.billing.credit_notes import CreditNoteRequest, file_credit_note
 from gymctl.billing.debt_payments import pay_own_debt
 from gymctl.billing.desk_resolution import recover_desk_charges
-from gymctl.billing.refunds import begin_refund, execute_refund
+from gymctl.billing.refunds import execute_refund
 from gymctl.db import get_engine
 from gymctl.errors import DomainError
 from gymctl.models import Checkout, PaymentTransaction, Plan, Subscription
@@ -38,7 +38,7 @@ from gymctl.models.billing import SubscriptionStatus, TransactionStatus, Transac
 from gymctl.providers.card_http import CHARGE, CREATE_PAGE, REFUND
 from gymctl.providers.documents import LocalDocumentProvider
 from tests.billing import factories as bf
-from tests.billing.cards import APPROVE, connect_card_provider
+from tests.billing.cards import APPROVE, buy_card_plan, connect_card_provider
 from tests.billing.factories import TEST_CIPHER
 from tests.billing.fake_card_provider import Fault
 from tests.billing_ops.helpers import (
@@ -50,12 +50,12 @@ from tests.billing_ops.helpers import (
     paid_charge,
     race,
     refund_rows,
+    store_refund,
 )
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.embedded  # the PostgreSQL-only races take committed_pg
 
-URLS = checkout.Urls("https://x.example/ok", "https://x.example/no", "https://x.example/hook")
 RESTART = NOW + attempts.EXECUTING_GRACE + timedelta(minutes=1)  # past the 90 s grace
 CRASHES = pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
 
@@ -94,16 +94,7 @@ def _committed_gym(url: str):
 
 
 def _buy(session, card_server, gym, plan):
-    return checkout.purchase_card_plan(
-        session,
-        card_server.provider(),
-        organization_id=gym.organization.id,
-        plan_id=plan.id,
-        user_id=gym.member.id,
-        urls=URLS,
-        now=NOW,
-        cipher=TEST_CIPHER,
-    )
+    return buy_card_plan(session, card_server.provider(), gym, plan)
 
 
 def _deliver(factory, card_server, gym, page_id) -> str:
@@ -291,16 +282,8 @@ def test_a_desk_charge_that_dies_is_reconciled_by_its_stored_id_and_charges_once
 def _refund(factory, card_server, sale_id, amount: int) -> str:
     documents = LocalDocumentProvider()
     with factory() as session:
-        refund = begin_refund(
-            session,
-            transaction=session.get(PaymentTransaction, sale_id),
-            amount_cents=amount,
-            reason="changed mind",
-            actor_user_id=None,
-            now=NOW,
-            documents=documents,
-        )
-        session.commit()
+        sale = session.get(PaymentTransaction, sale_id)
+        refund = store_refund(session, sale, amount, documents)
         done = execute_refund(
             session,
             card_server.provider(timeout=5.0),

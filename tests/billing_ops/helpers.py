@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from gymctl import ids
-from gymctl.billing import attempts, desk
+from gymctl.billing import attempts, desk, refunds
 from gymctl.billing.accounts import CARD_PROVIDER, save_card, saved_card
 from gymctl.billing.checkout import SAVE_CARD_ONLY
 from gymctl.models import (
@@ -99,6 +99,21 @@ def refund_rows(session) -> int:
         .select_from(PaymentTransaction)
         .where(PaymentTransaction.type == TransactionType.refund)
     )
+
+
+def store_refund(session, sale, amount: int, documents, *, now: datetime = NOW):
+    """Step 1 of a refund, committed: the refund_pending row the provider is asked about."""
+    refund = refunds.begin_refund(
+        session,
+        transaction=sale,
+        amount_cents=amount,
+        reason="member moved away",
+        actor_user_id=None,
+        now=now,
+        documents=documents,
+    )
+    session.commit()
+    return refund
 
 
 def charge_at_desk(factory, gym, provider, documents, request, now: datetime = NOW):
