@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -46,6 +46,7 @@ from tests.billing.test_checkout_webhooks import (  # noqa: F401 (fixtures)
 from tests.conftest import NOW
 
 MEMBER, OWNER = "member@iron.example", "owner@iron.example"
+JERUSALEM = ZoneInfo("Asia/Jerusalem")
 
 pytestmark = pytest.mark.embedded  # the demo gym reaches every step: both engines
 
@@ -212,7 +213,7 @@ def test_a_members_life_keeps_ledger_subscription_bookings_and_events_in_agreeme
     [(to, subject, body)] = life.new_mail()
     assert (to, subject) == (MEMBER, "A payment to Iron Temple is outstanding")
     assert "We could not charge your card for Monthly" in body
-    pay_by = owing.debt_since.astimezone(ZoneInfo("Asia/Jerusalem")).date() + timedelta(days=2)
+    pay_by = owing.debt_since.astimezone(JERUSALEM).date() + timedelta(days=2)
     assert f"You owe 250.00 ILS. Please pay it by {pay_by.isoformat()}" in body
 
     # Within the grace days the member still books; past them, a booking is refused and says
@@ -228,9 +229,14 @@ def test_a_members_life_keeps_ledger_subscription_bookings_and_events_in_agreeme
     assert refused.status_code == 409, refused.json
     assert refused.json["code"] == "booking_blocked_debt"
     assert refused.json["billingDebt"]["amountInCents"] == 25000
+    # The refusal and the debt email name the same last day: payBy is the midnight ending it.
+    ends = datetime.fromisoformat(refused.json["billingDebt"]["payBy"]).astimezone(JERUSALEM)
+    assert (ends.time(), (ends - timedelta(days=1)).date()) == (time(0), pay_by)
     [(to, subject, body)] = life.new_mail()
     assert (to, subject) == (MEMBER, "Your membership at Iron Temple was cancelled for non-payment")
     assert "because 250.00 ILS remained unpaid" in body
+    cancelled_on = life.subscription(sub_id).cancelled_at.astimezone(JERUSALEM).date().isoformat()
+    assert f"was cancelled on {cancelled_on} because" in body
 
     # Pay the debt with a good card: one completed charge, the debt columns cleared.
     life.save_card(sub_id, APPROVE)
