@@ -2,7 +2,8 @@
 the embedded default: join and buy, renew, decline into debt, a booking refused with billingDebt,
 the debt paid, booking again, notice given, withdrawn and given again, the period-end settlement;
 and a member who joins before the opening: a presale bought, swapped in its group, withdrawn,
-bought again and charged on the opening day, then a desk charge, its refund and a credit note.
+bought again and charged on the opening day, then a desk charge, its refund and a credit note;
+and a presale declined on the opening day, mailed once, paid from the app with a new card.
 Each area writes what the next one reads, so after every step the ledger, the subscription, the
 booking eligibility, the events and the emails (the mailbox the app and the sweeps write to)
 must agree (spec B 2, 3, 4.3, 6, 7, 8). A crash and a concurrent duplicate at each money step:
@@ -32,6 +33,7 @@ from gymctl.providers.card_http import CHARGE, REFUND
 from gymctl.providers.documents import LocalDocumentProvider
 from gymctl.providers.mail import MailboxMailer, read_mailbox
 from gymctl.retention.billing_emails import send_billing_emails
+from gymctl.retention.presales import presale_cases_pass
 from gymctl.retention.settlement import Doors, period_end_sweep
 from tests.access.conftest import gym, outsider  # noqa: F401 (fixtures)
 from tests.billing.cards import APPROVE, DECLINE
@@ -115,12 +117,13 @@ class Life:
             session.commit()
         return result
 
-    def mail(self) -> dict:
-        """The member-email sweep, as the daemon's billing_member_emails job runs it."""
+    def mail(self) -> None:
+        """The mailing sweeps as the daemon runs them: the member's billing emails
+        (billing_member_emails) and the presale cases' emails to staff (retention_presale_cases)."""
         with self.factory() as session:
-            counts = send_billing_emails(session, self.doors.mailer, now=self.clock.now())
+            send_billing_emails(session, self.doors.mailer, now=self.clock.now())
+            presale_cases_pass(session, self.doors.mailer, now=self.clock.now())
             session.commit()
-        return counts
 
     def new_mail(self) -> list[tuple[str, str, str]]:
         """After the email sweep: (to, subject, body) of every email delivered since the last
@@ -130,11 +133,11 @@ class Life:
         fresh, self.read = every - self.read, every
         return sorted(fresh.elements())
 
-    def buy(self, plan) -> str:
-        """The member buys `plan` through its hosted page, approved; the subscription's id."""
+    def buy(self, plan, card: str = APPROVE) -> str:
+        """The member buys `plan` through its hosted page with `card`; the subscription's id."""
         bought = self.call("POST", f"/plans/{plan['id']}/purchase", self.member, 201, json={})
         page = bought["data"]["checkout"]["pageId"]
-        self.card_server.complete_page(page, APPROVE)
+        self.card_server.complete_page(page, card)
         assert webhook(self.client, self.org, page).json["outcome"] == "processed"
         return bought["data"]["subscription"]["id"]
 
@@ -421,6 +424,63 @@ def test_a_presale_members_life_then_the_desk_a_refund_and_a_credit_note(life):
         "payment.desk_charge",
         "payment.refunded",
         "payment.credit_note_filed",
+    ]
+    told = [name for name in life.events() if name in story]
+    assert told == story, told
+
+
+def test_a_presale_declined_on_the_opening_day_is_mailed_once_and_paid_from_the_app(life):
+    """The opening day's charge declines: the member is told once (the presale email covers the
+    debt notice), the owner gets the case; a new card and pay-debt open the membership."""
+    opening = NOW + timedelta(days=10)
+    life.session.add(BillingSettings(organization_id=life.org.id, opening_day=opening))
+    life.session.commit()
+    plan = create_plan(life.client, life.org, name="Founders")
+    life.at(NOW + timedelta(days=1))
+    sub_id = life.buy(plan, DECLINE)  # the page only saves the card: it declines later
+    assert life.subscription(sub_id).status is SubscriptionStatus.scheduled
+
+    life.at(opening + timedelta(minutes=1))
+    assert life.collect()["declined"] == 1
+    owing = life.subscription(sub_id)
+    assert (owing.status, owing.debt_amount_in_cents) == (SubscriptionStatus.debt, 25000)
+    assert life.ledger(sub_id) == [("recurring", "failed", 25000)]
+    # Day 0 is the opening day (Dec 1, UTC), day 7 the last one to pay.
+    sent = life.new_mail()
+    assert [(to, subject) for to, subject, _ in sent] == [
+        (MEMBER, "Your opening-day payment to Iron Temple did not go through"),
+        (OWNER, "Opening-day charge failed: member (Founders)"),
+    ]
+    assert "charge your card 250.00 ILS for Founders" in sent[0][2]
+    assert "by 2026-12-08" in sent[0][2]
+    assert life.new_mail() == []  # once: the debt notice is the presale email
+    strength = {"name": "Strength", "defaultCapacity": 5, "durationMinutes": 60}
+    kind = life.call("POST", "/class-types", life.owner, 201, json=strength)["data"]["id"]
+    when = {"classTypeId": kind, "startsAt": (opening + timedelta(days=20)).isoformat()}
+    klass = life.call("POST", "/sessions", life.owner, 201, json=when)["data"]["id"]
+    # Inside the grace days the member still books (spec B 3, 4.3: blocked beyond them).
+    early = life.book(klass, 201)["data"]["id"]
+    life.call("POST", f"/bookings/{early}/cancel", life.member, 200, json={})
+
+    # The next day, a new card and the debt paid from the app: charged once, the membership
+    # opens, no email.
+    life.at(life.clock.now() + timedelta(days=1))
+    life.save_card(sub_id, APPROVE)
+    paid = life.call("POST", f"/subscriptions/{sub_id}/pay-debt", life.member, 200)
+    assert paid["data"]["outcome"] == "charged"
+    opened = life.subscription(sub_id)
+    assert (opened.status, opened.debt_amount_in_cents) == (SubscriptionStatus.active, 0)
+    assert life.ledger(sub_id) == [
+        ("recurring", "failed", 25000),
+        ("recurring", "completed", 25000),
+    ]
+    assert life.new_mail() == []
+    assert life.book(klass, 201)["data"]["status"] == "confirmed"
+    story = [
+        "subscription.debt_opened",
+        "payment.charge_failed",
+        "payment_method.replaced",
+        "subscription.renewed",
     ]
     told = [name for name in life.events() if name in story]
     assert told == story, told
