@@ -102,6 +102,17 @@ class Life:
         self.session.expire_all()
         return [e.name for e in self.session.scalars(select(OutboxEvent).order_by(OutboxEvent.id))]
 
+    def told(self, story: list[str]) -> list[str]:
+        """The events of `story`'s names, in the order they were written."""
+        return [name for name in self.events() if name in story]
+
+    def klass(self, starts) -> str:
+        """The owner schedules a Strength class at `starts`; its session id."""
+        strength = {"name": "Strength", "defaultCapacity": 5, "durationMinutes": 60}
+        kind = self.call("POST", "/class-types", self.owner, 201, json=strength)["data"]["id"]
+        when = {"classTypeId": kind, "startsAt": starts.isoformat()}
+        return self.call("POST", "/sessions", self.owner, 201, json=when)["data"]["id"]
+
     def at(self, moment) -> None:
         self.clock.set(moment)
 
@@ -190,11 +201,7 @@ def test_a_members_life_keeps_ledger_subscription_bookings_and_events_in_agreeme
     assert life.new_mail() == []  # a purchase is not a billing notice
 
     # A class far enough ahead for every step below.
-    strength = {"name": "Strength", "defaultCapacity": 5, "durationMinutes": 60}
-    kind = life.call("POST", "/class-types", life.owner, 201, json=strength)["data"]["id"]
-    starts = (NOW + timedelta(days=75)).isoformat()
-    when = {"classTypeId": kind, "startsAt": starts}
-    klass = life.call("POST", "/sessions", life.owner, 201, json=when)["data"]["id"]
+    klass = life.klass(NOW + timedelta(days=75))
 
     # Renew: the daily sweep charges the second month once; a second run charges nothing.
     life.at(life.subscription(sub_id).next_charge_date + timedelta(minutes=1))
@@ -362,10 +369,7 @@ def test_a_presale_members_life_then_the_desk_a_refund_and_a_credit_note(life):
     assert life.new_mail() == []  # a charge that went through is not a notice
 
     # A class after the opening: the member books.
-    strength = {"name": "Strength", "defaultCapacity": 5, "durationMinutes": 60}
-    kind = life.call("POST", "/class-types", life.owner, 201, json=strength)["data"]["id"]
-    when = {"classTypeId": kind, "startsAt": (opening + timedelta(days=3)).isoformat()}
-    klass = life.call("POST", "/sessions", life.owner, 201, json=when)["data"]["id"]
+    klass = life.klass(opening + timedelta(days=3))
     assert life.book(klass, 201)["data"]["status"] == "confirmed"
 
     # A desk charge on the saved card: charged once, a replay of its key charges nothing.
@@ -425,7 +429,7 @@ def test_a_presale_members_life_then_the_desk_a_refund_and_a_credit_note(life):
         "payment.refunded",
         "payment.credit_note_filed",
     ]
-    told = [name for name in life.events() if name in story]
+    told = life.told(story)
     assert told == story, told
 
 
@@ -454,10 +458,7 @@ def test_a_presale_declined_on_the_opening_day_is_mailed_once_and_paid_from_the_
     assert "charge your card 250.00 ILS for Founders" in sent[0][2]
     assert "by 2026-12-08" in sent[0][2]
     assert life.new_mail() == []  # once: the debt notice is the presale email
-    strength = {"name": "Strength", "defaultCapacity": 5, "durationMinutes": 60}
-    kind = life.call("POST", "/class-types", life.owner, 201, json=strength)["data"]["id"]
-    when = {"classTypeId": kind, "startsAt": (opening + timedelta(days=20)).isoformat()}
-    klass = life.call("POST", "/sessions", life.owner, 201, json=when)["data"]["id"]
+    klass = life.klass(opening + timedelta(days=20))
     # Inside the grace days the member still books (spec B 3, 4.3: blocked beyond them).
     early = life.book(klass, 201)["data"]["id"]
     life.call("POST", f"/bookings/{early}/cancel", life.member, 200, json={})
@@ -482,5 +483,5 @@ def test_a_presale_declined_on_the_opening_day_is_mailed_once_and_paid_from_the_
         "payment_method.replaced",
         "subscription.renewed",
     ]
-    told = [name for name in life.events() if name in story]
+    told = life.told(story)
     assert told == story, told
