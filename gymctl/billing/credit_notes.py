@@ -71,7 +71,9 @@ def file_credit_note(
                 status=409,
             )
         return _answer(existing, sale, replayed=True)
-    if sale.type != TransactionType.charge or sale.status not in (
+    # Any payment is a sale here, a renewal's or a presale's opening-day charge as much as a
+    # desk sale: the collector writes those as `recurring`, and refunds take them too.
+    if sale.type == TransactionType.refund or sale.status not in (
         TransactionStatus.completed,
         TransactionStatus.refunded,
     ):

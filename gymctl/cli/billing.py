@@ -228,13 +228,9 @@ def transaction_show(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Inspect a protected attempt: typed state and action hints (no provider call)."""
-    from gymctl.access.gyms import resolve_organization
     from gymctl.billing import resolution
 
-    with _unit(dry_run=True) as session:
-        gym = resolve_organization(session, organization)
-        view = resolution.inspect(session, gym.id, transaction, now=clock.now())
-    _render_resolution(view, as_json)
+    _inspect(resolution.inspect, organization, transaction, as_json)
 
 
 @transaction_app.command("reconcile")
@@ -248,17 +244,7 @@ def transaction_reconcile(
     """Look the attempt up on its original merchant account; apply a verified answer."""
     from gymctl.billing import resolution
 
-    provider, cipher = _services()
-    _resolve(
-        resolution.reconcile,
-        organization,
-        transaction,
-        operator,
-        dry_run,
-        as_json,
-        provider=provider,
-        cipher=cipher,
-    )
+    _resolve(resolution.reconcile, organization, transaction, operator, dry_run, as_json, ask=True)
 
 
 @transaction_app.command("confirm-no-debit")
@@ -284,7 +270,6 @@ def transaction_confirm_no_debit(
     """The owner records the provider's confirmation that nothing was charged."""
     from gymctl.billing import no_debit
 
-    provider, cipher = _services()
     confirmation = no_debit.NoDebitConfirmation(
         request_id=request_id,
         provider_case_id=provider_case_id,
@@ -304,8 +289,7 @@ def transaction_confirm_no_debit(
         operator,
         dry_run,
         as_json,
-        provider=provider,
-        cipher=cipher,
+        ask=True,
         confirmation=confirmation,
     )
 
@@ -331,10 +315,18 @@ def _resolve(
     operator: str,
     dry_run: bool,
     as_json: bool,
+    *,
+    ask: bool = False,
     **arguments: Any,
 ) -> None:
-    """One resolution action on the organization's transaction, audited under the operator."""
+    """One resolution action on the organization's transaction (a protected attempt or a desk
+    charge), audited under the operator; `ask`: it asks the original merchant account about
+    the stored attempt by its ids (never a debit), so it gets the provider and the cipher."""
     from gymctl.access.gyms import resolve_organization
+
+    if ask:
+        provider, cipher = _services()
+        arguments.update(provider=provider, cipher=cipher)
 
     with _unit(dry_run) as session:
         gym = resolve_organization(session, organization)
@@ -346,26 +338,41 @@ def _resolve(
             now=clock.now(),
             **arguments,
         )
-    _render_resolution(view, as_json)
+    _render_attempt(view, as_json)
 
 
-def _render_resolution(view: dict[str, Any], as_json: bool) -> None:
+def _inspect(
+    inspect: Callable[..., dict[str, Any]], organization: str, transaction: uuid.UUID, as_json: bool
+) -> None:
+    """Show one stored attempt of the organization as `inspect` types it (no provider call)."""
+    from gymctl.access.gyms import resolve_organization
+
+    with _unit(dry_run=True) as session:
+        gym = resolve_organization(session, organization)
+        view = inspect(session, gym.id, transaction, now=clock.now())
+    _render_attempt(view, as_json)
+
+
+def _render_attempt(view: dict[str, Any], as_json: bool) -> None:
+    """A protected attempt or a desk charge: the stored attempt, its state and what may follow
+    (a desk charge has no kind, resolution or collection hold; those lines are left out)."""
     if as_json:
         print_json(view)
         return
     attempt, tx = view["attempt"], view["transaction"]
+    actions = view.get("actions") or {}
     summary = {
         "outcome": view.get("outcome"),
         "state": view["state"],
         "status": tx["status"],
-        "kind": tx["kind"],
+        "kind": tx.get("kind"),
         "amount": f"{tx['amountInCents'] / 100:.2f} {tx['currency']}",
         "externalAttemptId": attempt["externalAttemptId"],
         "terminal": attempt["terminal"],
         "startedAt": attempt["startedAt"],
-        "decision": (view["resolution"] or {}).get("decision"),
-        "collectionHeld": view["collectionHeld"],
-        "actions": ", ".join(name for name, on in view["actions"].items() if on) or "none",
+        "decision": (view.get("resolution") or {}).get("decision"),
+        "collectionHeld": view.get("collectionHeld"),
+        "actions": ", ".join(name for name, on in actions.items() if on) or "none",
     }
     render_mapping({k: v for k, v in summary.items() if v is not None}, title=tx["id"])
 
@@ -377,13 +384,9 @@ def desk_charge_show(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Inspect a desk charge: its stored attempt and state (no provider call)."""
-    from gymctl.access.gyms import resolve_organization
     from gymctl.billing import desk_resolution
 
-    with _unit(dry_run=True) as session:
-        gym = resolve_organization(session, organization)
-        view = desk_resolution.inspect_desk_charge(session, gym.id, transaction, now=clock.now())
-    _render_desk_charge(view, as_json)
+    _inspect(desk_resolution.inspect_desk_charge, organization, transaction, as_json)
 
 
 @desk_app.command("reconcile")
@@ -395,41 +398,11 @@ def desk_charge_reconcile(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Look a pending desk charge up by its stored id on its merchant account; never charges."""
-    from gymctl.access.gyms import resolve_organization
     from gymctl.billing import desk_resolution
     from gymctl.providers.documents import default_document_provider
 
-    provider, cipher = _services()
-    with _unit(dry_run) as session:
-        gym = resolve_organization(session, organization)
-        view = desk_resolution.reconcile_desk_charge(
-            session,
-            provider,
-            cipher,
-            organization_id=gym.id,
-            transaction_id=transaction,
-            actor_user_id=_operator_id(session, operator),
-            now=clock.now(),
-            documents=default_document_provider(),
-        )
-    _render_desk_charge(view, as_json)
-
-
-def _render_desk_charge(view: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        print_json(view)
-        return
-    tx, attempt = view["transaction"], view["attempt"]
-    summary = {
-        "outcome": view.get("outcome"),
-        "state": view["state"],
-        "status": tx["status"],
-        "amount": f"{tx['amountInCents'] / 100:.2f} {tx['currency']}",
-        "externalAttemptId": attempt["externalAttemptId"],
-        "terminal": attempt["terminal"],
-        "startedAt": attempt["startedAt"],
-    }
-    render_mapping({k: v for k, v in summary.items() if v is not None}, title=tx["id"])
+    act, docs = desk_resolution.reconcile_desk_charge, default_document_provider()
+    _resolve(act, organization, transaction, operator, dry_run, as_json, ask=True, documents=docs)
 
 
 @app.command("opening-day")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session
 
-from gymctl.billing import accounts
+from gymctl.billing import accounts, checkout
 from gymctl.models import PaymentMethod, User
 from gymctl.providers.card import CardProvider, PageRequest, PageResult, Terminal
 from gymctl.providers.card_sandbox import SandboxCardProvider, sandbox_simulator
@@ -107,5 +107,23 @@ def save_test_card(
         card=result.token,
         terminal=terminal.number,
         now=saved_at,
+        cipher=TEST_CIPHER,
+    )
+
+
+BUY_URLS = checkout.Urls("https://x.example/ok", "https://x.example/no", "https://x.example/hook")
+
+
+def buy_card_plan(session: Session, provider: CardProvider, gym: Gym, plan, *, now=NOW):
+    """The gym's member buys `plan` (the domain call of the purchase route): a scheduled
+    subscription and its open hosted page, flushed, not committed."""
+    return checkout.purchase_card_plan(
+        session,
+        provider,
+        organization_id=gym.organization.id,
+        plan_id=plan.id,
+        user_id=gym.member.id,
+        urls=BUY_URLS,
+        now=now,
         cipher=TEST_CIPHER,
     )

@@ -18,7 +18,7 @@ from gymctl.models import PaymentTransaction, Plan, Role, Subscription
 from gymctl.models.billing import SubscriptionStatus
 from tests.access.conftest import gym, outsider  # noqa: F401 (fixtures)
 from tests.billing import factories as bf
-from tests.billing.cards import APPROVE, DECLINE, connect_card_provider
+from tests.billing.cards import APPROVE, DECLINE, buy_card_plan, connect_card_provider
 from tests.billing.factories import TEST_CIPHER
 from tests.billing.test_checkout_webhooks import (  # noqa: F401 (fixtures)
     app,
@@ -29,7 +29,6 @@ from tests.billing.test_checkout_webhooks import (  # noqa: F401 (fixtures)
 )
 from tests.conftest import NOW
 
-URLS = checkout.Urls("https://x.example/ok", "https://x.example/no", "https://x.example/hook")
 LIVE = (SubscriptionStatus.active, SubscriptionStatus.scheduled)
 
 
@@ -49,16 +48,7 @@ def test_six_concurrent_purchases_of_one_recurring_plan_leave_one_live_subscript
         with factory() as session:
             start.wait()
             try:
-                checkout.purchase_card_plan(
-                    session,
-                    card_server.provider(),
-                    organization_id=gym.organization.id,
-                    plan_id=plan.id,
-                    user_id=gym.member.id,
-                    urls=URLS,
-                    now=NOW,
-                    cipher=TEST_CIPHER,
-                )
+                buy_card_plan(session, card_server.provider(), gym, plan)
                 session.commit()
                 answers.append("bought")
             except DomainError as error:

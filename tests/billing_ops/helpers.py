@@ -3,13 +3,14 @@ and pending protected attempts as a crashed collector leaves them."""
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
 
 from gymctl import ids
-from gymctl.billing import attempts, desk
+from gymctl.billing import attempts, desk, refunds
 from gymctl.billing.accounts import CARD_PROVIDER, save_card, saved_card
 from gymctl.billing.checkout import SAVE_CARD_ONLY
 from gymctl.models import (
@@ -98,6 +99,21 @@ def refund_rows(session) -> int:
         .select_from(PaymentTransaction)
         .where(PaymentTransaction.type == TransactionType.refund)
     )
+
+
+def store_refund(session, sale, amount: int, documents, *, now: datetime = NOW):
+    """Step 1 of a refund, committed: the refund_pending row the provider is asked about."""
+    refund = refunds.begin_refund(
+        session,
+        transaction=sale,
+        amount_cents=amount,
+        reason="member moved away",
+        actor_user_id=None,
+        now=now,
+        documents=documents,
+    )
+    session.commit()
+    return refund
 
 
 def charge_at_desk(factory, gym, provider, documents, request, now: datetime = NOW):
@@ -193,3 +209,45 @@ def forget_account(session, gym, terminal: str = TERMINAL.number) -> None:
         config.credentials_ciphertext = None
         config.active = False
     session.flush()
+
+
+class Crash(BaseException):
+    """The process dies here: a BaseException, so no `except Exception` of the code under test
+    swallows it, and the session it was in is closed without a commit."""
+
+
+def dies(monkeypatch, module, name: str, *, after: bool) -> None:
+    """`module.name` becomes the point where the process dies: before the call (it never
+    happens) or after it (it happened, its answer dies with the process). `monkeypatch.undo()`
+    is the restart."""
+    real = getattr(module, name)
+
+    def seam(*args, **kwargs):
+        if after:
+            real(*args, **kwargs)
+        raise Crash(f"{'after' if after else 'before'} {name}")
+
+    monkeypatch.setattr(module, name, seam)
+
+
+def race(threads: int, act) -> list[str]:
+    """`act()` in `threads` threads released at once; what each answered (its return value or
+    the DomainError's code), in no particular order."""
+    from gymctl.errors import DomainError
+
+    start = threading.Barrier(threads)
+    answers: list[str] = []
+
+    def run() -> None:
+        start.wait()
+        try:
+            answers.append(str(act()))
+        except DomainError as error:
+            answers.append(error.code)
+
+    workers = [threading.Thread(target=run) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return answers

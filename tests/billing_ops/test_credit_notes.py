@@ -9,7 +9,7 @@ import pytest
 
 from gymctl.billing.credit_notes import CreditNoteRequest, file_credit_note
 from gymctl.errors import DomainError
-from gymctl.models.billing import TransactionStatus
+from gymctl.models.billing import TransactionStatus, TransactionType
 from gymctl.providers.card_http import REFUND
 from tests.billing_ops.helpers import audit_rows, paid_charge, refund_rows
 from tests.conftest import NOW
@@ -82,3 +82,22 @@ def test_only_a_completed_sale_takes_a_credit_note(session, gym, card_server, do
         _file(session, gym, documents, sale, key=uuid.uuid1())
     assert (bad_key.value.code, bad_key.value.status) == ("idempotency_key_invalid", 422)
     assert refund_rows(session) == 0
+
+
+@pytest.mark.embedded
+def test_a_renewal_payment_takes_a_credit_note_and_a_refund_row_does_not(
+    session, gym, card_server, documents
+):
+    """The collector writes renewals and opening-day charges as `recurring`: they are sales the
+    member paid for as much as a desk sale (found by the member's-life suite: the gym could
+    refund a renewal but not credit it)."""
+    renewal = paid_charge(session, gym, card_server, amount=10000, type=TransactionType.recurring)
+
+    filed = _file(session, gym, documents, renewal, amount=2500)
+
+    assert (filed["replayed"], filed["remainingInCents"]) == (False, 7500)
+    note = session.get(type(renewal), uuid.UUID(filed["creditNote"]["id"]))
+    with pytest.raises(DomainError) as refused:
+        _file(session, gym, documents, note, amount=100)
+    assert (refused.value.code, refused.value.status) == ("credit_note_not_creditable", 409)
+    assert refund_rows(session) == 1

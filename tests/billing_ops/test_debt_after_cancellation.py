@@ -20,6 +20,8 @@ from tests.billing.test_checkout_webhooks import app  # noqa: F401 (fixture)
 from tests.billing_ops.helpers import card_subscription
 from tests.conftest import NOW
 
+pytestmark = pytest.mark.embedded  # the pay-debt route hands over its session (webhooks.context)
+
 PAST_GRACE = NOW - timedelta(days=8)  # the default grace is 7 days
 
 
@@ -65,7 +67,6 @@ def _url(gym, subscription, action: str) -> str:
     return f"/organizations/{gym.organization.id}/subscriptions/{subscription.id}/{action}"
 
 
-@pytest.mark.embedded
 def test_desk_clears_the_debt_of_a_plan_cancelled_for_non_payment_and_booking_lifts(
     client, session, gym, class_session, headers
 ):

@@ -4,19 +4,17 @@ and answer its outcome or billing_reconciliation_required, never a second charge
 
 from __future__ import annotations
 
-import threading
 import uuid
 
 from sqlalchemy.orm import sessionmaker
 
 from gymctl.billing import desk
 from gymctl.db import get_engine
-from gymctl.errors import DomainError
 from gymctl.providers.card_http import CHARGE
 from tests.billing import factories as bf
 from tests.billing.cards import connect_card_provider
 from tests.billing.fake_card_provider import Fault
-from tests.billing_ops.helpers import card_of, charge_at_desk
+from tests.billing_ops.helpers import card_of, charge_at_desk, race
 
 THREADS = 6
 
@@ -30,24 +28,12 @@ def test_concurrent_identical_desk_charges_charge_once(committed_pg, card_server
         session.commit()
     request = desk.DeskChargeRequest(uuid.uuid4(), gym.member.id, 4500, "ILS", "day pass")
     card_server.inject(CHARGE, Fault.delay, seconds=0.3)  # the winner is still charging
-    start = threading.Barrier(THREADS)
-    answers: list[str] = []
 
-    def charge() -> None:
-        start.wait()
-        try:
-            answer = charge_at_desk(
-                factory, gym, card_server.provider(timeout=5.0), documents, request
-            )
-            answers.append(f"{answer['outcome']}:{answer['replayed']}")
-        except DomainError as error:
-            answers.append(error.code)
+    def charge() -> str:
+        answer = charge_at_desk(factory, gym, card_server.provider(timeout=5.0), documents, request)
+        return f"{answer['outcome']}:{answer['replayed']}"
 
-    threads = [threading.Thread(target=charge) for _ in range(THREADS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    answers = race(THREADS, charge)
 
     assert len(card_server.charges()) == 1
     assert card_server.requests(CHARGE) == 1

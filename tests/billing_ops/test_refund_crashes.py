@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import sessionmaker
 
-from gymctl.billing.refunds import begin_refund, execute_refund, resume_refunds
+from gymctl.billing.refunds import execute_refund, resume_refunds
 from gymctl.db import get_engine
 from gymctl.errors import DomainError
 from gymctl.models import PaymentTransaction
@@ -23,7 +23,7 @@ from tests.billing import factories as bf
 from tests.billing.cards import connect_card_provider
 from tests.billing.factories import TEST_CIPHER
 from tests.billing.fake_card_provider import Fault
-from tests.billing_ops.helpers import paid_charge
+from tests.billing_ops.helpers import paid_charge, store_refund
 from tests.conftest import NOW
 
 LATER = NOW + timedelta(minutes=5)
@@ -31,17 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _begin(session, documents, sale, amount):
-    refund = begin_refund(
-        session,
-        transaction=sale,
-        amount_cents=amount,
-        reason="member moved away",
-        actor_user_id=None,
-        now=NOW,
-        documents=documents,
-    )
-    session.commit()
-    return refund
+    return store_refund(session, sale, amount, documents)
 
 
 def _fresh(session_factory, row_id):

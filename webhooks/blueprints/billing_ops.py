@@ -120,7 +120,12 @@ def inspect_transaction(org_id: uuid.UUID, transaction_id: uuid.UUID):
 @bp.post(f"{TX}/reconcile")
 @org_route(Module.finance, Action.manage)
 def reconcile_transaction(org_id: uuid.UUID, transaction_id: uuid.UUID):
-    answer = resolution.reconcile(
+    return _reconcile(resolution.reconcile, org_id, transaction_id)
+
+
+def _reconcile(reconcile, org_id: uuid.UUID, transaction_id: uuid.UUID, **extra):
+    """Look a stored attempt up by its ids on its original merchant account (never a debit)."""
+    answer = reconcile(
         db(),
         services().card_provider,
         services().billing_cipher,
@@ -128,6 +133,7 @@ def reconcile_transaction(org_id: uuid.UUID, transaction_id: uuid.UUID):
         transaction_id=transaction_id,
         actor_user_id=membership().user_id,
         now=now(),
+        **extra,
     )
     return jsonify(data=answer)
 
@@ -236,17 +242,8 @@ def inspect_desk_charge(org_id: uuid.UUID, transaction_id: uuid.UUID):
 @bp.post(f"{ORG}/payments/desk-charges/<uuid:transaction_id>/reconcile")
 @org_route(Module.finance, Action.manage)
 def reconcile_desk_charge(org_id: uuid.UUID, transaction_id: uuid.UUID):
-    answer = desk_resolution.reconcile_desk_charge(
-        db(),
-        services().card_provider,
-        services().billing_cipher,
-        organization_id=org_id,
-        transaction_id=transaction_id,
-        actor_user_id=membership().user_id,
-        now=now(),
-        documents=default_document_provider(),
-    )
-    return jsonify(data=answer)
+    reconcile = desk_resolution.reconcile_desk_charge
+    return _reconcile(reconcile, org_id, transaction_id, documents=default_document_provider())
 
 
 class RefundBody(Body):
