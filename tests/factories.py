@@ -116,6 +116,11 @@ class Gym:
     def __getitem__(self, role: Role) -> Person:
         return self.people[role]
 
+    @classmethod
+    def of(cls, membership: Membership) -> Gym:
+        """The gym of one membership with that person alone, for rows made for them."""
+        return cls(membership.organization, {membership.role: Person(membership.user, membership)})
+
     @property
     def owner(self) -> User:
         return self.people[Role.owner].user
