@@ -169,6 +169,14 @@ def idp():
 
 
 @pytest.fixture
+def gym(session):
+    """A gym with an owner and a member; areas override it with the traits they need."""
+    from tests.factories import make_gym
+
+    return make_gym(session)
+
+
+@pytest.fixture
 def settings(idp):
     """Settings of a configured deployment: in-process PEM key, JWKS fallback, webhook secret."""
     from gymctl.config import Settings

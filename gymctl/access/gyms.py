@@ -97,32 +97,40 @@ def create_gym(
 def complete_onboarding(
     session: Session, organization: Organization, *, actor_user_id, now: datetime
 ) -> Organization:
-    if organization.onboarding_completed_at is None:
-        organization.onboarding_completed_at = now
-        emit(
-            session,
-            EventKind.audit,
-            "organization.onboarding_completed",
-            at=now,
-            aggregate_type="organization",
-            aggregate_id=organization.id,
-            organization_id=organization.id,
-            actor_user_id=actor_user_id,
-        )
-    session.flush()
-    return organization
+    return _stamp_once(
+        session,
+        organization,
+        "onboarding_completed_at",
+        "organization.onboarding_completed",
+        actor_user_id=actor_user_id,
+        now=now,
+    )
 
 
 def delete_organization(
     session: Session, organization: Organization, *, actor_user_id, now: datetime
 ) -> Organization:
     """Soft delete: the gym disappears from every member's list and its links stop answering."""
-    if organization.deleted_at is None:
-        organization.deleted_at = now
+    return _stamp_once(
+        session,
+        organization,
+        "deleted_at",
+        "organization.deleted",
+        actor_user_id=actor_user_id,
+        now=now,
+    )
+
+
+def _stamp_once(
+    session: Session, organization: Organization, column: str, event: str, *, actor_user_id, now
+) -> Organization:
+    """Set the organization's `column` to now and audit `event`, the first time only."""
+    if getattr(organization, column) is None:
+        setattr(organization, column, now)
         emit(
             session,
             EventKind.audit,
-            "organization.deleted",
+            event,
             at=now,
             aggregate_type="organization",
             aggregate_id=organization.id,

@@ -103,15 +103,8 @@ def set_link_active(
         raise conflict("join_link_revoked", "a revoked join link cannot be paused or resumed")
     if link.active != active:
         link.active = active
-        emit(
-            session,
-            EventKind.audit,
-            "join_link.resumed" if active else "join_link.paused",
-            at=now,
-            aggregate_type="join_link",
-            aggregate_id=link.id,
-            organization_id=org_id,
-            actor_user_id=actor_user_id,
+        _audit_link(
+            session, link, "join_link.resumed" if active else "join_link.paused", actor_user_id, now
         )
     session.flush()
     return link
@@ -174,18 +167,24 @@ def revoke_join_link(
     if link.revoked_at is None:
         link.revoked_at = now
         link.active = False
-        emit(
-            session,
-            EventKind.audit,
-            "join_link.revoked",
-            at=now,
-            aggregate_type="join_link",
-            aggregate_id=link.id,
-            organization_id=org_id,
-            actor_user_id=actor_user_id,
-        )
+        _audit_link(session, link, "join_link.revoked", actor_user_id, now)
     session.flush()
     return link
+
+
+def _audit_link(
+    session: Session, link: JoinLink, event: str, actor_user_id: uuid.UUID, now: datetime
+) -> None:
+    emit(
+        session,
+        EventKind.audit,
+        event,
+        at=now,
+        aggregate_type="join_link",
+        aggregate_id=link.id,
+        organization_id=link.organization_id,
+        actor_user_id=actor_user_id,
+    )
 
 
 def eligible_link(session: Session, token: str) -> tuple[JoinLink, Organization]:

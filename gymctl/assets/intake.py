@@ -103,6 +103,37 @@ def reject(
 ) -> AssetRefused:
     """Record branding.asset_rejected (no file content or name) and mark the refusal audited
     so the event is kept although the request fails."""
+    asset_rejected(
+        session,
+        organization_id=organization_id,
+        actor_user_id=actor_user_id,
+        now=now,
+        asset=slot.value,
+        source=source,
+        code=refusal.code,
+        format=refusal.format.lower() if refusal.format else None,
+        width=refusal.width,
+        height=refusal.height,
+    )
+    refusal.audited = True
+    return refusal
+
+
+def asset_rejected(
+    session: Session,
+    *,
+    organization_id: uuid.UUID,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+    asset: str,
+    source: str,
+    code: str,
+    format: str | None = None,
+    width: int | None = None,
+    height: int | None = None,
+) -> None:
+    """The branding.asset_rejected event: which slot, from where and why, and what the file
+    measured (never its content or name)."""
     emit(
         session,
         EventKind.analytics,
@@ -113,16 +144,14 @@ def reject(
         organization_id=organization_id,
         actor_user_id=actor_user_id,
         payload={
-            "asset": slot.value,
+            "asset": asset,
             "source": source,
-            "code": refusal.code,
-            "format": refusal.format.lower() if refusal.format else None,
-            "width": refusal.width,
-            "height": refusal.height,
+            "code": code,
+            "format": format,
+            "width": width,
+            "height": height,
         },
     )
-    refusal.audited = True
-    return refusal
 
 
 def reuse_library_asset(

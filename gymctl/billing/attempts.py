@@ -475,18 +475,13 @@ def settle(
     done = ["ledger"]
     if review:
         attempt["settlementReview"] = {"reason": review, "at": now.isoformat()}
-        file_task(
+        follow_up(
             session,
-            organization_id=transaction.organization_id,
-            kind="payment_follow_up",
-            subject_type="payment_transaction",
-            subject_id=str(transaction.id),
+            transaction,
+            subscription,
+            reason=review,
             title=f"Payment settled but not granted ({review}): review the subscription",
-            priority="urgent",
-            due_at=now + FOLLOW_UP_DUE,
             now=now,
-            data={"reason": review, "subscriptionId": str(subscription.id)},
-            linked_user_id=subscription.user_id,
         )
     elif ended_with_debt(subscription):
         # The debt of an ended plan is paid; the plan stays ended (nothing to grant).
@@ -513,6 +508,31 @@ def settle(
             "kind": transaction.attempt_kind.value if transaction.attempt_kind else None,
             "granted": not review,
         },
+    )
+
+
+def follow_up(
+    session: Session,
+    transaction: PaymentTransaction,
+    subscription: Subscription,
+    *,
+    reason: str,
+    title: str,
+    now: datetime,
+) -> None:
+    """An urgent payment_follow_up task on the transaction, due within FOLLOW_UP_DUE."""
+    file_task(
+        session,
+        organization_id=transaction.organization_id,
+        kind="payment_follow_up",
+        subject_type="payment_transaction",
+        subject_id=str(transaction.id),
+        title=title,
+        priority="urgent",
+        due_at=now + FOLLOW_UP_DUE,
+        now=now,
+        data={"reason": reason, "subscriptionId": str(subscription.id)},
+        linked_user_id=subscription.user_id,
     )
 
 

@@ -150,14 +150,11 @@ def daily_sweep(
     return _collect_due(factory, provider, now=now, cipher=cipher)
 
 
-def recover(
-    factory: sessionmaker[Session], provider: CardProvider, *, now: datetime, cipher: FieldCipher
-) -> Summary:
-    """Every 5 minutes: resolve pending attempts by asking the provider about their stored
-    ids, then collect debts whose retry day has come."""
-    summary = Summary()
-    with factory() as session:
-        pending = session.scalars(
+def pending_attempts(session: Session) -> list[uuid.UUID]:
+    """The ids of the pending protected attempts recovery asks the provider about, oldest
+    first, one batch."""
+    return list(
+        session.scalars(
             select(PaymentTransaction.id)
             .where(
                 PaymentTransaction.status == TransactionStatus.pending,
@@ -166,7 +163,18 @@ def recover(
             )
             .order_by(PaymentTransaction.updated_at)
             .limit(RECOVERY_BATCH)
-        ).all()
+        )
+    )
+
+
+def recover(
+    factory: sessionmaker[Session], provider: CardProvider, *, now: datetime, cipher: FieldCipher
+) -> Summary:
+    """Every 5 minutes: resolve pending attempts by asking the provider about their stored
+    ids, then collect debts whose retry day has come."""
+    summary = Summary()
+    with factory() as session:
+        pending = pending_attempts(session)
     for transaction_id in pending:
         with factory() as session:
             try:

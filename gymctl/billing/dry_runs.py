@@ -14,7 +14,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.billing import attempts, collector, desk_resolution, lifecycle, refunds
-from gymctl.billing.accounts import CARD_PROVIDER
 from gymctl.models import Checkout, PaymentTransaction
 from gymctl.models.billing import CheckoutStatus, SubscriptionStatus, TransactionStatus
 
@@ -39,16 +38,7 @@ def daily(session: Session, now: datetime) -> dict[str, Any]:
 def recovery(session: Session, now: datetime) -> dict[str, Any]:
     """Pending protected attempts it would ask about, the debts it would collect, the stored
     refunds it would send again and the desk charges it would reconcile."""
-    pending = session.scalars(
-        select(PaymentTransaction.id)
-        .where(
-            PaymentTransaction.status == TransactionStatus.pending,
-            PaymentTransaction.attempt_kind.is_not(None),
-            PaymentTransaction.provider == CARD_PROVIDER,
-        )
-        .order_by(PaymentTransaction.updated_at)
-        .limit(collector.RECOVERY_BATCH)
-    ).all()
+    pending = collector.pending_attempts(session)
     debts = _due(session, now, statuses=(SubscriptionStatus.debt,))
     desk = [
         t.id

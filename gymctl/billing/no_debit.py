@@ -141,13 +141,7 @@ def confirm_no_debit(
         # Whether collection was already paused by the owner before this hold.
         "ownerPaused": subscription.collection_paused,
         "evidence": {
-            "providerCaseId": confirmation.provider_case_id,
-            "confirmedAt": confirmation.confirmed_at.isoformat(),
-            "externalAttemptId": confirmation.external_attempt_id,
-            "terminal": confirmation.terminal,
-            "amountInCents": confirmation.amount_in_cents,
-            "currency": confirmation.currency,
-            "attestations": {"noDebitOccurred": True, "cannotSettleLater": True},
+            **_confirmed(confirmation),  # both attestations true: checked above
             "providerLookup": {"answer": result.outcome.value, "at": now.isoformat()},
         },
     }
@@ -306,6 +300,12 @@ def _replay_of(
 
 
 def _evidence(confirmation: NoDebitConfirmation) -> dict[str, Any]:
+    """What a replay must repeat: the confirmation as stored, and its retry choice."""
+    return {**_confirmed(confirmation), "retryAuthorized": confirmation.authorize_retry}
+
+
+def _confirmed(confirmation: NoDebitConfirmation) -> dict[str, Any]:
+    """The owner's confirmation as the resolution's evidence records it."""
     return {
         "providerCaseId": confirmation.provider_case_id,
         "confirmedAt": confirmation.confirmed_at.isoformat(),
@@ -317,7 +317,6 @@ def _evidence(confirmation: NoDebitConfirmation) -> dict[str, Any]:
             "noDebitOccurred": confirmation.no_debit_occurred,
             "cannotSettleLater": confirmation.cannot_settle_later,
         },
-        "retryAuthorized": confirmation.authorize_retry,
     }
 
 

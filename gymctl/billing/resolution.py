@@ -29,7 +29,6 @@ from gymctl.events import EventKind, emit
 from gymctl.models import Organization, PaymentProviderConfig, PaymentTransaction, Subscription
 from gymctl.models.billing import AttemptKind, TransactionStatus
 from gymctl.providers.card import CardProvider, ChargeResult, Outcome, ProviderUnavailable
-from gymctl.tasks import file_task
 
 PROTECTED_KINDS = (AttemptKind.recurring, AttemptKind.manual, AttemptKind.debt)
 NOT_CHARGED = "not_charged"
@@ -376,18 +375,13 @@ def _late_positive_evidence(
     subscription.updated_at = now
     session.flush()
     raise_alert(held, transactionId=transaction.id, subscriptionId=subscription.id)
-    file_task(
+    attempts.follow_up(
         session,
-        organization_id=transaction.organization_id,
-        kind="payment_follow_up",
-        subject_type="payment_transaction",
-        subject_id=str(transaction.id),
+        transaction,
+        subscription,
+        reason="late_positive_evidence",
         title="A dismissed payment was charged after all: reconcile it",
-        priority="urgent",
-        due_at=now + attempts.FOLLOW_UP_DUE,
         now=now,
-        data={"reason": "late_positive_evidence", "subscriptionId": str(subscription.id)},
-        linked_user_id=subscription.user_id,
     )
     audit(
         session,

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from gymctl.assets.intake import StoredAssetRefused
+from gymctl.assets.intake import StoredAssetRefused, asset_rejected
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
 
@@ -29,23 +29,14 @@ def record_refusal(
     if error.request_failed_recorded:
         return
     if isinstance(error, StoredAssetRefused):
-        emit(
+        asset_rejected(
             session,
-            EventKind.analytics,
-            "branding.asset_rejected",
-            at=now,
-            aggregate_type="organization",
-            aggregate_id=organization_id,
             organization_id=organization_id,
             actor_user_id=actor_user_id,
-            payload={
-                "asset": error.slot,
-                "source": "stored",
-                "code": error.code,
-                "format": None,
-                "width": None,
-                "height": None,
-            },
+            now=now,
+            asset=error.slot,
+            source="stored",
+            code=error.code,
         )
     emit(
         session,

@@ -20,29 +20,27 @@ from gymctl.models.bridge import EntityLink, EntityType, Origin
 def find(
     session: Session, organization_id: uuid.UUID, entity_type: EntityType, platform_id: Any
 ) -> EntityLink | None:
-    return session.scalar(
-        select(EntityLink)
-        .where(
-            EntityLink.organization_id == organization_id,
-            EntityLink.entity_type == entity_type,
-            EntityLink.platform_id == str(platform_id),
-        )
-        # The dispatcher writes links with Core: an object kept in the session must not hide
-        # what it wrote.
-        .execution_options(populate_existing=True)
-    )
+    return _find_by(session, organization_id, entity_type, EntityLink.platform_id, platform_id)
 
 
 def find_external(
     session: Session, organization_id: uuid.UUID, entity_type: EntityType, external_id: str
+) -> EntityLink | None:
+    return _find_by(session, organization_id, entity_type, EntityLink.external_id, external_id)
+
+
+def _find_by(
+    session: Session, organization_id: uuid.UUID, entity_type: EntityType, column, value: Any
 ) -> EntityLink | None:
     return session.scalar(
         select(EntityLink)
         .where(
             EntityLink.organization_id == organization_id,
             EntityLink.entity_type == entity_type,
-            EntityLink.external_id == str(external_id),
+            column == str(value),
         )
+        # The dispatcher writes links with Core: an object kept in the session must not hide
+        # what it wrote.
         .execution_options(populate_existing=True)
     )
 

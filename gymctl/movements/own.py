@@ -19,9 +19,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymctl.errors import DomainError, not_found
-from gymctl.events import EventKind, emit
 from gymctl.models import Movement
 from gymctl.movements.aliases import merge_aliases
+from gymctl.movements.audit import audit
 from gymctl.movements.library import slugify
 
 EDITABLE = (
@@ -107,7 +107,7 @@ def create_own(
             session.flush()
     except IntegrityError:
         raise _slug_taken(slug) from None
-    _audit(session, movement, "movements.created", now, actor_user_id, {"after": _state(movement)})
+    audit(session, movement, "movements.created", now, actor_user_id, {"after": _state(movement)})
     return movement
 
 
@@ -129,7 +129,7 @@ def edit_own(
     if changed:
         movement.updated_at = now
         payload = {"before": {k: before[k] for k in changed}, "after": changed}
-        _audit(session, movement, "movements.edited", now, actor_user_id, payload)
+        audit(session, movement, "movements.edited", now, actor_user_id, payload)
     return movement
 
 
@@ -145,7 +145,7 @@ def delete_own(
     slug = movement.slug
     movement.deleted_at = movement.updated_at = now
     movement.slug = f"{slug[:140]}~deleted-{movement.id.hex[:8]}"  # frees the slug for reuse
-    _audit(session, movement, "movements.deleted", now, actor_user_id, {"slug": slug})
+    audit(session, movement, "movements.deleted", now, actor_user_id, {"slug": slug})
     return movement
 
 
@@ -172,18 +172,4 @@ def _state(movement: Movement) -> dict[str, Any]:
 def _slug_taken(slug: str) -> DomainError:
     return DomainError(
         "movement_slug_taken", f"this gym already has a movement {slug}", status=409, slug=slug
-    )
-
-
-def _audit(session, movement, action, now, actor, payload) -> None:
-    emit(
-        session,
-        EventKind.audit,
-        action,
-        at=now,
-        aggregate_type="movement",
-        aggregate_id=movement.id,
-        organization_id=movement.organization_id,
-        actor_user_id=actor,
-        payload=payload,
     )

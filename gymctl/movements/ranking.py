@@ -28,6 +28,7 @@ from gymctl.config import Settings
 from gymctl.errors import DomainError, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Movement, MovementVideoReport
+from gymctl.movements.audit import audit
 from gymctl.movements.clients import ChatModel, ProviderUnavailable
 from gymctl.movements.progress import SILENT, Progress
 from gymctl.movements.targets import canonical_rows
@@ -236,7 +237,7 @@ def verify(session: Session, movement_id: uuid.UUID, *, now: datetime, actor_use
     movement = _movement(session, movement_id)
     url = _require_video(movement)
     movement.video_status, movement.updated_at = "reviewed", now
-    _audit(session, movement, "movements.video_verified", now, actor_user_id, {"videoUrl": url})
+    audit(session, movement, "movements.video_verified", now, actor_user_id, {"videoUrl": url})
     return {"id": str(movement.id), "videoUrl": url, "videoStatus": "reviewed"}
 
 
@@ -267,7 +268,7 @@ def demote(
         "outcome": outcome(previous, movement.video_url),
         "reason": reason,
     }
-    _audit(session, movement, "movements.video_demoted", now, actor_user_id, result)
+    audit(session, movement, "movements.video_demoted", now, actor_user_id, result)
     return result
 
 
@@ -324,17 +325,3 @@ def report_video(
         "negativeReports": negatives,
         "demoted": demoted is not None,
     }
-
-
-def _audit(session, movement, name, now, actor, payload) -> None:
-    emit(
-        session,
-        EventKind.audit,
-        name,
-        at=now,
-        aggregate_type="movement",
-        aggregate_id=movement.id,
-        organization_id=movement.organization_id,
-        actor_user_id=actor,
-        payload=payload,
-    )

@@ -2,63 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.models import Base, Membership, Organization, Role, User
+from gymctl.models import Base, Role
 from tests import factories
-from tests.conftest import NOW
-
-
-@dataclass
-class Person:
-    user: User
-    membership: Membership | None
-    headers: dict[str, str]
-
-
-@dataclass
-class Gym:
-    organization: Organization
-    people: dict[Role, Person]
-
-    @property
-    def id(self):
-        return self.organization.id
-
-    def __getitem__(self, role: Role) -> Person:
-        return self.people[role]
-
-
-def signed_in(idp, session, *, identity_id, email, verified=True, **fields) -> Person:
-    user = factories.user(
-        session,
-        identity_id=identity_id,
-        email=email,
-        email_verified_at=NOW if verified else None,
-        **fields,
-    )
-    token = idp.token(identity_id, now=NOW)
-    return Person(user, None, {"Authorization": f"Bearer {token}"})
+from tests.factories import Gym, Person, signed_in
 
 
 @pytest.fixture
 def gym(session, idp) -> Gym:
-    organization = factories.organization(session, name="Iron Temple")
-    people = {}
-    for role in Role:
-        person = signed_in(
-            idp, session, identity_id=f"user_{role.value}", email=f"{role.value}@iron.example"
-        )
-        person.membership = factories.membership(
-            session, user=person.user, organization=organization, role=role
-        )
-        people[role] = person
+    gym = factories.make_gym(session, name="Iron Temple", roles=Role, idp=idp)
     session.commit()
-    return Gym(organization, people)
+    return gym
 
 
 @pytest.fixture

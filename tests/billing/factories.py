@@ -1,12 +1,11 @@
-"""Billing rows for tests: a gym (an organization with an owner and a member), plans and
-subscriptions with sane defaults per plan type, saved cards, payments and billing settings.
+"""Billing rows for tests: plans and subscriptions with sane defaults per plan type, saved cards,
+payments and billing settings, for a gym of tests.factories.make_gym (re-exported here).
 Each factory flushes and returns its row; every default can be overridden by keyword."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
-from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
@@ -24,7 +23,6 @@ from gymctl.models import (
     PaymentMethod,
     PaymentTransaction,
     Plan,
-    Role,
     Subscription,
     User,
 )
@@ -36,8 +34,8 @@ from gymctl.models.billing import (
     TransactionType,
 )
 from gymctl.providers.card import CardToken
-from tests import factories
 from tests.conftest import NOW
+from tests.factories import Gym, make_gym  # noqa: F401 (the one gym, re-exported)
 
 # A fixed key so saved cards made here decrypt in any test (never a real key).
 TEST_KEY = "test:" + base64.b64encode(hashlib.sha256(b"gymctl billing tests").digest()).decode()
@@ -52,30 +50,6 @@ PLAN_DEFAULTS: dict[PlanType, dict[str, Any]] = {
     PlanType.drop_in: {"price_in_cents": 2500, "validity_days": 1, "sessions_quota": 1},
     PlanType.gift: {"price_in_cents": 0, "validity_days": 30, "open_ended": False},
 }
-
-
-@dataclass(frozen=True)
-class Gym:
-    organization: Organization
-    owner: User
-    owner_membership: Membership
-    member: User
-    membership: Membership  # the member's
-
-
-def make_gym(session: Session, **organization_fields: Any) -> Gym:
-    organization = factories.organization(session, **organization_fields)
-    owner = factories.user(session)
-    member = factories.user(session)
-    return Gym(
-        organization=organization,
-        owner=owner,
-        owner_membership=factories.membership(
-            session, user=owner, organization=organization, role=Role.owner
-        ),
-        member=member,
-        membership=factories.membership(session, user=member, organization=organization),
-    )
 
 
 def make_plan(

@@ -42,9 +42,7 @@ def sandbox(tmp_path) -> Sandbox:
 
 @pytest.fixture
 def gym(session):
-    gym = bf.make_gym(session)
-    connect_card_provider(session, gym, since=NOW - timedelta(days=30))
-    return gym
+    return bf.make_gym(session, card_provider_since=NOW - timedelta(days=30))
 
 
 def due_subscription(session, gym, sandbox, card=APPROVE, **fields):

@@ -40,11 +40,6 @@ DAY = timedelta(days=1)
 MOVES = ("cash_lapsed", "payment_due", "cancelled", "expired", "gift_ended", "term_ended", "rolled")
 
 
-@pytest.fixture
-def gym(session: Session):
-    return make_gym(session)
-
-
 def events(session: Session, subscription: Subscription, name: str | None = None) -> list:
     query = select(OutboxEvent).where(OutboxEvent.aggregate_id == str(subscription.id))
     if name is not None:

@@ -13,17 +13,12 @@ from dateutil.relativedelta import relativedelta
 from gymctl.billing import plans
 from gymctl.billing.lifecycle import run_lifecycle
 from gymctl.models.billing import CollectionMethod, SubscriptionStatus
-from tests.billing.factories import make_gym, make_plan, make_subscription
+from tests.billing.factories import make_plan, make_subscription
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.embedded
 
 SOLD = NOW - relativedelta(months=1)  # a monthly plan sold then is paid through NOW
-
-
-@pytest.fixture
-def gym(session):
-    return make_gym(session)
 
 
 def _sold_at_desk(session, gym, plan, method=CollectionMethod.cash, **kwargs):

@@ -9,16 +9,13 @@ import pytest
 
 from gymctl.providers.documents import LocalDocumentProvider
 from tests.billing import factories as bf
-from tests.billing.cards import connect_card_provider
 from tests.billing.conftest import card_server  # noqa: F401 (fixture)
 from tests.conftest import NOW
 
 
 @pytest.fixture
 def gym(session):
-    gym = bf.make_gym(session)
-    connect_card_provider(session, gym, since=NOW - timedelta(days=30))
-    return gym
+    return bf.make_gym(session, card_provider_since=NOW - timedelta(days=30))
 
 
 @pytest.fixture

@@ -25,16 +25,9 @@ gym = access.gym  # the access tests' gym: one person per role, real tokens
 
 @pytest.fixture
 def billing(session, gym):
-    """The same gym as the billing factories see it, on the card provider."""
-    view = bf.Gym(
-        gym.organization,
-        gym[Role.owner].user,
-        gym[Role.owner].membership,
-        gym[Role.member].user,
-        gym[Role.member].membership,
-    )
-    connect_card_provider(session, view, since=NOW - timedelta(days=30))
-    return view
+    """The gym on the card provider."""
+    connect_card_provider(session, gym, since=NOW - timedelta(days=30))
+    return gym
 
 
 def _settings(gym) -> str:

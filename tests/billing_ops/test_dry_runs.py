@@ -24,9 +24,9 @@ from tests.conftest import NOW
 LATER = NOW + timedelta(minutes=5)
 
 
-def _due(session, gym, count=1):
+def _due(session, gym, count=1, since=timedelta(hours=1)):
     return [
-        bf.make_subscription(session, gym, PlanType.card, next_charge_date=NOW - timedelta(hours=1))
+        bf.make_subscription(session, gym, PlanType.card, next_charge_date=NOW - since)
         for _ in range(count)
     ]
 
@@ -74,7 +74,7 @@ def test_the_catch_up_dry_run_keeps_to_20_organizations_and_5_subscriptions_each
     gyms = [bf.make_gym(session) for _ in range(21)]
     for gym in gyms:
         connect_card_provider(session, gym, since=NOW - timedelta(days=30))
-    _due(session, gyms[0], count=6)
+    _due(session, gyms[0], count=6, since=timedelta(hours=2))  # due first: always chosen
     for gym in gyms[1:]:
         _due(session, gym)
 

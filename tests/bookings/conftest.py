@@ -1,5 +1,5 @@
-"""A gym with a class type and a session tomorrow morning; helpers to add members, book them and
-let them cancel."""
+"""A gym (the root fixture's) with a class type and a session tomorrow morning; helpers to add
+members, book them and let them cancel."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import pytest
 from gymctl.bookings import book, schedule
 from gymctl.models import Booking, Membership, Role
 from tests import factories
-from tests.billing.factories import make_gym
 from tests.conftest import NOW
 
 TOMORROW = NOW + timedelta(days=1)
@@ -44,11 +43,6 @@ def cancel_own(session, gym, booking: Booking, at=NOW) -> Booking:
         by_staff=False,
         now=at,
     )
-
-
-@pytest.fixture
-def gym(session):
-    return make_gym(session)
 
 
 @pytest.fixture

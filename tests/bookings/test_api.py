@@ -70,14 +70,7 @@ def test_the_schedule_a_booking_and_the_waitlist(client, gym, class_session):
 
 
 def test_booking_blocked_debt_answers_409_with_billing_debt(client, session, gym, class_session):
-    billing = bf.Gym(
-        gym.organization,
-        gym[Role.owner].user,
-        gym[Role.owner].membership,
-        gym[Role.member].user,
-        gym[Role.member].membership,
-    )
-    bf.make_subscription(session, billing, in_debt_since=NOW - timedelta(days=8))
+    bf.make_subscription(session, gym, in_debt_since=NOW - timedelta(days=8))
     session.commit()
     before = snapshot(session)
     answer = _book(client, gym, class_session)

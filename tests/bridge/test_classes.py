@@ -19,15 +19,10 @@ from tests import factories
 from tests.billing.factories import make_plan, make_subscription
 from tests.bridge.conftest import API_KEY, run
 from tests.conftest import NOW
+from tests.factories import Gym
 
 # 07:00 in Jerusalem (UTC+2 in November) on 22 November is 05:00 UTC.
 STARTS = datetime.fromisoformat("2026-11-22T05:00:00+00:00")
-
-
-class _Gym:
-    def __init__(self, organization, membership):
-        self.organization = organization
-        self.membership = membership
 
 
 def _booked_member(session, org, class_name="WOD", starts=STARTS):
@@ -36,7 +31,7 @@ def _booked_member(session, org, class_name="WOD", starts=STARTS):
     user = factories.user(session, name="Dana Levi", email=f"dana{starts.day}@example.test")
     member = factories.membership(session, user=user, organization=org, role=Role.member)
     plan = make_plan(session, org, PlanType.cash)
-    subscription = make_subscription(session, _Gym(org, member), plan=plan)
+    subscription = make_subscription(session, Gym.of(member), plan=plan)
     mirror.subscription_changed(session, subscription, now=NOW)
     kind = schedule.create_class_type(session, org.id, name=class_name, default_capacity=5,
                                       duration_minutes=60, now=NOW)  # fmt: skip

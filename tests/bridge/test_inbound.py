@@ -19,14 +19,9 @@ from tests import factories
 from tests.billing.factories import make_plan, make_subscription
 from tests.bridge.conftest import run
 from tests.conftest import NOW
+from tests.factories import Gym
 
 STARTS = datetime.fromisoformat("2026-11-22T10:00:00+00:00")
-
-
-class _Gym:
-    def __init__(self, organization, membership):
-        self.organization = organization
-        self.membership = membership
 
 
 @dataclass
@@ -42,7 +37,7 @@ def _member(session, org, name):
     user = factories.user(session, name=name)
     member = factories.membership(session, user=user, organization=org, role=Role.member)
     plan = make_plan(session, org, PlanType.cash)
-    mirror.subscription_changed(session, make_subscription(session, _Gym(org, member), plan=plan),
+    mirror.subscription_changed(session, make_subscription(session, Gym.of(member), plan=plan),
                                 now=NOW)  # fmt: skip
     return member
 

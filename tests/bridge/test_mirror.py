@@ -24,6 +24,7 @@ from tests import factories
 from tests.billing.factories import make_plan, make_subscription
 from tests.bridge.conftest import API_KEY, desk_registrar
 from tests.conftest import NOW
+from tests.factories import Gym
 
 TOMORROW = NOW + timedelta(days=1)
 
@@ -161,19 +162,11 @@ def test_bridge_membership_dates_are_the_gyms_local_days(session, org, connected
     session.add(BillingSettings(organization_id=org.id, timezone="Asia/Jerusalem"))
     late = NOW.replace(hour=22, minute=30)  # already tomorrow in Jerusalem
     plan = make_plan(session, org, PlanType.cash)
-    subscription = make_subscription(session, _Gym(org, gym_member), plan=plan, now=late)
+    subscription = make_subscription(session, Gym.of(gym_member), plan=plan, now=late)
     mirror.subscription_changed(session, subscription, now=late)
     session.commit()
     assign = session.scalars(select(SyncOp).where(SyncOp.op_type == "membership.assign")).one()
     assert assign.payload["startDate"] == (late + timedelta(days=1)).date().isoformat()
-
-
-class _Gym:
-    """What the billing factories read of a gym."""
-
-    def __init__(self, organization, membership):
-        self.organization = organization
-        self.membership = membership
 
 
 @pytest.mark.embedded
@@ -181,7 +174,7 @@ def test_a_subscription_is_assigned_updated_held_and_cancelled_once_each(
     session, org, connected, gym_member
 ):
     plan = make_plan(session, org, PlanType.cash)
-    subscription = make_subscription(session, _Gym(org, gym_member), plan=plan)
+    subscription = make_subscription(session, Gym.of(gym_member), plan=plan)
     for _ in range(2):  # a repeat queues nothing
         mirror.subscription_changed(session, subscription, now=NOW)
     subscription.cancel_at_period_end = True  # notice: the membership now has an end
@@ -217,7 +210,7 @@ def test_the_lifecycle_pass_cancels_the_bridge_membership_of_what_it_ended(
     session, org, connected, gym_member
 ):
     plan = make_plan(session, org, PlanType.pack)
-    subscription = make_subscription(session, _Gym(org, gym_member), plan=plan)
+    subscription = make_subscription(session, Gym.of(gym_member), plan=plan)
     mirror.subscription_changed(session, subscription, now=NOW)
     session.commit()
     later = NOW + timedelta(days=400)

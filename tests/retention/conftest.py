@@ -19,7 +19,7 @@ from gymctl.retention import cases, notices
 from gymctl.retention.settlement import Doors
 from tests.access.conftest import snapshot
 from tests.billing import factories as bf
-from tests.billing.cards import TERMINAL, connect_card_provider, save_test_card
+from tests.billing.cards import TERMINAL, save_test_card
 from tests.billing.conftest import card_server  # noqa: F401 (fixture)
 from tests.billing.factories import TEST_CIPHER
 from tests.conftest import NOW
@@ -27,9 +27,7 @@ from tests.conftest import NOW
 
 @pytest.fixture
 def gym(session):
-    gym = bf.make_gym(session)
-    connect_card_provider(session, gym, since=NOW - timedelta(days=400))
-    return gym
+    return bf.make_gym(session, card_provider_since=NOW - timedelta(days=400))
 
 
 @pytest.fixture

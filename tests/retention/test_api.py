@@ -45,20 +45,9 @@ gym = access.gym  # the access tests' gym (one person per role, real tokens) ove
 
 
 @pytest.fixture
-def billing_gym(gym):
-    return bf.Gym(
-        organization=gym.organization,
-        owner=gym[Role.owner].user,
-        owner_membership=gym[Role.owner].membership,
-        member=gym[Role.member].user,
-        membership=gym[Role.member].membership,
-    )
-
-
-@pytest.fixture
-def subscription(session, billing_gym):
+def subscription(session, gym):
     """The member's running plan, committed for the app's own connection."""
-    row = bf.make_subscription(session, billing_gym)
+    row = bf.make_subscription(session, gym)
     session.commit()
     return row
 
@@ -100,9 +89,8 @@ def test_another_members_subscription_is_404_to_a_member_and_a_coach(
     client,
     session,
     gym,
-    billing_gym,
 ):
-    subscription = bf.make_subscription(session, billing_gym, membership=gym[Role.admin].membership)
+    subscription = bf.make_subscription(session, gym, membership=gym[Role.admin].membership)
     session.commit()
     for role in (Role.member, Role.coach):
         answer = client.post(
@@ -134,12 +122,9 @@ def test_a_member_withdraws_a_presale_and_the_owner_gets_the_email(
     client,
     session,
     gym,
-    billing_gym,
     mailbox,
 ):
-    subscription = bf.make_subscription(
-        session, billing_gym, presale_opening=NOW + timedelta(days=10)
-    )
+    subscription = bf.make_subscription(session, gym, presale_opening=NOW + timedelta(days=10))
     session.commit()
     answer = client.post(
         _sub_url(gym, subscription, "/withdraw-presale"), headers=gym[Role.member].headers
@@ -151,7 +136,7 @@ def test_a_member_withdraws_a_presale_and_the_owner_gets_the_email(
     assert email["To"] == gym[Role.owner].user.email
 
 
-def test_plan_change_of_a_grouped_presale(client, session, gym, billing_gym):
+def test_plan_change_of_a_grouped_presale(client, session, gym):
     founders = bf.make_plan(session, gym.organization, name="Founders", plan_group="launch")
     yearly = bf.make_plan(
         session,
@@ -163,7 +148,7 @@ def test_plan_change_of_a_grouped_presale(client, session, gym, billing_gym):
     )
     other = bf.make_plan(session, gym.organization, name="Regular", plan_group="regular")
     subscription = bf.make_subscription(
-        session, billing_gym, plan=founders, presale_opening=NOW + timedelta(days=10)
+        session, gym, plan=founders, presale_opening=NOW + timedelta(days=10)
     )
     session.commit()
     member = gym[Role.member].headers
@@ -224,13 +209,12 @@ def test_change_plan_is_offered_only_for_a_grouped_scheduled_presale(
     client,
     session,
     gym,
-    billing_gym,
 ):
     lonely = bf.make_plan(session, gym.organization, name="Solo")
-    bf.make_subscription(session, billing_gym, plan=lonely, presale_opening=NOW + timedelta(days=3))
+    bf.make_subscription(session, gym, plan=lonely, presale_opening=NOW + timedelta(days=3))
     grouped = bf.make_plan(session, gym.organization, name="A", plan_group="g")
     bf.make_plan(session, gym.organization, name="B", plan_group="g")
-    running = bf.make_subscription(session, billing_gym, plan=grouped)
+    running = bf.make_subscription(session, gym, plan=grouped)
     session.commit()
     rows = client.get(
         f"/organizations/{gym.id}/me/subscriptions", headers=gym[Role.member].headers
@@ -271,10 +255,9 @@ def test_each_hook_runs_its_sweep_and_a_second_run_finds_nothing(
     client,
     session,
     gym,
-    billing_gym,
     mailbox,
 ):
-    subscription = bf.make_subscription(session, billing_gym, PlanType.cash, current_period_end=NOW)
+    subscription = bf.make_subscription(session, gym, PlanType.cash, current_period_end=NOW)
     client.post(_sub_url(gym, subscription, "/notice"), json={}, headers=gym[Role.member].headers)
     file_task(
         session,
