@@ -7,8 +7,16 @@ check, a unique partial index allows one in-flight op per key as the backstop, a
 index on (aggregate_key, id) over unfinished rows keeps the check an index probe. The claim's
 `LIMIT ... SKIP LOCKED` sits in a CTE so the planner cannot update more rows than the limit.
 
+Across members, one order matters: a booking.create waits while an earlier booking.cancel of
+its class session (class_key) is unfinished, so the seat a waitlist promotion takes is freed at
+the external system first. Creates of one class do not wait for each other, nor cancels for
+anything but their member: the class is not serialised (its bookings still go out in batches),
+and one member's stuck op holds up only the creates behind a cancel of that member's.
+
 Enqueue order is id order because enqueues of one aggregate serialise on an advisory lock named
 after it (held to the end of the caller's transaction): a later enqueue cannot commit a lower id.
+A class needs no lock of its own: a create that takes a seat a cancel freed was decided after
+that cancel committed, so its id is the higher one.
 """
 
 from __future__ import annotations
@@ -87,6 +95,7 @@ def enqueue(
         organization_id=organization_id,
         op_type=op_type,
         aggregate_key=key,
+        class_key=parsed.class_key(),
         dedupe_key=dedupe_key,
         payload=dump(parsed),
         status=OpStatus.pending,
@@ -118,24 +127,34 @@ def _supersede(session: Session, op: SyncOp, now: datetime) -> None:
     )
 
 
-def _claim_statement() -> Any:
+def blocked() -> Any:
+    """An op (SyncOp) is not claimable yet: an earlier op of its aggregate is unfinished, or it
+    is a booking.create and an earlier booking.cancel of its class is."""
     earlier = aliased(SyncOp)
-    blocked = (
-        exists()
-        .where(
-            earlier.aggregate_key == SyncOp.aggregate_key,
-            earlier.id < SyncOp.id,
-            earlier.status.in_(UNFINISHED),
-        )
-        .correlate(SyncOp)
+    by_member = exists().where(
+        earlier.aggregate_key == SyncOp.aggregate_key,
+        earlier.id < SyncOp.id,
+        earlier.status.in_(UNFINISHED),
     )
+    by_class = exists().where(
+        earlier.class_key == SyncOp.class_key,
+        earlier.id < SyncOp.id,
+        earlier.status.in_(UNFINISHED),
+        earlier.op_type == OpType.booking_cancel,
+    )
+    return (by_member.correlate(SyncOp)) | (
+        (SyncOp.op_type == OpType.booking_create) & by_class.correlate(SyncOp)
+    )
+
+
+def _claim_statement() -> Any:
     candidates = (
         select(SyncOp.id)
         .where(
             SyncOp.organization_id == bindparam("of_organization"),
             SyncOp.status.in_(WAITING),
             SyncOp.run_after <= bindparam("at"),
-            ~blocked,
+            ~blocked(),
         )
         .order_by(SyncOp.id)
         .limit(bindparam("up_to"))
