@@ -22,15 +22,21 @@ from tests.conftest import NOW
 from tests.test_quickstart import GYMCTL, gymctl, home_env  # noqa: F401 (fixture)
 
 
-def test_an_operator_connects_dispatches_and_retries_a_parked_op(home_env, fake):  # noqa: F811
+def _home(base_env, fake) -> tuple[dict[str, str], str]:
+    """The CLI's environment pointed at the fake (its API_KEY account added), its database
+    upgraded; and that database's URL."""
     fake.add_account(API_KEY)
     env = {
-        **home_env,
+        **base_env,
         "GYMCTL_BRIDGE_API_URL": fake.url,
         "GYMCTL_BRIDGE_CREDENTIALS_KEY": generate_key_setting("cli"),
     }
     gymctl(env, "db", "upgrade")
-    url = f"sqlite:///{env['GYMCTL_HOME']}/gymctl.db"
+    return env, f"sqlite:///{env['GYMCTL_HOME']}/gymctl.db"
+
+
+def test_an_operator_connects_dispatches_and_retries_a_parked_op(home_env, fake):  # noqa: F811
+    env, url = _home(home_env, fake)
     with Session(get_engine(url)) as session:
         session.add(Organization(name="Iron Temple", slug="iron-temple"))
         session.add(User(identity_id="user_ops", email="ops@example.test", created_at=NOW,
@@ -96,14 +102,7 @@ def test_an_operator_links_a_class_and_a_member_sets_a_cutover_and_disconnects(
 ):
     """The operator writes that settle the inbox and move a series, each audited under the
     operator."""
-    fake.add_account(API_KEY)
-    env = {
-        **home_env,
-        "GYMCTL_BRIDGE_API_URL": fake.url,
-        "GYMCTL_BRIDGE_CREDENTIALS_KEY": generate_key_setting("cli"),
-    }
-    gymctl(env, "db", "upgrade")
-    url = f"sqlite:///{env['GYMCTL_HOME']}/gymctl.db"
+    env, url = _home(home_env, fake)
     with Session(get_engine(url), expire_on_commit=False) as session:
         org = Organization(name="Iron Temple", slug="iron-temple")
         session.add(org)

@@ -17,12 +17,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import dispatcher, enqueue, entity_map
-from gymctl.bridge.connection import connect
 from gymctl.bridge.dispatcher import Policy
 from gymctl.db import get_engine
-from gymctl.models import Organization, OutboxEvent
+from gymctl.models import OutboxEvent
 from gymctl.models.bridge import ConnectionStatus, EntityType, OpStatus, Origin, SyncOp
-from tests.bridge.conftest import API_KEY, FAST, member_payload, run
+from tests.bridge.conftest import API_KEY, FAST, committed_gym, member_payload, run
 from tests.conftest import NOW
 
 
@@ -330,14 +329,7 @@ def test_a_dispatcher_leaves_an_organization_another_holds_alone_for_a_moment(
     the dispatcher doing the work. Once the other lets it go, the op is sent."""
     engine = get_engine(committed_pg)
     fake.add_account(API_KEY)
-    with Session(engine, expire_on_commit=False) as session:
-        org = Organization(name="Held", slug=f"held-{uuid.uuid4().hex[:8]}")
-        session.add(org)
-        session.flush()
-        connect(session, org.id, API_KEY, settings=bridge_settings, now=NOW)
-        op = enqueue(session, organization_id=org.id, op_type="user.create", now=NOW,
-                     payload=member_payload())  # fmt: skip
-        session.commit()
+    org, [op] = committed_gym(engine, bridge_settings, name="Held")
     other = dispatcher.organization_lock(engine, org.id)
     assert other.__enter__() is not None  # the other dispatcher's connection holds the lock
     refused: list[float] = []
