@@ -2,10 +2,8 @@
 
 Every op about one member (the person, the free bridge membership, the bookings) shares the key
 `member:<membership id>`: a booking needs the external user and its bridge membership to exist
-first, so they must reach the external system in the order the platform made them. Booking
-ops also carry their class session's key: a booking.create waits for every earlier unfinished
-booking.cancel of its class, whoever's, so a waitlist promotion never reaches the external
-system before the cancel that freed its seat. A coach change is ordered per class session.
+first, so they must reach the external system in the order the platform made them. A coach
+change is ordered per class session.
 """
 
 from __future__ import annotations
@@ -30,10 +28,6 @@ class _Payload(BaseModel):
 
     def aggregate_key(self) -> str:
         return f"member:{self.member_id}"  # type: ignore[attr-defined]
-
-    def class_key(self) -> str | None:
-        """The class session a booking op is ordered within as well (see queue.blocked)."""
-        return None
 
 
 class MemberPayload(_Payload):
@@ -67,9 +61,6 @@ class BookingPayload(_Payload):
     member_id: uuid.UUID
     booking_id: uuid.UUID
     session_id: uuid.UUID
-
-    def class_key(self) -> str | None:
-        return f"class:{self.session_id}"
 
 
 class CoachPayload(_Payload):

@@ -7,11 +7,12 @@ check, a unique partial index allows one in-flight op per key as the backstop, a
 index on (aggregate_key, id) over unfinished rows keeps the check an index probe. The claim's
 `LIMIT ... SKIP LOCKED` sits in a CTE so the planner cannot update more rows than the limit.
 
-Across members, one order matters: a booking.create waits while an earlier booking.cancel of
-its class session (class_key) is unfinished, so the seat a waitlist promotion takes is freed at
-the external system first. Creates of one class do not wait for each other, nor cancels for
-anything but their member: the class is not serialised (its bookings still go out in batches),
-and one member's stuck op holds up only the creates behind a cancel of that member's.
+Across members, one order matters: a booking.create that carries its class session's key
+(class_key: the mirror sets it on every booking.cancel, and on a create only when the seat it
+takes may still be held at the external system by a cancel not yet sent) waits while an earlier
+booking.cancel of that class is unfinished, so a waitlist promotion never meets a full class
+there. Other creates, and cancels, wait for nothing but their member: a class is not
+serialised, and a class with room costs no claim round.
 
 Enqueue order is id order because enqueues of one aggregate serialise on an advisory lock named
 after it (held to the end of the caller's transaction): a later enqueue cannot commit a lower id.
@@ -66,6 +67,7 @@ def enqueue(
     payload: dict[str, Any],
     now: datetime,
     dedupe_key: str | None = None,
+    class_key: str | None = None,
 ) -> SyncOp | None:
     """Queue one change for the external system, in the caller's transaction.
 
@@ -74,6 +76,7 @@ def enqueue(
     (never connected, or disconnected): nothing is mirrored then. An existing `dedupe_key`
     returns that op unchanged (a repeated hook enqueues once). A new op of a superseding type
     replaces the waiting ops of the same type and entity, which become superseded.
+    `class_key`: a booking op's class session, for the order across members (see above).
     """
     op_type = OpType(op_type)
     parsed = parse_payload(op_type, payload)
@@ -95,7 +98,7 @@ def enqueue(
         organization_id=organization_id,
         op_type=op_type,
         aggregate_key=key,
-        class_key=parsed.class_key(),
+        class_key=class_key,
         dedupe_key=dedupe_key,
         payload=dump(parsed),
         status=OpStatus.pending,
@@ -129,7 +132,7 @@ def _supersede(session: Session, op: SyncOp, now: datetime) -> None:
 
 def blocked() -> Any:
     """An op (SyncOp) is not claimable yet: an earlier op of its aggregate is unfinished, or it
-    is a booking.create and an earlier booking.cancel of its class is."""
+    is a booking.create with a class key and an earlier booking.cancel of that class is."""
     earlier = aliased(SyncOp)
     by_member = exists().where(
         earlier.aggregate_key == SyncOp.aggregate_key,

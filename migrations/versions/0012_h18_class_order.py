@@ -1,6 +1,7 @@
-"""bridge: booking ops carry their class session's key (class_key), so a booking.create waits
-for an earlier unfinished booking.cancel of the same class (the seat it may need), with a
-partial index that keeps that check an index probe
+"""bridge: booking ops may carry their class session's key (class_key): a booking.create that
+carries it waits for an earlier unfinished booking.cancel of the same class (the seat it may
+need), with a partial index that keeps that check an index probe. Waiting booking ops get the
+key on upgrade (every create waits then: the safe side)
 
 Revision ID: 0012_h18_class_order
 Revises: 0011_h18

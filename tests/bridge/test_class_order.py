@@ -1,6 +1,6 @@
-"""Bookings of different members in one class: a waitlist promotion's booking.create never
-reaches the external system before the booking.cancel that freed its seat (the external class
-is as full as the platform's), while creates of one class still go out together."""
+"""Bookings of different members in one class: a booking.create whose seat may still be held at
+the external system (a waitlist promotion, or any booking while cancels of the class wait to be
+sent) never reaches it before those cancels; creates into a class with room wait for no one."""
 
 from __future__ import annotations
 
@@ -81,12 +81,15 @@ def test_a_promotion_waits_for_the_cancel_that_freed_its_seat(
 
     run(session, org.id, bridge_settings, clock)
     bookings = session.scalars(
-        select(SyncOp).where(SyncOp.class_key == f"class:{row.id}").order_by(SyncOp.id)
+        select(SyncOp)
+        .where(SyncOp.op_type.in_([OpType.booking_create, OpType.booking_cancel]))
+        .order_by(SyncOp.id)
     ).all()
-    assert [(op.op_type, op.status, op.attempts) for op in bookings] == [
-        (OpType.booking_create, OpStatus.succeeded, 1),
-        (OpType.booking_cancel, OpStatus.failed, 1),
-        (OpType.booking_create, OpStatus.pending, 0),  # not sent: the seat is not free there
+    key = f"class:{row.id}"
+    assert [(op.op_type, op.class_key, op.status, op.attempts) for op in bookings] == [
+        (OpType.booking_create, None, OpStatus.succeeded, 1),  # the class had room
+        (OpType.booking_cancel, key, OpStatus.failed, 1),
+        (OpType.booking_create, key, OpStatus.pending, 0),  # not sent: no free seat there yet
     ]
     assert fake.full == []
 
@@ -112,4 +115,42 @@ def test_creates_of_one_class_are_claimed_together(
     session.commit()
     claimed = queue.claim(session, org.id, now=NOW, limit=10, lease=timedelta(minutes=5),
                           owner="test")  # fmt: skip
-    assert [op.op_type for op in claimed] == [OpType.booking_create] * 3
+    assert [(op.op_type, op.class_key) for op in claimed] == [(OpType.booking_create, None)] * 3
+
+
+def test_cancels_not_yet_sent_count_as_taken_seats(
+    engine, session, org, connected, fake, account, bridge_settings, clock
+):
+    """Two seats, both booked there; both members cancel, but the cancels fail and wait. A third
+    member books a seat the platform has free: at the external system both seats are still
+    taken, so the create waits for the cancels."""
+    first, second, third = _members(session, org, ["Ann A", "Bo B", "Cy C"])
+    row, external = _linked_class(session, org, fake, account, capacity=2)
+    seats = [book.book(session, org.id, row.id, m, actor_user_id=m.user_id, now=NOW)
+             for m in (first, second)]  # fmt: skip
+    session.commit()
+    run(session, org.id, bridge_settings, clock)
+    fake.fail("POST /v3/schedule/cancelUserBooking", 503, times=2)
+    for seat, member in zip(seats, (first, second), strict=True):
+        book.cancel(session, org.id, seat.id, actor_user_id=member.user_id, by_staff=False,
+                    now=NOW)  # fmt: skip
+    session.commit()
+    run(session, org.id, bridge_settings, clock)  # both cancels fail once
+    late = book.book(session, org.id, row.id, third, actor_user_id=third.user_id, now=NOW)
+    session.commit()
+    assert late.status is BookingStatus.confirmed  # one of two seats taken on the platform
+    run(session, org.id, bridge_settings, clock)
+    create = session.scalars(
+        select(SyncOp).where(SyncOp.op_type == OpType.booking_create).order_by(SyncOp.id.desc())
+    ).first()
+    assert (create.class_key, create.status, create.attempts) == (
+        f"class:{row.id}", OpStatus.pending, 0,
+    )  # fmt: skip
+    clock.set(clock.now() + timedelta(minutes=2))
+    run(session, org.id, bridge_settings, clock)
+    users = _external_users(session, org)
+    one, two, three = (users[str(m.id)] for m in (first, second, third))
+    assert fake.class_effects[external] == [
+        f"book:{one}", f"book:{two}", f"cancel:{one}", f"cancel:{two}", f"book:{three}",
+    ]  # fmt: skip
+    assert fake.full == []
