@@ -16,7 +16,7 @@ Reported: jobs per second, and how many finished.
     .venv/bin/python benchmarks/bridge.py [--ops 20000] [--organizations 200] [--budget 180]
         [--workers 2] [--batch 25]
 
-Prints one JSON object. Needs PostgreSQL at GYMCTL_TEST_DATABASE_URL (default the local one).
+Prints one JSON object. Needs PostgreSQL at GYMCTL_BENCH_DATABASE_URL (default the local one).
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ import textwrap
 import time
 import uuid
 import venv
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import SecretStr
 from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
@@ -43,19 +43,17 @@ from sqlalchemy.orm import Session
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gymctl import migrate  # noqa: E402
+from bridge_common import bridge_settings, reports, start_dispatchers  # noqa: E402
+from scratch import scratch_database  # noqa: E402
+
 from gymctl.bridge import enqueue, entity_map  # noqa: E402
 from gymctl.bridge.connection import connect  # noqa: E402
-from gymctl.config import Settings  # noqa: E402
 from gymctl.crypto import generate_key_setting  # noqa: E402
 from gymctl.db import get_engine  # noqa: E402
 from gymctl.models import Organization  # noqa: E402
 from gymctl.models.bridge import EntityType, OpStatus, Origin, SyncOp  # noqa: E402
 from tests.bridge.fake_gym import FakeGym  # noqa: E402
 
-ADMIN_URL = os.environ.get(
-    "GYMCTL_TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-)
 PROCRASTINATE = "procrastinate==3.10.0"
 PROCRASTINATE_VENV = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / (
     "gymctl-bench-procrastinate"
@@ -63,28 +61,6 @@ PROCRASTINATE_VENV = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache
 OPS_PER_MEMBER = 4
 POLL = 0.25  # seconds between counts of finished work: each count scans the queue, on the
 # same 2 cores as what it measures, so it must not be frequent (at most 1% of a 25 s run)
-
-DISPATCHER = textwrap.dedent(
-    """
-    import json, signal, statistics, sys, threading
-    from datetime import timedelta
-    from pydantic import SecretStr
-    from gymctl.bridge.dispatcher import Policy, process_label, run_dispatcher
-    from gymctl.config import Settings
-    from gymctl.db import get_engine
-
-    url, api_url, key, workers, batch = sys.argv[1:6]
-    settings = Settings(GYMCTL_ENV="test").model_copy(
-        update={"bridge_api_url": api_url, "bridge_credentials_key": SecretStr(key)})
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    policy = Policy(rate=None, batch=int(batch), workers=int(workers), slice_seconds=3600,
-                    idle_seconds=0.05)
-    runs = run_dispatcher(get_engine(url), settings, policy, runner=process_label(), stop=stop)
-    claims = [s for run in runs for s in run.claim_seconds]
-    print(json.dumps({"claims": claims, "sent": sum(run.succeeded for run in runs)}))
-    """
-)
 
 PROCRASTINATE_APP = textwrap.dedent(
     """
@@ -121,22 +97,6 @@ PROCRASTINATE_APP = textwrap.dedent(
 )
 
 
-def _database(name: str) -> str:
-    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        connection.execute(text(f"CREATE DATABASE {name}"))
-    admin.dispose()
-    return make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-
-
-def _drop(name: str) -> None:
-    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-    admin.dispose()
-
-
 def _analyze(url: str) -> None:
     """Both queues start timed with their tables vacuumed and analyzed, as a long-lived queue
     table is: otherwise autovacuum and autoanalyze fire during the timed run, at random, and
@@ -148,13 +108,7 @@ def _analyze(url: str) -> None:
 
 
 def _seed(url: str, fake: FakeGym, key: str, organizations: int, members: int) -> dict:
-    settings = Settings(GYMCTL_ENV="test").model_copy(
-        update={
-            "bridge_api_url": fake.url,
-            "bridge_credentials_key": SecretStr(key),
-            "bridge_rate": 1e6,
-        }
-    )
+    settings = bridge_settings(fake.url, key)
     now = datetime.now(UTC)
     expected = {}
     with Session(get_engine(url), expire_on_commit=False) as session:
@@ -164,7 +118,7 @@ def _seed(url: str, fake: FakeGym, key: str, organizations: int, members: int) -
             session.flush()
             account = fake.add_account(f"bench-key-{n}", box_id=str(10_000 + n))
             connect(session, org.id, f"bench-key-{n}", settings=settings, now=now)
-            external = fake.add_class(account, now.date().isoformat())
+            external = fake.add_class(account, now.date().isoformat(), max_users=10_000)
             platform = uuid.uuid4()
             entity_map.link(session, org.id, EntityType.schedule, platform_id=platform,
                             external_id=external, origin=Origin.manual, now=now)  # fmt: skip
@@ -188,18 +142,11 @@ def _seed(url: str, fake: FakeGym, key: str, organizations: int, members: int) -
 
 
 def _ours(url: str, fake: FakeGym, key: str, total: int, workers: int, batch: int) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     engine = get_engine(url)
     started = time.perf_counter()
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-c", DISPATCHER, url, fake.url, key, str(workers), str(batch)],
-            env=env,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
+    policy = {"rate": None, "batch": batch, "workers": workers, "slice_seconds": 3600,
+              "idle_seconds": 0.05}  # fmt: skip
+    processes = start_dispatchers(url, fake.url, key, policy)
     while True:
         with Session(engine) as session:
             done = session.scalar(select(func.count()).where(SyncOp.status == OpStatus.succeeded))
@@ -209,8 +156,8 @@ def _ours(url: str, fake: FakeGym, key: str, total: int, workers: int, batch: in
     elapsed = time.perf_counter() - started
     for process in processes:
         process.send_signal(signal.SIGTERM)
-    reports = [json.loads(process.communicate(timeout=120)[0]) for process in processes]
-    claims = sorted(c for report in reports for c in report["claims"])
+    sent = reports(processes)
+    claims = sorted(c for report in sent for c in report["claims"])
     return {
         "seconds": round(elapsed, 2),
         "opsPerSecond": round(total / elapsed, 1),
@@ -219,7 +166,7 @@ def _ours(url: str, fake: FakeGym, key: str, total: int, workers: int, batch: in
             "p95": round(claims[int(len(claims) * 0.95)] * 1000, 2),
             "claims": len(claims),
         },
-        "sentPerProcess": [report["sent"] for report in reports],
+        "sentPerProcess": [report["sent"] for report in sent],
     }
 
 
@@ -236,44 +183,42 @@ def _procrastinate_python() -> str:
 
 def _procrastinate(fake: FakeGym, total: int, budget: float) -> dict:
     python = _procrastinate_python()
-    url = _database("gymctl_bench_procrastinate")
-    conninfo = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-    fake.add_account("bench-procrastinate", box_id="99999")
-    args = [conninfo, fake.url, "bench-procrastinate"]
-    keys = total // OPS_PER_MEMBER
-    subprocess.run([python, "-c", PROCRASTINATE_APP, "schema", *args], check=True)
-    subprocess.run(
-        [python, "-c", PROCRASTINATE_APP, "defer", *args, str(keys), str(OPS_PER_MEMBER)],
-        check=True,
-    )
-    _analyze(url)
-    engine = create_engine(url)
-    started = time.perf_counter()
-    workers = [
-        subprocess.Popen(
-            [python, "-c", PROCRASTINATE_APP, "worker", *args],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+    with scratch_database("gymctl_bench_procrastinate", migrated=False) as engine:
+        url = engine.url.render_as_string(hide_password=False)
+        conninfo = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+        fake.add_account("bench-procrastinate", box_id="99999")
+        args = [conninfo, fake.url, "bench-procrastinate"]
+        keys = total // OPS_PER_MEMBER
+        subprocess.run([python, "-c", PROCRASTINATE_APP, "schema", *args], check=True)
+        subprocess.run(
+            [python, "-c", PROCRASTINATE_APP, "defer", *args, str(keys), str(OPS_PER_MEMBER)],
+            check=True,
         )
-        for _ in range(2)
-    ]
-    try:
-        while True:
-            with engine.connect() as connection:
-                done = connection.execute(
-                    text("SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'")
-                ).scalar_one()
-            elapsed = time.perf_counter() - started
-            if done >= total or elapsed >= budget:
-                break
-            time.sleep(POLL)
-    finally:
-        for worker in workers:
-            worker.send_signal(signal.SIGTERM)
-        for worker in workers:
-            worker.wait(timeout=60)
-        engine.dispose()
-        _drop("gymctl_bench_procrastinate")
+        _analyze(url)
+        started = time.perf_counter()
+        workers = [
+            subprocess.Popen(
+                [python, "-c", PROCRASTINATE_APP, "worker", *args],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for _ in range(2)
+        ]
+        try:
+            while True:
+                with engine.connect() as connection:
+                    done = connection.execute(
+                        text("SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'")
+                    ).scalar_one()
+                elapsed = time.perf_counter() - started
+                if done >= total or elapsed >= budget:
+                    break
+                time.sleep(POLL)
+        finally:
+            for worker in workers:
+                worker.send_signal(signal.SIGTERM)
+            for worker in workers:
+                worker.wait(timeout=60)
     return {
         "seconds": round(elapsed, 2),
         "finished": done,
@@ -292,11 +237,8 @@ def main() -> None:
     options = parser.parse_args()
     members = options.ops // OPS_PER_MEMBER // options.organizations
     total = members * options.organizations * OPS_PER_MEMBER
-    fake = FakeGym()
-    name = "gymctl_bench_bridge"
-    try:
-        url = _database(name)
-        migrate.upgrade(url)
+    with closing(FakeGym()) as fake, scratch_database("gymctl_bench_bridge") as engine:
+        url = engine.url.render_as_string(hide_password=False)
         key = generate_key_setting("bench")
         expected = _seed(url, fake, key, options.organizations, members)
         _analyze(url)
@@ -312,9 +254,6 @@ def main() -> None:
         ours["duplicates"] = len(fake.duplicates)
         get_engine(url).dispose()
         theirs = _procrastinate(fake, total, options.budget)
-    finally:
-        fake.close()
-        _drop(name)
     print(
         json.dumps(
             {

@@ -14,95 +14,47 @@
     .venv/bin/python benchmarks/bridge_mirror.py [--organizations 200] [--rate 40]
         [--seconds 30] [--history 1000,10000,100000]
 
-Prints one JSON object. Needs PostgreSQL at GYMCTL_TEST_DATABASE_URL (default the local one).
+Prints one JSON object. Needs PostgreSQL at GYMCTL_BENCH_DATABASE_URL (default the local one).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import signal
 import statistics
-import subprocess
 import sys
-import textwrap
 import time
 import uuid
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from pydantic import SecretStr
-from sqlalchemy import create_engine, func, insert, select, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import func, insert, select, text
 from sqlalchemy.orm import Session
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gymctl import migrate  # noqa: E402
-from gymctl.access.registrations import Registrar, register_member  # noqa: E402
+from bridge_common import bridge_settings, reports, start_dispatchers  # noqa: E402
+from scratch import scratch_database  # noqa: E402
+
+from gymctl.access.registrations import register_member  # noqa: E402
 from gymctl.billing.plans import grant_plan  # noqa: E402
 from gymctl.bookings import book, schedule  # noqa: E402
 from gymctl.bridge import entity_map, polling  # noqa: E402
 from gymctl.bridge.connection import connect, find_connection  # noqa: E402
-from gymctl.config import Settings  # noqa: E402
 from gymctl.crypto import generate_key_setting  # noqa: E402
 from gymctl.db import get_engine  # noqa: E402
 from gymctl.models import Membership, Organization, Role, User  # noqa: E402
 from gymctl.models.billing import CollectionMethod, PlanType  # noqa: E402
 from gymctl.models.bridge import EntityLink, EntityType, OpStatus, Origin, SyncOp  # noqa: E402
 from tests.billing.factories import make_plan  # noqa: E402
+from tests.bridge.conftest import desk_registrar  # noqa: E402
 from tests.bridge.fake_gym import FakeGym  # noqa: E402
 
-ADMIN_URL = os.environ.get(
-    "GYMCTL_TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-)
 WARM_UP = 8.0  # seconds
-DISPATCHER = textwrap.dedent(
-    """
-    import signal, sys, threading
-    from pydantic import SecretStr
-    from gymctl.bridge.dispatcher import Policy, process_label, run_dispatcher
-    from gymctl.config import Settings
-    from gymctl.db import get_engine
-
-    url, api_url, key = sys.argv[1:4]
-    settings = Settings(GYMCTL_ENV="test").model_copy(
-        update={"bridge_api_url": api_url, "bridge_credentials_key": SecretStr(key)})
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    run_dispatcher(get_engine(url), settings, Policy(rate=2.0, workers=16), stop=stop,
-                   runner=process_label())
-    """
-)
-
-
-def _database(name: str) -> str:
-    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        connection.execute(text(f"CREATE DATABASE {name}"))
-    admin.dispose()
-    return make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-
-
-def _drop(name: str) -> None:
-    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-    admin.dispose()
-
-
-def _settings(fake: FakeGym, key: str) -> Settings:
-    return Settings(GYMCTL_ENV="test").model_copy(
-        update={
-            "bridge_api_url": fake.url,
-            "bridge_credentials_key": SecretStr(key),
-            "bridge_rate": 1e6,
-        }
-    )
 
 
 def _seed_gyms(url: str, fake: FakeGym, key: str, organizations: int) -> list[dict]:
@@ -121,7 +73,9 @@ def _seed_gyms(url: str, fake: FakeGym, key: str, organizations: int) -> list[di
             session.add(Membership(organization_id=org.id, user_id=owner.id, role=Role.owner,
                                    created_at=now, updated_at=now))  # fmt: skip
             account = fake.add_account(f"mirror-key-{n}", box_id=str(20_000 + n))
-            connect(session, org.id, f"mirror-key-{n}", settings=_settings(fake, key), now=now)
+            connect(
+                session, org.id, f"mirror-key-{n}", settings=bridge_settings(fake.url, key), now=now
+            )
             connection = find_connection(session, org.id)
             connection.schedule_poll_due_at = connection.reconcile_due_at = None
             kind = schedule.create_class_type(session, org.id, name="WOD",
@@ -129,7 +83,9 @@ def _seed_gyms(url: str, fake: FakeGym, key: str, organizations: int) -> list[di
                                               now=now)  # fmt: skip
             row = schedule.schedule_session(session, kind, starts_at=now + timedelta(days=1),
                                             now=now)  # fmt: skip
-            external = fake.add_class(account, (now + timedelta(days=1)).date().isoformat())
+            external = fake.add_class(
+                account, (now + timedelta(days=1)).date().isoformat(), max_users=10_000
+            )
             entity_map.link(session, org.id, EntityType.schedule, platform_id=row.id,
                             external_id=external, origin=Origin.manual, now=now)  # fmt: skip
             plan = make_plan(session, org, PlanType.cash, now=now)
@@ -144,7 +100,7 @@ def _journey_step(session: Session, gym: dict, journey: dict) -> None:
     org = session.get(Organization, gym["org"].id)
     step = journey["step"]
     if step == 0:
-        registrar = Registrar(organization=org, staff_user_id=gym["owner"], ip=None, path="/b")
+        registrar = desk_registrar(org, session.get(User, gym["owner"]), path="/b")
         user, _ = register_member(session, registrar, email=journey["email"], name="Bench Member",
                                   origin="desk", now=now)  # fmt: skip
         journey["member"] = session.scalar(
@@ -173,11 +129,7 @@ def _journey_step(session: Session, gym: dict, journey: dict) -> None:
 def mirror_lag(url: str, fake: FakeGym, key: str, organizations: int, rate: float,
                seconds: float) -> dict:  # fmt: skip
     gyms = _seed_gyms(url, fake, key, organizations)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    processes = [
-        subprocess.Popen([sys.executable, "-c", DISPATCHER, url, fake.url, key], env=env)
-        for _ in range(2)
-    ]
+    processes = start_dispatchers(url, fake.url, key, {"rate": 2.0, "workers": 16})
     time.sleep(WARM_UP)  # the dispatchers import and start: not part of the lag
     engine = get_engine(url)
     rng = random.Random(18)
@@ -215,8 +167,7 @@ def mirror_lag(url: str, fake: FakeGym, key: str, organizations: int, rate: floa
     finally:
         for process in processes:
             process.send_signal(signal.SIGTERM)
-        for process in processes:
-            process.wait(timeout=120)
+        reports(processes)
     with Session(engine) as session:
         rows = session.execute(
             select(SyncOp.op_type, SyncOp.created_at, SyncOp.completed_at).where(
@@ -253,7 +204,7 @@ def reconcile_cost(url: str, fake: FakeGym, key: str, history: list[int]) -> dic
         session.add(org)
         session.flush()
         fake.add_account("history-key", box_id="99999")
-        connect(session, org.id, "history-key", settings=_settings(fake, key), now=now)
+        connect(session, org.id, "history-key", settings=bridge_settings(fake.url, key), now=now)
         session.commit()
         connection = find_connection(session, org.id)
         today = now.date().isoformat()
@@ -305,18 +256,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--history", default="1000,10000,100000")
     options = parser.parse_args()
-    fake = FakeGym()
-    name = "gymctl_bench_bridge_mirror"
-    try:
-        url = _database(name)
-        migrate.upgrade(url)
+    with closing(FakeGym()) as fake, scratch_database("gymctl_bench_bridge_mirror") as engine:
+        url = engine.url.render_as_string(hide_password=False)
         key = generate_key_setting("bench")
         lag = mirror_lag(url, fake, key, options.organizations, options.rate, options.seconds)
         cost = reconcile_cost(url, fake, key, [int(n) for n in options.history.split(",")])
         print(json.dumps({"mirror": lag, "reconcile": cost}, indent=2))
-    finally:
-        fake.close()
-        _drop(name)
 
 
 if __name__ == "__main__":

@@ -20,8 +20,11 @@ DEFAULT_ADMIN_URL = os.environ.get(
 
 
 @contextmanager
-def scratch_database(name: str, admin_url: str = DEFAULT_ADMIN_URL) -> Iterator[Engine]:
-    """`admin_url` must be a role allowed to create databases."""
+def scratch_database(
+    name: str, admin_url: str = DEFAULT_ADMIN_URL, *, migrated: bool = True
+) -> Iterator[Engine]:
+    """`admin_url` must be a role allowed to create databases; `migrated=False` leaves the
+    database empty (for another product's schema)."""
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
     drop = text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
     with admin.connect() as connection:
@@ -30,7 +33,8 @@ def scratch_database(name: str, admin_url: str = DEFAULT_ADMIN_URL) -> Iterator[
     url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
     engine = create_engine(url)
     try:
-        migrate.upgrade(url)
+        if migrated:
+            migrate.upgrade(url)
         yield engine
     finally:
         engine.dispose()

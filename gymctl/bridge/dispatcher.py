@@ -27,7 +27,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, exists, or_, select, text
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 
 from gymctl import clock as default_clock
 from gymctl.bridge import classes, inbound, queue
@@ -47,7 +47,6 @@ from gymctl.db import READ_ONLY, lock_key
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit, emit_many
 from gymctl.models.bridge import (
-    UNFINISHED,
     WAITING,
     ConnectionStatus,
     IntegrationConnection,
@@ -410,16 +409,11 @@ def _record_run(
 
 def due_organizations(session: Session, *, now: datetime) -> list[uuid.UUID]:
     """Organizations with a claimable head op, a due poll or reconcile, or a pending key."""
-    earlier = aliased(SyncOp)
     head_due = exists().where(
         SyncOp.organization_id == IntegrationConnection.organization_id,
         SyncOp.status.in_(WAITING),
         SyncOp.run_after <= now,
-        ~exists().where(
-            earlier.aggregate_key == SyncOp.aggregate_key,
-            earlier.id < SyncOp.id,
-            earlier.status.in_(UNFINISHED),
-        ),
+        ~queue.blocked(),
     )
     active = and_(
         IntegrationConnection.status == ConnectionStatus.active,

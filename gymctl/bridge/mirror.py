@@ -14,6 +14,8 @@ under the aggregate's lock (PostgreSQL), so two transactions cannot both queue t
 Every op about one member shares its aggregate (see payloads): the external user, then the
 bridge membership, then bookings reach the external system in the platform's order. A member
 who existed before the gym connected is mirrored at its first change (user.create first).
+Across members, a booking.create whose seat may still be held at the external system by a
+cancel not yet sent waits for that cancel (see `_class_key`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import exists, select
+from sqlalchemy import exists, func, select
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import queue
@@ -33,6 +35,7 @@ from gymctl.db import advisory_lock, is_postgres
 from gymctl.models import (
     Booking,
     BookingStatus,
+    ClassSession,
     Membership,
     MembershipStatus,
     Role,
@@ -40,6 +43,7 @@ from gymctl.models import (
 )
 from gymctl.models.billing import Subscription, SubscriptionStatus
 from gymctl.models.bridge import (
+    UNFINISHED,
     EntityLink,
     EntityType,
     IntegrationConnection,
@@ -173,7 +177,13 @@ def _last_op(
 
 
 def _enqueue(
-    session: Session, organization_id: uuid.UUID, op_type: OpType, payload, now, dedupe: str
+    session: Session,
+    organization_id: uuid.UUID,
+    op_type: OpType,
+    payload,
+    now,
+    dedupe: str,
+    class_key: str | None = None,
 ) -> None:
     queue.enqueue(
         session,
@@ -182,6 +192,7 @@ def _enqueue(
         payload=payload,
         now=now,
         dedupe_key=dedupe,
+        class_key=class_key,
     )
 
 
@@ -282,6 +293,40 @@ def subscriptions_moved(session: Session, *, now: datetime) -> int:
 # -- bookings ---------------------------------------------------------------------------------
 
 
+def _class_key(session: Session, booking: Booking, op_type: OpType) -> str | None:
+    """The class session's key, by which a booking.create waits for the earlier unfinished
+    booking.cancel ops of its class. Every cancel carries it (a create may need its seat). A
+    create carries it only when its seat may still be taken at the external system: the
+    class's confirmed seats (this one included) plus the cancels not yet sent exceed its
+    capacity. Otherwise the external class has room whatever order the ops go in (it holds at
+    most the seats sent and not yet cancelled), and the create waits for no one."""
+    key = f"class:{booking.class_session_id}"
+    if op_type is OpType.booking_cancel:
+        return key
+    capacity = session.scalar(
+        select(ClassSession.capacity).where(ClassSession.id == booking.class_session_id)
+    )
+    confirmed = session.scalar(
+        select(func.count())
+        .select_from(Booking)
+        .where(
+            Booking.class_session_id == booking.class_session_id,
+            Booking.status == BookingStatus.confirmed,
+            Booking.deleted_at.is_(None),
+        )
+    )
+    unsent_cancels = session.scalar(
+        select(func.count())
+        .select_from(SyncOp)
+        .where(
+            SyncOp.class_key == key,
+            SyncOp.op_type == OpType.booking_cancel,
+            SyncOp.status.in_(UNFINISHED),
+        )
+    )
+    return key if confirmed + unsent_cancels > capacity else None
+
+
 def booking_changed(session: Session, booking: Booking, *, now: datetime) -> None:
     """A booking was made, promoted from the waitlist, cancelled or removed (by the member or
     staff): the external booking follows. Only a confirmed seat is mirrored; a waitlisted one
@@ -305,4 +350,5 @@ def booking_changed(session: Session, booking: Booking, *, now: datetime) -> Non
     payload = {"memberId": str(booking.membership_id), "bookingId": str(booking.id),
                "sessionId": str(booking.class_session_id)}  # fmt: skip
     dedupe = f"{op_type.value}:{booking.id}:{count}"
-    _enqueue(session, organization_id, op_type, payload, now, dedupe)
+    class_key = _class_key(session, booking, op_type)
+    _enqueue(session, organization_id, op_type, payload, now, dedupe, class_key)

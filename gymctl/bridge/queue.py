@@ -7,8 +7,17 @@ check, a unique partial index allows one in-flight op per key as the backstop, a
 index on (aggregate_key, id) over unfinished rows keeps the check an index probe. The claim's
 `LIMIT ... SKIP LOCKED` sits in a CTE so the planner cannot update more rows than the limit.
 
+Across members, one order matters: a booking.create that carries its class session's key
+(class_key: the mirror sets it on every booking.cancel, and on a create only when the seat it
+takes may still be held at the external system by a cancel not yet sent) waits while an earlier
+booking.cancel of that class is unfinished, so a waitlist promotion never meets a full class
+there. Other creates, and cancels, wait for nothing but their member: a class is not
+serialised, and a class with room costs no claim round.
+
 Enqueue order is id order because enqueues of one aggregate serialise on an advisory lock named
 after it (held to the end of the caller's transaction): a later enqueue cannot commit a lower id.
+A class needs no lock of its own: a create that takes a seat a cancel freed was decided after
+that cancel committed, so its id is the higher one.
 """
 
 from __future__ import annotations
@@ -58,6 +67,7 @@ def enqueue(
     payload: dict[str, Any],
     now: datetime,
     dedupe_key: str | None = None,
+    class_key: str | None = None,
 ) -> SyncOp | None:
     """Queue one change for the external system, in the caller's transaction.
 
@@ -66,6 +76,7 @@ def enqueue(
     (never connected, or disconnected): nothing is mirrored then. An existing `dedupe_key`
     returns that op unchanged (a repeated hook enqueues once). A new op of a superseding type
     replaces the waiting ops of the same type and entity, which become superseded.
+    `class_key`: a booking op's class session, for the order across members (see above).
     """
     op_type = OpType(op_type)
     parsed = parse_payload(op_type, payload)
@@ -87,6 +98,7 @@ def enqueue(
         organization_id=organization_id,
         op_type=op_type,
         aggregate_key=key,
+        class_key=class_key,
         dedupe_key=dedupe_key,
         payload=dump(parsed),
         status=OpStatus.pending,
@@ -118,24 +130,34 @@ def _supersede(session: Session, op: SyncOp, now: datetime) -> None:
     )
 
 
-def _claim_statement() -> Any:
+def blocked() -> Any:
+    """An op (SyncOp) is not claimable yet: an earlier op of its aggregate is unfinished, or it
+    is a booking.create with a class key and an earlier booking.cancel of that class is."""
     earlier = aliased(SyncOp)
-    blocked = (
-        exists()
-        .where(
-            earlier.aggregate_key == SyncOp.aggregate_key,
-            earlier.id < SyncOp.id,
-            earlier.status.in_(UNFINISHED),
-        )
-        .correlate(SyncOp)
+    by_member = exists().where(
+        earlier.aggregate_key == SyncOp.aggregate_key,
+        earlier.id < SyncOp.id,
+        earlier.status.in_(UNFINISHED),
     )
+    by_class = exists().where(
+        earlier.class_key == SyncOp.class_key,
+        earlier.id < SyncOp.id,
+        earlier.status.in_(UNFINISHED),
+        earlier.op_type == OpType.booking_cancel,
+    )
+    return (by_member.correlate(SyncOp)) | (
+        (SyncOp.op_type == OpType.booking_create) & by_class.correlate(SyncOp)
+    )
+
+
+def _claim_statement() -> Any:
     candidates = (
         select(SyncOp.id)
         .where(
             SyncOp.organization_id == bindparam("of_organization"),
             SyncOp.status.in_(WAITING),
             SyncOp.run_after <= bindparam("at"),
-            ~blocked,
+            ~blocked(),
         )
         .order_by(SyncOp.id)
         .limit(bindparam("up_to"))

@@ -37,6 +37,30 @@ def _operator(session: Session, ref: str) -> uuid.UUID:
 
 
 @contextmanager
+def _operator_write(
+    operator: str, organization: str | None = None
+) -> Iterator[tuple[Session, Any, uuid.UUID]]:
+    """One transaction of an operator's write: the session, the organization (when one is
+    named) and the operator's user id, which the write is audited under."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.db import session_scope
+
+    with session_scope() as session:
+        gym = resolve_organization(session, organization) if organization is not None else None
+        yield session, gym, _operator(session, operator)
+
+
+def _op_action(action: str, op_id: int, operator: str, as_json: bool) -> None:
+    """retry or dismiss one op (queue.retry, queue.dismiss), audited under the operator."""
+    from gymctl.bridge import queue
+
+    with _operator_write(operator) as (session, _, actor):
+        op = getattr(queue, action)(session, op_id, now=clock.now(), actor_user_id=actor)
+        row = queue.describe(op)
+    render_mapping(row, title=f"op {op_id}", as_json=as_json)
+
+
+@contextmanager
 def _locked_client(organization: str) -> Iterator[tuple[Session, Any, Any]]:
     """The organization's connection and a client at its rate, holding its dispatch lock (so
     no dispatcher calls for it meanwhile)."""
@@ -136,13 +160,7 @@ def retry(
     as_json: bool = JSON,
 ) -> None:
     """A parked op (or one backing off) back to pending now."""
-    from gymctl.bridge import queue
-    from gymctl.db import session_scope
-
-    with session_scope() as session:
-        actor = _operator(session, operator)
-        row = queue.describe(queue.retry(session, op_id, now=clock.now(), actor_user_id=actor))
-    render_mapping(row, title=f"op {op_id}", as_json=as_json)
+    _op_action("retry", op_id, operator, as_json)
 
 
 @app.command("dismiss")
@@ -152,13 +170,7 @@ def dismiss(
     as_json: bool = JSON,
 ) -> None:
     """Give a parked op up: never sent, and its aggregate moves on."""
-    from gymctl.bridge import queue
-    from gymctl.db import session_scope
-
-    with session_scope() as session:
-        actor = _operator(session, operator)
-        row = queue.describe(queue.dismiss(session, op_id, now=clock.now(), actor_user_id=actor))
-    render_mapping(row, title=f"op {op_id}", as_json=as_json)
+    _op_action("dismiss", op_id, operator, as_json)
 
 
 @app.command("dispatch")
@@ -204,17 +216,14 @@ def connect_command(
 ) -> None:
     """Read the api-key from standard input (never an argument: shells keep history), check it
     with a real call and store it encrypted."""
-    from gymctl.access.gyms import resolve_organization
     from gymctl.bridge.connection import connect, describe
     from gymctl.config import get_settings
-    from gymctl.db import session_scope
 
     api_key = (
         typer.prompt("api-key", hide_input=True) if sys.stdin.isatty() else sys.stdin.readline()
     )
     settings = get_settings()
-    with session_scope() as session:
-        gym = resolve_organization(session, organization)
+    with _operator_write(operator, organization) as (session, gym, actor):
         row = describe(
             connect(
                 session,
@@ -223,7 +232,7 @@ def connect_command(
                 settings=settings,
                 now=clock.now(),
                 membership_type_id=membership_type,
-                actor_user_id=_operator(session, operator),
+                actor_user_id=actor,
             )
         )
     render_mapping(row, title=f"bridge of {gym.slug}", as_json=as_json)
@@ -236,13 +245,9 @@ def disconnect_command(
     as_json: bool = JSON,
 ) -> None:
     """Revoke the connection: the key and the stored external roster are purged."""
-    from gymctl.access.gyms import resolve_organization
     from gymctl.bridge.connection import describe, disconnect
-    from gymctl.db import session_scope
 
-    with session_scope() as session:
-        gym = resolve_organization(session, organization)
-        actor = _operator(session, operator)
+    with _operator_write(operator, organization) as (session, gym, actor):
         row = describe(disconnect(session, gym.id, now=clock.now(), actor_user_id=actor))
     render_mapping(row, title=f"bridge of {gym.slug}", as_json=as_json)
 
@@ -331,13 +336,9 @@ def resolve_command(
     as_json: bool = JSON,
 ) -> None:
     """Link one of a parked op's candidates; the op is sent again."""
-    from gymctl.access.gyms import resolve_organization
     from gymctl.bridge import inbox, queue
-    from gymctl.db import session_scope
 
-    with session_scope() as session:
-        gym = resolve_organization(session, organization)
-        actor = _operator(session, operator)
+    with _operator_write(operator, organization) as (session, gym, actor):
         op = inbox.link(session, gym.id, op_id, external_id, now=clock.now(),
                         actor_user_id=actor, operator=operator)  # fmt: skip
         row = queue.describe(op)
@@ -355,13 +356,9 @@ def cutover_command(
     as_json: bool = JSON,
 ) -> None:
     """Move a recurring class series' source of truth to the platform from a day on."""
-    from gymctl.access.gyms import resolve_organization
     from gymctl.bridge import cutover
-    from gymctl.db import session_scope
 
-    with session_scope() as session:
-        gym = resolve_organization(session, organization)
-        actor = _operator(session, operator)
+    with _operator_write(operator, organization) as (session, gym, actor):
         row = cutover.describe(
             cutover.set_cutover(
                 session,
@@ -387,13 +384,9 @@ def link_class_command(
     as_json: bool = JSON,
 ) -> None:
     """An unmatched class: link its external class; its parked bookings are sent again."""
-    from gymctl.access.gyms import resolve_organization
     from gymctl.bridge import classes
-    from gymctl.db import session_scope
 
-    with session_scope() as session:
-        gym = resolve_organization(session, organization)
-        actor = _operator(session, operator)
+    with _operator_write(operator, organization) as (session, gym, actor):
         row = classes.link_class(session, gym.id, session_id, external_class, now=clock.now(),
                                  actor_user_id=actor, operator=operator)  # fmt: skip
     render_mapping(row, title="class linked", as_json=as_json)
@@ -409,15 +402,11 @@ def link_command(
     as_json: bool = JSON,
 ) -> None:
     """Link by hand (origin manual), e.g. to settle an identity_conflict before a retry."""
-    from gymctl.access.gyms import resolve_organization
     from gymctl.bridge import entity_map, inbound
-    from gymctl.db import session_scope
     from gymctl.models.bridge import EntityType, Origin
 
     entity_type = choice(EntityType, entity_type, "ENTITY_TYPE")
-    with session_scope() as session:
-        gym = resolve_organization(session, organization)
-        actor = _operator(session, operator)
+    with _operator_write(operator, organization) as (session, gym, actor):
         linked = {"entityType": entity_type.value, "platformId": platform_id,
                   "externalId": external_id}  # fmt: skip
         inbound.audit(session, gym.id, "bridge.linked_by_operator", linked, now=clock.now(),

@@ -97,6 +97,7 @@ WAITING = (OpStatus.pending, OpStatus.failed)
 UNFINISHED = (OpStatus.pending, OpStatus.in_flight, OpStatus.failed, OpStatus.parked)
 _WAITING_SQL = "status IN ('pending', 'failed')"
 _UNFINISHED_SQL = "status IN ('pending', 'in_flight', 'failed', 'parked')"
+_UNFINISHED_CLASS_SQL = f"class_key IS NOT NULL AND {_UNFINISHED_SQL}"
 
 
 class IntegrationConnection(IdMixin, Base):
@@ -164,6 +165,10 @@ class SyncOp(Base):
     )
     op_type: Mapped[OpType] = mapped_column(_enum(OpType, "bridge_op_type"))
     aggregate_key: Mapped[str] = mapped_column(String(160))
+    # A booking op's class session (class:<session id>): a booking.create that carries it waits
+    # for an earlier unfinished booking.cancel of its class, whoever's (the seat it takes may be
+    # that one); the mirror decides which creates carry it (bridge.mirror._class_key).
+    class_key: Mapped[str | None] = mapped_column(String(160))
     dedupe_key: Mapped[str | None] = mapped_column(String(200), unique=True)
     payload: Mapped[dict[str, Any]] = mapped_column(default=dict)
     status: Mapped[OpStatus] = mapped_column(
@@ -197,6 +202,14 @@ class SyncOp(Base):
             "id",
             postgresql_where=text(_UNFINISHED_SQL),
             sqlite_where=text(_UNFINISHED_SQL),
+        ),
+        # The same for a booking.create's check of its class's earlier cancels.
+        Index(
+            "ix_bridge_sync_ops_unfinished_class",
+            "class_key",
+            "id",
+            postgresql_where=text(_UNFINISHED_CLASS_SQL),
+            sqlite_where=text(_UNFINISHED_CLASS_SQL),
         ),
         # The backstop: never two ops of one aggregate in flight, whatever a claim does.
         Index(

@@ -72,6 +72,30 @@ def run(session, org_id, settings, clock, policy: Policy = FAST) -> RunSummary:
     return drain(session, org_id, settings=settings, policy=policy, runner="test", clock=clock)
 
 
+def committed_gym(engine, settings, *, name: str, ops: int = 1) -> tuple[Organization, list]:
+    """For tests with real commits: a gym connected to the fake's API_KEY account (the caller
+    adds it) with `ops` user.create ops queued, committed."""
+    from gymctl.bridge import enqueue
+
+    with Session(engine, expire_on_commit=False) as session:
+        org = Organization(name=name, slug=f"{name.lower()}-{uuid.uuid4().hex[:8]}")
+        session.add(org)
+        session.flush()
+        connect(session, org.id, API_KEY, settings=settings, now=NOW)
+        queued = [
+            enqueue(
+                session,
+                organization_id=org.id,
+                op_type="user.create",
+                now=NOW,
+                payload=member_payload(email=f"m{n}@example.test"),
+            )
+            for n in range(ops)
+        ]
+        session.commit()
+    return org, queued
+
+
 def member_payload(member_id=None, **fields) -> dict:
     return {
         "memberId": str(member_id or uuid.uuid4()),

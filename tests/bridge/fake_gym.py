@@ -5,7 +5,8 @@ in the usual {"data": ...} envelope except GET /v3/locations (a bare list, as on
 does), records every call with its arrival time, and can answer 401, 429, 5xx, time out (before
 or after applying the change) or be slow. What it can tell went wrong is kept for the tests:
 a second user with one email, a second booking of one class, a second bridge membership, a
-welcome email asked for, and each user's applied changes in order.
+welcome email asked for, a booking refused because its class was full (max_users), each
+user's applied changes in order, and each class's bookings and cancels in order.
 """
 
 from __future__ import annotations
@@ -87,6 +88,8 @@ class FakeGym:
         self.duplicates: list[tuple[str, str]] = []
         self.welcome_emails: list[str] = []
         self.effects: dict[str, list[str]] = {}
+        self.class_effects: dict[str, list[str]] = {}  # per class: book:<user>, cancel:<user>
+        self.full: list[tuple[str, str]] = []  # (class, user) refused: the class was full
         self.faults: list[Fault] = []
         self.chaos_rate = 0.0
         self.chaos_random = random.Random(7)
@@ -408,12 +411,13 @@ class FakeGym:
                 return 422, {"message": "invalid"}
             if membership["user_id"] != user_id or not membership["active"]:
                 return 422, {"message": "membership"}
-            if any(
-                r["user_id"] == user_id and r["schedule_id"] == class_id
-                for r in account.registrations.values()
-            ):
+            booked = [r for r in account.registrations.values() if r["schedule_id"] == class_id]
+            if any(r["user_id"] == user_id for r in booked):
                 self.duplicates.append(("booking", f"{user_id}:{class_id}"))
                 return 422, {"message": "already booked"}
+            if len(booked) >= int(account.classes[class_id]["max_users"]):
+                self.full.append((class_id, user_id))
+                return 422, {"message": "class full"}
             registration_id = str(next(self._ids))
             account.registrations[registration_id] = {
                 "user_id": user_id,
@@ -421,12 +425,16 @@ class FakeGym:
                 "membership_user_id": str(body.get("membership_user_id")),
             }
             self._effect(user_id, f"book:{class_id}")
+            self.class_effects.setdefault(class_id, []).append(f"book:{user_id}")
             return 201, {"id": int(registration_id)}
         if route == "POST /v3/schedule/cancelUserBooking":
             registration = account.registrations.pop(str(body.get("schedule_user_id")), None)
             if registration is None:
                 return 404, {"message": "not booked"}
             self._effect(registration["user_id"], f"cancel:{registration['schedule_id']}")
+            self.class_effects.setdefault(registration["schedule_id"], []).append(
+                f"cancel:{registration['user_id']}"
+            )
             return 200, {}
         if route == "PATCH /v3/schedule":
             item = account.classes.get(str(body.get("schedule_id")))

@@ -36,7 +36,7 @@ from tests.bridge.conftest import desk_registrar
 from tests.bridge.fake_gym import FakeGym
 
 ORGANIZATIONS = 40
-MEMBERS = 8  # per organization; 6 ops each: 1,920 ops
+MEMBERS = 8  # per organization; 6 ops each, and 3 of a waitlist promotion: 2,040 ops
 DEADLINE = 240  # seconds
 UNSETTLED = [OpStatus.pending, OpStatus.in_flight, OpStatus.failed]
 
@@ -50,10 +50,14 @@ def _dispatcher(url: str, fake: FakeGym, key: str) -> subprocess.Popen:
     )
 
 
-def _seed(url: str, fake: FakeGym, key: str) -> dict[str, tuple[str, list[str]]]:
+def _seed(
+    url: str, fake: FakeGym, key: str
+) -> tuple[dict[str, tuple[str, list[str]]], dict[str, tuple[str, list[str]]]]:
     """Organizations connected to their own fake accounts, fed by the platform's own writes
-    (desk registration, desk sale, bookings and their cancels, each its own transaction); per
-    member (by email) its aggregate and the changes the fake must see, in the platform's order."""
+    (desk registration, desk sale, bookings and their cancels, each its own transaction, and in
+    a one-seat class a cancel whose transaction promotes the waitlist). Per member (by email)
+    its aggregate and the changes the fake must see, in the platform's order; per one-seat
+    class (external id) its organization's slug and its bookings by member email, in order."""
     settings = Settings(GYMCTL_ENV="test").model_copy(
         update={
             "bridge_api_url": fake.url,
@@ -62,6 +66,7 @@ def _seed(url: str, fake: FakeGym, key: str) -> dict[str, tuple[str, list[str]]]
         }
     )
     expected: dict[str, tuple[str, list[str]]] = {}
+    one_seat: dict[str, tuple[str, list[str]]] = {}
     now = datetime.now(UTC)  # the dispatcher processes run on the system clock
     tomorrow = now + timedelta(days=1)
     with Session(get_engine(url), expire_on_commit=False) as session:
@@ -77,17 +82,22 @@ def _seed(url: str, fake: FakeGym, key: str) -> dict[str, tuple[str, list[str]]]
             kind = schedule.create_class_type(session, org.id, name="WOD", default_capacity=50,
                                               duration_minutes=60, now=now)  # fmt: skip
             plan = make_plan(session, org, PlanType.cash, now=now)
+            single = schedule.create_class_type(session, org.id, name="PT", default_capacity=1,
+                                                duration_minutes=60, now=now)  # fmt: skip
             classes = []
-            for hour in (1, 3):
+            for hour, class_type in ((1, kind), (3, kind), (5, single)):
                 starts = tomorrow + timedelta(hours=hour)
-                row = schedule.schedule_session(session, kind, starts_at=starts, now=now)
-                external = fake.add_class(account, row.starts_at.date().isoformat())
+                row = schedule.schedule_session(session, class_type, starts_at=starts, now=now)
+                external = fake.add_class(account, row.starts_at.date().isoformat(),
+                                          max_users=row.capacity)  # fmt: skip
                 entity_map.link(session, org.id, EntityType.schedule, platform_id=row.id,
                                 external_id=external, origin=Origin.manual, now=now,
                                 data={"date": row.starts_at.date().isoformat()})  # fmt: skip
                 classes.append((row.id, external))
             session.commit()
+            promotion = classes.pop()  # the one-seat class
             registrar = desk_registrar(org, owner, path="/c")
+            members = []
             for m in range(MEMBERS):
                 email = f"m{m}@chaos{n}.example"
                 user, _ = register_member(session, registrar, email=email, name="Chaos Member",
@@ -95,6 +105,7 @@ def _seed(url: str, fake: FakeGym, key: str) -> dict[str, tuple[str, list[str]]]
                 session.commit()
                 mine = (Membership.organization_id == org.id, Membership.user_id == user.id)
                 member = session.scalar(select(Membership).where(*mine))
+                members.append(member)
                 grant_plan(session, plan, member, method=CollectionMethod.cash, now=now,
                            actor_user_id=owner.id)  # fmt: skip
                 session.commit()
@@ -108,14 +119,29 @@ def _seed(url: str, fake: FakeGym, key: str) -> dict[str, tuple[str, list[str]]]
                     session.commit()
                     effects += [f"book:{external}", f"cancel:{external}"]
                 expected[email] = (f"member:{member.id}", effects)
-    return expected
+            # The first member takes the one seat, the second waits, the first cancels: the
+            # cancel's transaction promotes the second.
+            (platform, external), seated = promotion, []
+            for m, member in enumerate(members[:2]):
+                seated.append(book.book(session, org.id, platform, member,
+                                        actor_user_id=member.user_id, now=now))  # fmt: skip
+                session.commit()
+                expected[f"m{m}@chaos{n}.example"][1].append(f"book:{external}")
+            book.cancel(session, org.id, seated[0].id, actor_user_id=owner.id, by_staff=True,
+                        now=now)  # fmt: skip
+            session.commit()
+            expected[f"m0@chaos{n}.example"][1].append(f"cancel:{external}")
+            one_seat[external] = (org.slug, [f"book:m0@chaos{n}.example",
+                                             f"cancel:m0@chaos{n}.example",
+                                             f"book:m1@chaos{n}.example"])  # fmt: skip
+    return expected, one_seat
 
 
 def test_chaos_two_dispatchers_one_killed(committed_pg):
     fake = FakeGym(timeout_delay=0.6)
     key = generate_key_setting("c1")
     try:
-        expected = _seed(committed_pg, fake, key)
+        expected, one_seat = _seed(committed_pg, fake, key)
         fake.chaos_rate = 0.05
         # The fake stamps each call as its thread reads it, in this process. Late in a full
         # suite a collection of this process's heap pauses every thread for a while, and the
@@ -154,34 +180,31 @@ def test_chaos_two_dispatchers_one_killed(committed_pg):
 
         with Session(engine) as session:
             ops = session.scalars(select(SyncOp).order_by(SyncOp.id)).all()
-        assert len(ops) == ORGANIZATIONS * MEMBERS * 6  # none lost
-        parked_keys = {op.aggregate_key for op in ops if op.status is OpStatus.parked}
-        for op in ops:
-            if op.organization_id == cut:
-                # Kept for a new connect, in whatever state the disconnect found it (one the
-                # killed dispatcher held stays in flight until the lease sweep rescues it).
-                continue
-            assert op.status is OpStatus.succeeded or op.aggregate_key in parked_keys, op.id
+        assert len(ops) == ORGANIZATIONS * (MEMBERS * 6 + 3)  # none lost
+        # Kept for a new connect, in whatever state the disconnect found it (one the killed
+        # dispatcher held stays in flight until the lease sweep rescues it).
+        delivered = [op for op in ops if op.organization_id != cut]
+        assert [op.id for op in delivered if op.status is not OpStatus.succeeded] == []
         assert [c for c in fake.calls if c.account == "5000" and c.at > cut_at] == []
         cut_keys = {op.aggregate_key for op in ops if op.organization_id == cut}
-        parked_keys |= cut_keys  # its members' order is checked only as far as it got
         assert fake.duplicates == []
         assert fake.welcome_emails == []
+        assert fake.full == []  # no promotion overtook the cancel that freed its seat
         emails = {
             user_id: user["email"]
             for account in fake.accounts.values()
             for user_id, user in account.users.items()
         }
-        for user_id, effects in fake.effects.items():
-            aggregate, wanted = expected[emails[user_id]]
-            if aggregate not in parked_keys:
-                assert effects == wanted, emails[user_id]
-        for user_id, effects in fake.effects.items():  # the cut gym's: a prefix, in order
-            aggregate, wanted = expected[emails[user_id]]
-            if aggregate in cut_keys:
-                assert effects == wanted[: len(effects)], emails[user_id]
-        unparked = [email for email, (key, _) in expected.items() if key not in parked_keys]
-        assert len({emails[u] for u in fake.effects} & set(unparked)) == len(unparked)
+        for email, (aggregate, wanted) in expected.items():  # the cut gym's: a prefix, in order
+            [effects] = [e for u, e in fake.effects.items() if emails[u] == email] or [[]]
+            got = wanted[: len(effects)] if aggregate in cut_keys else wanted
+            assert effects == got, email
+        for external, (slug, wanted) in one_seat.items():
+            effects = [
+                f"{what}:{emails[user_id]}"
+                for what, user_id in (e.split(":") for e in fake.class_effects.get(external, []))
+            ]
+            assert effects == (wanted[: len(effects)] if slug == "chaos-0" else wanted), slug
         for account in fake.accounts.values():
             assert fake.busiest_second(account.box_id, since=started) <= 2, account.box_id
         faults = [c for c in fake.calls if c.status in (429, 500, 503, 504)]

@@ -6,28 +6,37 @@ from __future__ import annotations
 import json
 import subprocess
 import uuid
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.bridge import enqueue
+from gymctl.bookings import schedule
+from gymctl.bridge import enqueue, entity_map
 from gymctl.crypto import generate_key_setting
 from gymctl.db import get_engine
 from gymctl.models import AuditLog, Organization, User
+from gymctl.models.bridge import EntityType, Origin
 from tests.bridge.conftest import API_KEY, member_payload
 from tests.conftest import NOW
 from tests.test_quickstart import GYMCTL, gymctl, home_env  # noqa: F401 (fixture)
 
 
-def test_an_operator_connects_dispatches_and_retries_a_parked_op(home_env, fake):  # noqa: F811
+def _home(base_env, fake) -> tuple[dict[str, str], str]:
+    """The CLI's environment pointed at the fake (its API_KEY account added), its database
+    upgraded; and that database's URL."""
     fake.add_account(API_KEY)
     env = {
-        **home_env,
+        **base_env,
         "GYMCTL_BRIDGE_API_URL": fake.url,
         "GYMCTL_BRIDGE_CREDENTIALS_KEY": generate_key_setting("cli"),
     }
     gymctl(env, "db", "upgrade")
-    url = f"sqlite:///{env['GYMCTL_HOME']}/gymctl.db"
+    return env, f"sqlite:///{env['GYMCTL_HOME']}/gymctl.db"
+
+
+def test_an_operator_connects_dispatches_and_retries_a_parked_op(home_env, fake):  # noqa: F811
+    env, url = _home(home_env, fake)
     with Session(get_engine(url)) as session:
         session.add(Organization(name="Iron Temple", slug="iron-temple"))
         session.add(User(identity_id="user_ops", email="ops@example.test", created_at=NOW,
@@ -85,3 +94,48 @@ def test_an_operator_connects_dispatches_and_retries_a_parked_op(home_env, fake)
                      check=False)  # fmt: skip
     assert refused.returncode == 1
     assert "bridge_op_not_parked" in refused.stderr
+
+
+def test_an_operator_links_a_class_and_a_member_sets_a_cutover_and_disconnects(
+    home_env,  # noqa: F811
+    fake,
+):
+    """The operator writes that settle the inbox and move a series, each audited under the
+    operator."""
+    env, url = _home(home_env, fake)
+    with Session(get_engine(url), expire_on_commit=False) as session:
+        org = Organization(name="Iron Temple", slug="iron-temple")
+        session.add(org)
+        session.add(User(identity_id="user_ops", email="ops@example.test", created_at=NOW,
+                         updated_at=NOW))  # fmt: skip
+        session.commit()
+        kind = schedule.create_class_type(session, org.id, name="WOD", default_capacity=5,
+                                          duration_minutes=60, now=NOW)  # fmt: skip
+        row = schedule.schedule_session(session, kind, starts_at=NOW + timedelta(days=1), now=NOW)
+        entity_map.link(session, org.id, EntityType.schedule, platform_id=None,
+                        external_id="4242", origin=Origin.poll, now=NOW)  # fmt: skip
+        session.commit()
+    as_operator = ("--operator", "user_ops", "--json")
+    subprocess.run(
+        [*GYMCTL, "bridge", "connect", "iron-temple", *as_operator],
+        env=env, input=API_KEY + "\n", capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    linked = json.loads(gymctl(env, "bridge", "link-class", "iron-temple", str(row.id), "4242",
+                               *as_operator).stdout)  # fmt: skip
+    assert linked["externalClassId"] == "4242"
+    member = str(uuid.uuid4())
+    link = json.loads(gymctl(env, "bridge", "link", "iron-temple", "member", member, "77",
+                             *as_operator).stdout)  # fmt: skip
+    assert (link["platformId"], link["externalId"]) == (member, "77")
+    day = (datetime.now(UTC) + timedelta(days=30)).date().isoformat()
+    cut = json.loads(gymctl(env, "bridge", "cutover", "iron-temple", str(kind.id), "0", "07:00",
+                            day, *as_operator).stdout)  # fmt: skip
+    assert cut["cutoverOn"] == day
+    gone = json.loads(gymctl(env, "bridge", "disconnect", "iron-temple", *as_operator).stdout)
+    assert gone["status"] == "revoked"
+    with Session(get_engine(url)) as session:
+        operator = session.scalar(select(User.id).where(User.identity_id == "user_ops"))
+        audited = session.scalars(select(AuditLog.action).where(
+            AuditLog.actor_user_id == operator)).all()  # fmt: skip
+    assert {"bridge.connected", "bridge.class_linked", "bridge.linked_by_operator",
+            "bridge.series_cutover_set", "bridge.disconnected"} <= set(audited)  # fmt: skip

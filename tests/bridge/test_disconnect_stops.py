@@ -3,20 +3,15 @@ disconnect commits from another connection while the dispatcher's call is being 
 
 from __future__ import annotations
 
-import uuid
-
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.bridge import enqueue
-from gymctl.bridge.connection import connect as connect_bridge
 from gymctl.bridge.connection import disconnect
 from gymctl.bridge.dispatcher import drain
 from gymctl.clock import FixedClock
 from gymctl.db import get_engine
-from gymctl.models import Organization
 from gymctl.models.bridge import OpStatus, SyncOp
-from tests.bridge.conftest import API_KEY, FAST, member_payload
+from tests.bridge.conftest import API_KEY, FAST, committed_gym
 from tests.conftest import NOW
 
 
@@ -25,15 +20,7 @@ def test_after_a_disconnect_commits_no_further_call_leaves(committed_pg, fake, b
     before every call, so nothing is sent for the organization once it has committed."""
     engine = get_engine(committed_pg)
     fake.add_account(API_KEY)
-    with Session(engine, expire_on_commit=False) as session:
-        org = Organization(name="Cut", slug=f"cut-{uuid.uuid4().hex[:8]}")
-        session.add(org)
-        session.flush()
-        connect_bridge(session, org.id, API_KEY, settings=bridge_settings, now=NOW)
-        for n in range(4):
-            enqueue(session, organization_id=org.id, op_type="user.create", now=NOW,
-                    payload=member_payload(email=f"m{n}@example.test"))  # fmt: skip
-        session.commit()
+    org, _ = committed_gym(engine, bridge_settings, name="Cut", ops=4)
     fake.calls.clear()
     cut_at: list[int] = []
 

@@ -9,16 +9,19 @@ import logging
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from gymctl.bridge import dispatcher, enqueue, entity_map
 from gymctl.bridge.dispatcher import Policy
+from gymctl.db import get_engine
 from gymctl.models import OutboxEvent
-from gymctl.models.bridge import ConnectionStatus, EntityType, OpStatus, Origin
-from tests.bridge.conftest import API_KEY, FAST, member_payload, run
+from gymctl.models.bridge import ConnectionStatus, EntityType, OpStatus, Origin, SyncOp
+from tests.bridge.conftest import API_KEY, FAST, committed_gym, member_payload, run
 from tests.conftest import NOW
 
 
@@ -319,23 +322,46 @@ def test_an_op_for_a_member_never_created_parks(
 
 
 def test_a_dispatcher_leaves_an_organization_another_holds_alone_for_a_moment(
-    engine, bridge_settings, monkeypatch
+    committed_pg, fake, bridge_settings, monkeypatch
 ):
-    """Still due, but its lock is held by another dispatcher: reaching for it again at once
-    would spin on the lock and take the CPU from the dispatcher doing the work."""
-    held = uuid.uuid4()
-    attempts: list[float] = []
-    monkeypatch.setattr(dispatcher, "due_organizations", lambda session, now: [held])
-
-    def serve_held_elsewhere(engine_, organization_id, *args):
-        attempts.append(time.monotonic())
-        return None  # the organization's lock was taken
-
-    monkeypatch.setattr(dispatcher, "_serve", serve_held_elsewhere)
+    """Still due, but another dispatcher holds its lock (a second database connection holding
+    the real lock): reaching for it again at once would spin on the lock and take the CPU from
+    the dispatcher doing the work. Once the other lets it go, the op is sent."""
+    engine = get_engine(committed_pg)
+    fake.add_account(API_KEY)
+    org, [op] = committed_gym(engine, bridge_settings, name="Held")
+    other = dispatcher.organization_lock(engine, org.id)
+    assert other.__enter__() is not None  # the other dispatcher's connection holds the lock
+    refused: list[float] = []
     stop = threading.Event()
-    threading.Timer(0.5, stop.set).start()
+    real_lock = dispatcher.organization_lock
+
+    @contextmanager
+    def watched(engine_, organization_id, **options):
+        """The real lock; counts refusals, lets the other go after three, stops once served."""
+        with real_lock(engine_, organization_id, **options) as connection:
+            if connection is None:
+                refused.append(time.monotonic())
+                if len(refused) == 3:
+                    other.__exit__(None, None, None)
+            yield connection
+        if connection is not None:
+            stop.set()
+
+    monkeypatch.setattr(dispatcher, "organization_lock", watched)
     policy = Policy(rate=None, workers=2, idle_seconds=0.1)
-    dispatcher.run_dispatcher(engine, bridge_settings, policy, runner="test", stop=stop)
-    assert attempts
-    gaps = [later - earlier for earlier, later in itertools.pairwise(attempts)]
+    worker = threading.Thread(target=dispatcher.run_dispatcher,
+                              args=(engine, bridge_settings, policy),
+                              kwargs={"runner": "test", "stop": stop})  # fmt: skip
+    worker.start()
+    served = stop.wait(timeout=60)
+    stop.set()
+    worker.join(timeout=60)
+    assert served
+    assert not worker.is_alive()
+    assert len(refused) == 3
+    gaps = [later - earlier for earlier, later in itertools.pairwise(refused)]
     assert all(gap >= policy.idle_seconds for gap in gaps)  # 6,064 attempts in 0.5 s before
+    with Session(engine) as session:
+        assert session.get(SyncOp, op.id).status is OpStatus.succeeded
+    assert len(fake.calls_to("POST /v3/users")) == 1

@@ -1,9 +1,10 @@
 """End to end on PostgreSQL, and on the embedded default with one daemon, over real HTTP: the
 Flask app on loopback, real commits, the daemon's dispatch row at 2 requests per second, the
-fake external system. A connected gym registers members at the desk and by import, sells them
-plans, books a class full, cancels, and the waitlist is promoted; the fake sees, per member,
-exactly the calls expected in order, no organization gets more than 2 requests a second, and a
-booking cancelled on the fake comes back cancelled here."""
+fake external system. A connected gym gets members four ways (desk registration, import, a join
+link, an accepted invitation), sells them plans, books a class full, cancels, and the waitlist
+is promoted; the fake sees, per member and per class, exactly the calls expected in order (the
+promotion after the cancel that freed its seat), no organization gets more than 2 requests a
+second, and a booking cancelled on the fake comes back cancelled here."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import json
 import threading
 import urllib.request
 from datetime import UTC, datetime, timedelta
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 from pydantic import SecretStr
@@ -25,6 +27,7 @@ from gymctl.db import get_engine, session_factory
 from gymctl.models import Booking, BookingStatus, Membership, Role, User
 from gymctl.models.billing import CollectionMethod, PlanType
 from gymctl.models.bridge import EntityLink, EntityType, OpStatus, SyncOp
+from gymctl.providers.mail import read_mailbox
 from tests import factories
 from tests.billing.factories import make_plan
 from tests.bridge.conftest import API_KEY
@@ -33,6 +36,9 @@ from tests.bridge.conftest import API_KEY
 class Api:
     def __init__(self, base: str, token: str) -> None:
         self.base, self.token = base, token
+
+    def signed_in_as(self, token: str) -> Api:
+        return Api(self.base, token)
 
     def __call__(self, method: str, path: str, body=None, raw: bytes | None = None):
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
@@ -73,8 +79,9 @@ def test_a_gym_mirrors_its_members_plans_and_bookings_end_to_end(
         "bridge_api_url": fake.url, "bridge_credentials_key": SecretStr(generate_key_setting("e")),
         "bridge_rate": 2.0,
     })  # fmt: skip
+    mailbox = tmp_path / "mail"
     app = create_app(bridged, session_factory=factory,
-                     mailer=MailboxMailer(tmp_path, bridged.mail_from))  # fmt: skip
+                     mailer=MailboxMailer(mailbox, bridged.mail_from))  # fmt: skip
     server = make_server("127.0.0.1", 0, app, threaded=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     now = datetime.now(UTC)
@@ -102,6 +109,25 @@ def test_a_gym_mirrors_its_members_plans_and_bookings_end_to_end(
                        {"email": email, "name": name})[0] == 201  # fmt: skip
         assert api("POST", f"/organizations/{org_id}/members/import",
                    raw=b"email,name\ncy@example.test,Cy C\n")[0] == 200  # fmt: skip
+        # Dee joins through the gym's link, signed in with an account of her own.
+        with factory() as session:
+            factories.user(session, identity_id="user_e2e_dee", email="dee@example.test",
+                           email_verified_at=now)  # fmt: skip
+            session.commit()
+        _, link = api("POST", f"/organizations/{org_id}/join-links", {"label": "site"})
+        dee_api = api.signed_in_as(idp.token("user_e2e_dee", now=now))
+        assert dee_api("POST", f"/join/{link['token']}/join")[0] == 201
+        # Eve, who has an account, is invited and accepts.
+        idp.add_account("user_e2e_eve", "eve@example.test", verified=True)
+        invited = api("POST", f"/organizations/{org_id}/invitations",
+                      {"email": "eve@example.test", "role": "member"})  # fmt: skip
+        assert invited[0] == 201
+        [letter] = read_mailbox(mailbox)
+        url = next(w for w in letter.get_body(("plain",)).get_content().split()
+                   if w.startswith("https://"))  # fmt: skip
+        ticket = parse_qs(urlparse(url).query)["token"][0]
+        eve_api = api.signed_in_as(idp.token("user_e2e_eve", now=now))
+        assert eve_api("POST", "/invitations/accept", {"token": ticket})[1]["status"] == "accepted"
         with factory() as session:
             members = {
                 user.email: membership
@@ -115,6 +141,7 @@ def test_a_gym_mirrors_its_members_plans_and_bookings_end_to_end(
                 grant_plan(session, plan, member, method=CollectionMethod.cash, now=now,
                            actor_user_id=owner.id)  # fmt: skip
             session.commit()
+        assert set(members) == {f"{n}@example.test" for n in ("ana", "ben", "cy", "dee", "eve")}
         ana, ben, cy = (members[f"{n}@example.test"] for n in ("ana", "ben", "cy"))
         booked = {}
         for member in (ana, ben, cy):  # capacity 2: Cy waits
@@ -143,6 +170,14 @@ def test_a_gym_mirrors_its_members_plans_and_bookings_end_to_end(
                                                    cancel_there]  # fmt: skip
         assert fake.effects[users[str(ben.id)]] == ["created", "membership", book_there]
         assert fake.effects[users[str(cy.id)]] == ["created", "membership", book_there]
+        for joined in ("dee", "eve"):  # the join link's and the invitation's
+            member = members[f"{joined}@example.test"]
+            assert fake.effects[users[str(member.id)]] == ["created", "membership"]
+        assert len(fake.effects) == len(members) == 5
+        ana_there, ben_there, cy_there = (users[str(m.id)] for m in (ana, ben, cy))
+        assert fake.class_effects == {external_class: [
+            f"book:{ana_there}", f"book:{ben_there}", f"cancel:{ana_there}", f"book:{cy_there}",
+        ]}  # fmt: skip
         assert (fake.duplicates, fake.welcome_emails) == ([], [])
         assert fake.busiest_second(account.box_id) <= 2
 

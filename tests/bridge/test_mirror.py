@@ -221,6 +221,33 @@ def test_the_lifecycle_pass_cancels_the_bridge_membership_of_what_it_ended(
     assert [t for t, _ in ops(session, org.id)][-1] == "membership.cancel"
 
 
+@pytest.mark.embedded
+def test_a_paused_subscription_stays_held_through_a_notice_and_its_withdrawal(
+    session, org, connected, gym_member
+):
+    """No path of the platform freezes or resumes a plan (the spec names the paused status and
+    the planned subscription.frozen / subscription.resumed events, not the act; see
+    docs/decisions.md). What a paused plan can go through: a notice and its withdrawal (spec B
+    allows both on a paused plan) change no dates at the external system while it is held."""
+    from gymctl.retention import notices
+
+    plan = make_plan(session, org, PlanType.cash)
+    subscription = make_subscription(session, _Gym(org, gym_member), plan=plan)
+    mirror.subscription_changed(session, subscription, now=NOW)
+    subscription.status = SubscriptionStatus.paused  # as a paused plan is stored
+    mirror.subscription_changed(session, subscription, now=NOW)
+    session.commit()
+    notices.give_notice(session, org.id, subscription.id, initiator="member",
+                        actor_user_id=gym_member.user_id, locale="en", now=NOW)  # fmt: skip
+    session.commit()
+    notices.withdraw_notice(session, org.id, subscription.id, actor_user_id=gym_member.user_id,
+                            by_member=True, locale="en", now=NOW)  # fmt: skip
+    session.commit()
+    assert [t for t, _ in ops(session, org.id)] == [
+        "user.create", "membership.assign", "membership.hold",
+    ]  # fmt: skip
+
+
 # -- bookings -------------------------------------------------------------------------------
 
 
