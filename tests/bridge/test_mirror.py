@@ -232,7 +232,7 @@ def test_a_paused_subscription_stays_held_through_a_notice_and_its_withdrawal(
     from gymctl.retention import notices
 
     plan = make_plan(session, org, PlanType.cash)
-    subscription = make_subscription(session, _Gym(org, gym_member), plan=plan)
+    subscription = make_subscription(session, Gym.of(gym_member), plan=plan)
     mirror.subscription_changed(session, subscription, now=NOW)
     subscription.status = SubscriptionStatus.paused  # as a paused plan is stored
     mirror.subscription_changed(session, subscription, now=NOW)
