@@ -178,6 +178,7 @@ def create_invitation(
         _pending_membership(session, invitation, invitee, now=now)
     elif invitee is None:
         invitation.provider_invitation_id = outreach.identity_admin.create_invitation(
+            session,
             email,
             redirect_url=_links(outreach.settings, invitation, now)["signUp"],
             metadata={"invitationId": str(invitation.id)},
