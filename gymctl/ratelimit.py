@@ -1,24 +1,37 @@
-"""The one rate limiter of what callers can trigger: fixed windows counted in the database, so
-every API process and worker shares them.
+"""The one rate limiter: every limit of the project is one of the helpers here.
 
-It counts inside the caller's session and never opens one of its own: on the embedded SQLite
-default the caller's transaction holds the write lock, and a second session would wait on it
-(spec of the house: one session per request). The HTTP door commits right after counting, so a
-refused request still spends its budget and the lock is not held through the work it guards.
+- `spend` / `hit` / `refused`: what callers can trigger (logins, join forms, webhooks, uploads),
+  fixed windows counted in the database, so every API process and worker shares them. A refused
+  attempt still spends its budget.
+- `take`: pacing our own calls to a provider whose limit is per provider instance (identity
+  invitations, spec A 8): a sliding window over the same table, shared by every process; a
+  refusal is not counted (no call was made).
+- `LocalWindow` and `Backoff`: the two in-memory pieces, for limits that are per process by
+  nature (the key-set cache lives in each process, so must its refetch pacing; the user reads of
+  GET /users/me's fallback). They take `now` and hold no clock, so tests drive them exactly.
+
+The database helpers count inside the caller's session and never open one of their own: on the
+embedded SQLite default the caller's transaction holds the write lock, and a second session
+would wait on it (spec of the house: one session per request). The HTTP door commits right after
+counting, so a refused request still spends its budget and the lock is not held through the work
+it guards.
 """
 
 from __future__ import annotations
 
 import math
+import threading
+from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete
+from sqlalchemy import delete, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from gymctl.clock import ensure_utc
+from gymctl.db import advisory_lock
 from gymctl.errors import DomainError
 from gymctl.models import RateWindow
 
@@ -71,6 +84,100 @@ def hit(session: Session, key: str, *, limit: int, window: timedelta, now: datet
     if spent.count > limit:
         raise refused(spent)
     return spent
+
+
+def take(
+    session: Session, key: str, *, limit: int, window: timedelta, now: datetime
+) -> Spent | None:
+    """Take one of `limit` slots in any span of `window` (a sliding log: one row per instant the
+    slot was taken), shared by every process. None when taken; otherwise the refusal (the slots in
+    use, the seconds until one frees), and nothing is counted.
+
+    Serialized per key until the caller's transaction ends (an advisory lock on PostgreSQL; the
+    write lock, and a process lock, on SQLite), so two workers never both take the last slot."""
+    now = ensure_utc(now)
+    key = key[:KEY_CHARS]
+    advisory_lock(session, f"ratelimit:{key}")
+    rows = session.execute(
+        select(RateWindow.window_start, RateWindow.count)
+        .where(RateWindow.key == key, RateWindow.window_start > now - window)
+        .order_by(RateWindow.window_start)
+    ).all()
+    used = sum(count for _, count in rows)
+    if used >= limit:
+        # The slot frees when enough of the oldest leave the window to bring it under the limit.
+        left = used
+        for taken_at, count in rows:
+            left -= count
+            if left < limit:
+                wait = (ensure_utc(taken_at) + window - now).total_seconds()
+                return Spent(used, max(1, math.ceil(wait)))
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    session.execute(
+        insert(RateWindow)
+        .values(key=key, window_start=now, count=1)
+        .on_conflict_do_update(
+            index_elements=["key", "window_start"], set_={"count": RateWindow.count + 1}
+        )
+    )
+    return None
+
+
+class LocalWindow:
+    """At most `limit` takes in any span of `per`, in this process's memory; thread-safe.
+    For limits that are per process by nature (see the module's docstring)."""
+
+    def __init__(self, limit: int, per: timedelta) -> None:
+        self.limit = limit
+        self.per = per
+        self._times: deque[datetime] = deque()
+        self._lock = threading.Lock()
+
+    def take(self, now: datetime) -> int | None:
+        """None when taken; otherwise the seconds until a slot frees (nothing counted)."""
+        with self._lock:
+            while self._times and self._times[0] <= now - self.per:
+                self._times.popleft()
+            if len(self._times) >= self.limit:
+                return max(1, math.ceil((self._times[0] + self.per - now).total_seconds()))
+            self._times.append(now)
+            return None
+
+
+class Backoff:
+    """The negative cache after failures, in this process's memory: no attempt for `first`
+    after a failure, doubling with each further failure up to `cap`; a success resets it.
+    Thread-safe."""
+
+    def __init__(self, first: timedelta, cap: timedelta) -> None:
+        self.first = first
+        self.cap = cap
+        self._failures = 0
+        self._retry_at: datetime | None = None
+        self._lock = threading.Lock()
+
+    def ready(self, now: datetime) -> bool:
+        """True when an attempt may be made at `now`."""
+        with self._lock:
+            return self._retry_at is None or now >= self._retry_at
+
+    def failed(self, now: datetime) -> timedelta:
+        """Record a failure at `now`; returns the pause before the next attempt."""
+        with self._lock:
+            self._failures += 1
+            # The exponent stops growing at the cap: a long outage must not overflow timedelta.
+            pause = self.first
+            for _ in range(self._failures - 1):
+                if pause >= self.cap:
+                    break
+                pause *= 2
+            pause = min(pause, self.cap)
+            self._retry_at = now + pause
+            return pause
+
+    def succeeded(self) -> None:
+        with self._lock:
+            self._failures, self._retry_at = 0, None
 
 
 def prune(session: Session, *, now: datetime, keep: timedelta = timedelta(hours=1)) -> int:

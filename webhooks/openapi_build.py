@@ -3,8 +3,11 @@
 The hand-kept parts (summaries, parameters, responses) live in `webhooks/openapi/source/`;
 every request body schema is generated from the model its view parses, every route of the app
 must have its operation (and every operation its route), and 3.1-isms that pydantic emits are
-written the 3.0 way. The result is committed as `webhooks/openapi.json` (served by GET
-/openapi.json); a test checks that it equals what this builds and that it validates.
+written the 3.0 way. OpenAPI `links` are generated from `links.json`, the operations whose
+answers name the ids other operations take in their path (so a client, or schemathesis'
+stateful phase, can walk from GET /users/me to a real organization, its members, plans...).
+The result is committed as `webhooks/openapi.json` (served by GET /openapi.json); a test checks
+that it equals what this builds and that it validates.
 
     python -m webhooks.openapi_build   # rewrite webhooks/openapi.json
 """
@@ -25,6 +28,7 @@ from pydantic import BaseModel, ValidationError
 from webhooks.validation import Body
 
 METHODS = ("get", "put", "post", "delete", "patch")
+LINKS = "links.json"
 OUTPUT = Path(__file__).with_name("openapi.json")
 TOO_LARGE = {
     "description": "body_too_large: the body is over this route class's limit",
@@ -32,13 +36,21 @@ TOO_LARGE = {
 }
 
 
+def _folder():
+    return resources.files("webhooks").joinpath("openapi", "source")
+
+
 def sources() -> dict[str, Any]:
     """The hand-kept parts: `base.json` and one fragment per area (a name defined twice is an
     error, so areas cannot silently overwrite each other)."""
-    folder = resources.files("webhooks").joinpath("openapi", "source")
+    folder = _folder()
     merged = json.loads(folder.joinpath("base.json").read_text())
     fragments = sorted(
-        (e for e in folder.iterdir() if e.name.endswith(".json") and e.name != "base.json"),
+        (
+            e
+            for e in folder.iterdir()
+            if e.name.endswith(".json") and e.name not in ("base.json", LINKS)
+        ),
         key=lambda entry: entry.name,
     )
     for fragment in fragments:
@@ -96,7 +108,54 @@ def build(app: Flask) -> dict[str, Any]:
         for method in operations:
             if method in METHODS and (path, method) not in seen:
                 raise ValueError(f"{method.upper()} {path} is documented but not routed")
+    _links(document, json.loads(_folder().joinpath(LINKS).read_text())["producers"])
     return _openapi30(document)
+
+
+def path_parameters(path: str) -> list[str]:
+    return re.findall(r"{([^{}]+)}", path)
+
+
+def _links(document: dict, producers: list[dict]) -> None:
+    """For each producer (an operation and the JSON pointers of the ids its first 2xx answer
+    names), a link to every other operation whose path parameters it supplies in full: named
+    in its answer, or the same parameter of its own path (`$request.path.x`)."""
+    targets = [
+        (path, method, operation)
+        for path, operations in document["paths"].items()
+        for method, operation in operations.items()
+        if method in METHODS and path_parameters(path)
+    ]
+    for producer in producers:
+        method, _, path = producer["operation"].partition(" ")
+        source = document["paths"].get(path, {}).get(method.lower())
+        if source is None:
+            raise ValueError(f"openapi/source/{LINKS}: {producer['operation']} is no operation")
+        answers = sorted(code for code in source["responses"] if code.startswith("2"))
+        if not answers:
+            raise ValueError(f"openapi/source/{LINKS}: {producer['operation']} has no 2xx answer")
+        values = producer["values"]
+        carried = set(path_parameters(path))
+        links = {}
+        for target_path, target_method, target in targets:
+            wanted = path_parameters(target_path)
+            if (target_path, target_method) == (path, method.lower()) or not set(wanted) & set(
+                values
+            ):
+                continue
+            if not set(wanted) <= set(values) | carried:
+                continue
+            links[target["operationId"]] = {
+                "operationId": target["operationId"],
+                "parameters": {
+                    name: f"$response.body#{values[name]}"
+                    if name in values
+                    else f"$request.path.{name}"
+                    for name in wanted
+                },
+            }
+        if links:
+            source["responses"][answers[0]]["links"] = dict(sorted(links.items()))
 
 
 def _request_body(operation: dict, model: type[BaseModel], schemas: dict) -> None:

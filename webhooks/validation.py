@@ -4,15 +4,34 @@ offending fields, and nothing is written. The body is read by the one JSON reade
 
 from __future__ import annotations
 
-from typing import TypeVar
+import uuid
+from typing import Annotated, TypeVar
 
 from flask import request
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 
 from gymctl.errors import DomainError
 from webhooks.bodies import read_json
 
 M = TypeVar("M", bound=BaseModel)
+
+# What the domain accepts, written into the document (the check stays the domain's, with its own
+# 422 code): an address as gymctl.access.invitations.normalize_email reads one, a UUIDv4 as
+# gymctl.billing.desk.require_uuid4 wants it.
+_VISIBLE = r"[^\s\x00-\x1f\x7f-\x9f]"  # what normalize_email keeps: no whitespace, no control
+EMAIL_PATTERN = rf"^\s*[^@\s\x00-\x1f\x7f-\x9f]+@{_VISIBLE}*\.{_VISIBLE}*\s*$"
+UUID4_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
+Email = Annotated[
+    str,
+    Field(max_length=320),
+    WithJsonSchema({"type": "string", "maxLength": 320, "pattern": EMAIL_PATTERN}),
+]
+Uuid4 = Annotated[uuid.UUID, WithJsonSchema({"type": "string", "pattern": UUID4_PATTERN})]
+
+
+def one_of(values) -> WithJsonSchema:
+    """A string the domain checks against `values` (its 422 names them): the document says so."""
+    return WithJsonSchema({"type": "string", "enum": list(values)})
 
 
 class Body(BaseModel):

@@ -8,6 +8,7 @@ verified: opening the email never releases a hold.
 
 from __future__ import annotations
 
+import unicodedata
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -52,7 +53,10 @@ class Outreach:
 def normalize_email(email: str) -> str:
     cleaned = (email or "").strip()
     local, at, domain = cleaned.partition("@")
-    if not at or not local or "." not in domain or " " in cleaned or len(cleaned) > 320:
+    # No whitespace or control character inside: one in a mail header answered 500 (the
+    # message's To header refuses what str.splitlines() reads as a line break).
+    unsafe = any(c.isspace() or unicodedata.category(c) == "Cc" for c in cleaned)
+    if not at or not local or "." not in domain or unsafe or len(cleaned) > 320:
         raise DomainError("email_invalid", "a valid email address is required", status=422)
     return f"{local}@{domain.lower()}"
 
@@ -178,6 +182,7 @@ def create_invitation(
         _pending_membership(session, invitation, invitee, now=now)
     elif invitee is None:
         invitation.provider_invitation_id = outreach.identity_admin.create_invitation(
+            session,
             email,
             redirect_url=_links(outreach.settings, invitation, now)["signUp"],
             metadata={"invitationId": str(invitation.id)},

@@ -31,6 +31,7 @@ from gymctl import clock as default_clock
 from gymctl.clock import Clock
 from gymctl.config import Settings, get_settings
 from gymctl.errors import DomainError, unauthorized
+from gymctl.ratelimit import Backoff, LocalWindow
 
 log = logging.getLogger("gymctl.identity")
 
@@ -105,9 +106,10 @@ class KeySet:
         self._deadline = deadline
         self._keys: dict[str, PyJWK] = {}
         self._fetched_at: datetime | None = None
-        self._last_forced: datetime | None = None
-        self._failures = 0
-        self._retry_at: datetime | None = None
+        # Per process by nature (each process caches its own set): the in-memory pieces of the
+        # one rate limiter, gymctl.ratelimit.
+        self._forced = LocalWindow(1, UNKNOWN_KID_REFETCH_INTERVAL)
+        self._backoff = Backoff(FAILURE_BACKOFF, FAILURE_BACKOFF_CAP)
         self._in_flight: threading.Event | None = None
         self._lock = threading.Lock()
 
@@ -136,20 +138,14 @@ class KeySet:
         return fetch is None or fetch.wait(self._deadline if timeout is None else timeout)
 
     def _may_force(self, now: datetime) -> bool:
-        with self._lock:
-            if self._last_forced is not None and now - self._last_forced < (
-                UNKNOWN_KID_REFETCH_INTERVAL
-            ):
-                return False
-            self._last_forced = now
-            return True
+        return self._forced.take(now) is None
 
     def _start_fetch(self, now: datetime) -> threading.Event | None:
         """The fetch to wait for: the one under way, a new one, or None while backing off."""
         with self._lock:
             if self._in_flight is not None:
                 return self._in_flight
-            if self._retry_at is not None and now < self._retry_at:
+            if not self._backoff.ready(now):
                 return None
             self._in_flight = done = threading.Event()
         threading.Thread(target=self._fetch, args=(done,), name="jwks-fetch", daemon=True).start()
@@ -160,14 +156,11 @@ class KeySet:
             keys = self._download()
         except Exception as error:  # any failure is a failed fetch (a malformed set too)
             log.warning("identity key set fetch failed: %s", type(error).__name__)
-            with self._lock:
-                self._failures += 1
-                backoff = min(FAILURE_BACKOFF * 2 ** (self._failures - 1), FAILURE_BACKOFF_CAP)
-                self._retry_at = self._clock.now() + backoff
+            self._backoff.failed(self._clock.now())
         else:
             with self._lock:
                 self._keys, self._fetched_at = keys, self._clock.now()
-                self._failures, self._retry_at = 0, None
+            self._backoff.succeeded()
         finally:
             with self._lock:
                 self._in_flight = None

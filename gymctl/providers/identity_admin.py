@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
-from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,6 +22,7 @@ import httpx
 from sqlalchemy import func, select
 
 from gymctl import clock as default_clock
+from gymctl import ratelimit
 from gymctl.clock import Clock
 from gymctl.config import ConfigError
 from gymctl.db import READ_ONLY
@@ -39,6 +38,7 @@ RATE_LIMITED = "rate_limited"
 PROVIDER_ERROR = "identity_provider_error"
 INVITATIONS_PER_WINDOW = 100  # spec A 8: identity invitations, 100 per hour per instance
 INVITATION_WINDOW = timedelta(hours=1)
+INVITATION_KEY = "identity:invitations"  # one provider instance per deployment
 # Reads of a login's user object by GET /users/me before the webhook arrived: the provider's
 # smallest instances allow 100 backend calls per 10 s, so one process never asks more often.
 USER_READS_PER_WINDOW = 100
@@ -78,8 +78,11 @@ class IdentityAdmin(Protocol):
         """The provider account holding this address (case-insensitive), or None."""
         ...
 
-    def create_invitation(self, email: str, *, redirect_url: str, metadata: dict[str, Any]) -> str:
-        """Create the provider's invitation; returns its id."""
+    def create_invitation(
+        self, session: Session, email: str, *, redirect_url: str, metadata: dict[str, Any]
+    ) -> str:
+        """Create the provider's invitation; returns its id. The per-instance limit is counted
+        in `session` (the caller's), so that every process shares it."""
         ...
 
     def private_metadata(self, identity_id: str) -> dict[str, Any]:
@@ -90,34 +93,6 @@ class IdentityAdmin(Protocol):
         """The provider's user object (the webhook's shape), None when unknown; counted against
         the user-read window (RateLimited past it)."""
         ...
-
-
-class SlidingWindow:
-    """At most `limit` acquisitions in any span of `per`, over the injected clock; thread-safe.
-    Per process: the provider's own 429 remains the limit across processes."""
-
-    def __init__(
-        self, limit: int, per: timedelta, clock: Clock, what: str = "identity invitations"
-    ) -> None:
-        self.limit = limit
-        self.what = what
-        self.per = per
-        self._clock = clock
-        self._times: deque[datetime] = deque()
-        self._lock = threading.Lock()
-
-    def acquire(self) -> None:
-        now = self._clock.now()
-        with self._lock:
-            while self._times and self._times[0] <= now - self.per:
-                self._times.popleft()
-            if len(self._times) >= self.limit:
-                wait = (self._times[0] + self.per - now).total_seconds()
-                raise RateLimited(
-                    f"at most {self.limit} {self.what} per {_span(self.per)}",
-                    retry_after=max(1, math.ceil(wait)),
-                )
-            self._times.append(now)
 
 
 def _span(per: timedelta) -> str:
@@ -143,9 +118,11 @@ _REDACT_QUERIES = _RedactQueries()
 class HttpIdentityAdmin:
     """The provider's backend API over httpx, bearer secret key, 5 s timeout.
 
-    Invitations go through a per-instance sliding window (spec A 8); past it, RateLimited is
-    raised without calling. Lookups are not counted: the platform-admin guard reads metadata on
-    every admin request and must not run dry after 100 clicks. A provider 429 on any call is
+    Invitations go through the provider instance's sliding window (spec A 8: 100 per hour),
+    counted in the database by gymctl.ratelimit.take so that every process shares it; past it,
+    RateLimited is raised without calling. Lookups are not counted: the platform-admin guard
+    reads metadata on every admin request and must not run dry after 100 clicks. User reads (GET
+    /users/me's fallback) are paced per process in memory. A provider 429 on any call is
     RateLimited too, with Retry-After when the provider gave one.
     """
 
@@ -164,10 +141,9 @@ class HttpIdentityAdmin:
         self._client = client or httpx.Client()
         self._clock = clock
         self._timeout = timeout
-        self._invitations = SlidingWindow(limit, per, clock)
-        self._user_reads = SlidingWindow(
-            USER_READS_PER_WINDOW, USER_READ_WINDOW, clock, "user reads"
-        )
+        self._limit = limit
+        self._per = per
+        self._user_reads = ratelimit.LocalWindow(USER_READS_PER_WINDOW, USER_READ_WINDOW)
         httpx_logger = logging.getLogger("httpx")
         if _REDACT_QUERIES not in httpx_logger.filters:
             httpx_logger.addFilter(_REDACT_QUERIES)
@@ -194,8 +170,17 @@ class HttpIdentityAdmin:
         found.sort(key=lambda account: not account.email_verified)
         return found[0] if found else None
 
-    def create_invitation(self, email: str, *, redirect_url: str, metadata: dict[str, Any]) -> str:
-        self._invitations.acquire()
+    def create_invitation(
+        self, session: Session, email: str, *, redirect_url: str, metadata: dict[str, Any]
+    ) -> str:
+        refused = ratelimit.take(
+            session, INVITATION_KEY, limit=self._limit, window=self._per, now=self._clock.now()
+        )
+        if refused is not None:
+            raise RateLimited(
+                f"at most {self._limit} identity invitations per {_span(self._per)}",
+                retry_after=refused.retry_after,
+            )
         body = {
             "email_address": email,
             "redirect_url": redirect_url,
@@ -214,7 +199,12 @@ class HttpIdentityAdmin:
         return metadata if isinstance(metadata, dict) else {}
 
     def user_record(self, identity_id: str) -> dict[str, Any] | None:
-        self._user_reads.acquire()
+        wait = self._user_reads.take(self._clock.now())
+        if wait is not None:
+            raise RateLimited(
+                f"at most {USER_READS_PER_WINDOW} user reads per {_span(USER_READ_WINDOW)}",
+                retry_after=wait,
+            )
         user = self._read_user(identity_id)
         if user is not None and not isinstance(user, dict):
             raise IdentityAdminError("user read: the provider's answer is not an object")
@@ -321,7 +311,9 @@ class LocalIdentityAdmin:
                 email_verified=row.email_verified_at is not None,
             )
 
-    def create_invitation(self, email: str, *, redirect_url: str, metadata: dict[str, Any]) -> str:
+    def create_invitation(
+        self, session: Session, email: str, *, redirect_url: str, metadata: dict[str, Any]
+    ) -> str:
         return f"inv_local_{uuid4().hex}"
 
     def private_metadata(self, identity_id: str) -> dict[str, Any]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from datetime import timedelta
 
 import pytest
 
+from gymctl import db
 from gymctl.clock import FixedClock
 from gymctl.config import ConfigError, Settings
 from gymctl.providers.identity_admin import (
@@ -18,7 +18,6 @@ from gymctl.providers.identity_admin import (
     IdentityAdminError,
     LocalIdentityAdmin,
     RateLimited,
-    SlidingWindow,
     identity_admin_from_settings,
 )
 from tests import factories
@@ -35,8 +34,8 @@ def admin(idp, clock: FixedClock):
     client.close()
 
 
-def invite(admin, email: str = "new.person@example.test") -> str:
-    return admin.create_invitation(email, redirect_url=REDIRECT, metadata=METADATA)
+def invite(session, admin, email: str = "new.person@example.test") -> str:
+    return admin.create_invitation(session, email, redirect_url=REDIRECT, metadata=METADATA)
 
 
 def test_lookup_finds_a_verified_account_case_insensitively(admin, idp) -> None:
@@ -68,8 +67,8 @@ def test_lookup_prefers_the_verified_holder(admin, idp) -> None:
     assert account.identity_id == "user_proven"
 
 
-def test_invitation_is_created_at_the_provider(admin, idp) -> None:
-    invitation_id = invite(admin, "new.person@example.test")
+def test_invitation_is_created_at_the_provider(session, admin, idp) -> None:
+    invitation_id = invite(session, admin, "new.person@example.test")
     assert invitation_id == "inv_1"
     assert idp.invitations == [
         {
@@ -92,26 +91,28 @@ def test_private_metadata_of_a_platform_admin_and_of_others(admin, idp) -> None:
     assert admin.private_metadata("user/../v1/jwks") == {}  # the id stays one path segment
 
 
-def test_the_bearer_secret_is_checked(idp, clock) -> None:
+def test_the_bearer_secret_is_checked(session, idp, clock) -> None:
     idp.add_account("user_ann", "ann@example.test")
     wrong = HttpIdentityAdmin(idp.url, "sk_test_wrong", clock=clock)
     with pytest.raises(IdentityAdminError, match="answered 401"):
         wrong.find_account("ann@example.test")
     with pytest.raises(IdentityAdminError, match="answered 401"):
-        invite(wrong)
+        invite(session, wrong)
     with pytest.raises(IdentityAdminError, match="answered 401"):
         wrong.private_metadata("user_ann")
     assert idp.invitations == []
 
 
-def test_101st_invitation_within_the_hour_is_refused_without_a_call(admin, idp, clock) -> None:
+def test_101st_invitation_within_the_hour_is_refused_without_a_call(
+    session, admin, idp, clock
+) -> None:
     for n in range(100):
         clock.set(NOW + timedelta(seconds=30 * n))  # spread over 49.5 minutes
-        invite(admin, f"person{n}@example.test")
+        invite(session, admin, f"person{n}@example.test")
     assert idp.admin_requests == 100
 
     with pytest.raises(RateLimited) as refused:
-        invite(admin, "one.too.many@example.test")
+        invite(session, admin, "one.too.many@example.test")
     assert idp.admin_requests == 100  # refused here, the provider never asked
     assert refused.value.code == "rate_limited"
     assert refused.value.status == 429
@@ -123,56 +124,39 @@ def test_101st_invitation_within_the_hour_is_refused_without_a_call(admin, idp, 
     assert admin.private_metadata("user_x") == {}
 
     clock.set(NOW + timedelta(hours=1))  # the first invitation left the window
-    assert invite(admin, "one.too.many@example.test") == "inv_101"
+    assert invite(session, admin, "one.too.many@example.test") == "inv_101"
     with pytest.raises(RateLimited):
-        invite(admin)
+        invite(session, admin)
     clock.set(NOW + timedelta(hours=1, seconds=30))  # and the second one
-    assert invite(admin) == "inv_102"
+    assert invite(session, admin) == "inv_102"
 
 
-def test_sliding_window_frees_slots_one_by_one() -> None:
-    clock = FixedClock(NOW)
-    window = SlidingWindow(3, timedelta(minutes=10), clock)
-    for minute in (0, 4, 8):
-        clock.set(NOW + timedelta(minutes=minute))
-        window.acquire()
-    clock.set(NOW + timedelta(minutes=9, seconds=59))
-    with pytest.raises(RateLimited) as refused:
-        window.acquire()
-    assert refused.value.retry_after == 1
-    clock.set(NOW + timedelta(minutes=10))
-    window.acquire()
-    with pytest.raises(RateLimited) as refused:
-        window.acquire()
-    assert refused.value.retry_after == 4 * 60
+def test_the_invitation_budget_is_one_per_provider_instance_not_per_process(
+    idp, clock, committed_pg
+) -> None:
+    """Two API processes (two clients, two database sessions) share the 100 per hour: the
+    window is counted in the database (gymctl.ratelimit.take), not in each process's memory."""
+    factory = db.session_factory(db.get_engine(committed_pg))
+    first = HttpIdentityAdmin(idp.url, idp.SECRET_KEY, clock=clock, limit=3)
+    second = HttpIdentityAdmin(idp.url, idp.SECRET_KEY, clock=clock, limit=3)
+    try:
+        for n, admin in enumerate((first, second, first)):
+            with factory() as session:
+                invite(session, admin, f"person{n}@example.test")
+                session.commit()
+        with factory() as session, pytest.raises(RateLimited) as refused:
+            invite(session, second, "one.too.many@example.test")
+        assert refused.value.retry_after == 3600
+        assert idp.admin_requests == 3
+    finally:
+        first.close()
+        second.close()
 
 
-def test_sliding_window_is_thread_safe() -> None:
-    window = SlidingWindow(100, timedelta(hours=1), FixedClock(NOW))
-    granted: list[int] = []
-    lock = threading.Lock()
-
-    def worker() -> None:
-        for _ in range(25):
-            try:
-                window.acquire()
-            except RateLimited:
-                continue
-            with lock:
-                granted.append(1)
-
-    threads = [threading.Thread(target=worker) for _ in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert len(granted) == 100
-
-
-def test_a_provider_429_is_rate_limited_with_retry_after(admin, idp) -> None:
+def test_a_provider_429_is_rate_limited_with_retry_after(session, admin, idp) -> None:
     idp.answer_429_after = 0
     with pytest.raises(RateLimited) as refused:
-        invite(admin)
+        invite(session, admin)
     assert refused.value.retry_after == 60
     assert refused.value.code == "rate_limited"
     with pytest.raises(RateLimited):
@@ -180,11 +164,11 @@ def test_a_provider_429_is_rate_limited_with_retry_after(admin, idp) -> None:
     assert idp.invitations == []
 
 
-def test_a_500_is_an_identity_admin_error(admin, idp) -> None:
+def test_a_500_is_an_identity_admin_error(session, admin, idp) -> None:
     idp.admin_status = 500
     for call in (
         lambda: admin.find_account("ann@example.test"),
-        lambda: invite(admin, "ann@example.test"),
+        lambda: invite(session, admin, "ann@example.test"),
         lambda: admin.private_metadata("user_ann"),
     ):
         with pytest.raises(IdentityAdminError) as failed:
@@ -221,12 +205,12 @@ def test_the_default_timeout_is_five_seconds(idp) -> None:
     assert admin._timeout == 5.0
 
 
-def test_emails_never_reach_the_logs(admin, idp, caplog) -> None:
+def test_emails_never_reach_the_logs(session, admin, idp, caplog) -> None:
     email = "private.person@example.test"
     idp.add_account("user_private", email)
     with caplog.at_level(logging.DEBUG):
         admin.find_account(email)
-        invite(admin, email)
+        invite(session, admin, email)
         idp.admin_status = 500
         with pytest.raises(IdentityAdminError):
             admin.find_account(email)
@@ -262,9 +246,9 @@ def test_local_lookup_matches_linked_live_rows_case_insensitively(session, sessi
     assert local.find_account("nobody@example.test") is None
 
 
-def test_local_invitation_and_metadata(session_factory) -> None:
+def test_local_invitation_and_metadata(session, session_factory) -> None:
     local = LocalIdentityAdmin(session_factory, ["user_root"])
-    first, second = invite(local), invite(local)
+    first, second = invite(session, local), invite(session, local)
     assert first.startswith("inv_local_")
     assert len(first) == len("inv_local_") + 32
     assert first != second

@@ -4,13 +4,12 @@ grants for new gyms, and removing a gym's owner. Each calls the same domain func
 from __future__ import annotations
 
 from flask import Blueprint, jsonify
-from pydantic import Field
 
 from gymctl.access import invitations, memberships, ownership, trail
 from gymctl.models import Role
 from webhooks.access import platform_admin_route, signed_in_user
 from webhooks.context import db, now, services
-from webhooks.validation import Body, parse
+from webhooks.validation import Body, Email, parse
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
@@ -34,7 +33,7 @@ def mark_email_verified(ref):
 
 
 class OwnerGrantRequest(Body):
-    email: str = Field(max_length=320)
+    email: Email
 
 
 @bp.post("/owner-grants")

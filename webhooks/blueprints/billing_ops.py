@@ -31,7 +31,7 @@ from gymctl.errors import DomainError
 from gymctl.providers.documents import default_document_provider
 from webhooks.access import membership, org_route, owner_route, platform_admin_route
 from webhooks.context import auth, db, handover, now, services
-from webhooks.validation import Body, parse
+from webhooks.validation import Body, Uuid4, parse
 
 bp = Blueprint("billing_ops", __name__)
 ORG = "/organizations/<uuid:org_id>"
@@ -139,7 +139,7 @@ def _reconcile(reconcile, org_id: uuid.UUID, transaction_id: uuid.UUID, **extra)
 
 
 class ConfirmNoDebitBody(Body):
-    request_id: uuid.UUID = Field(alias="requestId")
+    request_id: Uuid4 = Field(alias="requestId")
     provider_case_id: str = Field(
         alias="providerCaseId", min_length=1, max_length=128, pattern=TEXT
     )
@@ -206,7 +206,7 @@ def dismiss_pending_payment(org_id: uuid.UUID, transaction_id: uuid.UUID):
 
 
 class DeskChargeBody(Body):
-    idempotency_key: uuid.UUID = Field(alias="idempotencyKey")
+    idempotency_key: Uuid4 = Field(alias="idempotencyKey")
     user_id: uuid.UUID = Field(alias="userId")
     amount_in_cents: int = Field(alias="amountInCents", ge=1, le=100_000_000, strict=True)
     currency: str = Field(pattern=CURRENCY)
@@ -280,7 +280,7 @@ def refund(org_id: uuid.UUID, transaction_id: uuid.UUID):
 
 
 class CreditNoteBody(Body):
-    idempotency_key: uuid.UUID = Field(alias="idempotencyKey")
+    idempotency_key: Uuid4 = Field(alias="idempotencyKey")
     amount_in_cents: int = Field(alias="amountInCents", ge=1, le=100_000_000, strict=True)
     cash_returned: bool = Field(alias="cashReturned")
     reason: str = Field("", max_length=500, pattern=TEXT)

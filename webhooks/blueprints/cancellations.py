@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Annotated
 
 from flask import Blueprint, jsonify, request
 from pydantic import Field
@@ -22,7 +23,7 @@ from gymctl.retention.copy import pick_locale
 from webhooks.access import membership, org_route
 from webhooks.blueprints.billing import plan_json, subscription_json
 from webhooks.context import auth, db, now, services
-from webhooks.validation import Body, parse
+from webhooks.validation import Body, one_of, parse
 
 bp = Blueprint("cancellations", __name__)
 ORG = "/organizations/<uuid:org_id>"
@@ -89,7 +90,9 @@ my_subscriptions.gymctl_access = ("own",)  # type: ignore[attr-defined]
 
 
 class NoticeBody(Body):
-    reason_code: str | None = Field(None, alias="reasonCode", max_length=32, pattern=TEXT)
+    reason_code: Annotated[str, one_of(notices.REASON_CODES)] | None = Field(
+        None, alias="reasonCode", max_length=32, pattern=TEXT
+    )
     reason_text: str | None = Field(None, alias="reasonText", max_length=2000, pattern=TEXT)
     effective_at: datetime | None = Field(None, alias="effectiveAt")
 

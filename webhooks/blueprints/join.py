@@ -10,7 +10,7 @@ from gymctl.access import join
 from webhooks.access import signed_in_user
 from webhooks.context import client_ip, db, now, services
 from webhooks.guard import public
-from webhooks.validation import Body, parse
+from webhooks.validation import Body, Email, parse
 
 bp = Blueprint("join", __name__, url_prefix="/join")
 
@@ -23,7 +23,7 @@ def show(token):
 
 
 class RequestInvite(Body):
-    email: str = Field(max_length=320)
+    email: Email
 
 
 @bp.post("/<token>/request-invite")

@@ -4,6 +4,7 @@ Every route resolves the caller's membership first and then enforces the permiss
 from __future__ import annotations
 
 import uuid
+from typing import Annotated
 
 from flask import Blueprint, Response, jsonify, request
 from pydantic import Field
@@ -27,7 +28,7 @@ from gymctl.models import Organization, Role
 from webhooks.access import membership, org_route, owner_route, signed_in_user
 from webhooks.bodies import body_limit
 from webhooks.context import auth, client_ip, db, now, services
-from webhooks.validation import Body, parse
+from webhooks.validation import Body, Email, one_of, parse
 
 bp = Blueprint("organizations", __name__, url_prefix="/organizations")
 ORG = "/<uuid:org_id>"
@@ -90,7 +91,7 @@ def roster(org_id):
 
 
 class DeskRegistration(Body):
-    email: str = Field(max_length=320)
+    email: Email
     name: str | None = Field(None, max_length=200)
 
 
@@ -212,7 +213,7 @@ def compliance_pdf(org_id, user_id):
 
 
 class InvitationRequest(Body):
-    email: str = Field(max_length=320)
+    email: Email
     role: Role = Role.member
 
 
@@ -281,7 +282,7 @@ def resend_invitation(org_id, invitation_id):
 
 class LeadRequest(Body):
     name: str = Field(min_length=1, max_length=200)
-    email: str = Field(max_length=320)
+    email: Email
 
 
 @bp.post(f"{ORG}/leads")
@@ -378,7 +379,7 @@ def resume_join_link(org_id, link_id):
 
 class SalesGrantRequest(Body):
     userId: uuid.UUID
-    scope: str
+    scope: Annotated[str, one_of(sales.SCOPES)]
     manager: bool = False
 
 
