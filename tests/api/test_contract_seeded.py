@@ -42,6 +42,7 @@ from tests.api.test_openapi import (
 )
 from tests.billing.factories import TEST_KEY, Gym, make_plan, make_subscription, make_transaction
 from tests.conftest import NOW
+from tests.factories import Person
 from webhooks.app import create_app
 from webhooks.blueprints.openapi import document
 
@@ -152,7 +153,13 @@ def seed(session) -> tuple[Gym, PaymentTransaction]:
         )
     }
     owner, member = people[Role.owner][0], people[Role.member][0]
-    gym = Gym(organization, owner, memberships[owner.id], member, memberships[member.id])
+    gym = Gym(
+        organization,
+        {
+            Role.owner: Person(owner, memberships[owner.id]),
+            Role.member: Person(member, memberships[member.id]),
+        },
+    )
     card = make_plan(session, organization, PlanType.card)
     make_plan(session, organization, PlanType.pack)
     make_plan(session, organization, PlanType.cash)
