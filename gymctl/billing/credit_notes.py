@@ -15,7 +15,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymctl import ids
@@ -26,6 +25,7 @@ from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
 from gymctl.models import PaymentTransaction
 from gymctl.models.billing import TransactionStatus, TransactionType
+from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.providers.documents import TAX_INVOICE_AND_RECEIPT_REFUND, DocumentProvider
 
 CREDIT_NOTE = "credit_note"
@@ -110,11 +110,14 @@ def file_credit_note(
         created_at=now,
         updated_at=now,
     )
-    session.add(note)
     try:
-        with session.begin_nested():
+        with (
+            unique_violation("uq_payment_transactions_organization_id_idempotency_key"),
+            session.begin_nested(),
+        ):
+            session.add(note)  # inside the savepoint: begin_nested flushes what is pending first
             session.flush()
-    except IntegrityError:
+    except UniqueViolation:
         # The same key was filed by a request racing this one: answer its outcome.
         existing = _by_key(session, organization_id, request.idempotency_key)
         return _answer(existing, sale, replayed=True)

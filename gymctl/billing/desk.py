@@ -18,7 +18,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
@@ -36,6 +35,7 @@ from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
 from gymctl.models import PaymentMethod, PaymentTransaction, Plan
 from gymctl.models.billing import TransactionStatus, TransactionType
+from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.providers.card import (
     CURRENCIES,
     CardProvider,
@@ -191,8 +191,9 @@ def _store(
     )
     session.add(transaction)
     try:
-        session.flush()
-    except IntegrityError:
+        with unique_violation("uq_payment_transactions_organization_id_idempotency_key"):
+            session.flush()
+    except UniqueViolation:
         return None
     return transaction.id, terminal_of(config, cipher), saved_card(method, cipher)
 

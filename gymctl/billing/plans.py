@@ -14,7 +14,6 @@ from datetime import datetime, timedelta
 
 from dateutil.relativedelta import relativedelta
 from sqlalchemy import select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymctl import ids
@@ -30,10 +29,9 @@ from gymctl.models.billing import (
     TransactionStatus,
     TransactionType,
 )
+from gymctl.models.integrity import UniqueViolation, unique_violation
 
 CURRENCY_LENGTH = 3
-# How each engine names a violation of that index: PostgreSQL by name, SQLite by its columns.
-PLAN_HELD = ("uq_subscriptions_plan_held", "subscriptions.plan_id, subscriptions.user_id")
 
 
 @dataclass(frozen=True)
@@ -213,12 +211,10 @@ def new_subscription(
         cash_pauses=[],
     )
     try:
-        with session.begin_nested():  # it flushes first: the row is added inside it
-            session.add(subscription)
+        with unique_violation("uq_subscriptions_plan_held"), session.begin_nested():
+            session.add(subscription)  # inside the savepoint: it flushes first
             session.flush()
-    except IntegrityError as error:
-        if not any(name in str(error.orig) for name in PLAN_HELD):
-            raise
+    except UniqueViolation:
         # A concurrent purchase of the same recurring plan committed first (the unique index
         # waited for it): the answer is the same as if it had been seen by refuse_if_held.
         raise _already_held(live_holder(session, plan, membership.user_id)) from None

@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import bindparam, exists, func, select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -35,6 +34,7 @@ from gymctl.models.bridge import (
     OpType,
     SyncOp,
 )
+from gymctl.models.integrity import UniqueViolation, unique_violation
 
 # Spec B 3: failures back off 1 min, 5 min, 30 min, 2 h, 6 h; the next failure parks.
 LADDER: tuple[timedelta, ...] = (
@@ -187,9 +187,10 @@ def claim(
     params = {"of_organization": organization_id, "at": now, "up_to": limit, "by": owner,
               "until": now + lease}  # fmt: skip
     try:
-        ops = list(session.scalars(_CLAIM, params))
-        session.commit()
-    except IntegrityError:
+        with unique_violation("uq_bridge_sync_ops_in_flight_key"):
+            ops = list(session.scalars(_CLAIM, params))
+            session.commit()
+    except UniqueViolation:
         # The in-flight backstop refused a second op of one key: claim again next round.
         session.rollback()
         return []

@@ -8,7 +8,6 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, Field, ValidationError
 from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import mirror
@@ -19,6 +18,7 @@ from gymctl.events import EventKind, emit
 from gymctl.identity.auth import user_by_identity
 from gymctl.identity.signup import mirror_verification, primary_email, read_sign_up, record_sign_up
 from gymctl.models import IdentityWebhookDelivery, User
+from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.providers.identity_admin import IdentityAdmin, IdentityAdminError
 
 log = logging.getLogger("gymctl.identity")
@@ -61,9 +61,9 @@ def find_or_create(
         identity_id=identity_id, email=email, image_url=image_url, created_at=now, updated_at=now
     )
     try:
-        with session.begin_nested():
+        with unique_violation("uq_users_identity_id"), session.begin_nested():
             session.add(user)
-    except IntegrityError:
+    except UniqueViolation:
         winner = user_by_identity(session, identity_id)
         if winner is None:
             raise
@@ -253,9 +253,9 @@ def apply_identity_event(
         id=delivery_id, event_type=event_type[:64], received_at=now, outcome="applying"
     )
     try:
-        with session.begin_nested():
+        with unique_violation("pk_identity_webhook_deliveries"), session.begin_nested():
             session.add(delivery)
-    except IntegrityError:
+    except UniqueViolation:
         return "duplicate"
     outcome = handler(session, data, now=now, settings=settings) if handler else "ignored"
     delivery.outcome = outcome

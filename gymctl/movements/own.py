@@ -15,12 +15,12 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymctl.errors import DomainError, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Movement
+from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.movements.aliases import merge_aliases
 from gymctl.movements.library import slugify
 
@@ -102,10 +102,10 @@ def create_own(
     if taken is not None:
         raise _slug_taken(slug)
     try:
-        with session.begin_nested():
+        with unique_violation("uq_movements_organization_slug"), session.begin_nested():
             session.add(movement)
             session.flush()
-    except IntegrityError:
+    except UniqueViolation:
         raise _slug_taken(slug) from None
     _audit(session, movement, "movements.created", now, actor_user_id, {"after": _state(movement)})
     return movement

@@ -21,13 +21,13 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymctl.config import Settings
 from gymctl.errors import DomainError, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Movement, MovementVideoReport
+from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.movements.clients import ChatModel, ProviderUnavailable
 from gymctl.movements.progress import SILENT, Progress
 from gymctl.movements.targets import canonical_rows
@@ -286,7 +286,10 @@ def report_video(
     movement = _movement(session, movement_id, organization_id)
     url = _require_video(movement)
     try:
-        with session.begin_nested():
+        with (
+            unique_violation("uq_movement_video_reports_movement_id_video_url_user_id"),
+            session.begin_nested(),
+        ):
             session.add(
                 MovementVideoReport(
                     movement_id=movement.id,
@@ -299,7 +302,7 @@ def report_video(
                 )
             )
         recorded = True
-    except IntegrityError:
+    except UniqueViolation:
         recorded = False  # one report per person and video; a repeat changes nothing
     negatives = session.scalar(
         select(func.count()).where(

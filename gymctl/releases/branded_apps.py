@@ -18,7 +18,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import or_, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymctl.branding.published import public_branding
@@ -26,6 +25,7 @@ from gymctl.config import Settings
 from gymctl.errors import DomainError, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Organization, OrganizationStatus
+from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.models.releases import BrandedApp
 from gymctl.releases import identifiers
 
@@ -34,6 +34,11 @@ CERT_SHA256 = re.compile(r"^[0-9A-F]{2}(?::[0-9A-F]{2}){31}$")
 DIGEST = re.compile(r"^[0-9a-f]{64}$")
 TEXT_ID = re.compile(r"^[A-Za-z0-9._:/@-]{1,200}$")
 PLATFORMS = ("ios", "android")
+# A gym's app raced by another's for one of its IDs, or by a second mapping of the same gym.
+_ID_KEYS = tuple(
+    f"uq_organization_branded_apps_{c}" for c in ("link_slug", "apple_bundle_id", "android_package")
+)
+_ONE_APP = "uq_organization_branded_apps_organization_id"
 
 
 def find_app(session: Session, organization_id: uuid.UUID) -> BrandedApp | None:
@@ -94,10 +99,14 @@ def create_app(
         updated_at=now,
     )
     try:
-        with session.begin_nested():
+        with unique_violation(*_ID_KEYS, _ONE_APP), session.begin_nested():
             session.add(app)
             session.flush()
-    except IntegrityError:
+    except UniqueViolation as refused:
+        if refused.constraint == _ONE_APP:
+            raise DomainError(
+                "branded_app_exists", "the app mapping is immutable", status=409
+            ) from None
         raise DomainError(
             "branded_app_id_taken", "another gym's app holds that ID", status=409
         ) from None

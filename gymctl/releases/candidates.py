@@ -20,13 +20,13 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymctl.branding.published import live_app_version, live_brand
 from gymctl.config import Settings
 from gymctl.errors import DomainError, conflict
 from gymctl.events import EventKind, emit
+from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.models.releases import (
     BrandedApp,
     CandidateSupersession,
@@ -98,12 +98,12 @@ def supersede(session: Session, candidate: ReleaseCandidate, reason: str, *, now
     """Written once: when another transaction (the daemon's pass, an owner's read) superseded the
     same candidate first, its row stands and this one is dropped, not raised as a conflict."""
     try:
-        with session.begin_nested():
+        with unique_violation("pk_release_candidate_supersessions"), session.begin_nested():
             session.add(
                 CandidateSupersession(candidate_id=candidate.id, reason=reason, superseded_at=now)
             )
             session.flush()
-    except IntegrityError:
+    except UniqueViolation:
         return
     emit(
         session,

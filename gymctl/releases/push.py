@@ -15,13 +15,13 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymctl.access.memberships import resolve_membership
 from gymctl.config import Settings
 from gymctl.errors import DomainError, not_found
 from gymctl.models import Membership, MembershipStatus, Organization, OrganizationStatus, User
+from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.models.releases import BrandedApp, PushRegistration
 from gymctl.providers.push import PushMessage, PushProvider, token_digest
 
@@ -61,12 +61,15 @@ def _upsert_registration(
     row = session.scalar(query)
     if row is None:
         try:
-            with session.begin_nested():
+            with (
+                unique_violation("uq_push_registrations_app_id_token_sha256"),
+                session.begin_nested(),
+            ):
                 row = PushRegistration(app_id=app_id, token_sha256=digest, token=token, **fields)
                 session.add(row)
                 session.flush()
             return row
-        except IntegrityError:
+        except UniqueViolation:
             row = session.scalars(query).one()
     for name, value in fields.items():
         setattr(row, name, value)
