@@ -13,8 +13,9 @@ from sqlalchemy.orm import Session
 from gymctl.bridge import mirror
 from gymctl.config import Settings
 from gymctl.db import storable_text
-from gymctl.errors import DomainError
+from gymctl.errors import invalid
 from gymctl.events import EventKind, emit
+from gymctl.identity import codes
 from gymctl.identity.auth import user_by_identity
 from gymctl.identity.signup import mirror_verification, primary_email, read_sign_up, record_sign_up
 from gymctl.models import IdentityWebhookDelivery, User
@@ -140,7 +141,7 @@ def first_request(
 def _subject(data: dict[str, Any]) -> str:
     subject = data.get("id")
     if not isinstance(subject, str) or not subject:
-        raise DomainError("webhook_payload_invalid", "the event has no user id", status=400)
+        raise invalid(codes.WEBHOOK_PAYLOAD_INVALID, "the event has no user id")
     return subject
 
 
@@ -230,10 +231,10 @@ def apply_identity_event(
     Returns the outcome (created, linked, mirrored, deleted, ignored, duplicate).
     """
     if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-        raise DomainError("webhook_payload_invalid", "the body is not a provider event", status=400)
+        raise invalid(codes.WEBHOOK_PAYLOAD_INVALID, "the body is not a provider event")
     event_type = event["type"]
     if "\x00" in event_type:
-        raise DomainError("webhook_payload_invalid", "the event type contains a NUL character")
+        raise invalid(codes.WEBHOOK_PAYLOAD_INVALID, "the event type contains a NUL character")
     handler = HANDLERS.get(event_type)
     data = event.get("data")
     if handler is not None:
@@ -242,8 +243,8 @@ def apply_identity_event(
         try:
             ProviderUser.model_validate(data)
         except ValidationError:
-            raise DomainError(
-                "webhook_payload_invalid", "the event's user object is malformed", status=400
+            raise invalid(
+                codes.WEBHOOK_PAYLOAD_INVALID, "the event's user object is malformed"
             ) from None
     if session.get(IdentityWebhookDelivery, delivery_id) is not None:
         return "duplicate"
