@@ -17,10 +17,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import DomainError, conflict, forbidden, invalid, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Movement
 from gymctl.models.integrity import UniqueViolation, unique_violation
+from gymctl.movements import codes
 from gymctl.movements.aliases import merge_aliases
 from gymctl.movements.library import slugify
 
@@ -58,15 +59,14 @@ def owned_movement(
     else (another gym's, deleted, unknown) 404."""
     movement = session.get(Movement, movement_id, with_for_update=True)
     if movement is None or movement.deleted_at is not None:
-        raise not_found("movement_not_found", "no such movement")
+        raise not_found(codes.MOVEMENT_NOT_FOUND, "no such movement")
     if movement.organization_id != organization_id:
         if movement.organization_id is None:
-            raise DomainError(
-                "movement_not_owned",
+            raise forbidden(
+                codes.MOVEMENT_NOT_OWNED,
                 "canonical movements are changed through the library, not by a gym",
-                status=403,
             )
-        raise not_found("movement_not_found", "no such movement")
+        raise not_found(codes.MOVEMENT_NOT_FOUND, "no such movement")
     return movement
 
 
@@ -81,7 +81,7 @@ def create_own(
 ) -> Movement:
     slug = slugify(slug or fields["name"])
     if not slug:
-        raise DomainError("movement_slug_invalid", "the name or slug has no letters or digits")
+        raise invalid(codes.MOVEMENT_SLUG_INVALID, "the name or slug has no letters or digits")
     movement = Movement(
         organization_id=organization_id,
         slug=slug,
@@ -170,9 +170,7 @@ def _state(movement: Movement) -> dict[str, Any]:
 
 
 def _slug_taken(slug: str) -> DomainError:
-    return DomainError(
-        "movement_slug_taken", f"this gym already has a movement {slug}", status=409, slug=slug
-    )
+    return conflict(codes.MOVEMENT_SLUG_TAKEN, f"this gym already has a movement {slug}", slug=slug)
 
 
 def _audit(session, movement, action, now, actor, payload) -> None:

@@ -24,10 +24,11 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gymctl.config import Settings
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import conflict, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Movement, MovementVideoReport
 from gymctl.models.integrity import UniqueViolation, unique_violation
+from gymctl.movements import codes
 from gymctl.movements.clients import ChatModel, ProviderUnavailable
 from gymctl.movements.progress import SILENT, Progress
 from gymctl.movements.targets import canonical_rows
@@ -222,13 +223,13 @@ def _movement(session: Session, movement_id: uuid.UUID, organization_id: uuid.UU
     if visible and movement.organization_id is not None:
         visible = movement.organization_id == organization_id
     if not visible:
-        raise not_found("movement_not_found", "no such movement")
+        raise not_found(codes.MOVEMENT_NOT_FOUND, "no such movement")
     return movement
 
 
 def _require_video(movement: Movement) -> str:
     if not movement.video_url:
-        raise DomainError("movement_video_missing", "this movement shows no video", status=409)
+        raise conflict(codes.MOVEMENT_VIDEO_MISSING, "this movement shows no video")
     return movement.video_url
 
 
