@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from gymctl import clock
+from gymctl.cli import codes
 from gymctl.cli.output import JSON, console, err_console, print_json, render_mapping, render_rows
-from gymctl.errors import DomainError
+from gymctl.errors import DomainError, invalid
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -105,7 +106,7 @@ def _cursor(value: str | None) -> uuid.UUID | None:
     try:
         return uuid.UUID(value) if value else None
     except ValueError:
-        raise DomainError("cursor_invalid", "the cursor is a subscription id") from None
+        raise invalid(codes.CURSOR_INVALID, "the cursor is a subscription id") from None
 
 
 def _instant(value: str) -> datetime:
@@ -114,8 +115,8 @@ def _instant(value: str) -> datetime:
     try:
         return ensure_utc(datetime.fromisoformat(value))
     except ValueError:
-        raise DomainError(
-            "timestamp_not_utc", f"{value!r} is not an ISO time with an explicit UTC offset"
+        raise invalid(
+            codes.TIMESTAMP_NOT_UTC, f"{value!r} is not an ISO time with an explicit UTC offset"
         ) from None
 
 
@@ -505,6 +506,7 @@ def opening_day_command(
     else:
         render_mapping(answer, title="presale opening day")
 
+
 def _add_settings_commands() -> None:
     """`settings` and `charges` live in their own module (loaded with this group)."""
     from gymctl.cli.billing_settings import charges_app, settings_app
@@ -547,7 +549,7 @@ def simulate_command(
     from gymctl.billing.forecast import simulate
 
     if from_history and decline_rate:
-        raise DomainError("decline_rate_conflict", "--decline-rate and --from-history exclude")
+        raise invalid(codes.DECLINE_RATE_CONFLICT, "--decline-rate and --from-history exclude")
     _, cipher = _services()
     with _unit(dry_run=True) as session:
         gym = resolve_organization(session, organization)
