@@ -12,12 +12,12 @@ from typing import Any, ClassVar, get_origin
 from sqlalchemy import delete
 from sqlalchemy.orm import Session, sessionmaker
 
-from gymctl import ratelimit
+from gymctl import codes, ratelimit
 from gymctl.access.invitations import expire_invitations
 from gymctl.billing import lifecycle, sweeps
 from gymctl.bridge import sweeps as bridge
 from gymctl.config import Settings
-from gymctl.errors import DomainError
+from gymctl.errors import invalid
 from gymctl.models import JobRun
 from gymctl.movements.jobs import work_jobs
 from gymctl.movements.services import library_from_settings
@@ -221,8 +221,8 @@ def select_jobs(names: list[str] | None, jobs: tuple[AnyJob, ...] = JOBS) -> lis
     by_name = {job.name: job for job in jobs}
     unknown = [name for name in names if name not in by_name]
     if unknown:
-        raise DomainError(
-            "unknown_job",
+        raise invalid(
+            codes.UNKNOWN_JOB,
             f"unknown job {', '.join(unknown)}; valid jobs: {', '.join(by_name)}",
         )
     return [by_name[name] for name in dict.fromkeys(names)]

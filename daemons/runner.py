@@ -22,7 +22,6 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from daemons.jobs import AnyJob, JobResult, OwnTransactionsJob, select_jobs
@@ -32,6 +31,7 @@ from gymctl.db import READ_ONLY, advisory_lock, get_engine
 from gymctl.db import session_factory as default_session_factory
 from gymctl.logs import configure_logging as configure_json_logging
 from gymctl.models import JobRun
+from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.tracking import init_error_tracking
 
 logger = logging.getLogger("gymctl.daemons")
@@ -109,8 +109,9 @@ def run_job_once(
             )
             session.add(ledger)
             try:
-                session.flush()
-            except IntegrityError:
+                with unique_violation("pk_job_runs"):
+                    session.flush()
+            except UniqueViolation:
                 # Another daemon inserted this (job, tick) between our read and our insert.
                 session.rollback()
                 return JobOutcome(job.name, tick, "skipped", reason="already ran this tick")
@@ -177,8 +178,9 @@ def _claim_tick(
             JobRun(job_name=job.name, tick=tick, runner=runner, started_at=now, status="running")
         )
         try:
-            session.commit()
-        except IntegrityError:
+            with unique_violation("pk_job_runs"):
+                session.commit()
+        except UniqueViolation:
             session.rollback()
             return False
     return True

@@ -43,17 +43,73 @@ class ConfigError(RuntimeError):
         self.problems = problems or [message]
 
 
-def unauthorized(code: str, message: str) -> DomainError:
-    return DomainError(code, message, status=401)
+# One helper per status the specs give a refusal; the codes themselves are declared per area
+# (gymctl/<area>/codes.py, webhooks/codes.py) and listed in docs/error-codes.md.
 
 
-def forbidden(code: str, message: str) -> DomainError:
-    return DomainError(code, message, status=403)
+def invalid(code: str, message: str | None = None, **details: Any) -> DomainError:
+    return DomainError(code, message, status=400, **details)
 
 
-def not_found(code: str, message: str) -> DomainError:
-    return DomainError(code, message, status=404)
+def unauthorized(code: str, message: str | None = None, **details: Any) -> DomainError:
+    return DomainError(code, message, status=401, **details)
 
 
-def conflict(code: str, message: str, **details: Any) -> DomainError:
+def forbidden(code: str, message: str | None = None, **details: Any) -> DomainError:
+    return DomainError(code, message, status=403, **details)
+
+
+def not_found(code: str, message: str | None = None, **details: Any) -> DomainError:
+    return DomainError(code, message, status=404, **details)
+
+
+def conflict(code: str, message: str | None = None, **details: Any) -> DomainError:
     return DomainError(code, message, status=409, **details)
+
+
+def gone(code: str, message: str | None = None, **details: Any) -> DomainError:
+    return DomainError(code, message, status=410, **details)
+
+
+def too_large(code: str, message: str | None = None, **details: Any) -> DomainError:
+    return DomainError(code, message, status=413, **details)
+
+
+def unprocessable(code: str, message: str | None = None, **details: Any) -> DomainError:
+    return DomainError(code, message, status=422, **details)
+
+
+def too_many_requests(code: str, message: str | None = None, **details: Any) -> DomainError:
+    return DomainError(code, message, status=429, **details)
+
+
+def internal_error(code: str, message: str | None = None, **details: Any) -> DomainError:
+    return DomainError(code, message, status=500, **details)
+
+
+def bad_gateway(code: str, message: str | None = None, **details: Any) -> DomainError:
+    return DomainError(code, message, status=502, **details)
+
+
+def unavailable(code: str, message: str | None = None, **details: Any) -> DomainError:
+    return DomainError(code, message, status=503, **details)
+
+
+# The helper of each status, for the codes' listing and its test.
+HELPERS = {
+    helper.__name__: status
+    for helper, status in (
+        (invalid, 400),
+        (unauthorized, 401),
+        (forbidden, 403),
+        (not_found, 404),
+        (conflict, 409),
+        (gone, 410),
+        (too_large, 413),
+        (unprocessable, 422),
+        (too_many_requests, 429),
+        (internal_error, 500),
+        (bad_gateway, 502),
+        (unavailable, 503),
+    )
+}

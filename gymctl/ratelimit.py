@@ -30,9 +30,10 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from gymctl import codes
 from gymctl.clock import ensure_utc
 from gymctl.db import advisory_lock
-from gymctl.errors import DomainError
+from gymctl.errors import DomainError, too_many_requests
 from gymctl.models import RateWindow
 
 KEY_CHARS = 256  # rate_windows.key
@@ -69,10 +70,9 @@ def refused(spent: Spent) -> DomainError:
     """The 429 of an attempt over its limit; the HTTP door turns retryAfter into Retry-After.
     It is `audited`: the door commits the refused attempt's count (limits are counted before
     anything else is written)."""
-    return DomainError(
-        "rate_limited",
+    return too_many_requests(
+        codes.RATE_LIMITED,
         "too many attempts; try again shortly",
-        status=429,
         audited=True,
         retryAfter=spent.retry_after,
     )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from gymctl.errors import DomainError
+from gymctl import codes
+from gymctl.errors import invalid
 
 SCHEMAS = range(1, 5)
 
@@ -11,10 +12,9 @@ def payload_schema(value: str | None, *, parameter: str) -> int:
     if value is None:
         return 1
     if value not in {str(n) for n in SCHEMAS}:  # ASCII digits only: '²'.isdigit() is True
-        raise DomainError(
-            "schema_unsupported",
+        raise invalid(
+            codes.SCHEMA_UNSUPPORTED,
             f"{parameter} must be an integer from 1 to 4",
-            status=400,
             parameter=parameter,
         )
     return int(value)

@@ -66,8 +66,12 @@ def import_graph(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, 
                 if statement.level:
                     anchor = package.split(".")[: len(package.split(".")) - statement.level + 1]
                     base = ".".join([*anchor, *([base] if base else [])])
-                # `from package import module` runs the package and the module.
-                targets = [base, *(f"{base}.{alias.name}" for alias in statement.names)]
+                # `from package import module` loads the package only as the module's parent (left
+                # out, as for every module); `from package import name` runs the package.
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                    for alias in statement.names
+                ]
             graph[name].update(t for t in targets if t in known and t != name)
     return graph
 
@@ -126,8 +130,8 @@ def _write(root: Path, files: dict[str, str]) -> None:
 
 def test_the_scan_finds_a_circle_hidden_in_a_function_and_skips_type_only_imports(tmp_path):
     """The detector itself: a deferred import closes a circle, a relative import and a
-    `from package import module` are followed, TYPE_CHECKING and a re-exporting __init__ are
-    not circles."""
+    `from package import module` are followed (`from package import name` reaches the package),
+    TYPE_CHECKING and a re-exporting __init__ are not circles."""
     _write(
         tmp_path,
         {
@@ -138,6 +142,7 @@ def test_the_scan_finds_a_circle_hidden_in_a_function_and_skips_type_only_import
             "def run():\n    from .late import later\n    return later()\n",
             "app/late.py": "from app import service\ndef later(): pass\n",
             "app/alone.py": "import app.models\n",
+            "app/user.py": "from app import Row\n",
         },
     )
     graph = import_graph(tmp_path, ("app",))
@@ -145,7 +150,8 @@ def test_the_scan_finds_a_circle_hidden_in_a_function_and_skips_type_only_import
         "app": {"app.models"},
         "app.models": set(),
         "app.service": {"app.models", "app.late"},
-        "app.late": {"app", "app.service"},
+        "app.late": {"app.service"},  # the package runs only as the module's parent
         "app.alone": {"app.models"},
+        "app.user": {"app"},  # a name the package defines runs the package
     }
     assert circles(graph) == [["app.late", "app.service"]]

@@ -17,6 +17,7 @@ from gymctl.access.memberships import resolve_membership
 from gymctl.access.permissions import Action, Module, enforce
 from gymctl.errors import forbidden, unauthorized
 from gymctl.models import Membership, Role, User
+from webhooks import codes
 from webhooks.context import auth, db, services
 
 
@@ -44,7 +45,7 @@ def owner_route(view: Callable) -> Callable:
     def guarded(org_id, **kwargs: Any):
         membership = resolve_membership(db(), org_id, auth().user)
         if membership.role is not Role.owner:
-            raise forbidden("owner_required", "only the organization's owner can do this")
+            raise forbidden(codes.OWNER_REQUIRED, "only the organization's owner can do this")
         g.membership = membership
         return view(org_id, **kwargs)
 
@@ -80,5 +81,5 @@ def signed_in_user() -> User:
             now=services().clock.now(),
         )
     if current.user.deleted_at is not None:
-        raise unauthorized("user_deleted", "this account was deleted")
+        raise unauthorized(codes.USER_DELETED, "this account was deleted")
     return current.user

@@ -17,7 +17,7 @@ from gymctl.access.platform_admin import PlatformAdmins
 from gymctl.clock import Clock
 from gymctl.config import Settings, get_settings
 from gymctl.db import session_factory as default_session_factory
-from gymctl.errors import DomainError
+from gymctl.errors import invalid
 from gymctl.identity.tokens import TokenVerifier, build_verifier
 from gymctl.logs import configure_logging, request_id_var
 from gymctl.providers.card import CardProvider
@@ -25,7 +25,7 @@ from gymctl.providers.identity_admin import IdentityAdmin, identity_admin_from_s
 from gymctl.providers.mail import Mailer, mailer_from_settings
 from gymctl.providers.storage import ObjectStore, storage_from_settings
 from gymctl.tracking import init_error_tracking
-from webhooks import errors, guard
+from webhooks import codes, errors, guard
 from webhooks.blueprints import (
     admin,
     billing,
@@ -127,7 +127,7 @@ def _start_request() -> None:
     g.request_token = request_id_var.set(g.request_id)
     g.started = time.perf_counter()
     if "\x00" in request.path:
-        raise DomainError("path_invalid", "the path contains a NUL character")
+        raise invalid(codes.PATH_INVALID, "the path contains a NUL character")
 
 
 def _finish_request(response):

@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 from flask import current_app, request
 
 from gymctl.db import storable_text
-from gymctl.errors import DomainError
+from gymctl.errors import invalid
+from webhooks import codes
 
 F = TypeVar("F", bound=Callable)
 
@@ -89,7 +90,7 @@ def _unstorable_text(value: Any) -> bool:
 
 
 def read_json(
-    raw: bytes | None = None, *, code: str = "invalid_body", every_text: bool = True
+    raw: bytes | None = None, *, code: str = codes.INVALID_BODY, every_text: bool = True
 ) -> Any:
     """The request's JSON body (or `raw`); None when empty. DomainError `code` (400) when it is
     not UTF-8 JSON, deeper than MAX_DEPTH, holds NaN, Infinity or an out-of-range number, or
@@ -101,13 +102,13 @@ def read_json(
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise DomainError(code, "the body is not UTF-8") from None
+        raise invalid(code, "the body is not UTF-8") from None
     if depth(raw) > MAX_DEPTH:
-        raise DomainError(code, f"the body nests deeper than {MAX_DEPTH} levels")
+        raise invalid(code, f"the body nests deeper than {MAX_DEPTH} levels")
     try:
         value = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     except (ValueError, RecursionError):
-        raise DomainError(code, "the body is not JSON") from None
+        raise invalid(code, "the body is not JSON") from None
     if every_text and _unstorable_text(value):
-        raise DomainError(code, "text may not contain NUL characters or lone surrogates")
+        raise invalid(code, "text may not contain NUL characters or lone surrogates")
     return value

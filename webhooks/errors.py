@@ -10,6 +10,7 @@ from sqlalchemy.exc import DBAPIError
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from gymctl.errors import DomainError
+from webhooks import codes
 
 log = logging.getLogger("gymctl.api")
 
@@ -49,7 +50,7 @@ def register(app: Flask) -> None:
     def body_too_large(_error: RequestEntityTooLarge):
         limit = request.max_content_length
         return jsonify(
-            code="body_too_large", message=f"the body is over this route's {limit} bytes"
+            code=codes.BODY_TOO_LARGE, message=f"the body is over this route's {limit} bytes"
         ), 413
 
     # Unexpected exceptions reach Flask's own handling first (logged by log_unhandled, and error
@@ -57,7 +58,7 @@ def register(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException):
         if error.code and error.code >= 500:
-            return jsonify(code="internal_error", message="internal server error"), error.code
+            return jsonify(code=codes.INTERNAL_ERROR, message="internal server error"), error.code
         response = jsonify(code=_code(error), message=error.description)
         # Keep what the error says beyond its body, e.g. the Allow header of a 405 (RFC 9110).
         for name, value in error.get_headers():

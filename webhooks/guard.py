@@ -16,6 +16,7 @@ from flask import Flask, current_app, g, request
 from gymctl.access.sessions import impersonator_from_claims, location_from_headers, record_session
 from gymctl.errors import unauthorized
 from gymctl.identity.auth import build_auth
+from webhooks import codes
 from webhooks.context import client_ip, db, services
 
 F = TypeVar("F", bound=Callable)
@@ -41,12 +42,12 @@ def _bearer_token() -> str:
     if header:
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise unauthorized("authorization_malformed", "use Authorization: Bearer <token>")
+            raise unauthorized(codes.AUTHORIZATION_MALFORMED, "use Authorization: Bearer <token>")
         return token.strip()
     cookie = request.cookies.get("__session")
     if cookie:
         return cookie
-    raise unauthorized("authorization_missing", "a Bearer session token is required")
+    raise unauthorized(codes.AUTHORIZATION_MISSING, "a Bearer session token is required")
 
 
 def guard() -> None:
@@ -67,7 +68,7 @@ def guard() -> None:
     else:
         token = _bearer_token()
         if svc.verifier is None:
-            raise unauthorized("identity_not_configured", "no identity key is configured")
+            raise unauthorized(codes.IDENTITY_NOT_CONFIGURED, "no identity key is configured")
         claims = svc.verifier.verify(token)
         g.auth = build_auth(db(), identity_id=claims.sub, session_id=claims.sid)
         if g.auth.user is not None:

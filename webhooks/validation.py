@@ -10,7 +10,8 @@ from typing import Annotated, TypeVar
 from flask import request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 
-from gymctl.errors import DomainError
+from gymctl.errors import invalid
+from webhooks import codes
 from webhooks.bodies import read_json
 
 M = TypeVar("M", bound=BaseModel)
@@ -40,7 +41,7 @@ class Body(BaseModel):
 
 def parse(model: type[M]) -> M:
     if request.get_data() and not request.is_json:
-        raise DomainError("invalid_body", "the body is not JSON (send application/json)")
+        raise invalid(codes.INVALID_BODY, "the body is not JSON (send application/json)")
     data = read_json()
     try:
         return model.model_validate(data if data is not None else {})
@@ -49,4 +50,4 @@ def parse(model: type[M]) -> M:
             {"field": ".".join(str(p) for p in e["loc"]), "problem": e["type"]}
             for e in error.errors()
         ]
-        raise DomainError("invalid_body", "the body does not match", fields=fields) from None
+        raise invalid(codes.INVALID_BODY, "the body does not match", fields=fields) from None

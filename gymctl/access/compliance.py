@@ -14,10 +14,11 @@ from fpdf import FPDF
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gymctl.access import codes
 from gymctl.access.memberships import membership_of
 from gymctl.config import ConfigError, Settings
 from gymctl.crypto import DecryptionError, national_id_cipher
-from gymctl.errors import DomainError
+from gymctl.errors import internal_error, unavailable
 from gymctl.events import EventKind, emit
 from gymctl.models import LegalConsent, LegalDocument, Membership, Organization, User
 
@@ -36,12 +37,12 @@ def national_id(settings: Settings, membership: Membership) -> str | None:
             row_id=str(membership.id),
         )
     except ConfigError:
-        raise DomainError(
-            "national_id_not_configured", "national ids cannot be read here", status=503
+        raise unavailable(
+            codes.NATIONAL_ID_NOT_CONFIGURED, "national ids cannot be read here"
         ) from None
     except DecryptionError:
-        raise DomainError(
-            "national_id_unreadable", "the stored national id cannot be decrypted", status=500
+        raise internal_error(
+            codes.NATIONAL_ID_UNREADABLE, "the stored national id cannot be decrypted"
         ) from None
 
 

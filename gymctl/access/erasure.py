@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
+from gymctl.access import codes
 from gymctl.access.memberships import end_sales_grant, membership_of
 from gymctl.errors import conflict
 from gymctl.events import EventKind, emit
@@ -56,7 +57,7 @@ def erase_personal_data(
     """Erase the person's personal data from `organization`; returns what was done (counts)."""
     membership = membership_of(session, organization.id, target_user_id)
     if membership.role is Role.owner:
-        raise conflict("erasure_owner", "the owner's own data cannot be erased from their gym")
+        raise conflict(codes.ERASURE_OWNER, "the owner's own data cannot be erased from their gym")
     person = session.get(User, target_user_id)
     address = (person.email or "").lower()
     membership.status = MembershipStatus.cancelled

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gymctl.access import codes
 from gymctl.errors import forbidden
 from gymctl.models import Role
 
@@ -20,7 +21,7 @@ def can_grant(actor: Role, role: Role) -> bool:
 def require_grant(actor: Role, role: Role) -> None:
     if not can_grant(actor, role):
         raise forbidden(
-            "role_grant_forbidden", f"a {actor.value} cannot grant the {role.value} role"
+            codes.ROLE_GRANT_FORBIDDEN, f"a {actor.value} cannot grant the {role.value} role"
         )
 
 

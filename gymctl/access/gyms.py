@@ -11,7 +11,8 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from gymctl.errors import DomainError, forbidden, not_found
+from gymctl.access import codes
+from gymctl.errors import conflict, forbidden, not_found, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import (
     Invitation,
@@ -33,7 +34,7 @@ def resolve_organization(session: Session, ref: str) -> Organization:
     except ValueError:
         found = session.scalar(select(Organization).where(Organization.slug == ref))
     if found is None or found.deleted_at is not None:
-        raise not_found("organization_not_found", f"no organization {ref}")
+        raise not_found(codes.ORGANIZATION_NOT_FOUND, f"no organization {ref}")
     return found
 
 
@@ -55,13 +56,13 @@ def create_gym(
             .limit(1)
         )
     if grant is None:
-        raise forbidden("OWNER_INVITATION_REQUIRED", "creating a gym needs an owner invitation")
+        raise forbidden(codes.OWNER_INVITATION_REQUIRED, "creating a gym needs an owner invitation")
     if not (name or "").strip():
-        raise DomainError("name_required", "the gym needs a name", status=422)
+        raise unprocessable(codes.NAME_REQUIRED, "the gym needs a name")
     if not SLUG.match(slug or ""):
-        raise DomainError("slug_invalid", "lowercase letters, digits and hyphens", status=422)
+        raise unprocessable(codes.SLUG_INVALID, "lowercase letters, digits and hyphens")
     if session.scalar(select(Organization.id).where(Organization.slug == slug)) is not None:
-        raise DomainError("slug_taken", "that address is taken", status=409)
+        raise conflict(codes.SLUG_TAKEN, "that address is taken")
     organization = Organization(name=name.strip(), slug=slug, created_at=now)
     session.add(organization)
     session.flush()

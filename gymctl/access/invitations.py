@@ -18,12 +18,21 @@ from urllib.parse import urlencode
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from gymctl.access import tickets
+from gymctl.access import codes, tickets
 from gymctl.access.grants import require_grant, require_invitation_handling
 from gymctl.access.memberships import end_sales_grant, owner_of
 from gymctl.bridge import mirror
 from gymctl.config import Settings
-from gymctl.errors import DomainError, forbidden, not_found
+from gymctl.errors import (
+    DomainError,
+    bad_gateway,
+    conflict,
+    forbidden,
+    gone,
+    invalid,
+    not_found,
+    unprocessable,
+)
 from gymctl.events import EventKind, emit
 from gymctl.identity.users import find_or_create
 from gymctl.models import (
@@ -57,7 +66,7 @@ def normalize_email(email: str) -> str:
     # message's To header refuses what str.splitlines() reads as a line break).
     unsafe = any(c.isspace() or unicodedata.category(c) == "Cc" for c in cleaned)
     if not at or not local or "." not in domain or unsafe or len(cleaned) > 320:
-        raise DomainError("email_invalid", "a valid email address is required", status=422)
+        raise unprocessable(codes.EMAIL_INVALID, "a valid email address is required")
     return f"{local}@{domain.lower()}"
 
 
@@ -107,7 +116,7 @@ def _send(
         )
     except MailError as error:
         # Nothing is kept: the request's transaction rolls back with this refusal.
-        raise DomainError("mail_failed", str(error), status=502) from None
+        raise bad_gateway(codes.MAIL_FAILED, str(error)) from None
     invitation.send_count += 1
     invitation.last_sent_at = now
 
@@ -141,8 +150,8 @@ def create_invitation(
     if actor is not None:
         require_grant(actor.role, role)
     if organization is not None and role is Role.owner and owner_of(session, org_id) is not None:
-        raise DomainError(
-            "owner_exists", "the organization has an owner; transfer ownership instead", status=409
+        raise conflict(
+            codes.OWNER_EXISTS, "the organization has an owner; transfer ownership instead"
         )
     pending = session.scalar(
         select(Invitation).where(
@@ -154,9 +163,7 @@ def create_invitation(
         )
     )
     if pending is not None:
-        raise DomainError(
-            "invitation_pending", "a pending invitation exists; resend it", status=409
-        )
+        raise conflict(codes.INVITATION_PENDING, "a pending invitation exists; resend it")
 
     account = outreach.identity_admin.find_account(email)
     invitee = None
@@ -295,7 +302,7 @@ def _pending_membership(
         )
     )
     if membership is not None and membership.status is MembershipStatus.active:
-        raise DomainError("already_member", "this person is already a member", status=409)
+        raise conflict(codes.ALREADY_MEMBER, "this person is already a member")
     if membership is None:
         membership = Membership(
             organization_id=invitation.organization_id,
@@ -348,15 +355,13 @@ def describe(invitation: Invitation) -> dict[str, Any]:
 def _invitation(session: Session, org_id: uuid.UUID, invitation_id: uuid.UUID) -> Invitation:
     invitation = session.get(Invitation, invitation_id)
     if invitation is None or invitation.organization_id != org_id:
-        raise not_found("invitation_not_found", "no such invitation")
+        raise not_found(codes.INVITATION_NOT_FOUND, "no such invitation")
     return invitation
 
 
 def _require_pending(invitation: Invitation) -> None:
     if invitation.status is not InvitationStatus.pending:
-        raise DomainError(
-            "invitation_not_pending", f"the invitation is {invitation.status.value}", status=409
-        )
+        raise conflict(codes.INVITATION_NOT_PENDING, f"the invitation is {invitation.status.value}")
 
 
 def revoke_invitation(
@@ -516,17 +521,17 @@ def accept_invitation(
     except ValueError:
         invitation = None
     if invitation is None:
-        raise not_found("invitation_not_found", "no such invitation")
+        raise not_found(codes.INVITATION_NOT_FOUND, "no such invitation")
     if invitation.token_version != ticket.version:
-        raise DomainError("ticket_invalid", "a newer invitation email replaced this link")
+        raise invalid(codes.TICKET_INVALID, "a newer invitation email replaced this link")
     _require_pending(invitation)
     if invitation.expires_at <= now:
-        raise DomainError("ticket_expired", "the invitation has expired", status=410)
+        raise gone(codes.TICKET_EXPIRED, "the invitation has expired")
     if (user.email or "").lower() != invitation.email.lower():
-        raise forbidden("invitation_other_address", "this invitation is for another address")
+        raise forbidden(codes.INVITATION_OTHER_ADDRESS, "this invitation is for another address")
     if user.email_verified_at is None:
         # Opening the invitation email never releases a hold (spec A 5.3).
-        raise forbidden("INVITATION_HELD", "confirm your email address with the gym first")
+        raise forbidden(codes.INVITATION_HELD, "confirm your email address with the gym first")
     _activate(session, invitation, user, now=now)
     return invitation
 

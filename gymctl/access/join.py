@@ -18,11 +18,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl import ids, ratelimit
-from gymctl.access import tickets
+from gymctl.access import codes, tickets
 from gymctl.access.invitations import Outreach, frontend, linked_login, normalize_email
 from gymctl.access.memberships import end_sales_grant
 from gymctl.bridge import mirror
-from gymctl.errors import DomainError, conflict, forbidden, not_found
+from gymctl.errors import conflict, forbidden, not_found, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import (
     JoinLink,
@@ -75,8 +75,8 @@ def require_own_plan(session: Session, org_id: uuid.UUID, plan_id: uuid.UUID) ->
     gym's plan get the same answer (the caller learns nothing about other gyms)."""
     plan = session.get(Plan, plan_id)
     if plan is None or plan.organization_id != org_id or plan.deleted_at is not None:
-        raise DomainError(
-            "join_link_plan_invalid", "planId must name one of this gym's plans", status=422
+        raise unprocessable(
+            codes.JOIN_LINK_PLAN_INVALID, "planId must name one of this gym's plans"
         )
     return plan
 
@@ -84,7 +84,7 @@ def require_own_plan(session: Session, org_id: uuid.UUID, plan_id: uuid.UUID) ->
 def _link(session: Session, org_id: uuid.UUID, link_id: uuid.UUID) -> JoinLink:
     link = session.get(JoinLink, link_id)
     if link is None or link.organization_id != org_id:
-        raise not_found("join_link_not_found", "no such join link")
+        raise not_found(codes.JOIN_LINK_NOT_FOUND, "no such join link")
     return link
 
 
@@ -100,7 +100,7 @@ def set_link_active(
     """Pause (the link answers 404 meanwhile) or resume a link; revoking is for good."""
     link = _link(session, org_id, link_id)
     if link.revoked_at is not None:
-        raise conflict("join_link_revoked", "a revoked join link cannot be paused or resumed")
+        raise conflict(codes.JOIN_LINK_REVOKED, "a revoked join link cannot be paused or resumed")
     if link.active != active:
         link.active = active
         _audit_link(
@@ -203,7 +203,7 @@ def eligible_link(session: Session, token: str) -> tuple[JoinLink, Organization]
         )
     ).first()
     if row is None or (row[0].plan_id is not None and not _plan_on_sale(session, row[0])):
-        raise not_found("join_link_not_found", "this join link is not available")
+        raise not_found(codes.JOIN_LINK_NOT_FOUND, "this join link is not available")
     return row[0], row[1]
 
 
@@ -321,10 +321,9 @@ def request_invite(
             payload={"reason": "account_exists"},
             private={"email": email, "ip": ip},
         )
-        raise DomainError(
-            "account_exists",
+        raise conflict(
+            codes.ACCOUNT_EXISTS,
             "this address has an account: sign in to join",
-            status=409,
             audited=True,
             reason="account_exists",
         )
@@ -372,14 +371,14 @@ def join_signed_in(
     )
     if membership is not None and membership.invitation_held:
         raise forbidden(
-            "INVITATION_HELD",
+            codes.INVITATION_HELD,
             "a staff invitation to this address is held until the gym confirms it",
         )
     if membership is not None and membership.status is MembershipStatus.active:
         return membership, False
     if membership is not None and membership.status is MembershipStatus.suspended:
         # A public link never lifts a suspension the gym decided.
-        raise forbidden("membership_suspended", "this membership is suspended; ask the gym")
+        raise forbidden(codes.MEMBERSHIP_SUSPENDED, "this membership is suspended; ask the gym")
     if membership is None:
         membership = Membership(organization_id=organization.id, user_id=user.id, created_at=now)
         session.add(membership)

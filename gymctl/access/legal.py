@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gymctl.access import codes
 from gymctl.errors import not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import LegalConsent, LegalDocument, LegalDocumentType, User
@@ -72,7 +73,7 @@ def record_consent(
     """Accept a published document; accepting it again keeps the first record."""
     document = session.get(LegalDocument, document_id)
     if document is None or document.published_at > now:
-        raise not_found("legal_document_not_found", "no such published document")
+        raise not_found(codes.LEGAL_DOCUMENT_NOT_FOUND, "no such published document")
     existing = session.scalar(
         select(LegalConsent).where(
             LegalConsent.user_id == user.id, LegalConsent.document_id == document_id

@@ -11,8 +11,9 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from gymctl.access import codes
 from gymctl.access.grants import require_grant, require_role_change
-from gymctl.errors import DomainError, forbidden, not_found
+from gymctl.errors import conflict, forbidden, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import (
     Membership,
@@ -42,7 +43,7 @@ def resolve_membership(session: Session, org_id: uuid.UUID, user: User | None) -
         )
         if membership is not None:
             return membership
-    raise not_found("organization_not_found", "no active membership in that organization")
+    raise not_found(codes.ORGANIZATION_NOT_FOUND, "no active membership in that organization")
 
 
 def membership_of(session: Session, org_id: uuid.UUID, user_id: uuid.UUID) -> Membership:
@@ -52,7 +53,7 @@ def membership_of(session: Session, org_id: uuid.UUID, user_id: uuid.UUID) -> Me
         )
     )
     if membership is None:
-        raise not_found("member_not_found", "no such member in this organization")
+        raise not_found(codes.MEMBER_NOT_FOUND, "no such member in this organization")
     return membership
 
 
@@ -110,12 +111,10 @@ def change_role(
     becomes an admin in the same transaction, so there is always exactly one owner."""
     target = membership_of(session, actor.organization_id, target_user_id)
     if target.id == actor.id:
-        raise forbidden("role_change_self", "you cannot change your own role")
+        raise forbidden(codes.ROLE_CHANGE_SELF, "you cannot change your own role")
     require_role_change(actor.role, target.role, new_role)
     if target.status is not MembershipStatus.active:
-        raise DomainError(
-            "member_not_active", "only an active member's role can change", status=409
-        )
+        raise conflict(codes.MEMBER_NOT_ACTIVE, "only an active member's role can change")
     previous = target.role
     if new_role is Role.owner:
         actor.role = Role.admin
@@ -155,10 +154,10 @@ def remove_member(
     """End a membership (status cancelled). The owner is removable only by a platform admin."""
     target = membership_of(session, org_id, target_user_id)
     if target.role is Role.owner and not platform_admin:
-        raise forbidden("owner_protected", "only a platform admin can remove the owner")
+        raise forbidden(codes.OWNER_PROTECTED, "only a platform admin can remove the owner")
     if actor is not None and not platform_admin:
         if target.id == actor.id:
-            raise forbidden("remove_self", "leave the organization from your own settings")
+            raise forbidden(codes.REMOVE_SELF, "leave the organization from your own settings")
         require_grant(actor.role, target.role)
     target.status = MembershipStatus.cancelled
     target.updated_at = now

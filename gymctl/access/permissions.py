@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from enum import IntEnum, StrEnum
 
+from gymctl.access import codes
 from gymctl.errors import forbidden
 from gymctl.models import Role
 
@@ -83,7 +84,7 @@ def enforce(
     """Refuse with 403 permission_denied unless the matrix allows it."""
     if not can(role, module, action):
         raise forbidden(
-            "permission_denied",
+            codes.PERMISSION_DENIED,
             message
             or f"the {Role(role).value} role cannot {Action(action).value} {Module(module).value}",
         )

@@ -11,8 +11,9 @@ from __future__ import annotations
 import threading
 from datetime import datetime, timedelta
 
+from gymctl.access import codes
 from gymctl.clock import Clock
-from gymctl.errors import DomainError, forbidden
+from gymctl.errors import forbidden, unavailable
 from gymctl.providers.identity_admin import IdentityAdmin, IdentityAdminError
 
 CACHE_TTL = timedelta(seconds=60)
@@ -36,8 +37,8 @@ class PlatformAdmins:
         except IdentityAdminError:
             if cached is not None:
                 return cached[0]
-            raise DomainError(
-                "identity_admin_unavailable", "cannot confirm platform admin now", status=503
+            raise unavailable(
+                codes.IDENTITY_ADMIN_UNAVAILABLE, "cannot confirm platform admin now"
             ) from None
         answer = metadata.get("platformRole") == "admin"
         with self._lock:
@@ -46,4 +47,4 @@ class PlatformAdmins:
 
     def require(self, identity_id: str) -> None:
         if not self.is_admin(identity_id):
-            raise forbidden("platform_admin_required", "this needs a platform admin")
+            raise forbidden(codes.PLATFORM_ADMIN_REQUIRED, "this needs a platform admin")

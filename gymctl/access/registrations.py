@@ -22,10 +22,11 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from gymctl.access import codes
 from gymctl.access.invitations import Outreach, normalize_email, request_link
 from gymctl.access.memberships import active_member_count, end_sales_grant
 from gymctl.bridge import mirror
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import DomainError, conflict, not_found, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import (
     ACTIVE_MEMBER_CAP,
@@ -71,10 +72,9 @@ def _refuse_unverified(
         },
         private={"email": email, "ip": registrar.ip},
     )
-    return DomainError(
-        "STAFF_REGISTRATION_UNVERIFIED",
+    return unprocessable(
+        codes.STAFF_REGISTRATION_UNVERIFIED,
         "this address belongs to a login whose email is not proven",
-        status=422,
         audited=True,
     )
 
@@ -190,7 +190,7 @@ def create_lead(
     session: Session, org_id: uuid.UUID, *, name: str, email: str, now: datetime
 ) -> Lead:
     if not (name or "").strip():
-        raise DomainError("name_required", "a lead needs a name", status=422)
+        raise unprocessable(codes.NAME_REQUIRED, "a lead needs a name")
     lead = Lead(
         organization_id=org_id, name=name.strip(), email=normalize_email(email), created_at=now
     )
@@ -204,9 +204,9 @@ def convert_lead(
 ) -> User:
     lead = session.get(Lead, lead_id)
     if lead is None or lead.organization_id != registrar.organization.id:
-        raise not_found("lead_not_found", "no such lead")
+        raise not_found(codes.LEAD_NOT_FOUND, "no such lead")
     if lead.status == "converted":
-        raise DomainError("lead_converted", "this lead is already a member", status=409)
+        raise conflict(codes.LEAD_CONVERTED, "this lead is already a member")
     person, _created = register_member(
         session, registrar, email=lead.email, name=lead.name, origin="lead", now=now
     )
@@ -240,7 +240,7 @@ def parse_members_csv(content: str) -> list[dict[str, str]]:
     reader = csv.DictReader(io.StringIO(content.lstrip("\ufeff")))
     headers = {h.strip().lower(): h for h in reader.fieldnames or []}
     if "email" not in headers:
-        raise DomainError("import_invalid", "the CSV needs an email column", status=422)
+        raise unprocessable(codes.IMPORT_INVALID, "the CSV needs an email column")
     return [
         {
             "email": (row.get(headers["email"]) or "").strip(),
@@ -288,10 +288,9 @@ def import_members(
         cap is not None
         and active_member_count(session, registrar.organization.id) + newcomers > cap
     ):
-        raise DomainError(
-            "member_cap_exceeded",
+        raise unprocessable(
+            codes.MEMBER_CAP_EXCEEDED,
             f"the {registrar.organization.tier.value} tier allows {cap} active members",
-            status=422,
             cap=cap,
             wouldAdd=newcomers,
         )

@@ -15,8 +15,9 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gymctl.access import codes
 from gymctl.access.memberships import membership_of
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import not_found, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import Membership, MembershipStatus, Role, SalesGrant
 
@@ -39,21 +40,17 @@ def grant_sales(
     now: datetime,
 ) -> SalesGrant:
     if scope not in SCOPES:
-        raise DomainError(
-            "sales_scope_invalid", f"scope must be one of {', '.join(SCOPES)}", status=422
-        )
+        raise unprocessable(codes.SALES_SCOPE_INVALID, f"scope must be one of {', '.join(SCOPES)}")
     target = membership_of(session, actor.organization_id, target_user_id)
     if target.role is Role.member:
-        raise DomainError(
-            "sales_grant_member_refused",
+        raise unprocessable(
+            codes.SALES_GRANT_MEMBER_REFUSED,
             "a member (customer) membership can never hold sales access",
-            status=422,
         )
     if target.role is not Role.coach or target.status is not MembershipStatus.active:
-        raise DomainError(
-            "sales_grant_ineligible",
+        raise unprocessable(
+            codes.SALES_GRANT_INELIGIBLE,
             "only an active coach receives a sales grant (owner and admin already manage sales)",
-            status=422,
         )
     grant = _live_grant(session, target.id) or SalesGrant(
         organization_id=actor.organization_id, membership_id=target.id, created_at=now
@@ -80,7 +77,7 @@ def revoke_sales(
 ) -> SalesGrant:
     grant = session.get(SalesGrant, grant_id)
     if grant is None or grant.organization_id != actor.organization_id:
-        raise not_found("sales_grant_not_found", "no such sales grant")
+        raise not_found(codes.SALES_GRANT_NOT_FOUND, "no such sales grant")
     if grant.revoked_at is None:
         grant.revoked_at = now
         emit(

@@ -16,10 +16,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import event, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymctl.models import UserSession
+from gymctl.models.integrity import UniqueViolation, unique_violation
 
 WRITE_INTERVAL = timedelta(minutes=5)
 CACHE_MAX_ENTRIES = 10_000
@@ -153,7 +153,7 @@ def record_session(
         try:
             # A savepoint, so losing the insert race to a concurrent request leaves the caller's
             # transaction usable; the winner's row is then updated like any existing one.
-            with session.begin_nested():
+            with unique_violation("uq_user_sessions_user_id_session_id"), session.begin_nested():
                 row = UserSession(
                     user_id=user_id,
                     session_id=session_id,
@@ -162,9 +162,9 @@ def record_session(
                     **values,
                 )
                 session.add(row)
-        except IntegrityError:
+        except UniqueViolation:
             row = _find(session, key)
-            if row is None:  # not a uniqueness race (e.g. the user is gone): let it surface
+            if row is None:  # the winner's row is gone again (its user erased): let it surface
                 raise
             _update(session, row, values, now)
     else:

@@ -13,8 +13,9 @@ from typing import Any
 
 import jwt
 
+from gymctl.access import codes
 from gymctl.config import ConfigError, Settings
-from gymctl.errors import DomainError
+from gymctl.errors import gone, internal_error, invalid
 
 INVITATION = "gymctl:invitation"
 JOIN = "gymctl:join"
@@ -32,7 +33,7 @@ def invite_secret(settings: Settings) -> str:
     try:
         return settings.home_secret("INVITE_SECRET", settings.invite_secret).decode()
     except ConfigError:
-        raise DomainError("invite_secret_missing", "INVITE_SECRET is not set", status=500) from None
+        raise internal_error(codes.INVITE_SECRET_MISSING, "INVITE_SECRET is not set") from None
 
 
 def sign(
@@ -76,7 +77,7 @@ def verify(
             },
         )
     except jwt.PyJWTError:
-        raise DomainError("ticket_invalid", "the link is not valid") from None
+        raise invalid(codes.TICKET_INVALID, "the link is not valid") from None
     if check_expiry and int(claims["exp"]) <= now.timestamp():
-        raise DomainError("ticket_expired", "the link has expired", status=410)
+        raise gone(codes.TICKET_EXPIRED, "the link has expired")
     return Ticket(subject=str(claims["sub"]), version=int(claims["ver"]), claims=claims)

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import func, or_, select, true
 from sqlalchemy.orm import Session
 
+from gymctl.access import codes
 from gymctl.errors import not_found
 from gymctl.models import (
     AuditLog,
@@ -58,7 +59,7 @@ def resolve_user(session: Session, ref: str) -> User:
     else:
         user = session.get(User, user_id)
     if user is None:
-        raise not_found("user_not_found", f"no user with id or identity subject {ref!r}")
+        raise not_found(codes.USER_NOT_FOUND, f"no user with id or identity subject {ref!r}")
     return user
 
 

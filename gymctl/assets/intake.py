@@ -15,9 +15,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gymctl.assets import codes
 from gymctl.assets.pipeline import normalize
 from gymctl.assets.types import AssetRefused, Slot, Transform
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import DomainError, invalid, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import BrandAsset, MemberAppDraftAsset
 from gymctl.providers.storage import ObjectStore
@@ -168,11 +169,11 @@ def reuse_library_asset(
     """A brand-library image into a native slot, through the same path as an upload."""
     library = session.get(BrandAsset, asset_id)
     if library is None or library.organization_id != organization_id:
-        raise not_found("brand_asset_not_found", "no such brand asset")
+        raise not_found(codes.BRAND_ASSET_NOT_FOUND, "no such brand asset")
     recheck(store, organization_id, library.key, slot=slot.value)
     data = store.get(library.key)
     if data is None:
-        raise DomainError("brand_asset_stored_invalid", "the stored object is missing")
+        raise invalid(codes.BRAND_ASSET_STORED_INVALID, "the stored object is missing")
     return store_upload(
         session,
         store,

@@ -24,7 +24,6 @@ from typing import Any
 
 from dateutil.relativedelta import relativedelta
 from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymctl import ids
@@ -41,6 +40,7 @@ from gymctl.models.billing import (
     TransactionStatus,
     TransactionType,
 )
+from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.models.organizations import MembershipStatus
 from gymctl.providers.card import CardProvider, ChargeResult, Outcome, ProviderUnavailable, Terminal
 from gymctl.tasks import file_task
@@ -351,8 +351,9 @@ def begin_attempt(
     session.add(transaction)
     subscription.billing_alert = None  # collecting again: the next block is a new state
     try:
-        session.flush()
-    except IntegrityError:
+        with unique_violation("uq_payment_transactions_one_pending_attempt"):
+            session.flush()
+    except UniqueViolation:
         # Another collector stored its attempt between our check and our insert.
         session.rollback()
         return Began(BeganOutcome.busy, "unresolved_attempt")

@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl import ids
-from gymctl.billing import attempts
+from gymctl.billing import attempts, codes
 from gymctl.billing.accounts import CARD_PROVIDER, active_config, terminal_of
 from gymctl.billing.checkout import (
     CARD_REPLACEMENT,
@@ -27,7 +27,7 @@ from gymctl.billing.checkout import (
     open_page,
 )
 from gymctl.crypto import FieldCipher
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import conflict, not_found
 from gymctl.models import Checkout
 from gymctl.models.billing import CheckoutStatus, CollectionMethod, SubscriptionStatus
 from gymctl.providers.card import CardProvider
@@ -62,23 +62,20 @@ def open_card_replacement(
         or subscription.user_id != user_id
         or subscription.deleted_at is not None
     ):
-        raise not_found("subscription_not_found", "no such subscription of yours")
+        raise not_found(codes.SUBSCRIPTION_NOT_FOUND, "no such subscription of yours")
     # A plan cancelled for non-payment still owes (spec B 3): its member must be able to save
     # a card that pays it, or the debt could never be paid by card.
     owes = bool(subscription.debt_amount_in_cents)
     if (
         subscription.status not in REPLACEABLE and not owes
     ) or subscription.payment_collection_method != CollectionMethod.card_provider:
-        raise DomainError(
-            "card_replacement_not_available",
+        raise conflict(
+            codes.CARD_REPLACEMENT_NOT_AVAILABLE,
             "this subscription is not paid by a saved card",
-            status=409,
         )
     config = active_config(session, organization_id)
     if config is None or config.provider != CARD_PROVIDER or not config.terminal:
-        raise DomainError(
-            "card_provider_not_configured", "this gym does not take card payments", status=409
-        )
+        raise conflict(codes.CARD_PROVIDER_NOT_CONFIGURED, "this gym does not take card payments")
     open_pages = session.scalars(
         select(Checkout).where(
             Checkout.subscription_id == subscription.id,
@@ -87,10 +84,9 @@ def open_card_replacement(
         )
     ).all()
     if any(is_replacement(page) for page in open_pages):
-        raise DomainError(
-            "card_replacement_in_progress",
+        raise conflict(
+            codes.CARD_REPLACEMENT_IN_PROGRESS,
             "a card replacement page is already open for this subscription",
-            status=409,
         )
     checkout = Checkout(
         id=ids.new_id(),

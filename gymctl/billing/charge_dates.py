@@ -18,11 +18,11 @@ from dateutil.relativedelta import relativedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.billing import attempts
+from gymctl.billing import attempts, codes
 from gymctl.billing.accounts import billing_settings
 from gymctl.billing.resolution import locked_subscription
 from gymctl.clock import zone
-from gymctl.errors import DomainError
+from gymctl.errors import conflict, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import Subscription
 from gymctl.models.billing import CollectionMethod, SubscriptionStatus
@@ -40,8 +40,8 @@ def charge_schedule(
     each with its local date, and the totals per local day and currency. At most LIMIT items;
     `truncated` says when more fall in the window."""
     if type(days) is not int or not 1 <= days <= MAX_DAYS:
-        raise DomainError(
-            "schedule_days_invalid", f"days is a whole number from 1 to {MAX_DAYS}", status=422
+        raise unprocessable(
+            codes.SCHEDULE_DAYS_INVALID, f"days is a whole number from 1 to {MAX_DAYS}"
         )
     settings = billing_settings(session, organization_id)
     local = zone(settings.timezone or "UTC")
@@ -97,47 +97,41 @@ def move_charge_date(
         or subscription.payment_collection_method != CollectionMethod.card_provider
         or subscription.next_charge_date is None
     ):
-        raise DomainError(
-            "charge_date_not_movable",
+        raise conflict(
+            codes.CHARGE_DATE_NOT_MOVABLE,
             "only an active card renewal's charge date can be moved here",
-            status=409,
             subscriptionStatus=subscription.status.value,
         )
     if expected != subscription.next_charge_date:
-        raise DomainError(
-            "charge_date_changed",
+        raise conflict(
+            codes.CHARGE_DATE_CHANGED,
             "the charge date changed since you read it; read the schedule again",
-            status=409,
             nextChargeDate=subscription.next_charge_date.isoformat(),
         )
     if attempts.unresolved_attempt(session, subscription.id) is not None:
-        raise DomainError(
-            "billing_reconciliation_required",
+        raise conflict(
+            codes.BILLING_RECONCILIATION_REQUIRED,
             "a card attempt for this subscription is unresolved; reconcile it first",
-            status=409,
         )
     settings = billing_settings(session, organization_id)
     if to is None:
         if settings.billing_lifecycle_day is None:
-            raise DomainError(
-                "billing_lifecycle_day_unset",
+            raise conflict(
+                codes.BILLING_LIFECYCLE_DAY_UNSET,
                 "give the new date, or set the organization's lifecycle day first",
-                status=409,
             )
         to = next_lifecycle_day(
             subscription.next_charge_date, settings.billing_lifecycle_day, settings.timezone
         )
     if to <= now or to > now + MAX_AHEAD:
-        raise DomainError(
-            "charge_date_out_of_range",
+        raise unprocessable(
+            codes.CHARGE_DATE_OUT_OF_RANGE,
             "the new charge date must be in the future and within a year",
-            status=422,
         )
     if subscription.renewal_end is not None and to >= subscription.renewal_end:
-        raise DomainError(
-            "charge_date_out_of_range",
+        raise unprocessable(
+            codes.CHARGE_DATE_OUT_OF_RANGE,
             "the new charge date falls after the plan's last renewal",
-            status=422,
         )
     moved_from = subscription.next_charge_date
     subscription.next_charge_date = to

@@ -18,11 +18,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
 from gymctl.access.memberships import membership_of
-from gymctl.billing import attempts, plans
+from gymctl.billing import attempts, codes, plans
 from gymctl.billing.accounts import CARD_PROVIDER, active_config, save_card, terminal_of
 from gymctl.billing.alerts import raise_alert
 from gymctl.crypto import FieldCipher
-from gymctl.errors import DomainError
+from gymctl.errors import DomainError, conflict, forbidden, unavailable
 from gymctl.events import EventKind, emit
 from gymctl.models import Checkout, PaymentTransaction, Plan, Subscription
 from gymctl.models.billing import (
@@ -76,22 +76,20 @@ def purchase_card_plan(
     until the opening day's charge)."""
     membership = membership_of(session, organization_id, user_id)
     if membership.status != MembershipStatus.active:
-        raise DomainError("membership_inactive", "your membership is not active", status=403)
+        raise forbidden(codes.MEMBERSHIP_INACTIVE, "your membership is not active")
     plan = plans.live_plan(session, organization_id, plan_id)
     if plan.type != PlanType.card:
-        raise DomainError("plan_sold_at_desk", "this plan is sold at the front desk", status=409)
+        raise conflict(codes.PLAN_SOLD_AT_DESK, "this plan is sold at the front desk")
     config = active_config(session, organization_id)
     if config is None or config.provider != CARD_PROVIDER or not config.terminal:
-        raise DomainError(
-            "card_provider_not_configured",
+        raise conflict(
+            codes.CARD_PROVIDER_NOT_CONFIGURED,
             "this gym does not take card payments online",
-            status=409,
         )
     if plan.currency not in CURRENCIES:
-        raise DomainError(
-            "currency_not_supported",
+        raise conflict(
+            codes.CURRENCY_NOT_SUPPORTED,
             f"the card provider does not take {plan.currency}",
-            status=409,
         )
     plans.refuse_if_held(session, plan, user_id)
     plans.take_purchase_slot(session, plan)
@@ -158,8 +156,8 @@ def open_page(provider: CardProvider, terminal, checkout: Checkout, urls: Urls) 
             ),
         )
     except ProviderUnavailable:
-        raise DomainError(
-            "provider_unreachable", "the card provider is unreachable; try again", status=503
+        raise unavailable(
+            codes.PROVIDER_UNREACHABLE, "the card provider is unreachable; try again"
         ) from None
     checkout.page_id = page.page_id
     checkout.url = page.url

@@ -15,17 +15,18 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymctl import ids
+from gymctl.billing import codes
 from gymctl.billing.desk import require_uuid4, transaction_json
 from gymctl.billing.refunds import issue_document, refundable_amount
 from gymctl.billing.resolution import organization_transaction
-from gymctl.errors import DomainError
+from gymctl.errors import conflict, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import PaymentTransaction
 from gymctl.models.billing import TransactionStatus, TransactionType
+from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.providers.documents import TAX_INVOICE_AND_RECEIPT_REFUND, DocumentProvider
 
 CREDIT_NOTE = "credit_note"
@@ -65,10 +66,9 @@ def file_credit_note(
     existing = _by_key(session, organization_id, request.idempotency_key)
     if existing is not None:
         if (existing.metadata_ or {}).get("request") != request.fingerprint(sale.id):
-            raise DomainError(
-                "idempotency_key_reused",
+            raise conflict(
+                codes.IDEMPOTENCY_KEY_REUSED,
                 "this idempotency key was used for a different request",
-                status=409,
             )
         return _answer(existing, sale, replayed=True)
     # Any payment is a sale here, a renewal's or a presale's opening-day charge as much as a
@@ -77,17 +77,16 @@ def file_credit_note(
         TransactionStatus.completed,
         TransactionStatus.refunded,
     ):
-        raise DomainError(
-            "credit_note_not_creditable", "only a completed sale takes a credit note", status=409
+        raise conflict(
+            codes.CREDIT_NOTE_NOT_CREDITABLE, "only a completed sale takes a credit note"
         )
     if request.amount_in_cents <= 0:
-        raise DomainError("amount_invalid", "the amount must be positive", status=422)
+        raise unprocessable(codes.AMOUNT_INVALID, "the amount must be positive")
     remaining = refundable_amount(sale)
     if request.amount_in_cents > remaining:
-        raise DomainError(
-            "credit_note_amount_exceeds_cap",
+        raise conflict(
+            codes.CREDIT_NOTE_AMOUNT_EXCEEDS_CAP,
             "the credit note exceeds what remains creditable on the sale",
-            status=409,
             remainingInCents=remaining,
         )
     note = PaymentTransaction(
@@ -112,11 +111,14 @@ def file_credit_note(
         created_at=now,
         updated_at=now,
     )
-    session.add(note)
     try:
-        with session.begin_nested():
+        with (
+            unique_violation("uq_payment_transactions_organization_id_idempotency_key"),
+            session.begin_nested(),
+        ):
+            session.add(note)  # inside the savepoint: begin_nested flushes what is pending first
             session.flush()
-    except IntegrityError:
+    except UniqueViolation:
         # The same key was filed by a request racing this one: answer its outcome.
         existing = _by_key(session, organization_id, request.idempotency_key)
         return _answer(existing, sale, replayed=True)

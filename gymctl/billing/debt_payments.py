@@ -13,12 +13,12 @@ from dateutil.relativedelta import relativedelta
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
-from gymctl.billing import attempts, collector, debt
+from gymctl.billing import attempts, codes, collector, debt
 from gymctl.billing.desk import transaction_json
 from gymctl.billing.refunds import issue_document
 from gymctl.billing.resolution import locked_subscription
 from gymctl.crypto import FieldCipher
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import conflict, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import PaymentTransaction, Subscription
 from gymctl.models.billing import (
@@ -49,12 +49,11 @@ def clear_debt_at_desk(
     is granted as the collector would, so nothing charges it again."""
     subscription = locked_subscription(session, organization_id, subscription_id)
     if not debt.owes(subscription):
-        raise DomainError("subscription_not_in_debt", "this subscription owes nothing", status=409)
+        raise conflict(codes.SUBSCRIPTION_NOT_IN_DEBT, "this subscription owes nothing")
     if attempts.unresolved_attempt(session, subscription.id) is not None:
-        raise DomainError(
-            "billing_reconciliation_required",
+        raise conflict(
+            codes.BILLING_RECONCILIATION_REQUIRED,
             "a card attempt for this subscription is unresolved; reconcile it first",
-            status=409,
         )
     amount = subscription.debt_amount_in_cents or subscription.price_in_cents
     transaction = PaymentTransaction(
@@ -107,15 +106,13 @@ def pay_own_debt(
     with factory() as session:
         subscription = locked_subscription(session, organization_id, subscription_id)
         if subscription.user_id != user_id:
-            raise not_found("subscription_not_found", "no such subscription of yours")
+            raise not_found(codes.SUBSCRIPTION_NOT_FOUND, "no such subscription of yours")
         if (
             not debt.owes(subscription)
             or subscription.status == SubscriptionStatus.past_due
             or subscription.payment_collection_method != CollectionMethod.card_provider
         ):
-            raise DomainError(
-                "pay_debt_not_available", "there is no card debt to pay here", status=409
-            )
+            raise conflict(codes.PAY_DEBT_NOT_AVAILABLE, "there is no card debt to pay here")
         held = (
             subscription.collection_paused
             or attempts.unresolved_attempt(session, subscription.id) is not None
@@ -125,10 +122,9 @@ def pay_own_debt(
             )
         )
         if held:
-            raise DomainError(
-                "pay_debt_not_available",
+            raise conflict(
+                codes.PAY_DEBT_NOT_AVAILABLE,
                 "the debt cannot be charged now (an attempt is unresolved or collection is held)",
-                status=409,
             )
         subscription.retry_at = now  # the member asks for the debt retry now
         session.commit()
@@ -143,10 +139,9 @@ def pay_own_debt(
         kind=AttemptKind.debt,
     )
     if outcome in ("busy", "blocked", "skipped"):
-        raise DomainError(
-            "pay_debt_not_available",
+        raise conflict(
+            codes.PAY_DEBT_NOT_AVAILABLE,
             "the debt cannot be charged now (an attempt is unresolved or collection is held)",
-            status=409,
             reason=(summary.alerts[0]["reason"] if summary.alerts else outcome),
         )
     return outcome

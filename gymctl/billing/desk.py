@@ -18,12 +18,11 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
 from gymctl.access.memberships import membership_of
-from gymctl.billing import attempts
+from gymctl.billing import attempts, codes
 from gymctl.billing.accounts import CARD_PROVIDER, active_config, saved_card, terminal_of
 from gymctl.billing.refunds import issue_document
 from gymctl.billing.resolution import (
@@ -32,10 +31,11 @@ from gymctl.billing.resolution import (
     refuse_if_protected,
 )
 from gymctl.crypto import FieldCipher
-from gymctl.errors import DomainError
+from gymctl.errors import DomainError, conflict, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import PaymentMethod, PaymentTransaction, Plan
 from gymctl.models.billing import TransactionStatus, TransactionType
+from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.providers.card import (
     CURRENCIES,
     CardProvider,
@@ -100,11 +100,11 @@ def desk_charge(
 
 
 def require_uuid4(
-    key: uuid.UUID, *, code: str = "idempotency_key_invalid", field: str = "idempotencyKey"
+    key: uuid.UUID, *, code: str = codes.IDEMPOTENCY_KEY_INVALID, field: str = "idempotencyKey"
 ) -> None:
     """Client-made keys must be random (v4): a time-based or hand-made id may collide."""
     if key.version != 4 or key.variant != uuid.RFC_4122:
-        raise DomainError(code, f"{field} must be a UUIDv4", status=422)
+        raise unprocessable(code, f"{field} must be a UUIDv4")
 
 
 def _by_key(
@@ -123,10 +123,9 @@ def _by_key(
 def _refuse_if_different(existing: PaymentTransaction, request: DeskChargeRequest) -> None:
     stored = (existing.metadata_ or {}).get("request")
     if (existing.metadata_ or {}).get("source") != DESK_CHARGE or stored != request.fingerprint():
-        raise DomainError(
-            "idempotency_key_reused",
+        raise conflict(
+            codes.IDEMPOTENCY_KEY_REUSED,
             "this idempotency key was used for a different request; a new charge needs a new key",
-            status=409,
         )
 
 
@@ -140,11 +139,9 @@ def _store(
 ):
     config = active_config(session, organization_id)
     if config is None or config.provider != CARD_PROVIDER or not config.terminal:
-        raise DomainError(
-            "card_provider_not_configured", "this gym does not take card payments", status=409
-        )
+        raise conflict(codes.CARD_PROVIDER_NOT_CONFIGURED, "this gym does not take card payments")
     if request.amount_in_cents <= 0:
-        raise DomainError("amount_invalid", "the amount must be positive", status=422)
+        raise unprocessable(codes.AMOUNT_INVALID, "the amount must be positive")
     refuse_foreign_currency(session, organization_id, request.currency)
     membership_of(session, organization_id, request.user_id)
     method = session.scalar(
@@ -158,7 +155,7 @@ def _store(
         .limit(1)
     )
     if method is None:
-        raise DomainError("no_saved_card", "the member has no saved card", status=409)
+        raise conflict(codes.NO_SAVED_CARD, "the member has no saved card")
     external_id = str(ids.new_id())
     transaction = PaymentTransaction(
         id=ids.new_id(),
@@ -191,8 +188,9 @@ def _store(
     )
     session.add(transaction)
     try:
-        session.flush()
-    except IntegrityError:
+        with unique_violation("uq_payment_transactions_organization_id_idempotency_key"):
+            session.flush()
+    except UniqueViolation:
         return None
     return transaction.id, terminal_of(config, cipher), saved_card(method, cipher)
 
@@ -203,10 +201,9 @@ def refuse_foreign_currency(session: Session, organization_id: uuid.UUID, curren
     its plans; a gym without plans takes any the provider does)."""
     currency = currency.upper()
     if currency not in CURRENCIES:
-        raise DomainError(
-            "currency_not_supported",
+        raise unprocessable(
+            codes.CURRENCY_NOT_SUPPORTED,
             f"the card provider does not take {currency}",
-            status=422,
             supported=sorted(CURRENCIES),
         )
     sold_in = set(
@@ -217,10 +214,9 @@ def refuse_foreign_currency(session: Session, organization_id: uuid.UUID, curren
         )
     )
     if sold_in and currency not in sold_in:
-        raise DomainError(
-            "currency_mismatch",
+        raise conflict(
+            codes.CURRENCY_MISMATCH,
             f"this gym does not charge in {currency}",
-            status=409,
             currencies=sorted(sold_in),
         )
 
@@ -341,11 +337,10 @@ def _replay(
 
 
 def _reconciliation_required(transaction: PaymentTransaction) -> DomainError:
-    return DomainError(
-        "billing_reconciliation_required",
+    return conflict(
+        codes.BILLING_RECONCILIATION_REQUIRED,
         "the card provider has not confirmed this charge yet; it is not a decline. Replay the "
         "same key later, or reconcile the charge by its id",
-        status=409,
         transactionId=str(transaction.id),
     )
 
@@ -402,9 +397,7 @@ def dismiss_pending_payment(
     transaction = organization_transaction(session, organization_id, transaction_id, lock=True)
     refuse_if_protected(transaction)
     if transaction.status != TransactionStatus.pending:
-        raise DomainError(
-            "transaction_not_pending", "only a pending payment is dismissed", status=409
-        )
+        raise conflict(codes.TRANSACTION_NOT_PENDING, "only a pending payment is dismissed")
     transaction.status = TransactionStatus.cancelled
     transaction.updated_at = now
     emit(

@@ -16,12 +16,12 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from gymctl.billing import attempts
+from gymctl.billing import attempts, codes
 from gymctl.billing.accounts import CARD_PROVIDER, terminal_of
 from gymctl.billing.desk import DESK_CHARGE, answer_of, apply_result, transaction_json
 from gymctl.billing.resolution import organization_transaction, original_account
 from gymctl.crypto import FieldCipher
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import DomainError, conflict, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import PaymentTransaction
 from gymctl.models.billing import TransactionStatus
@@ -36,7 +36,7 @@ def desk_charge_of(
 ) -> PaymentTransaction:
     transaction = organization_transaction(session, organization_id, transaction_id)
     if (transaction.metadata_ or {}).get("source") != DESK_CHARGE:
-        raise not_found("desk_charge_not_found", "no such desk charge in this organization")
+        raise not_found(codes.DESK_CHARGE_NOT_FOUND, "no such desk charge in this organization")
     return transaction
 
 
@@ -97,26 +97,23 @@ def reconcile_desk_charge(
     if transaction.status != TransactionStatus.pending:
         return {"outcome": "already_resolved", **describe(session, transaction, now=now)}
     if _executing(transaction, now):
-        raise DomainError(
-            "billing_attempt_executing",
+        raise conflict(
+            codes.BILLING_ATTEMPT_EXECUTING,
             "this charge may still be running; ask again after 90 seconds",
-            status=409,
         )
     attempt = transaction.billing_attempt
     config = original_account(session, organization_id, attempt["terminal"])
     if config is None:
-        raise DomainError(
-            "billing_original_account_unavailable",
+        raise conflict(
+            codes.BILLING_ORIGINAL_ACCOUNT_UNAVAILABLE,
             "the merchant account that sent this charge is no longer connected",
-            status=409,
         )
     try:
         result = provider.lookup_charge(terminal_of(config, cipher), attempt["externalAttemptId"])
     except ProviderUnavailable:
-        raise DomainError(
-            "billing_provider_unavailable",
+        raise conflict(
+            codes.BILLING_PROVIDER_UNAVAILABLE,
             "the card provider could not be asked; nothing changed",
-            status=409,
         ) from None
     transaction = apply_result(session, transaction.id, result, now, documents)
     outcome = answer_of(transaction, replayed=False)["outcome"]

@@ -30,12 +30,12 @@ from dateutil.relativedelta import relativedelta
 from sqlalchemy import Engine, and_, case, event, func, insert, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from gymctl.billing import attempts, checkout, collector, lifecycle
+from gymctl.billing import attempts, checkout, codes, collector, lifecycle
 from gymctl.billing.accounts import CARD_PROVIDER
 from gymctl.clock import day_n_ends, ensure_utc
 from gymctl.crypto import FieldCipher
 from gymctl.db import READ_ONLY, get_engine, session_factory
-from gymctl.errors import DomainError
+from gymctl.errors import invalid, not_found, unprocessable
 from gymctl.migrate import upgrade
 from gymctl.models import (
     BillingSettings,
@@ -440,13 +440,11 @@ def check_request(
     """The refusals, before anything is copied."""
     organization = session.get(Organization, organization_id)
     if organization is None or organization.deleted_at is not None:
-        raise DomainError("organization_not_found", "no such organization", status=404)
+        raise not_found(codes.ORGANIZATION_NOT_FOUND, "no such organization")
     if until <= now:
-        raise DomainError("forecast_date_past", "--until must be after now", status=422)
+        raise unprocessable(codes.FORECAST_DATE_PAST, "--until must be after now")
     if until > now + MAX_HORIZON:
-        raise DomainError(
-            "forecast_date_too_far", "--until must be at most 3 years ahead", status=422
-        )
+        raise unprocessable(codes.FORECAST_DATE_TOO_FAR, "--until must be at most 3 years ahead")
     config = session.scalar(
         select(PaymentProviderConfig).where(
             PaymentProviderConfig.organization_id == organization_id,
@@ -454,12 +452,11 @@ def check_request(
         )
     )
     if config is not None and config.provider != CARD_PROVIDER and not lifecycle_only:
-        raise DomainError(
-            "provider_not_reconcilable",
+        raise unprocessable(
+            codes.PROVIDER_NOT_RECONCILABLE,
             f"the organization collects through {config.provider}, which the collector cannot "
             "reconcile: its renewals are provider-direct and only the lifecycle part can be "
             "forecast (pass --lifecycle-only)",
-            status=422,
             provider=config.provider,
         )
 
@@ -484,9 +481,9 @@ def simulate(
     if not source.in_transaction():
         source.connection(execution_options=READ_ONLY)  # the embedded default: no write lock
     if by not in PERIODS:
-        raise DomainError("forecast_period_invalid", f"--by is one of {', '.join(PERIODS)}")
+        raise invalid(codes.FORECAST_PERIOD_INVALID, f"--by is one of {', '.join(PERIODS)}")
     if not 0.0 <= (decline_rate or 0.0) <= 1.0:
-        raise DomainError("decline_rate_invalid", "--decline-rate is a share between 0 and 1")
+        raise invalid(codes.DECLINE_RATE_INVALID, "--decline-rate is a share between 0 and 1")
     check_request(source, organization_id, now=now, until=until, lifecycle_only=lifecycle_only)
     if from_history:
         decline_rate = history_decline_rate(source, organization_id, now=now)

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.billing import attempts
+from gymctl.billing import attempts, codes
 from gymctl.billing.alerts import raise_alert
 from gymctl.billing.desk import require_uuid4
 from gymctl.billing.resolution import (
@@ -37,7 +37,7 @@ from gymctl.billing.resolution import (
     refuse_if_executing,
 )
 from gymctl.crypto import FieldCipher
-from gymctl.errors import DomainError, forbidden
+from gymctl.errors import conflict, forbidden, unprocessable
 from gymctl.models import Membership, PaymentTransaction, Subscription
 from gymctl.models.billing import TransactionStatus
 from gymctl.models.organizations import MembershipStatus, Role
@@ -73,7 +73,7 @@ def confirm_no_debit(
     now: datetime,
 ) -> dict[str, Any]:
     """The owner's confirm-no-debit. A replay of the same request id answers replayed."""
-    require_uuid4(confirmation.request_id, code="request_id_invalid", field="requestId")
+    require_uuid4(confirmation.request_id, code=codes.REQUEST_ID_INVALID, field="requestId")
     transaction = protected_transaction(session, organization_id, transaction_id)
     _require_owner(session, organization_id, actor_user_id)
     if _replay_of(session, transaction, confirmation):
@@ -101,12 +101,12 @@ def confirm_no_debit(
         if applied.alert:
             raise_alert(applied.alert, transactionId=transaction.id)
         code = (
-            "billing_known_success"
+            codes.BILLING_KNOWN_SUCCESS
             if applied.outcome == "charged"
             else (
-                "billing_confirmed_decline"
+                codes.BILLING_CONFIRMED_DECLINE
                 if applied.outcome == "declined"
-                else "billing_evidence_mismatch"
+                else codes.BILLING_EVIDENCE_MISMATCH
             )
         )
         audit(
@@ -120,10 +120,9 @@ def confirm_no_debit(
             applied=applied.outcome,
         )
         session.flush()
-        raise DomainError(
+        raise conflict(
             code,
             "the provider verified this attempt's outcome; it was applied and cannot be dismissed",
-            status=409,
             audited=True,
             providerAnswer=result.outcome.value,
         )
@@ -181,10 +180,9 @@ def authorize_retry(
     _require_owner(session, organization_id, actor_user_id)
     resolution = dict(transaction.billing_resolution or {})
     if not (is_dismissed(transaction) or is_technical_non_charge(transaction)):
-        raise DomainError(
-            "billing_retry_not_available",
+        raise conflict(
+            codes.BILLING_RETRY_NOT_AVAILABLE,
             "only a confirmed non-debit attempt can have its retry authorized",
-            status=409,
         )
     if resolution.get("retryAuthorized"):
         return {"outcome": "already_authorized", **describe(session, transaction, now=now)}
@@ -218,26 +216,19 @@ def _check_dismissable(
 ) -> None:
     """Every veto of spec B 4.2 except the provider's own answer, in a fixed order."""
     if transaction.status in SETTLED:
-        raise DomainError(
-            "billing_known_success", "this attempt is known to have charged", status=409
-        )
+        raise conflict(codes.BILLING_KNOWN_SUCCESS, "this attempt is known to have charged")
     if transaction.status == TransactionStatus.failed and not (
         (transaction.billing_resolution or {}).get("decision") == NOT_CHARGED
     ):
-        raise DomainError(
-            "billing_confirmed_decline", "this attempt was confirmed declined", status=409
-        )
+        raise conflict(codes.BILLING_CONFIRMED_DECLINE, "this attempt was confirmed declined")
     if transaction.status != TransactionStatus.pending:
-        raise DomainError(
-            "billing_attempt_not_pending", "this attempt is already resolved", status=409
-        )
+        raise conflict(codes.BILLING_ATTEMPT_NOT_PENDING, "this attempt is already resolved")
     refuse_if_executing(transaction, now)
     attempt = transaction.billing_attempt
     if attempt.get("contradiction"):
-        raise DomainError(
-            "billing_evidence_mismatch",
+        raise conflict(
+            codes.BILLING_EVIDENCE_MISMATCH,
             "the provider reported a different charge for this attempt",
-            status=409,
             field=attempt["contradiction"].get("field"),
         )
     for field, stored, given in (
@@ -247,31 +238,27 @@ def _check_dismissable(
         ("currency", attempt.get("currency"), confirmation.currency),
     ):
         if stored != given:
-            raise DomainError(
-                "billing_evidence_mismatch",
+            raise conflict(
+                codes.BILLING_EVIDENCE_MISMATCH,
                 "the confirmation does not name this attempt exactly",
-                status=409,
                 field=field,
             )
     if not (confirmation.no_debit_occurred and confirmation.cannot_settle_later):
-        raise DomainError(
-            "billing_attestation_required",
+        raise unprocessable(
+            codes.BILLING_ATTESTATION_REQUIRED,
             "both attestations are required: no debit occurred, and it cannot settle later",
-            status=422,
         )
     confirmed = confirmation.confirmed_at
     started = datetime.fromisoformat(attempt["startedAt"])
     if confirmed.utcoffset() != timedelta(0) or confirmed > now or confirmed < started:
-        raise DomainError(
-            "billing_confirmation_time_invalid",
+        raise unprocessable(
+            codes.BILLING_CONFIRMATION_TIME_INVALID,
             "the confirmation time must be explicit UTC, after the attempt and not in the future",
-            status=422,
         )
     if not original_account_available(session, transaction):
-        raise DomainError(
-            "billing_original_account_unavailable",
+        raise conflict(
+            codes.BILLING_ORIGINAL_ACCOUNT_UNAVAILABLE,
             "the merchant account that sent this attempt is no longer connected",
-            status=409,
         )
 
 
@@ -291,10 +278,9 @@ def _replay_of(
         return False
     resolution = used_on.billing_resolution or {}
     if used_on.id != transaction.id or _evidence(confirmation) != _evidence_of(resolution):
-        raise DomainError(
-            "billing_request_id_reused",
+        raise conflict(
+            codes.BILLING_REQUEST_ID_REUSED,
             "this request id was used for a different confirmation",
-            status=409,
         )
     return is_dismissed(transaction)
 
@@ -355,15 +341,14 @@ def _require_owner(
         else None
     )
     if role != Role.owner:
-        raise forbidden("owner_required", "only the organization's owner can do this")
+        raise forbidden(codes.OWNER_REQUIRED, "only the organization's owner can do this")
 
 
 def utc_instant(value: datetime) -> datetime:
     """An explicit UTC instant (offset zero) or refused: a confirmation time is evidence."""
     if value.tzinfo is None or value.utcoffset() != timedelta(0):
-        raise DomainError(
-            "billing_confirmation_time_invalid",
+        raise unprocessable(
+            codes.BILLING_CONFIRMATION_TIME_INVALID,
             "the confirmation time must be explicit UTC",
-            status=422,
         )
     return value.astimezone(UTC)

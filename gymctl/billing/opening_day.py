@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.billing import attempts
-from gymctl.errors import DomainError, not_found
+from gymctl.billing import attempts, codes
+from gymctl.errors import conflict, not_found, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import Checkout, PaymentTransaction
 from gymctl.models.billing import CheckoutStatus, SubscriptionStatus, TransactionStatus
@@ -40,23 +40,19 @@ def edit_opening_day(
         or subscription.organization_id != organization_id
         or subscription.deleted_at is not None
     ):
-        raise not_found("subscription_not_found", "no such subscription in this organization")
+        raise not_found(codes.SUBSCRIPTION_NOT_FOUND, "no such subscription in this organization")
     if subscription.status != SubscriptionStatus.scheduled or subscription.opening_day is None:
-        raise DomainError(
-            "not_a_presale",
+        raise conflict(
+            codes.NOT_A_PRESALE,
             "only a presale (scheduled, with an opening day) has an opening day to move",
-            status=409,
             subscriptionStatus=subscription.status.value,
         )
     if opening_day <= now:
-        raise DomainError(
-            "opening_day_invalid", "the opening day must be in the future", status=422
-        )
+        raise unprocessable(codes.OPENING_DAY_INVALID, "the opening day must be in the future")
     if _in_flight(session, subscription.id, now):
-        raise DomainError(
-            "presale_charge_in_flight",
+        raise conflict(
+            codes.PRESALE_CHARGE_IN_FLIGHT,
             "the presale's first charge or payment page is in flight; try again once it settles",
-            status=409,
         )
     before = subscription.opening_day
     subscription.opening_day = opening_day

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from gymctl.billing import codes
 from gymctl.errors import forbidden
 from gymctl.events import EventKind, emit
 from gymctl.models import AuditLog, Subscription, User
@@ -20,7 +21,7 @@ def require_operator(session: Session, operator_user_id: uuid.UUID | None) -> Us
     operator = session.get(User, operator_user_id) if operator_user_id else None
     if operator is None or operator.deleted_at is not None:
         raise forbidden(
-            "operator_user_required",
+            codes.OPERATOR_USER_REQUIRED,
             "a repair is audited under the operator's user: this operator has no user row",
         )
     return operator

@@ -13,9 +13,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gymctl.billing import codes
 from gymctl.billing.accounts import billing_settings
 from gymctl.clock import zone
-from gymctl.errors import DomainError
+from gymctl.errors import unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import BillingSettings
 
@@ -51,25 +52,23 @@ def update_settings(
     if grace_days is not KEEP and not (
         type(grace_days) is int and 0 <= grace_days <= MAX_GRACE_DAYS
     ):
-        raise DomainError(
-            "billing_grace_days_invalid",
+        raise unprocessable(
+            codes.BILLING_GRACE_DAYS_INVALID,
             f"grace days are a whole number from 0 to {MAX_GRACE_DAYS}",
-            status=422,
         )
     if lifecycle_day not in (KEEP, None) and not (
         type(lifecycle_day) is int and lifecycle_day in LIFECYCLE_DAYS
     ):
-        raise DomainError(
-            "billing_lifecycle_day_invalid",
+        raise unprocessable(
+            codes.BILLING_LIFECYCLE_DAY_INVALID,
             "the lifecycle day is a day of the month from 1 to 28, or none",
-            status=422,
         )
     if timezone is not KEEP:
         try:
             zone(timezone)
         except ValueError:
-            raise DomainError(
-                "timezone_invalid", "give an IANA time zone such as Asia/Jerusalem", status=422
+            raise unprocessable(
+                codes.TIMEZONE_INVALID, "give an IANA time zone such as Asia/Jerusalem"
             ) from None
     row = session.scalar(
         select(BillingSettings)

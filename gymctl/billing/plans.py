@@ -14,13 +14,13 @@ from datetime import datetime, timedelta
 
 from dateutil.relativedelta import relativedelta
 from sqlalchemy import select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymctl import ids
+from gymctl.billing import codes
 from gymctl.billing.accounts import CARD_PROVIDER, active_config, billing_settings
 from gymctl.bridge import mirror
-from gymctl.errors import DomainError
+from gymctl.errors import DomainError, conflict, not_found, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import Membership, PaymentTransaction, Plan, Subscription
 from gymctl.models.billing import (
@@ -30,10 +30,9 @@ from gymctl.models.billing import (
     TransactionStatus,
     TransactionType,
 )
+from gymctl.models.integrity import UniqueViolation, unique_violation
 
 CURRENCY_LENGTH = 3
-# How each engine names a violation of that index: PostgreSQL by name, SQLite by its columns.
-PLAN_HELD = ("uq_subscriptions_plan_held", "subscriptions.plan_id, subscriptions.user_id")
 
 
 @dataclass(frozen=True)
@@ -54,17 +53,15 @@ def create_plan(
     session: Session, organization_id: uuid.UUID, spec: PlanSpec, *, now: datetime
 ) -> Plan:
     if spec.price_in_cents < 0:
-        raise DomainError("plan_price_invalid", "price_in_cents must be 0 or more", status=422)
+        raise unprocessable(codes.PLAN_PRICE_INVALID, "price_in_cents must be 0 or more")
     if len(spec.currency) != CURRENCY_LENGTH or not spec.currency.isalpha():
-        raise DomainError("plan_currency_invalid", "currency is a 3-letter ISO code", status=422)
+        raise unprocessable(codes.PLAN_CURRENCY_INVALID, "currency is a 3-letter ISO code")
     if spec.type == PlanType.card and spec.interval_months is not None and spec.interval_months < 1:
-        raise DomainError("plan_interval_invalid", "interval_months must be 1 or more", status=422)
+        raise unprocessable(codes.PLAN_INTERVAL_INVALID, "interval_months must be 1 or more")
     if spec.type in (PlanType.pack, PlanType.drop_in) and not spec.validity_days:
-        raise DomainError(
-            "plan_validity_required", "packs and drop-ins need validity_days", status=422
-        )
+        raise unprocessable(codes.PLAN_VALIDITY_REQUIRED, "packs and drop-ins need validity_days")
     if spec.max_purchases is not None and spec.max_purchases < 1:
-        raise DomainError("plan_cap_invalid", "max_purchases must be 1 or more", status=422)
+        raise unprocessable(codes.PLAN_CAP_INVALID, "max_purchases must be 1 or more")
     plan = Plan(
         id=ids.new_id(),
         organization_id=organization_id,
@@ -89,7 +86,7 @@ def create_plan(
 def live_plan(session: Session, organization_id: uuid.UUID, plan_id: uuid.UUID) -> Plan:
     plan = session.get(Plan, plan_id)
     if plan is None or plan.organization_id != organization_id or plan.deleted_at is not None:
-        raise DomainError("plan_not_found", "no such plan", status=404)
+        raise not_found(codes.PLAN_NOT_FOUND, "no such plan")
     return plan
 
 
@@ -145,10 +142,9 @@ def refuse_if_held(session: Session, plan: Plan, user_id: uuid.UUID) -> None:
 
 
 def _already_held(held: Subscription | None) -> DomainError:
-    error = DomainError(
-        "plan_already_held",
+    error = conflict(
+        codes.PLAN_ALREADY_HELD,
         "you already hold this plan",
-        status=409,
         subscriptionId=str(held.id) if held else None,
     )
     error.details["status"] = held.status.value if held else None  # named like the HTTP status
@@ -168,7 +164,7 @@ def take_purchase_slot(session: Session, plan: Plan) -> None:
         .execution_options(synchronize_session=False)
     )
     if taken.rowcount == 0:
-        raise DomainError("plan_sold_out", "this plan is sold out", status=409)
+        raise conflict(codes.PLAN_SOLD_OUT, "this plan is sold out")
 
 
 def release_purchase_slot(session: Session, plan_id: uuid.UUID) -> None:
@@ -213,12 +209,10 @@ def new_subscription(
         cash_pauses=[],
     )
     try:
-        with session.begin_nested():  # it flushes first: the row is added inside it
-            session.add(subscription)
+        with unique_violation("uq_subscriptions_plan_held"), session.begin_nested():
+            session.add(subscription)  # inside the savepoint: it flushes first
             session.flush()
-    except IntegrityError as error:
-        if not any(name in str(error.orig) for name in PLAN_HELD):
-            raise
+    except UniqueViolation:
         # A concurrent purchase of the same recurring plan committed first (the unique index
         # waited for it): the answer is the same as if it had been seen by refuse_if_held.
         raise _already_held(live_holder(session, plan, membership.user_id)) from None
@@ -269,7 +263,7 @@ def grant_plan(
         subscription.cash_prepaid_through = subscription.current_period_end
     if method == CollectionMethod.pay_later:
         if payment_due_at is None:
-            raise DomainError("payment_due_required", "pay-later needs a due date", status=422)
+            raise unprocessable(codes.PAYMENT_DUE_REQUIRED, "pay-later needs a due date")
         subscription.payment_due_at = payment_due_at
         subscription.payment_last_day = payment_due_at
         subscription.unpaid_amount_in_cents = plan.price_in_cents

@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
-from gymctl.billing import attempts
+from gymctl.billing import attempts, codes
 from gymctl.billing.accounts import (
     CARD_PROVIDER,
     active_config,
@@ -86,7 +86,7 @@ def readiness(
     page to one subscription (the item the repair actions answer with)."""
     organization = session.get(Organization, organization_id)
     if organization is None or organization.deleted_at is not None:
-        raise not_found("organization_not_found", "no such organization")
+        raise not_found(codes.ORGANIZATION_NOT_FOUND, "no such organization")
     config = active_config(session, organization_id)
     settings = billing_settings(session, organization_id)
     terminal = (

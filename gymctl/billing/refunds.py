@@ -25,11 +25,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
-from gymctl.billing import attempts
+from gymctl.billing import attempts, codes
 from gymctl.billing.accounts import CARD_PROVIDER, active_config, terminal_of
 from gymctl.billing.resolution import original_account
 from gymctl.crypto import FieldCipher
-from gymctl.errors import DomainError
+from gymctl.errors import conflict, not_found, unavailable, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import PaymentTransaction
 from gymctl.models.billing import TransactionStatus, TransactionType
@@ -118,41 +118,37 @@ def _begin(
 ) -> PaymentTransaction:
     original = _locked(session, transaction_id)
     if original is None:
-        raise DomainError("transaction_not_found", "no such transaction", status=404)
+        raise not_found(codes.TRANSACTION_NOT_FOUND, "no such transaction")
     if original.status == TransactionStatus.refund_pending:
         pending = pending_refund_of(session, original.id)
-        raise DomainError(
-            "refund_in_progress",
+        raise conflict(
+            codes.REFUND_IN_PROGRESS,
             "an earlier refund of this payment is not resolved yet; it completes by itself "
             "(recovery sends the same refund again, never a second one)",
-            status=409,
             refundTransactionId=str(pending.id) if pending else None,
         )
     if original.status not in REFUNDABLE or original.type == TransactionType.refund:
-        raise DomainError(
-            "refund_not_refundable",
+        raise conflict(
+            codes.REFUND_NOT_REFUNDABLE,
             "only a completed payment can be refunded",
-            status=409,
             transactionStatus=original.status.value,
         )
     if amount_cents <= 0:
-        raise DomainError("refund_amount_invalid", "the refund must be positive", status=422)
+        raise unprocessable(codes.REFUND_AMOUNT_INVALID, "the refund must be positive")
     left = refundable_amount(original)
     if amount_cents > left:
-        raise DomainError(
-            "refund_exceeds_remaining",
+        raise conflict(
+            codes.REFUND_EXCEEDS_REMAINING,
             "the refund exceeds what is left of the payment",
-            status=409,
             remainingInCents=left,
         )
     by_card = original.provider == CARD_PROVIDER
     if by_card and not original.provider_transaction_id:
         # Card money goes back only through the provider: a card payment recorded as refunded
         # by hand would leave the member unpaid.
-        raise DomainError(
-            "refund_provider_reference_missing",
+        raise conflict(
+            codes.REFUND_PROVIDER_REFERENCE_MISSING,
             "this card payment has no provider transaction to refund; resolve it first",
-            status=409,
         )
     refund = PaymentTransaction(
         id=ids.new_id(),
@@ -211,10 +207,9 @@ def _refunding_terminal(session: Session, original: PaymentTransaction) -> str:
     else:  # a hosted-page payment: the organization's terminal
         config = active_config(session, original.organization_id)
     if config is None or config.provider != CARD_PROVIDER or not config.terminal:
-        raise DomainError(
-            "refund_original_account_unavailable",
+        raise conflict(
+            codes.REFUND_ORIGINAL_ACCOUNT_UNAVAILABLE,
             "the merchant account that took this payment is no longer connected",
-            status=409,
         )
     return config.terminal
 
@@ -280,19 +275,17 @@ def execute_refund(
 def raise_unless_refunded(refund: PaymentTransaction) -> None:
     """The refusal a door answers for a refund that did not complete (after committing it)."""
     if refund.status == TransactionStatus.failed:
-        raise DomainError(
-            "refund_declined",
+        raise conflict(
+            codes.REFUND_DECLINED,
             "the card provider refused the refund",
-            status=409,
             responseCode=(refund.metadata_ or {}).get("responseCode"),
             refundTransactionId=str(refund.id),
         )
     if refund.status == TransactionStatus.refund_pending:
-        raise DomainError(
-            "refund_provider_unavailable",
+        raise unavailable(
+            codes.REFUND_PROVIDER_UNAVAILABLE,
             "the card provider did not confirm the refund; it is stored and recovery completes "
             "it under the same id (never a second refund): do not refund again",
-            status=503,
             refundTransactionId=str(refund.id),
         )
 

@@ -13,12 +13,13 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from gymctl.billing import codes
 from gymctl.billing.accounts import billing_settings
 from gymctl.billing.operator_actions import audit_twice, require_operator
 from gymctl.billing.readiness import readiness
 from gymctl.billing.resolution import locked_subscription
 from gymctl.crypto import FieldCipher
-from gymctl.errors import DomainError
+from gymctl.errors import conflict
 from gymctl.models import PaymentTransaction
 from gymctl.models.billing import SubscriptionStatus, TransactionStatus
 
@@ -46,10 +47,9 @@ def repair_schedule(
     operator = require_operator(session, operator_user_id)
     subscription = locked_subscription(session, organization_id, subscription_id)
     if subscription.next_charge_date != expected_next_charge_at:
-        raise DomainError(
-            "billing_readiness_state_changed",
+        raise conflict(
+            codes.BILLING_READINESS_STATE_CHANGED,
             "the next charge changed since the report was read; read it again",
-            status=409,
             nextChargeAt=_iso(subscription.next_charge_date),
         )
     charged = session.scalar(
@@ -62,19 +62,17 @@ def repair_schedule(
         )
     )
     if charged or subscription.status != SubscriptionStatus.scheduled:
-        raise DomainError(
-            "billing_first_charge_unresolved",
+        raise conflict(
+            codes.BILLING_FIRST_CHARGE_UNRESOLVED,
             "the first charge is settled or unresolved; the schedule is the collector's now",
-            status=409,
         )
     opening = subscription.opening_day or billing_settings(session, organization_id).opening_day
     start = subscription.started_at or subscription.created_at
     floor = max(day for day in (opening, start) if day is not None)
     if subscription.next_charge_date is not None and subscription.next_charge_date >= floor:
-        raise DomainError(
-            "billing_schedule_not_anomalous",
+        raise conflict(
+            codes.BILLING_SCHEDULE_NOT_ANOMALOUS,
             "the first charge is already at or after its floor",
-            status=409,
             floor=floor.isoformat(),
         )
     before = {

@@ -19,12 +19,12 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.billing import attempts
+from gymctl.billing import attempts, codes
 from gymctl.billing.accounts import CARD_PROVIDER, terminal_of
 from gymctl.billing.alerts import raise_alert
 from gymctl.crypto import FieldCipher
 from gymctl.db import organization_row
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import conflict, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Organization, PaymentProviderConfig, PaymentTransaction, Subscription
 from gymctl.models.billing import AttemptKind, TransactionStatus
@@ -48,7 +48,7 @@ def organization_transaction(
         session, PaymentTransaction, organization_id, transaction_id, lock=lock
     )
     if transaction is None:
-        raise not_found("transaction_not_found", "no such transaction in this organization")
+        raise not_found(codes.TRANSACTION_NOT_FOUND, "no such transaction in this organization")
     return transaction
 
 
@@ -62,10 +62,9 @@ def protected_transaction(
         or attempt.get("protocol") != attempts.PROTOCOL
         or transaction.subscription_id is None
     ):
-        raise DomainError(
-            "billing_attempt_not_protected",
+        raise conflict(
+            codes.BILLING_ATTEMPT_NOT_PROTECTED,
             "only persisted v1 recurring, manual and debt attempts are resolved here",
-            status=409,
         )
     return transaction
 
@@ -196,10 +195,9 @@ def refuse_if_protected(transaction: PaymentTransaction) -> None:
     nor any payment sent to the provider under an attempt id (a desk charge): it may have
     charged."""
     if transaction.billing_attempt:
-        raise DomainError(
-            "billing_attempt_protected",
+        raise conflict(
+            codes.BILLING_ATTEMPT_PROTECTED,
             "a protected billing attempt is resolved with reconcile or confirm-no-debit",
-            status=409,
         )
 
 
@@ -228,7 +226,7 @@ def locked_subscription(
         )
     )
     if belongs is None:
-        raise not_found("subscription_not_found", "no such subscription in this organization")
+        raise not_found(codes.SUBSCRIPTION_NOT_FOUND, "no such subscription in this organization")
     return lock_billing(session, organization_id, subscription_id)
 
 
@@ -288,10 +286,9 @@ def _executing(transaction: PaymentTransaction, now: datetime) -> bool:
 
 def refuse_if_executing(transaction: PaymentTransaction, now: datetime) -> None:
     if _executing(transaction, now):
-        raise DomainError(
-            "billing_attempt_executing",
+        raise conflict(
+            codes.BILLING_ATTEMPT_EXECUTING,
             "the attempt may still be on its way (90 second grace); try again shortly",
-            status=409,
             retryAfterSeconds=int(attempts.EXECUTING_GRACE.total_seconds()),
         )
 
@@ -329,20 +326,18 @@ def lookup(
     terminal = (transaction.billing_attempt or {}).get("terminal")
     config = original_account(session, transaction.organization_id, terminal)
     if config is None:
-        raise DomainError(
-            "billing_original_account_unavailable",
+        raise conflict(
+            codes.BILLING_ORIGINAL_ACCOUNT_UNAVAILABLE,
             "the merchant account that sent this attempt is no longer connected",
-            status=409,
         )
     try:
         return provider.lookup_charge(
             terminal_of(config, cipher), transaction.billing_attempt["externalAttemptId"]
         )
     except ProviderUnavailable:  # ProviderRefused included: nothing known
-        raise DomainError(
-            "billing_provider_unavailable",
+        raise conflict(
+            codes.BILLING_PROVIDER_UNAVAILABLE,
             "the card provider could not be asked; nothing changed",
-            status=409,
         ) from None
 
 

@@ -12,10 +12,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from gymctl.billing import checkout, collector, desk_resolution, dry_runs, lifecycle, refunds
+from gymctl.billing import checkout, codes, collector, desk_resolution, dry_runs, lifecycle, refunds
 from gymctl.config import Settings
 from gymctl.crypto import billing_cipher
-from gymctl.errors import DomainError
+from gymctl.errors import not_found
 from gymctl.providers.card_factory import card_provider_from_settings
 from gymctl.providers.documents import default_document_provider
 
@@ -94,9 +94,7 @@ def run_sweep(
     dry_run: bool = False,
 ) -> SweepResult:
     if name not in SWEEPS:
-        raise DomainError(
-            "unknown_sweep", f"unknown sweep {name}; sweeps: {', '.join(SWEEPS)}", status=404
-        )
+        raise not_found(codes.UNKNOWN_SWEEP, f"unknown sweep {name}; sweeps: {', '.join(SWEEPS)}")
     if dry_run:  # the sweep's own selection and caps, read and rolled back
         with factory() as session:
             result = dry_runs.DRY_RUNS[name](session, now)

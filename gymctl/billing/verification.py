@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gymctl.billing import codes
 from gymctl.billing.accounts import (
     CARD_PROVIDER,
     active_config,
@@ -30,7 +31,7 @@ from gymctl.billing.operator_actions import audit_twice, require_operator
 from gymctl.billing.readiness import readiness
 from gymctl.billing.resolution import locked_subscription
 from gymctl.crypto import FieldCipher
-from gymctl.errors import DomainError
+from gymctl.errors import conflict
 from gymctl.models import Checkout, PaymentMethod
 from gymctl.providers.card import CardProvider, PageState, ProviderUnavailable
 
@@ -61,10 +62,9 @@ def verify_account(
         .limit(1)
     )
     if checkout is None:
-        raise DomainError(
-            "billing_account_evidence_missing",
+        raise conflict(
+            codes.BILLING_ACCOUNT_EVIDENCE_MISSING,
             "the subscription has no token-only checkout to verify the card against",
-            status=409,
         )
     deal = (
         checkout.page_id
@@ -78,23 +78,19 @@ def verify_account(
         else None
     )
     if not deal or method is None or method.deleted_at is not None:
-        raise DomainError(
-            "billing_account_evidence_missing",
+        raise conflict(
+            codes.BILLING_ACCOUNT_EVIDENCE_MISSING,
             "no deal reference (give lowProfileId for an older checkout) or no saved card",
-            status=409,
         )
     config = active_config(session, organization_id)
     if config is None or config.provider != CARD_PROVIDER or not config.terminal:
-        raise DomainError(
-            "card_provider_not_configured", "the organization has no card terminal", status=409
-        )
+        raise conflict(codes.CARD_PROVIDER_NOT_CONFIGURED, "the organization has no card terminal")
     try:
         page = provider.get_page(terminal_of(config, cipher), deal)
     except ProviderUnavailable:
-        raise DomainError(
-            "billing_provider_unavailable",
+        raise conflict(
+            codes.BILLING_PROVIDER_UNAVAILABLE,
             "the card provider could not be reached; nothing changed",
-            status=409,
         ) from None
     card = saved_card(method, cipher)
     outcome, reason = "verified", None

@@ -12,8 +12,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gymctl.bookings import codes
 from gymctl.bookings.book import booking_event, booking_of
-from gymctl.errors import DomainError
+from gymctl.errors import conflict
 from gymctl.models import Booking, BookingStatus, ClassSession
 from gymctl.models.bookings import CheckinMethod
 
@@ -23,7 +24,7 @@ PASS_LIMIT = 500  # sessions per pass; the rest waits for the next run
 
 def _confirmed(booking: Booking) -> None:
     if booking.deleted_at is not None or booking.status != BookingStatus.confirmed:
-        raise DomainError("booking_not_confirmed", "only a confirmed booking attends", status=409)
+        raise conflict(codes.BOOKING_NOT_CONFIRMED, "only a confirmed booking attends")
 
 
 def check_in(
@@ -41,9 +42,9 @@ def check_in(
     _confirmed(booking)
     row = session.get(ClassSession, booking.class_session_id)
     if row.cancelled_at is not None:
-        raise DomainError("session_cancelled", "this session was cancelled", status=409)
+        raise conflict(codes.SESSION_CANCELLED, "this session was cancelled")
     if now < row.starts_at - CHECKIN_OPENS:
-        raise DomainError("checkin_not_open", "check-in opens an hour before class", status=409)
+        raise conflict(codes.CHECKIN_NOT_OPEN, "check-in opens an hour before class")
     if booking.checked_in_at is not None:
         return booking
     booking.checked_in_at = now
@@ -69,9 +70,9 @@ def mark_no_show(
     _confirmed(booking)
     row = session.get(ClassSession, booking.class_session_id)
     if now < row.starts_at:
-        raise DomainError("session_not_started", "no-shows are marked after the start", status=409)
+        raise conflict(codes.SESSION_NOT_STARTED, "no-shows are marked after the start")
     if booking.checked_in_at is not None:
-        raise DomainError("booking_checked_in", "this member checked in", status=409)
+        raise conflict(codes.BOOKING_CHECKED_IN, "this member checked in")
     if booking.no_show_at is None:
         _no_show(session, booking, now=now, actor=actor_user_id)
     return booking

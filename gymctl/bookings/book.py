@@ -16,11 +16,12 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gymctl import ids
+from gymctl.bookings import codes
 from gymctl.bookings.eligibility import check_may_book
 from gymctl.bookings.schedule import class_session_of
 from gymctl.bridge import mirror
 from gymctl.db import organization_row
-from gymctl.errors import DomainError
+from gymctl.errors import conflict, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Booking, BookingStatus, ClassSession, Membership, MembershipStatus
 
@@ -66,9 +67,9 @@ def confirmed_count(session: Session, class_session_id: uuid.UUID) -> int:
 
 def _open_for_booking(row: ClassSession, now: datetime) -> None:
     if row.cancelled_at is not None:
-        raise DomainError("session_cancelled", "this session was cancelled", status=409)
+        raise conflict(codes.SESSION_CANCELLED, "this session was cancelled")
     if row.starts_at <= now:
-        raise DomainError("session_started", "this session has already started", status=409)
+        raise conflict(codes.SESSION_STARTED, "this session has already started")
 
 
 def book(
@@ -83,9 +84,7 @@ def book(
     """Book `member` into the session: confirmed while seats remain, else waitlisted."""
     if member.organization_id != organization_id or member.status != MembershipStatus.active:
         # Staff book by user id: a suspended, cancelled or invited membership books nothing.
-        raise DomainError(
-            "membership_not_active", "only an active member books a class", status=409
-        )
+        raise conflict(codes.MEMBERSHIP_NOT_ACTIVE, "only an active member books a class")
     row = class_session_of(session, organization_id, class_session_id)
     _open_for_booking(row, now)
     check_may_book(session, organization_id, member.user_id, now=now)
@@ -97,10 +96,9 @@ def book(
         .execution_options(populate_existing=True)
     )
     if existing is not None and is_active(existing):
-        raise DomainError(
-            "already_booked",
+        raise conflict(
+            codes.ALREADY_BOOKED,
             "you are already booked into this session",
-            status=409,
             bookingId=str(existing.id),
             bookingStatus=existing.status.value,
         )
@@ -138,7 +136,7 @@ def book(
 def booking_of(session: Session, organization_id: uuid.UUID, booking_id, *, lock=False) -> Booking:
     booking = organization_row(session, Booking, organization_id, booking_id, lock=lock)
     if booking is None:
-        raise DomainError("booking_not_found", "no such booking", status=404)
+        raise not_found(codes.BOOKING_NOT_FOUND, "no such booking")
     return booking
 
 
@@ -164,9 +162,9 @@ def cancel(
     first waitlisted. Members cancel until the session starts; staff at any time."""
     booking, row = _lock_pair(session, organization_id, booking_id)
     if not is_active(booking):
-        raise DomainError("booking_not_active", "this booking is not active", status=409)
+        raise conflict(codes.BOOKING_NOT_ACTIVE, "this booking is not active")
     if not by_staff and row.starts_at <= now:
-        raise DomainError("session_started", "this session has already started", status=409)
+        raise conflict(codes.SESSION_STARTED, "this session has already started")
     was_confirmed = booking.status == BookingStatus.confirmed
     booking.status = BookingStatus.cancelled
     booking.cancelled_at = now
@@ -191,7 +189,7 @@ def remove(
     """Staff soft-delete a booking (deleted_at); a booking again revives the row."""
     booking, row = _lock_pair(session, organization_id, booking_id)
     if booking.deleted_at is not None:
-        raise DomainError("booking_not_active", "this booking was already removed", status=409)
+        raise conflict(codes.BOOKING_NOT_ACTIVE, "this booking was already removed")
     frees_seat = booking.status == BookingStatus.confirmed
     booking.deleted_at = now
     booking.updated_at = now

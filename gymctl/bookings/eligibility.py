@@ -21,7 +21,8 @@ from gymctl.billing.days import grace_ends
 from gymctl.billing.debt import debt_reason
 from gymctl.billing.lifecycle import NON_PAYMENT
 from gymctl.billing.plans import subscriptions_of
-from gymctl.errors import DomainError
+from gymctl.bookings import codes
+from gymctl.errors import conflict
 from gymctl.models import BillingSettings, Subscription
 from gymctl.models.billing import SubscriptionStatus
 
@@ -81,25 +82,21 @@ def check_may_book(
     settings = billing_settings(session, organization_id)
     debt = billing_debt(rows, settings=settings, now=now)
     if debt is not None:
-        raise DomainError(
-            "booking_blocked_debt",
+        raise conflict(
+            codes.BOOKING_BLOCKED_DEBT,
             "booking is blocked until the open balance is paid",
-            status=409,
             billingDebt=debt,
         )
     live = [row for row in rows if row.status in LIVE]
     if live and all(row.status == SubscriptionStatus.scheduled for row in live):
         openings = [row.opening_day for row in live if row.opening_day is not None]
-        raise DomainError(
-            "plan_not_started",
+        raise conflict(
+            codes.PLAN_NOT_STARTED,
             "your plan has not started yet; you can book from its opening day",
-            status=409,
             startsAt=min(openings).isoformat() if openings else None,
         )
     # A paused (frozen) plan is live but books nothing until it resumes.
     bookable = [row for row in live if row.status in BOOKABLE]
     if not bookable and settings.plan_required_to_book:
-        raise DomainError(
-            "plan_required_to_book", "this gym requires a plan to book a class", status=409
-        )
+        raise conflict(codes.PLAN_REQUIRED_TO_BOOK, "this gym requires a plan to book a class")
     return bookable[0] if bookable else None

@@ -9,8 +9,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl import ids
+from gymctl.bookings import codes
 from gymctl.db import organization_row
-from gymctl.errors import DomainError
+from gymctl.errors import not_found, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import ClassSession, ClassType
 
@@ -31,9 +32,9 @@ def create_class_type(
     now: datetime,
 ) -> ClassType:
     if not 0 <= default_capacity <= MAX_CAPACITY:
-        raise DomainError("capacity_invalid", f"capacity is 0 to {MAX_CAPACITY}", status=422)
+        raise unprocessable(codes.CAPACITY_INVALID, f"capacity is 0 to {MAX_CAPACITY}")
     if duration_minutes < 1:
-        raise DomainError("duration_invalid", "a class lasts at least a minute", status=422)
+        raise unprocessable(codes.DURATION_INVALID, "a class lasts at least a minute")
     row = ClassType(
         id=ids.new_id(),
         organization_id=organization_id,
@@ -61,7 +62,7 @@ def class_types_of(session: Session, organization_id: uuid.UUID) -> list[ClassTy
 def live_class_type(session: Session, organization_id: uuid.UUID, class_type_id) -> ClassType:
     row = session.get(ClassType, class_type_id)
     if row is None or row.organization_id != organization_id or row.deleted_at is not None:
-        raise DomainError("class_type_not_found", "no such class type", status=404)
+        raise not_found(codes.CLASS_TYPE_NOT_FOUND, "no such class type")
     return row
 
 
@@ -78,17 +79,17 @@ def schedule_session(
 ) -> ClassSession:
     """A session of `class_type`; capacity and length default to the class type's."""
     if not now - SCHEDULE_BACK <= starts_at <= now + SCHEDULE_AHEAD:
-        raise DomainError(
-            "session_times_invalid", "a session starts within two years from now", status=422
+        raise unprocessable(
+            codes.SESSION_TIMES_INVALID, "a session starts within two years from now"
         )
     if ends_at is not None and ends_at - starts_at > timedelta(days=1):
-        raise DomainError("session_times_invalid", "a session lasts at most a day", status=422)
+        raise unprocessable(codes.SESSION_TIMES_INVALID, "a session lasts at most a day")
     capacity = class_type.default_capacity if capacity is None else capacity
     if not 0 <= capacity <= MAX_CAPACITY:
-        raise DomainError("capacity_invalid", f"capacity is 0 to {MAX_CAPACITY}", status=422)
+        raise unprocessable(codes.CAPACITY_INVALID, f"capacity is 0 to {MAX_CAPACITY}")
     ends_at = ends_at or starts_at + timedelta(minutes=class_type.duration_minutes)
     if ends_at <= starts_at:
-        raise DomainError("session_times_invalid", "a session ends after it starts", status=422)
+        raise unprocessable(codes.SESSION_TIMES_INVALID, "a session ends after it starts")
     row = ClassSession(
         id=ids.new_id(),
         organization_id=class_type.organization_id,
@@ -139,5 +140,5 @@ def class_session_of(
     once get exactly 5."""
     row = organization_row(session, ClassSession, organization_id, session_id, lock=lock)
     if row is None:
-        raise DomainError("session_not_found", "no such session", status=404)
+        raise not_found(codes.SESSION_NOT_FOUND, "no such session")
     return row

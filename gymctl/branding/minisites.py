@@ -24,11 +24,12 @@ from sqlalchemy.orm import Session
 
 from gymctl.access.invitations import frontend
 from gymctl.access.join import minisite_join_link
+from gymctl.branding import codes
 from gymctl.branding.derive import brand as derive_brand
 from gymctl.branding.palette import Palette
 from gymctl.branding.published import live_brand
 from gymctl.config import ConfigError, Settings
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import DomainError, conflict, forbidden, not_found, unavailable
 from gymctl.models import (
     BrandDraft,
     BrandRevision,
@@ -89,7 +90,7 @@ def slug_of_host(settings: Settings, host: str) -> str:
     suffix = "." + settings.minisite_domain.lower().strip(".")
     slug = name.removesuffix(suffix)
     if not name.endswith(suffix) or not slug or "." in slug:
-        raise not_found("minisite_not_found", "no minisite answers at that host")
+        raise not_found(codes.MINISITE_NOT_FOUND, "no minisite answers at that host")
     return slug
 
 
@@ -114,18 +115,22 @@ def site_state(session: Session, slug: str) -> SiteState:
         .where(Organization.slug == slug)
     ).first()
     if row is None:
-        raise _negative(None, "minisite_not_found", "no minisite answers at that host")
+        raise _negative(None, codes.MINISITE_NOT_FOUND, "no minisite answers at that host")
     organization, website = row
     if organization.deleted_at is not None:
-        raise _negative(organization.id, "minisite_not_found", "no minisite answers at that host")
+        raise _negative(
+            organization.id, codes.MINISITE_NOT_FOUND, "no minisite answers at that host"
+        )
     if organization.status is not OrganizationStatus.active:
-        raise _negative(organization.id, "minisite_disabled", "this gym's minisite is disabled")
+        raise _negative(organization.id, codes.MINISITE_DISABLED, "this gym's minisite is disabled")
     if (
         website is None
         or website.published_content_revision is None
         or live_brand(session, organization.id) is None
     ):
-        raise _negative(organization.id, "minisite_unpublished", "this minisite is not published")
+        raise _negative(
+            organization.id, codes.MINISITE_UNPUBLISHED, "this minisite is not published"
+        )
     return SiteState(organization, website)
 
 
@@ -208,10 +213,10 @@ def draft_site(
     elif live is not None:
         brand, name, logos = live.brand, live.name, live.logos
     else:
-        raise DomainError("brand_draft_missing", "save a brand draft to preview it", status=409)
+        raise conflict(codes.BRAND_DRAFT_MISSING, "save a brand draft to preview it")
     website = session.get(Website, organization.id)
     if website is None:
-        raise DomainError("website_draft_missing", "save the website's content first", status=409)
+        raise conflict(codes.WEBSITE_DRAFT_MISSING, "save the website's content first")
     content = session.get(WebsiteRevision, (organization.id, website.draft_revision))
     return {
         **_frame(session, settings, organization),
@@ -230,8 +235,8 @@ def _secret(settings: Settings) -> bytes:
             "MINISITE_PREVIEW_SERVER_SECRET", settings.minisite_preview_server_secret
         )
     except ConfigError:
-        raise DomainError(
-            "preview_not_configured", "MINISITE_PREVIEW_SERVER_SECRET is not set", status=503
+        raise unavailable(
+            codes.PREVIEW_NOT_CONFIGURED, "MINISITE_PREVIEW_SERVER_SECRET is not set"
         ) from None
 
 
@@ -279,21 +284,18 @@ def verify_preview_ticket(
             options={"require": ["aud", "sub", "exp"], "verify_exp": False, "verify_iat": False},
         )
     except jwt.PyJWTError:
-        raise DomainError(
-            "preview_ticket_invalid", "the preview ticket is invalid", status=403
-        ) from None
+        raise forbidden(codes.PREVIEW_TICKET_INVALID, "the preview ticket is invalid") from None
     if claims["sub"] != str(organization_id):
-        raise DomainError("preview_ticket_invalid", "the ticket is for another site", status=403)
+        raise forbidden(codes.PREVIEW_TICKET_INVALID, "the ticket is for another site")
     if int(claims["exp"]) <= now.timestamp():
-        raise DomainError("preview_ticket_expired", "the preview ticket expired", status=403)
+        raise forbidden(codes.PREVIEW_TICKET_EXPIRED, "the preview ticket expired")
     origin = claims.get("origin")
     if not origin:
-        raise DomainError(
-            "studio.previewOriginMissing",
+        raise unavailable(
+            codes.STUDIO_PREVIEW_ORIGIN_MISSING,
             "no dashboard origin was minted into the ticket (FRONTEND_URL unset)",
-            status=503,
         )
     current = dashboard_origin(settings)
     if current is not None and origin != current:
-        raise DomainError("preview_ticket_invalid", "minted for another dashboard", status=403)
+        raise forbidden(codes.PREVIEW_TICKET_INVALID, "minted for another dashboard")
     return origin

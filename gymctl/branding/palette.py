@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from gymctl.branding import codes
 from gymctl.branding.colour import is_hex
-from gymctl.errors import DomainError
+from gymctl.errors import invalid
 
 SCHEMA = 4
 # JSON name -> attribute, in the order of the spec's table.
@@ -42,17 +43,17 @@ class Palette:
         """Validate the owner's input: an object of `#RRGGBB` colours (null or absent: derive),
         primaryColor required. Each refusal names the field."""
         if not isinstance(data, dict):
-            raise DomainError("palette_invalid", "the palette must be a JSON object")
+            raise invalid(codes.PALETTE_INVALID, "the palette must be a JSON object")
         unknown = sorted(set(data) - set(FIELDS))
         if unknown:
-            raise DomainError(
-                "palette_field_unknown",
+            raise invalid(
+                codes.PALETTE_FIELD_UNKNOWN,
                 f"unknown palette fields: {unknown}",
                 fields=[{"field": name, "problem": "extra_forbidden"} for name in unknown],
             )
         if data.get("primaryColor") is None:
-            raise DomainError(
-                "palette_primary_required",
+            raise invalid(
+                codes.PALETTE_PRIMARY_REQUIRED,
                 "primaryColor is required",
                 fields=[{"field": "primaryColor", "problem": "missing"}],
             )
@@ -60,8 +61,8 @@ class Palette:
         for name, attribute in FIELDS.items():
             value = data.get(name)
             if value is not None and not is_hex(value):
-                raise DomainError(
-                    "palette_color_invalid",
+                raise invalid(
+                    codes.PALETTE_COLOR_INVALID,
                     f"{name} must be a #RRGGBB colour",
                     fields=[{"field": name, "problem": "colour_hex"}],
                 )

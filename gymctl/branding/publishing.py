@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.assets.intake import recheck, save_draft
 from gymctl.assets.types import Slot
-from gymctl.branding import minisites
+from gymctl.branding import codes, minisites
 from gymctl.branding.derive import brand as derive_brand
 from gymctl.branding.palette import Palette
 from gymctl.branding.published import (
@@ -45,7 +45,7 @@ from gymctl.branding.workspace import (
     save_app_draft,
 )
 from gymctl.db import advisory_lock, session_scope
-from gymctl.errors import DomainError, conflict, not_found
+from gymctl.errors import DomainError, conflict, invalid, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import (
     BrandAsset,
@@ -104,7 +104,7 @@ def publish_brand(
     _lock(session, organization_id)
     draft = session.get(BrandDraft, organization_id)
     if draft is None:
-        raise conflict("brand_draft_missing", "save a brand draft before publishing it")
+        raise conflict(codes.BRAND_DRAFT_MISSING, "save a brand draft before publishing it")
     for slot, key in draft.logos.items():
         recheck(store, organization_id, key, slot=slot)
     latest = latest_revision(session, organization_id)
@@ -142,7 +142,7 @@ def unpublish_brand(
     _lock(session, organization_id)
     latest = latest_revision(session, organization_id)
     if latest is None or latest.unpublished_at is not None:
-        raise conflict("brand_not_published", "no brand is published")
+        raise conflict(codes.BRAND_NOT_PUBLISHED, "no brand is published")
     latest.unpublished_at = now
     _analytics(
         session,
@@ -172,11 +172,11 @@ def restore_brand(
     if revision is None:
         live = live_brand(session, organization_id)
         if live is None:
-            raise conflict("brand_not_published", "no brand is published to restore")
+            raise conflict(codes.BRAND_NOT_PUBLISHED, "no brand is published to restore")
         revision = live.revision
     row = session.get(BrandRevision, (organization_id, revision))
     if row is None:
-        raise not_found("brand_revision_not_found", f"no published brand revision {revision}")
+        raise not_found(codes.BRAND_REVISION_NOT_FOUND, f"no published brand revision {revision}")
     for slot, key in row.logos.items():
         recheck(store, organization_id, key, slot=slot)
     draft = session.get(BrandDraft, organization_id) or BrandDraft(organization_id=organization_id)
@@ -210,9 +210,9 @@ def publish_website(
     _lock(session, organization_id)
     website = session.get(Website, organization_id)
     if website is None or website.adopted_schema is None:
-        raise conflict("website_draft_missing", "save the website's content before publishing")
+        raise conflict(codes.WEBSITE_DRAFT_MISSING, "save the website's content before publishing")
     if brand_revision is None:
-        raise conflict("brand_not_published", "publish the brand before the website")
+        raise conflict(codes.BRAND_NOT_PUBLISHED, "publish the brand before the website")
     website.published_content_revision = website.draft_revision
     website.published_brand_revision = brand_revision
     website.published_at = website.updated_at = now
@@ -235,7 +235,7 @@ def unpublish_website(
     _lock(session, organization_id)
     website = session.get(Website, organization_id)
     if website is None or website.published_content_revision is None:
-        raise conflict("website_not_published", "the website is not published")
+        raise conflict(codes.WEBSITE_NOT_PUBLISHED, "the website is not published")
     revision = website.published_content_revision
     website.published_content_revision = website.published_brand_revision = None
     website.updated_at = now
@@ -265,10 +265,10 @@ def restore_website(
     website = session.get(Website, organization_id)
     if revision is None:
         if website is None or website.published_content_revision is None:
-            raise conflict("website_not_published", "no published website to restore")
+            raise conflict(codes.WEBSITE_NOT_PUBLISHED, "no published website to restore")
         revision = website.published_content_revision
     if website is None or session.get(WebsiteRevision, (organization_id, revision)) is None:
-        raise not_found("website_revision_not_found", f"no website content revision {revision}")
+        raise not_found(codes.WEBSITE_REVISION_NOT_FOUND, f"no website content revision {revision}")
     website.draft_revision = revision
     website.updated_at = now
     _analytics(
@@ -296,10 +296,10 @@ def publish_app(
 ) -> MemberAppVersion:
     _lock(session, organization_id)
     if app_draft_written_at(session, organization_id) is None:
-        raise conflict("member_app_draft_missing", "the member app has no draft to publish")
+        raise conflict(codes.MEMBER_APP_DRAFT_MISSING, "the member app has no draft to publish")
     brand = live_brand(session, organization_id)
     if brand is None:
-        raise conflict("brand_not_published", "publish the brand before the member app")
+        raise conflict(codes.BRAND_NOT_PUBLISHED, "publish the brand before the member app")
     rows = session.execute(
         select(MemberAppDraftAsset.slot, BrandAsset)
         .join(BrandAsset, BrandAsset.id == MemberAppDraftAsset.asset_id)
@@ -343,7 +343,7 @@ def unpublish_app(
     _lock(session, organization_id)
     live = live_app_version(session, organization_id)
     if live is None:
-        raise conflict("member_app_not_published", "the member app is not published")
+        raise conflict(codes.MEMBER_APP_NOT_PUBLISHED, "the member app is not published")
     live.unpublished_at = now
     _analytics(
         session,
@@ -374,11 +374,11 @@ def restore_app(
     live = live_app_version(session, organization_id)
     if version is None:
         if live is None:
-            raise conflict("member_app_not_published", "no published member app to restore")
+            raise conflict(codes.MEMBER_APP_NOT_PUBLISHED, "no published member app to restore")
         version = live.version
     row = session.get(MemberAppVersion, (organization_id, version))
     if row is None:
-        raise not_found("member_app_version_not_found", f"no member app version {version}")
+        raise not_found(codes.MEMBER_APP_VERSION_NOT_FOUND, f"no member app version {version}")
     stamp = live.published_at if live is not None and live.version == version else now
     save_draft(
         session,
@@ -416,11 +416,11 @@ def attest_app(
 ) -> MemberAppVersion:
     """Record that the live version's screenshots or internal smoke test were checked."""
     if kind not in ATTESTATIONS:
-        raise DomainError("attestation_unknown", "attestations: screenshot, internalSmoke")
+        raise invalid(codes.ATTESTATION_UNKNOWN, "attestations: screenshot, internalSmoke")
     _lock(session, organization_id)
     live = live_app_version(session, organization_id)
     if live is None:
-        raise conflict("member_app_not_published", "attestations are for the live version")
+        raise conflict(codes.MEMBER_APP_NOT_PUBLISHED, "attestations are for the live version")
     setattr(live, f"{ATTESTATIONS[kind]}_attested_at", now)
     setattr(live, f"{ATTESTATIONS[kind]}_attested_by_user_id", actor_user_id)
     emit(
@@ -523,7 +523,7 @@ def publish_channels(
     verified by a fresh read; after a failure (or an unverified channel) the rest are skipped."""
     unknown = set(channels) - set(CHANNELS)
     if unknown or not channels:
-        raise DomainError("channel_unknown", "channels: brand, website, app")
+        raise invalid(codes.CHANNEL_UNKNOWN, "channels: brand, website, app")
     results: list[ChannelResult] = []
     stopped = False
     for channel in CHANNELS:

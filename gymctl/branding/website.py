@@ -8,7 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gymctl.errors import DomainError
+from gymctl.branding import codes
+from gymctl.errors import invalid
 
 CONTENT_SCHEMA = 2
 TEXT = r"^[^\u0000]*$"
@@ -51,8 +52,8 @@ def parse_content(data: Any) -> dict[str, Any]:
             {"field": ".".join(str(p) for p in e["loc"]), "problem": e["type"]}
             for e in error.errors()
         ]
-        raise DomainError(
-            "website_content_invalid", "the website content does not match", fields=problems
+        raise invalid(
+            codes.WEBSITE_CONTENT_INVALID, "the website content does not match", fields=problems
         ) from None
     return content.model_dump(mode="json", by_alias=True, exclude_none=True)
 

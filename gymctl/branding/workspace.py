@@ -23,10 +23,11 @@ from sqlalchemy.orm import Session
 
 from gymctl.assets.intake import recheck
 from gymctl.assets.types import Slot
+from gymctl.branding import codes
 from gymctl.branding.palette import Palette, brand_identity
 from gymctl.branding.published import latest_app_version, latest_revision, live_app_version
 from gymctl.branding.website import CONTENT_SCHEMA, parse_content
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import invalid, not_found
 from gymctl.models import (
     BrandAsset,
     BrandDraft,
@@ -69,9 +70,9 @@ def logo_keys(
             Slot(slot)
             asset = session.get(BrandAsset, uuid.UUID(str(asset_id)))
         except ValueError:
-            raise DomainError("brand_logo_invalid", f"{slot}: a slot and an asset id") from None
+            raise invalid(codes.BRAND_LOGO_INVALID, f"{slot}: a slot and an asset id") from None
         if asset is None or asset.organization_id != organization_id:
-            raise not_found("brand_asset_not_found", f"{slot}: no such brand asset")
+            raise not_found(codes.BRAND_ASSET_NOT_FOUND, f"{slot}: no such brand asset")
         recheck(store, organization_id, asset.key, slot=slot)
         keys[slot] = asset.key
     return keys

@@ -20,9 +20,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.bridge import entity_map, queue
+from gymctl.bridge import codes, entity_map, queue
 from gymctl.bridge.polling import DAY, timezone_of, window
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import conflict, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import ClassSession, ClassType
 from gymctl.models.bridge import (
@@ -163,15 +163,14 @@ def link_class(
     bookings of that session are sent again."""
     row = session.get(ClassSession, session_id)
     if row is None or row.organization_id != organization_id:
-        raise not_found("session_not_found", "no such session")
+        raise not_found(codes.SESSION_NOT_FOUND, "no such session")
     external = entity_map.find_external(
         session, organization_id, EntityType.schedule, str(external_class_id)
     )
     if external is None:
-        raise not_found("bridge_class_not_found", "the schedule poll has seen no such class")
+        raise not_found(codes.BRIDGE_CLASS_NOT_FOUND, "the schedule poll has seen no such class")
     if external.platform_id not in (None, str(session_id)):
-        raise DomainError("bridge_link_conflict", "that external class is another session's",
-                          status=409)  # fmt: skip
+        raise conflict(codes.BRIDGE_LINK_CONFLICT, "that external class is another session's")
     current = entity_map.find(session, organization_id, EntityType.schedule, session_id)
     if current is not None and current is not external:
         current.platform_id = None  # the old pick goes back to the unclaimed classes

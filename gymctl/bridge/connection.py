@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from gymctl.bridge import entity_map
+from gymctl.bridge import codes, entity_map
 from gymctl.bridge.client import (
     CallFailure,
     ConnectionPool,
@@ -26,7 +26,7 @@ from gymctl.bridge.client import (
 )
 from gymctl.config import Settings
 from gymctl.crypto import FieldCipher, Keyring
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import bad_gateway, conflict, invalid, not_found, unavailable
 from gymctl.events import EventKind, emit
 from gymctl.models import Membership, MembershipStatus, Role, User
 from gymctl.models.bridge import (
@@ -44,7 +44,7 @@ MAX_KEY_CHARS = 256
 
 def _cipher(settings: Settings) -> FieldCipher:
     if settings.bridge_credentials_key is None:
-        raise DomainError("bridge_not_configured", f"{KEY_SETTING} is not set", status=503)
+        raise unavailable(codes.BRIDGE_NOT_CONFIGURED, f"{KEY_SETTING} is not set")
     return FieldCipher(
         Keyring.parse(settings.bridge_credentials_key.get_secret_value(), setting=KEY_SETTING)
     )
@@ -52,8 +52,8 @@ def _cipher(settings: Settings) -> FieldCipher:
 
 def _base_url(settings: Settings) -> str:
     if not settings.bridge_api_url:
-        raise DomainError(
-            "bridge_disabled", "the bridge is disabled (GYMCTL_BRIDGE_API_URL is unset)", status=503
+        raise unavailable(
+            codes.BRIDGE_DISABLED, "the bridge is disabled (GYMCTL_BRIDGE_API_URL is unset)"
         )
     return settings.bridge_api_url
 
@@ -69,7 +69,7 @@ def find_connection(session: Session, organization_id: uuid.UUID) -> Integration
 def require_connection(session: Session, organization_id: uuid.UUID) -> IntegrationConnection:
     connection = find_connection(session, organization_id)
     if connection is None:
-        raise not_found("bridge_not_connected", "the organization has no bridge connection")
+        raise not_found(codes.BRIDGE_NOT_CONNECTED, "the organization has no bridge connection")
     return connection
 
 
@@ -81,7 +81,7 @@ def open_client(
     pool: ConnectionPool | None = None,
 ) -> ExternalGymClient:
     if connection.credentials_ciphertext is None:
-        raise DomainError("bridge_not_connected", "the connection holds no api-key", status=409)
+        raise conflict(codes.BRIDGE_NOT_CONNECTED, "the connection holds no api-key")
     api_key = _cipher(settings).decrypt(
         connection.credentials_ciphertext, row_id=str(connection.id), **CREDENTIALS
     )
@@ -106,9 +106,7 @@ def check_account(client: ExternalGymClient, membership_type_id: str | None) -> 
     non-recurring bridge type (named, or the only such type)."""
     locations = client.locations()
     if not locations:
-        raise DomainError(
-            "bridge_account_empty", "the external account has no location", status=409
-        )
+        raise conflict(codes.BRIDGE_ACCOUNT_EMPTY, "the external account has no location")
     account = str(locations[0].get("box_id"))
     free = [
         str(kind["id"])
@@ -117,23 +115,20 @@ def check_account(client: ExternalGymClient, membership_type_id: str | None) -> 
     ]
     if membership_type_id is not None:
         if membership_type_id not in free:
-            raise DomainError(
-                "bridge_membership_type_invalid",
+            raise conflict(
+                codes.BRIDGE_MEMBERSHIP_TYPE_INVALID,
                 "that membership type is not a free non-recurring type of the account",
-                status=409,
             )
         return Account(account, membership_type_id)
     if not free:
-        raise DomainError(
-            "bridge_membership_type_missing",
+        raise conflict(
+            codes.BRIDGE_MEMBERSHIP_TYPE_MISSING,
             "create a free non-recurring membership type at the external system first",
-            status=409,
         )
     if len(free) > 1:
-        raise DomainError(
-            "bridge_membership_type_ambiguous",
+        raise conflict(
+            codes.BRIDGE_MEMBERSHIP_TYPE_AMBIGUOUS,
             "several free non-recurring membership types: name one (bridgeMembershipTypeId)",
-            status=409,
             candidates=free,
         )
     return Account(account, free[0])
@@ -158,7 +153,7 @@ def connect(
         or len(api_key) > MAX_KEY_CHARS
         or any(ch.isspace() or ch == "\x00" for ch in api_key)
     ):
-        raise DomainError("bridge_key_malformed", "the api-key is empty or malformed", status=400)
+        raise invalid(codes.BRIDGE_KEY_MALFORMED, "the api-key is empty or malformed")
     cipher = _cipher(settings)
     client = ExternalGymClient(
         _base_url(settings),
@@ -173,14 +168,13 @@ def connect(
             account = check_account(client, membership_type_id)
         except ExternalCallError as error:
             if error.kind == CallFailure.unauthorized:
-                raise DomainError(
-                    "bridge_key_invalid",
+                raise invalid(
+                    codes.BRIDGE_KEY_INVALID,
                     "the external system refused the api-key (401)",
-                    status=400,
                 ) from None
             if not error.transient and error.kind != CallFailure.rate_limited:
-                raise DomainError(
-                    "bridge_check_failed", f"the key check failed: {error}", status=502
+                raise bad_gateway(
+                    codes.BRIDGE_CHECK_FAILED, f"the key check failed: {error}"
                 ) from None
             problem = str(error)
     connection = find_connection(session, organization_id)

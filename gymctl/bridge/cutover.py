@@ -21,8 +21,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gymctl.bridge import codes
 from gymctl.bridge.polling import timezone_of
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import conflict, not_found, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import ClassSession, ClassType
 from gymctl.models.bridge import SeriesCutover
@@ -65,13 +66,12 @@ def set_cutover(
     the source of truth it had)."""
     kind = session.get(ClassType, class_type_id)
     if kind is None or kind.organization_id != organization_id:
-        raise not_found("class_type_not_found", "no such class type")
+        raise not_found(codes.CLASS_TYPE_NOT_FOUND, "no such class type")
     if not 0 <= weekday <= 6 or not TIME.match(start_time or ""):
-        raise DomainError("cutover_series_invalid", "weekday 0-6 (Monday 0) and time HH:MM",
-                          status=422)  # fmt: skip
+        raise unprocessable(codes.CUTOVER_SERIES_INVALID, "weekday 0-6 (Monday 0) and time HH:MM")
     today = now.astimezone(timezone_of(session, organization_id)).date()
     if cutover_on < today:
-        raise DomainError("cutover_in_past", "the cutover day is today or later", status=422)
+        raise unprocessable(codes.CUTOVER_IN_PAST, "the cutover day is today or later")
     row = session.scalar(
         select(SeriesCutover).where(
             SeriesCutover.organization_id == organization_id,
@@ -85,8 +85,7 @@ def set_cutover(
                             weekday=weekday, start_time=start_time, created_at=now)  # fmt: skip
         session.add(row)
     elif row.cutover_on <= today:
-        raise DomainError("cutover_already_passed", "this series already moved to the platform",
-                          status=409)  # fmt: skip
+        raise conflict(codes.CUTOVER_ALREADY_PASSED, "this series already moved to the platform")
     row.cutover_on = cutover_on
     row.updated_at = now
     session.flush()

@@ -13,7 +13,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.errors import DomainError
+from gymctl.bridge import codes
+from gymctl.errors import conflict
 from gymctl.models.bridge import EntityLink, EntityType, Origin
 
 
@@ -62,10 +63,9 @@ def link(
     external_id = str(external_id)
     by_external = find_external(session, organization_id, entity_type, external_id)
     if by_external is not None and by_external.platform_id not in (None, platform):
-        raise DomainError(
-            "bridge_link_conflict",
+        raise conflict(
+            codes.BRIDGE_LINK_CONFLICT,
             f"external {entity_type.value} {external_id} is linked to another platform entity",
-            status=409,
         )
     row = find(session, organization_id, entity_type, platform) if platform else None
     if row is not None and by_external is not None and row is not by_external:

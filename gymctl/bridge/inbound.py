@@ -26,9 +26,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.bookings import book as bookings
-from gymctl.bridge import cutover, entity_map, queue
+from gymctl.bridge import codes, cutover, entity_map, queue
 from gymctl.bridge.polling import Noticed
-from gymctl.errors import DomainError
+from gymctl.errors import DomainError, conflict, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Booking, BookingStatus, ClassSession, Membership
 from gymctl.models.bridge import BridgeIssue, EntityLink, EntityType, IntegrationConnection
@@ -126,7 +126,7 @@ def booking_seen(session: Session, organization_id, row: EntityLink, now: dateti
             placed = bookings.book(session, organization_id, target.id, member,
                                    actor_user_id=member.user_id, now=now)  # fmt: skip
             if placed.status is not BookingStatus.confirmed:
-                raise DomainError("session_full", "the platform has no seat for it", status=409)
+                raise conflict(codes.SESSION_FULL, "the platform has no seat for it")
         except DomainError as refused:
             nested.rollback()
             raise_issue(session, organization_id, "booking_not_placed", row.external_id,
@@ -254,9 +254,9 @@ def dismiss_issue(
     """The owner has settled it (or chosen to leave it): it leaves the inbox, audited."""
     issue = session.get(BridgeIssue, issue_id, with_for_update=True)
     if issue is None or issue.organization_id != organization_id:
-        raise DomainError("bridge_issue_not_found", "no such issue", status=404)
+        raise not_found(codes.BRIDGE_ISSUE_NOT_FOUND, "no such issue")
     if issue.status != "open":
-        raise DomainError("bridge_issue_not_open", f"the issue is {issue.status}", status=409)
+        raise conflict(codes.BRIDGE_ISSUE_NOT_OPEN, f"the issue is {issue.status}")
     issue.status = "dismissed"
     issue.resolved_at = issue.updated_at = now
     emit(session, EventKind.audit, "bridge.issue_dismissed", at=now, aggregate_type="bridge_issue",

@@ -13,8 +13,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.bridge import classes, entity_map, queue
-from gymctl.errors import DomainError
+from gymctl.bridge import classes, codes, entity_map, queue
+from gymctl.errors import conflict, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models.bridge import EntityType, OpStatus, Origin, RosterEntry, SyncOp
 
@@ -66,12 +66,12 @@ def link(
     """Settle a parked identity_conflict or class_unmatched op with one of its candidates."""
     op = queue.get_op(session, op_id, organization_id)
     if op.status is not OpStatus.parked or op.issue_code not in LINKABLE:
-        raise DomainError("bridge_issue_not_linkable", "this op does not wait for a link",
-                          status=409)  # fmt: skip
+        raise conflict(codes.BRIDGE_ISSUE_NOT_LINKABLE, "this op does not wait for a link")
     external_id = str(external_id).strip()
     if external_id not in candidates(op):
-        raise DomainError("bridge_candidate_invalid", "pick one of the candidates the issue names",
-                          status=422)  # fmt: skip
+        raise unprocessable(
+            codes.BRIDGE_CANDIDATE_INVALID, "pick one of the candidates the issue names"
+        )
     if op.issue_code == classes.UNMATCHED:
         classes.link_class(session, organization_id, uuid.UUID(op.payload["sessionId"]),
                            external_id, now=now, actor_user_id=actor_user_id,

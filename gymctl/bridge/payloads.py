@@ -15,7 +15,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from gymctl.errors import DomainError
+from gymctl.bridge import codes
+from gymctl.errors import invalid
 from gymctl.models.bridge import OpType
 
 TEXT = r"^[^\x00]*$"
@@ -88,17 +89,16 @@ def parse_payload(op_type: OpType, payload: dict[str, Any]) -> _Payload:
     """The op's payload, validated; bridge_op_not_allowed for what is never written (leads)."""
     model = PAYLOADS.get(op_type)
     if model is None:
-        raise DomainError(
-            "bridge_op_not_allowed",
+        raise invalid(
+            codes.BRIDGE_OP_NOT_ALLOWED,
             f"{op_type.value} is never written to the external system",
-            status=400,
         )
     try:
         return model.model_validate(payload)
     except ValidationError as error:
         fields = [".".join(str(p) for p in e["loc"]) for e in error.errors()]
-        raise DomainError(
-            "bridge_payload_invalid", f"invalid {op_type.value} payload", fields=fields
+        raise invalid(
+            codes.BRIDGE_PAYLOAD_INVALID, f"invalid {op_type.value} payload", fields=fields
         ) from None
 
 

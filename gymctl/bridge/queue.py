@@ -27,13 +27,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import bindparam, exists, func, select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 from sqlalchemy.orm.attributes import set_committed_value
 
+from gymctl.bridge import codes
 from gymctl.bridge.payloads import dump, parse_payload
 from gymctl.db import advisory_lock, is_postgres
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import conflict, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models.bridge import (
     UNFINISHED,
@@ -44,6 +44,7 @@ from gymctl.models.bridge import (
     OpType,
     SyncOp,
 )
+from gymctl.models.integrity import UniqueViolation, unique_violation
 
 # Spec B 3: failures back off 1 min, 5 min, 30 min, 2 h, 6 h; the next failure parks.
 LADDER: tuple[timedelta, ...] = (
@@ -209,9 +210,10 @@ def claim(
     params = {"of_organization": organization_id, "at": now, "up_to": limit, "by": owner,
               "until": now + lease}  # fmt: skip
     try:
-        ops = list(session.scalars(_CLAIM, params))
-        session.commit()
-    except IntegrityError:
+        with unique_violation("uq_bridge_sync_ops_in_flight_key"):
+            ops = list(session.scalars(_CLAIM, params))
+            session.commit()
+    except UniqueViolation:
         # The in-flight backstop refused a second op of one key: claim again next round.
         session.rollback()
         return []
@@ -328,7 +330,7 @@ def rescue_organization(session: Session, organization_id: uuid.UUID, *, now: da
 def get_op(session: Session, op_id: int, organization_id: uuid.UUID | None = None) -> SyncOp:
     op = session.get(SyncOp, op_id, with_for_update=True)
     if op is None or (organization_id is not None and op.organization_id != organization_id):
-        raise not_found("bridge_op_not_found", f"no sync op {op_id}")
+        raise not_found(codes.BRIDGE_OP_NOT_FOUND, f"no sync op {op_id}")
     return op
 
 
@@ -346,7 +348,7 @@ def retry(
     sent blind twice)."""
     op = get_op(session, op_id, organization_id)
     if op.status not in (OpStatus.parked, OpStatus.failed):
-        raise DomainError("bridge_op_not_retryable", f"op {op_id} is {op.status.value}", status=409)
+        raise conflict(codes.BRIDGE_OP_NOT_RETRYABLE, f"op {op_id} is {op.status.value}")
     if op.status is OpStatus.parked:
         op.attempts = 1
     op.status = OpStatus.pending
@@ -368,7 +370,7 @@ def dismiss(
     """Give a parked op up: it is never sent and stops blocking its aggregate."""
     op = get_op(session, op_id, organization_id)
     if op.status is not OpStatus.parked:
-        raise DomainError("bridge_op_not_parked", f"op {op_id} is {op.status.value}", status=409)
+        raise conflict(codes.BRIDGE_OP_NOT_PARKED, f"op {op_id} is {op.status.value}")
     op.status = OpStatus.dismissed
     op.completed_at = now
     op.updated_at = now

@@ -11,6 +11,7 @@ from typing import Any
 import typer
 
 from gymctl import clock
+from gymctl.cli import codes
 from gymctl.cli.billing_common import (
     DRY_RUN,
     JSON_OPTION,
@@ -23,7 +24,7 @@ from gymctl.cli.billing_common import instant as _instant
 from gymctl.cli.billing_common import operator_id as _operator_id
 from gymctl.cli.billing_common import unit as _unit
 from gymctl.cli.output import JSON, console, err_console, print_json, render_mapping, render_rows
-from gymctl.errors import DomainError
+from gymctl.errors import invalid
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -73,7 +74,7 @@ def _cursor(value: str | None) -> uuid.UUID | None:
     try:
         return uuid.UUID(value) if value else None
     except ValueError:
-        raise DomainError("cursor_invalid", "the cursor is a subscription id") from None
+        raise invalid(codes.CURSOR_INVALID, "the cursor is a subscription id") from None
 
 
 @app.command("readiness")
@@ -478,7 +479,7 @@ def simulate_command(
     from gymctl.billing.forecast import simulate
 
     if from_history and decline_rate:
-        raise DomainError("decline_rate_conflict", "--decline-rate and --from-history exclude")
+        raise invalid(codes.DECLINE_RATE_CONFLICT, "--decline-rate and --from-history exclude")
     _, cipher = _services()
     with _unit(dry_run=True) as session:
         gym = resolve_organization(session, organization)

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from gymctl.cli import codes
 from gymctl.cli.output import JSON
-from gymctl.errors import DomainError
+from gymctl.errors import DomainError, invalid
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -65,6 +66,6 @@ def instant(value: str) -> datetime:
     try:
         return ensure_utc(datetime.fromisoformat(value))
     except ValueError:
-        raise DomainError(
-            "timestamp_not_utc", f"{value!r} is not an ISO time with an explicit UTC offset"
+        raise invalid(
+            codes.TIMESTAMP_NOT_UTC, f"{value!r} is not an ISO time with an explicit UTC offset"
         ) from None

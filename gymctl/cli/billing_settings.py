@@ -48,7 +48,8 @@ def settings_set(
     """Change the given settings; the others stay. Audited under the operator."""
     from gymctl.access.gyms import resolve_organization
     from gymctl.billing import org_settings
-    from gymctl.errors import DomainError
+    from gymctl.cli import codes
+    from gymctl.errors import unprocessable
 
     changes: dict = {}
     if grace_days is not None:
@@ -61,10 +62,9 @@ def settings_set(
         elif lifecycle_day.isdigit():
             changes["lifecycle_day"] = int(lifecycle_day)
         else:
-            raise DomainError(
-                "billing_lifecycle_day_invalid",
+            raise unprocessable(
+                codes.BILLING_LIFECYCLE_DAY_INVALID,
                 "the lifecycle day is a day of the month from 1 to 28, or none",
-                status=422,
             )
     with _unit(dry_run) as session:
         gym = resolve_organization(session, organization)

@@ -9,8 +9,9 @@ from pathlib import Path
 import typer
 
 from gymctl import clock
+from gymctl.cli import codes
 from gymctl.cli.output import JSON, console, print_json, render_rows
-from gymctl.errors import DomainError
+from gymctl.errors import DomainError, invalid, not_found
 
 app = typer.Typer(no_args_is_help=True)
 ORG = typer.Argument(..., help="Organization id or slug.")
@@ -119,7 +120,7 @@ def website_command(
     try:
         content = json.loads(file.read_text(encoding="utf-8"))
     except ValueError:
-        raise DomainError("website_content_invalid", f"{file} is not JSON") from None
+        raise invalid(codes.WEBSITE_CONTENT_INVALID, f"{file} is not JSON") from None
     with session_scope() as session:
         gym = resolve_organization(session, organization)
         workspace.save_website_draft(
@@ -223,7 +224,7 @@ def unpublish_command(
         "app": publishing.unpublish_app,
     }.get(channel)
     if step is None:
-        raise DomainError("channel_unknown", "channels: brand, website, app", status=404)
+        raise not_found(codes.CHANNEL_UNKNOWN, "channels: brand, website, app")
     with session_scope() as session:
         gym = resolve_organization(session, organization)
         step(session, gym.id, actor_user_id=None, now=clock.now())
@@ -248,7 +249,7 @@ def restore_command(
     from gymctl.providers.storage import storage_from_settings
 
     if channel not in workspace.CHANNELS:
-        raise DomainError("channel_unknown", "channels: brand, website, app", status=404)
+        raise not_found(codes.CHANNEL_UNKNOWN, "channels: brand, website, app")
     store = storage_from_settings(get_settings())
     with session_scope() as session:
         gym = resolve_organization(session, organization)

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from gymctl import clock
+from gymctl.cli import codes
 from gymctl.cli.output import JSON, choice, err_console, print_json, render_mapping, render_rows
-from gymctl.errors import DomainError, forbidden
+from gymctl.errors import DomainError, conflict, forbidden, unavailable
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -33,7 +34,7 @@ def _operator(session: Session, ref: str) -> uuid.UUID:
     try:
         return resolve_user(session, ref).id
     except DomainError:
-        raise forbidden("operator_unknown", "--operator names no user") from None
+        raise forbidden(codes.OPERATOR_UNKNOWN, "--operator names no user") from None
 
 
 @contextmanager
@@ -77,7 +78,7 @@ def _locked_client(organization: str) -> Iterator[tuple[Session, Any, Any]]:
         gym_id = resolve_organization(session, organization).id
     with organization_lock(engine, gym_id, wait_seconds=60) as connection:
         if connection is None:
-            raise DomainError("bridge_busy", "a dispatcher holds the organization", status=409)
+            raise conflict(codes.BRIDGE_BUSY, "a dispatcher holds the organization")
         with session_scope(session_factory(engine)) as session:
             bridge = require_connection(session, gym_id)
             throttle = Throttle(settings.bridge_rate)
@@ -187,7 +188,7 @@ def dispatch(
     settings = get_settings()
     settings.check()
     if not settings.bridge_api_url:
-        raise DomainError("bridge_disabled", "GYMCTL_BRIDGE_API_URL is unset", status=503)
+        raise unavailable(codes.BRIDGE_DISABLED, "GYMCTL_BRIDGE_API_URL is unset")
     policy = Policy.from_settings(settings, workers=workers)
     stop = threading.Event()
     if not once and threading.current_thread() is threading.main_thread():

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import typer
 
+from gymctl.cli import codes
 from gymctl.cli.output import JSON, err_console, print_json
-from gymctl.errors import DomainError
+from gymctl.errors import conflict
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -84,8 +85,8 @@ def _identity_key_pair(private_key_out: Path | None) -> str:
 
         private_key_out = get_settings().dev_signing_key_path
     if private_key_out.exists():
-        raise DomainError(
-            "key_exists", f"{private_key_out} exists; pass another --private-key-out", status=409
+        raise conflict(
+            codes.KEY_EXISTS, f"{private_key_out} exists; pass another --private-key-out"
         )
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     private_key_out.parent.mkdir(parents=True, exist_ok=True)

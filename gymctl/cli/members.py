@@ -8,8 +8,9 @@ from pathlib import Path
 import typer
 from rich.progress import Progress
 
+from gymctl.cli import codes
 from gymctl.cli.output import JSON, console, print_json, render_rows
-from gymctl.errors import DomainError
+from gymctl.errors import invalid
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -44,7 +45,7 @@ def import_command(
         else:
             owner = owner_of(session, gym.id)
             if owner is None:
-                raise DomainError("staff_required", "the gym has no owner; pass --staff")
+                raise invalid(codes.STAFF_REQUIRED, "the gym has no owner; pass --staff")
             staff_id = owner.user_id
         settings = get_settings()
         outreach = Outreach(
@@ -101,7 +102,7 @@ def join_enabled_command(
     from gymctl.db import session_scope
 
     if state not in ("on", "off"):
-        raise DomainError("join_enabled_invalid", "state must be on or off")
+        raise invalid(codes.JOIN_ENABLED_INVALID, "state must be on or off")
     with session_scope() as session:
         gym = resolve_organization(session, organization)
         if staff:
@@ -109,7 +110,7 @@ def join_enabled_command(
         else:
             actor = owner_of(session, gym.id)
             if actor is None:
-                raise DomainError("staff_required", "the gym has no owner; pass --staff")
+                raise invalid(codes.STAFF_REQUIRED, "the gym has no owner; pass --staff")
         enforce(gym.id, actor.role, Module.join_links, Action.manage)
         set_join_enabled(session, gym, state == "on", actor_user_id=actor.user_id, now=clock.now())
         answer = {"organization": gym.slug, "joinEnabled": gym.join_enabled}

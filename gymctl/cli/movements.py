@@ -12,8 +12,9 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gymctl import clock
+from gymctl.cli import codes
 from gymctl.cli.output import JSON, err_console, print_json, render_mapping, render_rows
-from gymctl.errors import DomainError
+from gymctl.errors import DomainError, forbidden, invalid
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -65,8 +66,8 @@ def _operator(session: Session, ref: str) -> uuid.UUID:
     try:
         return resolve_user(session, ref).id
     except DomainError:
-        raise DomainError(
-            "operator_user_required", f"no user {ref!r} to audit this write as", status=403
+        raise forbidden(
+            codes.OPERATOR_USER_REQUIRED, f"no user {ref!r} to audit this write as"
         ) from None
 
 
@@ -169,7 +170,7 @@ def _pair(text: str) -> tuple[uuid.UUID, uuid.UUID]:
     try:
         return uuid.UUID(winner), uuid.UUID(loser)
     except ValueError:
-        raise DomainError("merge_pair_invalid", f"{text!r}: use WINNER_ID:LOSER_ID") from None
+        raise invalid(codes.MERGE_PAIR_INVALID, f"{text!r}: use WINNER_ID:LOSER_ID") from None
 
 
 @app.command("merge")

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from gymctl import clock
+from gymctl.cli import codes
 from gymctl.cli.output import JSON, err_console, print_json, render_mapping, render_rows
-from gymctl.errors import DomainError
+from gymctl.errors import invalid
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -187,7 +188,7 @@ def switch_command(
     from gymctl.releases import switches
 
     if state not in ("on", "off"):
-        raise DomainError("feature_switch_state_invalid", "state is on or off")
+        raise invalid(codes.FEATURE_SWITCH_STATE_INVALID, "state is on or off")
     with _unit() as session:
         gym = resolve_organization(session, organization)
         shown = switches.set_switch(session, gym.id, name, state == "on", now=clock.now())

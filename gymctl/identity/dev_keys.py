@@ -11,7 +11,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gymctl.config import Settings
-from gymctl.errors import DomainError
+from gymctl.errors import invalid
+from gymctl.identity import codes
 
 DEV_KID = "gymctl-dev"
 SESSION_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}")
@@ -20,7 +21,7 @@ SESSION_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 def ensure_signing_key(settings: Settings) -> bool:
     """Create the key pair under GYMCTL_HOME/identity once; True when it was created now."""
     if settings.is_production:
-        raise DomainError("dev_keys_refused", "local signing keys are not used in production")
+        raise invalid(codes.DEV_KEYS_REFUSED, "local signing keys are not used in production")
     path = settings.dev_signing_key_path
     if path.exists():
         return False
@@ -54,11 +55,11 @@ def mint_dev_token(
     token lives longer so a person can paste it into curl. `session_id` reuses a session (its
     sid), so the ownership trail shows one session, not one per minted token."""
     if session_id is not None and not SESSION_ID.fullmatch(session_id):
-        raise DomainError("session_id_invalid", "a session id is 1 to 128 of A-Z a-z 0-9 _ . -")
+        raise invalid(codes.SESSION_ID_INVALID, "a session id is 1 to 128 of A-Z a-z 0-9 _ . -")
     if settings.is_production:
-        raise DomainError("dev_keys_refused", "local signing keys are not used in production")
+        raise invalid(codes.DEV_KEYS_REFUSED, "local signing keys are not used in production")
     if not settings.dev_signing_key_path.exists():
-        raise DomainError("dev_key_missing", "run `gymctl quickstart` first to create the key")
+        raise invalid(codes.DEV_KEY_MISSING, "run `gymctl quickstart` first to create the key")
     private = settings.dev_signing_key_path.read_bytes()
     issued = int(now.timestamp())
     claims = {

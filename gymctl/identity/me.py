@@ -12,7 +12,8 @@ from sqlalchemy.orm import Session, aliased
 from gymctl.access.ownership import awaiting_consent, settle_ownership
 from gymctl.branding.published import live_markers, public_branding_at
 from gymctl.config import Settings
-from gymctl.errors import DomainError, forbidden, not_found
+from gymctl.errors import forbidden, not_found, unauthorized
+from gymctl.identity import codes
 from gymctl.identity.auth import Auth
 from gymctl.identity.users import first_request
 from gymctl.models import (
@@ -103,7 +104,7 @@ def _active(memberships: list[Row], organization_id: uuid.UUID | None) -> Row | 
         return usable[0] if usable else None
     chosen = next((m for m in usable if m.organization_id == organization_id), None)
     if chosen is None:
-        raise not_found("organization_not_found", "no active membership in that organization")
+        raise not_found(codes.ORGANIZATION_NOT_FOUND, "no active membership in that organization")
     return chosen
 
 
@@ -124,13 +125,13 @@ def current_user(
             session, auth.user_id, identity_admin=identity_admin, settings=settings, now=now
         )
     if user.deleted_at is not None:
-        raise DomainError("user_deleted", "this account was deleted", status=401)
+        raise unauthorized(codes.USER_DELETED, "this account was deleted")
     rows = session.execute(_ME, {"user_id": user.id, "now": now, "email": user.email}).all()
     held = any(row.invitation_held for row in rows)
     if rows[0].unlinked_profile or (held and user.email_verified_at is not None):
         if user.email_verified_at is None:
             raise forbidden(
-                "EMAIL_OWNERSHIP_REQUIRED",
+                codes.EMAIL_OWNERSHIP_REQUIRED,
                 "a gym registered this address; confirm you own it with the gym",
             )
         user = settle_ownership(session, user, now=now)

@@ -30,7 +30,8 @@ from jwt.algorithms import RSAAlgorithm
 from gymctl import clock as default_clock
 from gymctl.clock import Clock
 from gymctl.config import Settings, get_settings
-from gymctl.errors import DomainError, unauthorized
+from gymctl.errors import DomainError, internal_error, unauthorized
+from gymctl.identity import codes
 from gymctl.ratelimit import Backoff, LocalWindow
 
 log = logging.getLogger("gymctl.identity")
@@ -227,9 +228,9 @@ def _parse_header(token: str) -> dict[str, Any]:
             raise ValueError("a JWT has three segments")
         header = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
     except (ValueError, binascii.Error) as error:
-        raise unauthorized("token_malformed", "the session token is not a JWT") from error
+        raise unauthorized(codes.TOKEN_MALFORMED, "the session token is not a JWT") from error
     if not isinstance(header, dict):
-        raise unauthorized("token_malformed", "the session token is not a JWT")
+        raise unauthorized(codes.TOKEN_MALFORMED, "the session token is not a JWT")
     return header
 
 
@@ -272,16 +273,18 @@ class TokenVerifier:
             return verified
         header = _parse_header(token)
         if header.get("alg") != ALGORITHM:
-            raise unauthorized("token_algorithm", "session tokens must be signed with RS256")
+            raise unauthorized(codes.TOKEN_ALGORITHM, "session tokens must be signed with RS256")
         kid = header.get("kid")
         if kid is not None and not isinstance(kid, str):
-            raise unauthorized("token_malformed", "the token's kid is not a string")
+            raise unauthorized(codes.TOKEN_MALFORMED, "the token's kid is not a string")
 
         claims = None
         if self._pem is not None:
             try:
                 if self._pem_key is None:
-                    raise unauthorized("token_signature", "IDENTITY_JWT_KEY is not a usable key")
+                    raise unauthorized(
+                        codes.TOKEN_SIGNATURE, "IDENTITY_JWT_KEY is not a usable key"
+                    )
                 claims = self._decode(token, self._pem_key)
             except DomainError as error:
                 if error.code != "token_signature" or self._key_set is None:
@@ -309,11 +312,13 @@ class TokenVerifier:
                 },
             )
         except (jwt.InvalidSignatureError, jwt.InvalidKeyError) as error:
-            raise unauthorized("token_signature", "the token signature is invalid") from error
+            raise unauthorized(codes.TOKEN_SIGNATURE, "the token signature is invalid") from error
         except jwt.MissingRequiredClaimError as error:
-            raise unauthorized("token_claims", f"the token lacks the {error.claim} claim") from None
+            raise unauthorized(
+                codes.TOKEN_CLAIMS, f"the token lacks the {error.claim} claim"
+            ) from None
         except jwt.PyJWTError as error:
-            raise unauthorized("token_invalid", "the session token is invalid") from error
+            raise unauthorized(codes.TOKEN_INVALID, "the session token is invalid") from error
 
     def _key_from_set(self, kid: str | None) -> PyJWK:
         assert self._key_set is not None
@@ -321,33 +326,33 @@ class TokenVerifier:
             key = self._key_set.get(kid)
         except KeySetUnavailable:
             raise unauthorized(
-                "token_keys_unavailable", "the identity key set cannot be fetched"
+                codes.TOKEN_KEYS_UNAVAILABLE, "the identity key set cannot be fetched"
             ) from None
         if key is None:
-            raise unauthorized("token_unknown_key", "the token's key is not in the key set")
+            raise unauthorized(codes.TOKEN_UNKNOWN_KEY, "the token's key is not in the key set")
         return key
 
     def _check_claims(self, claims: dict[str, Any], now: datetime) -> SessionClaims:
         sub, sid, azp = claims.get("sub"), claims.get("sid"), claims.get("azp")
         if not is_identifier(sub) or not is_identifier(sid):
             raise unauthorized(
-                "token_claims",
+                codes.TOKEN_CLAIMS,
                 f"sub and sid must be printable strings of 1 to {MAX_ID_LENGTH} characters",
             )
         act = claims.get("act")
         if act is not None and not (isinstance(act, dict) and is_identifier(act.get("sub"))):
             # The impersonating operator goes to the ownership trail: never drop or cut it.
-            raise unauthorized("token_claims", "act must name the impersonating operator")
+            raise unauthorized(codes.TOKEN_CLAIMS, "act must name the impersonating operator")
         try:
             exp, iat = int(claims["exp"]), int(claims["iat"])
             nbf = int(claims["nbf"]) if "nbf" in claims else None
         except (TypeError, ValueError):
-            raise unauthorized("token_claims", "exp, iat and nbf must be numbers") from None
+            raise unauthorized(codes.TOKEN_CLAIMS, "exp, iat and nbf must be numbers") from None
         self._check_time(exp, iat, nbf, now)
         if self._authorized_parties and azp not in self._authorized_parties:
-            raise unauthorized("token_unauthorized_party", "the token's azp is not allowed")
+            raise unauthorized(codes.TOKEN_UNAUTHORIZED_PARTY, "the token's azp is not allowed")
         if self._issuer is not None and claims.get("iss") != self._issuer:
-            raise unauthorized("token_issuer", "the token was issued by another issuer")
+            raise unauthorized(codes.TOKEN_ISSUER, "the token was issued by another issuer")
         self._check_audience(claims.get("aud"))
         return SessionClaims(sub=sub, sid=sid, azp=azp, exp=exp, iat=iat, raw=claims, nbf=nbf)
 
@@ -355,22 +360,22 @@ class TokenVerifier:
     def _check_time(exp: int, iat: int, nbf: int | None, now: datetime) -> None:
         at, leeway = now.timestamp(), LEEWAY.total_seconds()
         if at >= exp + leeway:
-            raise unauthorized("token_expired", "the session token has expired")
+            raise unauthorized(codes.TOKEN_EXPIRED, "the session token has expired")
         if iat > at + leeway or (nbf is not None and nbf > at + leeway):
-            raise unauthorized("token_not_yet_valid", "the session token is not valid yet")
+            raise unauthorized(codes.TOKEN_NOT_YET_VALID, "the session token is not valid yet")
 
     def _check_audience(self, aud: Any) -> None:
         """A token that names an audience is for that service: it must name a configured one;
         with none configured, only a token naming no audience passes (as PyJWT does)."""
         if aud is None:
             if self._audiences:
-                raise unauthorized("token_audience", "the token names no audience")
+                raise unauthorized(codes.TOKEN_AUDIENCE, "the token names no audience")
             return
         named = [aud] if isinstance(aud, str) else aud
         if not isinstance(named, list) or not any(
             isinstance(a, str) and a in self._audiences for a in named
         ):
-            raise unauthorized("token_audience", "the token is meant for another audience")
+            raise unauthorized(codes.TOKEN_AUDIENCE, "the token is meant for another audience")
 
     def _report_pem_failure(self) -> None:
         if not self._pem_failure_reported:
@@ -411,5 +416,5 @@ def verify_session_token(token: str) -> SessionClaims:
     try:
         verifier = _process_verifier()
     except ValueError as error:
-        raise DomainError("identity_not_configured", str(error), status=500) from error
+        raise internal_error(codes.IDENTITY_NOT_CONFIGURED, str(error)) from error
     return verifier.verify(token)

@@ -9,17 +9,18 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, Field, ValidationError
 from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import mirror
 from gymctl.config import Settings
 from gymctl.db import storable_text
-from gymctl.errors import DomainError
+from gymctl.errors import invalid
 from gymctl.events import EventKind, emit
+from gymctl.identity import codes
 from gymctl.identity.auth import user_by_identity
 from gymctl.identity.signup import mirror_verification, primary_email, read_sign_up, record_sign_up
 from gymctl.models import IdentityWebhookDelivery, User
+from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.providers.identity_admin import IdentityAdmin, IdentityAdminError
 
 log = logging.getLogger("gymctl.identity")
@@ -62,9 +63,9 @@ def find_or_create(
         identity_id=identity_id, email=email, image_url=image_url, created_at=now, updated_at=now
     )
     try:
-        with session.begin_nested():
+        with unique_violation("uq_users_identity_id"), session.begin_nested():
             session.add(user)
-    except IntegrityError:
+    except UniqueViolation:
         winner = user_by_identity(session, identity_id)
         if winner is None:
             raise
@@ -141,7 +142,7 @@ def first_request(
 def _subject(data: dict[str, Any]) -> str:
     subject = data.get("id")
     if not isinstance(subject, str) or not subject:
-        raise DomainError("webhook_payload_invalid", "the event has no user id", status=400)
+        raise invalid(codes.WEBHOOK_PAYLOAD_INVALID, "the event has no user id")
     return subject
 
 
@@ -238,10 +239,10 @@ def apply_identity_event(
     Returns the outcome (created, linked, mirrored, deleted, ignored, duplicate).
     """
     if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-        raise DomainError("webhook_payload_invalid", "the body is not a provider event", status=400)
+        raise invalid(codes.WEBHOOK_PAYLOAD_INVALID, "the body is not a provider event")
     event_type = event["type"]
     if "\x00" in event_type:
-        raise DomainError("webhook_payload_invalid", "the event type contains a NUL character")
+        raise invalid(codes.WEBHOOK_PAYLOAD_INVALID, "the event type contains a NUL character")
     handler = handlers.get(event_type)
     data = event.get("data")
     if handler is not None:
@@ -250,8 +251,8 @@ def apply_identity_event(
         try:
             ProviderUser.model_validate(data)
         except ValidationError:
-            raise DomainError(
-                "webhook_payload_invalid", "the event's user object is malformed", status=400
+            raise invalid(
+                codes.WEBHOOK_PAYLOAD_INVALID, "the event's user object is malformed"
             ) from None
     if session.get(IdentityWebhookDelivery, delivery_id) is not None:
         return "duplicate"
@@ -261,9 +262,9 @@ def apply_identity_event(
         id=delivery_id, event_type=event_type[:64], received_at=now, outcome="applying"
     )
     try:
-        with session.begin_nested():
+        with unique_violation("pk_identity_webhook_deliveries"), session.begin_nested():
             session.add(delivery)
-    except IntegrityError:
+    except UniqueViolation:
         return "duplicate"
     outcome = handler(session, data, now=now, settings=settings) if handler else "ignored"
     delivery.outcome = outcome

@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from gymctl.errors import DomainError
+from gymctl.errors import DomainError, invalid
+from gymctl.identity import codes
 
 TOLERANCE = timedelta(minutes=5)
 SECRET_PREFIX = "whsec_"  # noqa: S105 (a format prefix, not a secret)
@@ -29,7 +30,7 @@ class VerifiedDelivery:
 
 
 def _refuse(code: str, message: str) -> DomainError:
-    return DomainError(code, message, status=400)
+    return invalid(code, message)
 
 
 def decode_secret(secret: str) -> bytes:
@@ -65,14 +66,18 @@ def verify(
     timestamp_text = _header(headers, "timestamp")
     signatures = _header(headers, "signature")
     if not delivery_id or not timestamp_text or not signatures:
-        raise _refuse("webhook_headers_missing", "id, timestamp and signature headers required")
+        raise _refuse(codes.WEBHOOK_HEADERS_MISSING, "id, timestamp and signature headers required")
     try:
         timestamp = int(timestamp_text)
         sent_at = datetime.fromtimestamp(timestamp, UTC)
     except (ValueError, OverflowError, OSError):
-        raise _refuse("webhook_timestamp_invalid", "the timestamp header is not a number") from None
+        raise _refuse(
+            codes.WEBHOOK_TIMESTAMP_INVALID, "the timestamp header is not a number"
+        ) from None
     if abs(now - sent_at) > TOLERANCE:
-        raise _refuse("webhook_timestamp_stale", "the timestamp is outside the 5-minute tolerance")
+        raise _refuse(
+            codes.WEBHOOK_TIMESTAMP_STALE, "the timestamp is outside the 5-minute tolerance"
+        )
 
     expected = base64.b64decode(sign(secret, delivery_id, timestamp, body).split(",", 1)[1])
     for candidate in signatures.split():
@@ -85,4 +90,4 @@ def verify(
             continue
         if hmac.compare_digest(expected, given):
             return VerifiedDelivery(id=delivery_id, timestamp=sent_at)
-    raise _refuse("webhook_signature_invalid", "no signature matches the body")
+    raise _refuse(codes.WEBHOOK_SIGNATURE_INVALID, "no signature matches the body")

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from gymctl.errors import DomainError, not_found
 from gymctl.models import MovementJob
-from gymctl.movements import cues, discovery, ranking, seed, thumbnails
+from gymctl.movements import codes, cues, discovery, ranking, seed, thumbnails
 from gymctl.movements.services import Library
 
 QUEUES = {
@@ -89,7 +89,7 @@ def list_jobs(
 def get_job(session: Session, queue: str, job_id: uuid.UUID) -> dict[str, Any]:
     job = session.get(MovementJob, job_id)
     if job is None or job.queue != queue:
-        raise not_found("job_not_found", "no such job in this queue")
+        raise not_found(codes.JOB_NOT_FOUND, "no such job in this queue")
     return describe_job(job)
 
 

@@ -16,7 +16,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
-from gymctl.errors import DomainError
+from gymctl.errors import DomainError, invalid
+from gymctl.movements import codes
 
 FORMAT = "gymctl.movements/1"
 MAX_ENTRIES = 50_000
@@ -131,7 +132,7 @@ def parse_library(data: bytes) -> list[LibraryEntry]:
 
 
 def _invalid(message: str, **details: Any) -> DomainError:
-    return DomainError("library_file_invalid", message, status=400, **details)
+    return invalid(codes.LIBRARY_FILE_INVALID, message, **details)
 
 
 def _text(item: dict, key: str, index: int, *, required: bool = False) -> str | None:

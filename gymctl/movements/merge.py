@@ -16,9 +16,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.db import advisory_lock
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import conflict, invalid, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Movement
+from gymctl.movements import codes
 from gymctl.movements.aliases import fold, merge_aliases
 from gymctl.movements.embeddings import Embedder, embed_movements
 from gymctl.movements.progress import SILENT, Progress
@@ -42,9 +43,7 @@ def lock_canonical(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID
     found = {row.id: row for row in rows}
     missing = [str(i) for i in wanted if i not in found]
     if missing:
-        raise DomainError(
-            "movement_not_found", "no canonical movement with this id", status=404, ids=missing
-        )
+        raise not_found(codes.MOVEMENT_NOT_FOUND, "no canonical movement with this id", ids=missing)
     return found
 
 
@@ -61,7 +60,7 @@ def merge_pairs(
     """Each pair is (winnerId, loserId). A refusal anywhere changes nothing at all."""
     for winner_id, loser_id in pairs:
         if winner_id == loser_id:
-            raise DomainError("merge_pair_invalid", "a movement cannot merge into itself")
+            raise invalid(codes.MERGE_PAIR_INVALID, "a movement cannot merge into itself")
     rows = lock_canonical(session, [i for pair in pairs for i in pair])
     progress.start("merge", len(pairs))
     results = []
@@ -70,10 +69,9 @@ def merge_pairs(
         if loser.deleted_at is not None:
             results.append(_outcome(winner, loser, "already_merged"))
         elif winner.deleted_at is not None:
-            raise DomainError(
-                "merge_winner_deleted",
+            raise conflict(
+                codes.MERGE_WINNER_DELETED,
                 f"{winner.slug} was merged or deleted; merge into its survivor",
-                status=409,
                 winnerId=str(winner.id),
                 mergedIntoId=str(winner.merged_into_id) if winner.merged_into_id else None,
             )
@@ -166,18 +164,16 @@ def alias_change(
     """Remove every spelling of the term from the source row's aliases, then re-embed it."""
     term = fold(alias)
     if not term:
-        raise DomainError("alias_invalid", "the alias folds to nothing")
+        raise invalid(codes.ALIAS_INVALID, "the alias folds to nothing")
     source = lock_canonical(session, [source_id])[source_id]
     if source.deleted_at is not None:
-        raise not_found("movement_not_found", "this movement was merged or deleted")
+        raise not_found(codes.MOVEMENT_NOT_FOUND, "this movement was merged or deleted")
     if fold(source.name) == term:
-        raise DomainError(
-            "alias_is_name", "the term is the movement's own name, not an alias", status=409
-        )
+        raise conflict(codes.ALIAS_IS_NAME, "the term is the movement's own name, not an alias")
     before = list(source.aliases or [])
     after = [a for a in before if fold(a) != term]
     if len(after) == len(before):
-        raise not_found("alias_not_found", f"{source.slug} holds no spelling of {alias!r}")
+        raise not_found(codes.ALIAS_NOT_FOUND, f"{source.slug} holds no spelling of {alias!r}")
     result = {
         "sourceId": str(source.id),
         "term": term,

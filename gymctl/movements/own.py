@@ -15,11 +15,12 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import DomainError, conflict, forbidden, invalid, not_found
 from gymctl.models import Movement
+from gymctl.models.integrity import UniqueViolation, unique_violation
+from gymctl.movements import codes
 from gymctl.movements.aliases import merge_aliases
 from gymctl.movements.audit import audit
 from gymctl.movements.library import slugify
@@ -58,15 +59,14 @@ def owned_movement(
     else (another gym's, deleted, unknown) 404."""
     movement = session.get(Movement, movement_id, with_for_update=True)
     if movement is None or movement.deleted_at is not None:
-        raise not_found("movement_not_found", "no such movement")
+        raise not_found(codes.MOVEMENT_NOT_FOUND, "no such movement")
     if movement.organization_id != organization_id:
         if movement.organization_id is None:
-            raise DomainError(
-                "movement_not_owned",
+            raise forbidden(
+                codes.MOVEMENT_NOT_OWNED,
                 "canonical movements are changed through the library, not by a gym",
-                status=403,
             )
-        raise not_found("movement_not_found", "no such movement")
+        raise not_found(codes.MOVEMENT_NOT_FOUND, "no such movement")
     return movement
 
 
@@ -81,7 +81,7 @@ def create_own(
 ) -> Movement:
     slug = slugify(slug or fields["name"])
     if not slug:
-        raise DomainError("movement_slug_invalid", "the name or slug has no letters or digits")
+        raise invalid(codes.MOVEMENT_SLUG_INVALID, "the name or slug has no letters or digits")
     movement = Movement(
         organization_id=organization_id,
         slug=slug,
@@ -102,10 +102,10 @@ def create_own(
     if taken is not None:
         raise _slug_taken(slug)
     try:
-        with session.begin_nested():
+        with unique_violation("uq_movements_organization_slug"), session.begin_nested():
             session.add(movement)
             session.flush()
-    except IntegrityError:
+    except UniqueViolation:
         raise _slug_taken(slug) from None
     audit(session, movement, "movements.created", now, actor_user_id, {"after": _state(movement)})
     return movement
@@ -170,6 +170,4 @@ def _state(movement: Movement) -> dict[str, Any]:
 
 
 def _slug_taken(slug: str) -> DomainError:
-    return DomainError(
-        "movement_slug_taken", f"this gym already has a movement {slug}", status=409, slug=slug
-    )
+    return conflict(codes.MOVEMENT_SLUG_TAKEN, f"this gym already has a movement {slug}", slug=slug)

@@ -21,13 +21,14 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymctl.config import Settings
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import conflict, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Movement, MovementVideoReport
+from gymctl.models.integrity import UniqueViolation, unique_violation
+from gymctl.movements import codes
 from gymctl.movements.audit import audit
 from gymctl.movements.clients import ChatModel, ProviderUnavailable
 from gymctl.movements.progress import SILENT, Progress
@@ -223,13 +224,13 @@ def _movement(session: Session, movement_id: uuid.UUID, organization_id: uuid.UU
     if visible and movement.organization_id is not None:
         visible = movement.organization_id == organization_id
     if not visible:
-        raise not_found("movement_not_found", "no such movement")
+        raise not_found(codes.MOVEMENT_NOT_FOUND, "no such movement")
     return movement
 
 
 def _require_video(movement: Movement) -> str:
     if not movement.video_url:
-        raise DomainError("movement_video_missing", "this movement shows no video", status=409)
+        raise conflict(codes.MOVEMENT_VIDEO_MISSING, "this movement shows no video")
     return movement.video_url
 
 
@@ -287,7 +288,10 @@ def report_video(
     movement = _movement(session, movement_id, organization_id)
     url = _require_video(movement)
     try:
-        with session.begin_nested():
+        with (
+            unique_violation("uq_movement_video_reports_movement_id_video_url_user_id"),
+            session.begin_nested(),
+        ):
             session.add(
                 MovementVideoReport(
                     movement_id=movement.id,
@@ -300,7 +304,7 @@ def report_video(
                 )
             )
         recorded = True
-    except IntegrityError:
+    except UniqueViolation:
         recorded = False  # one report per person and video; a repeat changes nothing
     negatives = session.scalar(
         select(func.count()).where(

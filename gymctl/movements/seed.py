@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from gymctl.errors import not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Movement
+from gymctl.movements import codes
 from gymctl.movements.aliases import merge_aliases
 from gymctl.movements.embeddings import (
     Embedder,
@@ -47,7 +48,7 @@ ENRICHED_FIELDS = ("thumbnail_url", "cues", "common_faults", "scaling_options")
 def read_library(store: ObjectStore, key: str) -> list[LibraryEntry]:
     data = store.get(key)
     if data is None:
-        raise not_found("library_file_not_found", f"no library file at {key}")
+        raise not_found(codes.LIBRARY_FILE_NOT_FOUND, f"no library file at {key}")
     return parse_library(data)
 
 

@@ -23,9 +23,10 @@ from sqlalchemy.orm import Session
 from gymctl.assets.pipeline import MAX_SOURCE_PIXELS, sniff
 from gymctl.assets.png import encode as encode_png
 from gymctl.config import Settings
-from gymctl.errors import DomainError
+from gymctl.errors import DomainError, conflict, invalid, too_large
 from gymctl.events import EventKind, emit
 from gymctl.models import Movement, MovementJob
+from gymctl.movements import codes
 from gymctl.movements.clients import ImageGenerator
 from gymctl.movements.own import owned_movement
 from gymctl.providers.storage import ObjectStore
@@ -97,7 +98,7 @@ def _png(data: bytes) -> bytes:
 
 
 def _invalid(message: str) -> DomainError:
-    return DomainError("movement_thumbnail_invalid", message, status=400)
+    return invalid(codes.MOVEMENT_THUMBNAIL_INVALID, message)
 
 
 def generate_thumbnail(
@@ -141,11 +142,9 @@ def upload_thumbnail(
 ) -> Movement:
     movement = owned_movement(session, organization_id, movement_id)
     if not settings.public_images_base_url:
-        raise DomainError(
-            "thumbnails_disabled", "GYMCTL_PUBLIC_IMAGES_BASE_URL is unset", status=409
-        )
+        raise conflict(codes.THUMBNAILS_DISABLED, "GYMCTL_PUBLIC_IMAGES_BASE_URL is unset")
     if len(data) > MAX_UPLOAD_BYTES:
-        raise DomainError("movement_thumbnail_too_large", "at most 5 MB", status=413)
+        raise too_large(codes.MOVEMENT_THUMBNAIL_TOO_LARGE, "at most 5 MB")
     png = _png(data)
     # A new key per upload: cached copies of the old image never stand in for the new one.
     key = f"movements/thumbnails/{organization_id}/{movement.slug}-{uuid.uuid4().hex[:12]}.png"

@@ -15,8 +15,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.errors import DomainError, conflict
+from gymctl.errors import conflict, invalid
 from gymctl.models.releases import ReleaseApproval, ReleaseCandidate, ReleaseRequest
+from gymctl.releases import codes
 from gymctl.releases.requests import audit
 
 INTAKE = "submission_intake"
@@ -73,7 +74,7 @@ def require_internal_upload(
     approval = valid_approval(session, request, candidate, INTERNAL_UPLOAD, now=now)
     if approval is None:
         raise conflict(
-            "internal_upload_approval_missing",
+            codes.INTERNAL_UPLOAD_APPROVAL_MISSING,
             "the owner's internal-upload approval is missing or expired (24 h)",
         )
     return approval
@@ -94,18 +95,18 @@ def approve(
     `snapshot_sha256`) must be what is current: an approval of something already replaced
     would approve what the owner never saw."""
     if purpose not in PURPOSES:
-        raise DomainError("release_approval_purpose_invalid", f"purposes: {', '.join(PURPOSES)}")
+        raise invalid(codes.RELEASE_APPROVAL_PURPOSE_INVALID, f"purposes: {', '.join(PURPOSES)}")
     if revision != request.submission_revision:
-        raise conflict("release_revision_stale", "the intake changed since you reviewed it")
+        raise conflict(codes.RELEASE_REVISION_STALE, "the intake changed since you reviewed it")
     if purpose == INTAKE:
         if request.submission is None:
-            raise conflict("release_submission_missing", "fill in the submission first")
+            raise conflict(codes.RELEASE_SUBMISSION_MISSING, "fill in the submission first")
         candidate = None
     else:
         if candidate is None:
-            raise conflict("release_candidate_missing", "there is no current release candidate")
+            raise conflict(codes.RELEASE_CANDIDATE_MISSING, "there is no current release candidate")
         if snapshot_sha256 != candidate.snapshot_sha256:
-            raise conflict("release_candidate_stale", "that candidate is no longer current")
+            raise conflict(codes.RELEASE_CANDIDATE_STALE, "that candidate is no longer current")
     approval = ReleaseApproval(
         organization_id=request.organization_id,
         release_request_id=request.id,

@@ -18,22 +18,27 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import or_, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymctl.branding.published import public_branding
 from gymctl.config import Settings
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import DomainError, conflict, invalid, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Organization, OrganizationStatus
+from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.models.releases import BrandedApp
-from gymctl.releases import identifiers
+from gymctl.releases import codes, identifiers
 
 TEAM_ID = re.compile(r"^[A-Z0-9]{10}$")
 CERT_SHA256 = re.compile(r"^[0-9A-F]{2}(?::[0-9A-F]{2}){31}$")
 DIGEST = re.compile(r"^[0-9a-f]{64}$")
 TEXT_ID = re.compile(r"^[A-Za-z0-9._:/@-]{1,200}$")
 PLATFORMS = ("ios", "android")
+# A gym's app raced by another's for one of its IDs, or by a second mapping of the same gym.
+_ID_KEYS = tuple(
+    f"uq_organization_branded_apps_{c}" for c in ("link_slug", "apple_bundle_id", "android_package")
+)
+_ONE_APP = "uq_organization_branded_apps_organization_id"
 
 
 def find_app(session: Session, organization_id: uuid.UUID) -> BrandedApp | None:
@@ -43,7 +48,7 @@ def find_app(session: Session, organization_id: uuid.UUID) -> BrandedApp | None:
 def require_app(session: Session, organization_id: uuid.UUID) -> BrandedApp:
     app = find_app(session, organization_id)
     if app is None:
-        raise not_found("branded_app_not_found", "this organization has no dedicated app")
+        raise not_found(codes.BRANDED_APP_NOT_FOUND, "this organization has no dedicated app")
     return app
 
 
@@ -60,7 +65,7 @@ def create_app(
     """Map a gym to its dedicated app. IDs default to <prefix>.<link slug> (Android: hyphens as
     underscores); the mapping is immutable from here on."""
     if find_app(session, organization.id) is not None:
-        raise DomainError("branded_app_exists", "the app mapping is immutable", status=409)
+        raise conflict(codes.BRANDED_APP_EXISTS, "the app mapping is immutable")
     slug = identifiers.validate_link_slug(link_slug or organization.slug)
     prefix = settings.branded_app_id_prefix
     apple = identifiers.validate_apple_bundle_id(
@@ -70,7 +75,7 @@ def create_app(
         android_package or identifiers.generated_android_package(prefix, slug)
     )
     if settings.multi_org_app_id in (apple, android):
-        raise DomainError("branded_app_id_taken", "that is the container app's ID", status=409)
+        raise conflict(codes.BRANDED_APP_ID_TAKEN, "that is the container app's ID")
     taken = session.scalar(
         select(BrandedApp.id).where(
             or_(
@@ -81,7 +86,7 @@ def create_app(
         )
     )
     if taken is not None:
-        raise DomainError("branded_app_id_taken", "another gym's app holds that ID", status=409)
+        raise conflict(codes.BRANDED_APP_ID_TAKEN, "another gym's app holds that ID")
     app = BrandedApp(
         organization_id=organization.id,
         link_slug=slug,
@@ -94,13 +99,13 @@ def create_app(
         updated_at=now,
     )
     try:
-        with session.begin_nested():
+        with unique_violation(*_ID_KEYS, _ONE_APP), session.begin_nested():
             session.add(app)
             session.flush()
-    except IntegrityError:
-        raise DomainError(
-            "branded_app_id_taken", "another gym's app holds that ID", status=409
-        ) from None
+    except UniqueViolation as refused:
+        if refused.constraint == _ONE_APP:
+            raise conflict(codes.BRANDED_APP_EXISTS, "the app mapping is immutable") from None
+        raise conflict(codes.BRANDED_APP_ID_TAKEN, "another gym's app holds that ID") from None
     _audit(session, app, "branded_app.created", now, {"linkSlug": slug})
     return app
 
@@ -150,9 +155,9 @@ def _checked_config(changes: dict[str, Any]) -> dict[str, Any]:
     }
     for name, value in changes.items():
         if name not in checks:
-            raise DomainError("branded_app_config_invalid", f"unknown setting {name}")
+            raise invalid(codes.BRANDED_APP_CONFIG_INVALID, f"unknown setting {name}")
         if not checks[name](value):
-            raise DomainError("branded_app_config_invalid", f"{name} is malformed", field=name)
+            raise invalid(codes.BRANDED_APP_CONFIG_INVALID, f"{name} is malformed", field=name)
     return changes
 
 
@@ -211,7 +216,7 @@ def _live_app(session: Session, *conditions: Any) -> tuple[BrandedApp, Organizat
 
 
 def _denied() -> DomainError:
-    return not_found("app_identity_not_found", "no enabled app answers to that")
+    return not_found(codes.APP_IDENTITY_NOT_FOUND, "no enabled app answers to that")
 
 
 def _dedicated(

@@ -22,7 +22,7 @@ from gymctl.config import Settings
 from gymctl.errors import conflict
 from gymctl.models.releases import BrandedApp
 from gymctl.providers.storage import ObjectStore
-from gymctl.releases import identifiers
+from gymctl.releases import codes, identifiers
 from gymctl.releases.associations import link_claims
 from gymctl.releases.branded_apps import require_app
 from gymctl.releases.requests import find_request
@@ -41,11 +41,11 @@ def asset_digests(
         recheck(store, organization_id, key, slot=name)
         data = store.get(key)
         if data is None:
-            raise conflict("release_asset_missing", f"the stored {name} is gone", asset=name)
+            raise conflict(codes.RELEASE_ASSET_MISSING, f"the stored {name} is gone", asset=name)
         digest = hashlib.sha256(data).hexdigest()
         if entry.get("sha256") and entry["sha256"] != digest:
             raise conflict(
-                "release_asset_digest_mismatch",
+                codes.RELEASE_ASSET_DIGEST_MISMATCH,
                 f"the stored {name} differs from what was published",
                 asset=name,
             )
@@ -71,10 +71,10 @@ def branding_part(
     """(brand, asset digests) of the live brand and member app, each stored asset re-checked."""
     brand = live_brand(session, organization_id)
     if brand is None:
-        raise conflict("brand_not_published", "publish the brand before building the app")
+        raise conflict(codes.BRAND_NOT_PUBLISHED, "publish the brand before building the app")
     version = live_app_version(session, organization_id)
     if version is None:
-        raise conflict("member_app_not_published", "publish the member app before building")
+        raise conflict(codes.MEMBER_APP_NOT_PUBLISHED, "publish the member app before building")
     assets = asset_digests(store, organization_id, version.assets)
     return {
         **brand.brand,

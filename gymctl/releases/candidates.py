@@ -20,13 +20,13 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymctl.branding.published import live_app_version, live_brand
 from gymctl.config import Settings
-from gymctl.errors import DomainError, conflict
+from gymctl.errors import DomainError, conflict, invalid
 from gymctl.events import EventKind, emit
+from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.models.releases import (
     BrandedApp,
     CandidateSupersession,
@@ -34,7 +34,7 @@ from gymctl.models.releases import (
     ReleaseRequest,
 )
 from gymctl.providers.storage import ObjectStore
-from gymctl.releases import approvals
+from gymctl.releases import approvals, codes
 from gymctl.releases.build_input import NATIVE_VERSION, branding_part, build_input
 from gymctl.releases.canonical import sha256_of
 from gymctl.releases.requests import audit, require_request
@@ -98,12 +98,12 @@ def supersede(session: Session, candidate: ReleaseCandidate, reason: str, *, now
     """Written once: when another transaction (the daemon's pass, an owner's read) superseded the
     same candidate first, its row stands and this one is dropped, not raised as a conflict."""
     try:
-        with session.begin_nested():
+        with unique_violation("pk_release_candidate_supersessions"), session.begin_nested():
             session.add(
                 CandidateSupersession(candidate_id=candidate.id, reason=reason, superseded_at=now)
             )
             session.flush()
-    except IntegrityError:
+    except UniqueViolation:
         return
     emit(
         session,
@@ -157,7 +157,7 @@ def require_current(
     request = require_request(session, organization_id)
     candidate = refresh_current(session, request, now=now)
     if candidate is None:
-        raise conflict("release_candidate_missing", "there is no current release candidate")
+        raise conflict(codes.RELEASE_CANDIDATE_MISSING, "there is no current release candidate")
     return request, candidate
 
 
@@ -173,24 +173,24 @@ def cut_candidate(
     """Take a new snapshot; it replaces the current candidate (or is the current one, when
     nothing it binds has changed)."""
     if not COMMIT.match(source_commit or ""):
-        raise DomainError("release_source_commit_invalid", "a full lowercase hex commit id")
+        raise invalid(codes.RELEASE_SOURCE_COMMIT_INVALID, "a full lowercase hex commit id")
     request = require_request(session, organization_id)
     session.refresh(request, with_for_update=True)
     app = session.get(BrandedApp, request.branded_app_id)
     missing = [name for name in REQUIRED_CONFIG if not app.config.get(name)]
     if missing:
         raise conflict(
-            "release_config_incomplete", "the app is not fully configured", missing=missing
+            codes.RELEASE_CONFIG_INCOMPLETE, "the app is not fully configured", missing=missing
         )
     if approvals.intake_approval(session, request) is None:
         raise conflict(
-            "release_intake_not_approved", "the owner has not approved the current intake"
+            codes.RELEASE_INTAKE_NOT_APPROVED, "the owner has not approved the current intake"
         )
     inputs = build_input(session, store, settings, organization_id)
     brand = inputs["brand"]
     if brand.get("schemaVersion") != NEW_BRAND_SCHEMA:
         raise conflict(
-            "release_brand_schema_unsupported", "new snapshots take brand schemaVersion 2 only"
+            codes.RELEASE_BRAND_SCHEMA_UNSUPPORTED, "new snapshots take brand schemaVersion 2 only"
         )
     body = {
         "format": SNAPSHOT_FORMAT,
@@ -257,7 +257,7 @@ def _insert(
 
 def require_dispatchable(candidate: ReleaseCandidate) -> None:
     if candidate.brand_schema_version not in DISPATCHABLE_BRAND_SCHEMAS:
-        raise conflict("release_brand_schema_unsupported", "this snapshot cannot dispatch")
+        raise conflict(codes.RELEASE_BRAND_SCHEMA_UNSUPPORTED, "this snapshot cannot dispatch")
 
 
 def supersede_on_publish(

@@ -11,8 +11,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.errors import DomainError
+from gymctl.errors import invalid
 from gymctl.models.releases import BusinessCheck, ReleaseCandidate, ReleaseRequest
+from gymctl.releases import codes
 from gymctl.releases.requests import audit
 
 TARGETS = ("ios", "android")
@@ -37,11 +38,11 @@ def record(
     now: datetime,
 ) -> BusinessCheck:
     if target not in TARGETS:
-        raise DomainError("release_target_invalid", f"targets: {', '.join(TARGETS)}")
+        raise invalid(codes.RELEASE_TARGET_INVALID, f"targets: {', '.join(TARGETS)}")
     if check not in CHECKS:
-        raise DomainError("release_check_invalid", f"checks: {', '.join(CHECKS)}")
+        raise invalid(codes.RELEASE_CHECK_INVALID, f"checks: {', '.join(CHECKS)}")
     if status not in STATUSES:
-        raise DomainError("release_check_status_invalid", "status is passing or failing")
+        raise invalid(codes.RELEASE_CHECK_STATUS_INVALID, "status is passing or failing")
     key = (request.id, target, candidate.generation, check)
     row = session.get(BusinessCheck, key)
     if row is None:

@@ -20,8 +20,9 @@ import jwt
 
 from gymctl.clock import Clock
 from gymctl.config import Settings
-from gymctl.errors import DomainError, unauthorized
+from gymctl.errors import DomainError, conflict, unauthorized, unavailable
 from gymctl.identity.tokens import KeySet, KeySetUnavailable, _parse_header
+from gymctl.releases import codes
 
 ALGORITHM = "RS256"
 LEEWAY = timedelta(seconds=5)
@@ -51,10 +52,9 @@ def expected_claims(settings: Settings) -> dict[str, str]:
     }
     missing = sorted(name for name, value in expected.items() if not value)
     if missing:
-        raise DomainError(
-            "release_ci_not_configured",
+        raise conflict(
+            codes.RELEASE_CI_NOT_CONFIGURED,
             "the release workflow's identity is not configured (GYMCTL_RELEASE_CI_*)",
-            status=409,
             missing=missing,
         )
     return {name: str(value) for name, value in expected.items()}
@@ -71,17 +71,17 @@ class CiTokenVerifier:
         try:
             header = _parse_header(token)
         except DomainError:
-            raise unauthorized("ci_token_invalid", "the CI token is not a JWT") from None
+            raise unauthorized(codes.CI_TOKEN_INVALID, "the CI token is not a JWT") from None
         if header.get("alg") != ALGORITHM:
-            raise unauthorized("ci_token_invalid", "CI tokens must be signed with RS256")
+            raise unauthorized(codes.CI_TOKEN_INVALID, "CI tokens must be signed with RS256")
         try:
             key = self._key_set.get(header.get("kid"))
         except KeySetUnavailable:
-            raise DomainError(
-                "ci_keys_unavailable", "the CI provider's key set cannot be fetched", status=503
+            raise unavailable(
+                codes.CI_KEYS_UNAVAILABLE, "the CI provider's key set cannot be fetched"
             ) from None
         if key is None:
-            raise unauthorized("ci_token_invalid", "the CI token's key is not in the key set")
+            raise unauthorized(codes.CI_TOKEN_INVALID, "the CI token's key is not in the key set")
         try:
             claims = jwt.decode(
                 token,
@@ -97,19 +97,19 @@ class CiTokenVerifier:
                 },
             )
         except jwt.PyJWTError:
-            raise unauthorized("ci_token_invalid", "the CI token is invalid") from None
+            raise unauthorized(codes.CI_TOKEN_INVALID, "the CI token is invalid") from None
         if claims.get("iss") != self._issuer:
-            raise unauthorized("ci_token_invalid", "the CI token has another issuer")
+            raise unauthorized(codes.CI_TOKEN_INVALID, "the CI token has another issuer")
         try:
             exp, iat = int(claims["exp"]), int(claims["iat"])
             nbf = int(claims["nbf"]) if "nbf" in claims else None
         except (TypeError, ValueError):
-            raise unauthorized("ci_token_invalid", "exp, iat and nbf must be numbers") from None
+            raise unauthorized(codes.CI_TOKEN_INVALID, "exp, iat and nbf must be numbers") from None
         now, leeway = self._clock.now().timestamp(), LEEWAY.total_seconds()
         if now >= exp + leeway:
-            raise unauthorized("ci_token_expired", "the CI token has expired")
+            raise unauthorized(codes.CI_TOKEN_EXPIRED, "the CI token has expired")
         if iat > now + leeway or (nbf is not None and nbf > now + leeway):
-            raise unauthorized("ci_token_invalid", "the CI token is not valid yet")
+            raise unauthorized(codes.CI_TOKEN_INVALID, "the CI token is not valid yet")
         return claims
 
 

@@ -16,14 +16,14 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.errors import DomainError
+from gymctl.errors import conflict, invalid
 from gymctl.models.releases import (
     ReleaseCandidate,
     ReleaseEvidence,
     ReleasePlatformState,
     ReleaseRequest,
 )
-from gymctl.releases import approvals
+from gymctl.releases import approvals, codes
 from gymctl.releases.requests import audit
 
 PLATFORMS = ("ios", "android")
@@ -97,17 +97,16 @@ def record_observed(
 ) -> ReleaseEvidence:
     """An administrator's record of what the store console showed."""
     if platform not in PLATFORMS:
-        raise DomainError("release_target_invalid", "platform is ios or android")
+        raise invalid(codes.RELEASE_TARGET_INVALID, "platform is ios or android")
     if result not in OBSERVED:
-        raise DomainError("release_result_invalid", f"results: {', '.join(OBSERVED)}")
+        raise invalid(codes.RELEASE_RESULT_INVALID, f"results: {', '.join(OBSERVED)}")
     if observed_at > now:
-        raise DomainError("release_observed_in_future", "an observation cannot be in the future")
+        raise invalid(codes.RELEASE_OBSERVED_IN_FUTURE, "an observation cannot be in the future")
     kind, purpose = OBSERVED[result]
     if approvals.valid_approval(session, request, candidate, purpose, now=now) is None:
-        raise DomainError(
-            "release_approval_missing",
+        raise conflict(
+            codes.RELEASE_APPROVAL_MISSING,
             f"the owner has not approved {purpose.replace('_', ' ')} of this candidate",
-            status=409,
         )
     row = append(
         session,

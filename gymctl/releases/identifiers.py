@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 
-from gymctl.errors import DomainError
+from gymctl.errors import DomainError, invalid
+from gymctl.releases import codes
 
 APPLE_MAX = 155
 ANDROID_MAX = 150
@@ -87,16 +88,16 @@ JAVA_KEYWORDS = frozenset(
 
 
 def _invalid(code: str, message: str) -> DomainError:
-    return DomainError(code, message, status=400)
+    return invalid(code, message)
 
 
 def validate_apple_bundle_id(value: str) -> str:
     if not isinstance(value, str) or not value or len(value) > APPLE_MAX:
-        raise _invalid("apple_bundle_id_invalid", f"1 to {APPLE_MAX} characters")
+        raise _invalid(codes.APPLE_BUNDLE_ID_INVALID, f"1 to {APPLE_MAX} characters")
     segments = value.split(".")
     if len(segments) < 2 or not all(_APPLE_SEGMENT.match(s) for s in segments):
         raise _invalid(
-            "apple_bundle_id_invalid",
+            codes.APPLE_BUNDLE_ID_INVALID,
             "reverse-DNS segments of letters, digits and hyphens, e.g. com.example.app",
         )
     return value
@@ -104,25 +105,25 @@ def validate_apple_bundle_id(value: str) -> str:
 
 def validate_android_package(value: str) -> str:
     if not isinstance(value, str) or not value or len(value) > ANDROID_MAX:
-        raise _invalid("android_package_invalid", f"1 to {ANDROID_MAX} characters")
+        raise _invalid(codes.ANDROID_PACKAGE_INVALID, f"1 to {ANDROID_MAX} characters")
     segments = value.split(".")
     if len(segments) < 2:
-        raise _invalid("android_package_invalid", "at least two segments, e.g. com.example.app")
+        raise _invalid(codes.ANDROID_PACKAGE_INVALID, "at least two segments, e.g. com.example.app")
     for segment in segments:
         if not _ANDROID_SEGMENT.match(segment):
             raise _invalid(
-                "android_package_invalid",
+                codes.ANDROID_PACKAGE_INVALID,
                 "each segment starts with a letter and holds only letters, digits and _",
             )
         if segment in JAVA_KEYWORDS:
-            raise _invalid("android_package_invalid", f"'{segment}' is a Java keyword")
+            raise _invalid(codes.ANDROID_PACKAGE_INVALID, f"'{segment}' is a Java keyword")
     return value
 
 
 def validate_link_slug(value: str) -> str:
     if not isinstance(value, str) or not LINK_SLUG.match(value):
         raise _invalid(
-            "branded_app_link_slug_invalid",
+            codes.BRANDED_APP_LINK_SLUG_INVALID,
             "2 to 40 lowercase letters, digits and inner hyphens",
         )
     return value
@@ -150,7 +151,7 @@ def generated_android_package(prefix: str, slug: str) -> str:
 def url_scheme(brand: str, slug: str) -> str:
     """`<brand>-<slug>`: the only URL scheme a dedicated binary registers (RFC 3986 scheme)."""
     if not _SCHEME_BRAND.match(brand):
-        raise _invalid("branded_app_scheme_invalid", "the scheme brand is lowercase a-z0-9")
+        raise _invalid(codes.BRANDED_APP_SCHEME_INVALID, "the scheme brand is lowercase a-z0-9")
     return f"{brand}-{validate_link_slug(slug)}"
 
 

@@ -29,11 +29,11 @@ from sqlalchemy.orm import Session
 
 from gymctl import ids
 from gymctl.config import Settings
-from gymctl.errors import DomainError, conflict, not_found, unauthorized
+from gymctl.errors import conflict, forbidden, invalid, not_found, unauthorized
 from gymctl.events import EventKind, emit
 from gymctl.models.releases import ReleaseCandidate, ReleaseOperation, ReleaseRequest
 from gymctl.providers.storage import ObjectStore
-from gymctl.releases import approvals, ci_access, evidence, switches
+from gymctl.releases import approvals, ci_access, codes, evidence, switches
 from gymctl.releases.build_input import ASSET_DOWNLOAD_LIFETIME
 from gymctl.releases.candidates import is_current, require_current, require_dispatchable
 
@@ -64,9 +64,9 @@ def dispatch(
 ) -> tuple[ReleaseOperation, str]:
     """A new operation for the current candidate, and its dispatch nonce (returned once)."""
     if kind not in KINDS:
-        raise DomainError("release_operation_kind_invalid", f"kinds: {', '.join(KINDS)}")
+        raise invalid(codes.RELEASE_OPERATION_KIND_INVALID, f"kinds: {', '.join(KINDS)}")
     if platform not in PLATFORMS:
-        raise DomainError("release_target_invalid", "platform is ios or android")
+        raise invalid(codes.RELEASE_TARGET_INVALID, "platform is ios or android")
     expected = ci_access.expected_claims(settings)
     request, candidate = require_current(session, organization_id, now=now)
     require_dispatchable(candidate)
@@ -106,7 +106,7 @@ def _operation(session: Session, operation_id: uuid.UUID) -> ReleaseOperation:
         select(ReleaseOperation).where(ReleaseOperation.id == operation_id).with_for_update()
     )
     if operation is None:
-        raise not_found("release_operation_not_found", "no such operation")
+        raise not_found(codes.RELEASE_OPERATION_NOT_FOUND, "no such operation")
     return operation
 
 
@@ -115,7 +115,7 @@ def _require_still_current(session: Session, candidate: ReleaseCandidate) -> Rel
     would build or upload: its approvals bound a snapshot that is no longer the gym's app."""
     request = session.get(ReleaseRequest, candidate.release_request_id)
     if not is_current(session, request, candidate):
-        raise conflict("release_candidate_stale", "that candidate is no longer current")
+        raise conflict(codes.RELEASE_CANDIDATE_STALE, "that candidate is no longer current")
     return request
 
 
@@ -146,15 +146,14 @@ def claim(
     """`claims` come from a verified OIDC token (ci_access). Refusals change nothing."""
     operation = _operation(session, operation_id)
     if not _same(dispatch_nonce, operation.nonce_sha256):
-        raise DomainError("ci_nonce_invalid", "the dispatch nonce does not match", status=403)
+        raise forbidden(codes.CI_NONCE_INVALID, "the dispatch nonce does not match")
     if operation.nonce_used_at is not None:
-        raise conflict("ci_nonce_used", "this dispatch nonce was already used")
+        raise conflict(codes.CI_NONCE_USED, "this dispatch nonce was already used")
     wrong = ci_access.mismatched(claims, operation.ci)
     if wrong:
-        raise DomainError(
-            "ci_claims_mismatch",
+        raise forbidden(
+            codes.CI_CLAIMS_MISMATCH,
             "the CI token does not prove the dispatched workflow",
-            status=403,
             claims=wrong,
         )
     candidate = session.get(ReleaseCandidate, operation.candidate_id)
@@ -204,9 +203,9 @@ def _with_access(
 ) -> ReleaseOperation:
     operation = _operation(session, operation_id)
     if not _same(access, operation.access_sha256):
-        raise unauthorized("executor_access_invalid", "executor access is missing or wrong")
+        raise unauthorized(codes.EXECUTOR_ACCESS_INVALID, "executor access is missing or wrong")
     if operation.access_expires_at is None or operation.access_expires_at <= now:
-        raise unauthorized("executor_access_expired", "executor access has expired")
+        raise unauthorized(codes.EXECUTOR_ACCESS_EXPIRED, "executor access has expired")
     return operation
 
 
@@ -216,7 +215,7 @@ def authorize_submit(
     """Immediately before an internal upload goes to the store: is the approval still valid?"""
     operation = _with_access(session, operation_id, access, now)
     if operation.kind != "internal_upload":
-        raise conflict("release_operation_kind_invalid", "only internal uploads are submitted")
+        raise conflict(codes.RELEASE_OPERATION_KIND_INVALID, "only internal uploads are submitted")
     candidate = session.get(ReleaseCandidate, operation.candidate_id)
     request = _require_still_current(session, candidate)
     approval = approvals.require_internal_upload(session, request, candidate, now=now)
@@ -249,7 +248,7 @@ def report_result(
 ) -> dict[str, Any]:
     """The executor's outcome of its job: appended as evidence, the platform state follows."""
     if result not in RESULTS:
-        raise DomainError("release_result_invalid", "result is succeeded or failed")
+        raise invalid(codes.RELEASE_RESULT_INVALID, "result is succeeded or failed")
     operation = _with_access(session, operation_id, access, now)
     candidate = session.get(ReleaseCandidate, operation.candidate_id)
     request = session.get(ReleaseRequest, candidate.release_request_id)

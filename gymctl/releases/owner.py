@@ -14,9 +14,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from gymctl.errors import DomainError
+from gymctl.errors import conflict
 from gymctl.models.releases import ReleaseApproval, ReleaseCandidate
-from gymctl.releases import approvals, checks, evidence, requests, switches
+from gymctl.releases import approvals, checks, codes, evidence, requests, switches
 from gymctl.releases.candidates import refresh_current, require_current
 
 
@@ -133,10 +133,9 @@ def approve(
         and candidate is not None
         and not checks.all_passing(session, request, candidate.generation)
     ):
-        raise DomainError(
-            "release_checks_incomplete",
+        raise conflict(
+            codes.RELEASE_CHECKS_INCOMPLETE,
             "every business check of every target must pass first",
-            status=409,
         )
     approval = approvals.approve(
         session,

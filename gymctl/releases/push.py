@@ -15,15 +15,16 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymctl.access.memberships import resolve_membership
 from gymctl.config import Settings
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import invalid, not_found
 from gymctl.models import Membership, MembershipStatus, Organization, OrganizationStatus, User
+from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.models.releases import BrandedApp, PushRegistration
 from gymctl.providers.push import PushMessage, PushProvider, token_digest
+from gymctl.releases import codes
 
 PLATFORMS = ("ios", "android")
 MAX_TOKEN = 4096
@@ -42,7 +43,7 @@ def _mapped_app(
         )
     )
     if app is None or not app.enabled:
-        raise not_found("app_identity_not_found", "no enabled app of this gym answers to that")
+        raise not_found(codes.APP_IDENTITY_NOT_FOUND, "no enabled app of this gym answers to that")
     return app
 
 
@@ -61,12 +62,15 @@ def _upsert_registration(
     row = session.scalar(query)
     if row is None:
         try:
-            with session.begin_nested():
+            with (
+                unique_violation("uq_push_registrations_app_id_token_sha256"),
+                session.begin_nested(),
+            ):
                 row = PushRegistration(app_id=app_id, token_sha256=digest, token=token, **fields)
                 session.add(row)
                 session.flush()
             return row
-        except IntegrityError:
+        except UniqueViolation:
             row = session.scalars(query).one()
     for name, value in fields.items():
         setattr(row, name, value)
@@ -87,9 +91,9 @@ def register(
 ) -> PushRegistration:
     membership = resolve_membership(session, organization_id, user)
     if platform not in PLATFORMS:
-        raise DomainError("push_platform_invalid", "platform is ios or android")
+        raise invalid(codes.PUSH_PLATFORM_INVALID, "platform is ios or android")
     if not token or len(token) > MAX_TOKEN:
-        raise DomainError("push_token_invalid", f"a push token has 1 to {MAX_TOKEN} characters")
+        raise invalid(codes.PUSH_TOKEN_INVALID, f"a push token has 1 to {MAX_TOKEN} characters")
     app = _mapped_app(session, settings, organization_id, app_id)
     # A device handed to someone else, or moved to another gym in the container app: the token
     # now belongs to this member only.

@@ -13,9 +13,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import conflict, invalid, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models.releases import ReleaseRequest
+from gymctl.releases import codes
 from gymctl.releases.branded_apps import require_app
 
 # What an owner tells the stores about the app; field -> longest accepted text.
@@ -43,7 +44,7 @@ def find_request(session: Session, organization_id: uuid.UUID) -> ReleaseRequest
 def require_request(session: Session, organization_id: uuid.UUID) -> ReleaseRequest:
     request = find_request(session, organization_id)
     if request is None:
-        raise not_found("release_request_not_found", "no release has been requested")
+        raise not_found(codes.RELEASE_REQUEST_NOT_FOUND, "no release has been requested")
     return request
 
 
@@ -69,19 +70,19 @@ def validate_submission(submission: dict[str, Any] | None) -> dict[str, Any] | N
     if submission is None:
         return None
     if not isinstance(submission, dict):
-        raise DomainError("release_submission_invalid", "the submission is an object or null")
+        raise invalid(codes.RELEASE_SUBMISSION_INVALID, "the submission is an object or null")
     for name, value in submission.items():
         limit = SUBMISSION_FIELDS.get(name)
         if limit is None:
-            raise DomainError("release_submission_invalid", f"unknown field {name}", field=name)
+            raise invalid(codes.RELEASE_SUBMISSION_INVALID, f"unknown field {name}", field=name)
         if not isinstance(value, str) or not value.strip() or len(value) > limit:
-            raise DomainError(
-                "release_submission_invalid", f"{name}: 1 to {limit} characters", field=name
+            raise invalid(
+                codes.RELEASE_SUBMISSION_INVALID, f"{name}: 1 to {limit} characters", field=name
             )
         if name in URL_FIELDS and not value.startswith("https://"):
-            raise DomainError("release_submission_invalid", f"{name} must be https", field=name)
+            raise invalid(codes.RELEASE_SUBMISSION_INVALID, f"{name} must be https", field=name)
         if name == "contactEmail" and not EMAIL.match(value):
-            raise DomainError("release_submission_invalid", "contactEmail", field=name)
+            raise invalid(codes.RELEASE_SUBMISSION_INVALID, "contactEmail", field=name)
     return dict(submission)
 
 
@@ -98,10 +99,9 @@ def save_submission(
     request = open_request(session, organization_id, now=now)
     session.refresh(request, with_for_update=True)
     if revision != request.submission_revision:
-        raise DomainError(
-            "release_submission_revision_conflict",
+        raise conflict(
+            codes.RELEASE_SUBMISSION_REVISION_CONFLICT,
             "the intake changed since you loaded it",
-            status=409,
             revision=request.submission_revision,
         )
     request.submission = checked

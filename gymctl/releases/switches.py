@@ -10,9 +10,10 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.errors import DomainError
+from gymctl.errors import invalid, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models.releases import FeatureSwitch
+from gymctl.releases import codes
 
 RELEASE_TRACKER = "member-app-release-tracker"
 INTERNAL_UPLOAD_ASSISTANCE = "member-app-internal-upload-assistance"
@@ -22,7 +23,7 @@ SWITCHES = (RELEASE_TRACKER, INTERNAL_UPLOAD_ASSISTANCE, HERMES_ASSISTANCE)
 
 def _known(name: str) -> str:
     if name not in SWITCHES:
-        raise DomainError("feature_switch_unknown", f"switches: {', '.join(SWITCHES)}")
+        raise invalid(codes.FEATURE_SWITCH_UNKNOWN, f"switches: {', '.join(SWITCHES)}")
     return name
 
 
@@ -65,4 +66,4 @@ def set_switch(
 def require(session: Session, organization_id: uuid.UUID, name: str) -> None:
     """Refuse (404, as if the feature did not exist) while the switch is off."""
     if not is_enabled(session, organization_id, name):
-        raise DomainError("feature_disabled", "this feature is not enabled here", status=404)
+        raise not_found(codes.FEATURE_DISABLED, "this feature is not enabled here")

@@ -15,10 +15,11 @@ from sqlalchemy.orm import Session
 
 from gymctl import ids
 from gymctl.db import organization_row
-from gymctl.errors import DomainError
+from gymctl.errors import conflict, not_found, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import RetentionCase, RetentionContact
 from gymctl.models.retention import SAVED, CaseKind, RetentionOutcome
+from gymctl.retention import codes
 from gymctl.retention.notices import close_case, refuse_if_externally_billed, withdraw_notice
 
 CHANNELS = ("phone", "email", "message", "in_person")
@@ -29,7 +30,7 @@ def case_of(
 ) -> RetentionCase:
     case = organization_row(session, RetentionCase, organization_id, case_id, lock=lock)
     if case is None:
-        raise DomainError("retention_case_not_found", "no such retention case", status=404)
+        raise not_found(codes.RETENTION_CASE_NOT_FOUND, "no such retention case")
     return case
 
 
@@ -55,7 +56,7 @@ def contacts_of(session: Session, case_id: uuid.UUID) -> list[RetentionContact]:
 
 def _open(case: RetentionCase) -> None:
     if case.status != "open":
-        raise DomainError("retention_case_closed", "this case is closed", status=409)
+        raise conflict(codes.RETENTION_CASE_CLOSED, "this case is closed")
 
 
 def acknowledge(
@@ -83,10 +84,10 @@ def log_contact(
     now: datetime,
 ) -> RetentionContact:
     if channel not in CHANNELS:
-        raise DomainError("contact_channel_invalid", "unknown channel", status=422)
+        raise unprocessable(codes.CONTACT_CHANNEL_INVALID, "unknown channel")
     contacted_at = contacted_at or now
     if contacted_at > now:
-        raise DomainError("contact_in_future", "a contact is logged after it happened", status=422)
+        raise unprocessable(codes.CONTACT_IN_FUTURE, "a contact is logged after it happened")
     case = case_of(session, organization_id, case_id, lock=True)
     _open(case)
     contact = RetentionContact(
@@ -137,10 +138,9 @@ def record_outcome(
     if not notice:
         allowed |= {RetentionOutcome.lost_contacted, RetentionOutcome.lost_no_contact}
     if outcome not in allowed:
-        raise DomainError(
-            "retention_outcome_invalid",
+        raise unprocessable(
+            codes.RETENTION_OUTCOME_INVALID,
             "staff record a saved_* outcome; a notice's lost_* is set when the plan ends",
-            status=422,
             allowed=sorted(o.value for o in allowed),
         )
     _open(case)

@@ -18,10 +18,11 @@ from gymctl import ids
 from gymctl.billing.accounts import active_config
 from gymctl.billing.attempts import lock_subscription
 from gymctl.bridge import mirror
-from gymctl.errors import DomainError
+from gymctl.errors import conflict, not_found, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import CancellationNotice, RetentionCase, Subscription, Task
 from gymctl.models.retention import CaseKind, RetentionOutcome
+from gymctl.retention import codes
 from gymctl.retention.copy import message
 from gymctl.retention.plan_change import NOTICE_STATUSES
 from gymctl.tasks import file_task
@@ -55,7 +56,7 @@ def refuse_if_externally_billed(
     session: Session, organization_id: uuid.UUID, locale: str | None
 ) -> None:
     if externally_billed(session, organization_id):
-        raise DomainError("externally_billed", message("externally_billed", locale), status=409)
+        raise conflict(codes.EXTERNALLY_BILLED, message("externally_billed", locale))
 
 
 def subscription_for_update(
@@ -67,7 +68,7 @@ def subscription_for_update(
         or subscription.organization_id != organization_id
         or subscription.deleted_at is not None
     ):
-        raise DomainError("subscription_not_found", "no such subscription", status=404)
+        raise not_found(codes.SUBSCRIPTION_NOT_FOUND, "no such subscription")
     return subscription
 
 
@@ -103,31 +104,28 @@ def give_notice(
 ) -> tuple[Subscription, RetentionCase]:
     """Staff must name a reason; for a member every input is optional."""
     if initiator not in INITIATORS:
-        raise DomainError("notice_initiator_invalid", "initiator is member or staff", status=422)
+        raise unprocessable(codes.NOTICE_INITIATOR_INVALID, "initiator is member or staff")
     if reason_code is not None and reason_code not in REASON_CODES:
-        raise DomainError(
-            "notice_reason_invalid", "unknown reason code", status=422, reasonCodes=REASON_CODES
+        raise unprocessable(
+            codes.NOTICE_REASON_INVALID, "unknown reason code", reasonCodes=REASON_CODES
         )
     if initiator == "staff" and reason_code is None:
-        raise DomainError("notice_reason_required", "staff record the member's reason", status=422)
+        raise unprocessable(codes.NOTICE_REASON_REQUIRED, "staff record the member's reason")
     subscription = subscription_for_update(session, organization_id, subscription_id)
     if subscription.status not in NOTICE_STATUSES:
-        raise DomainError(
-            "notice_not_allowed",
+        raise conflict(
+            codes.NOTICE_NOT_ALLOWED,
             "notice is given on a running plan (a presale is withdrawn instead)",
-            status=409,
             subscriptionStatus=subscription.status.value,
         )
     if subscription.cancel_at_period_end:
-        raise DomainError("notice_already_given", "notice was already given", status=409)
+        raise conflict(codes.NOTICE_ALREADY_GIVEN, "notice was already given")
     if effective_at is None or initiator == "member":
         effective_at = subscription.current_period_end or now
     if effective_at < now:
-        raise DomainError("notice_effective_in_past", "the effective date is past", status=422)
+        raise unprocessable(codes.NOTICE_EFFECTIVE_IN_PAST, "the effective date is past")
     if effective_at > now + MAX_NOTICE_AHEAD:
-        raise DomainError(
-            "notice_effective_too_far", "the effective date is within 5 years", status=422
-        )
+        raise unprocessable(codes.NOTICE_EFFECTIVE_TOO_FAR, "the effective date is within 5 years")
     subscription.cancel_at_period_end = True
     subscription.cancellation_effective_at = effective_at
     subscription.cancellation_reason = reason_code
@@ -248,7 +246,7 @@ def withdraw_notice(
     (saved_member_withdrew); staff's as saved_staff unless they name another saved_* outcome."""
     subscription = subscription_for_update(session, organization_id, subscription_id)
     if not subscription.cancel_at_period_end or subscription.status not in NOTICE_STATUSES:
-        raise DomainError("notice_not_given", "there is no notice to withdraw", status=409)
+        raise conflict(codes.NOTICE_NOT_GIVEN, "there is no notice to withdraw")
     refuse_if_externally_billed(session, organization_id, locale)
     if by_member:
         outcome = RetentionOutcome.saved_member_withdrew

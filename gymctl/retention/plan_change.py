@@ -16,10 +16,11 @@ from sqlalchemy.orm import Session
 
 from gymctl.billing.attempts import lock_subscription
 from gymctl.billing.plans import live_plan, take_purchase_slot
-from gymctl.errors import DomainError
+from gymctl.errors import conflict, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Checkout, PaymentTransaction, Plan, Subscription
 from gymctl.models.billing import CheckoutStatus, SubscriptionStatus, TransactionStatus
+from gymctl.retention import codes
 from gymctl.retention.copy import message
 
 NOTICE_STATUSES = (
@@ -95,21 +96,19 @@ def change_plan(
 ) -> Subscription:
     subscription = lock_subscription(session, subscription_id)
     if subscription is None or subscription.organization_id != organization_id:
-        raise DomainError("subscription_not_found", "no such subscription", status=404)
+        raise not_found(codes.SUBSCRIPTION_NOT_FOUND, "no such subscription")
     if subscription.status != SubscriptionStatus.scheduled:
-        raise DomainError(
-            "plan_change_unavailable", "only a presale not yet started can switch", status=409
-        )
+        raise conflict(codes.PLAN_CHANGE_UNAVAILABLE, "only a presale not yet started can switch")
     current = session.get(Plan, subscription.plan_id)
     target = live_plan(session, organization_id, target_plan_id)
     if target.id == current.id:
-        raise DomainError("plan_change_same_plan", "this is already your plan", status=409)
+        raise conflict(codes.PLAN_CHANGE_SAME_PLAN, "this is already your plan")
     if current.plan_group is None or target.plan_group != current.plan_group:
-        code = "presale_swap_requires_same_group"
-        raise DomainError(code, message(code, locale), status=409)
+        code = codes.PRESALE_SWAP_REQUIRES_SAME_GROUP
+        raise conflict(code, message(code, locale))
     if charge_in_flight(session, subscription, now):
-        code = "plan_change_charge_in_flight"
-        raise DomainError(code, message(code, locale), status=409)
+        code = codes.PLAN_CHANGE_CHARGE_IN_FLIGHT
+        raise conflict(code, message(code, locale))
     take_purchase_slot(session, target)
     session.execute(
         update(Plan)

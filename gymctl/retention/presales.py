@@ -17,13 +17,13 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from gymctl import ids
-from gymctl.errors import DomainError
+from gymctl.errors import conflict
 from gymctl.events import EventKind, emit
 from gymctl.models import Organization, Plan, RetentionCase, Subscription, User
 from gymctl.models.billing import SubscriptionStatus
 from gymctl.models.retention import CaseKind
 from gymctl.providers.mail import Mailer, MailError
-from gymctl.retention import emails
+from gymctl.retention import codes, emails
 from gymctl.retention.copy import message
 from gymctl.retention.notices import emit_cancelled, subscription_for_update
 from gymctl.retention.plan_change import charge_in_flight
@@ -45,16 +45,15 @@ def withdraw_presale(
 ) -> tuple[Subscription, RetentionCase]:
     subscription = subscription_for_update(session, organization_id, subscription_id)
     if subscription.status != SubscriptionStatus.scheduled:
-        raise DomainError(
-            "presale_not_withdrawable",
+        raise conflict(
+            codes.PRESALE_NOT_WITHDRAWABLE,
             "only a presale not yet charged can be withdrawn",
-            status=409,
             subscriptionStatus=subscription.status.value,
         )
     if charge_in_flight(session, subscription, now):
         # Cancelling under a pending opening-day charge would let it settle on a cancelled plan.
-        code = "presale_charge_in_flight"
-        raise DomainError(code, message(code, locale), status=409)
+        code = codes.PRESALE_CHARGE_IN_FLIGHT
+        raise conflict(code, message(code, locale))
     subscription.status = SubscriptionStatus.cancelled
     subscription.cancellation_reason = WITHDRAWAL
     subscription.retention_case_kind = CaseKind.presale_withdrawal.value

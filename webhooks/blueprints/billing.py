@@ -15,9 +15,10 @@ from gymctl.access.permissions import Action, Module
 from gymctl.billing import accounts, checkout, plans, webhooks
 from gymctl.billing import card_replacement as replacement
 from gymctl.clock import ensure_utc
-from gymctl.errors import DomainError
+from gymctl.errors import invalid, not_found, unavailable, unprocessable
 from gymctl.models import Subscription
 from gymctl.models.billing import CollectionMethod, PlanType
+from webhooks import codes
 from webhooks.access import membership, org_route, owner_route
 from webhooks.bodies import WEBHOOK_BODY_BYTES, body_limit, read_json
 from webhooks.context import auth, db, now, services
@@ -43,7 +44,7 @@ def _answer(answer: webhooks.Answer):
 @body_limit(WEBHOOK_BODY_BYTES)
 def card_provider_webhook(org_id: uuid.UUID):
     """Not signed: verified by reading the page back on the organization's terminal."""
-    body = read_json(code="webhook_malformed") if request.is_json else request.form.to_dict()
+    body = read_json(code=codes.WEBHOOK_MALFORMED) if request.is_json else request.form.to_dict()
     if not isinstance(body, dict):
         body = {}
     answer = webhooks.card_provider_webhook(
@@ -226,7 +227,7 @@ def verify_return(org_id: uuid.UUID):
     body = parse(VerifyReturnBody)
     found = checkout.checkout_by_page(db(), org_id, body.page_id)
     if found is None or found.user_id != mine.user_id:
-        raise DomainError("checkout_not_found", "no such checkout of yours", status=404)
+        raise not_found(codes.CHECKOUT_NOT_FOUND, "no such checkout of yours")
     outcome, _ = checkout.verify_and_apply(
         db(),
         services().card_provider,
@@ -235,10 +236,10 @@ def verify_return(org_id: uuid.UUID):
         now=now(),
         cipher=services().billing_cipher,
     )
-    if outcome in ("deal_not_finalized", "provider_unreachable"):
-        raise DomainError(outcome, "the payment is not settled yet; try again soon", status=503)
+    if outcome in (codes.DEAL_NOT_FINALIZED, codes.PROVIDER_UNREACHABLE):
+        raise unavailable(outcome, "the payment is not settled yet; try again soon")
     if outcome in ("deal_not_found", "unverified"):
-        raise DomainError("deal_not_found", "the provider does not know this page", status=400)
+        raise invalid(codes.DEAL_NOT_FOUND, "the provider does not know this page")
     subscription = db().get(Subscription, found.subscription_id)
     return jsonify(data={"outcome": outcome, "subscription": subscription_json(subscription)})
 
@@ -297,10 +298,9 @@ def set_provider(org_id: uuid.UUID):
     """The owner connects the payment provider; credentials are stored encrypted only."""
     body = parse(ProviderBody)
     if body.provider == accounts.CARD_PROVIDER and not (body.terminal and body.api_name):
-        raise DomainError(
-            "provider_terminal_required",
+        raise unprocessable(
+            codes.PROVIDER_TERMINAL_REQUIRED,
             "the card provider needs terminal and apiName",
-            status=422,
         )
     config = accounts.configure_provider(
         db(),

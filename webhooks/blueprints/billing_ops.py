@@ -27,8 +27,9 @@ from gymctl.billing import (
     verification,
 )
 from gymctl.clock import ensure_utc
-from gymctl.errors import DomainError
+from gymctl.errors import invalid, unprocessable
 from gymctl.providers.documents import default_document_provider
+from webhooks import codes
 from webhooks.access import membership, org_route, owner_route, platform_admin_route
 from webhooks.context import auth, db, handover, now, services
 from webhooks.validation import Body, Uuid4, parse
@@ -57,7 +58,7 @@ def billing_readiness(org_id: uuid.UUID):
     try:
         after = uuid.UUID(cursor) if cursor else None
     except ValueError:
-        raise DomainError("cursor_invalid", "the cursor is a subscription id") from None
+        raise invalid(codes.CURSOR_INVALID, "the cursor is a subscription id") from None
     report = readiness.readiness(
         db(), org_id, now=now(), cipher=services().billing_cipher, cursor=after
     )
@@ -364,8 +365,8 @@ def _utc(at: datetime) -> datetime:
     try:
         return ensure_utc(at)
     except ValueError:
-        raise DomainError(
-            "timestamp_not_utc", "give an explicit UTC time (Z or +00:00)", status=422
+        raise unprocessable(
+            codes.TIMESTAMP_NOT_UTC, "give an explicit UTC time (Z or +00:00)"
         ) from None
 
 
@@ -397,9 +398,9 @@ def billing_forecast(org_id: uuid.UUID):
             {"field": ".".join(str(p) for p in e["loc"]), "problem": e["type"]}
             for e in error.errors()
         ]
-        raise DomainError("invalid_query", "the query does not match", fields=fields) from None
+        raise invalid(codes.INVALID_QUERY, "the query does not match", fields=fields) from None
     if query.until.tzinfo is None:
-        raise DomainError("timestamp_not_utc", "until needs an explicit UTC offset", status=422)
+        raise unprocessable(codes.TIMESTAMP_NOT_UTC, "until needs an explicit UTC offset")
     result = simulate(
         db(),
         org_id,

@@ -12,7 +12,8 @@ from pydantic import Field, StrictInt
 
 from gymctl.access.permissions import Action, Module
 from gymctl.billing import charge_dates, org_settings
-from gymctl.errors import DomainError
+from gymctl.errors import unprocessable
+from webhooks import codes
 from webhooks.access import membership, org_route, owner_route
 from webhooks.blueprints.billing_ops import _utc
 from webhooks.context import db, now
@@ -58,10 +59,9 @@ def patch_settings(org_id: uuid.UUID):
 def get_charge_schedule(org_id: uuid.UUID):
     raw = request.args.get("days", str(charge_dates.DEFAULT_DAYS))
     if not raw.isdigit() or len(raw) > 3:
-        raise DomainError(
-            "schedule_days_invalid",
+        raise unprocessable(
+            codes.SCHEDULE_DAYS_INVALID,
             f"days is a whole number from 1 to {charge_dates.MAX_DAYS}",
-            status=422,
         )
     return jsonify(data=charge_dates.charge_schedule(db(), org_id, now=now(), days=int(raw)))
 

@@ -13,9 +13,10 @@ from gymctl.access.memberships import membership_of, resolve_membership
 from gymctl.access.permissions import Action, Module, can
 from gymctl.bookings import attendance, book, schedule
 from gymctl.clock import ensure_utc
-from gymctl.errors import DomainError, forbidden
+from gymctl.errors import forbidden, invalid, not_found
 from gymctl.models import Booking, ClassSession, ClassType
 from gymctl.models.bookings import CheckinMethod
+from webhooks import codes
 from webhooks.access import membership, org_route
 from webhooks.blueprints.cancellations import aware_utc
 from webhooks.context import auth, db, now
@@ -138,8 +139,8 @@ def _window() -> tuple[datetime, datetime]:
                 raise ValueError
             return ensure_utc(at)
         except (ValueError, OverflowError):
-            raise DomainError(
-                "query_invalid", f"{name} is an ISO timestamp with an offset", parameter=name
+            raise invalid(
+                codes.QUERY_INVALID, f"{name} is an ISO timestamp with an offset", parameter=name
             ) from None
 
     start = read("from") or now()
@@ -149,7 +150,7 @@ def _window() -> tuple[datetime, datetime]:
     except OverflowError:
         ok = False
     if not ok:
-        raise DomainError("query_invalid", "to is after from, at most 62 days later")
+        raise invalid(codes.QUERY_INVALID, "to is after from, at most 62 days later")
     return start, end
 
 
@@ -183,7 +184,7 @@ def book_session(org_id: uuid.UUID, session_id: uuid.UUID):
     member = mine
     if body.user_id is not None and body.user_id != mine.user_id:
         if not _staff(mine):
-            raise forbidden("permission_denied", "only staff book for another member")
+            raise forbidden(codes.PERMISSION_DENIED, "only staff book for another member")
         member = membership_of(db(), org_id, body.user_id)
     row = book.book(db(), org_id, session_id, member, actor_user_id=mine.user_id, now=now())
     return jsonify(data=booking_json(row)), 201
@@ -206,7 +207,7 @@ def cancel_booking(org_id: uuid.UUID, booking_id: uuid.UUID):
     staff = _staff(mine)
     found = book.booking_of(db(), org_id, booking_id)
     if not staff and found.membership_id != mine.id:
-        raise DomainError("booking_not_found", "no such booking", status=404)
+        raise not_found(codes.BOOKING_NOT_FOUND, "no such booking")
     row = book.cancel(
         db(), org_id, booking_id, actor_user_id=mine.user_id, by_staff=staff, now=now()
     )

@@ -22,6 +22,7 @@ from gymctl.branding.refusals import record_refusal
 from gymctl.errors import DomainError, not_found
 from gymctl.models import Organization
 from gymctl.versioning import payload_schema
+from webhooks import codes
 from webhooks.access import membership, org_route
 from webhooks.context import db, handover, now, services
 from webhooks.guard import public
@@ -62,7 +63,7 @@ def recorded(operation: str) -> Callable:
 
 def _channel(name: str) -> str:
     if name not in workspace.CHANNELS:
-        raise not_found("channel_unknown", "channels: brand, website, app")
+        raise not_found(codes.CHANNEL_UNKNOWN, "channels: brand, website, app")
     return name
 
 
@@ -237,7 +238,7 @@ def public_read(org_id):
     schema = payload_schema(request.args.get("schema"), parameter="schema")
     organization = db().get(Organization, org_id)
     if organization is None or organization.deleted_at is not None:
-        raise not_found("organization_not_found", "no such organization")
+        raise not_found(codes.ORGANIZATION_NOT_FOUND, "no such organization")
     return jsonify(
         {
             "organizationId": str(org_id),

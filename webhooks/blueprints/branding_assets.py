@@ -13,8 +13,9 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from gymctl.access.permissions import Action, Module
 from gymctl.assets import intake
 from gymctl.assets.types import AssetRefused, Slot, Transform
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import forbidden, not_found
 from gymctl.providers.storage import FolderObjectStore
+from webhooks import codes
 from webhooks.access import membership, org_route
 from webhooks.blueprints.branding import recorded
 from webhooks.context import db, now, services
@@ -34,7 +35,7 @@ def _slot(name: str) -> Slot:
         return Slot(name)
     except ValueError:
         raise not_found(
-            "brand_asset_slot_unknown", "slots: icon, logo, wordmark, splashLogo"
+            codes.BRAND_ASSET_SLOT_UNKNOWN, "slots: icon, logo, wordmark, splashLogo"
         ) from None
 
 
@@ -145,10 +146,10 @@ def stored_file(key):
     if not isinstance(store, FolderObjectStore) or not store.verify_signature(
         key, request.args.get("expires", ""), request.args.get("signature", ""), now()
     ):
-        raise DomainError("storage_signature_invalid", "the link is invalid or expired", status=403)
+        raise forbidden(codes.STORAGE_SIGNATURE_INVALID, "the link is invalid or expired")
     info, data = store.head(key), store.get(key)
     if info is None or data is None:
-        raise not_found("storage_object_not_found", "no such object")
+        raise not_found(codes.STORAGE_OBJECT_NOT_FOUND, "no such object")
     return Response(
         data, mimetype=info.content_type, headers={"Cache-Control": "private, max-age=300"}
     )

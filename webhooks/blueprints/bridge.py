@@ -11,8 +11,9 @@ from flask import Blueprint, jsonify, request
 from pydantic import Field
 
 from gymctl.bridge import classes, connection, cutover, inbound, inbox, queue
-from gymctl.errors import DomainError
+from gymctl.errors import invalid, not_found
 from gymctl.models.bridge import ConnectionStatus, OpStatus
+from webhooks import codes
 from webhooks.access import membership, owner_route
 from webhooks.context import db, now, services
 from webhooks.validation import Body, parse
@@ -67,7 +68,7 @@ def disconnect(org_id):
 def issues(org_id):
     cursor = request.args.get("cursor")
     if cursor is not None and not (cursor.isascii() and cursor.isdigit()):
-        raise DomainError("cursor_invalid", "cursor is the last op id of the previous page")
+        raise invalid(codes.CURSOR_INVALID, "cursor is the last op id of the previous page")
     after = min(int(cursor), MAX_OP_ID) if cursor else None
     parked = queue.list_ops(
         db(), org_id, status=OpStatus.parked, limit=INBOX_PAGE + 1, after_id=after
@@ -93,7 +94,7 @@ def dismiss_external(org_id, issue_id):
 def _op_id(text: str) -> int:
     """Op ids are positive integers; anything else names no op."""
     if not (text.isascii() and text.isdigit()) or int(text) > MAX_OP_ID:
-        raise DomainError("bridge_op_not_found", "no such sync op", status=404)
+        raise not_found(codes.BRIDGE_OP_NOT_FOUND, "no such sync op")
     return int(text)
 
 

@@ -15,11 +15,12 @@ from gymctl.access.memberships import resolve_membership
 from gymctl.access.permissions import Action, Module, can
 from gymctl.billing import plans
 from gymctl.clock import ensure_utc
-from gymctl.errors import DomainError
+from gymctl.errors import not_found, unprocessable
 from gymctl.models import Membership, RetentionCase, Subscription
 from gymctl.models.retention import RetentionOutcome
 from gymctl.retention import cases, notices, plan_change, presales
 from gymctl.retention.copy import pick_locale
+from webhooks import codes
 from webhooks.access import membership, org_route
 from webhooks.blueprints.billing import plan_json, subscription_json
 from webhooks.context import auth, db, now, services
@@ -45,11 +46,11 @@ def aware_utc(at: datetime | None) -> datetime | None:
     if at is None:
         return None
     if at.tzinfo is None:
-        raise DomainError("timestamp_invalid", "timestamps need a UTC offset", status=422)
+        raise unprocessable(codes.TIMESTAMP_INVALID, "timestamps need a UTC offset")
     try:
         return ensure_utc(at)
     except OverflowError:
-        raise DomainError("timestamp_invalid", "timestamp out of range", status=422) from None
+        raise unprocessable(codes.TIMESTAMP_INVALID, "timestamp out of range") from None
 
 
 def _staff(mine: Membership) -> bool:
@@ -61,11 +62,11 @@ def _subscription(org_id: uuid.UUID, subscription_id: uuid.UUID) -> tuple[Member
     mine = resolve_membership(db(), org_id, auth().user)
     row = db().get(Subscription, subscription_id)
     if row is None or row.organization_id != org_id or row.deleted_at is not None:
-        raise DomainError("subscription_not_found", "no such subscription", status=404)
+        raise not_found(codes.SUBSCRIPTION_NOT_FOUND, "no such subscription")
     if row.user_id == mine.user_id:
         return mine, False
     if not _staff(mine):
-        raise DomainError("subscription_not_found", "no such subscription", status=404)
+        raise not_found(codes.SUBSCRIPTION_NOT_FOUND, "no such subscription")
     return mine, True
 
 

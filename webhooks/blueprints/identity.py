@@ -8,8 +8,9 @@ import sentry_sdk
 from flask import Blueprint, jsonify, request
 
 from gymctl.access.identity_events import apply_identity_event
-from gymctl.errors import DomainError
+from gymctl.errors import DomainError, unavailable
 from gymctl.identity import webhook_signature
+from webhooks import codes
 from webhooks.bodies import WEBHOOK_BODY_BYTES, body_limit, read_json
 from webhooks.context import db, now, services
 from webhooks.guard import public
@@ -24,13 +25,13 @@ log = logging.getLogger("gymctl.identity")
 def identity_webhook():
     secret = services().settings.identity_webhook_secret
     if secret is None:
-        raise DomainError("webhook_not_configured", "IDENTITY_WEBHOOK_SECRET is unset", status=503)
+        raise unavailable(codes.WEBHOOK_NOT_CONFIGURED, "IDENTITY_WEBHOOK_SECRET is unset")
     body = request.get_data(cache=False)
     try:
         delivery = webhook_signature.verify(
             secret.get_secret_value(), request.headers, body, now=now()
         )
-        event = read_json(body, code="webhook_payload_invalid", every_text=False)
+        event = read_json(body, code=codes.WEBHOOK_PAYLOAD_INVALID, every_text=False)
         outcome = apply_identity_event(
             db(), delivery.id, event, now=now(), settings=services().settings
         )

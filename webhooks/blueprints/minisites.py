@@ -10,8 +10,9 @@ from sqlalchemy import select
 
 from gymctl.branding import minisites
 from gymctl.branding.website import price_label
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import forbidden, invalid, not_found
 from gymctl.models import Organization
+from webhooks import codes
 from webhooks.context import db, now, services
 from webhooks.guard import public
 
@@ -23,7 +24,7 @@ bp = Blueprint("minisites", __name__, template_folder="templates")
 def resolve():
     host = request.args.get("host")
     if not host or "\x00" in host:
-        raise DomainError("host_required", "pass ?host=<slug>.<minisite domain>")
+        raise invalid(codes.HOST_REQUIRED, "pass ?host=<slug>.<minisite domain>")
     settings = services().settings
     slug = minisites.slug_of_host(settings, host)
     return jsonify(minisites.published_site(db(), settings, services().store, slug, now=now()))
@@ -70,10 +71,10 @@ def preview(slug):
         select(Organization).where(Organization.slug == slug, Organization.deleted_at.is_(None))
     )
     if organization is None:
-        raise not_found("minisite_not_found", "no minisite answers at that host")
+        raise not_found(codes.MINISITE_NOT_FOUND, "no minisite answers at that host")
     ticket = request.form.get("ticket", "")
     if not ticket or "\x00" in ticket:
-        raise DomainError("preview_ticket_invalid", "post the form field ticket", status=403)
+        raise forbidden(codes.PREVIEW_TICKET_INVALID, "post the form field ticket")
     settings = services().settings
     origin = minisites.verify_preview_ticket(settings, ticket, organization.id, now=now())
     site = minisites.draft_site(db(), settings, services().store, organization)

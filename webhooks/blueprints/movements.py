@@ -14,12 +14,13 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from gymctl.access.memberships import resolve_membership
 from gymctl.access.permissions import Action, Module
-from gymctl.errors import DomainError, not_found
+from gymctl.errors import invalid, not_found, too_large
 from gymctl.movements import cues, discovery, jobs, merge, own, ranking, thumbnails
 from gymctl.movements.duplicates import DEFAULT_LIMIT, alias_collisions, duplicates_report
 from gymctl.movements.embeddings import threshold_for
 from gymctl.movements.services import Library, library_from_settings
 from gymctl.movements.views import describe
+from webhooks import codes
 from webhooks.access import membership, org_route, platform_admin_route, signed_in_user
 from webhooks.context import auth, db, now, services
 from webhooks.validation import Body, parse
@@ -61,7 +62,7 @@ def seed():
     except ValueError:
         present = False
     if not present:
-        raise not_found("library_file_not_found", f"no library file at {body.r2Key}")
+        raise not_found(codes.LIBRARY_FILE_NOT_FOUND, f"no library file at {body.r2Key}")
     payload = body.model_dump(exclude_none=True)
     job = jobs.enqueue(db(), "seed", payload, now=now(), actor_user_id=signed_in_user().id)
     return _enqueued(job)
@@ -302,14 +303,14 @@ report_video.gymctl_access = ("own",)  # type: ignore[attr-defined]
 def _thumbnail_file() -> bytes:
     request.max_content_length = thumbnails.MAX_UPLOAD_BYTES + MULTIPART_OVERHEAD
     if request.mimetype != "multipart/form-data":
-        raise DomainError("movement_thumbnail_multipart", "send multipart/form-data with one file")
+        raise invalid(codes.MOVEMENT_THUMBNAIL_MULTIPART, "send multipart/form-data with one file")
     try:
         files = request.files
     except RequestEntityTooLarge:
-        raise DomainError("movement_thumbnail_too_large", "at most 5 MB", status=413) from None
+        raise too_large(codes.MOVEMENT_THUMBNAIL_TOO_LARGE, "at most 5 MB") from None
     parts = [part for name in files for part in files.getlist(name)]
     if len(parts) != 1:
-        raise DomainError("movement_thumbnail_multipart", "exactly one file part is expected")
+        raise invalid(codes.MOVEMENT_THUMBNAIL_MULTIPART, "exactly one file part is expected")
     return parts[0].read(thumbnails.MAX_UPLOAD_BYTES + 1)
 
 
@@ -368,7 +369,7 @@ class OwnMovementChange(Body):
         }
         given = self.model_dump(include=self.model_fields_set)
         if "name" in given and given["name"] is None:
-            raise DomainError("movement_name_required", "a movement needs a name")
+            raise invalid(codes.MOVEMENT_NAME_REQUIRED, "a movement needs a name")
         return {names.get(key, key): value for key, value in given.items()}
 
 

@@ -22,9 +22,10 @@ from gymctl.access import (
 from gymctl.access.permissions import Action, Module
 from gymctl.config import ConfigError
 from gymctl.crypto import national_id_cipher
-from gymctl.errors import DomainError
+from gymctl.errors import unavailable, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import Organization, Role
+from webhooks import codes
 from webhooks.access import membership, org_route, owner_route, signed_in_user
 from webhooks.bodies import body_limit
 from webhooks.context import auth, client_ip, db, now, services
@@ -116,7 +117,7 @@ def import_members(org_id):
     try:
         text = content.decode("utf-8")
     except UnicodeDecodeError:
-        raise DomainError("import_invalid", "the CSV must be UTF-8", status=422) from None
+        raise unprocessable(codes.IMPORT_INVALID, "the CSV must be UTF-8") from None
     rows = registrations.parse_members_csv(text)
     results = registrations.import_members(db(), _registrar(org_id), rows, now=now())
     return jsonify(results=results.as_dict())
@@ -157,8 +158,8 @@ def set_national_id(org_id, user_id):
     try:
         cipher = national_id_cipher(services().settings)
     except ConfigError:
-        raise DomainError(
-            "national_id_not_configured", "national ids cannot be stored here yet", status=503
+        raise unavailable(
+            codes.NATIONAL_ID_NOT_CONFIGURED, "national ids cannot be stored here yet"
         ) from None
     member.national_id_ciphertext = cipher.encrypt(
         body.nationalId, table="memberships", column="national_id", row_id=str(member.id)

@@ -17,6 +17,7 @@ from gymctl.releases import associations, branded_apps, ci_access, operations, o
 from gymctl.releases.approvals import PURPOSES
 from gymctl.releases.build_input import build_input
 from gymctl.versioning import payload_schema
+from webhooks import codes
 from webhooks.access import membership, owner_route, platform_admin_route
 from webhooks.context import auth, db, now, services
 from webhooks.guard import public
@@ -225,7 +226,7 @@ def admin_build_input(org_id):
 def _bearer() -> str:
     scheme, _, token = request.headers.get("Authorization", "").strip().partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise unauthorized("authorization_missing", "send Authorization: Bearer <token>")
+        raise unauthorized(codes.AUTHORIZATION_MISSING, "send Authorization: Bearer <token>")
     return token.strip()
 
 

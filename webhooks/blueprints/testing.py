@@ -11,12 +11,13 @@ import hmac
 
 from flask import Blueprint, jsonify, request
 
-from gymctl.errors import DomainError, forbidden
+from gymctl.errors import forbidden, not_found
 from gymctl.providers.documents import LocalDocumentProvider
 from gymctl.retention.digest import send_digests
 from gymctl.retention.escalation import escalate
 from gymctl.retention.refund_tasks import bump_overdue_refund_tasks
 from gymctl.retention.settlement import Doors, period_end_sweep
+from webhooks import codes
 from webhooks.context import db, handover, now, services
 from webhooks.guard import public
 
@@ -28,10 +29,10 @@ SEED_HEADER = "x-test-seed-secret"
 def _seed_secret() -> None:
     configured = services().settings.test_seed_secret
     if configured is None or not configured.get_secret_value():
-        raise DomainError("not_found", "no such route", status=404)
+        raise not_found(codes.NOT_FOUND, "no such route")
     given = request.headers.get(SEED_HEADER, "")
     if not hmac.compare_digest(given.encode(), configured.get_secret_value().encode()):
-        raise forbidden("test_seed_secret_invalid", f"{SEED_HEADER} does not match")
+        raise forbidden(codes.TEST_SEED_SECRET_INVALID, f"{SEED_HEADER} does not match")
 
 
 @bp.post("/trigger-retention-escalation")

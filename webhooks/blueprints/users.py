@@ -6,9 +6,10 @@ import uuid
 
 from flask import Blueprint, jsonify, request
 
-from gymctl.errors import DomainError
+from gymctl.errors import invalid
 from gymctl.identity.me import current_user
 from gymctl.versioning import payload_schema
+from webhooks import codes
 from webhooks.context import auth, db, now, services
 
 bp = Blueprint("users", __name__)
@@ -21,7 +22,7 @@ def _organization_id() -> uuid.UUID | None:
     try:
         return uuid.UUID(value)
     except ValueError:
-        raise DomainError("organization_id_invalid", "organizationId must be a UUID") from None
+        raise invalid(codes.ORGANIZATION_ID_INVALID, "organizationId must be a UUID") from None
 
 
 @bp.get("/users/me")

@@ -1,0 +1,20 @@
+"""Refusal codes of gymctl.cli: every code its refusals carry, one constant each.
+
+Listed in docs/error-codes.md (python -m gymctl.error_codes); tests/test_error_codes.py
+checks every raised code is declared here and the listing is current."""
+
+BILLING_LIFECYCLE_DAY_INVALID = "billing_lifecycle_day_invalid"
+BRIDGE_BUSY = "bridge_busy"
+BRIDGE_DISABLED = "bridge_disabled"
+CHANNEL_UNKNOWN = "channel_unknown"
+CURSOR_INVALID = "cursor_invalid"
+DECLINE_RATE_CONFLICT = "decline_rate_conflict"
+FEATURE_SWITCH_STATE_INVALID = "feature_switch_state_invalid"
+JOIN_ENABLED_INVALID = "join_enabled_invalid"
+KEY_EXISTS = "key_exists"
+MERGE_PAIR_INVALID = "merge_pair_invalid"
+OPERATOR_UNKNOWN = "operator_unknown"
+OPERATOR_USER_REQUIRED = "operator_user_required"
+STAFF_REQUIRED = "staff_required"
+TIMESTAMP_NOT_UTC = "timestamp_not_utc"
+WEBSITE_CONTENT_INVALID = "website_content_invalid"

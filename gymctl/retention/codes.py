@@ -1,0 +1,26 @@
+"""Refusal codes of gymctl.retention: every code its refusals carry, one constant each.
+
+Listed in docs/error-codes.md (python -m gymctl.error_codes); tests/test_error_codes.py
+checks every raised code is declared here and the listing is current."""
+
+CONTACT_CHANNEL_INVALID = "contact_channel_invalid"
+CONTACT_IN_FUTURE = "contact_in_future"
+EXTERNALLY_BILLED = "externally_billed"
+NOTICE_ALREADY_GIVEN = "notice_already_given"
+NOTICE_EFFECTIVE_IN_PAST = "notice_effective_in_past"
+NOTICE_EFFECTIVE_TOO_FAR = "notice_effective_too_far"
+NOTICE_INITIATOR_INVALID = "notice_initiator_invalid"
+NOTICE_NOT_ALLOWED = "notice_not_allowed"
+NOTICE_NOT_GIVEN = "notice_not_given"
+NOTICE_REASON_INVALID = "notice_reason_invalid"
+NOTICE_REASON_REQUIRED = "notice_reason_required"
+PLAN_CHANGE_CHARGE_IN_FLIGHT = "plan_change_charge_in_flight"
+PLAN_CHANGE_SAME_PLAN = "plan_change_same_plan"
+PLAN_CHANGE_UNAVAILABLE = "plan_change_unavailable"
+PRESALE_CHARGE_IN_FLIGHT = "presale_charge_in_flight"
+PRESALE_NOT_WITHDRAWABLE = "presale_not_withdrawable"
+PRESALE_SWAP_REQUIRES_SAME_GROUP = "presale_swap_requires_same_group"
+RETENTION_CASE_CLOSED = "retention_case_closed"
+RETENTION_CASE_NOT_FOUND = "retention_case_not_found"
+RETENTION_OUTCOME_INVALID = "retention_outcome_invalid"
+SUBSCRIPTION_NOT_FOUND = "subscription_not_found"
