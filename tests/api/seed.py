@@ -146,7 +146,7 @@ def seed(client, session, tenant: Tenant) -> Tenant:
     _subscriptions(client, session, tenant)
     ids["push_token"] = {}
     for role in Role:
-        token = f"seeded-{role.value}"
+        token = f"device-{role.value}-{tenant.id}"
         _ok(
             client.post(
                 tenant.url("/push-registrations"),
