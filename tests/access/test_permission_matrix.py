@@ -283,9 +283,9 @@ def test_every_organization_route_has_an_expected_answer_and_a_call_or_a_reason(
 
 
 @pytest.fixture
-def world(session, idp, app, clock):
+def world(session, idp, app, clock, card_server):  # noqa: F811
     tenant = seed.make_tenant(session, idp, name="Iron Temple", tag="iron")
-    seed.seed(app.test_client(), session, tenant)
+    seed.seed(app.test_client(), session, tenant, card_server)
     session.close()
     return tenant
 

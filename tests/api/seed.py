@@ -9,6 +9,7 @@ a given role reaches that route's success answer: real ids of the tenant, a vali
 from __future__ import annotations
 
 import io
+import itertools
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -83,7 +84,7 @@ def _ok(response, *statuses: int) -> dict:
     return body.get("data", body) if isinstance(body, dict) else body
 
 
-def seed(client, session, tenant: Tenant) -> Tenant:
+def seed(client, session, tenant: Tenant, card_server=None) -> Tenant:
     """Everything the organization routes act on, made by the gym's owner through the API."""
     owner = tenant[Role.owner].headers
     ids = tenant.ids
@@ -144,6 +145,8 @@ def seed(client, session, tenant: Tenant) -> Tenant:
         for role in Role
     }
     _subscriptions(client, session, tenant)
+    if card_server is not None:
+        _card_provider(client, session, tenant, card_server)
     ids["push_token"] = {}
     for role in Role:
         token = f"device-{role.value}-{tenant.id}"
@@ -243,3 +246,81 @@ def _subscriptions(client, session, tenant: Tenant) -> None:
             headers=tenant[Role.owner].headers,
         )
     )["case"]["id"]
+
+
+_terminals = itertools.count(1000)
+
+
+def _card_provider(client, session, tenant: Tenant, card_server) -> None:
+    """The gym on a terminal of its own at the fake card provider; per role an active card
+    subscription bought through a hosted page; a desk sale on the target member's saved card."""
+    from gymctl.models import Subscription, User
+    from gymctl.providers.card import Terminal
+    from tests.billing.cards import APPROVE, save_test_card
+
+    ids, owner = tenant.ids, tenant[Role.owner].headers
+    terminal = Terminal(str(next(_terminals)), "test2025")
+    ids["terminal"] = {"provider": "card_provider", "terminal": terminal.number}
+    ids["terminal"]["apiName"] = terminal.api_name
+    _ok(client.put(tenant.url("/payments/provider"), json=ids["terminal"], headers=owner))
+    ids["card_plan"] = _ok(
+        client.post(
+            tenant.url("/plans"),
+            json={
+                "name": "Card monthly",
+                "type": "card",
+                "priceInCents": 25000,
+                "currency": "ILS",
+                "intervalMonths": 1,
+            },
+            headers=owner,
+        )
+    )["id"]
+    ids["card_plan_unheld"] = _ok(
+        client.post(
+            tenant.url("/plans"),
+            json={
+                "name": "Card yearly",
+                "type": "card",
+                "priceInCents": 250000,
+                "currency": "ILS",
+                "intervalMonths": 12,
+            },
+            headers=owner,
+        )
+    )["id"]
+    ids["card_sub"], ids["page"] = {}, {}
+    for role in Role:
+        bought = _ok(
+            client.post(
+                tenant.url(f"/plans/{ids['card_plan']}/purchase"),
+                json={},
+                headers=tenant[role].headers,
+            )
+        )
+        page_id = bought["checkout"]["pageId"]
+        card_server.complete_page(page_id, APPROVE)
+        _ok(client.post(f"/webhooks/card-provider/{tenant.id}", json={"LowProfileId": page_id}))
+        ids["card_sub"][role], ids["page"][role] = bought["subscription"]["id"], page_id
+    member_sub = session.get(Subscription, uuid.UUID(ids["card_sub"][Role.member]))
+    ids["next_charge"] = member_sub.next_charge_date.isoformat()
+    gym = _billing_gym(session, tenant, Role.member)
+    target = session.get(User, uuid.UUID(ids["target_user"]))
+    save_test_card(
+        session, gym, card_server.provider(), card_server.simulator, user=target, terminal=terminal
+    )
+    session.commit()
+    sale = _ok(
+        client.post(
+            tenant.url("/payments/desk-charges"),
+            json={
+                "idempotencyKey": str(uuid.uuid4()),
+                "userId": ids["target_user"],
+                "amountInCents": 3000,
+                "currency": "ILS",
+                "description": "towel",
+            },
+            headers=owner,
+        )
+    )
+    ids["desk_sale"] = sale["transaction"]["id"]

@@ -7,6 +7,7 @@ CALLS or an entry with its reason in UNCOVERED (a test checks that the two lists
 from __future__ import annotations
 
 import io
+import uuid
 from datetime import timedelta
 
 from pydantic import SecretStr
@@ -224,6 +225,51 @@ CALLS = {
     ("POST", "/subscriptions/<uuid:subscription_id>/clear-debt"): lambda t, r: Call(
         {"subscription_id": t.ids["target_debt"]}, json={"method": "cash"}
     ),
+    ("PUT", "/payments/provider"): lambda t, r: Call(json=t.ids["terminal"]),
+    ("POST", "/plans/<uuid:plan_id>/purchase"): lambda t, r: Call(
+        {"plan_id": t.ids["card_plan_unheld"]}, json={}, success=(201,)
+    ),
+    ("POST", "/payments/verify-return"): lambda t, r: Call(json={"pageId": t.ids["page"][r]}),
+    ("POST", "/subscriptions/<uuid:subscription_id>/card-replacement"): lambda t, r: Call(
+        {"subscription_id": t.ids["card_sub"][r]}, json={}, success=(201,)
+    ),
+    ("POST", "/subscriptions/<uuid:subscription_id>/charge-date"): lambda t, r: Call(
+        {"subscription_id": t.ids["card_sub"][Role.member]},
+        json={
+            "expectedNextChargeDate": t.ids["next_charge"],
+            "nextChargeDate": (NOW + timedelta(days=40)).isoformat(),
+        },
+    ),
+    ("POST", "/payments/desk-charges"): lambda t, r: Call(
+        json={
+            "idempotencyKey": str(uuid.uuid4()),
+            "userId": t.ids["target_user"],
+            "amountInCents": 1500,
+            "currency": "ILS",
+            "description": "protein bar",
+        },
+        success=(201,),
+    ),
+    ("GET", "/payments/desk-charges/<uuid:transaction_id>"): lambda t, r: Call(
+        {"transaction_id": t.ids["desk_sale"]}
+    ),
+    ("POST", "/payments/desk-charges/<uuid:transaction_id>/reconcile"): lambda t, r: Call(
+        {"transaction_id": t.ids["desk_sale"]}
+    ),
+    ("POST", "/payments/transactions/<uuid:transaction_id>/refund"): lambda t, r: Call(
+        {"transaction_id": t.ids["desk_sale"]},
+        json={"amountInCents": 1000, "reason": "changed mind"},
+        success=(201,),
+    ),
+    ("POST", "/payments/transactions/<uuid:transaction_id>/credit-notes"): lambda t, r: Call(
+        {"transaction_id": t.ids["desk_sale"]},
+        json={
+            "idempotencyKey": str(uuid.uuid4()),
+            "amountInCents": 500,
+            "cashReturned": True,
+        },
+        success=(201,),
+    ),
     ("GET", "/billing/settings"): lambda t, r: Call(),
     ("PATCH", "/billing/settings"): lambda t, r: Call(json={"billingGraceDays": 5}),
     ("GET", "/billing/charge-schedule"): lambda t, r: Call(),
@@ -269,18 +315,8 @@ UNCOVERED: dict[tuple[str, str], str] = {
     ("POST", "/payments/billing/transactions/<uuid:transaction_id>/authorize-retry"): CARD,
     ("POST", "/payments/billing/transactions/<uuid:transaction_id>/confirm-no-debit"): CARD,
     ("POST", "/payments/billing/transactions/<uuid:transaction_id>/reconcile"): CARD,
-    ("POST", "/payments/desk-charges"): CARD,
-    ("GET", "/payments/desk-charges/<uuid:transaction_id>"): CARD,
-    ("POST", "/payments/desk-charges/<uuid:transaction_id>/reconcile"): CARD,
-    ("PUT", "/payments/provider"): CARD,
-    ("POST", "/payments/transactions/<uuid:transaction_id>/credit-notes"): CARD,
     ("POST", "/payments/transactions/<uuid:transaction_id>/dismiss"): CARD,
-    ("POST", "/payments/transactions/<uuid:transaction_id>/refund"): CARD,
-    ("POST", "/payments/verify-return"): CARD,
-    ("POST", "/plans/<uuid:plan_id>/purchase"): CARD,
-    ("POST", "/subscriptions/<uuid:subscription_id>/card-replacement"): CARD,
     ("POST", "/subscriptions/<uuid:subscription_id>/pay-debt"): CARD,
-    ("POST", "/subscriptions/<uuid:subscription_id>/charge-date"): CARD,
     ("GET", "/releases"): RELEASES,
     ("POST", "/releases/approvals"): RELEASES,
     ("PUT", "/releases/checks/<target>/<check>"): RELEASES,
