@@ -145,6 +145,7 @@ def seed(client, session, tenant: Tenant, card_server=None) -> Tenant:
         for role in Role
     }
     _subscriptions(client, session, tenant)
+    _brand_workspace(client, tenant)
     if card_server is not None:
         _card_provider(client, session, tenant, card_server)
     ids["push_token"] = {}
@@ -324,3 +325,24 @@ def _card_provider(client, session, tenant: Tenant, card_server) -> None:
         )
     )
     ids["desk_sale"] = sale["transaction"]["id"]
+
+
+BRAND = {"palette": {"primaryColor": "#1C40A0", "buttonColor": "#FFE600"}, "name": "Iron Temple"}
+
+
+def _brand_workspace(client, tenant: Tenant) -> None:
+    """Brand, website and app drafts saved; the brand and the app published once, the brand's
+    draft changed again since (so it can be published, unpublished and restored)."""
+    from tests.branding.conftest import CONTENT
+
+    owner = tenant[Role.owner].headers
+
+    def put(suffix, body):
+        _ok(client.put(tenant.url(f"/brand-workspace{suffix}"), json=body, headers=owner))
+
+    put("/brand", BRAND)
+    put("/website", {"content": CONTENT})
+    put("/app", {"displayName": "Iron"})
+    _ok(client.post(tenant.url("/brand-workspace/brand/publish"), headers=owner))
+    _ok(client.post(tenant.url("/brand-workspace/app/publish"), headers=owner))
+    put("/brand", {**BRAND, "palette": {"primaryColor": "#0B6E4F"}})

@@ -13,7 +13,8 @@ from datetime import timedelta
 from pydantic import SecretStr
 
 from gymctl.models import Role
-from tests.api.seed import CLASS_STARTS, ORG_PREFIX, Call, Tenant, png
+from tests.api.seed import BRAND, CLASS_STARTS, ORG_PREFIX, Call, Tenant, png
+from tests.branding.conftest import CONTENT
 from tests.conftest import NOW
 
 
@@ -270,6 +271,17 @@ CALLS = {
         },
         success=(201,),
     ),
+    ("PUT", "/brand-workspace/brand"): lambda t, r: Call(json=BRAND),
+    ("PUT", "/brand-workspace/website"): lambda t, r: Call(json={"content": CONTENT}),
+    ("POST", "/brand-workspace/publish"): lambda t, r: Call(
+        json={"channels": ["brand", "website"]}
+    ),
+    ("POST", "/brand-workspace/<channel>/publish"): lambda t, r: Call({"channel": "website"}),
+    ("POST", "/brand-workspace/<channel>/unpublish"): lambda t, r: Call({"channel": "brand"}),
+    ("POST", "/brand-workspace/<channel>/restore"): lambda t, r: Call(
+        {"channel": "brand"}, json={"revision": 1}
+    ),
+    ("POST", "/brand-workspace/app/attestations"): lambda t, r: Call(json={"kind": "screenshot"}),
     ("GET", "/billing/settings"): lambda t, r: Call(),
     ("PATCH", "/billing/settings"): lambda t, r: Call(json={"billingGraceDays": 5}),
     ("GET", "/billing/charge-schedule"): lambda t, r: Call(),
@@ -288,18 +300,10 @@ CALLS = {
 }
 
 # Routes with no recipe yet, each with what it would need (checked current by the suites).
-BRANDING_PUBLISH = "the brand workspace channels: a saved palette, website and app draft to publish"
 BRIDGE = "a bridge connection to the external gym system's fake (tests/bridge) and parked ops"
 RELEASES = "the release pipeline's CI identity and a branded app (tests/releases/conftest.py)"
 CARD = "a gym connected to the card provider's terminal and a card charge made on the fake"
 UNCOVERED: dict[tuple[str, str], str] = {
-    ("POST", "/brand-workspace/<channel>/publish"): BRANDING_PUBLISH,
-    ("POST", "/brand-workspace/<channel>/restore"): BRANDING_PUBLISH,
-    ("POST", "/brand-workspace/<channel>/unpublish"): BRANDING_PUBLISH,
-    ("POST", "/brand-workspace/app/attestations"): BRANDING_PUBLISH,
-    ("PUT", "/brand-workspace/brand"): BRANDING_PUBLISH,
-    ("POST", "/brand-workspace/publish"): BRANDING_PUBLISH,
-    ("PUT", "/brand-workspace/website"): BRANDING_PUBLISH,
     ("POST", "/bridge/classes/<uuid:session_id>/link"): BRIDGE,
     ("DELETE", "/bridge/connection"): BRIDGE,
     ("PUT", "/bridge/connection"): BRIDGE,
