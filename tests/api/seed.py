@@ -325,6 +325,18 @@ def _card_provider(client, session, tenant: Tenant, card_server) -> None:
         )
     )
     ids["desk_sale"] = sale["transaction"]["id"]
+    from gymctl.models.billing import TransactionStatus
+    from gymctl.releases import switches
+    from tests.billing_ops.helpers import pending_attempt
+
+    ids["hand_entered"] = str(
+        bf.make_transaction(session, gym, status=TransactionStatus.pending).id
+    )
+    due = session.get(Subscription, uuid.UUID(ids["card_sub"][Role.coach]))
+    due.next_charge_date = due.current_period_end = NOW - timedelta(minutes=10)
+    ids["attempt"] = str(pending_attempt(session, due, now=NOW - timedelta(minutes=5)).id)
+    switches.set_switch(session, tenant.id, switches.RELEASE_TRACKER, True, now=NOW)
+    session.commit()
 
 
 BRAND = {"palette": {"primaryColor": "#1C40A0", "buttonColor": "#FFE600"}, "name": "Iron Temple"}

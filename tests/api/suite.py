@@ -282,6 +282,16 @@ CALLS = {
         {"channel": "brand"}, json={"revision": 1}
     ),
     ("POST", "/brand-workspace/app/attestations"): lambda t, r: Call(json={"kind": "screenshot"}),
+    ("GET", "/payments/billing/transactions/<uuid:transaction_id>"): lambda t, r: Call(
+        {"transaction_id": t.ids["attempt"]}
+    ),
+    ("POST", "/payments/billing/transactions/<uuid:transaction_id>/reconcile"): lambda t, r: Call(
+        {"transaction_id": t.ids["attempt"]}
+    ),
+    ("POST", "/payments/transactions/<uuid:transaction_id>/dismiss"): lambda t, r: Call(
+        {"transaction_id": t.ids["hand_entered"]}
+    ),
+    ("GET", "/releases"): lambda t, r: Call(),
     ("GET", "/billing/settings"): lambda t, r: Call(),
     ("PATCH", "/billing/settings"): lambda t, r: Call(json={"billingGraceDays": 5}),
     ("GET", "/billing/charge-schedule"): lambda t, r: Call(),
@@ -315,13 +325,9 @@ UNCOVERED: dict[tuple[str, str], str] = {
     ("POST", "/exercises/<uuid:movement_id>/video/report"): (
         "a gym movement with a video candidate (the movement library's fakes)"
     ),
-    ("GET", "/payments/billing/transactions/<uuid:transaction_id>"): CARD,
     ("POST", "/payments/billing/transactions/<uuid:transaction_id>/authorize-retry"): CARD,
     ("POST", "/payments/billing/transactions/<uuid:transaction_id>/confirm-no-debit"): CARD,
-    ("POST", "/payments/billing/transactions/<uuid:transaction_id>/reconcile"): CARD,
-    ("POST", "/payments/transactions/<uuid:transaction_id>/dismiss"): CARD,
     ("POST", "/subscriptions/<uuid:subscription_id>/pay-debt"): CARD,
-    ("GET", "/releases"): RELEASES,
     ("POST", "/releases/approvals"): RELEASES,
     ("PUT", "/releases/checks/<target>/<check>"): RELEASES,
     ("PUT", "/releases/submission"): RELEASES,
