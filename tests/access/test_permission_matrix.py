@@ -13,6 +13,7 @@ from tests.access.conftest import snapshot
 from tests.api import seed
 from tests.api.suite import CALLS, ROUTES, UNCOVERED, build_app, request_for, rolled_back
 from tests.billing.conftest import card_server  # noqa: F401 (fixture)
+from tests.bridge.fake_gym import FakeGym
 from webhooks.app import create_app
 
 ORG_PREFIX = "/organizations/<uuid:org_id>"
@@ -283,16 +284,24 @@ def test_every_organization_route_has_an_expected_answer_and_a_call_or_a_reason(
 
 
 @pytest.fixture
-def world(session, idp, app, clock, card_server):  # noqa: F811
+def world(session, idp, app, clock, card_server, fake_gym):  # noqa: F811
     tenant = seed.make_tenant(session, idp, name="Iron Temple", tag="iron")
-    seed.seed(app.test_client(), session, tenant, card_server)
+    seed.seed(app.test_client(), session, tenant, card_server, fake_gym)
     session.close()
     return tenant
 
 
 @pytest.fixture
-def app(settings, session_factory, clock, mailbox, card_server, tmp_path):  # noqa: F811
-    return build_app(settings, session_factory, clock, mailbox, card_server, tmp_path)
+def app(settings, session_factory, clock, mailbox, card_server, tmp_path, fake_gym):  # noqa: F811
+    return build_app(settings, session_factory, clock, mailbox, card_server, tmp_path, fake_gym)
+
+
+@pytest.fixture
+def fake_gym():
+    """The external gym system's fake (tests/bridge): the bridge routes reach it on loopback."""
+    server = FakeGym()
+    yield server
+    server.close()
 
 
 def _refusal(response) -> bool:

@@ -84,7 +84,7 @@ def _ok(response, *statuses: int) -> dict:
     return body.get("data", body) if isinstance(body, dict) else body
 
 
-def seed(client, session, tenant: Tenant, card_server=None) -> Tenant:
+def seed(client, session, tenant: Tenant, card_server=None, bridge=None) -> Tenant:
     """Everything the organization routes act on, made by the gym's owner through the API."""
     owner = tenant[Role.owner].headers
     ids = tenant.ids
@@ -148,6 +148,8 @@ def seed(client, session, tenant: Tenant, card_server=None) -> Tenant:
     _brand_workspace(client, tenant)
     if card_server is not None:
         _card_provider(client, session, tenant, card_server)
+    if bridge is not None:
+        _bridge(client, session, tenant, bridge)
     ids["push_token"] = {}
     for role in Role:
         token = f"device-{role.value}-{tenant.id}"
@@ -358,3 +360,35 @@ def _brand_workspace(client, tenant: Tenant) -> None:
     _ok(client.post(tenant.url("/brand-workspace/brand/publish"), headers=owner))
     _ok(client.post(tenant.url("/brand-workspace/app/publish"), headers=owner))
     put("/brand", {**BRAND, "palette": {"primaryColor": "#0B6E4F"}})
+
+
+def _bridge(client, session, tenant: Tenant, bridge) -> None:
+    """Connected to the external gym system's fake with a key of its own; two parked ops."""
+    from gymctl.bridge.queue import enqueue
+    from gymctl.models.bridge import OpStatus
+
+    key = f"key-{tenant.id}"
+    bridge.add_account(key)
+    _ok(
+        client.put(
+            tenant.url("/bridge/connection"),
+            json={"apiKey": key},
+            headers=tenant[Role.owner].headers,
+        )
+    )
+    tenant.ids["bridge_key"], tenant.ids["parked_ops"] = key, []
+    for _ in range(2):
+        op = enqueue(
+            session,
+            organization_id=tenant.id,
+            op_type="booking.create",
+            payload={
+                "memberId": str(uuid.uuid4()),
+                "bookingId": str(uuid.uuid4()),
+                "sessionId": str(uuid.uuid4()),
+            },
+            now=NOW,
+        )
+        op.status, op.issue_code = OpStatus.parked, "identity_conflict"
+        tenant.ids["parked_ops"].append(str(op.id))
+    session.commit()

@@ -34,7 +34,7 @@ def _route_table() -> list[tuple[str, str]]:
 ROUTES = _route_table()
 
 
-def build_app(settings, session_factory, clock, mailbox, card_server, tmp_path):
+def build_app(settings, session_factory, clock, mailbox, card_server, tmp_path, bridge=None):
     from gymctl.crypto import generate_key_setting
     from gymctl.providers.mail import MailboxMailer
     from tests.billing.factories import TEST_KEY
@@ -45,6 +45,15 @@ def build_app(settings, session_factory, clock, mailbox, card_server, tmp_path):
             "billing_encryption_key": SecretStr(TEST_KEY),
             "national_id_encryption_key": SecretStr(generate_key_setting()),
             "public_images_base_url": "https://images.example.test",
+            **(
+                {}
+                if bridge is None
+                else {
+                    "bridge_api_url": bridge.url,
+                    "bridge_credentials_key": SecretStr(generate_key_setting("b1")),
+                    "bridge_rate": 1000.0,
+                }
+            ),
         }
     )
     return create_app(
@@ -292,6 +301,12 @@ CALLS = {
         {"transaction_id": t.ids["hand_entered"]}
     ),
     ("GET", "/releases"): lambda t, r: Call(),
+    ("PUT", "/bridge/connection"): lambda t, r: Call(json={"apiKey": t.ids["bridge_key"]}),
+    ("DELETE", "/bridge/connection"): lambda t, r: Call(),
+    ("POST", "/bridge/issues/<op_id>/retry"): lambda t, r: Call({"op_id": t.ids["parked_ops"][0]}),
+    ("POST", "/bridge/issues/<op_id>/dismiss"): lambda t, r: Call(
+        {"op_id": t.ids["parked_ops"][1]}
+    ),
     ("GET", "/billing/settings"): lambda t, r: Call(),
     ("PATCH", "/billing/settings"): lambda t, r: Call(json={"billingGraceDays": 5}),
     ("GET", "/billing/charge-schedule"): lambda t, r: Call(),
@@ -310,18 +325,14 @@ CALLS = {
 }
 
 # Routes with no recipe yet, each with what it would need (checked current by the suites).
-BRIDGE = "a bridge connection to the external gym system's fake (tests/bridge) and parked ops"
+BRIDGE = "an issue of the bridge's own kind (an unmapped class, an external change, a cutover)"
 RELEASES = "the release pipeline's CI identity and a branded app (tests/releases/conftest.py)"
 CARD = "a gym connected to the card provider's terminal and a card charge made on the fake"
 UNCOVERED: dict[tuple[str, str], str] = {
     ("POST", "/bridge/classes/<uuid:session_id>/link"): BRIDGE,
-    ("DELETE", "/bridge/connection"): BRIDGE,
-    ("PUT", "/bridge/connection"): BRIDGE,
     ("PUT", "/bridge/cutovers"): BRIDGE,
     ("POST", "/bridge/external-issues/<uuid:issue_id>/dismiss"): BRIDGE,
-    ("POST", "/bridge/issues/<op_id>/dismiss"): BRIDGE,
     ("POST", "/bridge/issues/<op_id>/link"): BRIDGE,
-    ("POST", "/bridge/issues/<op_id>/retry"): BRIDGE,
     ("POST", "/exercises/<uuid:movement_id>/video/report"): (
         "a gym movement with a video candidate (the movement library's fakes)"
     ),
