@@ -284,15 +284,15 @@ def test_every_organization_route_has_an_expected_answer_and_a_call_or_a_reason(
 
 
 @pytest.fixture
-def world(session, idp, app, clock, card_server, fake_gym):  # noqa: F811
+def world(session, idp, suite_app, clock, card_server, fake_gym):  # noqa: F811
     tenant = seed.make_tenant(session, idp, name="Iron Temple", tag="iron")
-    seed.seed(app.test_client(), session, tenant, card_server, fake_gym)
+    seed.seed(suite_app.test_client(), session, tenant, card_server, fake_gym)
     session.close()
     return tenant
 
 
 @pytest.fixture
-def app(settings, session_factory, clock, mailbox, card_server, tmp_path, fake_gym):  # noqa: F811
+def suite_app(settings, session_factory, clock, mailbox, card_server, tmp_path, fake_gym):  # noqa: F811
     return build_app(settings, session_factory, clock, mailbox, card_server, tmp_path, fake_gym)
 
 
@@ -311,9 +311,9 @@ def _refusal(response) -> bool:
 
 @pytest.mark.parametrize("role", list(Role), ids=lambda r: r.value)
 def test_the_api_allows_or_refuses_each_route_exactly_as_the_spec_says(
-    app, world, connection, session_factory, clock, idp, role
+    suite_app, world, connection, session_factory, clock, idp, role
 ):
-    client = app.test_client()
+    client = suite_app.test_client()
     wrong, reached, refused, unreached = [], 0, 0, []
     for key in ROUTES:
         allowed = role in SPEC[CAPABILITY[key]][0]

@@ -61,7 +61,7 @@ def names_an_object(call: seed.Call, ids: set[str]) -> bool:
 
 
 @pytest.fixture
-def app(settings, session_factory, clock, mailbox, card_server, tmp_path, fake_gym):  # noqa: F811
+def suite_app(settings, session_factory, clock, mailbox, card_server, tmp_path, fake_gym):  # noqa: F811
     return build_app(settings, session_factory, clock, mailbox, card_server, tmp_path, fake_gym)
 
 
@@ -74,8 +74,8 @@ def fake_gym():
 
 
 @pytest.fixture
-def gyms(session, idp, app, card_server, fake_gym):  # noqa: F811
-    client = app.test_client()
+def gyms(session, idp, suite_app, card_server, fake_gym):  # noqa: F811
+    client = suite_app.test_client()
     a = seed.make_tenant(session, idp, name="Gym A", tag="gyma")
     b = seed.make_tenant(session, idp, name="Gym B", tag="gymb")
     seed.seed(client, session, a, card_server, fake_gym)
@@ -124,9 +124,11 @@ def test_the_probed_routes_are_every_route_that_takes_an_id(gyms):
 
 
 @pytest.mark.parametrize("role", list(Role), ids=lambda r: r.value)
-def test_gym_a_reaches_nothing_of_gym_b(gyms, app, connection, session_factory, clock, idp, role):
+def test_gym_a_reaches_nothing_of_gym_b(
+    gyms, suite_app, connection, session_factory, clock, idp, role
+):
     a, b = gyms
-    client = app.test_client()
+    client = suite_app.test_client()
     wrong = []
     for key in probed_routes(b):
         with rolled_back(connection):
