@@ -326,8 +326,11 @@ CALLS = {
 
 # Routes with no recipe yet, each with what it would need (checked current by the suites).
 BRIDGE = "an issue of the bridge's own kind (an unmapped class, an external change, a cutover)"
-RELEASES = "the release pipeline's CI identity and a branded app (tests/releases/conftest.py)"
-CARD = "a gym connected to the card provider's terminal and a card charge made on the fake"
+RELEASES = "a branded app with an open release request (tests/releases/conftest.py `branded`)"
+SETTLE = (
+    "a billing attempt in the state this owner tool settles (a provider case confirming no "
+    "debit; a declined retry awaiting authorization): not seeded yet"
+)
 UNCOVERED: dict[tuple[str, str], str] = {
     ("POST", "/bridge/classes/<uuid:session_id>/link"): BRIDGE,
     ("PUT", "/bridge/cutovers"): BRIDGE,
@@ -336,9 +339,11 @@ UNCOVERED: dict[tuple[str, str], str] = {
     ("POST", "/exercises/<uuid:movement_id>/video/report"): (
         "a gym movement with a video candidate (the movement library's fakes)"
     ),
-    ("POST", "/payments/billing/transactions/<uuid:transaction_id>/authorize-retry"): CARD,
-    ("POST", "/payments/billing/transactions/<uuid:transaction_id>/confirm-no-debit"): CARD,
-    ("POST", "/subscriptions/<uuid:subscription_id>/pay-debt"): CARD,
+    ("POST", "/payments/billing/transactions/<uuid:transaction_id>/authorize-retry"): SETTLE,
+    ("POST", "/payments/billing/transactions/<uuid:transaction_id>/confirm-no-debit"): SETTLE,
+    ("POST", "/subscriptions/<uuid:subscription_id>/pay-debt"): (
+        "a card debt on the caller's own saved card (the seeded debts are cash ones)"
+    ),
     ("POST", "/releases/approvals"): RELEASES,
     ("PUT", "/releases/checks/<target>/<check>"): RELEASES,
     ("PUT", "/releases/submission"): RELEASES,
