@@ -305,6 +305,22 @@ def _card_provider(client, session, tenant: Tenant, card_server) -> None:
         card_server.complete_page(page_id, APPROVE)
         _ok(client.post(f"/webhooks/card-provider/{tenant.id}", json={"LowProfileId": page_id}))
         ids["card_sub"][role], ids["page"][role] = bought["subscription"]["id"], page_id
+    organization = _billing_gym(session, tenant, Role.owner).organization
+    card_plan = bf.make_plan(session, organization, PlanType.card)  # one live sub per plan
+    ids["card_debt"] = {}
+    for role in Role:  # a card debt of each role's, on the card their purchase saved
+        bought = session.get(Subscription, uuid.UUID(ids["card_sub"][role]))
+        ids["card_debt"][role] = str(
+            bf.make_subscription(
+                session,
+                _billing_gym(session, tenant, role),
+                PlanType.card,
+                plan=card_plan,
+                in_debt_since=NOW - timedelta(days=3),
+                payment_method_id=bought.payment_method_id,
+                next_charge_date=NOW - timedelta(hours=1),
+            ).id
+        )
     member_sub = session.get(Subscription, uuid.UUID(ids["card_sub"][Role.member]))
     ids["next_charge"] = member_sub.next_charge_date.isoformat()
     gym = _billing_gym(session, tenant, Role.member)

@@ -307,6 +307,9 @@ CALLS = {
     ("POST", "/bridge/issues/<op_id>/dismiss"): lambda t, r: Call(
         {"op_id": t.ids["parked_ops"][1]}
     ),
+    ("POST", "/subscriptions/<uuid:subscription_id>/pay-debt"): lambda t, r: Call(
+        {"subscription_id": t.ids["card_debt"][r]}
+    ),
     ("GET", "/billing/settings"): lambda t, r: Call(),
     ("PATCH", "/billing/settings"): lambda t, r: Call(json={"billingGraceDays": 5}),
     ("GET", "/billing/charge-schedule"): lambda t, r: Call(),
@@ -341,9 +344,6 @@ UNCOVERED: dict[tuple[str, str], str] = {
     ),
     ("POST", "/payments/billing/transactions/<uuid:transaction_id>/authorize-retry"): SETTLE,
     ("POST", "/payments/billing/transactions/<uuid:transaction_id>/confirm-no-debit"): SETTLE,
-    ("POST", "/subscriptions/<uuid:subscription_id>/pay-debt"): (
-        "a card debt on the caller's own saved card (the seeded debts are cash ones)"
-    ),
     ("POST", "/releases/approvals"): RELEASES,
     ("PUT", "/releases/checks/<target>/<check>"): RELEASES,
     ("PUT", "/releases/submission"): RELEASES,
