@@ -57,6 +57,20 @@ def _fresh_settings() -> Iterator[None]:
     get_settings.cache_clear()
 
 
+_REPLAY_HEADER = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Hypothesis: derandomized in CI, one printed, replayable seed elsewhere (tests/replay.py)."""
+    from tests import replay
+
+    config.stash[_REPLAY_HEADER] = replay.configure(config.getoption("hypothesis_seed", None))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return config.stash.get(_REPLAY_HEADER, "")
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Tests marked `embedded` run on PostgreSQL and on the embedded SQLite default."""
     if "engine" in metafunc.fixturenames and metafunc.definition.get_closest_marker("embedded"):

@@ -19,7 +19,7 @@ from gymctl.models import (
     User,
 )
 from tests import factories
-from tests.access.conftest import signed_in
+from tests.access.conftest import signed_in, snapshot
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
@@ -64,9 +64,11 @@ def test_an_unproven_login_never_takes_over_the_gym_profile(
         idp, session, identity_id="user_joiner", email="pat@example.test", verified=False
     )
     session.commit()
+    before = snapshot(session)
     refused = client.get("/users/me", headers=joiner.headers)
     assert (refused.status_code, refused.json["code"]) == (403, "EMAIL_OWNERSHIP_REQUIRED")
     assert session.get(User, profile_id).identity_id is None
+    assert snapshot(session) == before  # both user rows whole, memberships, audit: nothing
 
     marked = client.post(
         "/admin/users/user_joiner/mark-email-verified", headers=platform_admin.headers

@@ -10,6 +10,7 @@ from sqlalchemy import select
 from gymctl.access import tickets
 from gymctl.models import User
 from tests import factories
+from tests.access.conftest import snapshot
 from tests.access.test_join import make_link
 from tests.api.test_identity_webhook import deliver, provider_user
 from tests.conftest import NOW
@@ -97,9 +98,11 @@ def test_users_me_before_the_webhook_asks_the_provider_and_ownership_fires(clien
     factories.user(session, identity_id=None, email="desk@example.test", signup_origin="desk")
     session.commit()
     idp.add_account("user_desk", "desk@example.test", verified=False)
+    before = snapshot(session)
     response = client.get("/users/me", headers=_bearer(idp, "user_desk"))
     assert response.status_code == 403
     assert response.json["code"] == "EMAIL_OWNERSHIP_REQUIRED"
+    assert snapshot(session) == before  # every row whole: the profile is neither linked nor copied
 
 
 def test_users_me_before_the_webhook_takes_the_address_from_the_provider(client, session, idp):

@@ -51,6 +51,22 @@ def upload(client, gym, slot, data, *, transform=None, by=Role.owner, filename="
     )
 
 
+def state(session):
+    """Everything but the outbox (a refused upload adds its analytics records there)."""
+    return {k: v for k, v in snapshot(session).items() if k != "outbox_events"}
+
+
+def added_events(session, since: int) -> list[tuple[str, object]]:
+    rows = session.scalars(
+        select(OutboxEvent).where(OutboxEvent.id > since).order_by(OutboxEvent.id)
+    )
+    return [(e.name, e.payload.get("code")) for e in rows]
+
+
+def last_event_id(session) -> int:
+    return session.scalar(select(func.coalesce(func.max(OutboxEvent.id), 0)))
+
+
 def draft_rows(session):
     return session.scalars(select(MemberAppDraftAsset)).all()
 
@@ -121,8 +137,10 @@ def test_every_refusal_is_400_with_its_code_and_the_draft_is_unchanged(
     assert [e.payload["code"] for e in rejected] == [code]
 
 
-def test_a_malformed_body_is_brand_asset_multipart(client, gym):
+def test_a_malformed_body_is_brand_asset_multipart(client, gym, session):
     url = f"/organizations/{gym.id}/branding/assets/logo"
+    assert upload(client, gym, "logo", png()).status_code == 201
+    before, mark = state(session), last_event_id(session)
     plain = client.post(
         url, data=png(), headers={**gym[Role.owner].headers, "Content-Type": "image/png"}
     )
@@ -134,15 +152,30 @@ def test_a_malformed_body_is_brand_asset_multipart(client, gym):
         content_type="multipart/form-data",
     )
     assert (two.status_code, two.json["code"]) == (400, "brand_asset_multipart")
+    assert state(session) == before
+    refusal = [
+        ("branding.asset_rejected", "brand_asset_multipart"),
+        ("api.request_failed", "brand_asset_multipart"),
+    ]
+    assert added_events(session, mark) == refusal * 2
 
 
-def test_an_oversized_body_is_refused_while_streaming(settings, session_factory, clock, gym):
+def test_an_oversized_body_is_refused_while_streaming(
+    settings, session_factory, session, clock, gym
+):
     from webhooks.app import create_app
 
     settings.max_brand_asset_bytes = 10_000
     client = create_app(settings, session_factory=session_factory, clock=clock).test_client()
+    assert upload(client, gym, "logo", png()).status_code == 201
+    before, mark = state(session), last_event_id(session)
     response = upload(client, gym, "logo", png((2000, 2000)) + b"\0" * 200_000)
     assert (response.status_code, response.json["code"]) == (400, "brand_asset_size")
+    assert state(session) == before
+    assert added_events(session, mark) == [
+        ("branding.asset_rejected", "brand_asset_size"),
+        ("api.request_failed", "brand_asset_size"),
+    ]
 
 
 def test_unknown_slot_is_404(client, gym):

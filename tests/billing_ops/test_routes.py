@@ -183,12 +183,14 @@ def test_desk_charge_refund_and_credit_note_over_http(client, session, gym, card
         f"{base}/transactions/{sale_id}/credit-notes", json=note, headers=headers(gym.owner)
     )
     assert (again.status_code, again.json["data"]["replayed"]) == (200, True)
+    before = snapshot(session)
     over = client.post(
         f"{base}/transactions/{sale_id}/credit-notes",
         json={**note, "idempotencyKey": str(uuid.uuid4()), "amountInCents": 2001},
         headers=headers(gym.owner),
     )
     assert (over.status_code, over.json["code"]) == (409, "credit_note_amount_exceeds_cap")
+    assert snapshot(session) == before
 
     refunded = client.post(
         f"{base}/transactions/{sale_id}/refund",

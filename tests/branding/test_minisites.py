@@ -12,6 +12,7 @@ from gymctl.branding import minisites, publishing
 from gymctl.config import Settings
 from gymctl.models import OrganizationStatus, Role, Website, WebsiteRevision
 from gymctl.models.billing import PlanType
+from tests.access.conftest import snapshot
 from tests.billing.factories import make_plan
 from tests.branding.conftest import CONTENT, drafts
 from tests.conftest import NOW
@@ -207,10 +208,12 @@ def test_preview_without_a_minted_origin_is_503(client, session, site):
     without = Settings(GYMCTL_ENV="test")
     minted = minisites.mint_preview_ticket(without, site.organization, now=NOW)
     assert minted["origin"] is None
+    before = snapshot(session)
     response = client.post(
         f"/sites/{site.organization.slug}/preview", data={"ticket": minted["ticket"]}
     )
     assert (response.status_code, response.json["code"]) == (503, "studio.previewOriginMissing")
+    assert snapshot(session) == before
 
 
 @pytest.mark.parametrize("ticket", ["", "not-a-ticket"])
