@@ -182,13 +182,8 @@ def _billing_gym(session, tenant: Tenant, role: Role) -> bf.Gym:
     from gymctl.models import Organization
 
     person, owner = tenant[role], tenant[Role.owner]
-    return bf.Gym(
-        session.get(Organization, tenant.id),
-        owner.user,
-        owner.membership,
-        person.user,
-        person.membership,
-    )
+    organization = session.get(Organization, tenant.id)
+    return bf.Gym(organization, {Role.owner: owner, Role.member: person})
 
 
 def _subscriptions(client, session, tenant: Tenant) -> None:
@@ -224,8 +219,11 @@ def _subscriptions(client, session, tenant: Tenant) -> None:
             Membership.user_id == uuid.UUID(ids["target_user"]),
         )
     ).one()
-    gym = _billing_gym(session, tenant, Role.member)
-    gym = bf.Gym(gym.organization, gym.owner, gym.owner_membership, gym.member, target)
+    organization = _billing_gym(session, tenant, Role.member).organization
+    gym = bf.Gym(
+        organization,
+        {Role.owner: tenant[Role.owner], Role.member: Person(target.user, target)},
+    )
     ids["target_sub"] = str(bf.make_subscription(session, gym, plan=plan).id)
     ids["target_debt"] = str(
         bf.make_subscription(session, gym, plan=plan, in_debt_since=NOW - timedelta(days=3)).id
