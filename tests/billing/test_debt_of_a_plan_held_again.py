@@ -30,25 +30,25 @@ FIRST = ("charge", "completed", 25000)
 DECLINED = ("recurring", "failed", 25000)
 
 
-def _held_again(life):  # noqa: F811
+def _held_again(journey):
     """S renewed into debt by a declining card, then P bought again (S2, charged once)."""
-    plan = create_plan(life.client, life.org)
-    old = life.buy(plan)
-    life.save_card(old, DECLINE)
-    life.at(life.subscription(old).next_charge_date + timedelta(minutes=1))
-    assert life.collect()["declined"] == 1
-    assert life.subscription(old).status is SubscriptionStatus.debt
-    new = life.buy(plan)  # a subscription in debt does not hold the plan (spec B 4.3)
-    assert life.subscription(new).status is SubscriptionStatus.active
-    assert life.ledger(new) == [FIRST]
-    life.save_card(old, APPROVE)  # the member's good card on the old one too
-    life.at(life.clock.now() + timedelta(hours=1))  # the payment comes later (ledger order)
+    plan = create_plan(journey.client, journey.org)
+    old = journey.buy(plan)
+    journey.save_card(old, DECLINE)
+    journey.at(journey.subscription(old).next_charge_date + timedelta(minutes=1))
+    assert journey.collect()["declined"] == 1
+    assert journey.subscription(old).status is SubscriptionStatus.debt
+    new = journey.buy(plan)  # a subscription in debt does not hold the plan (spec B 4.3)
+    assert journey.subscription(new).status is SubscriptionStatus.active
+    assert journey.ledger(new) == [FIRST]
+    journey.save_card(old, APPROVE)  # the member's good card on the old one too
+    journey.at(journey.clock.now() + timedelta(hours=1))  # the payment comes later (ledger order)
     return plan, old, new
 
 
-def _superseded_events(life, old) -> list[dict]:
-    life.session.expire_all()
-    rows = life.session.scalars(
+def _superseded_events(journey, old) -> list[dict]:
+    journey.session.expire_all()
+    rows = journey.session.scalars(
         select(OutboxEvent)
         .where(
             OutboxEvent.name == "subscription.cancelled",
@@ -59,29 +59,30 @@ def _superseded_events(life, old) -> list[dict]:
     return [row.payload for row in rows]
 
 
-def _assert_paid_and_ended(life, old, new, paid_row) -> None:
+def _assert_paid_and_ended(journey, old, new, paid_row) -> None:
     """The debt paid once, S ended (not revived), S2 untouched; no second renewal of P."""
-    ended = life.subscription(old)
+    ended = journey.subscription(old)
     assert ended.status is SubscriptionStatus.cancelled
     assert ended.cancellation_reason == "superseded"
-    assert ended.ended_at is not None and ended.next_charge_date is None
+    assert ended.ended_at is not None
+    assert ended.next_charge_date is None
     assert (ended.debt_amount_in_cents, ended.debt_since, ended.debt_reason) == (0, None, None)
     assert ended.retry_at is None
-    assert life.ledger(old) == [FIRST, DECLINED, paid_row]
-    [payload] = _superseded_events(life, old)
+    assert journey.ledger(old) == [FIRST, DECLINED, paid_row]
+    [payload] = _superseded_events(journey, old)
     assert payload["reason"] == "superseded"
     assert payload["supersededBy"] == str(new)
-    kept = life.subscription(new)
+    kept = journey.subscription(new)
     assert kept.status is SubscriptionStatus.active
-    assert life.ledger(new) == [FIRST]
+    assert journey.ledger(new) == [FIRST]
     # From then on P renews once a month, on S2 only.
-    life.at(kept.next_charge_date + timedelta(minutes=1))
-    assert life.collect()["charged"] == 1
-    assert life.ledger(old) == [FIRST, DECLINED, paid_row]
-    assert life.ledger(new) == [FIRST, ("recurring", "completed", 25000)]
+    journey.at(kept.next_charge_date + timedelta(minutes=1))
+    assert journey.collect()["charged"] == 1
+    assert journey.ledger(old) == [FIRST, DECLINED, paid_row]
+    assert journey.ledger(new) == [FIRST, ("recurring", "completed", 25000)]
     # Booking is not blocked: nothing is owed.
-    klass = life.klass(life.clock.now() + timedelta(days=2))
-    assert life.book(klass, 201)["data"]["status"] == "confirmed"
+    klass = journey.klass(journey.clock.now() + timedelta(days=2))
+    assert journey.book(klass, 201)["data"]["status"] == "confirmed"
 
 
 def test_the_member_pays_the_debt_of_a_plan_held_again_and_keeps_the_new_one(life):  # noqa: F811
