@@ -124,13 +124,26 @@ def run_job_once(
         return JobOutcome(job.name, tick, "ok", result=result)
     except Exception as error:
         _rollback_quietly(session)
-        logger.exception("job %s tick %s failed", job.name, tick)
-        message = f"{type(error).__name__}: {error}"[:MAX_RESULT_CHARS]
-        if tick is not None:
-            _record_failure(session_factory, job, tick, runner, now, message)
-        return JobOutcome(job.name, tick, "failed", reason=message)
+        return _failed(session_factory, job, tick, runner, now, error)
     finally:
         session.close()
+
+
+def _failed(
+    session_factory: sessionmaker[Session],
+    job: AnyJob,
+    tick: int | None,
+    runner: str,
+    now: datetime,
+    error: Exception,
+) -> JobOutcome:
+    """A run that failed before its ledger row was kept: logged, and recorded as the tick's
+    failed row in a fresh transaction."""
+    logger.exception("job %s tick %s failed", job.name, tick)
+    message = f"{type(error).__name__}: {error}"[:MAX_RESULT_CHARS]
+    if tick is not None:
+        _record_failure(session_factory, job, tick, runner, now, message)
+    return JobOutcome(job.name, tick, "failed", reason=message)
 
 
 def _run_own_transactions(
@@ -150,7 +163,11 @@ def _run_own_transactions(
         holder.connection(execution_options=READ_ONLY)
         if not advisory_lock(holder, f"daemon:{job.name}", wait=False):
             return JobOutcome(job.name, tick, "skipped", reason="locked: running elsewhere")
-        if tick is not None and not _claim_tick(session_factory, job, tick, runner, now):
+        try:
+            claimed = tick is None or _claim_tick(session_factory, job, tick, runner, now)
+        except Exception as error:  # not the tick's duplicate (that answers False): a failure
+            return _failed(session_factory, job, tick, runner, now, error)
+        if not claimed:
             return JobOutcome(job.name, tick, "skipped", reason="already ran this tick")
         try:
             result = job.run(session_factory, now, settings)

@@ -8,16 +8,20 @@ an orphan row flushed with the site's insert)."""
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
 
-from daemons.jobs import Job
+from daemons.jobs import Job, OwnTransactionsJob
 from daemons.runner import run_job_once
 from gymctl.access.sessions import clear_cache, record_session
 from gymctl.bridge import enqueue, queue
+from gymctl.config import Settings
+from gymctl.db import get_engine
+from gymctl.db import session_factory as db_session_factory
 from gymctl.errors import DomainError
 from gymctl.identity.users import apply_identity_event, find_or_create
 from gymctl.models import (
@@ -296,14 +300,29 @@ def _ledger_blind(monkeypatch, session_factory):
     return factory
 
 
+def _probe(calls: list, own_transactions: bool) -> Job | OwnTransactionsJob:
+    """A job that records its calls, of either kind (one transaction, or its own ones)."""
+    if own_transactions:
+
+        def commits_as_it_goes(factory: sessionmaker[Session], now: datetime, _: Settings) -> str:
+            calls.append(now)
+            return "ran"
+
+        return OwnTransactionsJob("probe", 5, commits_as_it_goes)
+
+    def in_one_transaction(session: Session, now: datetime, _: Settings) -> str:
+        calls.append(now)
+        return "ran"
+
+    return Job("probe", 5, in_one_transaction)
+
+
 @pytest.mark.parametrize("own_transactions", [False, True])
 def test_a_tick_claimed_by_a_rival_is_skipped_and_an_empty_timestamp_fails(
     engine, session, session_factory, settings, monkeypatch, own_transactions
 ):
     calls = []
-    job = Job(
-        "probe", 5, lambda *args: calls.append(args) or "ran", own_transactions=own_transactions
-    )
+    job = _probe(calls, own_transactions)
     session.add(JobRun(job_name="probe", tick=7, runner="rival", started_at=NOW, status="ok"))
     session.commit()
     run = {"settings": settings, "tick": 7}
@@ -312,13 +331,65 @@ def test_a_tick_claimed_by_a_rival_is_skipped_and_an_empty_timestamp_fails(
     )
     assert (outcome.status, outcome.reason) == ("skipped", "already ran this tick")
 
+    # run_job_once never raises: an unrelated violation is the run's failure, whichever way
+    # the job commits (the job that commits as it goes claims its tick first).
     factory = _ledger_blind(monkeypatch, session_factory)
-    if own_transactions:
-        with pytest.raises(IntegrityError):
-            run_job_once(job, session_factory=factory, now=None, **run)
-    else:
-        outcome = run_job_once(job, session_factory=factory, now=None, **run)
-        assert outcome.status == "failed"
-        assert outcome.reason.startswith("IntegrityError")
+    outcome = run_job_once(job, session_factory=factory, now=None, **run)
+    assert outcome.status == "failed"
+    assert outcome.reason.startswith("IntegrityError")
     assert calls == []
     assert session.get(JobRun, ("probe", 7)).runner == "rival"
+
+
+def _run_with_a_broken_claim(job, factory: sessionmaker[Session], settings: Settings, tick: int):
+    """Run `job` at `tick` where the flush claiming the tick also inserts an orphan: it breaks
+    a foreign key, not the ledger's key. Later flushes (the failure's record) go through."""
+    broken = []
+
+    def first_claim_breaks(flushing: Session, *_) -> None:
+        if not broken and any(isinstance(row, JobRun) for row in flushing.new):
+            broken.append(True)
+            flushing.add(orphan())
+
+    event.listen(factory, "before_flush", first_claim_breaks)
+    try:
+        outcome = run_job_once(job, session_factory=factory, settings=settings, now=NOW, tick=tick)
+    finally:
+        event.remove(factory, "before_flush", first_claim_breaks)
+    assert broken == [True]
+    return outcome
+
+
+@pytest.mark.parametrize("own_transactions", [False, True])
+def test_an_unrelated_violation_claiming_a_tick_fails_the_run_not_skips_or_raises(
+    engine, session, session_factory, settings, own_transactions
+):
+    """Not "already ran this tick", not raised: the run failed with the error, the job not run."""
+    calls = []
+    outcome = _run_with_a_broken_claim(
+        _probe(calls, own_transactions), session_factory, settings, 9
+    )
+    assert outcome.status == "failed"
+    assert outcome.reason.startswith("IntegrityError")
+    assert calls == []
+    assert session.scalar(select(func.count()).select_from(UserSession)) == 0
+    if not own_transactions:  # the job that commits as it goes: below, on real commits
+        session.expire_all()
+        recorded = session.get(JobRun, ("probe", 9))
+        assert (recorded.status, recorded.result) == ("failed", outcome.reason)
+
+
+def test_an_unrelated_violation_claiming_the_tick_of_a_job_committing_as_it_goes_is_recorded(
+    committed_pg, settings
+):
+    """The claim is its own committed transaction (the tests' savepoints would roll the record
+    back with the lock holder's): on real commits, the tick's failed row holds the error."""
+    calls = []
+    factory = db_session_factory(get_engine(committed_pg))
+    outcome = _run_with_a_broken_claim(_probe(calls, True), factory, settings, 11)
+    assert (outcome.status, calls) == ("failed", [])
+    with factory() as fresh:
+        recorded = fresh.get(JobRun, ("probe", 11))
+        assert (recorded.status, recorded.result) == ("failed", outcome.reason)
+        assert recorded.result.startswith("IntegrityError")
+        assert fresh.scalar(select(func.count()).select_from(UserSession)) == 0

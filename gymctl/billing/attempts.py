@@ -27,7 +27,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gymctl import ids
-from gymctl.billing import debt
+from gymctl.billing import debt, plans
 from gymctl.billing.accounts import CARD_PROVIDER, active_config, saved_card, terminal_of
 from gymctl.bridge import mirror
 from gymctl.crypto import FieldCipher
@@ -488,6 +488,9 @@ def settle(
         # The debt of an ended plan is paid; the plan stays ended (nothing to grant).
         debt.restore_from_debt(subscription, now=now)
         done += ["subscription", "membership"]
+    elif (holder := held_again_by(session, subscription)) is not None:
+        end_superseded(session, subscription, holder, now=now)  # paid, not revived
+        done += ["subscription", "membership"]  # the membership stays with the holder
     else:
         grant_period(session, subscription, now=now)
         done += ["subscription", "membership"]
@@ -642,6 +645,52 @@ def grant_period(session: Session, subscription: Subscription, *, now: datetime)
             organization_id=subscription.organization_id,
             payload={"userId": str(subscription.user_id), "periodStart": start.isoformat()},
         )
+
+
+SUPERSEDED = "superseded"
+
+
+def held_again_by(session: Session, subscription: Subscription) -> Subscription | None:
+    """The member's other active or scheduled subscription of this recurring plan, bought
+    while this one was in debt (spec B 4.3 refuses only active and scheduled holders)."""
+    if subscription.status not in (SubscriptionStatus.debt, SubscriptionStatus.past_due):
+        return None
+    plan = session.get(Plan, subscription.plan_id)
+    if plan is None:
+        return None
+    return plans.live_holder(session, plan, subscription.user_id, other_than=subscription.id)
+
+
+def end_superseded(
+    session: Session, subscription: Subscription, holder: Subscription, *, now: datetime
+) -> None:
+    """A debt paid on a plan the member holds again: the payment restores the debt columns
+    (spec B 3) but does not revive this subscription, since the plan is held once (spec B 4.3)
+    and reviving it would bill the member twice. It ends, superseded by `holder`."""
+    debt_since = subscription.debt_since
+    subscription.status = SubscriptionStatus.cancelled
+    debt.restore_from_debt(subscription, now=now)
+    subscription.cancellation_reason = SUPERSEDED
+    subscription.cancelled_at = now
+    subscription.ended_at = now
+    subscription.next_charge_date = None
+    subscription.retry_at = None
+    mirror.subscription_changed(session, subscription, now=now)
+    emit(
+        session,
+        EventKind.domain,
+        "subscription.cancelled",
+        at=now,
+        aggregate_type="subscription",
+        aggregate_id=subscription.id,
+        organization_id=subscription.organization_id,
+        payload={
+            "reason": SUPERSEDED,
+            "supersededBy": str(holder.id),
+            "debtSince": _iso(debt_since),
+            "userId": str(subscription.user_id),
+        },
+    )
 
 
 def _snapshot(subscription: Subscription) -> dict[str, Any]:

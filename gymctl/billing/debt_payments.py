@@ -150,9 +150,14 @@ def pay_own_debt(
 def _restore(session: Session, subscription: Subscription, *, now: datetime) -> None:
     """Any payment restores the debt columns; each collection method also moves on what
     would otherwise open the same debt again. A plan that has ended (cancelled for
-    non-payment) only has its debt paid: it is not revived."""
+    non-payment) only has its debt paid: it is not revived; nor is one the member holds again
+    (it ends, superseded)."""
     if subscription.status not in (SubscriptionStatus.debt, SubscriptionStatus.past_due):
         debt.restore_from_debt(subscription, now=now)
+        return
+    holder = attempts.held_again_by(session, subscription)
+    if holder is not None:  # the member holds the plan again: paid, not revived
+        attempts.end_superseded(session, subscription, holder, now=now)
         return
     if subscription.payment_collection_method == CollectionMethod.card_provider:
         attempts.grant_period(session, subscription, now=now)
