@@ -17,13 +17,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from daemons.jobs import Job, OwnTransactionsJob
 from daemons.runner import run_job_once
+from gymctl.access.identity_events import apply_identity_event
 from gymctl.access.sessions import clear_cache, record_session
 from gymctl.bridge import enqueue, queue
 from gymctl.config import Settings
 from gymctl.db import get_engine
 from gymctl.db import session_factory as db_session_factory
 from gymctl.errors import DomainError
-from gymctl.identity.users import apply_identity_event, find_or_create
+from gymctl.identity.users import find_or_create
 from gymctl.models import (
     AuditLog,
     IdentityWebhookDelivery,
