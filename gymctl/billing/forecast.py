@@ -8,9 +8,10 @@ The real database is only read, once, while copying.
 Stepping: every sweep is a function of the rows and `now`, so a tick at which no row changed
 and no instant the rows name was crossed does nothing. The clock therefore jumps from tick to
 tick of the real cadences (each job on its own epoch-aligned boundaries, in the daemons' table
-order), skipping the ticks in between that could not act: after a tick that wrote something
-every job runs at its next tick; otherwise each job runs at its first tick at or after the
-next instant any live row names (a due date, a period end, a grace day, a page's expiry).
+order), skipping the ticks in between that could not act: a job that a change reached (a row
+written since its last run began, by any job, itself included) runs at its next tick; a job
+that changed nothing and saw no change after runs at its first tick at or after the next
+instant any live row names (a due date, a period end, a grace day, a page's expiry).
 """
 
 from __future__ import annotations
