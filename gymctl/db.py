@@ -7,7 +7,6 @@ SQLite default a process lock stands in (SQLite serializes writers anyway).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import threading
 from collections.abc import Iterator
@@ -30,12 +29,33 @@ def is_postgres(bind: Engine | Session) -> bool:
     )
 
 
+# url -> the process's engine for it; an engine -> its session factory. Kept until released.
+_engines: dict[str, Engine] = {}
+_sessionmakers: dict[Engine, sessionmaker[Session]] = {}
+_engines_guard = threading.Lock()
+
+
 def get_engine(url: str | None = None) -> Engine:
     """The process's engine for `url` (default: the configured database, read now)."""
-    return _engine(url or get_settings().resolved_database_url)
+    url = url or get_settings().resolved_database_url
+    with _engines_guard:
+        engine = _engines.get(url)
+        if engine is None:
+            engine = _engines[url] = _engine(url)
+        return engine
 
 
-@functools.cache
+def release_engine(url: str) -> None:
+    """Dispose of the engine for `url` and forget it and its session factory: for a database
+    its caller drops (the forecast's scratch file), so the process keeps nothing of it."""
+    with _engines_guard:
+        engine = _engines.pop(url, None)
+        if engine is not None:
+            _sessionmakers.pop(engine, None)
+    if engine is not None:
+        engine.dispose()
+
+
 def _engine(url: str) -> Engine:
     if url.startswith("sqlite"):
         engine = create_engine(
@@ -124,13 +144,13 @@ def _sqlite_reset(dbapi_connection, _record, _state) -> None:
         _sqlite_writers.pop(id(dbapi_connection), None)
 
 
-@functools.cache
-def _sessionmaker(engine: Engine) -> sessionmaker[Session]:
-    return sessionmaker(bind=engine, expire_on_commit=False)
-
-
 def session_factory(engine: Engine | None = None) -> sessionmaker[Session]:
-    return _sessionmaker(engine or get_engine())
+    engine = engine or get_engine()
+    with _engines_guard:
+        factory = _sessionmakers.get(engine)
+        if factory is None:
+            factory = _sessionmakers[engine] = sessionmaker(bind=engine, expire_on_commit=False)
+        return factory
 
 
 @contextmanager

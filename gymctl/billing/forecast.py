@@ -8,9 +8,10 @@ The real database is only read, once, while copying.
 Stepping: every sweep is a function of the rows and `now`, so a tick at which no row changed
 and no instant the rows name was crossed does nothing. The clock therefore jumps from tick to
 tick of the real cadences (each job on its own epoch-aligned boundaries, in the daemons' table
-order), skipping the ticks in between that could not act: after a tick that wrote something
-every job runs at its next tick; otherwise each job runs at its first tick at or after the
-next instant any live row names (a due date, a period end, a grace day, a page's expiry).
+order), skipping the ticks in between that could not act: a job that a change reached (a row
+written since its last run began, by any job, itself included) runs at its next tick; a job
+that changed nothing and saw no change after runs at its first tick at or after the next
+instant any live row names (a due date, a period end, a grace day, a page's expiry).
 """
 
 from __future__ import annotations
@@ -27,14 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from dateutil.relativedelta import relativedelta
-from sqlalchemy import Engine, and_, case, event, func, insert, select, text
+from sqlalchemy import Engine, and_, bindparam, case, event, func, insert, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.billing import attempts, checkout, codes, collector, lifecycle
 from gymctl.billing.accounts import CARD_PROVIDER
 from gymctl.clock import day_n_ends, ensure_utc
 from gymctl.crypto import FieldCipher
-from gymctl.db import READ_ONLY, get_engine, session_factory
+from gymctl.db import READ_ONLY, get_engine, release_engine, session_factory
 from gymctl.errors import invalid, not_found, unprocessable
 from gymctl.migrate import upgrade
 from gymctl.models import (
@@ -501,8 +502,9 @@ def _scratch_run(
     rows: list[tuple[Any, list]], forecast: Forecast, cipher: FieldCipher, scratch_dir: Path | None
 ) -> None:
     folder = Path(tempfile.mkdtemp(prefix="gymctl-forecast-", dir=scratch_dir))
+    url = f"sqlite:///{folder / 'forecast.sqlite3'}"
     try:
-        engine = scratch_engine(folder / "forecast.sqlite3")
+        engine = scratch_engine(url)
         try:
             forecast.rows_copied = copy_rows(engine, rows)
             provider = SeededCardProvider(forecast.decline_rate, forecast.seed or 0)
@@ -512,34 +514,52 @@ def _scratch_run(
             run(engine, jobs, forecast)
             forecast.final = final_state(engine)
         finally:
-            engine.dispose()
+            release_engine(url)  # the file goes: nothing of it stays in the engine cache
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def scratch_engine(path: Path) -> Engine:
-    """A migrated SQLite file that is thrown away: no fsync (a crash loses only the forecast)."""
-    url = f"sqlite:///{path}"
+# A thrown-away file: no fsync (a crash loses only the forecast), and up to 128 MiB of its pages
+# kept in memory (with SQLite's default 2 MiB each pass rereads the subscriptions from the file).
+SCRATCH_PRAGMAS = (
+    "PRAGMA synchronous=OFF",
+    "PRAGMA cache_size=-131072",
+    "PRAGMA temp_store=MEMORY",
+)
+
+
+def scratch_engine(url: str) -> Engine:
+    """A migrated SQLite file that is thrown away (SCRATCH_PRAGMAS on every connection)."""
     upgrade(url)
     engine = get_engine(url)
-    event.listen(engine, "connect", _no_sync)
+    event.listen(engine, "connect", _scratch_pragmas)
     engine.dispose()  # the migration's pooled connections predate the listener
     return engine
 
 
-def _no_sync(dbapi_connection, _record) -> None:
-    dbapi_connection.execute("PRAGMA synchronous=OFF")
+def _scratch_pragmas(dbapi_connection, _record) -> None:
+    for pragma in SCRATCH_PRAGMAS:
+        dbapi_connection.execute(pragma)
 
 
-def run(engine: Engine, jobs: tuple[ForecastJob, ...], forecast: Forecast) -> None:
+def run(
+    engine: Engine, jobs: tuple[ForecastJob, ...], forecast: Forecast, *, per_job: bool = True
+) -> None:
     """Run `jobs` at their ticks from forecast.start to forecast.until (see the module doc).
-    `required` is, per job, the tick by which it must run again: its next tick after a tick
-    that wrote, else its first tick at or after the next instant a live row names."""
+    `required` is, per job, the tick by which it must run again.
+
+    per_job (the default): a job must run at its next tick when a row changed since its last
+    run began (its own writes included); a job that ran and found nothing to change, with no
+    row changed after, need not run before the next instant a live row names. Without it, the
+    first rule applies to every job after any tick that wrote (a job that ran after the last
+    write of its tick runs again too): the same results, more runs (a test compares them)."""
     factory = session_factory(engine)
     writes = _write_counter(engine)
     never = forecast.until + timedelta(seconds=1)
     ends = [(start, _advance(start, forecast.by)) for start in forecast.period_starts()]
     required = {job.name: next_tick(job, forecast.start) for job in jobs}
+    seen = {job.name: writes[0] for job in jobs}  # the write count when its last run began
+    instants = NextInstant(engine)
     last_event = _last_event_rowid(engine)
     while True:
         at = min(required.values())
@@ -548,25 +568,29 @@ def run(engine: Engine, jobs: tuple[ForecastJob, ...], forecast: Forecast) -> No
         if at > forecast.until:
             break
         before = writes[0]
+        ran = set()
         for job in jobs:
             if required[job.name] != at:
                 continue
-            job_writes = writes[0]
+            seen[job.name] = writes[0]
             job.run(factory, at)
             forecast.ticks_run += 1
-            if writes[0] != job_writes:
+            if writes[0] != seen[job.name]:
                 last_event = _collect_events(engine, forecast, job.name, last_event)
             required[job.name] = never
-        if writes[0] != before:
-            for job in jobs:
+            ran.add(job.name)
+        horizon: list[datetime | None] = []  # computed once, when a job needs it
+        for job in jobs:
+            changed = writes[0] != (seen[job.name] if per_job else before)
+            if changed:
                 required[job.name] = min(
                     required[job.name], next_tick(job, at, strictly_after=True)
                 )
-            continue
-        horizon = _next_instant(engine, at)
-        if horizon is not None:
-            for job in jobs:
-                required[job.name] = min(required[job.name], next_tick(job, horizon))
+            elif job.name in ran or not per_job:
+                if not horizon:
+                    horizon.append(instants.after(at))
+                if horizon[0] is not None:
+                    required[job.name] = min(required[job.name], next_tick(job, horizon[0]))
     for start, _end in ends:
         forecast.active_at[start] = _active(engine)
 
@@ -629,52 +653,65 @@ def _active(engine: Engine) -> int:
         )
 
 
-def _next_instant(engine: Engine, after: datetime) -> datetime | None:
-    """The earliest instant after `after` that a live row names: any timestamp of a subscription
-    not ended, its grace day in debt, an open page's expiry, the presale card age, a pending
-    attempt's executing grace. A conservative bound: a sweep may find nothing to do then."""
-    subscriptions = Subscription.__table__
-    instants = [c for c in subscriptions.c if isinstance(c.type, UTCDateTime)]
-    live = and_(
-        subscriptions.c.status.not_in([s.value for s in ENDED]),
-        subscriptions.c.deleted_at.is_(None),
-    )
-    candidates: list[datetime] = []
-    with Session(engine) as session:
-        firsts = session.execute(
-            select(*(func.min(case((column > after, column))) for column in instants)).where(live)
-        ).one()
-        candidates.extend(value for value in firsts if value is not None)
-        settings = session.execute(
-            select(BillingSettings.billing_grace_days, BillingSettings.timezone)
-        ).first()
-        grace = (settings and settings[0]) or lifecycle._DEFAULT_GRACE_DAYS
-        timezone = (settings and settings[1]) or "UTC"
-        for since in session.scalars(
-            select(Subscription.debt_since).where(
-                live, Subscription.status == SubscriptionStatus.debt
-            )
+class NextInstant:
+    """The earliest instant after a given one that a live row names: any timestamp of a
+    subscription not ended, its grace day in debt, an open page's expiry, the presale card age,
+    a pending attempt's executing grace. A conservative bound: a sweep may find nothing to do
+    then. The statements are built once per forecast (it asks after most ticks)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        subscriptions = Subscription.__table__
+        after = bindparam("after", type_=UTCDateTime())
+        live = and_(
+            subscriptions.c.status.not_in([s.value for s in ENDED]),
+            subscriptions.c.deleted_at.is_(None),
+        )
+        instants = [c for c in subscriptions.c if isinstance(c.type, UTCDateTime)]
+        self.firsts = select(
+            *(func.min(case((column > after, column))) for column in instants)
+        ).where(live)
+        self.settings = select(BillingSettings.billing_grace_days, BillingSettings.timezone)
+        self.debts = select(Subscription.debt_since).where(
+            live, Subscription.status == SubscriptionStatus.debt
+        )
+        self.others = select(
+            select(func.min(Checkout.expires_at))
+            .where(Checkout.status == CheckoutStatus.open, Checkout.expires_at > after)
+            .scalar_subquery(),
+            select(func.min(PaymentTransaction.updated_at))
+            .where(PaymentTransaction.status == TransactionStatus.pending)
+            .scalar_subquery(),
+            select(func.max(PaymentProviderConfig.terminal_since)).scalar_subquery(),
+        )
+        self._grace_ends: dict[tuple[datetime, int, str], datetime | None] = {}
+
+    def after(self, after: datetime) -> datetime | None:
+        candidates: list[datetime] = []
+        with self.engine.connect() as connection:
+            firsts = connection.execute(self.firsts, {"after": after}).one()
+            candidates.extend(value for value in firsts if value is not None)
+            settings = connection.execute(self.settings).first()
+            grace = (settings and settings[0]) or lifecycle._DEFAULT_GRACE_DAYS
+            timezone = (settings and settings[1]) or "UTC"
+            for since in connection.scalars(self.debts):
+                ends = self._grace_end(since, grace, timezone) if since is not None else None
+                if ends is not None and ends > after:
+                    candidates.append(ends)
+            expiry, pending, terminal = connection.execute(self.others, {"after": after}).one()
+        for value in (
+            expiry,
+            pending and pending + attempts.EXECUTING_GRACE,
+            terminal and terminal + attempts.PRESALE_CARD_AGE,
         ):
-            # The lifecycle's own rule: day N ends at the organization's midnight (spec B 3).
-            ends = day_n_ends(since, grace, timezone) if since is not None else None
-            if ends is not None and ends > after:
-                candidates.append(ends)
-        expiry = session.scalar(
-            select(func.min(Checkout.expires_at)).where(
-                Checkout.status == CheckoutStatus.open, Checkout.expires_at > after
-            )
-        )
-        pending = session.scalar(
-            select(func.min(PaymentTransaction.updated_at)).where(
-                PaymentTransaction.status == TransactionStatus.pending
-            )
-        )
-        terminal = session.scalar(select(func.max(PaymentProviderConfig.terminal_since)))
-    for value in (
-        expiry,
-        pending and pending + attempts.EXECUTING_GRACE,
-        terminal and terminal + attempts.PRESALE_CARD_AGE,
-    ):
-        if value is not None and value > after:
-            candidates.append(value)
-    return min((ensure_utc(v) for v in candidates), default=None)
+            if value is not None and value > after:
+                candidates.append(value)
+        return min((ensure_utc(v) for v in candidates), default=None)
+
+    def _grace_end(self, since: datetime, grace: int, timezone: str) -> datetime | None:
+        """The lifecycle's own rule: day N ends at the organization's midnight (spec B 3);
+        remembered per debt start (a debt's rows are read at most every tick)."""
+        key = (since, grace, timezone)
+        if key not in self._grace_ends:
+            self._grace_ends[key] = day_n_ends(since, grace, timezone)
+        return self._grace_ends[key]
