@@ -225,3 +225,22 @@ def app(settings, session_factory, clock, mailbox):
 @pytest.fixture
 def client(app):
     return app.test_client()
+
+
+@pytest.fixture
+def fake_gym():
+    """The external gym system's fake (tests/bridge) on loopback, for the route suites."""
+    from tests.bridge.fake_gym import FakeGym
+
+    server = FakeGym()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def suite_app(settings, session_factory, clock, mailbox, card_server, tmp_path, fake_gym):
+    """The route suites' app (tests/api/suite.py): the permission matrix and the cross-tenant
+    probes; `card_server` comes from the requesting module (tests/billing/conftest.py)."""
+    from tests.api.suite import build_app
+
+    return build_app(settings, session_factory, clock, mailbox, card_server, tmp_path, fake_gym)

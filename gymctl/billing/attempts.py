@@ -676,6 +676,21 @@ def end_superseded(
     subscription.next_charge_date = None
     subscription.retry_at = None
     mirror.subscription_changed(session, subscription, now=now)
+    emit_cancelled(
+        session,
+        subscription,
+        reason=SUPERSEDED,
+        now=now,
+        supersededBy=str(holder.id),
+        debtSince=_iso(debt_since),
+    )
+
+
+def emit_cancelled(
+    session: Session, subscription: Subscription, *, reason: str, now: datetime, **payload
+) -> None:
+    """The subscription.cancelled domain event of a plan ended one at a time (a matured notice,
+    a withdrawn presale, a plan superseded); the lifecycle pass writes its own for non-payment."""
     emit(
         session,
         EventKind.domain,
@@ -684,12 +699,7 @@ def end_superseded(
         aggregate_type="subscription",
         aggregate_id=subscription.id,
         organization_id=subscription.organization_id,
-        payload={
-            "reason": SUPERSEDED,
-            "supersededBy": str(holder.id),
-            "debtSince": _iso(debt_since),
-            "userId": str(subscription.user_id),
-        },
+        payload={"reason": reason, **payload, "userId": str(subscription.user_id)},
     )
 
 

@@ -214,23 +214,6 @@ def close_case(
             task.status = "done"
 
 
-def emit_cancelled(
-    session: Session, subscription: Subscription, *, reason: str, now: datetime, **payload
-) -> None:
-    """The subscription.cancelled domain event of a plan this area ends (a matured notice, a
-    withdrawn presale); the lifecycle pass writes its own for non-payment."""
-    emit(
-        session,
-        EventKind.domain,
-        "subscription.cancelled",
-        at=now,
-        aggregate_type="subscription",
-        aggregate_id=subscription.id,
-        organization_id=subscription.organization_id,
-        payload={"reason": reason, **payload, "userId": str(subscription.user_id)},
-    )
-
-
 def withdraw_notice(
     session: Session,
     organization_id: uuid.UUID,

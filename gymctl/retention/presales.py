@@ -17,6 +17,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from gymctl import ids
+from gymctl.billing.attempts import emit_cancelled
 from gymctl.errors import conflict
 from gymctl.events import EventKind, emit
 from gymctl.models import Organization, Plan, RetentionCase, Subscription, User
@@ -25,7 +26,7 @@ from gymctl.models.retention import CaseKind
 from gymctl.providers.mail import Mailer, MailError
 from gymctl.retention import codes, emails
 from gymctl.retention.copy import message
-from gymctl.retention.notices import emit_cancelled, subscription_for_update
+from gymctl.retention.notices import subscription_for_update
 from gymctl.retention.plan_change import charge_in_flight
 
 log = logging.getLogger("gymctl.retention")

@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from gymctl import ids
 from gymctl.access.memberships import owner_of
 from gymctl.billing.accounts import CARD_PROVIDER
-from gymctl.billing.attempts import lock_subscription
+from gymctl.billing.attempts import emit_cancelled, lock_subscription
 from gymctl.billing.refunds import begin_refund, execute_refund, refundable_amount
 from gymctl.bridge import mirror
 from gymctl.crypto import FieldCipher
@@ -55,7 +55,7 @@ from gymctl.providers.card import CardProvider
 from gymctl.providers.documents import DocumentProvider
 from gymctl.providers.mail import Mailer, MailError
 from gymctl.retention import emails
-from gymctl.retention.notices import case_of_notice, close_case, emit_cancelled, open_notice
+from gymctl.retention.notices import case_of_notice, close_case, open_notice
 from gymctl.retention.plan_change import NOTICE_STATUSES
 from gymctl.retention.proration import prorated_refund, refund_days
 from gymctl.tasks import file_task

@@ -11,9 +11,8 @@ from gymctl.access.permissions import PERMISSION_MATRIX, Access, Module, can
 from gymctl.models import Role
 from tests.access.conftest import snapshot
 from tests.api import seed
-from tests.api.suite import CALLS, ROUTES, UNCOVERED, build_app, request_for, rolled_back
+from tests.api.suite import CALLS, ROUTES, UNCOVERED, request_for, rolled_back
 from tests.billing.conftest import card_server  # noqa: F401 (fixture)
-from tests.bridge.fake_gym import FakeGym
 from webhooks.app import create_app
 
 ORG_PREFIX = "/organizations/<uuid:org_id>"
@@ -289,19 +288,6 @@ def world(session, idp, suite_app, clock, card_server, fake_gym):  # noqa: F811
     seed.seed(suite_app.test_client(), session, tenant, card_server, fake_gym)
     session.close()
     return tenant
-
-
-@pytest.fixture
-def suite_app(settings, session_factory, clock, mailbox, card_server, tmp_path, fake_gym):  # noqa: F811
-    return build_app(settings, session_factory, clock, mailbox, card_server, tmp_path, fake_gym)
-
-
-@pytest.fixture
-def fake_gym():
-    """The external gym system's fake (tests/bridge): the bridge routes reach it on loopback."""
-    server = FakeGym()
-    yield server
-    server.close()
 
 
 def _refusal(response) -> bool:

@@ -15,9 +15,8 @@ from sqlalchemy import select
 from gymctl.models import Base, Role
 from tests.access.conftest import NOT_STATE
 from tests.api import seed
-from tests.api.suite import CALLS, ROUTES, UNCOVERED, build_app, request_for, rolled_back
+from tests.api.suite import CALLS, ROUTES, UNCOVERED, request_for, rolled_back
 from tests.billing.conftest import card_server  # noqa: F401 (fixture)
-from tests.bridge.fake_gym import FakeGym
 
 # A refusal that names the foreign object's kind, spec-given, where the route checks a body's
 # reference rather than a path id: (route, status, code).
@@ -58,19 +57,6 @@ def names_an_object(call: seed.Call, ids: set[str]) -> bool:
     """Does the call put one of the tenant's ids (or object keys) in its path or body?"""
     in_the_body = {value for value in _values(call.json) if len(value) >= 16}  # not counts
     return bool((_values(call.params) | in_the_body) & ids)
-
-
-@pytest.fixture
-def suite_app(settings, session_factory, clock, mailbox, card_server, tmp_path, fake_gym):  # noqa: F811
-    return build_app(settings, session_factory, clock, mailbox, card_server, tmp_path, fake_gym)
-
-
-@pytest.fixture
-def fake_gym():
-    """The external gym system's fake (tests/bridge): the bridge routes reach it on loopback."""
-    server = FakeGym()
-    yield server
-    server.close()
 
 
 @pytest.fixture
