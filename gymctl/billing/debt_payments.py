@@ -138,7 +138,11 @@ def pay_own_debt(
         summary=summary,
         kind=AttemptKind.debt,
     )
-    if outcome in ("busy", "blocked", "skipped"):
+    if outcome in (
+        attempts.BeganOutcome.busy,
+        attempts.BeganOutcome.blocked,
+        attempts.BeganOutcome.skipped,
+    ):
         raise conflict(
             codes.PAY_DEBT_NOT_AVAILABLE,
             "the debt cannot be charged now (an attempt is unresolved or collection is held)",
