@@ -429,6 +429,13 @@ def _apply(
     return Applied(AppliedOutcome.pending, transaction.id)
 
 
+def executing_until(attempt: dict[str, Any]) -> datetime | None:
+    """When a stored attempt's 90 s executing grace ends; None when its start is unknown
+    (resolve_attempt then leaves it to an operator)."""
+    started = attempt.get("startedAt")
+    return datetime.fromisoformat(started) + EXECUTING_GRACE if started else None
+
+
 def resolve_attempt(
     session: Session,
     transaction_id: uuid.UUID,
@@ -443,8 +450,8 @@ def resolve_attempt(
     if transaction is None or transaction.status != TransactionStatus.pending:
         return Applied(AppliedOutcome.already_resolved, transaction_id)
     attempt = transaction.billing_attempt or {}
-    started = datetime.fromisoformat(attempt.get("startedAt", now.isoformat()))
-    if now - started < EXECUTING_GRACE:
+    until = executing_until(attempt)
+    if until is None or now < until:
         return Applied(AppliedOutcome.pending, transaction.id)
     config = active_config(session, transaction.organization_id)
     if config is None or config.terminal != attempt.get("terminal"):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
@@ -338,6 +338,15 @@ def verify_and_apply(
     ):
         return "deal_not_finalized", checkout
     return apply_page(session, checkout.id, page, now=now, cipher=cipher), checkout
+
+
+def abandoned_due(session: Session, *, after: datetime | None = None) -> datetime | None:
+    """The first instant (after `after`, if given) at which `abandoned_sweep` finds a page
+    past its time."""
+    query = select(func.min(Checkout.expires_at)).where(Checkout.status == CheckoutStatus.open)
+    if after is not None:
+        query = query.where(Checkout.expires_at > after)
+    return session.scalar(query)
 
 
 def abandoned_sweep(

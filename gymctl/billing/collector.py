@@ -156,15 +156,29 @@ def pending_attempts(session: Session) -> list[uuid.UUID]:
     return list(
         session.scalars(
             select(PaymentTransaction.id)
-            .where(
-                PaymentTransaction.status == TransactionStatus.pending,
-                PaymentTransaction.attempt_kind.is_not(None),
-                PaymentTransaction.provider == CARD_PROVIDER,
-            )
+            .where(*_pending())
             .order_by(PaymentTransaction.updated_at)
             .limit(RECOVERY_BATCH)
         )
     )
+
+
+def _pending() -> list[Any]:
+    return [
+        PaymentTransaction.status == TransactionStatus.pending,
+        PaymentTransaction.attempt_kind.is_not(None),
+        PaymentTransaction.provider == CARD_PROVIDER,
+    ]
+
+
+def recovery_due(session: Session, *, after: datetime | None = None) -> datetime | None:
+    """The first instant (after `after`, if given) at which `recover` can act: a pending
+    attempt's executing grace ends, or a debt enters the due scan."""
+    stored = session.scalars(select(PaymentTransaction.billing_attempt).where(*_pending()))
+    instants = [attempts.executing_until(attempt or {}) for attempt in stored]
+    instants.append(next_due(session, after=after, statuses=(SubscriptionStatus.debt,)))
+    later = (i for i in instants if i is not None and (after is None or i > after))
+    return min(later, default=None)
 
 
 def recover(
@@ -275,16 +289,48 @@ def _collect_due(
     return summary
 
 
-def _due_filter(now: datetime, statuses: tuple[SubscriptionStatus, ...]) -> list[Any]:
+def _collectable(statuses: tuple[SubscriptionStatus, ...]) -> list[Any]:
+    """The due scan's terms that do not depend on the clock."""
     return [
         Subscription.deleted_at.is_(None),
         Subscription.status.in_(statuses),
         Subscription.payment_collection_method == CollectionMethod.card_provider,
         Subscription.price_in_cents > 0,  # a free plan rolls on in the lifecycle, never charged
-        Subscription.next_charge_date <= now,
-        (Subscription.retry_at.is_(None)) | (Subscription.retry_at <= now),
         ~attempts.ends_before_renewal(),
     ]
+
+
+def _due_filter(now: datetime, statuses: tuple[SubscriptionStatus, ...]) -> list[Any]:
+    return [
+        *_collectable(statuses),
+        Subscription.next_charge_date <= now,
+        (Subscription.retry_at.is_(None)) | (Subscription.retry_at <= now),
+    ]
+
+
+def next_due(
+    session: Session,
+    *,
+    after: datetime | None = None,
+    statuses: tuple[SubscriptionStatus, ...] = attempts.COLLECTABLE,
+) -> datetime | None:
+    """The first instant (after `after`, if given) at which a subscription enters the due
+    scan: `_due_filter`'s clock terms turned around (its charge date, or its retry day when
+    later). Before it a pass collects nothing, so the forecast need not run one."""
+    # Two minimums, each over one column (an index walk, not a scan of every row).
+    by_date = (Subscription.retry_at.is_(None)) | (
+        Subscription.retry_at <= Subscription.next_charge_date
+    )
+    firsts = []
+    for column, terms in (
+        (Subscription.next_charge_date, [by_date]),
+        (Subscription.retry_at, [Subscription.retry_at > Subscription.next_charge_date]),
+    ):
+        query = select(func.min(column)).where(*_collectable(statuses), *terms)
+        if after is not None:
+            query = query.where(column > after)
+        firsts.append(session.scalar(query))
+    return min((first for first in firsts if first is not None), default=None)
 
 
 def _card_provider_organizations():

@@ -11,7 +11,14 @@ tick of the real cadences (each job on its own epoch-aligned boundaries, in the 
 order), skipping the ticks in between that could not act: a job that a change reached (a row
 written since its last run began, by any job, itself included) runs at its next tick; a job
 that changed nothing and saw no change after runs at its first tick at or after the next
-instant any live row names (a due date, a period end, a grace day, a page's expiry).
+instant any live row names (a due date, a period end, a grace day, a page's expiry). A job
+whose sweep states its own due rule (the collector's, the recovery's, the period-end sweep's,
+the abandoned checkouts', the presale cases') runs instead at the tick of the first instant its
+selection holds a row: a change it cannot act on yet does not wake it.
+
+The scratch copy has indexes the real database does not need (one per instant column of the
+live subscriptions) and the planner's statistics: they change how the sweeps find their rows,
+never which (a test compares).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from dateutil.relativedelta import relativedelta
-from sqlalchemy import Engine, and_, bindparam, case, event, func, insert, select, text
+from sqlalchemy import Engine, and_, bindparam, event, func, insert, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.billing import attempts, checkout, codes, collector, lifecycle
@@ -62,8 +69,9 @@ from gymctl.providers.card import (
 )
 from gymctl.providers.documents import LocalDocumentProvider
 from gymctl.providers.mail import OutgoingEmail
+from gymctl.retention import presales
 from gymctl.retention.presales import presale_cases_pass
-from gymctl.retention.settlement import Doors, period_end_sweep
+from gymctl.retention.settlement import Doors, period_end_due, period_end_sweep
 
 MAX_HORIZON = relativedelta(years=3)
 HISTORY = timedelta(days=90)
@@ -162,6 +170,13 @@ class NowhereMailer:
 # --- The jobs: the money and status rows of daemons/jobs.py ------------------------------------
 
 
+# A job's due rule, kept next to its sweep: the first instant after the given one (or any,
+# given None) at which the sweep's selection holds a row; an instant already past means at
+# once; None: never, until a row changes.
+Due = Callable[[Session, datetime | None], datetime | None]
+LONG_AGO = datetime.min.replace(tzinfo=UTC)
+
+
 @dataclass(frozen=True)
 class ForecastJob:
     name: str
@@ -169,6 +184,7 @@ class ForecastJob:
     offset_seconds: int
     run: Callable[[sessionmaker[Session], datetime], Any]
     collects: bool = False  # a protected-collector pass (left out for lifecycle-only forecasts)
+    due: Due | None = None  # without one, the next instant any live row names (NextInstant)
 
 
 def forecast_jobs(provider: CardProvider, cipher: FieldCipher) -> tuple[ForecastJob, ...]:
@@ -202,6 +218,7 @@ def forecast_jobs(provider: CardProvider, cipher: FieldCipher) -> tuple[Forecast
                 factory, provider, now=now, cipher=cipher, monotonic=lambda: 0.0
             ),
             collects=True,
+            due=collector_due,
         ),
         ForecastJob(
             "billing_recovery",
@@ -209,6 +226,7 @@ def forecast_jobs(provider: CardProvider, cipher: FieldCipher) -> tuple[Forecast
             0,
             lambda factory, now: collector.recover(factory, provider, now=now, cipher=cipher),
             collects=True,
+            due=lambda session, after: collector.recovery_due(session, after=after),
         ),
         ForecastJob(
             "billing_daily",
@@ -216,6 +234,7 @@ def forecast_jobs(provider: CardProvider, cipher: FieldCipher) -> tuple[Forecast
             2 * 3600,
             lambda factory, now: collector.daily_sweep(factory, provider, now=now, cipher=cipher),
             collects=True,
+            due=collector_due,
         ),
         ForecastJob(
             "billing_abandoned_checkouts",
@@ -224,20 +243,30 @@ def forecast_jobs(provider: CardProvider, cipher: FieldCipher) -> tuple[Forecast
             lambda factory, now: checkout.abandoned_sweep(
                 factory, provider, now=now, cipher=cipher
             ),
+            due=lambda session, after: checkout.abandoned_due(session, after=after),
         ),
         ForecastJob(
             "retention_presale_cases",
             300,
             0,
             in_session(lambda s, now: presale_cases_pass(s, doors.mailer, now=now)),
+            # It reads no clock: after a pass that found nothing, only a change can give it work.
+            due=lambda session, after: (
+                LONG_AGO if after is None and presales.cases_waiting(session) else None
+            ),
         ),
         ForecastJob(
             "cancellation_sweep",
             3600,
             0,
             lambda factory, now: period_end_sweep(factory, doors, now=now),
+            due=lambda session, after: period_end_due(session, after=after),
         ),
     )
+
+
+def collector_due(session: Session, after: datetime | None) -> datetime | None:
+    return collector.next_due(session, after=after)
 
 
 def next_tick(job: ForecastJob, at: datetime, *, strictly_after: bool = False) -> datetime:
@@ -507,6 +536,7 @@ def _scratch_run(
         engine = scratch_engine(url)
         try:
             forecast.rows_copied = copy_rows(engine, rows)
+            tune_scratch(engine)
             provider = SeededCardProvider(forecast.decline_rate, forecast.seed or 0)
             jobs = forecast_jobs(provider, cipher)
             if forecast.lifecycle_only:
@@ -526,6 +556,25 @@ SCRATCH_PRAGMAS = (
     "PRAGMA cache_size=-131072",
     "PRAGMA temp_store=MEMORY",
 )
+
+
+def instant_columns() -> list[Any]:
+    """The subscription columns that hold instants: what NextInstant asks about."""
+    return [c for c in Subscription.__table__.c if isinstance(c.type, UTCDateTime)]
+
+
+def tune_scratch(engine: Engine) -> None:
+    """After the copy: an index of the live rows per instant column (NextInstant's lookups,
+    and the sweeps' `column <= now` scans, which otherwise walk every active row), then the
+    planner's statistics. A plan decides how a statement finds its rows, not what it finds:
+    the forecast is the same with or without this (a test compares)."""
+    with engine.begin() as connection:
+        for column in instant_columns():
+            connection.exec_driver_sql(
+                f"CREATE INDEX forecast_{column.name} ON subscriptions ({column.name}) "
+                "WHERE deleted_at IS NULL"
+            )
+        connection.exec_driver_sql("ANALYZE")
 
 
 def scratch_engine(url: str) -> Engine:
@@ -550,15 +599,20 @@ def run(
 
     per_job (the default): a job must run at its next tick when a row changed since its last
     run began (its own writes included); a job that ran and found nothing to change, with no
-    row changed after, need not run before the next instant a live row names. Without it, the
-    first rule applies to every job after any tick that wrote (a job that ran after the last
-    write of its tick runs again too): the same results, more runs (a test compares them)."""
+    row changed after, need not run before the next instant a live row names. A job with a due
+    rule (ForecastJob.due, kept next to its sweep) narrows both: after a change it runs at the
+    tick of the first instant its sweep's selection holds a row (the next tick if one already
+    does); after a run that changed nothing, at the first such instant after that run. Without
+    per_job, the first rule applies to every job after any tick that wrote (a job that ran
+    after the last write of its tick runs again too): the same results, more runs (a test
+    compares them)."""
     factory = session_factory(engine)
     writes = _write_counter(engine)
     never = forecast.until + timedelta(seconds=1)
     ends = [(start, _advance(start, forecast.by)) for start in forecast.period_starts()]
     required = {job.name: next_tick(job, forecast.start) for job in jobs}
-    seen = {job.name: writes[0] for job in jobs}  # the write count when its last run began
+    # The write count when its last run began (or, with a due rule, when it last looked).
+    seen = {job.name: writes[0] for job in jobs}
     instants = NextInstant(engine)
     last_event = _last_event_rowid(engine)
     while True:
@@ -580,19 +634,35 @@ def run(
             required[job.name] = never
             ran.add(job.name)
         horizon: list[datetime | None] = []  # computed once, when a job needs it
-        for job in jobs:
-            changed = writes[0] != (seen[job.name] if per_job else before)
-            if changed:
-                required[job.name] = min(
-                    required[job.name], next_tick(job, at, strictly_after=True)
-                )
-            elif job.name in ran or not per_job:
-                if not horizon:
-                    horizon.append(instants.after(at))
-                if horizon[0] is not None:
-                    required[job.name] = min(required[job.name], next_tick(job, horizon[0]))
+        with factory() as session:
+            session.connection(execution_options=READ_ONLY)
+            for job in jobs:
+                changed = writes[0] != (seen[job.name] if per_job else before)
+                if per_job and job.due is not None:
+                    if changed or job.name in ran:
+                        # Rows changed since it last looked: when do they give it work? Else
+                        # it has just looked at these rows and found none: when do they next?
+                        seen[job.name] = writes[0]
+                        instant = job.due(session, None if changed else at)
+                        if instant is not None:
+                            tick = _tick_from(job, at, instant)
+                            required[job.name] = min(required[job.name], tick)
+                elif changed:
+                    required[job.name] = min(
+                        required[job.name], next_tick(job, at, strictly_after=True)
+                    )
+                elif job.name in ran or not per_job:
+                    if not horizon:
+                        horizon.append(instants.after(at))
+                    if horizon[0] is not None:
+                        required[job.name] = min(required[job.name], next_tick(job, horizon[0]))
     for start, _end in ends:
         forecast.active_at[start] = _active(engine)
+
+
+def _tick_from(job: ForecastJob, at: datetime, instant: datetime) -> datetime:
+    """The job's first tick at `instant`, or its next one after `at` when that has passed."""
+    return next_tick(job, instant) if instant > at else next_tick(job, at, strictly_after=True)
 
 
 def final_state(engine: Engine) -> dict[str, list[dict[str, Any]]]:
@@ -667,13 +737,22 @@ class NextInstant:
             subscriptions.c.status.not_in([s.value for s in ENDED]),
             subscriptions.c.deleted_at.is_(None),
         )
-        instants = [c for c in subscriptions.c if isinstance(c.type, UTCDateTime)]
+        # One index lookup per instant column (the scratch copy's INSTANT_INDEXES), rather
+        # than one scan of every live row per question.
         self.firsts = select(
-            *(func.min(case((column > after, column))) for column in instants)
-        ).where(live)
+            *(
+                select(func.min(column)).where(column > after, live).scalar_subquery()
+                for column in instant_columns()
+            )
+        )
         self.settings = select(BillingSettings.billing_grace_days, BillingSettings.timezone)
-        self.debts = select(Subscription.debt_since).where(
-            live, Subscription.status == SubscriptionStatus.debt
+        # Oldest first: a grace end grows with its debt start, so the first end after the
+        # instant asked about is the earliest one.
+        self.debts = (
+            select(Subscription.debt_since)
+            .where(live, Subscription.status == SubscriptionStatus.debt)
+            .where(Subscription.debt_since.is_not(None))
+            .order_by(Subscription.debt_since)
         )
         self.others = select(
             select(func.min(Checkout.expires_at))
@@ -695,9 +774,10 @@ class NextInstant:
             grace = (settings and settings[0]) or lifecycle._DEFAULT_GRACE_DAYS
             timezone = (settings and settings[1]) or "UTC"
             for since in connection.scalars(self.debts):
-                ends = self._grace_end(since, grace, timezone) if since is not None else None
+                ends = self._grace_end(since, grace, timezone)
                 if ends is not None and ends > after:
                     candidates.append(ends)
+                    break
             expiry, pending, terminal = connection.execute(self.others, {"after": after}).one()
         for value in (
             expiry,

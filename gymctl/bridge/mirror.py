@@ -271,17 +271,19 @@ def subscriptions_moved(session: Session, *, now: datetime) -> int:
     """After a set-based lifecycle pass: each subscription it moved at `now`, of a gym with a
     bridge, is compared like any other change. Returns how many were looked at."""
     session.flush()
+    bridged = list(
+        session.scalars(
+            select(IntegrationConnection.organization_id).where(
+                IntegrationConnection.status.in_(queue.QUEUEING)
+            )
+        )
+    )
+    if not bridged:  # no gym has a bridge: the pass's rows need no look
+        return 0
     rows = list(
         session.scalars(
             select(Subscription)
-            .join(
-                IntegrationConnection,
-                IntegrationConnection.organization_id == Subscription.organization_id,
-            )
-            .where(
-                Subscription.updated_at == now,
-                IntegrationConnection.status.in_(queue.QUEUEING),
-            )
+            .where(Subscription.organization_id.in_(bridged), Subscription.updated_at == now)
             .order_by(Subscription.id)
         )
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -98,9 +99,8 @@ def withdraw_presale(
     return subscription, case
 
 
-def open_charge_failed_cases(session: Session, *, now: datetime, limit: int = BATCH) -> int:
-    """A case per declined presale episode (keyed by the decline's day 0): running again
-    opens nothing new."""
+def _without_case() -> list[Any]:
+    """Declined presales in debt whose episode has no case yet."""
     already = (
         select(RetentionCase.id)
         .where(
@@ -110,15 +110,34 @@ def open_charge_failed_cases(session: Session, *, now: datetime, limit: int = BA
         )
         .exists()
     )
+    return [
+        Subscription.retention_case_kind == CaseKind.presale_charge_failed.value,
+        Subscription.status == SubscriptionStatus.debt,
+        Subscription.debt_since.is_not(None),
+        Subscription.deleted_at.is_(None),
+        ~already,
+    ]
+
+
+def _not_notified() -> list[Any]:
+    return [RetentionCase.kind.in_(PRESALE_KINDS), RetentionCase.notified_at.is_(None)]
+
+
+def cases_waiting(session: Session) -> bool:
+    """Whether the hourly pass has a case to open or to email. The pass reads no clock in
+    choosing them: one that found nothing finds nothing again until a row changes."""
+    return bool(
+        session.scalar(select(select(Subscription.id).where(*_without_case()).exists()))
+        or session.scalar(select(select(RetentionCase.id).where(*_not_notified()).exists()))
+    )
+
+
+def open_charge_failed_cases(session: Session, *, now: datetime, limit: int = BATCH) -> int:
+    """A case per declined presale episode (keyed by the decline's day 0): running again
+    opens nothing new."""
     rows = session.scalars(
         select(Subscription)
-        .where(
-            Subscription.retention_case_kind == CaseKind.presale_charge_failed.value,
-            Subscription.status == SubscriptionStatus.debt,
-            Subscription.debt_since.is_not(None),
-            Subscription.deleted_at.is_(None),
-            ~already,
-        )
+        .where(*_without_case())
         .order_by(Subscription.debt_since, Subscription.id)
         .limit(limit)
     ).all()
@@ -182,7 +201,7 @@ def notify_case(session: Session, mailer: Mailer, case: RetentionCase, *, now: d
 def notify_pending(session: Session, mailer: Mailer, *, now: datetime, limit: int = BATCH) -> int:
     cases = session.scalars(
         select(RetentionCase)
-        .where(RetentionCase.kind.in_(PRESALE_KINDS), RetentionCase.notified_at.is_(None))
+        .where(*_not_notified())
         .order_by(RetentionCase.opened_at, RetentionCase.id)
         .limit(limit)
         .with_for_update(skip_locked=True)

@@ -21,9 +21,10 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
@@ -121,24 +122,44 @@ class SweepResult:
         }
 
 
-def matured(session: Session, *, now: datetime, limit: int = BATCH) -> list[uuid.UUID]:
+def _notices() -> list[Any]:
+    """Notices not settled yet, matured or not."""
     settled = select(CancellationSettlement.id).where(
         CancellationSettlement.subscription_id == Subscription.id
     )
+    return [
+        Subscription.cancel_at_period_end.is_(True),
+        Subscription.status.in_(NOTICE_STATUSES),
+        Subscription.deleted_at.is_(None),
+        ~settled.exists(),
+    ]
+
+
+def matured(session: Session, *, now: datetime, limit: int = BATCH) -> list[uuid.UUID]:
     return list(
         session.scalars(
             select(Subscription.id)
-            .where(
-                Subscription.cancel_at_period_end.is_(True),
-                Subscription.cancellation_effective_at <= now,
-                Subscription.status.in_(NOTICE_STATUSES),
-                Subscription.deleted_at.is_(None),
-                ~settled.exists(),
-            )
+            .where(*_notices(), Subscription.cancellation_effective_at <= now)
             .order_by(Subscription.cancellation_effective_at, Subscription.id)
             .limit(limit)
         )
     )
+
+
+def period_end_due(session: Session, *, after: datetime | None = None) -> datetime | None:
+    """The first instant (after `after`, if given) at which `period_end_sweep` can act: when
+    the first unsettled notice matures; while a refund or an email waits, at once (an instant
+    long past: the pass retries them whatever the clock says)."""
+    waiting = select(CancellationSettlement.id).where(
+        (CancellationSettlement.execution == "refund_pending")
+        | CancellationSettlement.email_sent_at.is_(None)
+    )
+    first = select(func.min(Subscription.cancellation_effective_at)).where(*_notices())
+    if after is not None:
+        first = first.where(Subscription.cancellation_effective_at > after)
+    if session.scalar(select(waiting.exists())):
+        return datetime.min.replace(tzinfo=UTC)
+    return session.scalar(first)
 
 
 def last_charge(session: Session, subscription: Subscription) -> PaymentTransaction | None:
