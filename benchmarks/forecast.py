@@ -196,7 +196,7 @@ def load(session, size: int):
         started = NOW - timedelta(hours=n % 720)
         common = {"membership": membership, "now": started}
         if kind.startswith("card") or kind == "presale":
-            card = bf.make_card(session, gym, user=user)
+            card = bf.make_card(session, gym, user=user, token=f"tok_{n:016d}")  # each its own
             common.update(plan=plans[PlanType.card], payment_method_id=card.id)
         if kind == "card_renewing":
             bf.make_subscription(session, gym, PlanType.card, **common)

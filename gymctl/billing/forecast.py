@@ -27,6 +27,7 @@ import random
 import shutil
 import tempfile
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -108,16 +109,19 @@ ENDED = (
 
 class SeededCardProvider:
     """The card provider of a forecast: each token charge is declined with probability
-    `decline_rate`, drawn from `random.Random(seed)` in call order (the sweeps call in a fixed
-    order, so a seed reproduces a forecast). A unique id is answered once and replayed after,
-    as the real provider does; refunds are approved; a hosted page is still open (the member
-    has not come back), so an expired checkout is abandoned."""
+    `decline_rate`. The draw is the card's own: the n-th charge of a card draws from the seed,
+    the card's token and n, so a seed gives each member the same fate whatever order the sweeps
+    reach them in and whoever else the gym has (a member added since the last forecast moves
+    no one else's decline). A unique id is answered once and replayed after, as the real
+    provider does; refunds are approved; a hosted page is still open (the member has not come
+    back), so an expired checkout is abandoned."""
 
     name = "forecast"
 
     def __init__(self, decline_rate: float = 0.0, seed: int = 0) -> None:
         self.decline_rate = decline_rate
-        self._random = random.Random(seed)  # noqa: S311 (a reproducible draw, no secret)
+        self.seed = seed
+        self._charges: Counter[str] = Counter()  # per card token
         self._answers: dict[str, ChargeResult] = {}
 
     def create_page(self, terminal: Terminal, request: PageRequest) -> HostedPage:
@@ -138,7 +142,9 @@ class SeededCardProvider:
     ) -> ChargeResult:
         if unique_id in self._answers:
             return replace(self._answers[unique_id], replayed=True)
-        declined = self._random.random() < self.decline_rate
+        self._charges[token] += 1
+        draw = random.Random(f"{self.seed}:{token}:{self._charges[token]}")  # noqa: S311 (no secret)
+        declined = draw.random() < self.decline_rate
         answer = ChargeResult(
             Outcome.declined if declined else Outcome.approved,
             unique_id,

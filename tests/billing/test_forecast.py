@@ -12,6 +12,7 @@ from gymctl.billing import forecast as fc
 from gymctl.errors import DomainError
 from gymctl.models import PaymentTransaction, Subscription
 from gymctl.models.billing import AttemptKind, PlanType, TransactionStatus
+from gymctl.providers.card import Outcome, Terminal
 from tests import factories
 from tests.billing import factories as bf
 from tests.billing.cards import connect_card_provider, connect_other_provider
@@ -271,3 +272,33 @@ def test_a_debt_retry_that_settles_counts_as_money_in_and_a_debt_cleared(session
     )
     first = result.periods()[0]
     assert (first["debtsCleared"], first["moneyInCents"]) == (1, 9900)
+
+
+def test_a_cards_decline_is_its_own_whatever_the_order_and_the_other_cards():
+    """Seeded per card: the n-th charge of a card draws from the seed, its token and n, so the
+    sweeps' order and a member added since move no one else's fate."""
+    terminal = Terminal(number="1000", api_name="forecast")
+
+    def fates(tokens, seed=5):
+        provider = fc.SeededCardProvider(0.5, seed=seed)
+        answers = {}
+        for n, token in enumerate(tokens):
+            result = provider.charge_token(
+                terminal,
+                token=token,
+                expiry=None,
+                amount_in_cents=9900,
+                currency="ILS",
+                unique_id=f"attempt-{n}",
+            )
+            answers.setdefault(token, []).append(result.outcome)
+        return answers
+
+    cards = [f"tok_{n}" for n in range(40)] * 3
+    first = fates(cards)
+    assert fates(list(reversed(cards))) == first
+    assert {k: v for k, v in fates(["tok_new", *cards]).items() if k != "tok_new"} == first
+    outcomes = [o for answers in first.values() for o in answers]
+    assert Outcome.declined in outcomes
+    assert Outcome.approved in outcomes
+    assert fates(cards, seed=6) != first
