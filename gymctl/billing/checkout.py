@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
@@ -343,10 +343,13 @@ def verify_and_apply(
 def abandoned_due(session: Session, *, after: datetime | None = None) -> datetime | None:
     """The first instant (after `after`, if given) at which `abandoned_sweep` finds a page
     past its time."""
-    query = select(func.min(Checkout.expires_at)).where(Checkout.status == CheckoutStatus.open)
-    if after is not None:
-        query = query.where(Checkout.expires_at > after)
-    return session.scalar(query)
+    if after is None:
+        return session.scalar(_FIRST_EXPIRY)
+    return session.scalar(_FIRST_EXPIRY_AFTER, {"after": after})
+
+
+_FIRST_EXPIRY = select(func.min(Checkout.expires_at)).where(Checkout.status == CheckoutStatus.open)
+_FIRST_EXPIRY_AFTER = _FIRST_EXPIRY.where(Checkout.expires_at > bindparam("after"))
 
 
 def abandoned_sweep(

@@ -9,6 +9,7 @@ on other providers are never selected: they keep provider-direct collection.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 import uuid
@@ -18,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.billing import attempts
@@ -171,10 +172,13 @@ def _pending() -> list[Any]:
     ]
 
 
+_PENDING_ATTEMPTS = select(PaymentTransaction.billing_attempt).where(*_pending())
+
+
 def recovery_due(session: Session, *, after: datetime | None = None) -> datetime | None:
     """The first instant (after `after`, if given) at which `recover` can act: a pending
     attempt's executing grace ends, or a debt enters the due scan."""
-    stored = session.scalars(select(PaymentTransaction.billing_attempt).where(*_pending()))
+    stored = session.scalars(_PENDING_ATTEMPTS)
     instants = [attempts.executing_until(attempt or {}) for attempt in stored]
     instants.append(next_due(session, after=after, statuses=(SubscriptionStatus.debt,)))
     later = (i for i in instants if i is not None and (after is None or i > after))
@@ -317,20 +321,26 @@ def next_due(
     """The first instant (after `after`, if given) at which a subscription enters the due
     scan: `_due_filter`'s clock terms turned around (its charge date, or its retry day when
     later). Before it a pass collects nothing, so the forecast need not run one."""
-    # Two minimums, each over one column (an index walk, not a scan of every row).
+    params = {} if after is None else {"after": after}
+    firsts = (session.scalar(query, params) for query in _firsts(statuses, after is not None))
+    return min((first for first in firsts if first is not None), default=None)
+
+
+@functools.cache
+def _firsts(statuses: tuple[SubscriptionStatus, ...], after: bool) -> tuple[Any, ...]:
+    """next_due's statements, built once (the forecast asks after most ticks): a minimum over
+    one column each, an index walk rather than a scan of every row."""
     by_date = (Subscription.retry_at.is_(None)) | (
         Subscription.retry_at <= Subscription.next_charge_date
     )
-    firsts = []
+    queries = []
     for column, terms in (
         (Subscription.next_charge_date, [by_date]),
         (Subscription.retry_at, [Subscription.retry_at > Subscription.next_charge_date]),
     ):
         query = select(func.min(column)).where(*_collectable(statuses), *terms)
-        if after is not None:
-            query = query.where(column > after)
-        firsts.append(session.scalar(query))
-    return min((first for first in firsts if first is not None), default=None)
+        queries.append(query.where(column > bindparam("after")) if after else query)
+    return tuple(queries)
 
 
 def _card_provider_organizations():

@@ -123,15 +123,6 @@ def _not_notified() -> list[Any]:
     return [RetentionCase.kind.in_(PRESALE_KINDS), RetentionCase.notified_at.is_(None)]
 
 
-def cases_waiting(session: Session) -> bool:
-    """Whether the hourly pass has a case to open or to email. The pass reads no clock in
-    choosing them: one that found nothing finds nothing again until a row changes."""
-    return bool(
-        session.scalar(select(select(Subscription.id).where(*_without_case()).exists()))
-        or session.scalar(select(select(RetentionCase.id).where(*_not_notified()).exists()))
-    )
-
-
 def open_charge_failed_cases(session: Session, *, now: datetime, limit: int = BATCH) -> int:
     """A case per declined presale episode (keyed by the decline's day 0): running again
     opens nothing new."""
@@ -209,6 +200,17 @@ def notify_pending(session: Session, mailer: Mailer, *, now: datetime, limit: in
     sent = sum(notify_case(session, mailer, case, now=now) for case in cases)
     session.flush()
     return sent
+
+
+# cases_waiting's statements, built once (the forecast asks after most ticks).
+_WITHOUT_CASE = select(select(Subscription.id).where(*_without_case()).exists())
+_NOT_NOTIFIED = select(select(RetentionCase.id).where(*_not_notified()).exists())
+
+
+def cases_waiting(session: Session) -> bool:
+    """Whether the hourly pass has a case to open or to email. The pass reads no clock in
+    choosing them: one that found nothing finds nothing again until a row changes."""
+    return bool(session.scalar(_WITHOUT_CASE) or session.scalar(_NOT_NOTIFIED))
 
 
 def presale_cases_pass(session: Session, mailer: Mailer, *, now: datetime) -> dict[str, int]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
@@ -150,16 +150,26 @@ def period_end_due(session: Session, *, after: datetime | None = None) -> dateti
     """The first instant (after `after`, if given) at which `period_end_sweep` can act: when
     the first unsettled notice matures; while a refund or an email waits, at once (an instant
     long past: the pass retries them whatever the clock says)."""
-    waiting = select(CancellationSettlement.id).where(
+    if session.scalar(_WAITING):
+        return datetime.min.replace(tzinfo=UTC)
+    if after is None:
+        return session.scalar(_FIRST_NOTICE)
+    return session.scalar(_FIRST_NOTICE_AFTER, {"after": after})
+
+
+# period_end_due's statements, built once (the forecast asks after most ticks).
+_WAITING = select(
+    select(CancellationSettlement.id)
+    .where(
         (CancellationSettlement.execution == "refund_pending")
         | CancellationSettlement.email_sent_at.is_(None)
     )
-    first = select(func.min(Subscription.cancellation_effective_at)).where(*_notices())
-    if after is not None:
-        first = first.where(Subscription.cancellation_effective_at > after)
-    if session.scalar(select(waiting.exists())):
-        return datetime.min.replace(tzinfo=UTC)
-    return session.scalar(first)
+    .exists()
+)
+_FIRST_NOTICE = select(func.min(Subscription.cancellation_effective_at)).where(*_notices())
+_FIRST_NOTICE_AFTER = _FIRST_NOTICE.where(
+    Subscription.cancellation_effective_at > bindparam("after")
+)
 
 
 def last_charge(session: Session, subscription: Subscription) -> PaymentTransaction | None:
