@@ -30,6 +30,10 @@ class FixedClock:
         self._at = ensure_utc(at)
 
 
+# An instant before any other: a due rule's "at once".
+LONG_AGO = datetime.min.replace(tzinfo=UTC)
+
+
 def ensure_utc(at: datetime) -> datetime:
     """Timestamps are timezone-aware UTC everywhere; a naive one is a programming error."""
     if at.tzinfo is None:

@@ -5,7 +5,6 @@ tests/api/test_throttles.py."""
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
@@ -13,6 +12,7 @@ from sqlalchemy import func, select
 
 from gymctl import db, ratelimit
 from gymctl.models import RateWindow
+from tests.billing_ops.helpers import race
 from tests.conftest import NOW
 
 KEY = "test:provider-calls"
@@ -33,21 +33,11 @@ def test_a_local_window_frees_slots_one_by_one() -> None:
 
 def test_a_local_window_is_thread_safe() -> None:
     window = ratelimit.LocalWindow(100, timedelta(hours=1))
-    granted: list[int] = []
-    lock = threading.Lock()
 
-    def worker() -> None:
-        for _ in range(25):
-            if window.take(NOW) is None:
-                with lock:
-                    granted.append(1)
+    def takes() -> int:
+        return sum(window.take(NOW) is None for _ in range(25))
 
-    threads = [threading.Thread(target=worker) for _ in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert len(granted) == 100
+    assert sum(int(granted) for granted in race(16, takes)) == 100
 
 
 def test_a_local_window_of_one_is_a_minimum_interval() -> None:
@@ -123,25 +113,16 @@ def test_take_counts_two_takes_at_the_same_instant(engine, session) -> None:
 def test_concurrent_processes_never_take_more_than_the_limit(committed_pg) -> None:
     """Sixteen workers, each its own connection and transaction, race for ten slots."""
     factory = db.session_factory(db.get_engine(committed_pg))
-    granted: list[int] = []
-    lock = threading.Lock()
-    start = threading.Barrier(16)
 
-    def worker() -> None:
-        start.wait()
+    def takes() -> int:
+        granted = 0
         for _ in range(3):
             with factory() as session:
                 refused = ratelimit.take(session, KEY, limit=10, window=timedelta(hours=1), now=NOW)
                 session.commit()
-            if refused is None:
-                with lock:
-                    granted.append(1)
+            granted += refused is None
+        return granted
 
-    threads = [threading.Thread(target=worker) for _ in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert len(granted) == 10
+    assert sum(int(granted) for granted in race(16, takes)) == 10
     with factory() as session:
         assert session.scalar(select(func.sum(RateWindow.count)).where(RateWindow.key == KEY)) == 10

@@ -41,7 +41,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.billing import attempts, checkout, codes, collector, lifecycle
 from gymctl.billing.accounts import CARD_PROVIDER
-from gymctl.clock import day_n_ends, ensure_utc
+from gymctl.clock import LONG_AGO, day_n_ends, ensure_utc
 from gymctl.crypto import FieldCipher
 from gymctl.db import READ_ONLY, get_engine, release_engine, session_factory
 from gymctl.errors import invalid, not_found, unprocessable
@@ -180,7 +180,6 @@ class NowhereMailer:
 # given None) at which the sweep's selection holds a row; an instant already past means at
 # once; None: never, until a row changes.
 Due = Callable[[Session, datetime | None], datetime | None]
-LONG_AGO = datetime.min.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import bindparam, func, select
@@ -33,6 +33,7 @@ from gymctl.billing.accounts import CARD_PROVIDER
 from gymctl.billing.attempts import emit_cancelled, lock_subscription
 from gymctl.billing.refunds import begin_refund, execute_refund, refundable_amount
 from gymctl.bridge import mirror
+from gymctl.clock import LONG_AGO
 from gymctl.crypto import FieldCipher
 from gymctl.events import EventKind, emit
 from gymctl.models import (
@@ -151,7 +152,7 @@ def period_end_due(session: Session, *, after: datetime | None = None) -> dateti
     the first unsettled notice matures; while a refund or an email waits, at once (an instant
     long past: the pass retries them whatever the clock says)."""
     if session.scalar(_WAITING):
-        return datetime.min.replace(tzinfo=UTC)
+        return LONG_AGO
     if after is None:
         return session.scalar(_FIRST_NOTICE)
     return session.scalar(_FIRST_NOTICE_AFTER, {"after": after})
