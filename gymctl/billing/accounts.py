@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from gymctl import ids
@@ -34,13 +34,15 @@ class SavedCard:
         return self.verified_at is not None and self.terminal == terminal
 
 
+# Built once: every charge asks it.
+_ACTIVE_CONFIG = select(PaymentProviderConfig).where(
+    PaymentProviderConfig.organization_id == bindparam("organization_id"),
+    PaymentProviderConfig.active.is_(True),
+)
+
+
 def active_config(session: Session, organization_id: uuid.UUID) -> PaymentProviderConfig | None:
-    return session.scalar(
-        select(PaymentProviderConfig).where(
-            PaymentProviderConfig.organization_id == organization_id,
-            PaymentProviderConfig.active.is_(True),
-        )
-    )
+    return session.scalar(_ACTIVE_CONFIG, {"organization_id": organization_id})
 
 
 def configure_provider(

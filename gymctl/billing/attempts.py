@@ -23,7 +23,7 @@ from enum import StrEnum
 from typing import Any
 
 from dateutil.relativedelta import relativedelta
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from gymctl import ids
@@ -86,6 +86,7 @@ class Began:
     terminal: Terminal | None = None
     token: Any = None  # SavedCard; never logged
     alert: str | None = None
+    attempt: dict[str, Any] | None = None  # the billingAttempt stored and committed
 
 
 @dataclass(frozen=True)
@@ -100,24 +101,29 @@ def lock_subscription(
 ) -> Subscription | None:
     """Locks in the fixed order organization, membership, subscription (spec B 4.1): the
     membership row first, then the subscription. None when another worker holds it."""
-    membership_id = session.scalar(
-        select(Subscription.membership_id).where(Subscription.id == subscription_id)
-    )
+    membership_of, lock_membership, lock = _LOCKS[skip_locked]
+    membership_id = session.scalar(membership_of, {"id": subscription_id})
     if membership_id is None:
         return None
-    found = session.scalar(
-        select(Membership.id)
-        .where(Membership.id == membership_id)
-        .with_for_update(skip_locked=skip_locked)
-    )
-    if found is None:
+    if session.scalar(lock_membership, {"id": membership_id}) is None:
         return None
-    return session.scalar(
+    return session.scalar(lock, {"id": subscription_id})
+
+
+# lock_subscription's statements, built once (every charge takes them twice), by skip_locked.
+_LOCKS = {
+    skip_locked: (
+        select(Subscription.membership_id).where(Subscription.id == bindparam("id")),
+        select(Membership.id)
+        .where(Membership.id == bindparam("id"))
+        .with_for_update(skip_locked=skip_locked),
         select(Subscription)
-        .where(Subscription.id == subscription_id)
+        .where(Subscription.id == bindparam("id"))
         .with_for_update(skip_locked=skip_locked)
-        .execution_options(populate_existing=True)
+        .execution_options(populate_existing=True),
     )
+    for skip_locked in (False, True)
+}
 
 
 def is_due(subscription: Subscription, now: datetime) -> bool:
@@ -219,7 +225,7 @@ def amount_of(subscription: Subscription, kind: AttemptKind) -> int:
     return subscription.price_in_cents
 
 
-def _confirmed_non_charges(obligation: str) -> tuple:
+def _confirmed_non_charges(obligation: Any) -> tuple:
     """Attempts of an obligation the provider confirmed it never charged (technical failures)."""
     return (
         PaymentTransaction.obligation_key == obligation,
@@ -228,12 +234,16 @@ def _confirmed_non_charges(obligation: str) -> tuple:
     )
 
 
+# The statements every charge runs, built once (building them cost more than SQLite running them).
+_TECHNICAL_FAILURES = (
+    select(func.count())
+    .select_from(PaymentTransaction)
+    .where(*_confirmed_non_charges(bindparam("obligation")))
+)
+
+
 def technical_failures(session: Session, obligation: str) -> int:
-    return session.scalar(
-        select(func.count())
-        .select_from(PaymentTransaction)
-        .where(*_confirmed_non_charges(obligation))
-    )
+    return session.scalar(_TECHNICAL_FAILURES, {"obligation": obligation})
 
 
 def _last_non_charge(session: Session, obligation: str) -> tuple[tuple[int, str, str], bool]:
@@ -249,14 +259,15 @@ def _last_non_charge(session: Session, obligation: str) -> tuple[tuple[int, str,
     return terms, bool(resolution.get("retryAuthorized"))
 
 
+_UNRESOLVED_ATTEMPT = select(PaymentTransaction).where(
+    PaymentTransaction.subscription_id == bindparam("id"),
+    PaymentTransaction.status == TransactionStatus.pending,
+    PaymentTransaction.attempt_kind.is_not(None),
+)
+
+
 def unresolved_attempt(session: Session, subscription_id: uuid.UUID) -> PaymentTransaction | None:
-    return session.scalar(
-        select(PaymentTransaction).where(
-            PaymentTransaction.subscription_id == subscription_id,
-            PaymentTransaction.status == TransactionStatus.pending,
-            PaymentTransaction.attempt_kind.is_not(None),
-        )
-    )
+    return session.scalar(_UNRESOLVED_ATTEMPT, {"id": subscription_id})
 
 
 def begin_attempt(
@@ -362,13 +373,14 @@ def begin_attempt(
         transaction_id=transaction.id,
         terminal=terminal_of(config, cipher),
         token=card,
+        attempt=transaction.billing_attempt,
     )
 
 
-def send_attempt(session: Session, began: Began, provider: CardProvider) -> ChargeResult:
-    """Step 2: the provider call for a committed attempt (no transaction is held)."""
-    transaction = session.get(PaymentTransaction, began.transaction_id)
-    attempt = transaction.billing_attempt
+def send_attempt(began: Began, provider: CardProvider) -> ChargeResult:
+    """Step 2: the provider call for a committed attempt (no transaction is held), with the
+    terms step 1 stored."""
+    attempt = began.attempt
     return provider.charge_token(
         began.terminal,
         token=began.token.token,
@@ -383,19 +395,25 @@ def apply_outcome(
     session: Session, transaction_id: uuid.UUID, result: ChargeResult, *, now: datetime
 ) -> Applied:
     """Step 3: apply the provider's answer once; the caller commits."""
-    transaction = session.get(PaymentTransaction, transaction_id)
-    subscription = lock_subscription(session, transaction.subscription_id)
-    transaction = session.scalar(
-        select(PaymentTransaction)
-        .where(PaymentTransaction.id == transaction_id)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    )
+    subscription_id = session.scalar(_SUBSCRIPTION_OF, {"id": transaction_id})
+    subscription = lock_subscription(session, subscription_id)
+    transaction = session.scalar(_LOCK_TRANSACTION, {"id": transaction_id})
     if transaction.status != TransactionStatus.pending:
         return Applied(AppliedOutcome.already_resolved, transaction.id)
     applied = _apply(session, transaction, subscription, result, now=now)
     release_hold(session, transaction, subscription, now=now)
     return applied
+
+
+_SUBSCRIPTION_OF = select(PaymentTransaction.subscription_id).where(
+    PaymentTransaction.id == bindparam("id")
+)
+_LOCK_TRANSACTION = (
+    select(PaymentTransaction)
+    .where(PaymentTransaction.id == bindparam("id"))
+    .with_for_update()
+    .execution_options(populate_existing=True)
+)
 
 
 def _apply(
@@ -618,10 +636,10 @@ def _not_charged(
 
 def grant_period(session: Session, subscription: Subscription, *, now: datetime) -> None:
     """The paid period: a presale starts on its opening day, a renewal where the last ended."""
-    plan = session.get(Plan, subscription.plan_id)
     first = subscription.status == SubscriptionStatus.scheduled
     start = subscription.current_period_end or subscription.opening_day or now
     if first:
+        plan = session.get(Plan, subscription.plan_id)
         start = subscription.opening_day or now
         subscription.started_at = subscription.started_at or start
         subscription.sessions_remaining = plan.sessions_quota if plan else None

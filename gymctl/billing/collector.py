@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import Integer, bindparam, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.billing import attempts
@@ -108,7 +108,7 @@ def collect_subscription(
             session.commit()
             return began.outcome
         session.commit()
-        result = attempts.send_attempt(session, began, provider)
+        result = attempts.send_attempt(began, provider)
         applied = attempts.apply_outcome(session, began.transaction_id, result, now=now)
         session.commit()
     summary.count(applied.outcome)
@@ -304,7 +304,9 @@ def _collectable(statuses: tuple[SubscriptionStatus, ...]) -> list[Any]:
     ]
 
 
-def _due_filter(now: datetime, statuses: tuple[SubscriptionStatus, ...]) -> list[Any]:
+def _due_filter(statuses: tuple[SubscriptionStatus, ...]) -> list[Any]:
+    """The due scan at the bound instant `now`."""
+    now = bindparam("now")
     return [
         *_collectable(statuses),
         Subscription.next_charge_date <= now,
@@ -359,16 +361,8 @@ def due_by_organization(
     organizations: int | None = None,
 ) -> list[uuid.UUID]:
     """Organizations with due work, the longest-waiting first."""
-    query = (
-        select(Subscription.organization_id)
-        .where(*_due_filter(now, statuses))
-        .where(Subscription.organization_id.in_(_card_provider_organizations()))
-        .group_by(Subscription.organization_id)
-        .order_by(func.min(Subscription.next_charge_date), Subscription.organization_id)
-    )
-    if organizations is not None:
-        query = query.limit(organizations)
-    return list(session.scalars(query))
+    query = _by_organization(tuple(statuses), organizations is not None)
+    return list(session.scalars(query, {"now": now, "organizations": organizations}))
 
 
 def due_in(
@@ -378,22 +372,46 @@ def due_in(
     now: datetime,
     statuses: tuple[SubscriptionStatus, ...] = attempts.COLLECTABLE,
 ) -> list[uuid.UUID]:
-    return list(
-        session.scalars(
-            select(Subscription.id)
-            .where(Subscription.organization_id == organization_id, *_due_filter(now, statuses))
-            .order_by(Subscription.next_charge_date, Subscription.id)
-        )
-    )
+    query = _due_in(tuple(statuses))
+    return list(session.scalars(query, {"now": now, "organization_id": organization_id}))
 
 
 def unevaluable(session: Session, *, now: datetime) -> int:
     """Organizations with due card-provider subscriptions but no usable terminal."""
-    return session.scalar(
-        select(func.count(func.distinct(Subscription.organization_id))).where(
-            *_due_filter(now, attempts.COLLECTABLE),
-            Subscription.organization_id.not_in(_card_provider_organizations()),
-        )
+    return session.scalar(_unevaluable(), {"now": now})
+
+
+# The due scan's statements, built once (every pass of every minute asks them; building them
+# cost more than running them on the embedded default).
+
+
+@functools.cache
+def _by_organization(statuses: tuple[SubscriptionStatus, ...], limited: bool) -> Any:
+    query = (
+        select(Subscription.organization_id)
+        .where(*_due_filter(statuses))
+        .where(Subscription.organization_id.in_(_card_provider_organizations()))
+        .group_by(Subscription.organization_id)
+        .order_by(func.min(Subscription.next_charge_date), Subscription.organization_id)
+    )
+    return query.limit(bindparam("organizations", type_=Integer)) if limited else query
+
+
+@functools.cache
+def _due_in(statuses: tuple[SubscriptionStatus, ...]) -> Any:
+    return (
+        select(Subscription.id)
+        .where(Subscription.organization_id == bindparam("organization_id"))
+        .where(*_due_filter(statuses))
+        .order_by(Subscription.next_charge_date, Subscription.id)
+    )
+
+
+@functools.cache
+def _unevaluable() -> Any:
+    return select(func.count(func.distinct(Subscription.organization_id))).where(
+        *_due_filter(attempts.COLLECTABLE),
+        Subscription.organization_id.not_in(_card_provider_organizations()),
     )
 
 

@@ -202,7 +202,7 @@ def test_crash_after_the_provider_answered_and_before_the_local_commit(
     with session_factory() as worker:
         began = attempts.begin_attempt(worker, subscription.id, now=NOW, cipher=TEST_CIPHER)
         worker.commit()
-        result = attempts.send_attempt(worker, began, sandbox.provider)
+        result = attempts.send_attempt(began, sandbox.provider)
         assert result.outcome == "approved"
         worker.rollback()  # ...crash before apply_outcome commits
     later = NOW + timedelta(minutes=5)
@@ -376,7 +376,7 @@ def test_settlement_drift_never_holds_back_a_settled_outcome(
     with session_factory() as worker:
         began = attempts.begin_attempt(worker, subscription.id, now=NOW, cipher=TEST_CIPHER)
         worker.commit()
-        result = attempts.send_attempt(worker, began, sandbox.provider)
+        result = attempts.send_attempt(began, sandbox.provider)
     with session_factory() as staff:  # staff act while the charge is in flight
         row = staff.get(Subscription, subscription.id)
         if drift == "debt":

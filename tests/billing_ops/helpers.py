@@ -142,7 +142,7 @@ def sent_attempt(
     assert began.outcome == "started", began
     session.flush()
     card_server.inject(CHARGE, Fault.answer_lost)
-    result = attempts.send_attempt(session, began, card_server.provider())
+    result = attempts.send_attempt(began, card_server.provider())
     applied = attempts.apply_outcome(session, began.transaction_id, result, now=started)
     assert applied.outcome == "pending", applied
     session.flush()
