@@ -499,6 +499,7 @@ def settle(
     transaction.provider_transaction_id = provider_transaction_id
     review = _drift(attempt, subscription, transaction.attempt_kind)
     done = ["ledger"]
+    granted = False  # a period granted: not for a debt paid on a plan that stays ended
     if review:
         attempt["settlementReview"] = {"reason": review, "at": now.isoformat()}
         follow_up(
@@ -519,6 +520,7 @@ def settle(
     else:
         grant_period(session, subscription, now=now)
         done += ["subscription", "membership"]
+        granted = True
     transaction.billing_attempt = attempt
     transaction.effects = {"done": done, "at": now.isoformat()}
     transaction.updated_at = now
@@ -535,7 +537,7 @@ def settle(
             "amountInCents": transaction.amount_in_cents,
             "currency": transaction.currency,
             "kind": transaction.attempt_kind.value if transaction.attempt_kind else None,
-            "granted": not review,
+            "granted": granted,
         },
     )
 

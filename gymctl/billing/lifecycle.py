@@ -19,8 +19,10 @@ from sqlalchemy import (
     ColumnElement,
     Integer,
     and_,
+    bindparam,
     case,
     cast,
+    exists,
     extract,
     false,
     func,
@@ -32,6 +34,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from gymctl.billing import attempts
 from gymctl.billing.days import day_n_ends
 from gymctl.billing.debt import CASH_LAPSED, NOTICE_CANCELLED, NOTICE_OPENED, PAYMENT_DUE
 from gymctl.billing.transitions import (
@@ -42,9 +45,10 @@ from gymctl.billing.transitions import (
 )
 from gymctl.bridge import mirror
 from gymctl.clock import ensure_utc
-from gymctl.models import BillingSettings, PaymentTransaction
+from gymctl.models import BillingSettings, Checkout, PaymentTransaction
 from gymctl.models.base import UTCDateTime
 from gymctl.models.billing import (
+    CheckoutStatus,
     CollectionMethod,
     PlanType,
     SubscriptionStatus,
@@ -58,6 +62,7 @@ MAX_ROWS_PER_TRANSITION = 10_000
 NON_PAYMENT = "non_payment"
 
 _PT = PaymentTransaction.__table__
+_CHECKOUTS = Checkout.__table__
 _SETTINGS = BillingSettings.__table__
 _DEFAULT_GRACE_DAYS = _SETTINGS.c.billing_grace_days.default.arg  # spec B 2.5: 7
 
@@ -338,9 +343,10 @@ TRANSITIONS: tuple[Transition, ...] = (
     ),
     Transition(
         "rolled",
+        # With or without a saved card (a free plan bought online saved one): the collector
+        # never charges a zero price, so nothing else moves its period on.
         lambda now: _ending(
             S.c.plan_type == PlanType.card.value,
-            S.c.payment_method_id.is_(None),
             _ROLLS,
             S.c.current_period_end <= now,
         ),
@@ -354,19 +360,54 @@ TRANSITIONS: tuple[Transition, ...] = (
 )
 
 
+# Free presales whose opening day has come: bought (their page completed, the card saved),
+# still scheduled. Oldest opening first, at most `limit` a run.
+_FREE_PRESALES_OPENING = (
+    select(S.c.id)
+    .where(
+        S.c.status == SubscriptionStatus.scheduled.value,
+        S.c.deleted_at.is_(None),
+        S.c.price_in_cents == 0,
+        S.c.opening_day <= bindparam("now"),
+        exists().where(
+            _CHECKOUTS.c.subscription_id == S.c.id,
+            _CHECKOUTS.c.status == CheckoutStatus.completed.value,
+        ),
+    )
+    .order_by(S.c.opening_day, S.c.id)
+    .limit(bindparam("limit", type_=Integer))
+)
+
+
+def open_free_presales(session: Session, *, now: datetime, limit: int) -> tuple[int, bool]:
+    """A presale is opened by its opening day's charge; a free one has nothing to charge, so
+    the pass opens it then, with the period, quota and activation a paid opening is granted
+    (`attempts.grant_period`, the same function). Rows opened, and whether more wait."""
+    picked = session.scalars(_FREE_PRESALES_OPENING, {"now": now, "limit": limit + 1}).all()
+    for subscription_id in picked[:limit]:
+        subscription = attempts.lock_subscription(session, subscription_id)
+        attempts.grant_period(session, subscription, now=now)
+        subscription.updated_at = now
+    session.flush()
+    return min(len(picked), limit), len(picked) > limit
+
+
 def run_lifecycle(
     session: Session, *, now: datetime, limit: int = MAX_ROWS_PER_TRANSITION
 ) -> dict[str, Any]:
-    """Run every lifecycle transition once at `now`; the counts moved per transition, the
-    events written, and `more`: the transitions that hit `limit` and left rows for next time.
+    """Open the free presales whose day has come, then run every lifecycle transition once at
+    `now`; the counts moved per step, the events written, and `more`: the steps that hit
+    `limit` and left rows for next time. Opening first: a presale opened late (after an
+    outage) whose first period is already over rolls on in the same pass.
 
     Works in the caller's transaction. Subscription rows the session holds are expired
     afterwards, so they read their new state."""
     now = ensure_utc(now)
     session.flush()
-    summary: dict[str, Any] = {}
-    events = 0
-    more: list[str] = []
+    opened, left = open_free_presales(session, now=now, limit=limit)
+    summary: dict[str, Any] = {"opened": opened}
+    events = opened  # each opening writes membership.activated
+    more: list[str] = ["opened"] if left else []
     for transition in TRANSITIONS:
         moved = run_transition(session, transition, now, limit)
         summary[transition.name] = moved.rows

@@ -59,6 +59,20 @@ def _superseded_events(journey, old) -> list[dict]:
     return [row.payload for row in rows]
 
 
+def _renewals_granted(journey, subscription_id) -> list[bool]:
+    """`granted` of each subscription.renewed event of the subscription: a period given."""
+    journey.session.expire_all()
+    rows = journey.session.scalars(
+        select(OutboxEvent.payload)
+        .where(
+            OutboxEvent.name == "subscription.renewed",
+            OutboxEvent.aggregate_id == str(subscription_id),
+        )
+        .order_by(OutboxEvent.id)
+    )
+    return [payload["granted"] for payload in rows]
+
+
 def _assert_paid_and_ended(journey, old, new, paid_row) -> None:
     """The debt paid once, S ended (not revived), S2 untouched; no second renewal of P."""
     ended = journey.subscription(old)
@@ -90,6 +104,7 @@ def test_the_member_pays_the_debt_of_a_plan_held_again_and_keeps_the_new_one(lif
     paid = life.call("POST", f"/subscriptions/{old}/pay-debt", life.member, 200)
     assert paid["data"]["outcome"] == "charged"
     _assert_paid_and_ended(life, old, new, ("recurring", "completed", 25000))
+    assert _renewals_granted(life, old) == [False]  # paid, but S gets no period: it ended
     # Nothing is left to pay: a second pay-debt is refused and changes nothing.
     again = life.client.post(
         f"/organizations/{life.org.id}/subscriptions/{old}/pay-debt",
@@ -106,6 +121,7 @@ def test_the_debt_retry_sweep_pays_the_debt_of_a_plan_held_again(life):  # noqa:
     assert swept["charged"] == 1, swept
     assert life.collect()["charged"] == 0  # the next run neither charges nor crashes
     _assert_paid_and_ended(life, old, new, ("recurring", "completed", 25000))
+    assert _renewals_granted(life, old) == [False]
 
 
 def test_the_desk_clears_the_debt_of_a_plan_held_again(life):  # noqa: F811
@@ -128,3 +144,4 @@ def test_a_debt_paid_with_no_other_holder_still_revives_the_plan(life):  # noqa:
     assert (revived.status, revived.cancellation_reason) == (SubscriptionStatus.active, None)
     assert revived.next_charge_date is not None
     assert _superseded_events(life, uuid.UUID(old)) == []
+    assert _renewals_granted(life, old) == [True]

@@ -11,13 +11,16 @@ from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from daemons.jobs import select_jobs
+from gymctl.billing.checkout import SAVE_CARD_ONLY
 from gymctl.billing.debt import NOTICE_CANCELLED, NOTICE_OPENED, open_debt, restore_from_debt
 from gymctl.billing.lifecycle import run_lifecycle
 from gymctl.config import get_settings
 from gymctl.db import get_engine
-from gymctl.models import OutboxEvent, PaymentTransaction, Subscription
+from gymctl.ids import new_id
+from gymctl.models import Checkout, OutboxEvent, PaymentTransaction, Subscription
 from gymctl.models.billing import (
     AttemptKind,
+    CheckoutStatus,
     CollectionMethod,
     PlanType,
     SubscriptionStatus,
@@ -37,7 +40,16 @@ pytestmark = pytest.mark.embedded
 
 SECOND = timedelta(seconds=1)
 DAY = timedelta(days=1)
-MOVES = ("cash_lapsed", "payment_due", "cancelled", "expired", "gift_ended", "term_ended", "rolled")
+MOVES = (
+    "opened",
+    "cash_lapsed",
+    "payment_due",
+    "cancelled",
+    "expired",
+    "gift_ended",
+    "term_ended",
+    "rolled",
+)
 
 
 def events(session: Session, subscription: Subscription, name: str | None = None) -> list:
@@ -183,6 +195,26 @@ def test_zero_price_open_ended_card_plan_rolls_instead_of_ending(session, gym):
         "amountInCents": 0,
         "userId": str(gym.member.id),
     }
+
+
+def test_a_free_card_plan_with_a_saved_card_rolls_on_uncharged(session, gym):
+    """A free plan bought online saved a card through its page; the collector never charges
+    a zero price, so without the roll its period would stop at its first end (it neither
+    renewed nor ended: active on a period long over)."""
+    free = make_plan(session, gym.organization, PlanType.card, price_in_cents=0)
+    card = make_card(session, gym)
+    bought_online = make_subscription(
+        session, gym, plan=free, current_period_end=NOW, payment_method_id=card.id
+    )
+
+    summary = run_lifecycle(session, now=NOW)
+
+    assert (summary["rolled"], summary["term_ended"]) == (1, 0)
+    assert bought_online.status == SubscriptionStatus.active
+    assert bought_online.payment_method_id == card.id
+    assert bought_online.current_period_start == NOW
+    assert bought_online.current_period_end == datetime(2026, 12, 21, 9, tzinfo=UTC)
+    assert session.scalar(select(func.count()).select_from(PaymentTransaction)) == 0
 
 
 def test_roll_from_a_month_end_lands_after_now(session, gym):
@@ -429,6 +461,60 @@ def test_presales_deleted_rows_and_notice_given_rows_are_not_touched(session, gy
     assert noticed_pack.status == SubscriptionStatus.active
 
 
+def free_presale(session, gym, *, opening, page: CheckoutStatus = CheckoutStatus.completed):
+    """A zero-price presale bought online: scheduled, its token-only page in state `page`."""
+    free = make_plan(session, gym.organization, PlanType.card, price_in_cents=0, sessions_quota=8)
+    presale = make_subscription(session, gym, plan=free, presale_opening=opening)
+    session.add(
+        Checkout(
+            id=new_id(),
+            organization_id=gym.organization.id,
+            subscription_id=presale.id,
+            user_id=presale.user_id,
+            operation=SAVE_CARD_ONLY,
+            terminal="1000",
+            amount_in_cents=0,
+            currency=presale.currency,
+            status=page,
+            expires_at=NOW - 10 * DAY,
+            created_at=NOW - 10 * DAY,
+        )
+    )
+    session.flush()
+    return presale
+
+
+def test_a_free_presale_opens_on_its_opening_day_with_the_period_a_paid_one_is_granted(
+    session, gym
+):
+    """A presale opens with its opening day's charge; a free one has nothing to charge, so the
+    pass opens it: active from the opening day, its quota, membership.activated. One whose
+    page never completed (nothing bought) and a paid one (its charge opens it) stay."""
+    opening = NOW - timedelta(hours=2)
+    free = free_presale(session, gym, opening=opening)
+    unbought = free_presale(session, gym, opening=opening, page=CheckoutStatus.open)
+    paid = make_subscription(session, gym, presale_opening=opening)
+
+    assert run_lifecycle(session, now=opening - SECOND)["opened"] == 0
+    assert free.status == SubscriptionStatus.scheduled
+    summary = run_lifecycle(session, now=NOW)
+
+    assert (summary["opened"], summary["more"]) == (1, [])
+    assert free.status == SubscriptionStatus.active
+    assert (free.current_period_start, free.current_period_end) == (
+        opening,
+        datetime(2026, 12, 21, 7, tzinfo=UTC),
+    )
+    assert (free.started_at, free.sessions_remaining) == (opening, 8)
+    assert free.next_charge_date == free.current_period_end  # never charged: it rolls on
+    assert [(e.name, e.payload["periodStart"]) for e in events(session, free)] == [
+        ("membership.activated", opening.isoformat())
+    ]
+    assert (unbought.status, paid.status) == (SubscriptionStatus.scheduled,) * 2
+    assert run_lifecycle(session, now=NOW)["opened"] == 0
+    assert session.scalar(select(func.count()).select_from(PaymentTransaction)) == 0
+
+
 # --- idempotence, bound, notices ----------------------------------------------------------------
 
 
@@ -442,6 +528,7 @@ def every_lifecycle_row(session, gym) -> list[Subscription]:
         make_subscription(session, gym, PlanType.cash, cash_prepaid_through=NOW - DAY),
         make_subscription(session, gym, PlanType.drop_in, pay_later_due=NOW - DAY),
         make_subscription(session, gym, in_debt_since=NOW - 8 * DAY),
+        free_presale(session, gym, opening=NOW - DAY),
     ]
 
 
@@ -458,7 +545,7 @@ def test_every_row_moves_once_and_a_second_run_changes_and_emits_nothing(session
 
     first = run_lifecycle(session, now=NOW)
     assert {name: first[name] for name in MOVES} == dict.fromkeys(MOVES, 1)
-    assert first["events"] == 7
+    assert first["events"] == 8
     assert first["more"] == []
     before, written = snapshot(session, rows), outbox_size(session)
 

@@ -17,6 +17,7 @@ from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from dateutil.relativedelta import relativedelta
 from sqlalchemy import select
 
 from gymctl.billing import collector, lifecycle
@@ -485,3 +486,48 @@ def test_a_presale_declined_on_the_opening_day_is_mailed_once_and_paid_from_the_
     ]
     told = life.told(story)
     assert told == story, told
+
+
+def test_a_free_presale_opens_on_its_opening_day_books_and_rolls_on_uncharged(life):
+    """A presale is opened by its opening day's charge (spec B 8); a free one has none, so the
+    lifecycle pass opens it on its opening day, with the period and activation a paid opening
+    is granted. Before, it was left scheduled forever: the member could never book."""
+    opening = NOW + timedelta(days=10)
+    life.session.add(BillingSettings(organization_id=life.org.id, opening_day=opening))
+    life.session.commit()
+    free = create_plan(life.client, life.org, name="Founders free", priceInCents=0)
+
+    life.at(NOW + timedelta(days=1))
+    sub_id = life.buy(free)  # a token-only page: the card is saved, nothing charged
+    assert life.subscription(sub_id).status is SubscriptionStatus.scheduled
+    klass = life.klass(opening + timedelta(hours=2))
+
+    # Before the opening day: nothing opens, and the member is told when they can book.
+    life.at(opening - timedelta(seconds=1))
+    assert life.lifecycle()["opened"] == 0
+    refused = life.book(klass, 409)
+    assert (refused["code"], refused["startsAt"]) == ("plan_not_started", opening.isoformat())
+
+    # On it: opened once, its first period from the opening day; the member books.
+    life.at(opening)
+    assert life.lifecycle()["opened"] == 1
+    assert life.lifecycle()["opened"] == 0
+    opened = life.subscription(sub_id)
+    assert opened.status is SubscriptionStatus.active
+    assert (opened.current_period_start, opened.current_period_end) == (
+        opening,
+        opening + relativedelta(months=1),
+    )
+    assert life.book(klass, 201)["data"]["status"] == "confirmed"
+
+    # A month on: the collector charges nothing, the pass rolls the period on.
+    life.at(opening + relativedelta(months=1))
+    assert life.collect()["charged"] == 0
+    assert life.lifecycle()["rolled"] == 1
+    rolled = life.subscription(sub_id)
+    assert rolled.status is SubscriptionStatus.active
+    assert rolled.current_period_end == opening + relativedelta(months=2)
+    assert life.ledger() == []
+    assert life.card_server.requests(CHARGE) == 0
+    story = ["membership.activated", "booking.created", "subscription.renewed"]
+    assert life.told(story) == story

@@ -7,10 +7,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import select
 
 from gymctl.billing.lifecycle import run_lifecycle
 from gymctl.bookings import schedule
-from gymctl.models import Subscription
+from gymctl.models import OutboxEvent, Subscription
 from gymctl.models.billing import PlanType, SubscriptionStatus
 from gymctl.providers.card_http import CHARGE
 from tests.access.conftest import snapshot
@@ -111,6 +112,14 @@ def test_member_pays_the_card_debt_of_a_plan_cancelled_for_non_payment_and_books
     row = session.get(Subscription, subscription.id)
     assert row.status == SubscriptionStatus.cancelled
     assert (row.debt_amount_in_cents, row.debt_since) == (0, None)
+    # The payment is recorded as one, but no period is given to a plan that stays ended.
+    [renewed] = session.scalars(
+        select(OutboxEvent.payload).where(
+            OutboxEvent.name == "subscription.renewed",
+            OutboxEvent.aggregate_id == str(subscription.id),
+        )
+    )
+    assert (renewed["kind"], renewed["granted"]) == ("debt", False)
     assert _book(client, gym, class_session, headers).status_code == 201
     before = snapshot(session)
     again = client.post(_url(gym, subscription, "pay-debt"), headers=headers(gym.member))
