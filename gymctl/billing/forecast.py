@@ -579,9 +579,11 @@ def instant_columns() -> list[Any]:
 
 def tune_scratch(engine: Engine) -> None:
     """After the copy: an index of the live rows per instant column (NextInstant's lookups,
-    and the sweeps' `column <= now` scans, which otherwise walk every active row), one of the
-    ledger by status (the recovery's pending attempts, few among many settled ones), then the
-    planner's statistics. A plan decides how a statement finds its rows, not what it finds:
+    and the sweeps' `column <= now` scans, which otherwise walk every active row), one by
+    status and period end (the lifecycle's ending transitions: active rows whose period is
+    over, which the period-end index alone finds among every ended row), one of the ledger by
+    status (the recovery's pending attempts, few among many settled ones), then the planner's
+    statistics. A plan decides how a statement finds its rows, not what it finds:
     the forecast is the same with or without this (a test compares)."""
     with engine.begin() as connection:
         for column in instant_columns():
@@ -589,6 +591,10 @@ def tune_scratch(engine: Engine) -> None:
                 f"CREATE INDEX forecast_{column.name} ON subscriptions ({column.name}) "
                 "WHERE deleted_at IS NULL"
             )
+        connection.exec_driver_sql(
+            "CREATE INDEX forecast_status_period_end ON subscriptions (status, current_period_end)"
+            " WHERE deleted_at IS NULL"
+        )
         connection.exec_driver_sql(
             "CREATE INDEX forecast_transaction_status ON payment_transactions (status)"
         )
