@@ -384,12 +384,18 @@ def open_free_presales(session: Session, *, now: datetime, limit: int) -> tuple[
     the pass opens it then, with the period, quota and activation a paid opening is granted
     (`attempts.grant_period`, the same function). Rows opened, and whether more wait."""
     picked = session.scalars(_FREE_PRESALES_OPENING, {"now": now, "limit": limit + 1}).all()
+    opened = 0
     for subscription_id in picked[:limit]:
-        subscription = attempts.lock_subscription(session, subscription_id)
+        # Like the transitions, a row another worker holds waits for the next pass; one that
+        # changed since it was picked (withdrawn, say) is no longer a presale to open.
+        subscription = attempts.lock_subscription(session, subscription_id, skip_locked=True)
+        if subscription is None or subscription.status != SubscriptionStatus.scheduled:
+            continue
         attempts.grant_period(session, subscription, now=now)
         subscription.updated_at = now
+        opened += 1
     session.flush()
-    return min(len(picked), limit), len(picked) > limit
+    return opened, len(picked) > limit
 
 
 def run_lifecycle(

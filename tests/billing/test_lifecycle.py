@@ -639,15 +639,21 @@ def test_rows_another_worker_holds_are_skipped_not_waited_for(committed_pg):
         gym = make_gym(setup)
         held = make_subscription(setup, gym, PlanType.pack, current_period_end=NOW - DAY)
         free = make_subscription(setup, gym, PlanType.pack, current_period_end=NOW - DAY)
+        held_presale = free_presale(setup, gym, opening=NOW - DAY)
+        free_to_open = free_presale(setup, gym, opening=NOW - DAY)
         setup.commit()
     with factory() as collector, factory() as lifecycle:
         collector.execute(
-            select(Subscription.id).where(Subscription.id == held.id).with_for_update()
+            select(Subscription.id)
+            .where(Subscription.id.in_([held.id, held_presale.id]))
+            .with_for_update()
         )
         lifecycle.execute(text("SET LOCAL lock_timeout = '5s'"))
         summary = run_lifecycle(lifecycle, now=NOW)
         lifecycle.commit()
         collector.rollback()
-        assert summary["expired"] == 1
+        assert (summary["expired"], summary["opened"]) == (1, 1)
         assert lifecycle.get(Subscription, free.id).status == SubscriptionStatus.expired
         assert lifecycle.get(Subscription, held.id).status == SubscriptionStatus.active
+        assert lifecycle.get(Subscription, free_to_open.id).status == SubscriptionStatus.active
+        assert lifecycle.get(Subscription, held_presale.id).status == SubscriptionStatus.scheduled
