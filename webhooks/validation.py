@@ -18,7 +18,7 @@ M = TypeVar("M", bound=BaseModel)
 
 # What the domain accepts, written into the document (the check stays the domain's, with its own
 # 422 code): an address as gymctl.access.invitations.normalize_email reads one, a UUIDv4 as
-# gymctl.billing.desk.require_uuid4 wants it.
+# gymctl.billing.idempotency.require_uuid4 wants it.
 _VISIBLE = r"[^\s\x00-\x1f\x7f-\x9f]"  # what normalize_email keeps: no whitespace, no control
 EMAIL_PATTERN = rf"^\s*[^@\s\x00-\x1f\x7f-\x9f]+@{_VISIBLE}*\.{_VISIBLE}*\s*$"
 UUID4_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"

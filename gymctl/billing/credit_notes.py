@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl import ids
 from gymctl.billing import codes
-from gymctl.billing.desk import require_uuid4, transaction_json
+from gymctl.billing.desk import transaction_json
+from gymctl.billing.idempotency import UNIQUE_KEY, by_key, require_uuid4
 from gymctl.billing.refunds import issue_document, refundable_amount
 from gymctl.billing.resolution import organization_transaction
 from gymctl.errors import conflict, unprocessable
@@ -63,7 +63,7 @@ def file_credit_note(
     credit_note_amount_exceeds_cap, 409 idempotency_key_reused."""
     require_uuid4(request.idempotency_key)
     sale = organization_transaction(session, organization_id, sale_id, lock=True)
-    existing = _by_key(session, organization_id, request.idempotency_key)
+    existing = by_key(session, organization_id, request.idempotency_key)
     if existing is not None:
         if (existing.metadata_ or {}).get("request") != request.fingerprint(sale.id):
             raise conflict(
@@ -113,14 +113,14 @@ def file_credit_note(
     )
     try:
         with (
-            unique_violation("uq_payment_transactions_organization_id_idempotency_key"),
+            unique_violation(UNIQUE_KEY),
             session.begin_nested(),
         ):
             session.add(note)  # inside the savepoint: begin_nested flushes what is pending first
             session.flush()
     except UniqueViolation:
         # The same key was filed by a request racing this one: answer its outcome.
-        existing = _by_key(session, organization_id, request.idempotency_key)
+        existing = by_key(session, organization_id, request.idempotency_key)
         return _answer(existing, sale, replayed=True)
     issue_document(
         session,
@@ -151,17 +151,6 @@ def file_credit_note(
     )
     session.flush()
     return _answer(note, sale, replayed=False)
-
-
-def _by_key(
-    session: Session, organization_id: uuid.UUID, key: uuid.UUID
-) -> PaymentTransaction | None:
-    return session.scalar(
-        select(PaymentTransaction).where(
-            PaymentTransaction.organization_id == organization_id,
-            PaymentTransaction.idempotency_key == str(key),
-        )
-    )
 
 
 def _answer(note: PaymentTransaction, sale: PaymentTransaction, *, replayed: bool):

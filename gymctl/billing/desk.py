@@ -24,6 +24,7 @@ from gymctl import ids
 from gymctl.access.memberships import membership_of
 from gymctl.billing import attempts, codes
 from gymctl.billing.accounts import CARD_PROVIDER, active_config, saved_card, terminal_of
+from gymctl.billing.idempotency import UNIQUE_KEY, by_key, require_uuid4
 from gymctl.billing.refunds import issue_document
 from gymctl.billing.resolution import (
     organization_transaction,
@@ -81,12 +82,12 @@ def desk_charge(
     billing_reconciliation_required while the outcome is unknown."""
     require_uuid4(request.idempotency_key)
     with factory() as session:
-        existing = _by_key(session, organization_id, request.idempotency_key)
+        existing = by_key(session, organization_id, request.idempotency_key)
         if existing is None:
             started = _store(session, organization_id, request, actor_user_id, now, cipher)
             if started is None:  # an identical request stored it first
                 session.rollback()
-                existing = _by_key(session, organization_id, request.idempotency_key)
+                existing = by_key(session, organization_id, request.idempotency_key)
             else:
                 transaction_id, terminal, card = started
                 session.commit()
@@ -97,27 +98,6 @@ def desk_charge(
                 return answer
         _refuse_if_different(existing, request)
         return _replay(session, provider, existing.id, now=now, cipher=cipher, documents=documents)
-
-
-def require_uuid4(
-    key: uuid.UUID, *, code: str = codes.IDEMPOTENCY_KEY_INVALID, field: str = "idempotencyKey"
-) -> None:
-    """Client-made keys must be random (v4): a time-based or hand-made id may collide."""
-    if key.version != 4 or key.variant != uuid.RFC_4122:
-        raise unprocessable(code, f"{field} must be a UUIDv4")
-
-
-def _by_key(
-    session: Session, organization_id: uuid.UUID, key: uuid.UUID
-) -> PaymentTransaction | None:
-    return session.scalar(
-        select(PaymentTransaction)
-        .where(
-            PaymentTransaction.organization_id == organization_id,
-            PaymentTransaction.idempotency_key == str(key),
-        )
-        .execution_options(populate_existing=True)
-    )
 
 
 def _refuse_if_different(existing: PaymentTransaction, request: DeskChargeRequest) -> None:
@@ -188,7 +168,7 @@ def _store(
     )
     session.add(transaction)
     try:
-        with unique_violation("uq_payment_transactions_organization_id_idempotency_key"):
+        with unique_violation(UNIQUE_KEY):
             session.flush()
     except UniqueViolation:
         return None

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from gymctl.billing import attempts, codes
 from gymctl.billing.alerts import raise_alert
-from gymctl.billing.desk import require_uuid4
+from gymctl.billing.idempotency import require_uuid4
 from gymctl.billing.resolution import (
     NOT_CHARGED,
     SETTLED,

@@ -30,7 +30,6 @@ from gymctl.billing import attempts, checkout, collector, credit_notes, desk
 from gymctl.billing.credit_notes import CreditNoteRequest, file_credit_note
 from gymctl.billing.debt_payments import pay_own_debt
 from gymctl.billing.desk_resolution import recover_desk_charges
-from gymctl.billing.refunds import execute_refund
 from gymctl.db import get_engine
 from gymctl.errors import DomainError
 from gymctl.models import Checkout, PaymentTransaction, Plan, Subscription
@@ -50,6 +49,7 @@ from tests.billing_ops.helpers import (
     paid_charge,
     race,
     refund_rows,
+    send_refund,
     store_refund,
 )
 from tests.conftest import NOW
@@ -284,16 +284,7 @@ def _refund(factory, card_server, sale_id, amount: int) -> str:
     with factory() as session:
         sale = session.get(PaymentTransaction, sale_id)
         refund = store_refund(session, sale, amount, documents)
-        done = execute_refund(
-            session,
-            card_server.provider(timeout=5.0),
-            TEST_CIPHER,
-            refund.id,
-            now=NOW,
-            documents=documents,
-        )
-        session.commit()
-        return done.status.value
+        return send_refund(session, card_server, refund.id, documents).status.value
 
 
 def test_two_identical_refunds_at_once_refund_once(committed_pg, card_server):

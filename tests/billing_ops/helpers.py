@@ -8,11 +8,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.orm import sessionmaker
 
 from gymctl import ids
 from gymctl.billing import attempts, desk, refunds
 from gymctl.billing.accounts import CARD_PROVIDER, save_card, saved_card
 from gymctl.billing.checkout import SAVE_CARD_ONLY
+from gymctl.db import get_engine
 from gymctl.models import (
     AuditLog,
     Checkout,
@@ -24,7 +26,13 @@ from gymctl.models import (
 from gymctl.models.billing import CheckoutStatus, PlanType, TransactionType
 from gymctl.providers.card_http import CHARGE
 from tests.billing import factories as bf
-from tests.billing.cards import APPROVE, TERMINAL, completed_token_page, save_test_card
+from tests.billing.cards import (
+    APPROVE,
+    TERMINAL,
+    completed_token_page,
+    connect_card_provider,
+    save_test_card,
+)
 from tests.billing.factories import TEST_CIPHER
 from tests.billing.fake_card_provider import Fault
 from tests.conftest import NOW
@@ -114,6 +122,32 @@ def store_refund(session, sale, amount: int, documents, *, now: datetime = NOW):
     )
     session.commit()
     return refund
+
+
+def send_refund(session, card_server, refund_id, documents, *, now: datetime = NOW):
+    """Steps 2 and 3 of a stored refund on the fake provider, committed: the refund row."""
+    done = refunds.execute_refund(
+        session,
+        card_server.provider(timeout=5.0),
+        TEST_CIPHER,
+        refund_id,
+        now=now,
+        documents=documents,
+    )
+    session.commit()
+    return done
+
+
+def committed_sale(url: str, card_server, *, amount: int = 9900):
+    """A completed card payment of a gym whose terminal has been live for a month, committed
+    for other connections (PostgreSQL): the session factory and the payment."""
+    factory = sessionmaker(bind=get_engine(url), expire_on_commit=False)
+    with factory() as session:
+        gym = bf.make_gym(session)
+        connect_card_provider(session, gym, since=NOW - timedelta(days=30))
+        sale = paid_charge(session, gym, card_server, amount=amount)
+        session.commit()
+    return factory, sale
 
 
 def charge_at_desk(factory, gym, provider, documents, request, now: datetime = NOW):

@@ -70,7 +70,7 @@ def test_a_desk_charge_stored_first_by_a_twin_is_replayed_and_a_foreign_key_fail
 
     key = uuid.uuid4()
     first = charge_at_desk(session_factory, gym, provider, documents, _request(gym, key))
-    miss_once(monkeypatch, desk, "_by_key")
+    miss_once(monkeypatch, desk, "by_key")
     twin = charge_at_desk(session_factory, gym, provider, documents, _request(gym, key))
     assert (twin["outcome"], twin["replayed"]) == (first["outcome"], True)
     assert twin["transaction"]["id"] == first["transaction"]["id"]
@@ -100,7 +100,7 @@ def test_a_credit_note_filed_first_by_a_twin_is_its_answer_and_a_foreign_key_fai
 
     key = uuid.uuid4()
     first = file(key)
-    miss_once(monkeypatch, credit_notes, "_by_key")
+    miss_once(monkeypatch, credit_notes, "by_key")
     twin = file(key)
     assert twin["replayed"] is True
     assert twin["creditNote"] == first["creditNote"]

@@ -11,19 +11,15 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy.orm import sessionmaker
 
 from gymctl.billing.refunds import execute_refund, resume_refunds
-from gymctl.db import get_engine
 from gymctl.errors import DomainError
 from gymctl.models import PaymentTransaction
 from gymctl.models.billing import TransactionStatus
 from gymctl.providers.card_http import REFUND
-from tests.billing import factories as bf
-from tests.billing.cards import connect_card_provider
 from tests.billing.factories import TEST_CIPHER
 from tests.billing.fake_card_provider import Fault
-from tests.billing_ops.helpers import paid_charge, store_refund
+from tests.billing_ops.helpers import committed_sale, paid_charge, store_refund
 from tests.conftest import NOW
 
 LATER = NOW + timedelta(minutes=5)
@@ -175,12 +171,7 @@ def test_a_refunding_process_killed_between_steps_never_refunds_twice(
     """A real process, killed with SIGKILL after storing the refund (before sending it, or
     while the provider is refunding): a retry with another amount is refused, and recovery
     sends the stored refund once."""
-    factory = sessionmaker(bind=get_engine(committed_pg), expire_on_commit=False)
-    with factory() as session:
-        gym = bf.make_gym(session)
-        connect_card_provider(session, gym, since=NOW - timedelta(days=30))
-        sale = paid_charge(session, gym, card_server, amount=9900)
-        session.commit()
+    factory, sale = committed_sale(committed_pg, card_server)
     if pause != "before_sending":
         card_server.inject(REFUND, Fault.delay, seconds=1.0)  # it refunds after the kill
     arguments = [committed_pg, card_server.url, str(sale.id), pause, NOW.isoformat()]

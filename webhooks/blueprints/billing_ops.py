@@ -250,22 +250,30 @@ def reconcile_desk_charge(org_id: uuid.UUID, transaction_id: uuid.UUID):
 class RefundBody(Body):
     amount_in_cents: int = Field(alias="amountInCents", ge=1, le=100_000_000, strict=True)
     reason: str = Field(min_length=1, max_length=500, pattern=TEXT)
+    idempotency_key: Uuid4 | None = Field(None, alias="idempotencyKey")
 
 
 @bp.post(f"{ORG}/payments/transactions/<uuid:transaction_id>/refund")
 @org_route(Module.finance, Action.manage)
 def refund(org_id: uuid.UUID, transaction_id: uuid.UUID):
+    """With an idempotencyKey a retried request answers the first one's refund (200, replayed
+    true) instead of refunding again."""
     body = parse(RefundBody)
     session, documents = db(), default_document_provider()
-    refund = refunds.begin_refund(
-        session,
-        transaction=resolution.organization_transaction(session, org_id, transaction_id),
-        amount_cents=body.amount_in_cents,
-        reason=body.reason,
-        actor_user_id=membership().user_id,
-        now=now(),
-        documents=documents,
-    )
+    request = {
+        "transaction": resolution.organization_transaction(session, org_id, transaction_id),
+        "amount_cents": body.amount_in_cents,
+        "reason": body.reason,
+        "actor_user_id": membership().user_id,
+        "now": now(),
+        "documents": documents,
+    }
+    if body.idempotency_key is None:
+        refund, replayed = refunds.begin_refund(session, **request), False
+    else:
+        refund, replayed = refunds.begin_refund_once(
+            session, idempotency_key=body.idempotency_key, **request
+        )
     session.commit()  # the refund attempt is stored before the provider is asked
     refund = refunds.execute_refund(
         session,
@@ -277,7 +285,9 @@ def refund(org_id: uuid.UUID, transaction_id: uuid.UUID):
     )
     session.commit()
     refunds.raise_unless_refunded(refund)
-    return jsonify(data=desk.transaction_json(refund)), 201
+    return jsonify(data={**desk.transaction_json(refund), "replayed": replayed}), (
+        200 if replayed else 201
+    )
 
 
 class CreditNoteBody(Body):
