@@ -18,6 +18,7 @@ from gymctl.billing.debt import CHARGE_FAILED, NOTICE_OPENED
 from gymctl.crypto import BILLING_SETTING, FieldCipher, Keyring
 from gymctl.models import (
     BillingSettings,
+    Checkout,
     Membership,
     Organization,
     PaymentMethod,
@@ -27,6 +28,7 @@ from gymctl.models import (
     User,
 )
 from gymctl.models.billing import (
+    CheckoutStatus,
     CollectionMethod,
     PlanType,
     SubscriptionStatus,
@@ -209,3 +211,28 @@ def make_subscription(
     session.add(subscription)
     session.flush()
     return subscription
+
+
+def make_checkout(
+    session: Session, subscription: Subscription, *, now: datetime = NOW, **fields: Any
+) -> Checkout:
+    """The hosted page of `subscription`: token-only (CreateTokenOnly, nothing charged), open
+    for an hour from `now`; `fields` override any column."""
+    values: dict[str, Any] = {
+        "id": ids.new_id(),
+        "organization_id": subscription.organization_id,
+        "subscription_id": subscription.id,
+        "user_id": subscription.user_id,
+        "operation": "CreateTokenOnly",
+        "terminal": "1000",
+        "amount_in_cents": 0,
+        "currency": subscription.currency,
+        "status": CheckoutStatus.open,
+        "expires_at": now + timedelta(hours=1),
+        "created_at": now,
+        **fields,
+    }
+    checkout = Checkout(**values)
+    session.add(checkout)
+    session.flush()
+    return checkout

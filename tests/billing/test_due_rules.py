@@ -11,14 +11,12 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from gymctl import ids
 from gymctl.billing import checkout, collector
 from gymctl.billing.accounts import CARD_PROVIDER
 from gymctl.billing.forecast import NowhereMailer, SeededCardProvider
-from gymctl.models import CancellationSettlement, Checkout, PaymentTransaction, RetentionCase
+from gymctl.models import CancellationSettlement, PaymentTransaction, RetentionCase
 from gymctl.models.billing import (
     AttemptKind,
-    CheckoutStatus,
     PlanType,
     SubscriptionStatus,
     TransactionStatus,
@@ -135,20 +133,13 @@ def test_a_notice_is_due_when_it_matures_and_waiting_mail_at_once(session, sessi
 def test_an_open_page_is_due_when_it_expires(session, gym):
     expires = NOW + timedelta(minutes=30)
     subscription = card_subscription(session, gym)
-    session.add(
-        Checkout(
-            id=ids.new_id(),
-            organization_id=gym.organization.id,
-            subscription_id=subscription.id,
-            user_id=gym.member.id,
-            operation="ChargeAndCreateToken",
-            terminal="x",
-            amount_in_cents=9900,
-            currency="ILS",
-            status=CheckoutStatus.open,
-            expires_at=expires,
-            created_at=NOW,
-        )
+    bf.make_checkout(
+        session,
+        subscription,
+        operation="ChargeAndCreateToken",
+        terminal="x",
+        amount_in_cents=9900,
+        expires_at=expires,
     )
     session.commit()
 

@@ -11,13 +11,11 @@ from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from daemons.jobs import select_jobs
-from gymctl.billing.checkout import SAVE_CARD_ONLY
 from gymctl.billing.debt import NOTICE_CANCELLED, NOTICE_OPENED, open_debt, restore_from_debt
 from gymctl.billing.lifecycle import run_lifecycle
 from gymctl.config import get_settings
 from gymctl.db import get_engine
-from gymctl.ids import new_id
-from gymctl.models import Checkout, OutboxEvent, PaymentTransaction, Subscription
+from gymctl.models import OutboxEvent, PaymentTransaction, Subscription
 from gymctl.models.billing import (
     AttemptKind,
     CheckoutStatus,
@@ -30,6 +28,7 @@ from gymctl.models.billing import (
 from tests.billing.factories import (
     make_billing_settings,
     make_card,
+    make_checkout,
     make_gym,
     make_plan,
     make_subscription,
@@ -465,22 +464,7 @@ def free_presale(session, gym, *, opening, page: CheckoutStatus = CheckoutStatus
     """A zero-price presale bought online: scheduled, its token-only page in state `page`."""
     free = make_plan(session, gym.organization, PlanType.card, price_in_cents=0, sessions_quota=8)
     presale = make_subscription(session, gym, plan=free, presale_opening=opening)
-    session.add(
-        Checkout(
-            id=new_id(),
-            organization_id=gym.organization.id,
-            subscription_id=presale.id,
-            user_id=presale.user_id,
-            operation=SAVE_CARD_ONLY,
-            terminal="1000",
-            amount_in_cents=0,
-            currency=presale.currency,
-            status=page,
-            expires_at=NOW - 10 * DAY,
-            created_at=NOW - 10 * DAY,
-        )
-    )
-    session.flush()
+    make_checkout(session, presale, status=page, now=NOW - 10 * DAY, expires_at=NOW - 10 * DAY)
     return presale
 
 

@@ -210,24 +210,17 @@ def presale_with_checkout(
     subscription = bf.make_subscription(
         session, gym, PlanType.card, presale_opening=opening, payment_method_id=method.id, **fields
     )
-    checkout = Checkout(
-        id=ids.new_id(),
-        organization_id=gym.organization.id,
-        subscription_id=subscription.id,
-        user_id=gym.member.id,
+    checkout = bf.make_checkout(
+        session,
+        subscription,
         operation=SAVE_CARD_ONLY,
         terminal=TERMINAL.number,
         page_id=page.page_id,
-        amount_in_cents=0,
-        currency="ILS",
         status=CheckoutStatus.completed,
         metadata_={"lowProfileId": page.page_id},
         expires_at=NOW + timedelta(hours=2),
-        created_at=NOW,
         **(page_fields or {}),
     )
-    session.add(checkout)
-    session.flush()
     return subscription, checkout
 
 

@@ -19,6 +19,7 @@ from tests.billing.fake_card_provider import Fault
 from tests.billing.test_checkout_webhooks import app  # noqa: F401 (fixture)
 from tests.billing_ops.helpers import committed_sale, paid_charge, race, refund_rows, send_refund
 from tests.conftest import NOW
+from webhooks.bodies import MEMBER_BODY_BYTES
 
 pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
 
@@ -166,3 +167,33 @@ def test_two_requests_of_one_key_at_once_refund_once(committed_pg, card_server):
     assert _refunded_in_cents(card_server) == [2000]
     with factory() as session:
         assert refund_rows(session) == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "status"),
+    [
+        ("400 levels", b"[" * 400 + b"]" * 400, 400),
+        ("over the member body limit", b'{"reason": "' + b"x" * MEMBER_BODY_BYTES + b'"}', 413),
+        ("a list", b"[]", 400),
+        ("amount as text", b'{"amountInCents": "2000", "reason": "x"}', 400),
+        ("key as an object", b'{"amountInCents": 2000, "reason": "x", "idempotencyKey": {}}', 400),
+    ],
+)
+def test_a_hostile_refund_body_is_a_4xx_json_answer_and_refunds_nothing(
+    client, session, gym, card_server, idp, name, raw, status
+):
+    sale = paid_charge(session, gym, card_server, amount=9900)
+    session.commit()
+    before = snapshot(session)
+
+    answer = client.post(
+        f"/organizations/{gym.organization.id}/payments/transactions/{sale.id}/refund",
+        data=raw,
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {idp.token(gym.owner.identity_id, now=NOW)}"},
+    )
+
+    assert answer.status_code == status, (name, answer.json)
+    assert answer.json["code"]
+    assert snapshot(session) == before
+    assert _refunded_in_cents(card_server) == []

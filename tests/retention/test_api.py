@@ -167,20 +167,7 @@ def test_plan_change_of_a_grouped_presale(client, session, gym):
     assert refused.json["message"] == "אפשר לעבור רק למנוי אחר מאותה קבוצת מנויים."
     assert snapshot(session) == before
 
-    session.add(
-        Checkout(
-            organization_id=gym.organization.id,
-            subscription_id=subscription.id,
-            user_id=gym[Role.member].user.id,
-            operation="CreateTokenOnly",
-            terminal="1000",
-            amount_in_cents=0,
-            currency="ILS",
-            status=CheckoutStatus.open,
-            expires_at=NOW + timedelta(hours=1),
-            created_at=NOW,
-        )
-    )
+    bf.make_checkout(session, subscription)
     session.commit()
     before = snapshot(session)
     busy = client.post(
