@@ -119,8 +119,10 @@ class FakeCardProvider:
         """Finish a hosted page as the member would (card_month=, card_year= optional)."""
         return self.simulator.complete_page(page_id, card_number, **expiry)
 
-    def provider(self, timeout: float = 1.0) -> HttpCardProvider:
-        """The real HTTP client pointed here (closed with the server)."""
+    def provider(self, timeout: float = 3.0) -> HttpCardProvider:
+        """The real HTTP client pointed here (closed with the server). The default gives a
+        loopback answer room on a loaded 2-core machine (a setup page once took over 1 s); a
+        test about timeouts passes its own, under HANG_SECONDS."""
         client = HttpCardProvider(self.url, timeout=timeout)
         self._clients.append(client)
         return client
