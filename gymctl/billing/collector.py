@@ -338,7 +338,14 @@ def _firsts(statuses: tuple[SubscriptionStatus, ...], after: bool) -> tuple[Any,
     queries = []
     for column, terms in (
         (Subscription.next_charge_date, [by_date]),
-        (Subscription.retry_at, [Subscription.retry_at > Subscription.next_charge_date]),
+        # Said not null as well (implied): an index range that starts past the NULLs.
+        (
+            Subscription.retry_at,
+            [
+                Subscription.retry_at.is_not(None),
+                Subscription.retry_at > Subscription.next_charge_date,
+            ],
+        ),
     ):
         query = select(func.min(column)).where(*_collectable(statuses), *terms)
         queries.append(query.where(column > bindparam("after")) if after else query)
