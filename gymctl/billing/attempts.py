@@ -31,6 +31,7 @@ from gymctl.billing import debt, plans
 from gymctl.billing.accounts import CARD_PROVIDER, active_config, saved_card, terminal_of
 from gymctl.bridge import mirror
 from gymctl.crypto import FieldCipher
+from gymctl.db import is_postgres
 from gymctl.events import EventKind, emit
 from gymctl.models import Membership, PaymentMethod, PaymentTransaction, Plan, Subscription
 from gymctl.models.billing import (
@@ -100,8 +101,12 @@ def lock_subscription(
     session: Session, subscription_id: uuid.UUID, *, skip_locked: bool = False
 ) -> Subscription | None:
     """Locks in the fixed order organization, membership, subscription (spec B 4.1): the
-    membership row first, then the subscription. None when another worker holds it."""
+    membership row first, then the subscription. None when another worker holds it. On the
+    embedded default the transaction already holds the database's one write lock (BEGIN
+    IMMEDIATE, gymctl.db): there are no row locks to order, so the subscription is only read."""
     membership_of, lock_membership, lock = _LOCKS[skip_locked]
+    if not is_postgres(session):
+        return session.scalar(lock, {"id": subscription_id})
     membership_id = session.scalar(membership_of, {"id": subscription_id})
     if membership_id is None:
         return None
