@@ -285,6 +285,9 @@ class Subscription(IdMixin, Base):
             ),
         ),
         Index("ix_subscriptions_status_org", "status", "organization_id"),
+        # A member's subscriptions (plan_already_held at every purchase and debt payment, the
+        # member's own list): by plan or organization alone, a popular plan's every row.
+        Index("ix_subscriptions_user", "user_id"),
     )
 
 
