@@ -136,3 +136,59 @@ def uuid(hex32: str):
     import uuid as uuid_module
 
     return uuid_module.UUID(hex32)
+
+
+def test_s30_keeps_the_first_gym_active_on_a_shared_external_account_and_errs_the_later(
+    tmp_path,
+):
+    """Two gyms active on one external account (the same key pasted twice) before the rule:
+    the upgrade keeps the one connected first, errs the later one with the cause, leaves a
+    gym on another account alone, and the index then refuses a second active gym."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import IntegrityError
+
+    from gymctl.db import get_engine
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    migrate.upgrade(url, "0013_s30_subscriptions_by_user")
+    gyms = [f"{n:032x}" for n in (1, 2, 3)]
+    rows = [  # (gym, its connection, account, connected at)
+        (gyms[0], f"{11:032x}", "777", "2026-02-01 00:00:00.000000"),
+        (gyms[1], f"{12:032x}", "777", "2026-01-01 00:00:00.000000"),  # connected first
+        (gyms[2], f"{13:032x}", "888", "2026-03-01 00:00:00.000000"),
+    ]
+    with get_engine(url).begin() as connection:
+        for gym, connection_id, account, at in rows:
+            connection.execute(
+                text(
+                    "INSERT INTO organizations (id, name, slug, status, created_at) VALUES "
+                    "(:id, :id, :id, 'active', :at)"
+                ),
+                {"id": gym, "at": at},
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO integration_connections (id, organization_id, provider, status, "
+                    "external_account_id, connected_at, last_run, created_at, updated_at) VALUES "
+                    "(:id, :gym, 'external_gym', 'active', :account, :at, '{}', :at, :at)"
+                ),
+                {"id": connection_id, "gym": gym, "account": account, "at": at},
+            )
+
+    migrate.upgrade(url)
+
+    engine = get_engine(url)
+    with engine.connect() as connection:
+        states = dict(
+            connection.execute(
+                text(
+                    "SELECT organization_id, status || ':' || coalesce(last_error, '') "
+                    "FROM integration_connections"
+                )
+            ).all()
+        )
+    assert states[gyms[1]] == "active:"
+    assert states[gyms[2]] == "active:"
+    assert states[gyms[0]].startswith("error:that external account is connected to another gym")
+    with pytest.raises(IntegrityError), engine.begin() as connection:
+        connection.execute(text("UPDATE integration_connections SET status = 'active'"))

@@ -30,15 +30,18 @@ from gymctl.errors import bad_gateway, conflict, invalid, not_found, unavailable
 from gymctl.events import EventKind, emit
 from gymctl.models import Membership, MembershipStatus, Role, User
 from gymctl.models.bridge import (
+    EXTERNAL_GYM,
     ConnectionStatus,
     EntityType,
     IntegrationConnection,
     Origin,
     RosterEntry,
 )
+from gymctl.models.integrity import UniqueViolation, unique_violation
 
 CREDENTIALS = {"table": "integration_connections", "column": "credentials_ciphertext"}
 KEY_SETTING = "GYMCTL_BRIDGE_CREDENTIALS_KEY"
+ACTIVE_ACCOUNT = "uq_integration_connections_active_account"
 MAX_KEY_CHARS = 256
 
 
@@ -185,14 +188,18 @@ def connect(
         api_key, row_id=str(connection.id), **CREDENTIALS
     )
     if account is not None:
-        activate(connection, account, now=now)
+        activate(session, connection, account, now=now)
     else:
         connection.status = ConnectionStatus.pending
         connection.last_error = f"key check unfinished: {problem}"
         connection.bridge_membership_type_id = membership_type_id
     connection.disconnected_at = None
     connection.updated_at = now
-    session.flush()
+    try:
+        with unique_violation(ACTIVE_ACCOUNT):
+            session.flush()
+    except UniqueViolation:
+        raise account_in_use() from None  # another gym's connect won the race
     emit(
         session,
         EventKind.audit,
@@ -207,7 +214,22 @@ def connect(
     return connection
 
 
-def activate(connection: IntegrationConnection, account: Account, *, now: datetime) -> None:
+def activate(
+    session: Session, connection: IntegrationConnection, account: Account, *, now: datetime
+) -> None:
+    """The checked account becomes the connection's; 409 bridgeaccount_in_use when another
+    gym is active on it (its members would be written into that gym's system, and its roster
+    imported as this gym's). The database holds the rule too (one active gym per account)."""
+    in_use = session.scalar(
+        select(IntegrationConnection.id).where(
+            IntegrationConnection.provider == (connection.provider or EXTERNAL_GYM),
+            IntegrationConnection.external_account_id == account.external_account_id,
+            IntegrationConnection.status == ConnectionStatus.active,
+            IntegrationConnection.id != connection.id,
+        )
+    )
+    if in_use is not None:
+        raise account_in_use()
     connection.status = ConnectionStatus.active
     connection.external_account_id = account.external_account_id
     connection.bridge_membership_type_id = account.bridge_membership_type_id
@@ -216,6 +238,14 @@ def activate(connection: IntegrationConnection, account: Account, *, now: dateti
     connection.schedule_poll_due_at = now
     connection.reconcile_due_at = now
     connection.updated_at = now
+
+
+def account_in_use():
+    # Which gym holds the account is not said: it is another tenant's.
+    return conflict(
+        codes.BRIDGE_ACCOUNT_IN_USE,
+        "that external account is connected to another gym: disconnect it there first",
+    )
 
 
 def disconnect(

@@ -38,7 +38,14 @@ from gymctl.bridge.client import (
     ExternalGymClient,
     Throttle,
 )
-from gymctl.bridge.connection import activate, check_account, find_connection, open_client
+from gymctl.bridge.connection import (
+    ACTIVE_ACCOUNT,
+    account_in_use,
+    activate,
+    check_account,
+    find_connection,
+    open_client,
+)
 from gymctl.bridge.operations import Defer, Disconnected, OpContext, Park, Retry, perform
 from gymctl.bridge.polling import serve_polls
 from gymctl.clock import Clock
@@ -53,6 +60,7 @@ from gymctl.models.bridge import (
     OpStatus,
     SyncOp,
 )
+from gymctl.models.integrity import UniqueViolation, unique_violation
 
 logger = logging.getLogger("gymctl.bridge")
 
@@ -195,12 +203,15 @@ def drain(
 def _check_pending(
     session: Session, connection: IntegrationConnection, client: ExternalGymClient, clock: Clock
 ) -> bool:
-    """A key stored while the external system was down: check it now (spec B 5)."""
+    """A key stored while the external system was down: check it now (spec B 5). An account
+    another gym is active on errs the connection (bridgeaccount_in_use), as any refusal of
+    the check does."""
     session.commit()  # the connection was read: no transaction stays open across the calls
     try:
-        activate(
-            connection, check_account(client, connection.bridge_membership_type_id), now=clock.now()
-        )
+        account = check_account(client, connection.bridge_membership_type_id)
+        activate(session, connection, account, now=clock.now())
+        with unique_violation(ACTIVE_ACCOUNT):
+            session.commit()
     except ExternalCallError as error:
         if error.kind == CallFailure.unauthorized:
             _lose(connection, "the external system refused the api-key (401)", clock.now())
@@ -208,9 +219,10 @@ def _check_pending(
             connection.last_error = f"key check unfinished: {error}"
             connection.updated_at = clock.now()
     except DomainError as error:
-        connection.status = ConnectionStatus.error
-        connection.last_error = error.message
-        connection.updated_at = clock.now()
+        _lose(connection, error.message, clock.now())
+    except UniqueViolation:  # another gym's check activated the account first
+        session.rollback()
+        _lose(connection, account_in_use().message, clock.now())
     session.commit()
     return connection.status is ConnectionStatus.active
 

@@ -100,6 +100,10 @@ _UNFINISHED_SQL = "status IN ('pending', 'in_flight', 'failed', 'parked')"
 _UNFINISHED_CLASS_SQL = f"class_key IS NOT NULL AND {_UNFINISHED_SQL}"
 
 
+ACCOUNT_IN_USE_WHERE = "status = 'active' AND external_account_id IS NOT NULL"
+EXTERNAL_GYM = "external_gym"  # the one provider a bridge connects to
+
+
 class IntegrationConnection(IdMixin, Base):
     """One per organization. The api-key is stored only as AES-256-GCM ciphertext and purged on
     disconnect. The *_due_at columns ask the organization's dispatcher for a schedule poll or a
@@ -110,7 +114,7 @@ class IntegrationConnection(IdMixin, Base):
     organization_id: Mapped[uuid.UUID] = mapped_column(
         ForeignKey("organizations.id", ondelete="CASCADE"), unique=True
     )
-    provider: Mapped[str] = mapped_column(String(32), default="external_gym")
+    provider: Mapped[str] = mapped_column(String(32), default=EXTERNAL_GYM)
     status: Mapped[ConnectionStatus] = mapped_column(
         _enum(ConnectionStatus, "integration_connection_status"), default=ConnectionStatus.pending
     )
@@ -127,6 +131,19 @@ class IntegrationConnection(IdMixin, Base):
     last_run: Mapped[dict[str, Any]] = mapped_column(default=dict)
     created_at: Mapped[datetime] = mapped_column(default=clock.now)
     updated_at: Mapped[datetime] = mapped_column(default=clock.now)
+
+    # One gym per external account: a second gym active on it would write its members into
+    # the first gym's system and import that gym's roster as its own.
+    __table_args__ = (
+        Index(
+            "uq_integration_connections_active_account",
+            "provider",
+            "external_account_id",
+            unique=True,
+            postgresql_where=text(ACCOUNT_IN_USE_WHERE),
+            sqlite_where=text(ACCOUNT_IN_USE_WHERE),
+        ),
+    )
 
 
 class EntityLink(IdMixin, Base):

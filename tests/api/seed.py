@@ -382,7 +382,7 @@ def _bridge(client, session, tenant: Tenant, bridge) -> None:
     from gymctl.models.bridge import OpStatus
 
     key = f"key-{tenant.id}"
-    bridge.add_account(key)
+    bridge.add_account(key, box_id=str(tenant.id.int % 10**9))  # its own account: one gym each
     _ok(
         client.put(
             tenant.url("/bridge/connection"),

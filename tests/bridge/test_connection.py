@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from gymctl.bridge import dispatcher, enqueue, entity_map
 from gymctl.bridge.client import CallFailure, ExternalCallError, ExternalGymClient, Throttle
@@ -75,6 +76,75 @@ def test_a_check_that_cannot_finish_keeps_the_key_pending_until_the_dispatcher_c
 
     monkeypatch.setattr(dispatcher, "check_account", check_account)
     fake.add_account(API_KEY)
+    pending, op, _ = _pending_then_checked(session, org, fake, bridge_settings, clock)
+    assert pending.status is ConnectionStatus.active
+    assert op.status is OpStatus.succeeded
+    assert in_transaction == [False]
+
+
+@pytest.mark.embedded
+@pytest.mark.parametrize("key", [API_KEY, "another-key-of-the-same-account"])
+def test_a_second_gym_is_refused_an_external_account_another_gym_is_active_on(
+    session, org, connected, account, fake, bridge_settings, key
+):
+    """Its members would be written into the first gym's system and that gym's roster
+    imported as its own: 409 bridge_account_in_use, nothing stored, nothing read from the
+    first gym's roster; the other gym is not named (another tenant)."""
+    fake.accounts[key] = account
+    second = factories.organization(session, name="Copper Temple")
+    session.commit()
+    before = snapshot(session)
+    with pytest.raises(DomainError) as refused:
+        connect(session, second.id, key, settings=bridge_settings, now=NOW)
+    assert (refused.value.code, refused.value.status) == ("bridge_account_in_use", 409)
+    assert "Iron Temple" not in refused.value.message
+    session.rollback()
+    assert snapshot(session) == before
+    assert not [call for call in fake.calls if call.path.startswith("/v3/users")]
+
+
+@pytest.mark.embedded
+def test_the_gym_itself_reconnects_and_another_connects_once_it_disconnected(
+    session, org, connected, bridge_settings
+):
+    again = connect(session, org.id, API_KEY, settings=bridge_settings, now=NOW)
+    assert (again.id, again.status) == (connected.id, ConnectionStatus.active)
+    disconnect(session, org.id, now=NOW)
+    second = factories.organization(session, name="Copper Temple")
+    session.commit()
+    moved = connect(session, second.id, API_KEY, settings=bridge_settings, now=NOW)
+    session.commit()
+    assert (moved.status, moved.external_account_id) == (ConnectionStatus.active, "777")
+
+
+@pytest.mark.embedded
+def test_a_pending_key_of_an_account_another_gym_is_active_on_errs_at_its_check(
+    session, org, connected, fake, bridge_settings, clock
+):
+    """The check that could not finish at connect runs in the dispatcher: the account is
+    found in use there, the connection errs with the cause and nothing is sent."""
+    second = factories.organization(session, name="Copper Temple")
+    session.commit()
+    pending, op, summary = _pending_then_checked(session, second, fake, bridge_settings, clock)
+    assert summary.stopped == "pending"
+    assert pending.status is ConnectionStatus.error
+    assert pending.last_error.startswith("that external account is connected to another gym")
+    assert op.status is OpStatus.pending
+    assert not [call for call in fake.calls if call.method == "POST"]
+
+
+@pytest.mark.embedded
+def test_the_database_refuses_a_second_active_gym_on_one_account(session, org, connected):
+    second = factories.organization(session, name="Copper Temple")
+    session.add(IntegrationConnection(organization_id=second.id, status=ConnectionStatus.active,
+                                      external_account_id="777"))  # fmt: skip
+    with pytest.raises(IntegrityError):
+        session.flush()
+
+
+def _pending_then_checked(session, org, fake, bridge_settings, clock):
+    """Connect while the external system cannot answer (the key is kept pending), queue an op,
+    then let the dispatcher check the key two minutes later."""
     fake.fail("GET /v3/locations", 503)
     pending = connect(session, org.id, API_KEY, settings=bridge_settings, now=NOW)
     session.commit()
@@ -83,10 +153,7 @@ def test_a_check_that_cannot_finish_keeps_the_key_pending_until_the_dispatcher_c
                  payload=member_payload(), now=NOW)  # fmt: skip
     session.commit()
     clock.set(NOW + timedelta(minutes=2))
-    run(session, org.id, bridge_settings, clock)
-    assert pending.status is ConnectionStatus.active
-    assert op.status is OpStatus.succeeded
-    assert in_transaction == [False]
+    return pending, op, run(session, org.id, bridge_settings, clock)
 
 
 def test_roster_import_keeps_no_phone_and_links_by_email(
@@ -225,3 +292,17 @@ def test_the_client_goes_through_the_proxy_the_environment_names(fake, account, 
         direct.locations()
     assert refused.value.kind == CallFailure.network
     assert len(fake.calls_to("GET /v3/locations")) == 1
+
+
+def test_the_route_refuses_a_key_of_an_account_another_gym_is_active_on(
+    owner_app, gym, connected, session
+):
+    before = snapshot(session)
+    response = owner_app.put(
+        f"/organizations/{gym.id}/bridge/connection",
+        json={"apiKey": API_KEY},
+        headers=gym[Role.owner].headers,
+    )
+    assert (response.status_code, response.json["code"]) == (409, "bridge_account_in_use")
+    assert API_KEY not in response.get_data(as_text=True)
+    assert snapshot(session) == before
