@@ -26,7 +26,7 @@ from gymctl.bridge.client import (
 )
 from gymctl.config import Settings
 from gymctl.crypto import FieldCipher, Keyring
-from gymctl.errors import bad_gateway, conflict, invalid, not_found, unavailable
+from gymctl.errors import DomainError, bad_gateway, conflict, invalid, not_found, unavailable
 from gymctl.events import EventKind, emit
 from gymctl.models import Membership, MembershipStatus, Role, User
 from gymctl.models.bridge import (
@@ -217,7 +217,7 @@ def connect(
 def activate(
     session: Session, connection: IntegrationConnection, account: Account, *, now: datetime
 ) -> None:
-    """The checked account becomes the connection's; 409 bridgeaccount_in_use when another
+    """The checked account becomes the connection's; 409 bridge_account_in_use when another
     gym is active on it (its members would be written into that gym's system, and its roster
     imported as this gym's). The database holds the rule too (one active gym per account)."""
     in_use = session.scalar(
@@ -240,8 +240,8 @@ def activate(
     connection.updated_at = now
 
 
-def account_in_use():
-    # Which gym holds the account is not said: it is another tenant's.
+def account_in_use() -> DomainError:
+    """409 bridge_account_in_use. Which gym holds the account is not said: another tenant's."""
     return conflict(
         codes.BRIDGE_ACCOUNT_IN_USE,
         "that external account is connected to another gym: disconnect it there first",

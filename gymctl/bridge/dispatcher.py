@@ -204,7 +204,7 @@ def _check_pending(
     session: Session, connection: IntegrationConnection, client: ExternalGymClient, clock: Clock
 ) -> bool:
     """A key stored while the external system was down: check it now (spec B 5). An account
-    another gym is active on errs the connection (bridgeaccount_in_use), as any refusal of
+    another gym is active on errs the connection (bridge_account_in_use), as any refusal of
     the check does."""
     session.commit()  # the connection was read: no transaction stays open across the calls
     try:
