@@ -500,8 +500,6 @@ def settle(
     granted their period in the same transaction. Drift since the attempt began never holds
     back the ledger: it records settlementReview and files an urgent follow-up instead."""
     attempt = dict(transaction.billing_attempt)
-    transaction.status = TransactionStatus.completed
-    transaction.provider_transaction_id = provider_transaction_id
     review = _drift(attempt, subscription, transaction.attempt_kind)
     done = ["ledger"]
     granted = False  # a period granted: not for a debt paid on a plan that stays ended
@@ -526,6 +524,9 @@ def settle(
         grant_period(session, subscription, now=now)
         done += ["subscription", "membership"]
         granted = True
+    # The ledger row settles with its effects, in one write (all in this one transaction).
+    transaction.status = TransactionStatus.completed
+    transaction.provider_transaction_id = provider_transaction_id
     transaction.billing_attempt = attempt
     transaction.effects = {"done": done, "at": now.isoformat()}
     transaction.updated_at = now
