@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -149,6 +149,33 @@ def session_factory(connection) -> sessionmaker[Session]:
 def session(session_factory: sessionmaker[Session]) -> Iterator[Session]:
     with session_factory() as session:
         yield session
+
+
+class Statements:
+    """Data statements (SELECT, INSERT, UPDATE, ...) run on the test's connection: `seen` their
+    verbs, `text` each statement on one line."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self.text: list[str] = []
+
+    def __call__(self, _conn, _cursor, statement, _params, _context, _many) -> None:
+        verb = statement.split(None, 1)[0].upper()
+        if verb not in ("SAVEPOINT", "RELEASE"):  # the test harness's own transaction nesting
+            self.seen.append(verb)
+            self.text.append(" ".join(statement.split()))
+
+    def clear(self) -> None:
+        self.seen.clear()
+        self.text.clear()
+
+
+@pytest.fixture
+def statements(connection) -> Iterator[Statements]:
+    counter = Statements()
+    event.listen(connection, "before_cursor_execute", counter)
+    yield counter
+    event.remove(connection, "before_cursor_execute", counter)
 
 
 @pytest.fixture

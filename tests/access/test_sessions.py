@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import event, func, select, text
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from gymctl.access import sessions as sessions_module
@@ -54,26 +54,6 @@ def _record(session: Session, user_id: Any, **overrides: Any) -> None:
 def _rows(session: Session, user_id: Any) -> list[UserSession]:
     session.expire_all()
     return list(session.scalars(select(UserSession).where(UserSession.user_id == user_id)))
-
-
-class _Statements:
-    """Data statements (SELECT, INSERT, UPDATE, ...) run on a connection."""
-
-    def __init__(self) -> None:
-        self.seen: list[str] = []
-
-    def __call__(self, _conn, _cursor, statement, _params, _context, _many) -> None:
-        verb = statement.split(None, 1)[0].upper()
-        if verb not in ("SAVEPOINT", "RELEASE"):  # the test harness's own transaction nesting
-            self.seen.append(verb)
-
-
-@pytest.fixture
-def statements(connection) -> Iterator[_Statements]:
-    counter = _Statements()
-    event.listen(connection, "before_cursor_execute", counter)
-    yield counter
-    event.remove(connection, "before_cursor_execute", counter)
 
 
 @pytest.mark.embedded

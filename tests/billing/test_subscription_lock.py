@@ -5,7 +5,6 @@ SQLite's one write lock, so the subscription is only read."""
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import event
 
 from gymctl import ids
 from gymctl.billing import attempts
@@ -15,42 +14,32 @@ from tests.billing import factories as bf
 pytestmark = pytest.mark.embedded
 
 
-def _statements(session, run):
-    seen: list[str] = []
-    connection = session.connection()
-
-    def record(conn, cursor, statement, parameters, context, executemany) -> None:
-        seen.append(" ".join(statement.split()))
-
-    event.listen(connection, "before_cursor_execute", record)
-    try:
-        result = run()
-    finally:
-        event.remove(connection, "before_cursor_execute", record)
-    return result, seen
+def _table(statement: str) -> str:
+    return statement.split(" FROM ")[1].split()[0]
 
 
-def test_locks_membership_then_subscription_on_postgresql_and_reads_once_on_sqlite(session):
+def test_locks_membership_then_subscription_on_postgresql_and_reads_once_on_sqlite(
+    session, statements
+):
     gym = bf.make_gym(session)
     subscription = bf.make_subscription(session, gym)
     session.commit()
+    statements.clear()
 
-    locked, statements = _statements(
-        session, lambda: attempts.lock_subscription(session, subscription.id)
-    )
+    locked = attempts.lock_subscription(session, subscription.id)
 
     assert locked is subscription
     if is_postgres(session):
-        assert [s.split(" FROM ")[1].split()[0] for s in statements] == [
+        assert [_table(s) for s in statements.text] == [
             "subscriptions",
             "memberships",
             "subscriptions",
         ]
-        assert "FOR UPDATE" in statements[1]
-        assert "FOR UPDATE" in statements[2]
+        assert "FOR UPDATE" in statements.text[1]
+        assert "FOR UPDATE" in statements.text[2]
     else:
-        assert len(statements) == 1
-        assert statements[0].split(" FROM ")[1].split()[0] == "subscriptions"
+        assert len(statements.text) == 1
+        assert _table(statements.text[0]) == "subscriptions"
 
 
 def test_lock_subscription_of_an_unknown_subscription_is_none(session):
