@@ -167,7 +167,12 @@ _WAITING = select(
     )
     .exists()
 )
-_FIRST_NOTICE = select(func.min(Subscription.cancellation_effective_at)).where(*_notices())
+# Said not null as well (min ignores nulls): an index range per status that starts past the
+# rows with no notice, rather than a walk of every active subscription (1 ms -> 0.02 ms at
+# 5,000 subscriptions on the forecast's scratch copy).
+_FIRST_NOTICE = select(func.min(Subscription.cancellation_effective_at)).where(
+    *_notices(), Subscription.cancellation_effective_at.is_not(None)
+)
 _FIRST_NOTICE_AFTER = _FIRST_NOTICE.where(
     Subscription.cancellation_effective_at > bindparam("after")
 )
