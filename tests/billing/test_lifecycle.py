@@ -541,6 +541,48 @@ def test_every_row_moves_once_and_a_second_run_changes_and_emits_nothing(session
     assert outbox_size(session) == written
 
 
+# every_lifecycle_row's rows, by the step that moves each.
+STEP_OF_ROW = (
+    "expired",
+    "gift_ended",
+    "term_ended",
+    "rolled",
+    "cash_lapsed",
+    "payment_due",
+    "cancelled",
+    "opened",
+)
+
+
+@pytest.mark.parametrize("step", STEP_OF_ROW)
+def test_the_passs_first_look_sees_each_step_alone(session, gym, step):
+    """The pass looks once whether any step has a row to move before running its steps: a
+    row only one step would move is moved by that step (the look is the steps' own
+    conditions)."""
+    rows = every_lifecycle_row(session, gym)
+    for row, moved_by in zip(rows, STEP_OF_ROW, strict=True):
+        if moved_by != step:
+            row.deleted_at = NOW - DAY  # every step leaves deleted rows alone
+    session.flush()
+
+    summary = run_lifecycle(session, now=NOW)
+
+    assert {name: summary[name] for name in MOVES} == {name: int(name == step) for name in MOVES}
+
+
+def test_an_hour_with_nothing_to_move_is_one_look(session, gym, statements):
+    every_lifecycle_row(session, gym)
+    run_lifecycle(session, now=NOW)
+    session.flush()
+    statements.clear()
+
+    summary = run_lifecycle(session, now=NOW + SECOND)
+
+    assert nothing_moved(summary)
+    assert summary["more"] == []
+    assert statements.seen == ["SELECT"]
+
+
 def test_each_transition_is_bounded_oldest_first_and_reports_more(session, gym):
     packs = [
         make_subscription(session, gym, PlanType.pack, current_period_end=NOW - n * DAY)
