@@ -275,6 +275,24 @@ def unresolved_attempt(session: Session, subscription_id: uuid.UUID) -> PaymentT
     return session.scalar(_UNRESOLVED_ATTEMPT, {"id": subscription_id})
 
 
+# begin_attempt's two questions of the ledger, asked together (every charge asks both): is an
+# attempt of the subscription unresolved, and how many confirmed non-charges has the obligation.
+_LEDGER_CHECKS = select(
+    _UNRESOLVED_ATTEMPT.with_only_columns(PaymentTransaction.id).exists(),
+    _TECHNICAL_FAILURES.scalar_subquery(),
+)
+
+
+def ledger_checks(
+    session: Session, subscription_id: uuid.UUID, obligation: str
+) -> tuple[bool, int]:
+    """(an unresolved attempt exists, the obligation's technical failures), one statement."""
+    unresolved, failures = session.execute(
+        _LEDGER_CHECKS, {"id": subscription_id, "obligation": obligation}
+    ).one()
+    return bool(unresolved), failures
+
+
 def begin_attempt(
     session: Session,
     subscription_id: uuid.UUID,
@@ -295,7 +313,10 @@ def begin_attempt(
         or (kind == AttemptKind.debt and ended_with_debt(subscription))
     ):
         return Began(BeganOutcome.skipped, "not_due")
-    if unresolved_attempt(session, subscription.id) is not None:
+    kind = kind or kind_of(subscription)
+    obligation = obligation_of(subscription, kind)
+    unresolved, failures = ledger_checks(session, subscription.id, obligation)
+    if unresolved:
         return Began(BeganOutcome.busy, "unresolved_attempt")
     if subscription.collection_paused:
         reason = held_reason(subscription)
@@ -319,9 +340,6 @@ def begin_attempt(
         # spec B 8: only a card saved 45 minutes after the terminal went live is on it, or
         # one verify-account proved there.
         return Began(BeganOutcome.blocked, "card_predates_terminal")
-    kind = kind or kind_of(subscription)
-    obligation = obligation_of(subscription, kind)
-    failures = technical_failures(session, obligation)
     amount = amount_of(subscription, kind)
     if failures:
         terms, authorized = _last_non_charge(session, obligation)
@@ -399,10 +417,17 @@ def send_attempt(began: Began, provider: CardProvider) -> ChargeResult:
 def apply_outcome(
     session: Session, transaction_id: uuid.UUID, result: ChargeResult, *, now: datetime
 ) -> Applied:
-    """Step 3: apply the provider's answer once; the caller commits."""
-    subscription_id = session.scalar(_SUBSCRIPTION_OF, {"id": transaction_id})
-    subscription = lock_subscription(session, subscription_id)
-    transaction = session.scalar(_LOCK_TRANSACTION, {"id": transaction_id})
+    """Step 3: apply the provider's answer once; the caller commits. PostgreSQL locks the
+    subscription before the transaction (the fixed order); the embedded default holds its one
+    write lock already, so it reads the transaction first and the subscription it names."""
+    if is_postgres(session):
+        subscription = lock_subscription(
+            session, session.scalar(_SUBSCRIPTION_OF, {"id": transaction_id})
+        )
+        transaction = session.scalar(_LOCK_TRANSACTION, {"id": transaction_id})
+    else:
+        transaction = session.scalar(_LOCK_TRANSACTION, {"id": transaction_id})
+        subscription = lock_subscription(session, transaction.subscription_id)
     if transaction.status != TransactionStatus.pending:
         return Applied(AppliedOutcome.already_resolved, transaction.id)
     applied = _apply(session, transaction, subscription, result, now=now)

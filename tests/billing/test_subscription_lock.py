@@ -4,12 +4,20 @@ SQLite's one write lock, so the subscription is only read."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from gymctl import ids
 from gymctl.billing import attempts
 from gymctl.db import is_postgres
+from gymctl.models import Subscription
+from gymctl.models.billing import SubscriptionStatus
+from gymctl.providers.card import ChargeResult, Outcome
 from tests.billing import factories as bf
+from tests.billing.cards import connect_card_provider
+from tests.billing.factories import TEST_CIPHER
+from tests.conftest import NOW
 
 pytestmark = pytest.mark.embedded
 
@@ -44,3 +52,39 @@ def test_locks_membership_then_subscription_on_postgresql_and_reads_once_on_sqli
 
 def test_lock_subscription_of_an_unknown_subscription_is_none(session):
     assert attempts.lock_subscription(session, ids.new_id()) is None
+
+
+def test_apply_outcome_locks_in_the_fixed_order_on_postgresql_and_reads_twice_on_sqlite(
+    session, statements
+):
+    """Step 3 takes the subscription before the transaction on PostgreSQL (membership,
+    subscription, then the ledger row); the embedded default, already holding its one write
+    lock, reads the ledger row and the subscription it names, with no look-up in between."""
+    gym = bf.make_gym(session)
+    connect_card_provider(session, gym, since=NOW - timedelta(days=60))
+    card = bf.make_card(session, gym, user=gym.member)
+    subscription = bf.make_subscription(session, gym, payment_method_id=card.id)
+    session.commit()
+    due = subscription.next_charge_date
+    began = attempts.begin_attempt(session, subscription.id, now=due, cipher=TEST_CIPHER)
+    assert began.outcome == "started"
+    session.commit()
+    statements.clear()
+
+    declined = ChargeResult(Outcome.declined, began.attempt["externalAttemptId"])
+    applied = attempts.apply_outcome(session, began.transaction_id, declined, now=due)
+
+    assert applied.outcome == "declined"
+    reads = [_table(s) for s in statements.text if s.startswith("SELECT")]
+    if is_postgres(session):
+        assert reads[:4] == [
+            "payment_transactions",
+            "subscriptions",
+            "memberships",
+            "subscriptions",
+        ]
+        assert reads[4] == "payment_transactions"
+        assert "FOR UPDATE" in statements.text[4]
+    else:
+        assert reads[:2] == ["payment_transactions", "subscriptions"]
+    assert session.get(Subscription, subscription.id).status == SubscriptionStatus.debt

@@ -43,7 +43,8 @@ def test_a_second_collector_is_busy_and_a_foreign_key_failure_surfaces(
     began = attempts.begin_attempt(session, subscription.id, now=NOW, cipher=TEST_CIPHER)
     assert began.outcome == "started"
     session.commit()
-    monkeypatch.setattr(attempts, "unresolved_attempt", lambda *args: None)  # checked too early
+    # Checked too early: the other collector stores its attempt after the check.
+    monkeypatch.setattr(attempts, "ledger_checks", lambda *args: (False, 0))
     again = attempts.begin_attempt(session, subscription.id, now=NOW, cipher=TEST_CIPHER)
     assert (again.outcome, again.reason) == ("busy", "unresolved_attempt")
     assert _transactions(session) == 1
