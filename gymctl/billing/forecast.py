@@ -594,9 +594,20 @@ ENDING_COLUMNS = (
 )
 
 
+# Instants that record when a row was written or ended: at or before the tick that wrote
+# them, never one a sweep waits for (and a live row has no deletion). Left out of NextInstant,
+# and so unindexed: every write moves updated_at, and its index with it.
+RECORDED = ("created_at", "updated_at", "cancelled_at", "ended_at", "deleted_at")
+
+
 def instant_columns() -> list[Any]:
-    """The subscription columns that hold instants: what NextInstant asks about."""
-    return [c for c in Subscription.__table__.c if isinstance(c.type, UTCDateTime)]
+    """The subscription columns that hold instants a sweep may wait for: what NextInstant
+    asks about."""
+    return [
+        c
+        for c in Subscription.__table__.c
+        if isinstance(c.type, UTCDateTime) and c.name not in RECORDED
+    ]
 
 
 def tune_scratch(engine: Engine) -> None:
@@ -774,10 +785,11 @@ def _active(engine: Engine) -> int:
 
 
 class NextInstant:
-    """The earliest instant after a given one that a live row names: any timestamp of a
-    subscription not ended, its grace day in debt, an open page's expiry, the presale card age,
-    a pending attempt's executing grace. A conservative bound: a sweep may find nothing to do
-    then. The statements are built once per forecast (it asks after most ticks)."""
+    """The earliest instant after a given one that a live row names: any instant of a
+    subscription not ended that a sweep may wait for (instant_columns), its grace day in debt,
+    an open page's expiry, the presale card age, a pending attempt's executing grace. A
+    conservative bound: a sweep may find nothing to do then. The statements are built once per
+    forecast (it asks after most ticks)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -787,7 +799,7 @@ class NextInstant:
             subscriptions.c.status.in_([s.value for s in LIVE]),  # an index probe per status
             subscriptions.c.deleted_at.is_(None),
         )
-        # One index lookup per instant column (the scratch copy's INSTANT_INDEXES), rather
+        # One index lookup per instant column (the scratch copy's indexes, tune_scratch), rather
         # than one scan of every live row per question.
         self.firsts = select(
             *(
