@@ -27,6 +27,7 @@ from gymctl.billing.accounts import CARD_PROVIDER
 from gymctl.billing.alerts import first_of_its_state, raise_alert
 from gymctl.billing.attempts import AppliedOutcome, BeganOutcome
 from gymctl.crypto import FieldCipher
+from gymctl.db import READ_ONLY
 from gymctl.models import PaymentProviderConfig, PaymentTransaction, Subscription
 from gymctl.models.billing import CollectionMethod, SubscriptionStatus, TransactionStatus
 from gymctl.providers.card import CardProvider
@@ -268,13 +269,15 @@ def _collect_due(
 ) -> Summary:
     summary = Summary()
     started = monotonic()
+    # The pass's plan, read at its start in one transaction that takes no write lock on the
+    # embedded default; each charge checks again, under its lock, that its row is still due.
     with factory() as session:
+        session.connection(execution_options=READ_ONLY)
         plan = due_by_organization(session, now=now, statuses=statuses, organizations=organizations)
         summary.unevaluable = unevaluable(session, now=now)
-    for organization_id in plan:
+        dues = [due_in(session, org, now=now, statuses=statuses) for org in plan]
+    for due in dues:
         summary.organizations += 1
-        with factory() as session:
-            due = due_in(session, organization_id, now=now, statuses=statuses)
         if per_organization is not None:
             due = due[:per_organization]
         for subscription_id in due:
@@ -324,14 +327,14 @@ def next_due(
     scan: `_due_filter`'s clock terms turned around (its charge date, or its retry day when
     later). Before it a pass collects nothing, so the forecast need not run one."""
     params = {} if after is None else {"after": after}
-    firsts = (session.scalar(query, params) for query in _firsts(statuses, after is not None))
+    firsts = session.execute(_firsts(statuses, after is not None), params).one()
     return min((first for first in firsts if first is not None), default=None)
 
 
 @functools.cache
-def _firsts(statuses: tuple[SubscriptionStatus, ...], after: bool) -> tuple[Any, ...]:
-    """next_due's statements, built once (the forecast asks after most ticks): a minimum over
-    one column each, an index walk rather than a scan of every row."""
+def _firsts(statuses: tuple[SubscriptionStatus, ...], after: bool) -> Any:
+    """next_due's statement, built once (the forecast asks after most ticks): a minimum over
+    one column each, an index walk rather than a scan of every row, both in one statement."""
     by_date = (Subscription.retry_at.is_(None)) | (
         Subscription.retry_at <= Subscription.next_charge_date
     )
@@ -349,7 +352,7 @@ def _firsts(statuses: tuple[SubscriptionStatus, ...], after: bool) -> tuple[Any,
     ):
         query = select(func.min(column)).where(*_collectable(statuses), *terms)
         queries.append(query.where(column > bindparam("after")) if after else query)
-    return tuple(queries)
+    return select(*(query.scalar_subquery() for query in queries))
 
 
 def _card_provider_organizations():
