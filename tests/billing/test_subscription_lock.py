@@ -54,7 +54,7 @@ def test_lock_subscription_of_an_unknown_subscription_is_none(session):
     assert attempts.lock_subscription(session, ids.new_id()) is None
 
 
-def test_apply_outcome_locks_in_the_fixed_order_on_postgresql_and_reads_twice_on_sqlite(
+def test_apply_outcome_locks_in_order_on_postgresql_and_reads_the_ledger_row_first_on_sqlite(
     session, statements
 ):
     """Step 3 takes the subscription before the transaction on PostgreSQL (membership,
