@@ -351,8 +351,48 @@ def _card_provider(client, session, tenant: Tenant, card_server) -> None:
     due = session.get(Subscription, uuid.UUID(ids["card_sub"][Role.coach]))
     due.next_charge_date = due.current_period_end = NOW - timedelta(minutes=10)
     ids["attempt"] = str(pending_attempt(session, due, now=NOW - timedelta(minutes=5)).id)
+    _owner_tools(session, tenant, pending_attempt)
     switches.set_switch(session, tenant.id, switches.RELEASE_TRACKER, True, now=NOW)
     session.commit()
+
+
+def _owner_tools(session, tenant: Tenant, pending_attempt) -> None:
+    """The attempts the owner's billing tools settle (spec B 4.2): one stored and never sent
+    (the provider has no record of it) for confirm-no-debit, with the request that matches its
+    evidence; one the provider confirmed it never received, for authorize-retry. Each on the
+    owner's card, on a plan of its own (a plan is held once)."""
+    from gymctl.billing import attempts
+    from gymctl.models import PaymentTransaction, Subscription
+    from gymctl.providers.card import ChargeResult, Outcome
+
+    ids, gym = tenant.ids, _billing_gym(session, tenant, Role.owner)
+    card = session.get(Subscription, uuid.UUID(ids["card_sub"][Role.owner])).payment_method_id
+    for key in ("unsent_attempt", "not_charged_attempt"):
+        plan = bf.make_plan(session, gym.organization, PlanType.card, name=key)
+        row = bf.make_subscription(session, gym, plan=plan, payment_method_id=card)
+        row.next_charge_date = row.current_period_end = NOW - timedelta(minutes=10)
+        ids[key] = str(pending_attempt(session, row, now=NOW - timedelta(minutes=5)).id)
+    unsent = session.get(PaymentTransaction, uuid.UUID(ids["unsent_attempt"])).billing_attempt
+    ids["no_debit_request"] = {
+        "requestId": str(uuid.uuid4()),  # one request: a second call by the owner replays it
+        "providerCaseId": "CASE-1",
+        "confirmedAt": (NOW - timedelta(minutes=1)).isoformat(),
+        "externalAttemptId": unsent["externalAttemptId"],
+        "terminal": unsent["terminal"],
+        "amountInCents": unsent["amountInCents"],
+        "currency": unsent["currency"],
+        "noDebitOccurred": True,
+        "cannotSettleLater": True,
+    }
+    never_received = uuid.UUID(ids["not_charged_attempt"])
+    external = session.get(PaymentTransaction, never_received).billing_attempt
+    applied = attempts.apply_outcome(
+        session,
+        never_received,
+        ChargeResult(Outcome.not_found, external["externalAttemptId"]),
+        now=NOW - timedelta(minutes=4),
+    )
+    assert applied.outcome == "not_charged", applied
 
 
 BRAND = {"palette": {"primaryColor": "#1C40A0", "buttonColor": "#FFE600"}, "name": "Iron Temple"}
@@ -377,7 +417,9 @@ def _brand_workspace(client, tenant: Tenant) -> None:
 
 
 def _bridge(client, session, tenant: Tenant, bridge) -> None:
-    """Connected to the external gym system's fake with a key of its own; two parked ops."""
+    """Connected to the external gym system's fake with a key of its own; two parked ops and
+    an open issue of the external system's."""
+    from gymctl.bridge.inbound import raise_issue
     from gymctl.bridge.queue import enqueue
     from gymctl.models.bridge import OpStatus
 
@@ -405,4 +447,13 @@ def _bridge(client, session, tenant: Tenant, bridge) -> None:
         )
         op.status, op.issue_code = OpStatus.parked, "identity_conflict"
         tenant.ids["parked_ops"].append(str(op.id))
+    removed = raise_issue(
+        session,
+        tenant.id,
+        "class_removed",
+        "ext-class-1",
+        {"externalClassId": "ext-class-1"},
+        now=NOW,
+    )  # a change the external system made, for the owner to dismiss
+    tenant.ids["external_issue"] = str(removed.id)
     session.commit()

@@ -297,6 +297,14 @@ CALLS = {
     ("POST", "/payments/billing/transactions/<uuid:transaction_id>/reconcile"): lambda t, r: Call(
         {"transaction_id": t.ids["attempt"]}
     ),
+    ("POST", "/payments/billing/transactions/<uuid:transaction_id>/confirm-no-debit"): (
+        lambda t, r: Call(
+            {"transaction_id": t.ids["unsent_attempt"]}, json=t.ids["no_debit_request"]
+        )
+    ),
+    ("POST", "/payments/billing/transactions/<uuid:transaction_id>/authorize-retry"): (
+        lambda t, r: Call({"transaction_id": t.ids["not_charged_attempt"]})
+    ),
     ("POST", "/payments/transactions/<uuid:transaction_id>/dismiss"): lambda t, r: Call(
         {"transaction_id": t.ids["hand_entered"]}
     ),
@@ -316,6 +324,17 @@ CALLS = {
     ("GET", "/bridge"): lambda t, r: Call(),
     ("GET", "/bridge/issues"): lambda t, r: Call(),
     ("GET", "/bridge/cutovers"): lambda t, r: Call(),
+    ("PUT", "/bridge/cutovers"): lambda t, r: Call(
+        json={
+            "classTypeId": t.ids["class_type"],
+            "weekday": 0,
+            "startTime": "18:00",
+            "cutoverOn": (NOW + timedelta(days=7)).date().isoformat(),
+        }
+    ),
+    ("POST", "/bridge/external-issues/<uuid:issue_id>/dismiss"): lambda t, r: Call(
+        {"issue_id": t.ids["external_issue"]}
+    ),
     ("POST", "/push-registrations"): lambda t, r: Call(
         json={"appId": "com.gymctl.app", "platform": "ios", "token": f"tok-{r.value}"},
         success=(201,),
@@ -330,20 +349,12 @@ CALLS = {
 # Routes with no recipe yet, each with what it would need (checked current by the suites).
 BRIDGE = "an issue of the bridge's own kind (an unmapped class, an external change, a cutover)"
 RELEASES = "a branded app with an open release request (tests/releases/conftest.py `branded`)"
-SETTLE = (
-    "a billing attempt in the state this owner tool settles (a provider case confirming no "
-    "debit; a declined retry awaiting authorization): not seeded yet"
-)
 UNCOVERED: dict[tuple[str, str], str] = {
     ("POST", "/bridge/classes/<uuid:session_id>/link"): BRIDGE,
-    ("PUT", "/bridge/cutovers"): BRIDGE,
-    ("POST", "/bridge/external-issues/<uuid:issue_id>/dismiss"): BRIDGE,
     ("POST", "/bridge/issues/<op_id>/link"): BRIDGE,
     ("POST", "/exercises/<uuid:movement_id>/video/report"): (
         "a gym movement with a video candidate (the movement library's fakes)"
     ),
-    ("POST", "/payments/billing/transactions/<uuid:transaction_id>/authorize-retry"): SETTLE,
-    ("POST", "/payments/billing/transactions/<uuid:transaction_id>/confirm-no-debit"): SETTLE,
     ("POST", "/releases/approvals"): RELEASES,
     ("PUT", "/releases/checks/<target>/<check>"): RELEASES,
     ("PUT", "/releases/submission"): RELEASES,
