@@ -269,15 +269,17 @@ def _collect_due(
 ) -> Summary:
     summary = Summary()
     started = monotonic()
-    # The pass's plan, read at its start in one transaction that takes no write lock on the
-    # embedded default; each charge checks again, under its lock, that its row is still due.
+    # The plan, then each organization's due list just before its turn: reads that take no
+    # write lock on the embedded default (a writer there waits for nobody's scan).
     with factory() as session:
         session.connection(execution_options=READ_ONLY)
         plan = due_by_organization(session, now=now, statuses=statuses, organizations=organizations)
         summary.unevaluable = unevaluable(session, now=now)
-        dues = [due_in(session, org, now=now, statuses=statuses) for org in plan]
-    for due in dues:
+    for organization_id in plan:
         summary.organizations += 1
+        with factory() as session:
+            session.connection(execution_options=READ_ONLY)
+            due = due_in(session, organization_id, now=now, statuses=statuses)
         if per_organization is not None:
             due = due[:per_organization]
         for subscription_id in due:

@@ -425,8 +425,9 @@ def run_lifecycle(
     outage) whose first period is already over rolls on in the same pass. When no step has
     a row to move, the pass ends after one look (`_anything_due`).
 
-    Works in the caller's transaction. Subscription rows the session holds are expired
-    afterwards, so they read their new state."""
+    Works in the caller's transaction. After a pass that ran its steps, the subscription rows
+    the session holds are expired, so they read their new state (after one look that found
+    nothing, nothing changed)."""
     now = ensure_utc(now)
     session.flush()
     if not session.scalar(_anything_due(), {"now": now}):
