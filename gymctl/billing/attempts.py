@@ -24,7 +24,7 @@ from typing import Any
 
 from dateutil.relativedelta import relativedelta
 from sqlalchemy import bindparam, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, lazyload
 
 from gymctl import ids
 from gymctl.billing import debt, plans
@@ -667,6 +667,11 @@ def _not_charged(
     return Applied(AppliedOutcome.not_charged, transaction.id)
 
 
+# grant_period reads the membership for its status: without the organization a membership
+# loads with it (lazy="joined"), which every renewal would read for nothing.
+_STATUS_ONLY = (lazyload(Membership.organization),)
+
+
 def grant_period(session: Session, subscription: Subscription, *, now: datetime) -> None:
     """The paid period: a presale starts on its opening day, a renewal where the last ended."""
     first = subscription.status == SubscriptionStatus.scheduled
@@ -687,7 +692,7 @@ def grant_period(session: Session, subscription: Subscription, *, now: datetime)
     subscription.retry_at = None
     debt.restore_from_debt(subscription, now=now)
     subscription.status = SubscriptionStatus.active
-    membership = session.get(Membership, subscription.membership_id)
+    membership = session.get(Membership, subscription.membership_id, options=_STATUS_ONLY)
     if membership is not None and membership.status != MembershipStatus.active:
         membership.status = MembershipStatus.active
         membership.updated_at = now

@@ -25,11 +25,10 @@ from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import exists, func, select
+from sqlalchemy import bindparam, exists, func, select
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import queue
-from gymctl.bridge.connection import find_connection
 from gymctl.bridge.polling import timezone_of
 from gymctl.db import advisory_lock, is_postgres
 from gymctl.models import (
@@ -64,11 +63,18 @@ BOOKING_OPS = (OpType.booking_create, OpType.booking_cancel)
 _GONE = (OpStatus.superseded, OpStatus.dismissed)
 
 
+# connected's question, built once: every renewal a gym collects asks it.
+_CONNECTION_STATUS = select(IntegrationConnection.status).where(
+    IntegrationConnection.organization_id == bindparam("organization_id")
+)
+
+
 def connected(session: Session, organization_id: uuid.UUID) -> bool:
     """A bridge is set up and not disconnected (a pending key check or a refused key still
-    queue: the ops wait for the connection, nothing the gym does meanwhile is lost)."""
-    connection = find_connection(session, organization_id)
-    return connection is not None and connection.status in queue.QUEUEING
+    queue: the ops wait for the connection, nothing the gym does meanwhile is lost). Only the
+    status is read: most gyms have no bridge, and each renewal asks."""
+    status = session.scalar(_CONNECTION_STATUS, {"organization_id": organization_id})
+    return status in queue.QUEUEING
 
 
 # -- members ----------------------------------------------------------------------------------
