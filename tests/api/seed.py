@@ -417,11 +417,12 @@ def _brand_workspace(client, tenant: Tenant) -> None:
 
 
 def _bridge(client, session, tenant: Tenant, bridge) -> None:
-    """Connected to the external gym system's fake with a key of its own; two parked ops and
-    an open issue of the external system's."""
+    """Connected to the external gym system's fake with a key of its own; two parked ops, a
+    booking parked on its unmatched class (the class the poll saw unclaimed is its candidate)
+    and an open issue of the external system's."""
+    from gymctl.bridge import classes, entity_map
     from gymctl.bridge.inbound import raise_issue
-    from gymctl.bridge.queue import enqueue
-    from gymctl.models.bridge import OpStatus
+    from gymctl.models.bridge import EntityType, Origin
 
     key = f"key-{tenant.id}"
     bridge.add_account(key, box_id=str(tenant.id.int % 10**9))  # its own account: one gym each
@@ -434,19 +435,21 @@ def _bridge(client, session, tenant: Tenant, bridge) -> None:
     )
     tenant.ids["bridge_key"], tenant.ids["parked_ops"] = key, []
     for _ in range(2):
-        op = enqueue(
-            session,
-            organization_id=tenant.id,
-            op_type="booking.create",
-            payload={
-                "memberId": str(uuid.uuid4()),
-                "bookingId": str(uuid.uuid4()),
-                "sessionId": str(uuid.uuid4()),
-            },
-            now=NOW,
-        )
-        op.status, op.issue_code = OpStatus.parked, "identity_conflict"
+        op = _parked_booking(session, tenant, str(uuid.uuid4()), "identity_conflict")
         tenant.ids["parked_ops"].append(str(op.id))
+    external_class = "ext-class-2"
+    entity_map.link(
+        session,
+        tenant.id,
+        EntityType.schedule,
+        platform_id=None,  # seen by the schedule poll, no session claims it
+        external_id=external_class,
+        origin=Origin.poll,
+        now=NOW,
+    )
+    unmatched = _parked_booking(session, tenant, tenant.ids["session"], classes.UNMATCHED)
+    unmatched.last_error = f"no external class matches the session; candidates: {external_class}"
+    tenant.ids["unmatched_op"], tenant.ids["external_class"] = str(unmatched.id), external_class
     removed = raise_issue(
         session,
         tenant.id,
@@ -457,3 +460,23 @@ def _bridge(client, session, tenant: Tenant, bridge) -> None:
     )  # a change the external system made, for the owner to dismiss
     tenant.ids["external_issue"] = str(removed.id)
     session.commit()
+
+
+def _parked_booking(session, tenant: Tenant, session_id: str, issue_code: str):
+    """A booking.create of a member the platform never mirrored, parked on `issue_code`."""
+    from gymctl.bridge.queue import enqueue
+    from gymctl.models.bridge import OpStatus
+
+    op = enqueue(
+        session,
+        organization_id=tenant.id,
+        op_type="booking.create",
+        payload={
+            "memberId": str(uuid.uuid4()),
+            "bookingId": str(uuid.uuid4()),
+            "sessionId": session_id,
+        },
+        now=NOW,
+    )
+    op.status, op.issue_code = OpStatus.parked, issue_code
+    return op

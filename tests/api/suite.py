@@ -332,6 +332,12 @@ CALLS = {
             "cutoverOn": (NOW + timedelta(days=7)).date().isoformat(),
         }
     ),
+    ("POST", "/bridge/issues/<op_id>/link"): lambda t, r: Call(
+        {"op_id": t.ids["unmatched_op"]}, json={"externalId": t.ids["external_class"]}
+    ),
+    ("POST", "/bridge/classes/<uuid:session_id>/link"): lambda t, r: Call(
+        {"session_id": t.ids["session"]}, json={"externalClassId": t.ids["external_class"]}
+    ),
     ("POST", "/bridge/external-issues/<uuid:issue_id>/dismiss"): lambda t, r: Call(
         {"issue_id": t.ids["external_issue"]}
     ),
@@ -347,11 +353,8 @@ CALLS = {
 }
 
 # Routes with no recipe yet, each with what it would need (checked current by the suites).
-BRIDGE = "an issue of the bridge's own kind (an unmapped class, an external change, a cutover)"
 RELEASES = "a branded app with an open release request (tests/releases/conftest.py `branded`)"
 UNCOVERED: dict[tuple[str, str], str] = {
-    ("POST", "/bridge/classes/<uuid:session_id>/link"): BRIDGE,
-    ("POST", "/bridge/issues/<op_id>/link"): BRIDGE,
     ("POST", "/exercises/<uuid:movement_id>/video/report"): (
         "a gym movement with a video candidate (the movement library's fakes)"
     ),
