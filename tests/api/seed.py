@@ -19,7 +19,7 @@ from typing import Any
 from PIL import Image
 from sqlalchemy import select
 
-from gymctl.models import Role
+from gymctl.models import Organization, Role
 from gymctl.models.billing import PlanType
 from tests import factories
 from tests.access.conftest import Person, signed_in
@@ -124,7 +124,10 @@ def seed(client, session, tenant: Tenant, card_server=None, bridge=None) -> Tena
             "intervalMonths": 1,
         },
     )["id"]
-    ids["exercise"] = post("/exercises", {"name": "Tenant squat"})["id"]
+    ids["exercise"] = post(  # its video, for the members' reports
+        "/exercises",
+        {"name": "Tenant squat", "videoUrl": "https://video.example.test/tenant-squat"},
+    )["id"]
     ids["class_type"] = post(
         "/class-types", {"name": "WOD", "defaultCapacity": 20, "durationMinutes": 60}
     )["id"]
@@ -146,6 +149,7 @@ def seed(client, session, tenant: Tenant, card_server=None, bridge=None) -> Tena
     }
     _subscriptions(client, session, tenant)
     _brand_workspace(client, tenant)
+    _release(client, session, tenant)
     if card_server is not None:
         _card_provider(client, session, tenant, card_server)
     if bridge is not None:
@@ -414,6 +418,47 @@ def _brand_workspace(client, tenant: Tenant) -> None:
     _ok(client.post(tenant.url("/brand-workspace/brand/publish"), headers=owner))
     _ok(client.post(tenant.url("/brand-workspace/app/publish"), headers=owner))
     put("/brand", {**BRAND, "palette": {"primaryColor": "#0B6E4F"}})
+
+
+def _release(client, session, tenant: Tenant) -> None:
+    """A dedicated app mapped, configured and enabled, its release request's intake saved and
+    approved, and a candidate cut of the published app (icon and logo really stored)."""
+    from gymctl.branding import publishing
+    from gymctl.models import MemberAppDraftAsset
+    from gymctl.releases import approvals, branded_apps, candidates, owner, requests
+    from tests.releases.conftest import APP_CONFIG, COMMIT, SUBMISSION, stored_asset
+
+    services = client.application.extensions["gymctl"]
+    organization = session.get(Organization, tenant.id)
+    for slot in ("icon", "logo"):
+        asset = stored_asset(session, services.store, tenant.id, slot)
+        draft = session.get(MemberAppDraftAsset, (tenant.id, slot)) or MemberAppDraftAsset(
+            organization_id=tenant.id, slot=slot
+        )
+        draft.asset_id, draft.updated_at = asset.id, NOW
+        session.add(draft)
+    publishing.publish_app(session, services.store, tenant.id, actor_user_id=None, now=NOW)
+    branded_apps.create_app(session, services.settings, organization, now=NOW)
+    branded_apps.configure(session, tenant.id, APP_CONFIG, now=NOW)
+    branded_apps.set_enabled(session, tenant.id, True, now=NOW)
+    requests.open_request(session, tenant.id, now=NOW)
+    saved = owner.save_submission(
+        session, tenant.id, SUBMISSION, revision=0, actor_user_id=None, now=NOW
+    )
+    owner.approve(
+        session,
+        tenant.id,
+        purpose=approvals.INTAKE,
+        revision=saved["revision"],
+        snapshot_sha256=None,
+        actor_user_id=None,
+        now=NOW,
+    )
+    candidates.cut_candidate(
+        session, services.store, services.settings, tenant.id, source_commit=COMMIT, now=NOW
+    )
+    tenant.ids["release_revision"] = saved["revision"]
+    session.commit()
 
 
 def _bridge(client, session, tenant: Tenant, bridge) -> None:
