@@ -667,8 +667,8 @@ def _not_charged(
     return Applied(AppliedOutcome.not_charged, transaction.id)
 
 
-# grant_period reads the membership for its status: without the organization a membership
-# loads with it (lazy="joined"), which every renewal would read for nothing.
+# grant_period reads the membership only for its status, so without the organization its
+# mapping joins in (lazy="joined"): every renewal would read that row for nothing.
 _STATUS_ONLY = (lazyload(Membership.organization),)
 
 

@@ -424,19 +424,12 @@ def _release(client, session, tenant: Tenant) -> None:
     """A dedicated app mapped, configured and enabled, its release request's intake saved and
     approved, and a candidate cut of the published app (icon and logo really stored)."""
     from gymctl.branding import publishing
-    from gymctl.models import MemberAppDraftAsset
     from gymctl.releases import approvals, branded_apps, candidates, owner, requests
-    from tests.releases.conftest import APP_CONFIG, COMMIT, SUBMISSION, stored_asset
+    from tests.releases.conftest import APP_CONFIG, COMMIT, SUBMISSION, draft_app_images
 
     services = client.application.extensions["gymctl"]
     organization = session.get(Organization, tenant.id)
-    for slot in ("icon", "logo"):
-        asset = stored_asset(session, services.store, tenant.id, slot)
-        draft = session.get(MemberAppDraftAsset, (tenant.id, slot)) or MemberAppDraftAsset(
-            organization_id=tenant.id, slot=slot
-        )
-        draft.asset_id, draft.updated_at = asset.id, NOW
-        session.add(draft)
+    draft_app_images(session, services.store, tenant.id)
     publishing.publish_app(session, services.store, tenant.id, actor_user_id=None, now=NOW)
     branded_apps.create_app(session, services.settings, organization, now=NOW)
     branded_apps.configure(session, tenant.id, APP_CONFIG, now=NOW)

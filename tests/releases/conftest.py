@@ -161,6 +161,21 @@ def stored_asset(session, store, organization_id, slot: str) -> BrandAsset:
     return asset
 
 
+def draft_app_images(session, store, organization_id, *, at=NOW) -> None:
+    """The member app's draft icon and logo, each a stored image."""
+    for slot in ("icon", "logo"):
+        asset = stored_asset(session, store, organization_id, slot)
+        row = session.get(MemberAppDraftAsset, (organization_id, slot))
+        if row is None:
+            session.add(
+                MemberAppDraftAsset(
+                    organization_id=organization_id, slot=slot, asset_id=asset.id, updated_at=at
+                )
+            )
+        else:
+            row.asset_id, row.updated_at = asset.id, at
+
+
 def publish_branding(session, store, organization_id, *, primary="#1C40A0", at=NOW) -> None:
     """Brand and member app published, with icon and logo slots."""
     workspace.save_brand_draft(
@@ -173,17 +188,7 @@ def publish_branding(session, store, organization_id, *, primary="#1C40A0", at=N
         actor_user_id=None,
         now=at,
     )
-    for slot in ("icon", "logo"):
-        asset = stored_asset(session, store, organization_id, slot)
-        row = session.get(MemberAppDraftAsset, (organization_id, slot))
-        if row is None:
-            session.add(
-                MemberAppDraftAsset(
-                    organization_id=organization_id, slot=slot, asset_id=asset.id, updated_at=at
-                )
-            )
-        else:
-            row.asset_id, row.updated_at = asset.id, at
+    draft_app_images(session, store, organization_id, at=at)
     workspace.save_app_draft(session, organization_id, display_name="Iron", now=at)
     publishing.publish_brand(session, store, organization_id, actor_user_id=None, now=at)
     publishing.publish_app(session, store, organization_id, actor_user_id=None, now=at)
