@@ -6,8 +6,11 @@ import logging
 import re
 import time
 import uuid
+from datetime import date
+from typing import Any
 
 from flask import Flask, g, request
+from flask.json.provider import DefaultJSONProvider
 from sentry_sdk.integrations.flask import FlaskIntegration
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.middleware.proxy_fix import ProxyFix
@@ -56,7 +59,22 @@ log = logging.getLogger("gymctl.api")
 REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
+class JsonProvider(DefaultJSONProvider):
+    """Instants in ISO 8601, as the OpenAPI document's date-time says (Flask's own default
+    writes an HTTP date, "Wed, 25 Nov 2026 00:00:00 GMT"); keys in the order built."""
+
+    sort_keys = False
+
+    @staticmethod
+    def default(o: Any) -> Any:
+        if isinstance(o, date):  # a datetime is a date
+            return o.isoformat()
+        return DefaultJSONProvider.default(o)
+
+
 class App(Flask):
+    json_provider_class = JsonProvider
+
     def log_exception(self, exc_info) -> None:
         """Flask logs an unhandled exception's full text; ours leaves database values out."""
         errors.log_unhandled(exc_info[1])
@@ -87,7 +105,6 @@ def create_app(
         app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
             app.wsgi_app, x_for=settings.proxy_hops, x_proto=settings.proxy_hops
         )
-    app.json.sort_keys = False  # type: ignore[attr-defined]
     session_factory = session_factory or default_session_factory()
     identity_admin = identity_admin or identity_admin_from_settings(
         settings, session_factory, clock=clock
