@@ -182,6 +182,12 @@ JOBS: tuple[AnyJob, ...] = (
         sweeps.abandoned_checkouts,
         "cancel subscriptions whose checkout page was abandoned",
     ),
+    OwnTransactionsJob(
+        "billing_forecasts",
+        10,
+        sweeps.forecasts,
+        "run the billing forecasts platform admins queued over HTTP (one per pass)",
+    ),
     # Cancellations, retention and bookings (spec B 3, 6, 8).
     Job("retention_escalation", 3600, retention.retention_escalation, "escalate open notice cases"),
     Job(

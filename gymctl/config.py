@@ -103,6 +103,14 @@ class Settings(BaseSettings):
         alias="GYMCTL_PROXY_HOPS",
         description="proxies in front of the API whose X-Forwarded-For is trusted (0: none)",
     )
+    forecast_request_seconds: float = Field(
+        20.0,
+        ge=0,
+        le=25,
+        alias="GYMCTL_FORECAST_REQUEST_SECONDS",
+        description="how long the synchronous forecast route may run before it refers to the "
+        "queued one (below gunicorn's 30 s worker timeout)",
+    )
     max_brand_asset_bytes: int = Field(16 * 1024 * 1024, alias="MAX_BRAND_ASSET_BYTES")
     card_provider_url: str | None = Field(
         None,

@@ -23,6 +23,9 @@ OWN_TRANSACTIONS = {
     "billing_daily",
     "billing_abandoned_checkouts",
     "cancellation_sweep",
+    # Not money: a queued forecast runs for minutes, so it must not hold the embedded
+    # default's write lock (the runner's one transaction would) while it does.
+    "billing_forecasts",
 }
 
 

@@ -80,6 +80,7 @@ def fresh(tmp_path):
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
         GYMCTL_ENV="development",
         TEST_SEED_SECRET="s3cret",
+        GYMCTL_PLATFORM_ADMINS="user_demo_owner",  # the README's queued forecast says so
         GIT_AUTHOR_NAME="t",
         GIT_AUTHOR_EMAIL="t@example.test",
         GIT_COMMITTER_NAME="t",

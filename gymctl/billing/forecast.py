@@ -23,9 +23,11 @@ never which (a test compares).
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import tempfile
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -359,6 +361,9 @@ class Forecast:
     active_at: dict[datetime, int] = field(default_factory=dict)
     ticks_run: int = 0
     rows_copied: int = 0
+    # Told the forecast clock's instant before each tick (a progress bar, a queued run's
+    # heartbeat); what it raises ends the forecast (a request's time budget).
+    progress: Callable[[datetime], None] | None = field(default=None, repr=False, compare=False)
     # At `until`: every subscription's row and the ledger, by table name.
     final: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
@@ -399,6 +404,14 @@ class Forecast:
             row["activeAtEnd"] = self.active_at.get(start, 0)
         return list(rows.values())
 
+    def report(self, explain: uuid.UUID | None = None) -> dict[str, Any]:
+        """as_dict, with the timeline of `explain` if asked, in JSON's own types (instants in
+        ISO 8601): what HTTP answers and a queued run stores."""
+        report = self.as_dict()
+        if explain is not None:
+            report["explain"] = {"subscriptionId": str(explain), "timeline": self.explain(explain)}
+        return json.loads(json.dumps(report, default=_json_value))
+
     def period_starts(self) -> list[datetime]:
         starts, at = [], self.start
         while at < self.until:
@@ -426,6 +439,10 @@ class Forecast:
             "ticksRun": self.ticks_run,
             "periods": self.periods(),
         }
+
+
+def _json_value(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else str(value)
 
 
 def _advance(at: datetime, by: str) -> datetime:
@@ -474,6 +491,44 @@ def history_decline_rate(session: Session, organization_id: uuid.UUID, *, now: d
     return sum(status == TransactionStatus.failed for status in answered) / len(answered)
 
 
+def check_options(by: str, decline_rate: float | None, from_history: bool) -> None:
+    """The refusals of the options alone."""
+    if by not in PERIODS:
+        raise invalid(codes.FORECAST_PERIOD_INVALID, f"--by is one of {', '.join(PERIODS)}")
+    if not 0.0 <= (decline_rate or 0.0) <= 1.0:
+        raise invalid(codes.DECLINE_RATE_INVALID, "--decline-rate is a share between 0 and 1")
+    if from_history and decline_rate:
+        raise unprocessable(
+            codes.DECLINE_RATE_CONFLICT,
+            "a decline rate and the organization's own history exclude each other "
+            "(--decline-rate / --from-history; declineRate / fromHistory)",
+        )
+
+
+def within(
+    seconds: float, monotonic: Callable[[], float] = time.monotonic
+) -> Callable[[datetime], None]:
+    """A progress hook that ends the forecast once it has run `seconds`: for a caller that must
+    answer in time (an HTTP request), which then points to the queued forecast instead."""
+    deadline = monotonic() + seconds
+
+    def check(_reached: datetime) -> None:
+        if monotonic() > deadline:
+            raise unprocessable(
+                codes.FORECAST_TOO_LONG_FOR_REQUEST,
+                f"this forecast takes longer than {seconds:g} s, more than a request may: queue "
+                "it (POST /admin/organizations/{org_id}/billing-forecasts) and read it back",
+            )
+
+    return check
+
+
+def check_organization(session: Session, organization_id: uuid.UUID) -> None:
+    organization = session.get(Organization, organization_id)
+    if organization is None or organization.deleted_at is not None:
+        raise not_found(codes.ORGANIZATION_NOT_FOUND, "no such organization")
+
+
 def check_request(
     session: Session,
     organization_id: uuid.UUID,
@@ -483,9 +538,7 @@ def check_request(
     lifecycle_only: bool,
 ) -> None:
     """The refusals, before anything is copied."""
-    organization = session.get(Organization, organization_id)
-    if organization is None or organization.deleted_at is not None:
-        raise not_found(codes.ORGANIZATION_NOT_FOUND, "no such organization")
+    check_organization(session, organization_id)
     if until <= now:
         raise unprocessable(codes.FORECAST_DATE_PAST, "--until must be after now")
     if until > now + MAX_HORIZON:
@@ -519,25 +572,30 @@ def simulate(
     from_history: bool = False,
     lifecycle_only: bool = False,
     scratch_dir: Path | None = None,
+    progress: Callable[[datetime], None] | None = None,
 ) -> Forecast:
     """Forecast the organization's billing from `now` to `until` on a scratch copy, dropped
-    afterwards. `source` is only read."""
+    afterwards. `source` is only read. `progress` is told the forecast clock before each tick
+    (from the forecast's own thread); an error it raises ends the forecast."""
     now, until = ensure_utc(now), ensure_utc(until)
-    if not source.in_transaction():
+    owned = not source.in_transaction()
+    if owned:
         source.connection(execution_options=READ_ONLY)  # the embedded default: no write lock
-    if by not in PERIODS:
-        raise invalid(codes.FORECAST_PERIOD_INVALID, f"--by is one of {', '.join(PERIODS)}")
-    if not 0.0 <= (decline_rate or 0.0) <= 1.0:
-        raise invalid(codes.DECLINE_RATE_INVALID, "--decline-rate is a share between 0 and 1")
+    check_options(by, decline_rate, from_history)
     check_request(source, organization_id, now=now, until=until, lifecycle_only=lifecycle_only)
     if from_history:
         decline_rate = history_decline_rate(source, organization_id, now=now)
     forecast = Forecast(organization_id, now, until, by, decline_rate or 0.0, seed, lifecycle_only)
+    forecast.progress = progress
     # The scratch database is written from a thread of its own: on the embedded default the
     # caller's transaction may hold the real database's write lock, and gymctl.db refuses a
     # second writer in one thread (even on another file).
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="forecast") as worker:
         rows = _read_organization(source, organization_id)
+        if owned:
+            # All is read: a transaction of its own ends here rather than holding a snapshot
+            # open while the forecast runs (minutes for a large gym, on a daemon's connection).
+            source.rollback()
         worker.submit(_scratch_run, rows, forecast, cipher, scratch_dir).result()
     return forecast
 
@@ -678,6 +736,8 @@ def run(
     last_event = _last_event_rowid(engine)
     while True:
         at = min(required.values())
+        if forecast.progress is not None:
+            forecast.progress(min(at, forecast.until))
         while ends and ends[0][1] <= min(at, never):
             forecast.active_at[ends.pop(0)[0]] = _active(engine)
         if at > forecast.until:

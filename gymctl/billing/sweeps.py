@@ -12,7 +12,16 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from gymctl.billing import checkout, codes, collector, desk_resolution, dry_runs, lifecycle, refunds
+from gymctl.billing import (
+    checkout,
+    codes,
+    collector,
+    desk_resolution,
+    dry_runs,
+    forecast_runs,
+    lifecycle,
+    refunds,
+)
 from gymctl.config import Settings
 from gymctl.crypto import billing_cipher
 from gymctl.errors import not_found
@@ -73,6 +82,12 @@ def lifecycle_pass(
         result = lifecycle.run_lifecycle(session, now=now)
         session.commit()
     return result
+
+
+def forecasts(factory: sessionmaker[Session], now: datetime, settings: Settings) -> SweepResult:
+    """The forecasts platform admins queued over HTTP (one per pass; not a money sweep, so not
+    in SWEEPS)."""
+    return forecast_runs.work_forecast_runs(factory, now=now, cipher=billing_cipher(settings))
 
 
 SWEEPS: dict[str, Sweep] = {

@@ -41,6 +41,7 @@ from gymctl.models.bridge import (
 )
 from gymctl.models.daemons import JobRun
 from gymctl.models.events import AuditLog, OutboxEvent
+from gymctl.models.forecasts import ForecastRun, ForecastRunStatus
 from gymctl.models.identity import IdentityWebhookDelivery, User, UserSession
 from gymctl.models.legal import LegalConsent, LegalDocument, LegalDocumentType
 from gymctl.models.movements import (
@@ -86,6 +87,8 @@ __all__ = [
     "ClassType",
     "DocumentCounter",
     "EntityLink",
+    "ForecastRun",
+    "ForecastRunStatus",
     "IdentityWebhookDelivery",
     "IntegrationConnection",
     "Invitation",

@@ -25,6 +25,7 @@ from schemathesis.core.failures import FailureGroup
 from sqlalchemy import func, select
 from sqlalchemy.orm import sessionmaker
 
+from gymctl.billing import forecast_runs
 from gymctl.bookings import book, schedule
 from gymctl.config import Settings
 from gymctl.crypto import generate_key_setting
@@ -61,6 +62,7 @@ AT_LEAST_PAST_404 = 140
 # propertyNames) (400).
 REFUSES_VALID_BODIES = (
     ("/admin/organizations/{org_id}/billing-forecast", "422"),
+    ("/admin/organizations/{org_id}/billing-forecasts", "422"),
     ("/organizations/{org_id}/sessions", "400"),  # `to` after `from`, 62 days at most
     ("/organizations/{org_id}/exercises", "400"),  # a name with a letter or digit
     # the confirmation time must be written in UTC (date-time allows any offset)
@@ -138,7 +140,7 @@ def settings(settings):
 
 def seed(session) -> tuple[Gym, PaymentTransaction]:
     """The demo gym, plus an admin, plans, subscriptions, transactions, a class session with a
-    booking, a pending invitation and a join link."""
+    booking, a pending invitation, a join link and a queued billing forecast."""
     demo = seed_demo_gym(session, now=NOW)
     organization = demo.organization
     people = {role: [] for role in Role}
@@ -197,6 +199,13 @@ def seed(session) -> tuple[Gym, PaymentTransaction]:
         )
     )
     make_link(session, organization)
+    forecast_runs.request_forecast(
+        session,
+        organization.id,
+        forecast_runs.ForecastRequest(until=NOW + timedelta(days=30)),
+        now=NOW,
+        requested_by=None,
+    )
     session.commit()
     return gym, paid
 

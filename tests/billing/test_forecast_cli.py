@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 import sqlite3
+import subprocess
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tests.test_quickstart import gymctl, home_env  # noqa: F401 (fixture)
+from tests.test_quickstart import GYMCTL, gymctl, home_env  # noqa: F401 (fixture)
 
 COUNTED = ("subscriptions", "payment_transactions", "outbox_events", "retention_cases")
 
@@ -98,3 +101,33 @@ def test_simulate_refusals_change_nothing(home_env):  # noqa: F811
         assert refused.returncode == 1, code
         assert json.loads(refused.stdout or refused.stderr)["code"] == code
     assert _state(home_env) == before
+
+
+def test_on_a_terminal_a_bar_follows_the_forecast_clock(home_env):  # noqa: F811
+    """A large gym's year takes a minute or two: on a terminal, stderr shows the forecast
+    clock's day as it moves (the bar is removed when done); piped, stderr stays quiet."""
+    gymctl(home_env, "quickstart", "--json")
+    leader, follower = pty.openpty()
+    done = subprocess.run(
+        [*GYMCTL, "billing", "simulate", "demo-gym", "--until", _day(60)],
+        env={**home_env, "COLUMNS": "120"},
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        timeout=120,
+        check=True,
+    )
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal's other end is closed: all read
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    assert b"forecast clock " + _day(0)[:4].encode() in shown
+    assert "billing forecast" in done.stdout.decode()
+    piped = gymctl(home_env, "billing", "simulate", "demo-gym", "--until", _day(60))
+    assert "forecast clock" not in piped.stderr

@@ -18,6 +18,7 @@ from gymctl.billing import (
     debt_payments,
     desk,
     desk_resolution,
+    forecast_runs,
     no_debit,
     opening_day,
     readiness,
@@ -26,6 +27,7 @@ from gymctl.billing import (
     resolution,
     verification,
 )
+from gymctl.billing.forecast_runs import ForecastRequest
 from gymctl.clock import ensure_utc
 from gymctl.errors import invalid, unprocessable
 from gymctl.providers.documents import default_document_provider
@@ -392,14 +394,32 @@ class ForecastQuery(Body):
     lifecycle_only: bool = Field(False, alias="lifecycleOnly")
     explain: uuid.UUID | None = None
 
+    def request(self) -> ForecastRequest:
+        if self.until.tzinfo is None:
+            raise unprocessable(codes.TIMESTAMP_NOT_UTC, "until needs an explicit UTC offset")
+        return ForecastRequest(
+            until=ensure_utc(self.until),
+            by=self.by,
+            decline_rate=self.decline_rate,
+            seed=self.seed,
+            from_history=self.from_history,
+            lifecycle_only=self.lifecycle_only,
+            explain=self.explain,
+        )
+
+
+FORECASTS = "/admin/organizations/<uuid:org_id>/billing-forecasts"
+
 
 @bp.get("/admin/organizations/<uuid:org_id>/billing-forecast")
 @platform_admin_route
 def billing_forecast(org_id: uuid.UUID):
-    """The same forecast as `gymctl billing simulate`: a scratch copy, the real rows only read."""
+    """The same forecast as `gymctl billing simulate`: a scratch copy, the real rows only read.
+    One that would outrun the request (GYMCTL_FORECAST_REQUEST_SECONDS) is refused with a
+    pointer to the queued forecast."""
     from pydantic import ValidationError
 
-    from gymctl.billing.forecast import simulate
+    from gymctl.billing.forecast import simulate, within
 
     try:
         query = ForecastQuery.model_validate(request.args.to_dict())
@@ -409,24 +429,48 @@ def billing_forecast(org_id: uuid.UUID):
             for e in error.errors()
         ]
         raise invalid(codes.INVALID_QUERY, "the query does not match", fields=fields) from None
-    if query.until.tzinfo is None:
-        raise unprocessable(codes.TIMESTAMP_NOT_UTC, "until needs an explicit UTC offset")
+    asked = query.request()
     result = simulate(
         db(),
         org_id,
         now=now(),
-        until=ensure_utc(query.until),
+        until=asked.until,
         cipher=services().billing_cipher,
-        by=query.by,
-        decline_rate=query.decline_rate,
-        seed=query.seed,
-        from_history=query.from_history,
-        lifecycle_only=query.lifecycle_only,
+        by=asked.by,
+        decline_rate=asked.decline_rate,
+        seed=asked.seed,
+        from_history=asked.from_history,
+        lifecycle_only=asked.lifecycle_only,
+        progress=within(services().settings.forecast_request_seconds),
     )
-    report = result.as_dict()
-    if query.explain is not None:
-        report["explain"] = {
-            "subscriptionId": str(query.explain),
-            "timeline": result.explain(query.explain),
-        }
-    return jsonify(report)
+    return jsonify(result.report(asked.explain))
+
+
+@bp.post(FORECASTS)
+@platform_admin_route
+def queue_billing_forecast(org_id: uuid.UUID):
+    """Queue a forecast for the daemons (202 and where to read it); the same request as an
+    unfinished run answers that run (200)."""
+    asked = parse(ForecastQuery).request()
+    run, queued = forecast_runs.request_forecast(
+        db(), org_id, asked, now=now(), requested_by=_operator_user_id()
+    )
+    response = jsonify(forecast_runs.run_view(run))
+    response.status_code = 202 if queued else 200
+    response.headers["Location"] = f"/admin/organizations/{org_id}/billing-forecasts/{run.id}"
+    return response
+
+
+@bp.get(FORECASTS)
+@platform_admin_route
+def list_billing_forecasts(org_id: uuid.UUID):
+    """The organization's latest forecast runs, newest first, without their reports."""
+    runs = forecast_runs.recent_runs(db(), org_id)
+    return jsonify(data=[forecast_runs.run_view(run, with_report=False) for run in runs])
+
+
+@bp.get(f"{FORECASTS}/<uuid:run_id>")
+@platform_admin_route
+def get_billing_forecast(org_id: uuid.UUID, run_id: uuid.UUID):
+    """One run: its status and progress while queued or running, its report once succeeded."""
+    return jsonify(forecast_runs.run_view(forecast_runs.find_run(db(), org_id, run_id)))
