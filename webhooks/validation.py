@@ -14,8 +14,9 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     WithJsonSchema,
-    model_validator,
+    field_validator,
 )
 
 from gymctl.errors import invalid
@@ -46,18 +47,18 @@ def one_of(values) -> WithJsonSchema:
 class Body(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, str_strip_whitespace=True)
 
-    @model_validator(mode="after")
-    def _instants_have_a_utc_time(self) -> Body:
+    @field_validator("*", mode="after")
+    @classmethod
+    def _instants_have_a_utc_time(cls, value: object, info: ValidationInfo) -> object:
         """An instant at the edge of the calendar with an offset (0001-01-01T00:00:00+14:00)
-        parses, but has no UTC time: Python's conversion overflows. Refused here (400), for
-        every body and query model, before a route converts it."""
-        for name, value in self:
-            if isinstance(value, datetime) and value.tzinfo is not None:
-                try:
-                    value.astimezone(UTC)
-                except OverflowError:
-                    raise ValueError(f"{name} has no UTC time (out of range)") from None
-        return self
+        parses, but has no UTC time: Python's conversion overflows. Refused here (400, naming
+        the field), for every body and query model, before a route converts it."""
+        if isinstance(value, datetime) and value.tzinfo is not None:
+            try:
+                value.astimezone(UTC)
+            except OverflowError:
+                raise ValueError(f"{info.field_name} has no UTC time (out of range)") from None
+        return value
 
 
 def parse(model: type[M]) -> M:

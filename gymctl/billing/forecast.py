@@ -609,6 +609,8 @@ def _scratch_run(
         engine = scratch_engine(url)
         try:
             forecast.rows_copied = copy_rows(engine, rows)
+            if forecast.progress is not None:
+                forecast.progress(forecast.start)  # a request's time budget counts the copy
             tune_scratch(engine)
             provider = SeededCardProvider(forecast.decline_rate, forecast.seed or 0)
             jobs = forecast_jobs(provider, cipher)

@@ -481,7 +481,7 @@ def simulate_command(
 
     _, cipher = _services()
     start, last = clock.now(), _day_or_instant(until)
-    with _unit(dry_run=True) as session, _forecast_clock(start, last) as progress:
+    with _unit(dry_run=True) as session, _forecast_clock(start, last, quiet=as_json) as progress:
         gym = resolve_organization(session, organization)
         slug = gym.slug
         result = simulate(
@@ -513,11 +513,11 @@ def simulate_command(
 
 @contextmanager
 def _forecast_clock(
-    start: datetime, until: datetime
+    start: datetime, until: datetime, *, quiet: bool
 ) -> Iterator[Callable[[datetime], None] | None]:
     """On a terminal, a bar on stderr that follows the forecast clock (a large gym's year takes
-    a minute or two); elsewhere nothing, so --json and pipes read the same as before."""
-    if not err_console.is_terminal or until <= start:
+    a minute or two); with --json or off a terminal nothing, so both read as before."""
+    if quiet or not err_console.is_terminal or until <= start:
         yield None
         return
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn

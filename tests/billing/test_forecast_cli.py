@@ -105,12 +105,27 @@ def test_simulate_refusals_change_nothing(home_env):  # noqa: F811
 
 def test_on_a_terminal_a_bar_follows_the_forecast_clock(home_env):  # noqa: F811
     """A large gym's year takes a minute or two: on a terminal, stderr shows the forecast
-    clock's day as it moves (the bar is removed when done); piped, stderr stays quiet."""
+    clock's day as it moves (the bar is removed when done); with --json or piped, stderr
+    stays quiet."""
     gymctl(home_env, "quickstart", "--json")
+    table, shown = _on_a_terminal(home_env, "billing", "simulate", "demo-gym", "--until", _day(60))
+    assert b"forecast clock " + _day(0)[:4].encode() in shown
+    assert "billing forecast" in table
+    report, quiet = _on_a_terminal(
+        home_env, "billing", "simulate", "demo-gym", "--until", _day(60), "--json"
+    )
+    assert json.loads(report)["periods"]
+    assert b"forecast clock" not in quiet
+    piped = gymctl(home_env, "billing", "simulate", "demo-gym", "--until", _day(60))
+    assert "forecast clock" not in piped.stderr
+
+
+def _on_a_terminal(env, *args) -> tuple[str, bytes]:
+    """Run gymctl with stderr on a pseudo-terminal: (stdout, what the terminal was shown)."""
     leader, follower = pty.openpty()
     done = subprocess.run(
-        [*GYMCTL, "billing", "simulate", "demo-gym", "--until", _day(60)],
-        env={**home_env, "COLUMNS": "120"},
+        [*GYMCTL, *args],
+        env={**env, "COLUMNS": "120"},
         stdout=subprocess.PIPE,
         stderr=follower,
         timeout=120,
@@ -127,7 +142,4 @@ def test_on_a_terminal_a_bar_follows_the_forecast_clock(home_env):  # noqa: F811
             break
         shown += chunk
     os.close(leader)
-    assert b"forecast clock " + _day(0)[:4].encode() in shown
-    assert "billing forecast" in done.stdout.decode()
-    piped = gymctl(home_env, "billing", "simulate", "demo-gym", "--until", _day(60))
-    assert "forecast clock" not in piped.stderr
+    return done.stdout.decode(), shown

@@ -386,4 +386,44 @@ def test_an_instant_without_a_utc_time_is_a_400_not_a_500(
         assert (queued.status_code, queued.json["code"]) == (400, "invalid_body"), edge
         assert (direct.status_code, direct.json["code"]) == (400, "invalid_query"), edge
         assert (repair.status_code, repair.json["code"]) == (400, "invalid_body"), edge
+        assert queued.json["fields"][0]["field"] == "until"
+        assert repair.json["fields"][0]["field"] == "expectedNextChargeAt"
     assert _runs(session) == before
+
+
+def test_a_run_failed_as_lost_is_not_finished_by_its_silent_worker(session, session_factory, gym):
+    """A worker silent past the lease on its last attempt: the next pass fails the run as lost;
+    when that worker wakes, neither its heartbeat nor its report lands (it stops)."""
+    run = _queue(session, gym, days=10)
+    session.execute(update(ForecastRun).where(ForecastRun.id == run.id).values(attempts=2))
+    session.commit()
+    claim = forecast_runs._claim(session_factory, NOW, {})
+    assert claim.attempt == forecast_runs.MAX_ATTEMPTS
+    later = NOW + forecast_runs.LEASE + timedelta(seconds=1)
+    assert _work(session_factory, now=later)["lost"] == 1
+    beat = forecast_runs._heartbeat(session_factory, claim, lambda: later, iter(range(9)).__next__)
+    with pytest.raises(forecast_runs._TakenOver):
+        beat(NOW + timedelta(days=1))
+    assert not forecast_runs._finish(session_factory, claim, later, report={"late": True})
+    session.refresh(run)
+    assert (run.status, run.error_code, run.report) == ("failed", "forecast_worker_lost", None)
+
+
+def test_a_heartbeat_that_cannot_be_written_is_skipped_not_a_failed_forecast(
+    session, session_factory, gym, caplog
+):
+    """The embedded default's write lock busy past its timeout, a dropped connection: the
+    forecast goes on (the next beat, or the lease, covers a missed one)."""
+    from sqlalchemy.exc import OperationalError
+
+    run = _queue(session, gym, days=10)
+    claim = forecast_runs._claim(session_factory, NOW, {})
+
+    def unwritable():
+        raise OperationalError("UPDATE forecast_runs", {}, Exception("database is locked"))
+
+    beat = forecast_runs._heartbeat(unwritable, claim, lambda: NOW, iter(range(9)).__next__)
+    beat(NOW + timedelta(days=1))  # does not raise
+    assert "a heartbeat was not written" in caplog.text
+    session.refresh(run)
+    assert (run.status, run.reached) == ("running", None)

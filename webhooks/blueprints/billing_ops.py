@@ -430,6 +430,10 @@ def billing_forecast(org_id: uuid.UUID):
         ]
         raise invalid(codes.INVALID_QUERY, "the query does not match", fields=fields) from None
     asked = query.request()
+    # End the request's transaction first: on the embedded default it holds the one write
+    # lock, which the forecast's seconds would keep from every other writer. simulate then
+    # reads in a read-only transaction of its own and ends it before forecasting.
+    db().commit()
     result = simulate(
         db(),
         org_id,
