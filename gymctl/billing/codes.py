@@ -43,6 +43,7 @@ FORECAST_DATE_TOO_FAR = "forecast_date_too_far"
 FORECAST_FAILED = "forecast_failed"  # stored on a queued run, not raised
 FORECAST_PERIOD_INVALID = "forecast_period_invalid"
 FORECAST_QUEUE_FULL = "forecast_queue_full"
+FORECAST_RUN_FINISHED = "forecast_run_finished"
 FORECAST_RUN_NOT_FOUND = "forecast_run_not_found"
 FORECAST_TOO_LONG_FOR_REQUEST = "forecast_too_long_for_request"
 FORECAST_WORKER_LOST = "forecast_worker_lost"  # stored on a queued run, not raised

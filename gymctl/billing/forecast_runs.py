@@ -32,7 +32,7 @@ from gymctl.billing import codes
 from gymctl.billing.forecast import check_options, check_organization, check_request, simulate
 from gymctl.crypto import FieldCipher
 from gymctl.db import advisory_lock
-from gymctl.errors import DomainError, not_found, too_many_requests
+from gymctl.errors import DomainError, conflict, not_found, too_many_requests
 from gymctl.models import ForecastRun, ForecastRunStatus
 
 logger = logging.getLogger(__name__)
@@ -138,6 +138,20 @@ def find_run(session: Session, organization_id: uuid.UUID, run_id: uuid.UUID) ->
     run = session.get(ForecastRun, run_id)
     if run is None or run.organization_id != organization_id:
         raise not_found(codes.FORECAST_RUN_NOT_FOUND, "no such forecast run")
+    return run
+
+
+def cancel_run(
+    session: Session, organization_id: uuid.UUID, run_id: uuid.UUID, *, now: datetime
+) -> ForecastRun:
+    """Withdraw a queued or running forecast; the caller commits. A running one's worker finds
+    its writes fenced out at its next heartbeat (2 s) and stops; the slot frees at once."""
+    run = find_run(session, organization_id, run_id)
+    session.refresh(run, with_for_update=True)
+    if run.status not in UNFINISHED:
+        raise conflict(codes.FORECAST_RUN_FINISHED, f"the forecast has already {run.status}")
+    run.status, run.finished_at = ForecastRunStatus.cancelled, now
+    session.flush()
     return run
 
 

@@ -18,6 +18,7 @@ class ForecastRunStatus(StrEnum):
     running = "running"
     succeeded = "succeeded"
     failed = "failed"
+    cancelled = "cancelled"  # by an admin, queued or running (its worker stops at its next beat)
 
 
 class ForecastRun(IdMixin, Base):

@@ -427,3 +427,45 @@ def test_a_heartbeat_that_cannot_be_written_is_skipped_not_a_failed_forecast(
     assert "a heartbeat was not written" in caplog.text
     session.refresh(run)
     assert (run.status, run.reached) == ("running", None)
+
+
+def test_an_admin_withdraws_a_queued_or_running_forecast_and_its_worker_stops(
+    client,
+    session,
+    session_factory,
+    gym,
+    headers,  # noqa: F811
+    operator,  # noqa: F811
+):
+    """Cancelling frees the organization's queue slot at once; a running forecast's worker
+    finds its writes fenced out at its next heartbeat and stores nothing. A finished run is
+    forecast_run_finished (409); another gym's run, forecast_run_not_found."""
+    asked = {
+        client.post(_url(gym), json=_body(seed=seed), headers=headers(operator)).json["id"]
+        for seed in (1, 2)
+    }
+    claim = forecast_runs._claim(session_factory, NOW, {})
+    running = str(claim.run_id)
+    (queued,) = asked - {running}
+    beat = forecast_runs._heartbeat(session_factory, claim, lambda: NOW, iter(range(9)).__next__)
+
+    forbidden = client.post(f"{_url(gym, running)}/cancel", headers=headers(gym.owner))
+    assert forbidden.status_code == 403
+    cancelled = client.post(f"{_url(gym, running)}/cancel", headers=headers(operator))
+    assert (cancelled.status_code, cancelled.json["status"]) == (200, "cancelled")
+    with pytest.raises(forecast_runs._TakenOver):
+        beat(NOW + timedelta(days=1))
+    assert not forecast_runs._finish(session_factory, claim, NOW, report={"late": True})
+
+    again = client.post(f"{_url(gym, running)}/cancel", headers=headers(operator))
+    assert (again.status_code, again.json["code"]) == (409, "forecast_run_finished")
+    other = factories.make_gym(session)
+    session.commit()
+    for run_id in (queued, uuid.uuid4()):
+        refused = client.post(f"{_url(other, run_id)}/cancel", headers=headers(operator))
+        assert (refused.status_code, refused.json["code"]) == (404, "forecast_run_not_found")
+    withdrawn = client.post(f"{_url(gym, queued)}/cancel", headers=headers(operator))
+    assert withdrawn.status_code == 200
+    assert _work(session_factory)["succeeded"] == 0  # nothing left to run
+    listed = client.get(_url(gym), headers=headers(operator)).json["data"]
+    assert {r["id"]: r["status"] for r in listed} == {queued: "cancelled", running: "cancelled"}

@@ -478,3 +478,11 @@ def list_billing_forecasts(org_id: uuid.UUID):
 def get_billing_forecast(org_id: uuid.UUID, run_id: uuid.UUID):
     """One run: its status and progress while queued or running, its report once succeeded."""
     return jsonify(forecast_runs.run_view(forecast_runs.find_run(db(), org_id, run_id)))
+
+
+@bp.post(f"{FORECASTS}/<uuid:run_id>/cancel")
+@platform_admin_route
+def cancel_billing_forecast(org_id: uuid.UUID, run_id: uuid.UUID):
+    """Withdraw a queued or running forecast (a running one stops within seconds)."""
+    run = forecast_runs.cancel_run(db(), org_id, run_id, now=now())
+    return jsonify(forecast_runs.run_view(run))
