@@ -533,6 +533,35 @@ def _forecast_clock(
         yield reached
 
 
+@app.command("forecasts")
+def forecasts_command(organization: str = ORG, as_json: bool = JSON_OPTION) -> None:
+    """The forecasts platform admins queued over HTTP for this organization, newest first: their
+    status, how far each got, and why one failed (the daemons' billing_forecasts job runs them)."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.billing.forecast_runs import recent_runs, run_view
+
+    with _unit(dry_run=True) as session:
+        gym = resolve_organization(session, organization)
+        slug = gym.slug
+        runs = [run_view(run, with_report=False) for run in recent_runs(session, gym.id)]
+    if as_json:
+        print_json(runs)
+        return
+    rows = [
+        {
+            "id": run["id"],
+            "status": run["status"],
+            "until": run["parameters"]["until"][:10],
+            "progress": f"{run['progress']:.0%}",
+            "asked at": f"{run['createdAt']:%Y-%m-%d %H:%M}",
+            "error": (run["error"] or {}).get("code"),
+        }
+        for run in runs
+    ]
+    columns = ["id", "status", "until", "progress", "asked at", "error"]
+    render_rows(rows, columns, title=f"{slug}: queued billing forecasts")
+
+
 def _day_or_instant(value: str) -> datetime:
     from datetime import UTC, date
 

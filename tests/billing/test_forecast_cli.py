@@ -143,3 +143,42 @@ def _on_a_terminal(env, *args) -> tuple[str, bytes]:
         shown += chunk
     os.close(leader)
     return done.stdout.decode(), shown
+
+
+def test_operators_see_the_queued_forecasts_the_daemons_run(home_env):  # noqa: F811
+    """A forecast queued for the admin screen, run by `gymctl daemons run --job
+    billing_forecasts` on the embedded default, as `gymctl billing forecasts` shows it."""
+    from sqlalchemy import select
+
+    from gymctl.billing import forecast_runs
+    from gymctl.db import get_engine, release_engine, session_factory
+    from gymctl.models import Organization
+
+    gymctl(home_env, "quickstart", "--json")
+    url = f"sqlite:///{Path(home_env['GYMCTL_HOME']) / 'gymctl.db'}"
+    with session_factory(get_engine(url))() as session:
+        demo = session.scalar(select(Organization).where(Organization.slug == "demo-gym"))
+        until = datetime.fromisoformat(_day(30)).replace(tzinfo=UTC)
+        forecast_runs.request_forecast(
+            session,
+            demo.id,
+            forecast_runs.ForecastRequest(until=until),
+            now=datetime.now(UTC),
+            requested_by=None,
+        )
+        session.commit()
+    release_engine(url)
+    queued = json.loads(gymctl(home_env, "billing", "forecasts", "demo-gym", "--json").stdout)
+    assert [(r["status"], r["progress"]) for r in queued] == [("queued", 0.0)]
+
+    ran = gymctl(home_env, "daemons", "run", "--once", "--job", "billing_forecasts", "--json")
+    assert [o["result"]["succeeded"] for o in json.loads(ran.stdout)] == [1]
+    done = json.loads(gymctl(home_env, "billing", "forecasts", "demo-gym", "--json").stdout)
+    assert [(r["id"], r["status"], r["progress"]) for r in done] == [
+        (queued[0]["id"], "succeeded", 1.0)
+    ]
+    table = gymctl(home_env, "billing", "forecasts", "demo-gym").stdout
+    assert "queued billing forecasts" in table
+    assert queued[0]["id"] in table  # ids are never cut (gymctl.cli.output.render_rows)
+    refused = gymctl(home_env, "billing", "forecasts", "no-such-gym", "--json", check=False)
+    assert json.loads(refused.stdout or refused.stderr)["code"] == "organization_not_found"
