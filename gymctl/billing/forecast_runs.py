@@ -31,7 +31,7 @@ from gymctl import clock, ids
 from gymctl.billing import codes
 from gymctl.billing.forecast import check_options, check_organization, check_request, simulate
 from gymctl.crypto import FieldCipher
-from gymctl.db import advisory_lock
+from gymctl.db import advisory_lock, organization_row
 from gymctl.errors import DomainError, conflict, not_found, too_many_requests
 from gymctl.models import ForecastRun, ForecastRunStatus
 
@@ -134,9 +134,11 @@ def request_forecast(
     return run, True
 
 
-def find_run(session: Session, organization_id: uuid.UUID, run_id: uuid.UUID) -> ForecastRun:
-    run = session.get(ForecastRun, run_id)
-    if run is None or run.organization_id != organization_id:
+def find_run(
+    session: Session, organization_id: uuid.UUID, run_id: uuid.UUID, *, lock: bool = False
+) -> ForecastRun:
+    run = organization_row(session, ForecastRun, organization_id, run_id, lock=lock)
+    if run is None:
         raise not_found(codes.FORECAST_RUN_NOT_FOUND, "no such forecast run")
     return run
 
@@ -146,8 +148,7 @@ def cancel_run(
 ) -> ForecastRun:
     """Withdraw a queued or running forecast; the caller commits. A running one's worker finds
     its writes fenced out at its next heartbeat (2 s) and stops; the slot frees at once."""
-    run = find_run(session, organization_id, run_id)
-    session.refresh(run, with_for_update=True)
+    run = find_run(session, organization_id, run_id, lock=True)
     if run.status not in UNFINISHED:
         raise conflict(codes.FORECAST_RUN_FINISHED, f"the forecast has already {run.status}")
     run.status, run.finished_at = ForecastRunStatus.cancelled, now

@@ -395,10 +395,8 @@ class ForecastQuery(Body):
     explain: uuid.UUID | None = None
 
     def request(self) -> ForecastRequest:
-        if self.until.tzinfo is None:
-            raise unprocessable(codes.TIMESTAMP_NOT_UTC, "until needs an explicit UTC offset")
         return ForecastRequest(
-            until=ensure_utc(self.until),
+            until=_utc(self.until),
             by=self.by,
             decline_rate=self.decline_rate,
             seed=self.seed,
