@@ -469,3 +469,26 @@ def test_an_admin_withdraws_a_queued_or_running_forecast_and_its_worker_stops(
     assert _work(session_factory)["succeeded"] == 0  # nothing left to run
     listed = client.get(_url(gym), headers=headers(operator)).json["data"]
     assert {r["id"]: r["status"] for r in listed} == {queued: "cancelled", running: "cancelled"}
+
+
+def test_a_forecast_that_crashes_fails_as_forecast_failed_and_the_next_run_goes_on(
+    session, session_factory, gym, caplog, monkeypatch, tmp_path
+):
+    """The daemon's temporary folder is gone, so the scratch database cannot be made: the run
+    fails as forecast_failed (logged), nothing else is stored, and once the folder is back the
+    queue moves on."""
+    import tempfile
+
+    runs = [_queue(session, gym, days=10), _queue(session, gym, days=10, seed=1)]
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))
+    assert _work(session_factory)["failed"] == 1
+    assert "forecast run" in caplog.text
+    for run in runs:
+        session.refresh(run)
+    (broken,) = [run for run in runs if run.status == "failed"]
+    (later,) = [run for run in runs if run.status == "queued"]
+    assert (broken.error_code, broken.report) == ("forecast_failed", None)
+    monkeypatch.undo()
+    assert _work(session_factory)["succeeded"] == 1
+    session.refresh(later)
+    assert later.status == "succeeded"
