@@ -1,8 +1,9 @@
 """Run the jobs of daemons.jobs: once (`--once`) or on an APScheduler interval until a signal.
 
 Any number of daemon processes may run on any number of machines. Two guards make that safe:
-- single flight: each run holds the PostgreSQL advisory lock `daemon:<job>` for its transaction,
-  taken without waiting, so a job never runs twice at once (a held lock means skip);
+- single flight: each run holds the PostgreSQL advisory lock `daemon:<job>`, taken without
+  waiting, so a job never runs twice at once (a held lock means skip): for its transaction, or
+  for a job that commits as it goes, on a connection of its own that holds no transaction;
 - one run per tick: ticks are epoch-aligned interval numbers, and the job_runs row (job, tick) is
   inserted in the run's transaction, so a daemon reaching a tick already run skips it.
 """
@@ -27,7 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from daemons.jobs import AnyJob, JobResult, OwnTransactionsJob, select_jobs
 from gymctl import clock
 from gymctl.config import Settings
-from gymctl.db import READ_ONLY, advisory_lock, get_engine
+from gymctl.db import advisory_lock, get_engine, session_lock
 from gymctl.db import session_factory as default_session_factory
 from gymctl.logs import configure_logging as configure_json_logging
 from gymctl.models import JobRun
@@ -154,14 +155,16 @@ def _run_own_transactions(
     now: datetime,
     tick: int | None,
 ) -> JobOutcome:
-    """A job that commits as it goes: the advisory lock is held by a session that writes
-    nothing (on SQLite it begins deferred, so it holds no write lock), and the ledger row is
-    claimed in its own committed transaction before the job runs, then closed after."""
+    """A job that commits as it goes: the lock is a session-level one on a connection that
+    holds no transaction while the job runs (`session_lock`: a forecast or the 02:00 sweep runs
+    for minutes, and an idle-in-transaction holder would be ended by the server's
+    idle_in_transaction_session_timeout, letting a second daemon in). The ledger row is claimed
+    in its own committed transaction before the job runs, then closed after."""
     runner = runner_id()
-    holder = session_factory()
-    try:
-        holder.connection(execution_options=READ_ONLY)
-        if not advisory_lock(holder, f"daemon:{job.name}", wait=False):
+    with session_factory() as probe:
+        engine = probe.get_bind().engine  # a test's factory binds a connection: its engine
+    with session_lock(engine, f"daemon:{job.name}") as held:
+        if held is None:
             return JobOutcome(job.name, tick, "skipped", reason="locked: running elsewhere")
         try:
             claimed = tick is None or _claim_tick(session_factory, job, tick, runner, now)
@@ -180,9 +183,6 @@ def _run_own_transactions(
         if tick is not None:
             _close_tick(session_factory, job, tick, "ok", _result_text(result))
         return JobOutcome(job.name, tick, "ok", result=result)
-    finally:
-        _rollback_quietly(holder)
-        holder.close()
 
 
 def _claim_tick(

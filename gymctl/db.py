@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -224,6 +225,56 @@ def advisory_lock(session: Session, name: str, *, wait: bool = True) -> bool:
         event.listen(session, "after_transaction_end", _release_process_locks)
     session.info["gymctl_process_locks"].append(lock)
     return True
+
+
+@contextmanager
+def session_lock(
+    engine: Engine, name: str, *, wait_seconds: float = 0.0
+) -> Iterator[Connection | None]:
+    """A connection holding the lock `name` for the block, or None if another holds it (after
+    waiting up to `wait_seconds`), for work that commits as it goes. PostgreSQL: a
+    session-level advisory lock (pg_try_advisory_lock), so no transaction stays open while the
+    work runs (an idle_in_transaction_session_timeout cannot end it halfway) and the lock goes
+    with the server session if the process dies; commits on the connection keep it. The
+    embedded default: the process lock `advisory_lock` takes for the same name."""
+    deadline = time.monotonic() + wait_seconds
+    if engine.dialect.name != "postgresql":
+        lock = _process_lock(name)
+        acquired = (
+            lock.acquire(timeout=wait_seconds) if wait_seconds > 0 else lock.acquire(blocking=False)
+        )
+        if not acquired:
+            yield None
+            return
+        try:
+            with engine.connect() as connection:
+                yield connection
+        finally:
+            lock.release()
+        return
+    connection = engine.connect()
+    key = lock_key(name)
+    try:
+        while True:
+            held = connection.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar()
+            connection.commit()
+            if held or time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+        if not held:
+            yield None
+            return
+        try:
+            yield connection
+        finally:
+            try:
+                connection.rollback()
+                connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+                connection.commit()
+            except Exception:
+                connection.invalidate()  # closing the server session releases the lock
+    finally:
+        connection.close()
 
 
 def _release_process_locks(session: Session, transaction) -> None:

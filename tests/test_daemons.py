@@ -17,12 +17,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import create_engine, select, text
 from sqlalchemy.orm import Session, sessionmaker
 from typer.testing import CliRunner
 
-from daemons.jobs import JOBS, Job, select_jobs
-from daemons.runner import run_daemons, run_job_once, runner_id, tick_for
+from daemons.jobs import JOBS, Job, OwnTransactionsJob, select_jobs
+from daemons.runner import JobOutcome, run_daemons, run_job_once, runner_id, tick_for
 from gymctl.clock import FixedClock
 from gymctl.config import Settings, get_settings
 from gymctl.db import get_engine, lock_key, session_factory, session_scope
@@ -90,6 +90,47 @@ def test_a_job_whose_advisory_lock_is_held_elsewhere_is_skipped(
     assert (outcome.status, outcome.reason) == ("skipped", "locked: running elsewhere")
     assert calls == []
     assert session.get(JobRun, ("probe", 200)) is None
+
+
+def test_a_job_that_commits_as_it_goes_keeps_its_lock_past_the_idle_in_transaction_timeout(
+    pg_url: str,
+) -> None:
+    """A forecast or the 02:00 sweep runs for minutes. Its lock must not sit in a transaction
+    left idle meanwhile: a server with idle_in_transaction_session_timeout (here 200 ms) would end
+    that session, the lock would go with it, and a second daemon would start the same job."""
+    short = create_engine(
+        pg_url, connect_args={"options": "-c idle_in_transaction_session_timeout=200"}
+    )
+    factory = sessionmaker(bind=short, expire_on_commit=False)
+    rival: list[JobOutcome] = []
+    runs: list[datetime] = []
+
+    def long_run(inner: sessionmaker[Session], now: datetime, _: Settings) -> str:
+        runs.append(now)
+        if len(runs) > 1:
+            return "a second run"  # the rival got in
+        time.sleep(0.6)  # three timeouts long
+        rival.append(
+            run_job_once(job, session_factory=inner, settings=get_settings(), now=now, tick=None)
+        )
+        return "done"
+
+    job = OwnTransactionsJob("idle_probe", 5, long_run)
+    try:
+        outcome = run_job_once(
+            job, session_factory=factory, settings=get_settings(), now=datetime.now(UTC), tick=None
+        )
+        with short.connect() as probe:  # the lock went with the run
+            free = probe.execute(
+                text("SELECT pg_try_advisory_lock(:k)"), {"k": lock_key("daemon:idle_probe")}
+            ).scalar()
+            probe.execute(text("SELECT pg_advisory_unlock_all()"))
+    finally:
+        short.dispose()
+    assert (outcome.status, outcome.result) == ("ok", "done")
+    assert [(r.status, r.reason) for r in rival] == [("skipped", "locked: running elsewhere")]
+    assert len(runs) == 1
+    assert free is True
 
 
 class _Records(logging.Handler):

@@ -18,14 +18,13 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, exists, or_, select, text
+from sqlalchemy import Connection, Engine, and_, exists, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -50,7 +49,7 @@ from gymctl.bridge.operations import Defer, Disconnected, OpContext, Park, Retry
 from gymctl.bridge.polling import serve_polls
 from gymctl.clock import Clock
 from gymctl.config import Settings
-from gymctl.db import READ_ONLY, lock_key
+from gymctl.db import READ_ONLY, session_lock
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit, emit_many
 from gymctl.models.bridge import (
@@ -450,56 +449,13 @@ def due_organizations(session: Session, *, now: datetime) -> list[uuid.UUID]:
 
 # -- the organization lock --------------------------------------------------------------------
 
-_process_locks: dict[str, threading.Lock] = {}
-_process_locks_guard = threading.Lock()
 
-
-@contextmanager
 def organization_lock(
     engine: Engine, organization_id: uuid.UUID, *, wait_seconds: float = 0.0
-) -> Iterator[Connection | None]:
+) -> AbstractContextManager[Connection | None]:
     """A connection holding the organization's dispatch lock, or None if another holds it
     (after waiting up to `wait_seconds`). Commits on the connection keep the lock."""
-    name = f"bridge:dispatch:{organization_id}"
-    deadline = time.monotonic() + wait_seconds
-    if engine.dialect.name != "postgresql":
-        with _process_locks_guard:
-            lock = _process_locks.setdefault(name, threading.Lock())
-        acquired = (
-            lock.acquire(timeout=wait_seconds) if wait_seconds > 0 else lock.acquire(blocking=False)
-        )
-        if not acquired:
-            yield None
-            return
-        try:
-            with engine.connect() as connection:
-                yield connection
-        finally:
-            lock.release()
-        return
-    connection = engine.connect()
-    key = lock_key(name)
-    try:
-        while True:
-            held = connection.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar()
-            connection.commit()
-            if held or time.monotonic() >= deadline:
-                break
-            time.sleep(0.2)
-        if not held:
-            yield None
-            return
-        try:
-            yield connection
-        finally:
-            try:
-                connection.rollback()
-                connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
-                connection.commit()
-            except Exception:
-                connection.invalidate()  # closing the server session releases the lock
-    finally:
-        connection.close()
+    return session_lock(engine, f"bridge:dispatch:{organization_id}", wait_seconds=wait_seconds)
 
 
 # -- the process ----------------------------------------------------------------------------
