@@ -481,12 +481,16 @@ def simulate_command(
 
     _, cipher = _services()
     start, last = clock.now(), _day_or_instant(until)
-    with _unit(dry_run=True) as session, _forecast_clock(start, last, quiet=as_json) as progress:
+    with _unit(dry_run=True) as session:
         gym = resolve_organization(session, organization)
-        slug = gym.slug
+        slug, gym_id = gym.slug, gym.id
+    # A session of its own, outside any transaction: simulate then ends its read as soon as
+    # the organization is copied. Its caller's transaction would hold the embedded default's
+    # write lock (a PostgreSQL session idle in transaction) for the whole forecast.
+    with _unit(dry_run=True) as session, _forecast_clock(start, last, quiet=as_json) as progress:
         result = simulate(
             session,
-            gym.id,
+            gym_id,
             now=start,
             until=last,
             cipher=cipher,

@@ -11,6 +11,11 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from typer.testing import CliRunner
+
+from gymctl.billing import forecast
+from gymctl.cli import app as gymctl_app
+from gymctl.config import get_settings
 from tests.test_quickstart import GYMCTL, gymctl, home_env  # noqa: F401 (fixture)
 
 COUNTED = ("subscriptions", "payment_transactions", "outbox_events", "retention_cases")
@@ -73,6 +78,42 @@ def test_simulate_forecasts_the_demo_gym_and_changes_nothing(home_env, tmp_path)
     assert _state(home_env) == before
     table = gymctl(home_env, "billing", "simulate", "demo-gym", "--until", _day(14)).stdout
     assert "billing forecast" in table
+
+
+def test_simulate_holds_no_write_lock_while_it_forecasts(home_env, monkeypatch):  # noqa: F811
+    """The forecast only reads the real database, and only while it copies: on the embedded
+    default a writer (a member paying, a daemon's sweep) gets the write lock while the scratch
+    copy runs, rather than waiting out the whole forecast (minutes for a large gym)."""
+    gymctl(home_env, "quickstart", "--json")
+    for name in [n for n in os.environ if n.startswith(("GYMCTL_", "IDENTITY_"))]:
+        monkeypatch.delenv(name)
+    for name in ("GYMCTL_HOME", "GYMCTL_ENV"):
+        monkeypatch.setenv(name, home_env[name])
+    get_settings.cache_clear()
+    writes: list[str] = []
+    real_run = forecast.run
+
+    def run_after_a_write(*args, **kwargs):
+        database = Path(home_env["GYMCTL_HOME"]) / "gymctl.db"
+        with sqlite3.connect(database, timeout=0.5, isolation_level=None) as writer:
+            try:
+                writer.execute("BEGIN IMMEDIATE")
+                writes.append("taken")
+                writer.execute("ROLLBACK")
+            except sqlite3.OperationalError as error:
+                writes.append(str(error))
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(forecast, "run", run_after_a_write)
+    try:
+        result = CliRunner().invoke(
+            gymctl_app, ["billing", "simulate", "demo-gym", "--until", _day(30), "--json"]
+        )
+    finally:
+        get_settings.cache_clear()
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["periods"]
+    assert writes == ["taken"]
 
 
 def test_simulate_refusals_change_nothing(home_env):  # noqa: F811
