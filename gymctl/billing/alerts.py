@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from sqlalchemy import or_, update
@@ -20,10 +23,26 @@ from gymctl.models import Subscription
 logger = logging.getLogger("gymctl.billing.alerts")
 
 
+# Set while a forecast runs the sweeps on its scratch copy (in the forecast's own thread).
+_SILENCED: ContextVar[bool] = ContextVar("billing_alerts_silenced", default=False)
+
+
 def raise_alert(reason: str, **ids: Any) -> dict[str, str]:
     entry = {"reason": reason, **{key: str(value) for key, value in ids.items()}}
-    logger.warning("billing alert %s", entry)
+    if not _SILENCED.get():
+        logger.warning("billing alert %s", entry)
     return entry
+
+
+@contextmanager
+def silenced() -> Iterator[None]:
+    """No page for what a forecast raises: its subscription ids are real, but what it saw
+    happen is a simulation (the sweeps still return the alert to the forecast)."""
+    token = _SILENCED.set(True)
+    try:
+        yield
+    finally:
+        _SILENCED.reset(token)
 
 
 def first_of_its_state(session: Session, subscription_id: uuid.UUID, reason: str) -> bool:

@@ -13,7 +13,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.billing import attempts, codes
@@ -134,6 +134,16 @@ def reconcile_desk_charge(
     return {"outcome": outcome, **describe(session, transaction, now=now)}
 
 
+# A card charge taken at the desk whose answer is not applied yet (no collector attempt: those
+# are the collector's to resolve).
+PENDING_DESK_CHARGE = and_(
+    PaymentTransaction.status == TransactionStatus.pending,
+    PaymentTransaction.provider == CARD_PROVIDER,
+    PaymentTransaction.attempt_kind.is_(None),
+    PaymentTransaction.idempotency_key.is_not(None),
+)
+
+
 def unresolved_desk_charges(
     session: Session, *, now: datetime, limit: int = RECOVERY_BATCH
 ) -> list[PaymentTransaction]:
@@ -142,11 +152,7 @@ def unresolved_desk_charges(
         session.scalars(
             select(PaymentTransaction)
             .where(
-                PaymentTransaction.status == TransactionStatus.pending,
-                PaymentTransaction.provider == CARD_PROVIDER,
-                PaymentTransaction.attempt_kind.is_(None),
-                PaymentTransaction.idempotency_key.is_not(None),
-                PaymentTransaction.created_at <= now - attempts.EXECUTING_GRACE,
+                PENDING_DESK_CHARGE, PaymentTransaction.created_at <= now - attempts.EXECUTING_GRACE
             )
             .order_by(PaymentTransaction.updated_at, PaymentTransaction.id)
             .limit(limit)

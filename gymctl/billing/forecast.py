@@ -27,6 +27,7 @@ import json
 import random
 import shutil
 import tempfile
+import threading
 import time
 import uuid
 from collections import Counter
@@ -41,7 +42,7 @@ from dateutil.relativedelta import relativedelta
 from sqlalchemy import Engine, and_, bindparam, event, func, insert, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from gymctl.billing import attempts, checkout, codes, collector, lifecycle
+from gymctl.billing import alerts, attempts, checkout, codes, collector, lifecycle, recovery
 from gymctl.billing.accounts import CARD_PROVIDER
 from gymctl.clock import LONG_AGO, day_n_ends, ensure_utc
 from gymctl.crypto import FieldCipher
@@ -161,7 +162,21 @@ class SeededCardProvider:
         return answer
 
     def lookup_charge(self, terminal: Terminal, unique_id: str) -> ChargeResult:
-        return self._answers.get(unique_id) or ChargeResult(Outcome.not_found, unique_id)
+        """A charge this forecast made: its answer. One it did not make (an attempt or a desk
+        charge in flight when the organization was copied) was sent to the real provider,
+        whose answer no forecast can ask: it is drawn as a charge is (approved but for the
+        decline rate), from the seed and its id, rather than answered "never received", which
+        would charge the member a second time."""
+        if unique_id not in self._answers:
+            draw = random.Random(f"{self.seed}:lookup:{unique_id}")  # noqa: S311 (no secret)
+            declined = draw.random() < self.decline_rate
+            self._answers[unique_id] = ChargeResult(
+                Outcome.declined if declined else Outcome.approved,
+                unique_id,
+                transaction_id=None if declined else f"forecast-{len(self._answers) + 1}",
+                response_code=5 if declined else 0,
+            )
+        return self._answers[unique_id]
 
     def refund(
         self, terminal: Terminal, *, transaction_id: str, amount_in_cents: int, unique_id: str
@@ -233,9 +248,11 @@ def forecast_jobs(provider: CardProvider, cipher: FieldCipher) -> tuple[Forecast
             "billing_recovery",
             300,
             0,
-            lambda factory, now: collector.recover(factory, provider, now=now, cipher=cipher),
+            lambda factory, now: recovery.recovery_pass(
+                factory, provider, cipher, now=now, documents=doors.documents
+            ),
             collects=True,
-            due=lambda session, after: collector.recovery_due(session, after=after),
+            due=lambda session, after: recovery.recovery_due(session, after=after),
         ),
         ForecastJob(
             "billing_daily",
@@ -586,7 +603,8 @@ def simulate(
     if from_history:
         decline_rate = history_decline_rate(source, organization_id, now=now)
     forecast = Forecast(organization_id, now, until, by, decline_rate or 0.0, seed, lifecycle_only)
-    forecast.progress = progress
+    left = threading.Event()
+    forecast.progress = _until_left(left, progress)
     # The scratch database is written from a thread of its own: on the embedded default the
     # caller's transaction may hold the real database's write lock, and gymctl.db refuses a
     # second writer in one thread (even on another file).
@@ -596,8 +614,31 @@ def simulate(
             # All is read: a transaction of its own ends here rather than holding a snapshot
             # open while the forecast runs (minutes for a large gym, on a daemon's connection).
             source.rollback()
-        worker.submit(_scratch_run, rows, forecast, cipher, scratch_dir).result()
+        running = worker.submit(_scratch_run, rows, forecast, cipher, scratch_dir)
+        try:
+            running.result()
+        except BaseException:
+            # The caller left (Ctrl-C): the pool's exit waits for the worker, which stops at
+            # its next tick rather than finishing a forecast no one will read.
+            left.set()
+            raise
     return forecast
+
+
+class _Left(Exception):
+    """The caller of simulate left while the forecast ran."""
+
+
+def _until_left(
+    left: threading.Event, progress: Callable[[datetime], None] | None
+) -> Callable[[datetime], None]:
+    def told(at: datetime) -> None:
+        if left.is_set():
+            raise _Left
+        if progress is not None:
+            progress(at)
+
+    return told
 
 
 def _scratch_run(
@@ -616,7 +657,8 @@ def _scratch_run(
             jobs = forecast_jobs(provider, cipher)
             if forecast.lifecycle_only:
                 jobs = tuple(job for job in jobs if not job.collects)
-            run(engine, jobs, forecast)
+            with alerts.silenced():
+                run(engine, jobs, forecast)
             forecast.final = final_state(engine)
         finally:
             release_engine(url)  # the file goes: nothing of it stays in the engine cache
@@ -869,7 +911,11 @@ class NextInstant:
                 for column in instant_columns()
             )
         )
-        self.settings = select(BillingSettings.billing_grace_days, BillingSettings.timezone)
+        # The lifecycle's own defaults for an absent row or column (a grace of 0 days is 0).
+        self.settings = select(
+            func.coalesce(BillingSettings.billing_grace_days, lifecycle._DEFAULT_GRACE_DAYS),
+            func.coalesce(BillingSettings.timezone, "UTC"),
+        )
         # Oldest first: a grace end grows with its debt start, so the first end after the
         # instant asked about is the earliest one.
         self.debts = (
@@ -894,9 +940,10 @@ class NextInstant:
         with self.engine.connect() as connection:
             firsts = connection.execute(self.firsts, {"after": after}).one()
             candidates.extend(value for value in firsts if value is not None)
-            settings = connection.execute(self.settings).first()
-            grace = (settings and settings[0]) or lifecycle._DEFAULT_GRACE_DAYS
-            timezone = (settings and settings[1]) or "UTC"
+            grace, timezone = connection.execute(self.settings).first() or (
+                lifecycle._DEFAULT_GRACE_DAYS,
+                "UTC",
+            )
             for since in connection.scalars(self.debts):
                 ends = self._grace_end(since, grace, timezone)
                 if ends is not None and ends > after:

@@ -21,7 +21,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
@@ -443,18 +443,21 @@ def issue_document(
     transaction.document_error = None
 
 
+# A stored card refund not answered yet (a crash, a lost answer).
+STORED_REFUND = and_(
+    PaymentTransaction.type == TransactionType.refund,
+    PaymentTransaction.status == TransactionStatus.refund_pending,
+    PaymentTransaction.provider == CARD_PROVIDER,
+)
+
+
 def pending_refunds(session: Session, *, now: datetime, limit: int) -> list[uuid.UUID]:
-    """Stored card refunds left unresolved (a crash, a lost answer) past the executing grace,
-    oldest first: what recovery sends again under their stored ids."""
+    """Stored card refunds left unresolved past the executing grace, oldest first: what
+    recovery sends again under their stored ids."""
     return list(
         session.scalars(
             select(PaymentTransaction.id)
-            .where(
-                PaymentTransaction.type == TransactionType.refund,
-                PaymentTransaction.status == TransactionStatus.refund_pending,
-                PaymentTransaction.provider == CARD_PROVIDER,
-                PaymentTransaction.created_at <= now - attempts.EXECUTING_GRACE,
-            )
+            .where(STORED_REFUND, PaymentTransaction.created_at <= now - attempts.EXECUTING_GRACE)
             .order_by(PaymentTransaction.updated_at, PaymentTransaction.id)
             .limit(limit)
         )

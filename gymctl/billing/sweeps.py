@@ -16,12 +16,11 @@ from gymctl.billing import (
     checkout,
     codes,
     collector,
-    desk_resolution,
     dry_runs,
     forecast_runs,
     lifecycle,
-    refunds,
 )
+from gymctl.billing.recovery import recovery_pass
 from gymctl.config import Settings
 from gymctl.crypto import billing_cipher
 from gymctl.errors import not_found
@@ -53,14 +52,13 @@ def _with_heartbeat(summary: collector.Summary, url: str | None, name: str) -> S
 
 
 def recovery(factory: sessionmaker[Session], now: datetime, settings: Settings) -> SweepResult:
-    provider, cipher = card_provider_from_settings(settings), billing_cipher(settings)
-    summary = collector.recover(factory, provider, now=now, cipher=cipher).as_dict()
-    documents = default_document_provider()
-    resumed = refunds.resume_refunds(factory, provider, cipher, now=now, documents=documents)
-    desk = desk_resolution.recover_desk_charges(
-        factory, provider, cipher, now=now, documents=documents
+    return recovery_pass(
+        factory,
+        card_provider_from_settings(settings),
+        billing_cipher(settings),
+        now=now,
+        documents=default_document_provider(),
     )
-    return {**summary, "refunds": resumed, "deskCharges": desk}
 
 
 def side_effects(factory: sessionmaker[Session], now: datetime, settings: Settings) -> SweepResult:
