@@ -161,7 +161,7 @@ JOBS: tuple[AnyJob, ...] = (
         "billing_recovery",
         300,
         sweeps.recovery,
-        "resolve pending attempts by their stored ids; collect due debts",
+        "resolve pending attempts, stored refunds and desk charges by their ids; collect debts",
     ),
     OwnTransactionsJob(
         "billing_side_effects",

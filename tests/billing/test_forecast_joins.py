@@ -13,6 +13,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
+from daemons.jobs import JOBS
 from gymctl.billing import attempts, collector, refunds
 from gymctl.billing import forecast as fc
 from gymctl.billing.accounts import CARD_PROVIDER
@@ -65,6 +66,41 @@ def forecast(session, gym, tmp_path, days: int, **options):
 
 def final(result, table: str, row_id):
     return next(row for row in result.final[table] if row["id"] == row_id)
+
+
+# The daemons' jobs a forecast leaves out, and why: none moves money or a subscription's status.
+NOT_FORECAST = {
+    "event_relay": "delivers outbox events to the sink",
+    "invitation_expiry": "staff invitations",
+    "job_runs_prune": "the runner's ledger",
+    "rate_windows_prune": "rate-limit windows",
+    "movement_jobs": "the movement library",
+    "release_candidate_supersede": "app releases",
+    "bridge_lease_rescue": "the bridge's queue",
+    "bridge_schedule_poll": "the bridge's queue",
+    "bridge_booking_reconcile": "the bridge's queue",
+    "bridge_dispatch": "calls the external system",
+    "billing_side_effects": "reports settled payments whose effects are pending (alerts only)",
+    "billing_forecasts": "runs forecasts",
+    "retention_escalation": "escalates staff tasks and closes cases of plans already ended",
+    "retention_digest": "emails owners a digest",
+    "refund_task_sweep": "bumps overdue staff tasks",
+    "billing_member_emails": "records emails to members",
+    "booking_no_shows": "class attendance",
+}
+
+
+def test_every_daemon_job_is_forecast_at_its_cadence_or_left_out_for_a_reason():
+    """The forecast runs the daemons' rows that move money or status, at their interval and
+    offset; a job added to the daemons fails here until it joins the forecast or says why not."""
+    forecast_rows = {
+        job.name: (job.interval_seconds, job.offset_seconds)
+        for job in fc.forecast_jobs(fc.SeededCardProvider(), TEST_CIPHER)
+    }
+    daemon_rows = {job.name: (job.interval_seconds, job.offset_seconds) for job in JOBS}
+    assert set(forecast_rows).isdisjoint(NOT_FORECAST)
+    assert set(daemon_rows) == set(forecast_rows) | set(NOT_FORECAST)
+    assert {name: daemon_rows[name] for name in forecast_rows} == forecast_rows
 
 
 @pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
