@@ -92,7 +92,7 @@ def purchase_card_plan(
             f"the card provider does not take {plan.currency}",
         )
     plans.refuse_if_held(session, plan, user_id)
-    plans.take_purchase_slot(session, plan)
+    plans.refuse_if_sold_out(plan)  # read, unlocked: a sold-out plan opens no page
     opening = plans.presale_opening_day(session, organization_id, now)
     free = plan.price_in_cents == 0  # nothing to charge: the page only saves the card
     subscription = plans.new_subscription(
@@ -121,6 +121,11 @@ def purchase_card_plan(
     session.add(checkout)
     session.flush()
     open_page(provider, terminal_of(config, cipher), checkout, urls)
+    # The slot is taken once the page is open: its guarded UPDATE locks the plan's row until
+    # the commit, and taken before the provider's round trip it queued every other buyer of
+    # the plan (a presale's launch) behind that call. A buyer who loses the last slot here
+    # leaves a page no one is sent to.
+    plans.take_purchase_slot(session, plan)
     emit(
         session,
         EventKind.analytics,

@@ -164,7 +164,17 @@ def take_purchase_slot(session: Session, plan: Plan) -> None:
         .execution_options(synchronize_session=False)
     )
     if taken.rowcount == 0:
-        raise conflict(codes.PLAN_SOLD_OUT, "this plan is sold out")
+        raise _sold_out()
+
+
+def refuse_if_sold_out(plan: Plan) -> None:
+    """409 plan_sold_out for a full cap, as last read (take_purchase_slot decides)."""
+    if plan.max_purchases is not None and plan.purchases_count >= plan.max_purchases:
+        raise _sold_out()
+
+
+def _sold_out() -> DomainError:
+    return conflict(codes.PLAN_SOLD_OUT, "this plan is sold out")
 
 
 def release_purchase_slot(session: Session, plan_id: uuid.UUID) -> None:

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 from pydantic import SecretStr
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from gymctl.billing import checkout
 from gymctl.models import (
@@ -294,6 +294,40 @@ def test_a_full_max_purchases_refuses_sold_out(client, org, session):
     assert snapshot(session) == before
     session.expire_all()
     assert session.get(Plan, uuid.UUID(plan["id"])).purchases_count == 1
+
+
+def test_a_purchase_takes_its_slot_after_the_page_is_open(
+    client, org, card_server, session, engine, monkeypatch
+):
+    """Taking a slot is a guarded UPDATE of the plan's row, which locks it until the commit:
+    taken before the provider's round trip, it queued every other buyer of the plan (a
+    presale's launch) behind that call. It is the request's last word to the plan, after the
+    page; a plan sold out as last read opens no page at all."""
+    plan = create_plan(client, org, maxPurchases=2)
+    order: list[str] = []
+    provider = type(card_server.provider())
+    create_page = provider.create_page
+
+    def recorded(self, *args, **kwargs):
+        order.append("page")
+        return create_page(self, *args, **kwargs)
+
+    def statement(conn, cursor, text, *_):
+        if text.lstrip().upper().startswith("UPDATE PLANS"):
+            order.append("slot")
+
+    monkeypatch.setattr(provider, "create_page", recorded)
+    event.listen(engine, "before_cursor_execute", statement)
+    try:
+        assert purchase(client, org, plan).status_code == 201
+        assert order == ["page", "slot"]
+        assert purchase(client, org, plan, role=Role.coach).status_code == 201
+        order.clear()
+        refused = purchase(client, org, plan, role=Role.admin)
+    finally:
+        event.remove(engine, "before_cursor_execute", statement)
+    assert (refused.status_code, refused.json["code"]) == (409, "plan_sold_out")
+    assert order == []
 
 
 def test_purchase_with_the_provider_down_changes_nothing(client, org, card_server, session):
