@@ -189,6 +189,23 @@ def notify_case(session: Session, mailer: Mailer, case: RetentionCase, *, now: d
     return True
 
 
+def notify_withdrawal(
+    session: Session, mailer: Mailer, case_id: uuid.UUID, *, now: datetime
+) -> RetentionCase:
+    """A withdrawal's email, sent once the withdrawal is committed (its subscription and
+    plan rows are then not locked through the mail server's round trip). The case row is
+    locked and read fresh first: the presale cases pass may have taken it since, and the two
+    never both send it. Not handed over: the pass tries again."""
+    case = session.scalar(
+        select(RetentionCase)
+        .where(RetentionCase.id == case_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    notify_case(session, mailer, case, now=now)
+    return case
+
+
 def notify_pending(session: Session, mailer: Mailer, *, now: datetime, limit: int = BATCH) -> int:
     cases = session.scalars(
         select(RetentionCase)

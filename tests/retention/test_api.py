@@ -7,12 +7,13 @@ from datetime import timedelta
 
 import pytest
 from pydantic import SecretStr
-from sqlalchemy import select
+from sqlalchemy import event, select
+from sqlalchemy.orm import Session
 
 from gymctl.config import Settings
 from gymctl.models import AuditLog, CancellationNotice, Checkout, Role, Subscription
 from gymctl.models.billing import CheckoutStatus, PlanType, SubscriptionStatus
-from gymctl.providers.mail import MailboxMailer, read_mailbox
+from gymctl.providers.mail import MailboxMailer, MailError, read_mailbox
 from gymctl.tasks import file_task
 from tests.access import conftest as access
 from tests.access.conftest import snapshot
@@ -134,6 +135,47 @@ def test_a_member_withdraws_a_presale_and_the_owner_gets_the_email(
     assert answer.json["data"]["subscription"]["status"] == "cancelled"
     [email] = read_mailbox(mailbox)
     assert email["To"] == gym[Role.owner].user.email
+
+
+def test_a_presale_withdrawal_is_committed_before_its_email(
+    client, session, gym, engine, monkeypatch
+):
+    """The owner's email waited on the mail server (10 s timeout) with the subscription's and
+    the plan's rows locked, every buyer of the plan queued behind it. The withdrawal is
+    committed first; the email follows, and one the server refused is the presale cases
+    pass's to retry."""
+    subscription = bf.make_subscription(session, gym, presale_opening=NOW + timedelta(days=10))
+    session.commit()
+    seen: list[str] = []
+
+    def statement(conn, cursor, text, *_):
+        if text.lstrip().upper().startswith(("UPDATE SUBSCRIPTIONS", "UPDATE PLANS")):
+            seen.append("write")
+
+    def committed(_session):
+        seen.append("commit")
+
+    def send(self, email):
+        seen.append("mail")
+        raise MailError("the mail server is down")
+
+    monkeypatch.setattr(MailboxMailer, "send", send)
+    event.listen(engine, "before_cursor_execute", statement)
+    event.listen(Session, "after_commit", committed)
+    try:
+        answer = client.post(
+            _sub_url(gym, subscription, "/withdraw-presale"), headers=gym[Role.member].headers
+        )
+    finally:
+        event.remove(engine, "before_cursor_execute", statement)
+        event.remove(Session, "after_commit", committed)
+    assert answer.status_code == 200
+    before_mail = seen[: seen.index("mail")]
+    last_write = max(i for i, step in enumerate(before_mail) if step == "write")
+    assert "commit" in before_mail[last_write:]
+    assert answer.json["data"]["case"]["kind"] == "presale_withdrawal"
+    session.expire_all()
+    assert session.get(Subscription, subscription.id).status == SubscriptionStatus.cancelled
 
 
 def test_plan_change_of_a_grouped_presale(client, session, gym):

@@ -185,7 +185,8 @@ def withdraw_presale(org_id: uuid.UUID, subscription_id: uuid.UUID):
         locale=_locale(),
         now=now(),
     )
-    presales.notify_case(db(), services().mailer, case, now=now())
+    db().commit()  # the withdrawal stands whatever the mail server does
+    case = presales.notify_withdrawal(db(), services().mailer, case.id, now=now())
     return jsonify(data={"subscription": member_subscription_json(row), "case": case_json(case)})
 
 
