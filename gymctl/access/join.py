@@ -286,6 +286,15 @@ def _throttle_anonymous(session: Session, action: str, link: JoinLink, now: date
         ratelimit.hit(session, key, limit=limit, window=ANONYMOUS_WINDOW, now=now)
 
 
+def count_request_invite(session: Session, token: str, *, now: datetime) -> None:
+    """Count a join-form attempt against its link's and its gym's budgets (429 past either).
+    The door commits the count before the form is answered: the counters are one row per
+    window, and held through the identity provider's lookup they queued every visitor of the
+    gym behind it."""
+    link, _ = eligible_link(session, token)
+    _throttle_anonymous(session, "request_invite", link, now)
+
+
 def request_invite(
     session: Session,
     outreach: Outreach,
@@ -296,9 +305,9 @@ def request_invite(
     user_agent: str | None,
     now: datetime,
 ) -> dict[str, Any]:
-    """The join form: a sign-up ticket for a new address, or join.blocked for a known one."""
+    """The join form: a sign-up ticket for a new address, or join.blocked for a known one.
+    The door counts the attempt first (`count_request_invite`) and commits the count."""
     link, organization = eligible_link(session, token)
-    _throttle_anonymous(session, "request_invite", link, now)
     email = normalize_email(email)
     if _has_account(session, outreach, email):
         _submission(

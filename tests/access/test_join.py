@@ -9,7 +9,7 @@ from datetime import timedelta
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session
 
 from gymctl.access import tickets
@@ -25,6 +25,7 @@ from gymctl.models import (
     Role,
     Task,
 )
+from gymctl.providers.identity_admin import HttpIdentityAdmin
 from tests import factories
 from tests.access.conftest import signed_in, snapshot
 from tests.conftest import NOW
@@ -214,6 +215,42 @@ def test_the_minisite_never_advertises_another_gyms_link(session, gym):
 
 
 # --- the join form ---------------------------------------------------------------------------
+
+
+def test_the_join_form_counts_and_commits_before_the_providers_lookup(
+    client, engine, link, idp, monkeypatch
+):
+    """The form's counters are one row per window, per link and per gym: counted in the
+    request's transaction and held through the identity provider's lookup (5 s timeout), they
+    queued every visitor of the gym behind it. The count is committed first."""
+    seen: list[str] = []
+    lookup = HttpIdentityAdmin.find_account
+
+    def looked_up(self, email):
+        seen.append("lookup")
+        return lookup(self, email)
+
+    def statement(conn, cursor, text, *_):
+        if text.lstrip().upper().startswith("INSERT INTO RATE_WINDOWS"):
+            seen.append("count")
+
+    def committed(_session):
+        seen.append("commit")
+
+    monkeypatch.setattr(HttpIdentityAdmin, "find_account", looked_up)
+    event.listen(engine, "before_cursor_execute", statement)
+    event.listen(Session, "after_commit", committed)
+    try:
+        response = client.post(
+            f"/join/{link.token}/request-invite", json={"email": "queued@example.test"}
+        )
+    finally:
+        event.remove(engine, "before_cursor_execute", statement)
+        event.remove(Session, "after_commit", committed)
+    assert response.status_code == 201
+    before = seen[: seen.index("lookup")]
+    assert before.count("count") == 2  # the link's and the gym's
+    assert "commit" in before[max(i for i, step in enumerate(before) if step == "count") :]
 
 
 def test_a_new_address_gets_a_sign_up_ticket_and_a_ticket_issued_submission(

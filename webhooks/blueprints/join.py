@@ -30,6 +30,8 @@ class RequestInvite(Body):
 @public
 def request_invite(token):
     body = parse(RequestInvite)
+    join.count_request_invite(db(), token, now=now())
+    db().commit()  # counted: the counters' rows are not locked through the provider's lookup
     answer = join.request_invite(
         db(),
         services().outreach,
