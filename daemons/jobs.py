@@ -190,7 +190,7 @@ JOBS: tuple[AnyJob, ...] = (
     ),
     # Cancellations, retention and bookings (spec B 3, 6, 8).
     Job("retention_escalation", 3600, retention.retention_escalation, "escalate open notice cases"),
-    Job(
+    OwnTransactionsJob(
         "retention_presale_cases",
         300,
         retention.retention_presale_cases,

@@ -23,6 +23,8 @@ OWN_TRANSACTIONS = {
     "billing_daily",
     "billing_abandoned_checkouts",
     "cancellation_sweep",
+    # Each presale case's email in a transaction of its own: staff work those cases meanwhile.
+    "retention_presale_cases",
     # Not money: a queued forecast runs for minutes, so it must not hold the embedded
     # default's write lock (the runner's one transaction would) while it does.
     "billing_forecasts",

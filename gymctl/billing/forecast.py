@@ -275,7 +275,7 @@ def forecast_jobs(provider: CardProvider, cipher: FieldCipher) -> tuple[Forecast
             "retention_presale_cases",
             300,
             0,
-            in_session(lambda s, now: presale_cases_pass(s, doors.mailer, now=now)),
+            lambda factory, now: presale_cases_pass(factory, doors.mailer, now=now),
             # It reads no clock: after a pass that found nothing, only a change can give it work.
             due=lambda session, after: (
                 LONG_AGO if after is None and presales.cases_waiting(session) else None

@@ -35,8 +35,10 @@ def retention_escalation(session: Session, now: datetime, settings: Settings) ->
     return escalate(session, now=now)
 
 
-def retention_presale_cases(session: Session, now: datetime, settings: Settings) -> dict[str, Any]:
-    return presale_cases_pass(session, mailer_from_settings(settings), now=now)
+def retention_presale_cases(
+    factory: sessionmaker[Session], now: datetime, settings: Settings
+) -> dict[str, Any]:
+    return presale_cases_pass(factory, mailer_from_settings(settings), now=now)
 
 
 def retention_digest(session: Session, now: datetime, settings: Settings) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
 from gymctl.billing.attempts import emit_cancelled
@@ -206,16 +206,30 @@ def notify_withdrawal(
     return case
 
 
-def notify_pending(session: Session, mailer: Mailer, *, now: datetime, limit: int = BATCH) -> int:
-    cases = session.scalars(
-        select(RetentionCase)
-        .where(*_not_notified())
-        .order_by(RetentionCase.opened_at, RetentionCase.id)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-    ).all()
-    sent = sum(notify_case(session, mailer, case, now=now) for case in cases)
-    session.flush()
+def notify_pending(
+    factory: sessionmaker[Session], mailer: Mailer, *, now: datetime, limit: int = BATCH
+) -> int:
+    """Email each presale case not yet handed over, in a transaction of its own: a case's row
+    is locked for its own email only, so staff working the cases (acknowledge, contact) wait
+    on none of the others while a pass sends hundreds; a case another pass holds is skipped."""
+    with factory() as session:
+        waiting = session.scalars(
+            select(RetentionCase.id)
+            .where(*_not_notified())
+            .order_by(RetentionCase.opened_at, RetentionCase.id)
+            .limit(limit)
+        ).all()
+    sent = 0
+    for case_id in waiting:
+        with factory() as session:
+            case = session.scalar(
+                select(RetentionCase)
+                .where(RetentionCase.id == case_id, *_not_notified())
+                .with_for_update(skip_locked=True)
+            )
+            if case is not None:  # else sent since, or another pass is sending it
+                sent += notify_case(session, mailer, case, now=now)
+                session.commit()
     return sent
 
 
@@ -230,8 +244,12 @@ def cases_waiting(session: Session) -> bool:
     return bool(session.scalar(_WITHOUT_CASE) or session.scalar(_NOT_NOTIFIED))
 
 
-def presale_cases_pass(session: Session, mailer: Mailer, *, now: datetime) -> dict[str, int]:
-    """The hourly pass: open charge-failure cases, then email every presale case not yet
-    handed over."""
-    opened = open_charge_failed_cases(session, now=now)
-    return {"opened": opened, "notified": notify_pending(session, mailer, now=now)}
+def presale_cases_pass(
+    factory: sessionmaker[Session], mailer: Mailer, *, now: datetime
+) -> dict[str, int]:
+    """The pass: open charge-failure cases (committed), then email every presale case not yet
+    handed over, each in its own transaction."""
+    with factory() as session:
+        opened = open_charge_failed_cases(session, now=now)
+        session.commit()
+    return {"opened": opened, "notified": notify_pending(factory, mailer, now=now)}

@@ -147,7 +147,7 @@ def test_an_open_page_is_due_when_it_expires(session, gym):
     assert checkout.abandoned_due(session, after=expires) is None
 
 
-def test_the_presale_pass_is_due_only_while_a_case_waits(session, gym):
+def test_the_presale_pass_is_due_only_while_a_case_waits(session, session_factory, gym):
     """It reads no clock in choosing its cases: nothing waiting, nothing to do."""
     assert presales.cases_waiting(session) is False
     subscription = card_subscription(
@@ -158,8 +158,8 @@ def test_the_presale_pass_is_due_only_while_a_case_waits(session, gym):
     )
     assert subscription.status == SubscriptionStatus.debt
     assert presales.cases_waiting(session) is True
-    presales.presale_cases_pass(session, NowhereMailer(), now=NOW)
-    session.commit()
+    presales.presale_cases_pass(session_factory, NowhereMailer(), now=NOW)
+    session.expire_all()
     assert session.scalar(select(RetentionCase.notified_at)) == NOW
     assert presales.cases_waiting(session) is False
     assert session.scalar(select(PaymentTransaction.id)) is None  # nothing was charged

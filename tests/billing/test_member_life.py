@@ -134,8 +134,8 @@ class Life:
         (billing_member_emails) and the presale cases' emails to staff (retention_presale_cases)."""
         with self.factory() as session:
             send_billing_emails(session, self.doors.mailer, now=self.clock.now())
-            presale_cases_pass(session, self.doors.mailer, now=self.clock.now())
             session.commit()
+        presale_cases_pass(self.factory, self.doors.mailer, now=self.clock.now())
 
     def new_mail(self) -> list[tuple[str, str, str]]:
         """After the email sweep: (to, subject, body) of every email delivered since the last

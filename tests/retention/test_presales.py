@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
+from sqlalchemy.orm import Session
 
 from gymctl.errors import DomainError
 from gymctl.models import MembershipStatus, Plan, RetentionCase, Role
@@ -44,7 +45,9 @@ def _withdraw(session, gym, subscription, *, by_member=True):
     )
 
 
-def test_a_member_withdraws_a_presale_the_owner_is_emailed(session, gym, mailer, mailbox):
+def test_a_member_withdraws_a_presale_the_owner_is_emailed(
+    session, session_factory, gym, mailer, mailbox
+):
     subscription = _presale(session, gym)
     _, case = _withdraw(session, gym, subscription)
     assert (subscription.status, subscription.next_charge_date) == (
@@ -60,7 +63,8 @@ def test_a_member_withdraws_a_presale_the_owner_is_emailed(session, gym, mailer,
     assert email["Subject"].startswith("Presale withdrawn")
     assert "Founders" in email.get_content()
     assert "by the member" in email.get_content()
-    assert presales.notify_pending(session, mailer, now=NOW) == 0  # sent once
+    session.commit()
+    assert presales.notify_pending(session_factory, mailer, now=NOW) == 0  # sent once
 
 
 def test_the_case_owner_gets_it_while_active_staff(session, gym, mailer, mailbox):
@@ -126,8 +130,52 @@ def test_a_presale_whose_opening_day_charge_is_in_flight_is_not_withdrawn(sessio
     assert error.message.startswith("Se está procesando")
 
 
+def test_each_case_is_emailed_in_a_transaction_of_its_own(
+    session, session_factory, gym, mailer, mailbox
+):
+    """The pass held every case it was emailing locked (and, on the embedded default, the
+    database's write lock) until its last email: at a presale's opening day, with hundreds of
+    declines, staff acknowledging a case waited for all of them. Each email now commits before
+    the next is sent."""
+    plan = make_plan(session, gym.organization, name="Founders")
+    for _ in range(2):
+        membership = factories.membership(
+            session, user=factories.user(session), organization=gym.organization
+        )
+        subscription = make_subscription(
+            session, gym, plan=plan, membership=membership, presale_opening=OPENING
+        )
+        subscription.status = SubscriptionStatus.debt
+        subscription.debt_since = OPENING
+        subscription.retention_case_kind = "presale_charge_failed"
+    session.commit()
+    steps: list[str] = []
+    real_send = type(mailer).send
+
+    def send(self, email):
+        steps.append("mail")
+        return real_send(self, email)
+
+    def committed(_session):
+        steps.append("commit")
+
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(type(mailer), "send", send)
+    event.listen(Session, "after_commit", committed)
+    try:
+        done = presales.presale_cases_pass(
+            session_factory, mailer, now=OPENING + timedelta(hours=1)
+        )
+    finally:
+        event.remove(Session, "after_commit", committed)
+        monkeypatch.undo()
+    assert done == {"opened": 2, "notified": 2}
+    assert steps == ["commit", "mail", "commit", "mail", "commit"]  # the cases opened, then each
+    assert len(read_mailbox(mailbox)) == 2
+
+
 def test_a_declined_presale_gets_one_case_per_episode_and_the_owner_is_emailed(
-    session, gym, mailer, mailbox
+    session, session_factory, gym, mailer, mailbox
 ):
     subscription = _presale(session, gym)
     subscription.status = SubscriptionStatus.debt  # as the collector's decline leaves it
@@ -135,8 +183,9 @@ def test_a_declined_presale_gets_one_case_per_episode_and_the_owner_is_emailed(
     subscription.debt_amount_in_cents = 9900
     subscription.retention_case_kind = "presale_charge_failed"
     at = OPENING + timedelta(hours=1)
-    assert presales.presale_cases_pass(session, mailer, now=at) == {"opened": 1, "notified": 1}
-    assert presales.presale_cases_pass(session, mailer, now=at) == {"opened": 0, "notified": 0}
+    session.commit()
+    passes = (presales.presale_cases_pass(session_factory, mailer, now=at) for _ in range(2))
+    assert list(passes) == [{"opened": 1, "notified": 1}, {"opened": 0, "notified": 0}]
     case = session.scalar(select(RetentionCase))
     assert (case.kind, case.episode) == ("presale_charge_failed", OPENING.isoformat())
     [email] = read_mailbox(mailbox)
@@ -145,4 +194,5 @@ def test_a_declined_presale_gets_one_case_per_episode_and_the_owner_is_emailed(
     # Paid, then declined again later: a new episode, a new case.
     subscription.debt_since = OPENING + timedelta(days=30)
     later = OPENING + timedelta(days=30, hours=1)
-    assert presales.presale_cases_pass(session, mailer, now=later)["opened"] == 1
+    session.commit()
+    assert presales.presale_cases_pass(session_factory, mailer, now=later)["opened"] == 1
