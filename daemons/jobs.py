@@ -70,7 +70,8 @@ class Job:
 @dataclass(frozen=True)
 class OwnTransactionsJob:
     """A sweep that commits its own short transactions (money: the attempt is stored before the
-    provider is called): `run` gets a session factory instead of a session."""
+    provider is called; mail: a row is locked for its own email only; minutes of forecast):
+    `run` gets a session factory instead of a session."""
 
     name: str
     interval_seconds: int

@@ -5,7 +5,8 @@ Any number of daemon processes may run on any number of machines. Two guards mak
   waiting, so a job never runs twice at once (a held lock means skip): for its transaction, or
   for a job that commits as it goes, on a connection of its own that holds no transaction;
 - one run per tick: ticks are epoch-aligned interval numbers, and the job_runs row (job, tick) is
-  inserted in the run's transaction, so a daemon reaching a tick already run skips it.
+  inserted in the run's transaction (for a job that commits as it goes, claimed in a transaction
+  of its own before it runs), so a daemon reaching a tick already run skips it.
 """
 
 from __future__ import annotations

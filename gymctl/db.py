@@ -1,14 +1,17 @@
 """Engine, sessions, transactions and locks.
 
 One session per request, command or job, committed at the edge (`session_scope`); domain code
-flushes but never commits. Locks are PostgreSQL's transaction-level advisory locks; on the embedded
-SQLite default a process lock stands in (SQLite serializes writers anyway).
+flushes but never commits. Locks are PostgreSQL's advisory locks: transaction-level
+(`advisory_lock`), or session-level on a connection of its own for work that commits as it goes
+(`session_lock`); on the embedded SQLite default a process lock stands in (SQLite serializes
+writers anyway).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +24,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.clock import day_n_ends
 from gymctl.config import get_settings
+
+logger = logging.getLogger("gymctl.db")
 
 
 def is_postgres(bind: Engine | Session) -> bool:
@@ -254,7 +259,12 @@ def session_lock(
         return
     connection = engine.connect()
     key = lock_key(name)
+    # An idle_session_timeout (PostgreSQL 14+) would end this idle session, and the lock with it.
+    keeps_idle = connection.dialect.server_version_info >= (14,)
     try:
+        if keeps_idle:
+            connection.execute(text("SET idle_session_timeout = 0"))
+            connection.commit()
         while True:
             held = connection.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar()
             connection.commit()
@@ -267,14 +277,30 @@ def session_lock(
         try:
             yield connection
         finally:
-            try:
-                connection.rollback()
-                connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
-                connection.commit()
-            except Exception:
-                connection.invalidate()  # closing the server session releases the lock
+            _unlock(connection, key, name, keeps_idle)
     finally:
         connection.close()
+
+
+def _unlock(connection: Connection, key: int, name: str, keeps_idle: bool) -> None:
+    """Release a session_lock; a lock found gone was lost while held (its server session
+    ended: another holder may have run meanwhile), which is logged. A connection that cannot
+    be unlocked is thrown away, never returned to the pool holding the lock."""
+    try:
+        connection.rollback()
+        held = connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key}).scalar()
+        if keeps_idle:
+            connection.execute(text("RESET idle_session_timeout"))
+        connection.commit()
+    except Exception:
+        connection.invalidate()  # closing the server session releases the lock
+        logger.error("lock %s: its session ended while the lock was held", name)
+        return
+    except BaseException:  # interrupted while unlocking: the lock must not reach the pool
+        connection.invalidate()
+        raise
+    if not held:
+        logger.error("lock %s was no longer held when released", name)
 
 
 def _release_process_locks(session: Session, transaction) -> None:

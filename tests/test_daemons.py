@@ -92,15 +92,14 @@ def test_a_job_whose_advisory_lock_is_held_elsewhere_is_skipped(
     assert session.get(JobRun, ("probe", 200)) is None
 
 
-def test_a_job_that_commits_as_it_goes_keeps_its_lock_past_the_idle_in_transaction_timeout(
-    pg_url: str,
+@pytest.mark.parametrize("timeout", ["idle_in_transaction_session_timeout", "idle_session_timeout"])
+def test_a_job_that_commits_as_it_goes_keeps_its_lock_past_the_idle_timeouts(
+    pg_url: str, timeout: str
 ) -> None:
-    """A forecast or the 02:00 sweep runs for minutes. Its lock must not sit in a transaction
-    left idle meanwhile: a server with idle_in_transaction_session_timeout (here 200 ms) would end
-    that session, the lock would go with it, and a second daemon would start the same job."""
-    short = create_engine(
-        pg_url, connect_args={"options": "-c idle_in_transaction_session_timeout=200"}
-    )
+    """A forecast or the 02:00 sweep runs for minutes. Its lock must not sit in a session the
+    server ends for idling meanwhile (here after 200 ms, in a transaction or out of one): the
+    lock would go with it, and a second daemon would start the same job."""
+    short = create_engine(pg_url, connect_args={"options": f"-c {timeout}=200"})
     factory = sessionmaker(bind=short, expire_on_commit=False)
     rival: list[JobOutcome] = []
     runs: list[datetime] = []

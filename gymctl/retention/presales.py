@@ -3,8 +3,9 @@
 A presale (scheduled, before its opening-day charge) is withdrawn by the owner or the member:
 it is cancelled, gives its plan place back, and opens a presale_withdrawal case. A presale whose
 opening-day charge was declined (the collector marks it presale_charge_failed) gets a case
-too, opened by the hourly pass. Both cases email the case owner, falling back to the
-organization's active owner; the email is retried until it is handed over (notified_at).
+too, opened by the presale cases pass (every 5 minutes). Both cases email the case owner,
+falling back to the organization's active owner; the email is retried until it is handed over
+(notified_at).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, update
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
@@ -191,19 +193,25 @@ def notify_case(session: Session, mailer: Mailer, case: RetentionCase, *, now: d
 
 def notify_withdrawal(
     session: Session, mailer: Mailer, case_id: uuid.UUID, *, now: datetime
-) -> RetentionCase:
+) -> None:
     """A withdrawal's email, sent once the withdrawal is committed (its subscription and
     plan rows are then not locked through the mail server's round trip). The case row is
-    locked and read fresh first: the presale cases pass may have taken it since, and the two
-    never both send it. Not handed over: the pass tries again."""
-    case = session.scalar(
-        select(RetentionCase)
-        .where(RetentionCase.id == case_id)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    )
-    notify_case(session, mailer, case, now=now)
-    return case
+    locked and read fresh first; one the presale cases pass holds is the pass's to send (the
+    two never both send it). Not handed over, or the database failing now: the withdrawal
+    stands and the pass tries again."""
+    try:
+        case = session.scalar(
+            select(RetentionCase)
+            .where(RetentionCase.id == case_id)
+            .with_for_update(skip_locked=True)
+            .execution_options(populate_existing=True)
+        )
+        if case is not None:
+            notify_case(session, mailer, case, now=now)
+            session.commit()
+    except SQLAlchemyError:
+        session.rollback()
+        log.warning("presale withdrawal email deferred to the presale cases pass", exc_info=True)
 
 
 def notify_pending(
@@ -239,7 +247,7 @@ _NOT_NOTIFIED = select(select(RetentionCase.id).where(*_not_notified()).exists()
 
 
 def cases_waiting(session: Session) -> bool:
-    """Whether the hourly pass has a case to open or to email. The pass reads no clock in
+    """Whether the presale cases pass has a case to open or to email. The pass reads no clock in
     choosing them: one that found nothing finds nothing again until a row changes."""
     return bool(session.scalar(_WITHOUT_CASE) or session.scalar(_NOT_NOTIFIED))
 

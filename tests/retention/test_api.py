@@ -14,6 +14,7 @@ from gymctl.config import Settings
 from gymctl.models import AuditLog, CancellationNotice, Checkout, Role, Subscription
 from gymctl.models.billing import CheckoutStatus, PlanType, SubscriptionStatus
 from gymctl.providers.mail import MailboxMailer, MailError, read_mailbox
+from gymctl.retention.presales import presale_cases_pass
 from gymctl.tasks import file_task
 from tests.access import conftest as access
 from tests.access.conftest import snapshot
@@ -138,7 +139,7 @@ def test_a_member_withdraws_a_presale_and_the_owner_gets_the_email(
 
 
 def test_a_presale_withdrawal_is_committed_before_its_email(
-    client, session, gym, engine, monkeypatch
+    client, session, session_factory, gym, engine, mailbox, clock, monkeypatch
 ):
     """The owner's email waited on the mail server (10 s timeout) with the subscription's and
     the plan's rows locked, every buyer of the plan queued behind it. The withdrawal is
@@ -176,6 +177,11 @@ def test_a_presale_withdrawal_is_committed_before_its_email(
     assert answer.json["data"]["case"]["kind"] == "presale_withdrawal"
     session.expire_all()
     assert session.get(Subscription, subscription.id).status == SubscriptionStatus.cancelled
+    monkeypatch.undo()  # the mail server is back: the presale cases pass sends it
+    mailer = MailboxMailer(mailbox, "gym <no-reply@gym.example>", clock=clock)
+    assert presale_cases_pass(session_factory, mailer, now=NOW) == {"opened": 0, "notified": 1}
+    [email] = read_mailbox(mailbox)
+    assert email["To"] == gym[Role.owner].user.email
 
 
 def test_plan_change_of_a_grouped_presale(client, session, gym):

@@ -186,7 +186,7 @@ def withdraw_presale(org_id: uuid.UUID, subscription_id: uuid.UUID):
         now=now(),
     )
     db().commit()  # the withdrawal stands whatever the mail server does
-    case = presales.notify_withdrawal(db(), services().mailer, case.id, now=now())
+    presales.notify_withdrawal(db(), services().mailer, case.id, now=now())
     return jsonify(data={"subscription": member_subscription_json(row), "case": case_json(case)})
 
 
