@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from gymctl.billing import checkout, collector
+from gymctl.billing import attempts, checkout, collector, recovery
 from gymctl.billing.accounts import CARD_PROVIDER
 from gymctl.billing.forecast import NowhereMailer, SeededCardProvider
 from gymctl.models import CancellationSettlement, PaymentTransaction, RetentionCase
@@ -20,6 +20,7 @@ from gymctl.models.billing import (
     PlanType,
     SubscriptionStatus,
     TransactionStatus,
+    TransactionType,
 )
 from gymctl.models.retention import CaseKind
 from gymctl.providers.documents import LocalDocumentProvider
@@ -103,6 +104,24 @@ def test_a_pending_attempt_is_due_when_its_executing_grace_ends(session, session
     assert collector.recovery_due(session) == grace_over  # the plan is no debt: only the attempt
     assert collector.recovery_due(session, after=started) == grace_over
     assert collector.recovery_due(session, after=grace_over) is None
+
+
+def test_recovery_is_due_when_a_stored_refunds_executing_grace_ends(session, gym):
+    created = NOW - timedelta(seconds=30)
+    bf.make_transaction(
+        session,
+        gym,
+        type=TransactionType.refund,
+        status=TransactionStatus.refund_pending,
+        provider=CARD_PROVIDER,
+        now=created,
+    )
+    session.commit()
+    grace_over = created + attempts.EXECUTING_GRACE
+
+    assert recovery.recovery_due(session) == grace_over
+    assert recovery.recovery_due(session, after=NOW) == grace_over
+    assert recovery.recovery_due(session, after=grace_over) is None
 
 
 def test_a_notice_is_due_when_it_matures_and_waiting_mail_at_once(session, session_factory, gym):

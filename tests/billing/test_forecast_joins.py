@@ -17,29 +17,21 @@ from daemons.jobs import JOBS
 from gymctl.billing import attempts, collector, refunds
 from gymctl.billing import forecast as fc
 from gymctl.billing.accounts import CARD_PROVIDER
-from gymctl.billing.recovery import recovery_due
 from gymctl.models import PaymentTransaction, Subscription
 from gymctl.models.billing import (
     PlanType,
     SubscriptionStatus,
     TransactionStatus,
-    TransactionType,
 )
 from gymctl.providers.documents import LocalDocumentProvider
 from tests import factories
 from tests.billing import factories as bf
-from tests.billing.cards import connect_card_provider
+from tests.billing import test_due_rules as due_rules
 from tests.billing.factories import TEST_CIPHER
 from tests.billing.test_forecast import run_daemons_hourly
 from tests.conftest import NOW
 
-
-@pytest.fixture
-def gym(session):
-    gym = bf.make_gym(session)
-    connect_card_provider(session, gym, since=NOW - timedelta(days=60))
-    session.commit()
-    return gym
+gym = due_rules.gym  # the fixture: a gym on the card provider, committed
 
 
 def card_subscription(session, gym, **fields):
@@ -164,25 +156,6 @@ def test_a_stored_refund_is_resumed_by_the_forecasts_recovery_as_by_the_daemons(
     assert final(result, "payment_transactions", refund.id)["status"] == TransactionStatus.refunded
     session.expire_all()
     assert session.get(PaymentTransaction, refund.id).status == TransactionStatus.refund_pending
-
-
-@pytest.mark.parametrize("engine", ["postgresql", "sqlite"], indirect=True)
-def test_recovery_is_due_when_a_stored_refunds_executing_grace_ends(session, gym):
-    created = NOW - timedelta(seconds=30)
-    bf.make_transaction(
-        session,
-        gym,
-        type=TransactionType.refund,
-        status=TransactionStatus.refund_pending,
-        provider=CARD_PROVIDER,
-        now=created,
-    )
-    session.commit()
-    grace_over = created + attempts.EXECUTING_GRACE
-
-    assert recovery_due(session) == grace_over
-    assert recovery_due(session, after=NOW) == grace_over
-    assert recovery_due(session, after=grace_over) is None
 
 
 def test_an_attempt_in_flight_when_copied_is_answered_as_a_charge_is(session, gym, tmp_path):
