@@ -147,19 +147,13 @@ class SeededCardProvider:
         if unique_id in self._answers:
             return replace(self._answers[unique_id], replayed=True)
         self._charges[token] += 1
-        draw = random.Random(f"{self.seed}:{token}:{self._charges[token]}")  # noqa: S311 (no secret)
-        declined = draw.random() < self.decline_rate
-        answer = ChargeResult(
-            Outcome.declined if declined else Outcome.approved,
+        return self._drawn(
+            f"{token}:{self._charges[token]}",
             unique_id,
-            transaction_id=None if declined else f"forecast-{len(self._answers) + 1}",
             amount_in_cents=amount_in_cents,
             currency=currency,
             terminal=terminal.number,
-            response_code=5 if declined else 0,
         )
-        self._answers[unique_id] = answer
-        return answer
 
     def lookup_charge(self, terminal: Terminal, unique_id: str) -> ChargeResult:
         """A charge this forecast made: its answer. One it did not make (an attempt or a desk
@@ -168,15 +162,22 @@ class SeededCardProvider:
         decline rate), from the seed and its id, rather than answered "never received", which
         would charge the member a second time."""
         if unique_id not in self._answers:
-            draw = random.Random(f"{self.seed}:lookup:{unique_id}")  # noqa: S311 (no secret)
-            declined = draw.random() < self.decline_rate
-            self._answers[unique_id] = ChargeResult(
-                Outcome.declined if declined else Outcome.approved,
-                unique_id,
-                transaction_id=None if declined else f"forecast-{len(self._answers) + 1}",
-                response_code=5 if declined else 0,
-            )
+            return self._drawn(f"lookup:{unique_id}", unique_id)
         return self._answers[unique_id]
+
+    def _drawn(self, draw_key: str, unique_id: str, **terms: Any) -> ChargeResult:
+        """The answer drawn from the seed and `draw_key`, kept for `unique_id`'s replays."""
+        draw = random.Random(f"{self.seed}:{draw_key}")  # noqa: S311 (no secret)
+        declined = draw.random() < self.decline_rate
+        answer = ChargeResult(
+            Outcome.declined if declined else Outcome.approved,
+            unique_id,
+            transaction_id=None if declined else f"forecast-{len(self._answers) + 1}",
+            response_code=5 if declined else 0,
+            **terms,
+        )
+        self._answers[unique_id] = answer
+        return answer
 
     def refund(
         self, terminal: Terminal, *, transaction_id: str, amount_in_cents: int, unique_id: str
