@@ -13,7 +13,8 @@ from sqlalchemy import delete
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import codes, ratelimit
-from gymctl.access.invitations import expire_invitations
+from gymctl.access.bulk_invitations import work_batches
+from gymctl.access.invitations import Outreach, expire_invitations
 from gymctl.billing import lifecycle, sweeps
 from gymctl.bridge import sweeps as bridge
 from gymctl.config import Settings
@@ -22,6 +23,8 @@ from gymctl.models import JobRun
 from gymctl.movements.jobs import work_jobs
 from gymctl.movements.services import library_from_settings
 from gymctl.providers.event_sink import sink_from_url
+from gymctl.providers.identity_admin import identity_admin_from_settings
+from gymctl.providers.mail import mailer_from_settings
 from gymctl.relay import relay_events
 from gymctl.releases.candidates import supersede_stale
 from gymctl.retention import jobs as retention
@@ -92,6 +95,16 @@ def event_relay(session: Session, now: datetime, settings: Settings) -> JobResul
     return result.as_dict()
 
 
+def invitation_batches(
+    factory: sessionmaker[Session], now: datetime, settings: Settings
+) -> JobResult:
+    """Queued bulk invites, an address per transaction (gymctl.access.bulk_invitations)."""
+    outreach = Outreach(
+        settings, mailer_from_settings(settings), identity_admin_from_settings(settings, factory)
+    )
+    return work_batches(factory, outreach, now=now)
+
+
 JOB_RUNS_KEPT = timedelta(days=14)
 
 
@@ -126,6 +139,12 @@ def release_candidate_supersede(session: Session, now: datetime, settings: Setti
 JOBS: tuple[AnyJob, ...] = (
     Job("event_relay", 5, event_relay, "deliver outbox events to the event sink"),
     Job("invitation_expiry", 3600, invitation_expiry, "expire pending invitations past their date"),
+    OwnTransactionsJob(
+        "invitation_batches",
+        5,
+        invitation_batches,
+        "invite the addresses of queued bulk invites, each in a transaction of its own",
+    ),
     Job("job_runs_prune", 3600, job_runs_prune, "delete job_runs rows older than 14 days"),
     Job("rate_windows_prune", 3600, rate_windows_prune, "delete rate-limit windows past an hour"),
     Job(

@@ -28,6 +28,9 @@ OWN_TRANSACTIONS = {
     # Not money: a queued forecast runs for minutes, so it must not hold the embedded
     # default's write lock (the runner's one transaction would) while it does.
     "billing_forecasts",
+    # Each address of a bulk invite calls the identity provider and the mail server: in its own
+    # transaction, so no lock is held across the batch (and its outcome is stored with it).
+    "invitation_batches",
 }
 
 

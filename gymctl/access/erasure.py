@@ -4,8 +4,9 @@ The owner erases what this organization holds about one person:
 - erased here: the membership ends (cancelled, never reactivated by itself) with the national id
   this gym stored on it, and its sales grant;
   this gym's join-form submissions and failed-checkout rows of the person (address, IP, browser),
-  its leads and invitations under the person's address (name and address replaced), and the
-  private fields of this gym's audit rows about the person;
+  its leads and invitations under the person's address (name and address replaced), the address
+  wherever this gym's bulk invites list it, and the private fields of this gym's audit rows
+  about the person;
 - the person's own row (name, address, avatar) only when no other organization
   holds the person and no login is theirs: a login belongs to the person, and another gym's
   membership is that gym's to erase;
@@ -29,6 +30,7 @@ from gymctl.events import EventKind, emit
 from gymctl.models import (
     AuditLog,
     Invitation,
+    InvitationBatch,
     JoinSubmission,
     Lead,
     Membership,
@@ -41,9 +43,16 @@ from gymctl.models import (
 ERASED = "erased"
 
 
+ERASED_DOMAIN = "@erased.invalid"
+
+
 def _erased_address(user_id: uuid.UUID) -> str:
     """Stands in for an address in NOT NULL columns; unique per person, reaches nobody."""
-    return f"erased-{user_id.hex}@erased.invalid"
+    return f"erased-{user_id.hex}{ERASED_DOMAIN}"
+
+
+def is_erased_address(email: str) -> bool:
+    return email.endswith(ERASED_DOMAIN)
 
 
 def erase_personal_data(
@@ -69,6 +78,7 @@ def erase_personal_data(
         "joinSubmissions": _submissions(session, organization.id, person, address),
         "leads": _leads(session, organization.id, person, address),
         "invitations": _invitations(session, organization.id, person, address),
+        "bulkInvites": _bulk_invites(session, organization.id, person, address),
         "auditRows": _audit_rows(session, organization.id, person.id),
         "userRowErased": False,
     }
@@ -121,6 +131,31 @@ def _invitations(session: Session, org_id: uuid.UUID, person: User, address: str
         .where(Invitation.organization_id == org_id, or_(*match))
         .values(email=_erased_address(person.id))
     ).rowcount
+
+
+def _bulk_invites(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:
+    """The gym's bulk invites that list the address (as given, or in another case or spacing):
+    replaced in the list and in its outcome."""
+    if not address:
+        return 0
+    erased = _erased_address(person.id)
+
+    def named(email: str) -> bool:
+        return email.strip().lower() == address
+
+    changed = 0
+    for batch in session.scalars(
+        select(InvitationBatch).where(InvitationBatch.organization_id == org_id).with_for_update()
+    ):
+        if not any(named(email) for email in batch.emails):
+            continue
+        batch.emails = [erased if named(email) else email for email in batch.emails]
+        batch.results = [
+            {**result, "email": erased} if named(result["email"]) else result
+            for result in batch.results
+        ]
+        changed += 1
+    return changed
 
 
 def _audit_rows(session: Session, org_id: uuid.UUID, person_id: uuid.UUID) -> int:

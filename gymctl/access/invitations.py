@@ -24,7 +24,6 @@ from gymctl.access.memberships import end_sales_grant, owner_of
 from gymctl.bridge import mirror
 from gymctl.config import Settings
 from gymctl.errors import (
-    DomainError,
     bad_gateway,
     conflict,
     forbidden,
@@ -208,45 +207,6 @@ def create_invitation(
     _send(outreach, invitation, organization, now)
     session.flush()
     return invitation
-
-
-def invite_many(
-    session: Session,
-    outreach: Outreach,
-    *,
-    organization: Organization,
-    actor: Membership,
-    emails: list[str],
-    role: Role,
-    now: datetime,
-) -> list[dict[str, Any]]:
-    """A bulk invite: each address its own invitation (a refusal touches only that address).
-    After the provider's first 429 every remaining address reports rate_limited and the
-    provider is not called again (spec A 7)."""
-    results: list[dict[str, Any]] = []
-    limited = False
-    for email in emails:
-        if limited:
-            results.append({"email": email, "outcome": "rate_limited"})
-            continue
-        try:
-            with session.begin_nested():
-                invitation = create_invitation(
-                    session,
-                    outreach,
-                    organization=organization,
-                    actor=actor,
-                    actor_user_id=actor.user_id,
-                    email=email,
-                    role=role,
-                    now=now,
-                )
-        except DomainError as error:
-            limited = error.code == "rate_limited"
-            results.append({"email": email, "outcome": error.code})
-            continue
-        results.append({"email": email, "outcome": "invited", "id": str(invitation.id)})
-    return results
 
 
 def request_link(

@@ -3,6 +3,8 @@
 from gymctl.models import releases  # noqa: F401 (registers the release tables)
 from gymctl.models.access import (
     Invitation,
+    InvitationBatch,
+    InvitationBatchStatus,
     InvitationStatus,
     JoinLink,
     JoinSubmission,
@@ -92,6 +94,8 @@ __all__ = [
     "IdentityWebhookDelivery",
     "IntegrationConnection",
     "Invitation",
+    "InvitationBatch",
+    "InvitationBatchStatus",
     "InvitationStatus",
     "JobRun",
     "JoinLink",

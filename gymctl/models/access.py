@@ -11,7 +11,7 @@ from sqlalchemy import Enum, ForeignKey, Index, String, Text, UniqueConstraint, 
 from sqlalchemy.orm import Mapped, mapped_column
 
 from gymctl import clock
-from gymctl.models.base import Base, IdMixin
+from gymctl.models.base import Base, IdMixin, JSONType
 from gymctl.models.organizations import Role
 
 
@@ -67,6 +67,41 @@ class Invitation(IdMixin, Base):
             postgresql_where=text("status = 'pending'"),
             sqlite_where=text("status = 'pending'"),
         ),
+    )
+
+
+class InvitationBatchStatus(StrEnum):
+    queued = "queued"  # addresses wait for the daemons
+    finished = "finished"  # every address has its outcome
+
+
+class InvitationBatch(IdMixin, Base):
+    """A bulk invite: its addresses are invited by the daemons, each in a transaction of its own
+    that also records its outcome. Answered in the request, 500 addresses (a lookup, an invite
+    and an email each) ran past gunicorn's 30 s, held the invitations counter's lock (on the
+    embedded default, the database's write lock) for all of it, and emailed invitations that
+    the killed request's rollback then discarded."""
+
+    __tablename__ = "invitation_batches"
+
+    organization_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("organizations.id", ondelete="CASCADE")
+    )
+    # Who asked: each address is invited with this membership's rights as they stand then.
+    actor_membership_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("memberships.id", ondelete="SET NULL")
+    )
+    role: Mapped[Role] = mapped_column(_enum(Role, "invitation_batch_role"))
+    emails: Mapped[list[str]] = mapped_column(JSONType)
+    # One entry per address done, in order: {"email", "outcome"[, "id"]}.
+    results: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
+    status: Mapped[str] = mapped_column(String(16), default=InvitationBatchStatus.queued)
+    created_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
+
+    __table_args__ = (
+        Index("ix_invitation_batches_organization_created", "organization_id", "created_at"),
+        Index("ix_invitation_batches_status_created", "status", "created_at"),
     )
 
 

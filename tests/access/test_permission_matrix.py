@@ -173,6 +173,7 @@ CAPABILITY = {
     ("GET", "/invitations"): "invitations",
     ("POST", "/invitations"): "invitations",
     ("POST", "/invitations/bulk"): "invitations",
+    ("GET", "/invitations/bulk/<uuid:batch_id>"): "invitations",
     ("POST", "/invitations/<uuid:invitation_id>/revoke"): "invitations",
     ("POST", "/invitations/<uuid:invitation_id>/resend"): "invitations",
     ("POST", "/leads"): "crm",

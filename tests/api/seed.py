@@ -98,6 +98,14 @@ def seed(client, session, tenant: Tenant, card_server=None, bridge=None) -> Tena
     ids["invitation"] = post(
         "/invitations", {"email": f"invitee@{tenant.id}.test", "role": "member"}
     )["id"]
+    ids["invitation_batch"] = _ok(
+        client.post(
+            tenant.url("/invitations/bulk"),
+            json={"emails": [f"bulk@{tenant.id}.test"], "role": "member"},
+            headers=owner,
+        ),
+        202,
+    )["id"]
     ids["lead"] = post("/leads", {"name": "Lee Lead", "email": f"lead@{tenant.id}.test"})["id"]
     ids["join_link"] = post("/join-links", {"label": "Front desk"})["id"]
     ids["paused_link"] = post("/join-links", {"label": "Paused"})["id"]

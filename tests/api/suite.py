@@ -97,7 +97,10 @@ CALLS = {
         json={"email": f"inv-{r.value}@{t.id}.test", "role": "member"}, success=(201,)
     ),
     ("POST", "/invitations/bulk"): lambda t, r: Call(
-        json={"emails": [f"bulk-{r.value}@{t.id}.test"], "role": "member"}
+        json={"emails": [f"bulk-{r.value}@{t.id}.test"], "role": "member"}, success=(202,)
+    ),
+    ("GET", "/invitations/bulk/<uuid:batch_id>"): lambda t, r: Call(
+        {"batch_id": t.ids["invitation_batch"]}
     ),
     ("POST", "/invitations/<uuid:invitation_id>/revoke"): lambda t, r: Call(
         {"invitation_id": t.ids["invitation"]}

@@ -64,6 +64,7 @@ def final(result, table: str, row_id):
 NOT_FORECAST = {
     "event_relay": "delivers outbox events to the sink",
     "invitation_expiry": "staff invitations",
+    "invitation_batches": "staff invitations (bulk invites)",
     "job_runs_prune": "the runner's ledger",
     "rate_windows_prune": "rate-limit windows",
     "movement_jobs": "the movement library",

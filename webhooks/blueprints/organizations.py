@@ -10,6 +10,7 @@ from flask import Blueprint, Response, jsonify, request
 from pydantic import Field
 
 from gymctl.access import (
+    bulk_invitations,
     compliance,
     erasure,
     gyms,
@@ -242,24 +243,35 @@ def create_invitation(org_id):
 
 
 class BulkInvitations(Body):
-    emails: list[str] = Field(min_length=1, max_length=500)
+    emails: list[str] = Field(min_length=1, max_length=bulk_invitations.MAX_ADDRESSES)
     role: Role = Role.member
 
 
 @bp.post(f"{ORG}/invitations/bulk")
 @org_route(Module.invitations, Action.manage)
-def bulk_invitations(org_id):
+def bulk_invitations_queue(org_id):
+    """Queue a bulk invite (202 and where to read it): the daemons invite each address in a
+    transaction of its own, and its outcome is read back at the Location."""
     body = parse(BulkInvitations)
-    results = invitations.invite_many(
+    batch = bulk_invitations.queue_batch(
         db(),
-        services().outreach,
         organization=_organization(org_id),
         actor=membership(),
         emails=body.emails,
         role=body.role,
         now=now(),
     )
-    return jsonify(results=results)
+    response = jsonify(bulk_invitations.batch_view(batch))
+    response.status_code = 202
+    response.headers["Location"] = f"/organizations/{org_id}/invitations/bulk/{batch.id}"
+    return response
+
+
+@bp.get(f"{ORG}/invitations/bulk/<uuid:batch_id>")
+@org_route(Module.invitations, Action.view)
+def bulk_invitations_read(org_id, batch_id):
+    """A bulk invite: the outcome of each address done so far, in the order given."""
+    return jsonify(bulk_invitations.batch_view(bulk_invitations.find_batch(db(), org_id, batch_id)))
 
 
 @bp.post(f"{ORG}/invitations/<uuid:invitation_id>/revoke")
