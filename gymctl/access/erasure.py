@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, lazyload
 
 from gymctl.access import codes
 from gymctl.access.memberships import end_sales_grant, membership_of
@@ -69,6 +69,19 @@ def erase_personal_data(
         raise conflict(codes.ERASURE_OWNER, "the owner's own data cannot be erased from their gym")
     person = session.get(User, target_user_id)
     address = (person.email or "").lower()
+    # The gym's bulk invites first: their worker holds one locked while it invites an address
+    # (writing its invitation and, for a login, this membership), so erasure waits for that
+    # address to be committed rather than scrub around it or lock in the other order.
+    bulk_invites = _bulk_invites(session, organization.id, person, address)
+    # Read again under its lock, as that address's commit left it (without its organization,
+    # which the mapping joins in: FOR UPDATE refuses an outer join).
+    session.scalar(
+        select(Membership)
+        .where(Membership.id == membership.id)
+        .options(lazyload(Membership.organization))
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
     membership.status = MembershipStatus.cancelled
     membership.invitation_held = False
     membership.national_id_ciphertext = None  # this gym's copy; another gym's stays with it
@@ -78,7 +91,7 @@ def erase_personal_data(
         "joinSubmissions": _submissions(session, organization.id, person, address),
         "leads": _leads(session, organization.id, person, address),
         "invitations": _invitations(session, organization.id, person, address),
-        "bulkInvites": _bulk_invites(session, organization.id, person, address),
+        "bulkInvites": bulk_invites,
         "auditRows": _audit_rows(session, organization.id, person.id),
         "userRowErased": False,
     }

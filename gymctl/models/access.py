@@ -96,6 +96,10 @@ class InvitationBatch(IdMixin, Base):
     # One entry per address done, in order: {"email", "outcome"[, "id"]}.
     results: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
     status: Mapped[str] = mapped_column(String(16), default=InvitationBatchStatus.queued)
+    # Failed tries of the next address (its identity provider or mail server failed, or its
+    # transaction was lost), and when it is tried again.
+    failures: Mapped[int] = mapped_column(default=0)
+    retry_at: Mapped[datetime | None]
     created_at: Mapped[datetime]
     finished_at: Mapped[datetime | None]
 

@@ -43,6 +43,8 @@ def upgrade() -> None:
         sa.Column("emails", JSON, nullable=False),
         sa.Column("results", JSON, nullable=False),
         sa.Column("status", sa.String(length=16), nullable=False),
+        sa.Column("failures", sa.Integer(), nullable=False),
+        sa.Column("retry_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
         sa.ForeignKeyConstraint(
