@@ -45,6 +45,21 @@ def read(client, gym, batch_id, by=Role.owner):
     )
 
 
+def queued_by_owner(session, gym, emails):
+    """A batch queued by the gym's owner straight through the domain (another gym's, or one
+    made outside a request)."""
+    batch = bulk_invitations.queue_batch(
+        session,
+        organization=gym.organization,
+        actor=gym[Role.owner].membership,
+        emails=emails,
+        role=Role.member,
+        now=NOW,
+    )
+    session.commit()
+    return batch.id
+
+
 def work(app, session_factory, now=NOW, **options):
     outreach = app.extensions["gymctl"].outreach
     return bulk_invitations.work_batches(session_factory, outreach, now=now, **options)
@@ -323,17 +338,9 @@ def test_another_gyms_bulk_invite_reads_as_missing(client, gym, session, idp):
     other = factories.make_gym(session, name="Elsewhere")
     session.commit()
     mine = queue(client, gym, ["a@example.test"]).json["id"]
-    foreign = bulk_invitations.queue_batch(
-        session,
-        organization=other.organization,
-        actor=other[Role.owner].membership,
-        emails=["secret@example.test"],
-        role=Role.member,
-        now=NOW,
-    )
-    session.commit()
+    foreign = queued_by_owner(session, other, ["secret@example.test"])
 
-    for batch_id in (foreign.id, uuid.uuid4()):
+    for batch_id in (foreign, uuid.uuid4()):
         response = read(client, gym, batch_id)
         assert (response.status_code, response.json["code"]) == (404, "invitation_batch_not_found")
     assert read(client, gym, mine).status_code == 200
@@ -388,15 +395,7 @@ def test_gyms_take_turns_so_a_large_batch_holds_no_other_back(
     other = factories.make_gym(session, name="Small Gym", roles=[Role.owner], idp=None)
     session.commit()
     large = queue(client, gym, [f"l{i}@example.test" for i in range(6)]).json["id"]
-    small = bulk_invitations.queue_batch(
-        session,
-        organization=other.organization,
-        actor=other[Role.owner].membership,
-        emails=["s0@example.test", "s1@example.test"],
-        role=Role.member,
-        now=NOW,
-    ).id
-    session.commit()
+    small = queued_by_owner(session, other, ["s0@example.test", "s1@example.test"])
     ticks = iter(range(100))
 
     work(app, session_factory, budget_seconds=4.5, monotonic=lambda: next(ticks))  # four turns
@@ -513,15 +512,7 @@ def test_an_erasure_during_the_address_it_names_waits_for_it_and_scrubs_it(
             organization=gym.organization,
             status=MembershipStatus.cancelled,
         )
-        bulk_invitations.queue_batch(
-            session,
-            organization=gym.organization,
-            actor=gym[Role.owner].membership,
-            emails=["former@example.test"],
-            role=Role.member,
-            now=NOW,
-        )
-        session.commit()
+        queued_by_owner(session, gym, ["former@example.test"])
         gym_id, owner_id, former_id = gym.id, gym[Role.owner].user.id, former.id
     clock = FixedClock(NOW)
     outreach = Outreach(
