@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from gymctl import codes, ratelimit
 from gymctl.access.bulk_invitations import work_batches
 from gymctl.access.invitations import Outreach, expire_invitations
+from gymctl.access.member_imports import work_imports
 from gymctl.billing import lifecycle, sweeps
 from gymctl.bridge import sweeps as bridge
 from gymctl.config import Settings
@@ -95,14 +96,22 @@ def event_relay(session: Session, now: datetime, settings: Settings) -> JobResul
     return result.as_dict()
 
 
+def _outreach(settings: Settings, factory: sessionmaker[Session]) -> Outreach:
+    return Outreach(
+        settings, mailer_from_settings(settings), identity_admin_from_settings(settings, factory)
+    )
+
+
 def invitation_batches(
     factory: sessionmaker[Session], now: datetime, settings: Settings
 ) -> JobResult:
     """Queued bulk invites, an address per transaction (gymctl.access.bulk_invitations)."""
-    outreach = Outreach(
-        settings, mailer_from_settings(settings), identity_admin_from_settings(settings, factory)
-    )
-    return work_batches(factory, outreach, now=now)
+    return work_batches(factory, _outreach(settings, factory), now=now)
+
+
+def member_imports(factory: sessionmaker[Session], now: datetime, settings: Settings) -> JobResult:
+    """Queued roster imports, a chunk of rows per transaction (gymctl.access.member_imports)."""
+    return work_imports(factory, _outreach(settings, factory), now=now)
 
 
 JOB_RUNS_KEPT = timedelta(days=14)
@@ -144,6 +153,12 @@ JOBS: tuple[AnyJob, ...] = (
         5,
         invitation_batches,
         "invite the addresses of queued bulk invites, each in a transaction of its own",
+    ),
+    OwnTransactionsJob(
+        "member_imports",
+        5,
+        member_imports,
+        "register the rows of queued roster imports, a chunk per transaction",
     ),
     Job("job_runs_prune", 3600, job_runs_prune, "delete job_runs rows older than 14 days"),
     Job("rate_windows_prune", 3600, rate_windows_prune, "delete rate-limit windows past an hour"),

@@ -31,6 +31,8 @@ OWN_TRANSACTIONS = {
     # Each address of a bulk invite calls the identity provider and the mail server: in its own
     # transaction, so no lock is held across the batch (and its outcome is stored with it).
     "invitation_batches",
+    # A roster import's rows register a chunk a transaction (a login's row sends an email).
+    "member_imports",
 }
 
 

@@ -23,30 +23,27 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
-from gymctl.access import codes
+from gymctl.access import codes, staff_queue
 from gymctl.access.erasure import is_erased_address
 from gymctl.access.grants import require_grant
 from gymctl.access.invitations import Outreach, create_invitation
-from gymctl.access.permissions import Action, Module, enforce
+from gymctl.access.permissions import Action, Module
 from gymctl.db import READ_ONLY, advisory_lock, organization_row
-from gymctl.errors import DomainError, forbidden, not_found, too_many_requests
+from gymctl.errors import DomainError, not_found, too_many_requests
 from gymctl.models import (
     InvitationBatch,
     InvitationBatchStatus,
     Membership,
-    MembershipStatus,
     Organization,
-    OrganizationStatus,
     Role,
-    User,
 )
 from gymctl.providers.identity_admin import RATE_LIMITED
 
@@ -54,16 +51,10 @@ logger = logging.getLogger(__name__)
 
 MAX_ADDRESSES = 500
 UNFINISHED_PER_ORGANIZATION = 3  # queued batches of one gym: a fourth waits for one to finish
-# One daemon pass's share of its 5 s ticks: no new address starts after this much of it.
-PASS_BUDGET_SECONDS = 20.0
 INVITED = "invited"
 FAILED = "failed"
 ERASED = "erased"
-DEFERRED = "deferred"  # an outside part failed: the address is tried again later
-# An address whose identity provider or mail server failed, or whose transaction was lost, is
-# tried again after these pauses; the fourth failure is its outcome.
-RETRY_AFTER = (timedelta(minutes=1), timedelta(minutes=5), timedelta(minutes=15))
-MAX_TRIES = len(RETRY_AFTER) + 1
+DEFERRED = staff_queue.DEFERRED
 
 
 def queue_batch(
@@ -140,56 +131,34 @@ def work_batches(
     outreach: Outreach,
     *,
     now: datetime,
-    budget_seconds: float = PASS_BUDGET_SECONDS,
+    budget_seconds: float = staff_queue.PASS_BUDGET_SECONDS,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> dict[str, Any]:
-    """One pass: the batches due take turns, an address each (one gym's 500 addresses do not
-    hold back another gym's five), until each is finished or waiting, or the budget is spent
-    (the rest waits for the next tick)."""
-    started = monotonic()
+    """One pass: the batches due take turns, an address each (gymctl.access.staff_queue);
+    finished batches past their 30 days are forgotten."""
+    with factory() as session:
+        forgotten = staff_queue.forget_finished(session, InvitationBatch, now=now)
+        session.commit()
     with factory() as session:
         session.connection(execution_options=READ_ONLY)
-        turn = list(
-            session.scalars(
-                select(InvitationBatch.id)
-                .where(
-                    InvitationBatch.status == InvitationBatchStatus.queued,
-                    or_(InvitationBatch.retry_at.is_(None), InvitationBatch.retry_at <= now),
-                )
-                .order_by(InvitationBatch.created_at, InvitationBatch.id)
-            )
-        )
-    batches = len(turn)
-    outcomes: Counter[str] = Counter()
-    while turn:
-        for batch_id in list(turn):
-            if monotonic() - started >= budget_seconds:
-                return _summary(batches, outcomes)
-            try:
-                outcome = invite_next(factory, outreach, batch_id, now=now)
-            except Exception:
-                # The address's transaction was lost (the database, or a defect): it is tried
-                # again, a few times, rather than holding the batch (or the queue) for ever.
-                logger.exception("bulk invite %s: an address's transaction failed", batch_id)
-                outcome = _lost_try(factory, batch_id, now=now)
-            if outcome is None or outcome == DEFERRED:
-                turn.remove(batch_id)
-            if outcome is not None:
-                outcomes[outcome] += 1
-    return _summary(batches, outcomes)
-
-
-def _summary(batches: int, outcomes: Counter[str]) -> dict[str, Any]:
-    addresses = sum(n for outcome, n in outcomes.items() if outcome != DEFERRED)
-    return {"batches": batches, "addresses": addresses, **outcomes}
+        due = list(session.scalars(staff_queue.due(InvitationBatch, now)))
+    done = staff_queue.take_turns(
+        due,
+        lambda batch_id: invite_next(factory, outreach, batch_id, now=now),
+        lambda batch_id: _lost_try(factory, batch_id, now=now),
+        budget_seconds=budget_seconds,
+        monotonic=monotonic,
+    )
+    addresses = sum(n for outcome, n in done.items() if outcome != DEFERRED)
+    summary = {"batches": len(due), "addresses": addresses, **done}
+    return {**summary, "forgotten": forgotten} if forgotten else summary
 
 
 def invite_next(
     factory: sessionmaker[Session], outreach: Outreach, batch_id: uuid.UUID, *, now: datetime
-) -> str | None:
-    """Invite the batch's next address and record its outcome, in one transaction. DEFERRED
-    when an outside part failed (the address is tried again later); None when the batch has
-    nothing to do now (finished, or waiting for its retry)."""
+) -> Counter[str] | None:
+    """Invite the batch's next address and record its outcome, in one transaction (a step of
+    gymctl.access.staff_queue)."""
     with factory() as session:
         batch = _locked(session, batch_id, now)
         if batch is None:
@@ -202,7 +171,7 @@ def invite_next(
             result = _failed_try(batch, email, error.code, now=now)
         _record(batch, result, now=now)
         session.commit()
-    return result["outcome"] if result else DEFERRED
+    return Counter([result["outcome"] if result else DEFERRED])
 
 
 def _locked(session: Session, batch_id: uuid.UUID, now: datetime) -> InvitationBatch | None:
@@ -227,25 +196,22 @@ def _locked(session: Session, batch_id: uuid.UUID, now: datetime) -> InvitationB
 def _failed_try(
     batch: InvitationBatch, email: str, code: str, *, now: datetime
 ) -> dict[str, Any] | None:
-    """Another failed try of the batch's next address: tried again after RETRY_AFTER, then,
-    after MAX_TRIES, given that failure as its outcome (None while it waits)."""
-    batch.failures += 1
-    if batch.failures >= MAX_TRIES:
-        return {"email": email, "outcome": code}
-    batch.retry_at = now + RETRY_AFTER[batch.failures - 1]
-    return None
+    """The failure as the address's outcome after its last try; None while it waits."""
+    return {"email": email, "outcome": code} if staff_queue.failed_try(batch, now=now) else None
 
 
 def _record(batch: InvitationBatch, result: dict[str, Any] | None, *, now: datetime) -> None:
     if result is None:
         return
     batch.results = [*batch.results, result]
-    batch.failures, batch.retry_at = 0, None
+    staff_queue.stepped(batch)
     if len(batch.results) >= len(batch.emails):
         batch.status, batch.finished_at = InvitationBatchStatus.finished, now
 
 
-def _lost_try(factory: sessionmaker[Session], batch_id: uuid.UUID, *, now: datetime) -> str | None:
+def _lost_try(
+    factory: sessionmaker[Session], batch_id: uuid.UUID, *, now: datetime
+) -> Counter[str] | None:
     """Counts a try whose transaction was lost, in a transaction of its own."""
     with factory() as session:
         batch = _locked(session, batch_id, now)
@@ -255,7 +221,7 @@ def _lost_try(factory: sessionmaker[Session], batch_id: uuid.UUID, *, now: datet
         result = _failed_try(batch, email, FAILED, now=now)
         _record(batch, result, now=now)
         session.commit()
-    return result["outcome"] if result else DEFERRED
+    return Counter([result["outcome"] if result else DEFERRED])
 
 
 def _invite(
@@ -267,21 +233,14 @@ def _invite(
         return {"email": email, "outcome": ERASED}  # the gym erased the person meanwhile
     if any(r["outcome"] == RATE_LIMITED for r in batch.results):
         return {"email": email, "outcome": RATE_LIMITED}
-    organization = session.get(Organization, batch.organization_id)
-    if (
-        organization is None
-        or organization.deleted_at is not None
-        or organization.status is not OrganizationStatus.active
-    ):
-        return {"email": email, "outcome": codes.ORGANIZATION_NOT_FOUND}  # deleted, inactive
-    asker = batch.actor_membership_id
-    actor = session.get(Membership, asker) if asker else None
     try:
-        if actor is None or not _still_staff(session, actor):
-            raise forbidden(
-                codes.PERMISSION_DENIED, "whoever asked for the bulk invite is no longer staff here"
-            )
-        enforce(batch.organization_id, actor.role, Module.invitations, Action.manage)
+        organization, actor = staff_queue.check_asker(
+            session,
+            batch.organization_id,
+            batch.actor_membership_id,
+            Module.invitations,
+            Action.manage,
+        )
         with session.begin_nested():
             invitation = create_invitation(
                 session,
@@ -298,16 +257,9 @@ def _invite(
             raise
         return {"email": email, "outcome": error.code}
     except SQLAlchemyError:
-        raise  # the database's trouble, not the address's: a lost try (work_batches)
+        raise  # the database's trouble, not the address's: a lost try (staff_queue)
     except Exception:
         # A defect met by this address alone must not hold the batch's others back for ever.
         logger.exception("bulk invite %s: inviting address %d failed", batch.id, len(batch.results))
         return {"email": email, "outcome": FAILED}
     return {"email": email, "outcome": INVITED, "id": str(invitation.id)}
-
-
-def _still_staff(session: Session, actor: Membership) -> bool:
-    """The asker's membership is active and their account not deleted (what the route's
-    resolve_membership required of them when they asked)."""
-    user = session.get(User, actor.user_id)
-    return actor.status is MembershipStatus.active and user is not None and user.deleted_at is None

@@ -5,8 +5,8 @@ The owner erases what this organization holds about one person:
   this gym stored on it, and its sales grant;
   this gym's join-form submissions and failed-checkout rows of the person (address, IP, browser),
   its leads and invitations under the person's address (name and address replaced), the address
-  wherever this gym's bulk invites list it, and the private fields of this gym's audit rows
-  about the person;
+  wherever this gym's bulk invites and roster imports list it, and the private fields of this
+  gym's audit rows about the person;
 - the person's own row (name, address, avatar) only when no other organization
   holds the person and no login is theirs: a login belongs to the person, and another gym's
   membership is that gym's to erase;
@@ -33,6 +33,8 @@ from gymctl.models import (
     InvitationBatch,
     JoinSubmission,
     Lead,
+    MemberImport,
+    MemberImportRow,
     Membership,
     MembershipStatus,
     Organization,
@@ -69,10 +71,12 @@ def erase_personal_data(
         raise conflict(codes.ERASURE_OWNER, "the owner's own data cannot be erased from their gym")
     person = session.get(User, target_user_id)
     address = (person.email or "").lower()
-    # The gym's bulk invites first: their worker holds one locked while it invites an address
-    # (writing its invitation and, for a login, this membership), so erasure waits for that
-    # address to be committed rather than scrub around it or lock in the other order.
+    # The gym's queued work first: a worker holds a bulk invite (or an import) locked while it
+    # invites an address (or registers rows), writing invitations, users and memberships, so
+    # erasure waits for that step's commit rather than scrub around it or lock in the other
+    # order; each worker holds one job, so batches then imports makes no cycle.
     bulk_invites = _bulk_invites(session, organization.id, person, address)
+    import_rows = _import_rows(session, organization.id, person, address)
     # Read again under its lock, as that address's commit left it (without its organization,
     # which the mapping joins in: FOR UPDATE refuses an outer join).
     session.scalar(
@@ -92,6 +96,7 @@ def erase_personal_data(
         "leads": _leads(session, organization.id, person, address),
         "invitations": _invitations(session, organization.id, person, address),
         "bulkInvites": bulk_invites,
+        "importRows": import_rows,
         "auditRows": _audit_rows(session, organization.id, person.id),
         "userRowErased": False,
     }
@@ -158,7 +163,10 @@ def _bulk_invites(session: Session, org_id: uuid.UUID, person: User, address: st
 
     changed = 0
     for batch in session.scalars(
-        select(InvitationBatch).where(InvitationBatch.organization_id == org_id).with_for_update()
+        select(InvitationBatch)
+        .where(InvitationBatch.organization_id == org_id)
+        .order_by(InvitationBatch.id)  # one order for every locker: no deadlock between them
+        .with_for_update()
     ):
         if not any(named(email) for email in batch.emails):
             continue
@@ -169,6 +177,23 @@ def _bulk_invites(session: Session, org_id: uuid.UUID, person: User, address: st
         ]
         changed += 1
     return changed
+
+
+def _import_rows(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:
+    """The rows of the gym's roster imports under the address: address and name replaced (a
+    queued one is then not registered)."""
+    imports = select(MemberImport.id).where(MemberImport.organization_id == org_id)
+    session.execute(imports.order_by(MemberImport.id).with_for_update()).all()
+    if not address:
+        return 0
+    return session.execute(
+        update(MemberImportRow)
+        .where(
+            MemberImportRow.import_id.in_(imports),
+            func.lower(func.trim(MemberImportRow.email)) == address,
+        )
+        .values(email=_erased_address(person.id), name=ERASED)
+    ).rowcount
 
 
 def _audit_rows(session: Session, org_id: uuid.UUID, person_id: uuid.UUID) -> int:

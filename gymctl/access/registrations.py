@@ -216,12 +216,24 @@ def convert_lead(
     return person
 
 
+CREATED = "created"
+EXISTING = "existing"
+UNVERIFIED = "unverified"
+OUTCOMES = (CREATED, EXISTING, UNVERIFIED)  # a row's, with ImportResults' list of each
+NAME_CHARS = User.__table__.c.name.type.length  # a longer name would not fit the user's row
+
+
 @dataclass
 class ImportResults:
+    """What an import did, by row outcome, each list in CSV order."""
+
     created: list[str] = field(default_factory=list)
     existing: list[str] = field(default_factory=list)
     unverified: list[str] = field(default_factory=list)
     invalid: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, outcome: str, email: str) -> None:
+        getattr(self, outcome).append(email)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -232,6 +244,14 @@ class ImportResults:
                 "invalid": self.invalid,
             }
         }
+
+
+@dataclass(frozen=True)
+class ImportPlan:
+    """The rows to import, (address, name) in CSV order, and the rows refused by themselves."""
+
+    rows: list[tuple[str, str]]
+    invalid: list[dict[str, Any]]
 
 
 def parse_members_csv(content: str) -> list[dict[str, str]]:
@@ -250,6 +270,103 @@ def parse_members_csv(content: str) -> list[dict[str, str]]:
     ]
 
 
+def plan_import(
+    session: Session,
+    organization: Organization,
+    rows: Iterable[dict[str, str]],
+    *,
+    waiting: Iterable[str] = (),
+) -> ImportPlan:
+    """The refusals before anything is created: each row's own (a NUL, an invalid or repeated
+    address, a name longer than a user's), and the whole import's when the rows that would
+    become new active members, with the addresses still `waiting` in the gym's queued imports,
+    exceed the tier's cap."""
+    planned: list[tuple[str, str]] = []
+    invalid: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for number, row in enumerate(rows, start=2):
+        if any("\x00" in value for value in row.values()):
+            invalid.append({"row": number, "reason": "nul_character"})
+            continue
+        try:
+            email = normalize_email(row["email"])
+        except DomainError:
+            invalid.append({"row": number, "reason": "email_invalid"})
+            continue
+        if email.lower() in seen:
+            invalid.append({"row": number, "reason": "duplicate"})
+            continue
+        if len(row.get("name") or "") > NAME_CHARS:
+            invalid.append({"row": number, "reason": "name_too_long"})
+            continue
+        seen.add(email.lower())
+        planned.append((email, row.get("name") or ""))
+    check_cap(session, organization, [*(email for email, _ in planned), *waiting])
+    return ImportPlan(planned, invalid)
+
+
+def check_cap(session: Session, organization: Organization, emails: list[str]) -> None:
+    """Refuse (member_cap_exceeded) when these addresses would take the gym past its tier's cap
+    of active members: those neither active here already nor an unproven login's (refused)."""
+    cap = ACTIVE_MEMBER_CAP[organization.tier]
+    if cap is None:
+        return
+    newcomers = _newcomers(session, organization.id, emails)
+    if active_member_count(session, organization.id) + newcomers > cap:
+        raise unprocessable(
+            codes.MEMBER_CAP_EXCEEDED,
+            f"the {organization.tier.value} tier allows {cap} active members",
+            cap=cap,
+            wouldAdd=newcomers,
+        )
+
+
+def _newcomers(session: Session, org_id: uuid.UUID, emails: list[str]) -> int:
+    """Set-based, 500 addresses a statement: a roster asks a handful of questions, not two a
+    row."""
+    lowered = sorted({email.lower() for email in emails})
+    left_out: set[str] = set()
+    address = func.lower(User.email)
+    for start in range(0, len(lowered), 500):
+        chunk = lowered[start : start + 500]
+        left_out.update(
+            session.scalars(
+                select(address).where(
+                    address.in_(chunk),
+                    User.deleted_at.is_(None),
+                    User.identity_id.is_not(None),
+                    User.email_verified_at.is_(None),
+                )
+            )
+        )
+        left_out.update(
+            session.scalars(
+                select(address)
+                .join(Membership, Membership.user_id == User.id)
+                .where(
+                    address.in_(chunk),
+                    Membership.organization_id == org_id,
+                    Membership.status == MembershipStatus.active,
+                )
+            )
+        )
+    return sum(1 for email in lowered if email not in left_out)
+
+
+def import_row(
+    session: Session, registrar: Registrar, email: str, name: str, *, now: datetime
+) -> str:
+    """One planned row: refused (and the refusal audited) when the address is an unproven
+    login's, else registered; its outcome."""
+    if _unproven_login(_people(session, email)):
+        _refuse_unverified(session, registrar, email, role=Role.member, now=now)
+        return UNVERIFIED
+    _person, created = register_member(
+        session, registrar, email=email, name=name or None, origin="import", now=now
+    )
+    return CREATED if created else EXISTING
+
+
 def import_members(
     session: Session,
     registrar: Registrar,
@@ -258,63 +375,13 @@ def import_members(
     now: datetime,
     progress: Callable[[int], None] | None = None,
 ) -> ImportResults:
-    """Create an active member per row. Refused up front, creating nothing, when the rows that
-    would become new active members exceed the tier's cap; refused addresses are listed."""
-    results = ImportResults()
-    planned: list[tuple[str, str]] = []
-    seen: set[str] = set()
-    for number, row in enumerate(rows, start=2):
-        if any("\x00" in value for value in row.values()):
-            results.invalid.append({"row": number, "reason": "nul_character"})
-            continue
-        try:
-            email = normalize_email(row["email"])
-        except DomainError:
-            results.invalid.append({"row": number, "reason": "email_invalid"})
-            continue
-        if email.lower() in seen:
-            results.invalid.append({"row": number, "reason": "duplicate"})
-            continue
-        seen.add(email.lower())
-        people = _people(session, email)
-        if _unproven_login(people):
-            results.unverified.append(email)
-            _refuse_unverified(session, registrar, email, role=Role.member, now=now)
-            continue
-        planned.append((email, row.get("name") or ""))
-    cap = ACTIVE_MEMBER_CAP[registrar.organization.tier]
-    newcomers = sum(1 for email, _ in planned if not _is_active_member(session, registrar, email))
-    if (
-        cap is not None
-        and active_member_count(session, registrar.organization.id) + newcomers > cap
-    ):
-        raise unprocessable(
-            codes.MEMBER_CAP_EXCEEDED,
-            f"the {registrar.organization.tier.value} tier allows {cap} active members",
-            cap=cap,
-            wouldAdd=newcomers,
-        )
-    for done, (email, name) in enumerate(planned, start=1):
-        _person, created = register_member(
-            session, registrar, email=email, name=name or None, origin="import", now=now
-        )
-        (results.created if created else results.existing).append(email)
+    """Create an active member per row, in the caller's transaction (the CLI; the HTTP door
+    queues it: gymctl.access.member_imports). Refused up front, creating nothing, when the rows
+    that would become new active members exceed the tier's cap; refused addresses are listed."""
+    plan = plan_import(session, registrar.organization, rows)
+    results = ImportResults(invalid=plan.invalid)
+    for done, (email, name) in enumerate(plan.rows, start=1):
+        results.add(import_row(session, registrar, email, name, now=now), email)
         if progress:
             progress(done)
     return results
-
-
-def _is_active_member(session: Session, registrar: Registrar, email: str) -> bool:
-    return (
-        session.scalar(
-            select(func.count())
-            .select_from(Membership)
-            .join(User, User.id == Membership.user_id)
-            .where(
-                Membership.organization_id == registrar.organization.id,
-                Membership.status == MembershipStatus.active,
-                func.lower(User.email) == email.lower(),
-            )
-        )
-        > 0
-    )

@@ -9,6 +9,8 @@ from gymctl.models.access import (
     JoinLink,
     JoinSubmission,
     Lead,
+    MemberImport,
+    MemberImportRow,
     SalesGrant,
     Task,
 )
@@ -108,6 +110,8 @@ __all__ = [
     "MemberAppDraftAsset",
     "MemberAppVersion",
     "MemberEmail",
+    "MemberImport",
+    "MemberImportRow",
     "Membership",
     "MembershipStatus",
     "Movement",

@@ -46,3 +46,14 @@ def platform_admin(session, idp) -> Person:
     person = signed_in(idp, session, identity_id="user_ops", email="ops@gymctl.example")
     session.commit()
     return person
+
+
+def imported(client, response, headers):
+    """A roster import the route queued (202), registered by the daemons' job with the app's
+    own session factory and outreach, then read back at its Location as the route shows it."""
+    from gymctl.access.member_imports import work_imports
+
+    assert response.status_code == 202, response.get_json()
+    services = client.application.extensions["gymctl"]
+    work_imports(services.session_factory, services.outreach, now=services.clock.now())
+    return client.get(response.headers["Location"], headers=headers)

@@ -7,6 +7,7 @@ import pytest
 
 from gymctl.access.join import create_join_link
 from gymctl.models import Role
+from tests.access.conftest import imported
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
@@ -38,12 +39,12 @@ def test_a_nul_in_a_body_is_400_invalid_body(client, gym, body):
 
 
 def test_a_nul_in_a_csv_row_marks_the_row_invalid(client, gym):
-    response = client.post(
+    queued = client.post(
         f"/organizations/{gym.id}/members/import",
         data="email\nnul\u0000@example.test\nfine@example.test\n",
         headers={**gym[Role.owner].headers, "Content-Type": "text/csv"},
     )
-    members = response.json["results"]["members"]
+    members = imported(client, queued, gym[Role.owner].headers).json["results"]["members"]
     assert members["invalid"] == [{"row": 2, "reason": "nul_character"}]
     assert members["created"] == ["fine@example.test"]
 

@@ -165,6 +165,7 @@ CAPABILITY = {
     ("GET", "/members"): "roster_view",
     ("POST", "/members"): "members_manage",
     ("POST", "/members/import"): "members_manage",
+    ("GET", "/members/import/<uuid:import_id>"): "members_manage",
     ("PATCH", "/members/<uuid:user_id>"): "members_manage",
     ("DELETE", "/members/<uuid:user_id>"): "members_manage",
     ("PUT", "/members/<uuid:user_id>/national-id"): "members_manage",

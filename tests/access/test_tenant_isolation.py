@@ -20,7 +20,7 @@ from gymctl.crypto import generate_key_setting, national_id_cipher
 from gymctl.models import Invitation, Membership, MembershipStatus, Role, User
 from gymctl.providers.mail import MailboxMailer, read_mailbox
 from tests import factories
-from tests.access.conftest import Person, signed_in
+from tests.access.conftest import Person, imported, signed_in
 from tests.access.test_invitations import link_in
 from webhooks.app import create_app
 
@@ -97,12 +97,13 @@ def convert(client, gym, email):
 
 
 def import_csv(client, gym, email):
-    return client.post(
+    queued = client.post(
         f"/organizations/{gym.id}/members/import",
         data={"file": (io.BytesIO(f"email,name\n{email},Walk-in\n".encode()), "m.csv")},
         headers=gym[Role.owner].headers,
         content_type="multipart/form-data",
     )
+    return imported(client, queued, gym[Role.owner].headers)
 
 
 def national_id(client, gym, user_id, value="ES-00000000-T"):

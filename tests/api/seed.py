@@ -98,6 +98,14 @@ def seed(client, session, tenant: Tenant, card_server=None, bridge=None) -> Tena
     ids["invitation"] = post(
         "/invitations", {"email": f"invitee@{tenant.id}.test", "role": "member"}
     )["id"]
+    ids["member_import"] = _ok(
+        client.post(
+            tenant.url("/members/import"),
+            data=f"email,name\nroster@{tenant.id}.test,Ro Ster\n",
+            headers={**owner, "Content-Type": "text/csv"},
+        ),
+        202,
+    )["id"]
     ids["invitation_batch"] = _ok(
         client.post(
             tenant.url("/invitations/bulk"),

@@ -77,7 +77,13 @@ CALLS = {
         json={"email": f"walkin-{r.value}@{t.id}.test", "name": "Walk In"}, success=(201,)
     ),
     ("POST", "/members/import"): lambda t, r: Call(
-        data={"file": (io.BytesIO(f"email,name\nimp-{r.value}@x.test,Im Port\n".encode()), "m.csv")}
+        data={
+            "file": (io.BytesIO(f"email,name\nimp-{r.value}@x.test,Im Port\n".encode()), "m.csv")
+        },
+        success=(202,),
+    ),
+    ("GET", "/members/import/<uuid:import_id>"): lambda t, r: Call(
+        {"import_id": t.ids["member_import"]}
     ),
     ("PATCH", "/members/<uuid:user_id>"): lambda t, r: Call(
         {"user_id": t.ids["target_user"]}, json={"role": "coach"}

@@ -65,6 +65,7 @@ NOT_FORECAST = {
     "event_relay": "delivers outbox events to the sink",
     "invitation_expiry": "staff invitations",
     "invitation_batches": "staff invitations (bulk invites)",
+    "member_imports": "roster imports",
     "job_runs_prune": "the runner's ledger",
     "rate_windows_prune": "rate-limit windows",
     "movement_jobs": "the movement library",

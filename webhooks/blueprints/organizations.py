@@ -16,6 +16,7 @@ from gymctl.access import (
     gyms,
     invitations,
     join,
+    member_imports,
     memberships,
     registrations,
     sales,
@@ -113,6 +114,9 @@ def register_at_desk(org_id):
 @body_limit(ROSTER_CSV_BYTES)
 @org_route(Module.members, Action.manage)
 def import_members(org_id):
+    """Check the roster and queue it (202 and where to read it): the daemons register its rows,
+    a chunk a transaction. What is refused up front (the tier's cap, a CSV without an email
+    column) is refused here, nothing queued."""
     upload = request.files.get("file")
     content = upload.read() if upload else request.get_data()
     try:
@@ -120,8 +124,19 @@ def import_members(org_id):
     except UnicodeDecodeError:
         raise unprocessable(codes.IMPORT_INVALID, "the CSV must be UTF-8") from None
     rows = registrations.parse_members_csv(text)
-    results = registrations.import_members(db(), _registrar(org_id), rows, now=now())
-    return jsonify(results=results.as_dict())
+    job = member_imports.queue_import(db(), _registrar(org_id), membership(), rows, now=now())
+    response = jsonify(member_imports.import_view(db(), job))
+    response.status_code = 202
+    response.headers["Location"] = f"/organizations/{org_id}/members/import/{job.id}"
+    return response
+
+
+@bp.get(f"{ORG}/members/import/<uuid:import_id>")
+@org_route(Module.members, Action.manage)
+def read_member_import(org_id, import_id):
+    """An import: its status and the rows done so far, by outcome, in CSV order."""
+    job = member_imports.find_import(db(), org_id, import_id)
+    return jsonify(member_imports.import_view(db(), job))
 
 
 class RoleChange(Body):

@@ -1,0 +1,329 @@
+"""Roster imports over HTTP: the request checks and queues the rows, the daemons register them.
+
+A roster CSV may be 5 MB, tens of thousands of rows, and registering a row takes about 6 ms
+(its reads, its user, membership, audit and event rows, and for a login the email asking the
+person to link): one request registered some 4,500 rows before gunicorn's 30 s ended it and
+its transaction rolled back, so a large gym could not import at all. Now the request does what
+is refused up front (each row's syntax, the tier's cap on active members: spec A 8) and stores
+the rows; the `member_imports` daemon job registers them CHUNK_ROWS a transaction, with the
+same `import_row` as the CLI, each chunk's outcomes stored with it. The queue's rules (turns,
+retries, the asker's rights at each step) are gymctl.access.staff_queue's.
+
+The cap is checked again with each chunk: members who joined meanwhile can fill it, and the
+import then stops there (member_cap_exceeded), keeping what it registered.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import insert, select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from gymctl import ids
+from gymctl.access import codes, staff_queue
+from gymctl.access.erasure import is_erased_address
+from gymctl.access.invitations import Outreach
+from gymctl.access.permissions import Action, Module
+from gymctl.access.registrations import (
+    OUTCOMES,
+    ImportResults,
+    Registrar,
+    check_cap,
+    import_row,
+    plan_import,
+)
+from gymctl.db import READ_ONLY, advisory_lock, organization_row
+from gymctl.errors import DomainError, not_found, too_many_requests, unprocessable
+from gymctl.models import MemberImport, MemberImportRow, Membership
+
+logger = logging.getLogger(__name__)
+
+CHUNK_ROWS = 50  # a transaction's rows: about 0.3 s of the daemon's, and its locks
+CHUNK_SECONDS = 2.0  # ... or fewer, when the rows' emails make them slow
+MAX_ROWS = 50_000  # an import's rows: the request checks and stores them in a few seconds
+UNFINISHED_PER_ORGANIZATION = 3
+QUEUED, FINISHED = staff_queue.QUEUED, staff_queue.FINISHED
+FAILED = "failed"  # an import stopped short; a row whose own step failed four times
+ERASED = "erased"  # a row whose person the gym erased while it waited
+
+
+def queue_import(
+    session: Session,
+    registrar: Registrar,
+    actor: Membership,
+    rows: list[dict[str, str]],
+    *,
+    now: datetime,
+) -> MemberImport:
+    """Check and queue the rows; the caller commits. Refused up front as the CLI's import is
+    (the cap: member_cap_exceeded, nothing queued), counting the rows the gym's other queued
+    imports have yet to register; rows refused by themselves are listed."""
+    organization = registrar.organization
+    if len(rows) > MAX_ROWS:
+        raise unprocessable(
+            codes.IMPORT_INVALID, f"an import takes at most {MAX_ROWS:,} rows: split the roster"
+        )
+    # Serializes the gym's requests: the count of unfinished imports and of their waiting rows,
+    # then the insert.
+    advisory_lock(session, f"member_imports:{organization.id}")
+    unfinished = list(
+        session.scalars(
+            select(MemberImport.id).where(
+                MemberImport.organization_id == organization.id, MemberImport.status == QUEUED
+            )
+        )
+    )
+    if len(unfinished) >= UNFINISHED_PER_ORGANIZATION:
+        raise too_many_requests(
+            codes.MEMBER_IMPORT_QUEUE_FULL,
+            f"{len(unfinished)} imports of this gym are still running: ask again when one has "
+            "finished",
+        )
+    plan = plan_import(session, organization, rows, waiting=_waiting(session, unfinished))
+    job = MemberImport(
+        id=ids.new_id(),
+        organization_id=organization.id,
+        actor_membership_id=actor.id,
+        ip=registrar.ip,
+        path=registrar.path[:300],
+        total=len(plan.rows),
+        done=0,
+        invalid=plan.invalid,
+        status=QUEUED if plan.rows else FINISHED,
+        failures=0,
+        created_at=now,
+        finished_at=None if plan.rows else now,
+    )
+    session.add(job)
+    session.flush()
+    if plan.rows:
+        session.execute(
+            insert(MemberImportRow),
+            [
+                {"import_id": job.id, "position": n, "email": email, "name": name}
+                for n, (email, name) in enumerate(plan.rows)
+            ],
+        )
+    return job
+
+
+def _waiting(session: Session, import_ids: list[uuid.UUID]) -> list[str]:
+    """The addresses queued imports have yet to register (two imports asked together would
+    each pass the cap alone, then stop half done)."""
+    if not import_ids:
+        return []
+    return list(
+        session.scalars(
+            select(MemberImportRow.email).where(
+                MemberImportRow.import_id.in_(import_ids), MemberImportRow.outcome.is_(None)
+            )
+        )
+    )
+
+
+def find_import(session: Session, organization_id: uuid.UUID, import_id: uuid.UUID) -> MemberImport:
+    job = organization_row(session, MemberImport, organization_id, import_id)
+    if job is None:
+        raise not_found(codes.MEMBER_IMPORT_NOT_FOUND, "no such import")
+    return job
+
+
+def import_view(session: Session, job: MemberImport) -> dict[str, Any]:
+    """An import as the API shows it: the CLI's results so far (the rows done, by outcome, in
+    CSV order), the rows the gym erased meanwhile and the rows that failed by themselves when
+    there are any, and why the import stopped short when it did."""
+    results = ImportResults(invalid=job.invalid)
+    erased: list[str] = []
+    failed: list[dict[str, str]] = []
+    done = session.execute(
+        select(MemberImportRow.outcome, MemberImportRow.email)
+        .where(MemberImportRow.import_id == job.id, MemberImportRow.outcome.is_not(None))
+        .order_by(MemberImportRow.position)
+    )
+    for outcome, email in done:
+        if outcome in OUTCOMES:
+            results.add(outcome, email)
+        elif outcome == ERASED:
+            erased.append(email)
+        else:
+            failed.append({"email": email, "reason": outcome})
+    view = results.as_dict()
+    if erased:
+        view["members"]["erased"] = erased
+    if failed:
+        view["members"]["failed"] = failed
+    return {
+        "id": str(job.id),
+        "organizationId": str(job.organization_id),
+        "status": job.status,
+        "total": job.total,
+        "done": job.done,
+        "results": view,
+        "error": {"code": job.error_code} if job.error_code else None,
+        "createdAt": job.created_at,
+        "finishedAt": job.finished_at,
+    }
+
+
+# --- The daemon's side -------------------------------------------------------------------------
+
+
+def work_imports(
+    factory: sessionmaker[Session],
+    outreach: Outreach,
+    *,
+    now: datetime,
+    budget_seconds: float = staff_queue.PASS_BUDGET_SECONDS,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> dict[str, Any]:
+    """One pass: the imports due take turns, a chunk each (gymctl.access.staff_queue);
+    finished imports past their 30 days are forgotten."""
+    with factory() as session:
+        forgotten = staff_queue.forget_finished(session, MemberImport, now=now)
+        session.commit()
+    with factory() as session:
+        session.connection(execution_options=READ_ONLY)
+        due = list(session.scalars(staff_queue.due(MemberImport, now)))
+    done = staff_queue.take_turns(
+        due,
+        lambda import_id: import_next(factory, outreach, import_id, now=now),
+        lambda import_id: _lost_try(factory, import_id, now=now),
+        budget_seconds=budget_seconds,
+        monotonic=monotonic,
+    )
+    summary = {"imports": len(due), **done}
+    return {**summary, "forgotten": forgotten} if forgotten else summary
+
+
+def import_next(
+    factory: sessionmaker[Session],
+    outreach: Outreach,
+    import_id: uuid.UUID,
+    *,
+    now: datetime,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> Counter[str] | None:
+    """Register the import's next rows and store their outcomes, in one transaction (a step of
+    gymctl.access.staff_queue), each row in a savepoint of its own: up to CHUNK_ROWS rows, or
+    CHUNK_SECONDS of work (each login's row sends an email, and the transaction's locks, on
+    the embedded default the database's write lock, are held meanwhile). After a failed try
+    the step takes one row, so a row that fails every time is found and fails alone."""
+    with factory() as session:
+        job = _locked(session, import_id, now)
+        if job is None:
+            return None
+        try:
+            organization, actor = staff_queue.check_asker(
+                session, job.organization_id, job.actor_membership_id, Module.members, Action.manage
+            )
+        except DomainError as error:
+            return _stopped(session, job, error.code, now=now)
+        registrar = Registrar(organization, actor.user_id, job.ip, job.path, outreach)
+        rows = list(
+            session.scalars(
+                select(MemberImportRow)
+                .where(MemberImportRow.import_id == job.id, MemberImportRow.position >= job.done)
+                .order_by(MemberImportRow.position)
+                .limit(CHUNK_ROWS if job.failures == 0 else 1)
+            )
+        )
+        try:
+            check_cap(
+                session, organization, [r.email for r in rows if not is_erased_address(r.email)]
+            )
+        except DomainError as error:  # the cap, filled since the import was asked for
+            return _stopped(session, job, error.code, now=now)
+        done: Counter[str] = Counter()
+        started = monotonic()
+        for row in rows:
+            if done and monotonic() - started >= CHUNK_SECONDS:
+                break
+            try:
+                with session.begin_nested():
+                    row.outcome = _register(session, registrar, row, now=now)
+            except DomainError as error:
+                # The mail server failed (a login's row asks the person by email to link): not
+                # the row's fault. The rows before it stay registered; it is tried again, and
+                # its fourth failure is its outcome. A refusal of the row itself is at once.
+                if error.status >= 500 and not staff_queue.failed_try(job, now=now):
+                    done[staff_queue.DEFERRED] += 1
+                    break
+                row.outcome = error.code
+            except SQLAlchemyError:
+                raise  # a lost try (staff_queue): the step's transaction is gone
+            except Exception:
+                # A defect met by this row alone must not hold the rest of the roster back.
+                logger.exception("import %s: row %d failed", job.id, row.position)
+                row.outcome = FAILED
+            done[row.outcome] += 1
+            job.done += 1
+            staff_queue.stepped(job)
+        if job.done >= job.total or not rows:
+            job.status, job.finished_at = FINISHED, now
+        session.commit()
+    return done
+
+
+def _register(
+    session: Session, registrar: Registrar, row: MemberImportRow, *, now: datetime
+) -> str:
+    if is_erased_address(row.email):
+        return ERASED  # the gym erased the person while the row waited
+    return import_row(session, registrar, row.email, row.name, now=now)
+
+
+def _locked(session: Session, import_id: uuid.UUID, now: datetime) -> MemberImport | None:
+    """The import under its lock, if it has rows to register now."""
+    job = session.scalar(
+        select(MemberImport)
+        .where(MemberImport.id == import_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if job is None or job.status != QUEUED:
+        return None
+    if job.retry_at is not None and job.retry_at > now:
+        return None
+    return job
+
+
+def _stopped(session: Session, job: MemberImport, code: str, *, now: datetime) -> Counter[str]:
+    """The import ends here: what it registered stays, the rest is not imported."""
+    job.status, job.error_code, job.finished_at = FAILED, code, now
+    staff_queue.stepped(job)
+    session.commit()
+    return Counter([code])
+
+
+def _lost_try(
+    factory: sessionmaker[Session], import_id: uuid.UUID, *, now: datetime
+) -> Counter[str] | None:
+    """Counts a try whose transaction was lost, in a transaction of its own. The next try
+    takes one row (import_next); its fourth failure is that row's outcome (failed)."""
+    with factory() as session:
+        job = _locked(session, import_id, now)
+        if job is None:
+            return None
+        if not staff_queue.failed_try(job, now=now):
+            session.commit()
+            return Counter([staff_queue.DEFERRED])
+        row = session.scalar(
+            select(MemberImportRow).where(
+                MemberImportRow.import_id == job.id, MemberImportRow.position == job.done
+            )
+        )
+        if row is not None:
+            row.outcome = FAILED
+            job.done += 1
+        if job.done >= job.total:
+            job.status, job.finished_at = FINISHED, now
+        session.commit()
+    return Counter([FAILED])

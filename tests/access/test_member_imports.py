@@ -1,0 +1,423 @@
+"""Roster imports over HTTP (spec A 5.3, 8): the request refuses what is refused up front and
+queues the rest; the daemons register the rows a chunk per transaction, each chunk's outcomes
+stored with it; the import is read back with the CLI's results."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import event, func, select
+
+from daemons.jobs import JOBS
+from gymctl.access import member_imports
+from gymctl.access.erasure import erase_personal_data
+from gymctl.models import (
+    MemberImport,
+    Membership,
+    MembershipStatus,
+    Organization,
+    OrganizationStatus,
+    Role,
+    User,
+)
+from gymctl.models.organizations import Tier
+from gymctl.providers.mail import read_mailbox
+from tests import factories
+from tests.access.conftest import snapshot
+from tests.conftest import NOW
+
+pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
+
+MINUTE = timedelta(minutes=1)
+
+
+def upload(client, gym, csv, by=Role.owner):
+    return client.post(
+        f"/organizations/{gym.id}/members/import",
+        data=csv,
+        headers={**gym[by].headers, "Content-Type": "text/csv"},
+    )
+
+
+def read(client, gym, import_id, by=Role.owner):
+    return client.get(
+        f"/organizations/{gym.id}/members/import/{import_id}", headers=gym[by].headers
+    )
+
+
+def work(app, session_factory, now=NOW, **options):
+    outreach = app.extensions["gymctl"].outreach
+    return member_imports.work_imports(session_factory, outreach, now=now, **options)
+
+
+def roster(*emails):
+    return "email,name\n" + "".join(f"{email},Name of {email}\n" for email in emails)
+
+
+def users(session, *where):
+    session.expire_all()
+    return session.scalar(select(func.count()).select_from(User).where(*where))
+
+
+def test_the_request_queues_the_rows_and_registers_no_one(client, gym, session, mailbox):
+    before = users(session)
+    response = upload(client, gym, roster("a@example.test", "bad", "b@example.test"))
+
+    assert response.status_code == 202
+    job = response.json
+    assert response.headers["Location"] == f"/organizations/{gym.id}/members/import/{job['id']}"
+    assert (job["status"], job["total"], job["done"], job["error"]) == ("queued", 2, 0, None)
+    assert job["results"]["members"] == {
+        "created": [],
+        "existing": [],
+        "unverified": [],
+        "invalid": [{"row": 3, "reason": "email_invalid"}],  # refused before queueing
+    }
+    assert users(session) == before
+    assert read_mailbox(mailbox) == []
+
+
+def test_the_daemon_registers_each_row_as_the_cli_does(app, client, gym, session, session_factory):
+    factories.user(session, identity_id="user_unproven", email="unproven@example.test")
+    session.commit()
+    job = upload(
+        client,
+        gym,
+        roster(
+            "new@example.test", "member@iron.example", "unproven@example.test", "New@example.test"
+        ),
+    ).json
+
+    assert work(app, session_factory) == {
+        "imports": 1,
+        "created": 1,
+        "existing": 1,
+        "unverified": 1,
+    }
+
+    done = read(client, gym, job["id"]).json
+    assert (done["status"], done["done"], done["finishedAt"]) == ("finished", 3, NOW.isoformat())
+    assert done["results"]["members"] == {
+        "created": ["new@example.test"],
+        "existing": ["member@iron.example"],
+        "unverified": ["unproven@example.test"],
+        "invalid": [{"row": 5, "reason": "duplicate"}],
+    }
+    created = session.scalar(select(User).where(User.email == "new@example.test"))
+    assert (created.identity_id, created.signup_origin) == (None, "import")
+    assert work(app, session_factory) == {"imports": 0}
+
+
+def test_a_large_roster_is_registered_a_chunk_per_transaction_across_passes(
+    app, client, gym, session, session_factory
+):
+    organization = session.get(Organization, gym.id)
+    organization.tier = Tier.elite  # no cap
+    session.commit()
+    emails = [f"r{n:03}@example.test" for n in range(120)]
+    job = upload(client, gym, roster(*emails)).json
+    ticks = iter(range(100))
+
+    first = work(app, session_factory, budget_seconds=1.5, monotonic=lambda: next(ticks))
+
+    assert first == {"imports": 1, "created": member_imports.CHUNK_ROWS}
+    assert read(client, gym, job["id"]).json["done"] == member_imports.CHUNK_ROWS
+    work(app, session_factory)
+    done = read(client, gym, job["id"]).json
+    assert (done["status"], done["done"]) == ("finished", 120)
+    assert done["results"]["members"]["created"] == emails  # in CSV order
+    assert users(session, User.signup_origin == "import") == 120
+
+
+def test_members_who_joined_meanwhile_can_fill_the_cap_and_the_import_stops_there(
+    app, client, gym, session, session_factory
+):
+    """The cap is refused up front (spec A 8) and checked again with each chunk: what was
+    registered stays, the rest is not imported, and the import says why."""
+    organization = session.get(Organization, gym.id)
+    organization.tier = Tier.starter  # 150 active members; the fixture's gym has one
+    for n in range(147):
+        person = factories.user(session, identity_id=None, email=f"m{n}@example.test")
+        factories.membership(session, user=person, organization=organization)
+    session.commit()
+    job = upload(client, gym, roster("late1@example.test", "late2@example.test")).json
+    joined = factories.user(session, identity_id=None, email="walkin@example.test")
+    factories.membership(session, user=joined, organization=organization)
+    session.commit()  # 149 now: the import's two would make 151
+
+    assert work(app, session_factory) == {"imports": 1, "member_cap_exceeded": 1}
+
+    stopped = read(client, gym, job["id"]).json
+    assert (stopped["status"], stopped["error"], stopped["done"]) == (
+        "failed",
+        {"code": "member_cap_exceeded"},
+        0,
+    )
+    assert users(session, User.email.like("late%")) == 0
+
+
+def test_a_mail_server_down_delays_its_row_and_the_fourth_failure_is_that_rows_outcome(
+    settings, session_factory, clock, client, gym, session
+):
+    """A row whose address is a login's asks the person by email to link. When the mail server
+    fails, the rows before it stay registered; the row waits 1, 5 and 15 minutes, keeping
+    nothing of its tries, and its fourth failure is its outcome; the rows after it go on."""
+    from gymctl.providers.mail import SmtpMailer
+    from webhooks.app import create_app
+
+    factories.user(
+        session, identity_id="user_proven", email="proven@example.test", email_verified_at=NOW
+    )
+    session.commit()
+    job = upload(client, gym, roster("first@example.test", "proven@example.test", "after@x.test"))
+    broken = create_app(
+        settings,
+        session_factory=session_factory,
+        clock=clock,
+        mailer=SmtpMailer("smtp://127.0.0.1:1", settings.mail_from),
+    )
+
+    assert work(broken, session_factory) == {"imports": 1, "created": 1, "deferred": 1}
+    for at in (NOW + MINUTE, NOW + 6 * MINUTE):
+        assert work(broken, session_factory, now=at) == {"imports": 1, "deferred": 1}
+        assert work(broken, session_factory, now=at) == {"imports": 0}  # waits for its retry
+    last = work(broken, session_factory, now=NOW + 21 * MINUTE)
+    assert last == {"imports": 1, "mail_failed": 1, "created": 1}
+
+    done = read(client, gym, job.json["id"]).json
+    assert (done["status"], done["done"], done["error"]) == ("finished", 3, None)
+    members = done["results"]["members"]
+    assert members["created"] == ["first@example.test", "after@x.test"]
+    assert members["failed"] == [{"email": "proven@example.test", "reason": "mail_failed"}]
+    assert users(session, User.email == "proven@example.test") == 1  # the login alone
+
+
+def test_a_chunk_whose_transaction_is_lost_is_registered_again_once(
+    app, client, gym, session, session_factory
+):
+    job = upload(client, gym, roster("crash@example.test")).json
+    crashed = []
+
+    def crash_once(committing):
+        if not committing.in_nested_transaction() and not crashed and committing.dirty:
+            crashed.append(True)
+            raise ConnectionError("the database went away")
+
+    event.listen(session_factory, "before_commit", crash_once)
+    try:
+        assert work(app, session_factory) == {"imports": 1, "deferred": 1}
+    finally:
+        event.remove(session_factory, "before_commit", crash_once)
+    assert users(session, User.email == "crash@example.test") == 0
+
+    work(app, session_factory, now=NOW + MINUTE)
+
+    assert read(client, gym, job["id"]).json["results"]["members"]["created"] == [
+        "crash@example.test"
+    ]
+    assert users(session, User.email == "crash@example.test") == 1
+
+
+@pytest.mark.parametrize("change", ["removed", "gym_inactive"])
+def test_an_asker_removed_or_a_gym_made_inactive_meanwhile_stops_the_import(
+    app, client, gym, session, session_factory, change
+):
+    job = upload(client, gym, roster("x@example.test"), by=Role.admin).json
+    if change == "removed":
+        session.get(Membership, gym[Role.admin].membership.id).status = MembershipStatus.cancelled
+        code = "permission_denied"
+    else:
+        session.get(Organization, gym.id).status = OrganizationStatus.inactive
+        code = "organization_not_found"
+    session.commit()
+
+    assert work(app, session_factory) == {"imports": 1, code: 1}
+
+    session.expire_all()
+    stopped = session.get(MemberImport, uuid.UUID(job["id"]))
+    assert (stopped.status, stopped.error_code) == ("failed", code)
+    assert users(session, User.email == "x@example.test") == 0
+
+
+def test_a_row_the_gym_erased_while_queued_is_not_registered(
+    app, client, gym, session, session_factory
+):
+    person = factories.user(session, identity_id=None, email="gone@example.test")
+    factories.membership(
+        session, user=person, organization=gym.organization, status=MembershipStatus.cancelled
+    )
+    session.commit()
+    job = upload(client, gym, roster(" Gone@Example.test", "stays@example.test")).json
+
+    erased = erase_personal_data(
+        session, gym.organization, person.id, actor_user_id=gym[Role.owner].user.id, now=NOW
+    )
+    session.commit()
+    work(app, session_factory)
+
+    assert erased["importRows"] == 1
+    members = read(client, gym, job["id"]).json["results"]["members"]
+    assert members["created"] == ["stays@example.test"]
+    [placeholder] = members["erased"]
+    assert placeholder.endswith("@erased.invalid")
+    assert users(session, func.lower(User.email) == "gone@example.test") == 0
+
+
+def test_a_fourth_unfinished_import_of_a_gym_waits_for_one_to_finish(
+    app, client, gym, session, session_factory
+):
+    for n in range(member_imports.UNFINISHED_PER_ORGANIZATION):
+        assert upload(client, gym, roster(f"q{n}@example.test")).status_code == 202
+    before = snapshot(session)
+
+    refused = upload(client, gym, roster("late@example.test"))
+
+    assert (refused.status_code, refused.json["code"]) == (429, "member_import_queue_full")
+    assert snapshot(session) == before
+    work(app, session_factory)
+    assert upload(client, gym, roster("late@example.test")).status_code == 202
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (b"name\nX\n", "import_invalid"),  # no email column
+        (b"email\n\xff\xfe@example.test\n", "import_invalid"),  # not UTF-8
+    ],
+)
+def test_a_roster_refused_up_front_queues_nothing(client, gym, session, body, code):
+    before = snapshot(session)
+    response = upload(client, gym, body)
+    assert (response.status_code, response.json["code"]) == (422, code)
+    assert snapshot(session) == before
+
+
+def test_another_gyms_import_reads_as_missing_and_members_cannot_read_one(client, gym, session):
+    other = factories.make_gym(session, name="Elsewhere")
+    session.commit()
+    mine = upload(client, gym, roster("a@example.test")).json["id"]
+    foreign = MemberImport(
+        organization_id=other.organization.id,
+        path="/elsewhere",
+        total=0,
+        status="finished",
+        created_at=NOW,
+    )
+    session.add(foreign)
+    session.commit()
+
+    for import_id in (foreign.id, uuid.uuid4()):
+        response = read(client, gym, import_id)
+        assert (response.status_code, response.json["code"]) == (404, "member_import_not_found")
+    members = read(client, gym, mine, by=Role.member)
+    assert (members.status_code, members.json["code"]) == (403, "permission_denied")
+
+
+def test_finished_imports_are_forgotten_after_thirty_days(
+    app, client, gym, session, session_factory
+):
+    upload(client, gym, roster("old@example.test"))
+    work(app, session_factory)
+    assert work(app, session_factory, now=NOW + timedelta(days=29)) == {"imports": 0}
+    assert work(app, session_factory, now=NOW + timedelta(days=31))["forgotten"] == 1
+    assert session.scalar(select(func.count()).select_from(MemberImport)) == 0
+
+
+def test_the_daemon_job_registers_with_the_deployments_outside_parts(
+    client, gym, session, session_factory, settings
+):
+    job = upload(client, gym, roster("job@example.test")).json
+    daemon = next(j for j in JOBS if j.name == "member_imports")
+
+    assert daemon.own_transactions
+    assert daemon.run(session_factory, NOW, settings) == {"imports": 1, "created": 1}
+    assert read(client, gym, job["id"]).json["status"] == "finished"
+
+
+def test_two_imports_asked_together_count_each_others_rows_against_the_cap(
+    app, client, gym, session, session_factory
+):
+    """The second import is refused up front (spec A 8) rather than both half done: the cap
+    counts the rows queued imports have yet to register."""
+    organization = session.get(Organization, gym.id)
+    organization.tier = Tier.starter  # 150; the fixture's gym has one active member
+    session.commit()
+    first = upload(client, gym, roster(*(f"a{n}@example.test" for n in range(100))))
+    assert first.status_code == 202
+    before = snapshot(session)
+
+    second = upload(client, gym, roster(*(f"b{n}@example.test" for n in range(100))))
+
+    assert (second.status_code, second.json["code"]) == (422, "member_cap_exceeded")
+    assert snapshot(session) == before
+    work(app, session_factory)
+    assert read(client, gym, first.json["id"]).json["done"] == 100
+
+
+def test_a_name_too_long_for_a_user_is_its_rows_refusal_not_the_imports(client, gym):
+    response = upload(
+        client, gym, f"email,name\nok@example.test,Ok\nlong@example.test,{'n' * 201}\n"
+    )
+    assert response.json["total"] == 1
+    assert response.json["results"]["members"]["invalid"] == [{"row": 3, "reason": "name_too_long"}]
+
+
+def test_a_roster_over_the_row_limit_is_refused_up_front(client, gym, session, monkeypatch):
+    monkeypatch.setattr(member_imports, "MAX_ROWS", 3)
+    before = snapshot(session)
+    response = upload(client, gym, roster(*(f"m{n}@example.test" for n in range(4))))
+    assert (response.status_code, response.json["code"]) == (422, "import_invalid")
+    assert snapshot(session) == before
+
+
+@pytest.mark.parametrize("trouble", ["defect", "database"])
+def test_a_row_that_always_fails_ends_failed_alone_and_the_rest_are_registered(
+    app, client, gym, session, session_factory, trouble
+):
+    """A defect this row alone meets fails it at once; a database error loses the step's
+    transaction, so the row is found by trying one row at a time (1, 5, 15 minutes apart) and
+    its fourth failure is its outcome. Either way the rows after it are registered."""
+    from sqlalchemy.exc import OperationalError
+
+    job = upload(client, gym, roster("poison@example.test", "fine@example.test")).json
+
+    def poisoned(flushing, *_):
+        if any(getattr(row, "email", None) == "poison@example.test" for row in flushing.new):
+            if trouble == "defect":
+                raise ValueError("a defect this row alone meets")
+            raise OperationalError("INSERT", {}, Exception("the row's insert fails"))
+
+    event.listen(session_factory, "before_flush", poisoned)
+    try:
+        if trouble == "database":
+            for at in (NOW, NOW + MINUTE, NOW + 6 * MINUTE):
+                assert work(app, session_factory, now=at) == {"imports": 1, "deferred": 1}
+        last = work(app, session_factory, now=NOW + 21 * MINUTE)
+    finally:
+        event.remove(session_factory, "before_flush", poisoned)
+
+    assert last == {"imports": 1, "failed": 1, "created": 1}
+    members = read(client, gym, job["id"]).json["results"]["members"]
+    assert members["created"] == ["fine@example.test"]
+    assert members["failed"] == [{"email": "poison@example.test", "reason": "failed"}]
+
+
+def test_a_step_stops_taking_rows_after_its_seconds(app, client, gym, session, session_factory):
+    """Each login's row sends an email while the step's transaction holds its locks (on the
+    embedded default the database's write lock): a slow mail server shortens the step."""
+    job = upload(client, gym, roster(*(f"s{n}@example.test" for n in range(5))))
+    import_id = uuid.UUID(job.json["id"])
+    ticks = iter(range(0, 100, 1))  # each row seems to take a second
+
+    done = member_imports.import_next(
+        session_factory,
+        app.extensions["gymctl"].outreach,
+        import_id,
+        now=NOW,
+        monotonic=lambda: next(ticks),
+    )
+
+    assert done == {"created": 2}  # CHUNK_SECONDS of 2
+    assert read(client, gym, import_id).json["done"] == 2
