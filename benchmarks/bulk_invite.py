@@ -39,19 +39,15 @@ def main() -> None:
 
 def measure(addresses: int, runs: int, provider_delay: float) -> dict:
     from sqlalchemy import select
-    from sqlalchemy.orm import sessionmaker
+    from staff_common import gym_database
 
     from gymctl.access.bulk_invitations import work_batches
     from gymctl.access.invitations import Outreach
     from gymctl.clock import FixedClock
-    from gymctl.config import Settings
-    from gymctl.db import get_engine
-    from gymctl.migrate import upgrade
     from gymctl.models import InvitationBatch, Role
     from gymctl.providers.identity_admin import HttpIdentityAdmin
     from gymctl.providers.mail import SmtpMailer
-    from tests import factories
-    from tests.conftest import NOW, WEBHOOK_SECRET
+    from tests.conftest import NOW, deployment_settings
     from tests.idp import IdentityProvider
     from tests.providers.test_mail import Recorder, start
     from webhooks.app import create_app
@@ -60,18 +56,8 @@ def measure(addresses: int, runs: int, provider_delay: float) -> dict:
     recorder = Recorder()
     smtp = start(recorder)
     with tempfile.TemporaryDirectory(prefix="gymctl-bench-bulk-") as folder:
-        url = f"sqlite:///{Path(folder) / 'bench.db'}"
-        upgrade(url)
-        factory = sessionmaker(bind=get_engine(url), expire_on_commit=False)
-        settings = Settings(
-            GYMCTL_ENV="test",
-            IDENTITY_JWT_KEY=idp.key.public_pem,
-            IDENTITY_API_URL=idp.url,
-            IDENTITY_SECRET_KEY=idp.SECRET_KEY,
-            IDENTITY_WEBHOOK_SECRET=WEBHOOK_SECRET,
-            INVITE_SECRET="invite-secret-for-benchmarks-0123456789abcdef",
-            FRONTEND_URL="https://app.example.test",
-        )
+        factory, gym = gym_database(f"sqlite:///{Path(folder) / 'bench.db'}", idp)
+        settings = deployment_settings(idp)
         clock = FixedClock(NOW)
         mailer = SmtpMailer(f"smtp://127.0.0.1:{smtp.port}", settings.mail_from)
         client = create_app(
@@ -84,9 +70,6 @@ def measure(addresses: int, runs: int, provider_delay: float) -> dict:
         )
         idp.admin_delay = provider_delay
         request_seconds, work_seconds = [], []
-        with factory() as session:
-            gym = factories.make_gym(session, name="Bench", roles=[Role.owner], idp=idp)
-            session.commit()
         for run in range(runs):
             emails = [f"member{n}@run{run}.example" for n in range(addresses)]
             started = time.perf_counter()
@@ -132,4 +115,5 @@ def measure(addresses: int, runs: int, provider_delay: float) -> dict:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
     main()

@@ -60,37 +60,21 @@ def main() -> None:
 
 
 def measure(url: str, rows: int) -> dict:
-    from sqlalchemy.orm import sessionmaker
+    from staff_common import gym_database
 
     from gymctl.access.member_imports import work_imports
     from gymctl.clock import FixedClock
-    from gymctl.config import Settings
-    from gymctl.db import get_engine, release_engine
-    from gymctl.migrate import upgrade
+    from gymctl.db import release_engine
     from gymctl.models import Role
     from gymctl.models.organizations import Tier
     from gymctl.providers.mail import MailboxMailer
-    from tests import factories
-    from tests.conftest import NOW, WEBHOOK_SECRET
+    from tests.conftest import NOW, deployment_settings
     from tests.idp import IdentityProvider
     from webhooks.app import create_app
 
     idp = IdentityProvider()
-    upgrade(url)
-    factory = sessionmaker(bind=get_engine(url), expire_on_commit=False)
-    settings = Settings(
-        GYMCTL_ENV="test",
-        IDENTITY_JWT_KEY=idp.key.public_pem,
-        IDENTITY_API_URL=idp.url,
-        IDENTITY_SECRET_KEY=idp.SECRET_KEY,
-        IDENTITY_WEBHOOK_SECRET=WEBHOOK_SECRET,
-        INVITE_SECRET="invite-secret-for-benchmarks-0123456789abcdef",
-        FRONTEND_URL="https://app.example.test",
-    )
-    with factory() as session:
-        gym = factories.make_gym(session, name="Bench", roles=[Role.owner], idp=idp)
-        gym.organization.tier = Tier.elite
-        session.commit()
+    settings = deployment_settings(idp)
+    factory, gym = gym_database(url, idp, tier=Tier.elite)
     with tempfile.TemporaryDirectory() as mail:
         clock = FixedClock(NOW)
         app = create_app(

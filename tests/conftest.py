@@ -219,7 +219,12 @@ def gym(session):
 
 @pytest.fixture
 def settings(idp):
-    """Settings of a configured deployment: in-process PEM key, JWKS fallback, webhook secret."""
+    return deployment_settings(idp)
+
+
+def deployment_settings(idp):
+    """Settings of a configured deployment: in-process PEM key, JWKS fallback, webhook secret
+    (also the benchmarks' that stand in for a deployment)."""
     from gymctl.config import Settings
 
     return Settings(

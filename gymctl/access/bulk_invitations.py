@@ -36,7 +36,7 @@ from gymctl.access.erasure import is_erased_address
 from gymctl.access.grants import require_grant
 from gymctl.access.invitations import Outreach, create_invitation
 from gymctl.access.permissions import Action, Module
-from gymctl.db import READ_ONLY, advisory_lock, organization_row
+from gymctl.db import advisory_lock, organization_row
 from gymctl.errors import DomainError, not_found, too_many_requests
 from gymctl.models import (
     InvitationBatch,
@@ -134,24 +134,18 @@ def work_batches(
     budget_seconds: float = staff_queue.PASS_BUDGET_SECONDS,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> dict[str, Any]:
-    """One pass: the batches due take turns, an address each (gymctl.access.staff_queue);
-    finished batches past their 30 days are forgotten."""
-    with factory() as session:
-        forgotten = staff_queue.forget_finished(session, InvitationBatch, now=now)
-        session.commit()
-    with factory() as session:
-        session.connection(execution_options=READ_ONLY)
-        due = list(session.scalars(staff_queue.due(InvitationBatch, now)))
-    done = staff_queue.take_turns(
-        due,
+    """One pass: the batches due take turns, an address each (gymctl.access.staff_queue)."""
+    done = staff_queue.run_pass(
+        factory,
+        InvitationBatch,
         lambda batch_id: invite_next(factory, outreach, batch_id, now=now),
         lambda batch_id: _lost_try(factory, batch_id, now=now),
+        now=now,
         budget_seconds=budget_seconds,
         monotonic=monotonic,
     )
-    addresses = sum(n for outcome, n in done.items() if outcome != DEFERRED)
-    summary = {"batches": len(due), "addresses": addresses, **done}
-    return {**summary, "forgotten": forgotten} if forgotten else summary
+    addresses = sum(n for outcome, n in done.done.items() if outcome != DEFERRED)
+    return done.summary("batches", addresses=addresses)
 
 
 def invite_next(

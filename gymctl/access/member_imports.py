@@ -40,7 +40,7 @@ from gymctl.access.registrations import (
     import_row,
     plan_import,
 )
-from gymctl.db import READ_ONLY, advisory_lock, organization_row
+from gymctl.db import advisory_lock, organization_row
 from gymctl.errors import DomainError, not_found, too_many_requests, unprocessable
 from gymctl.models import MemberImport, MemberImportRow, Membership
 
@@ -184,23 +184,17 @@ def work_imports(
     budget_seconds: float = staff_queue.PASS_BUDGET_SECONDS,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> dict[str, Any]:
-    """One pass: the imports due take turns, a chunk each (gymctl.access.staff_queue);
-    finished imports past their 30 days are forgotten."""
-    with factory() as session:
-        forgotten = staff_queue.forget_finished(session, MemberImport, now=now)
-        session.commit()
-    with factory() as session:
-        session.connection(execution_options=READ_ONLY)
-        due = list(session.scalars(staff_queue.due(MemberImport, now)))
-    done = staff_queue.take_turns(
-        due,
+    """One pass: the imports due take turns, a chunk each (gymctl.access.staff_queue)."""
+    done = staff_queue.run_pass(
+        factory,
+        MemberImport,
         lambda import_id: import_next(factory, outreach, import_id, now=now),
         lambda import_id: _lost_try(factory, import_id, now=now),
+        now=now,
         budget_seconds=budget_seconds,
         monotonic=monotonic,
     )
-    summary = {"imports": len(due), **done}
-    return {**summary, "forgotten": forgotten} if forgotten else summary
+    return done.summary("imports")
 
 
 def import_next(

@@ -19,14 +19,16 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.access import codes
 from gymctl.access.permissions import Action, Module, enforce
+from gymctl.db import READ_ONLY
 from gymctl.errors import forbidden, not_found
 from gymctl.models import Membership, MembershipStatus, Organization, OrganizationStatus, User
 
@@ -43,6 +45,44 @@ KEEP_FINISHED = timedelta(days=30)
 # A step: what it did, by outcome (DEFERRED when it failed and waits), or None when the job has
 # nothing to do now (finished, or waiting for its retry).
 Step = Callable[[uuid.UUID], Counter[str] | None]
+
+
+@dataclass(frozen=True)
+class Pass:
+    """What one daemon pass did: the jobs that were due, what their steps did by outcome, and
+    how many finished jobs it forgot."""
+
+    due: int
+    done: Counter[str]
+    forgotten: int
+
+    def summary(self, jobs: str, **counted: int) -> dict[str, Any]:
+        """The daemon's JSON: the jobs due under `jobs`, the outcomes, `counted` totals, and
+        the forgotten jobs when there were some."""
+        summary = {jobs: self.due, **counted, **self.done}
+        return {**summary, "forgotten": self.forgotten} if self.forgotten else summary
+
+
+def run_pass(
+    factory: sessionmaker[Session],
+    model: Any,
+    step: Step,
+    lost: Step,
+    *,
+    now: datetime,
+    budget_seconds: float = PASS_BUDGET_SECONDS,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> Pass:
+    """One pass of a job's queue: finished jobs past KEEP_FINISHED are forgotten, then the jobs
+    due take turns (take_turns)."""
+    with factory() as session:
+        forgotten = forget_finished(session, model, now=now)
+        session.commit()
+    with factory() as session:
+        session.connection(execution_options=READ_ONLY)
+        ids = list(session.scalars(due(model, now)))
+    done = take_turns(ids, step, lost, budget_seconds=budget_seconds, monotonic=monotonic)
+    return Pass(len(ids), done, forgotten)
 
 
 def due(model: Any, now: datetime) -> Any:

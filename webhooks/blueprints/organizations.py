@@ -42,6 +42,14 @@ def _organization(org_id: uuid.UUID) -> Organization:
     return db().get(Organization, org_id)
 
 
+def _queued(view: dict, location: str) -> Response:
+    """202 Accepted: the work is queued for the daemons, and read back at `location`."""
+    response = jsonify(view)
+    response.status_code = 202
+    response.headers["Location"] = location
+    return response
+
+
 def _registrar(org_id: uuid.UUID) -> registrations.Registrar:
     return registrations.Registrar(
         organization=_organization(org_id),
@@ -125,10 +133,8 @@ def import_members(org_id):
         raise unprocessable(codes.IMPORT_INVALID, "the CSV must be UTF-8") from None
     rows = registrations.parse_members_csv(text)
     job = member_imports.queue_import(db(), _registrar(org_id), membership(), rows, now=now())
-    response = jsonify(member_imports.import_view(db(), job))
-    response.status_code = 202
-    response.headers["Location"] = f"/organizations/{org_id}/members/import/{job.id}"
-    return response
+    where = f"/organizations/{org_id}/members/import/{job.id}"
+    return _queued(member_imports.import_view(db(), job), where)
 
 
 @bp.get(f"{ORG}/members/import/<uuid:import_id>")
@@ -276,10 +282,8 @@ def bulk_invitations_queue(org_id):
         role=body.role,
         now=now(),
     )
-    response = jsonify(bulk_invitations.batch_view(batch))
-    response.status_code = 202
-    response.headers["Location"] = f"/organizations/{org_id}/invitations/bulk/{batch.id}"
-    return response
+    where = f"/organizations/{org_id}/invitations/bulk/{batch.id}"
+    return _queued(bulk_invitations.batch_view(batch), where)
 
 
 @bp.get(f"{ORG}/invitations/bulk/<uuid:batch_id>")
