@@ -120,13 +120,12 @@ def _waiting(session: Session, import_ids: list[uuid.UUID]) -> list[str]:
     each pass the cap alone, then stop half done)."""
     if not import_ids:
         return []
-    return list(
-        session.scalars(
-            select(MemberImportRow.email).where(
-                MemberImportRow.import_id.in_(import_ids), MemberImportRow.outcome.is_(None)
-            )
+    rows = session.scalars(
+        select(MemberImportRow.email).where(
+            MemberImportRow.import_id.in_(import_ids), MemberImportRow.outcome.is_(None)
         )
     )
+    return [email for email in rows if not is_erased_address(email)]  # never registered
 
 
 def find_import(session: Session, organization_id: uuid.UUID, import_id: uuid.UUID) -> MemberImport:
@@ -208,8 +207,9 @@ def import_next(
     """Register the import's next rows and store their outcomes, in one transaction (a step of
     gymctl.access.staff_queue), each row in a savepoint of its own: up to CHUNK_ROWS rows, or
     CHUNK_SECONDS of work (each login's row sends an email, and the transaction's locks, on
-    the embedded default the database's write lock, are held meanwhile). After a failed try
-    the step takes one row, so a row that fails every time is found and fails alone."""
+    the embedded default the database's write lock, are held meanwhile). A row that fails
+    (its email, or its own statements) keeps the rows before it and is tried again; its fourth
+    failure is its outcome, and the rows after it go on."""
     with factory() as session:
         job = _locked(session, import_id, now)
         if job is None:
@@ -226,7 +226,7 @@ def import_next(
                 select(MemberImportRow)
                 .where(MemberImportRow.import_id == job.id, MemberImportRow.position >= job.done)
                 .order_by(MemberImportRow.position)
-                .limit(CHUNK_ROWS if job.failures == 0 else 1)
+                .limit(CHUNK_ROWS)
             )
         )
         try:
@@ -252,7 +252,14 @@ def import_next(
                     break
                 row.outcome = error.code
             except SQLAlchemyError:
-                raise  # a lost try (staff_queue): the step's transaction is gone
+                # The row's own statements failed and its savepoint rolled back: the rows before
+                # it stay (their emails went out with them). It is tried again, and its fourth
+                # failure is its outcome. A connection gone fails the commit: a lost try.
+                logger.exception("import %s: row %d failed", job.id, row.position)
+                if not staff_queue.failed_try(job, now=now):
+                    done[staff_queue.DEFERRED] += 1
+                    break
+                row.outcome = FAILED
             except Exception:
                 # A defect met by this row alone must not hold the rest of the roster back.
                 logger.exception("import %s: row %d failed", job.id, row.position)
@@ -300,24 +307,14 @@ def _stopped(session: Session, job: MemberImport, code: str, *, now: datetime) -
 def _lost_try(
     factory: sessionmaker[Session], import_id: uuid.UUID, *, now: datetime
 ) -> Counter[str] | None:
-    """Counts a try whose transaction was lost, in a transaction of its own. The next try
-    takes one row (import_next); its fourth failure is that row's outcome (failed)."""
+    """Counts a try whose transaction was lost (its commit, the database, a defect outside the
+    rows), in a transaction of its own, blaming no row; the fourth stops the import (failed),
+    keeping the rows it registered."""
     with factory() as session:
         job = _locked(session, import_id, now)
         if job is None:
             return None
-        if not staff_queue.failed_try(job, now=now):
-            session.commit()
-            return Counter([staff_queue.DEFERRED])
-        row = session.scalar(
-            select(MemberImportRow).where(
-                MemberImportRow.import_id == job.id, MemberImportRow.position == job.done
-            )
-        )
-        if row is not None:
-            row.outcome = FAILED
-            job.done += 1
-        if job.done >= job.total:
-            job.status, job.finished_at = FINISHED, now
+        if staff_queue.failed_try(job, now=now):
+            return _stopped(session, job, FAILED, now=now)
         session.commit()
-    return Counter([FAILED])
+    return Counter([staff_queue.DEFERRED])

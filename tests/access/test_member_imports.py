@@ -373,15 +373,22 @@ def test_a_roster_over_the_row_limit_is_refused_up_front(client, gym, session, m
 
 
 @pytest.mark.parametrize("trouble", ["defect", "database"])
-def test_a_row_that_always_fails_ends_failed_alone_and_the_rest_are_registered(
-    app, client, gym, session, session_factory, trouble
+def test_a_row_that_always_fails_ends_failed_alone_and_the_rows_around_it_are_registered_once(
+    app, client, gym, session, session_factory, mailbox, trouble
 ):
-    """A defect this row alone meets fails it at once; a database error loses the step's
-    transaction, so the row is found by trying one row at a time (1, 5, 15 minutes apart) and
-    its fourth failure is its outcome. Either way the rows after it are registered."""
+    """A defect this row alone meets fails it at once. A database error in its statements rolls
+    back its savepoint only: the rows before it stay registered (a login's row emailed once,
+    its link good), the row is tried again 1, 5 and 15 minutes later, and its fourth failure
+    is its outcome. Either way the rows after it are registered."""
     from sqlalchemy.exc import OperationalError
 
-    job = upload(client, gym, roster("poison@example.test", "fine@example.test")).json
+    factories.user(
+        session, identity_id="user_proven", email="proven@example.test", email_verified_at=NOW
+    )
+    session.commit()
+    job = upload(
+        client, gym, roster("proven@example.test", "poison@example.test", "fine@example.test")
+    ).json
 
     def poisoned(flushing, *_):
         if any(getattr(row, "email", None) == "poison@example.test" for row in flushing.new):
@@ -392,16 +399,75 @@ def test_a_row_that_always_fails_ends_failed_alone_and_the_rest_are_registered(
     event.listen(session_factory, "before_flush", poisoned)
     try:
         if trouble == "database":
-            for at in (NOW, NOW + MINUTE, NOW + 6 * MINUTE):
+            first = work(app, session_factory)
+            assert first == {"imports": 1, "created": 1, "deferred": 1}
+            for at in (NOW + MINUTE, NOW + 6 * MINUTE):
                 assert work(app, session_factory, now=at) == {"imports": 1, "deferred": 1}
-        last = work(app, session_factory, now=NOW + 21 * MINUTE)
+            last = work(app, session_factory, now=NOW + 21 * MINUTE)
+            assert last == {"imports": 1, "failed": 1, "created": 1}
+        else:
+            last = work(app, session_factory)
+            assert last == {"imports": 1, "failed": 1, "created": 2}
     finally:
         event.remove(session_factory, "before_flush", poisoned)
 
-    assert last == {"imports": 1, "failed": 1, "created": 1}
     members = read(client, gym, job["id"]).json["results"]["members"]
-    assert members["created"] == ["fine@example.test"]
+    assert members["created"] == ["proven@example.test", "fine@example.test"]
     assert members["failed"] == [{"email": "poison@example.test", "reason": "failed"}]
+    # The login was asked to link once: its row was never rolled back and done again.
+    assert [m["To"] for m in read_mailbox(mailbox)] == ["proven@example.test"]
+
+
+def test_a_step_lost_four_times_stops_the_import_blaming_no_row(
+    app, client, gym, session, session_factory
+):
+    """A transaction lost outside the rows (its commit, the database itself) says nothing
+    about a row: the import waits 1, 5 and 15 minutes, then stops (failed), no row marked."""
+    job = upload(client, gym, roster("healthy@example.test")).json
+
+    def commit_fails(committing):
+        if not committing.in_nested_transaction() and any(
+            isinstance(row, MemberImport) and row.done for row in committing.dirty
+        ):
+            raise ConnectionError("the commit never reaches the database")
+
+    event.listen(session_factory, "before_commit", commit_fails)
+    try:
+        for at in (NOW, NOW + MINUTE, NOW + 6 * MINUTE):
+            assert work(app, session_factory, now=at) == {"imports": 1, "deferred": 1}
+        assert work(app, session_factory, now=NOW + 21 * MINUTE) == {"imports": 1, "failed": 1}
+    finally:
+        event.remove(session_factory, "before_commit", commit_fails)
+
+    stopped = read(client, gym, job["id"]).json
+    assert (stopped["status"], stopped["error"], stopped["done"]) == (
+        "failed",
+        {"code": "failed"},
+        0,
+    )
+    assert "failed" not in stopped["results"]["members"]  # no row blamed
+    assert users(session, User.email == "healthy@example.test") == 0
+
+
+def test_rows_the_gym_erased_in_a_queued_import_do_not_count_against_the_cap(client, gym, session):
+    organization = session.get(Organization, gym.id)
+    organization.tier = Tier.starter  # 150; the fixture's gym has one active member
+    person = factories.user(session, identity_id=None, email="gone@example.test")
+    factories.membership(
+        session, user=person, organization=organization, status=MembershipStatus.cancelled
+    )
+    session.commit()
+    first = upload(client, gym, roster("gone@example.test", *(f"a{n}@x.test" for n in range(99))))
+    assert first.status_code == 202
+    erase_personal_data(
+        session, organization, person.id, actor_user_id=gym[Role.owner].user.id, now=NOW
+    )
+    session.commit()
+
+    # 1 + 99 waiting + 50 = 150: the erased row is not a newcomer.
+    second = upload(client, gym, roster(*(f"b{n}@x.test" for n in range(50))))
+
+    assert second.status_code == 202
 
 
 def test_a_step_stops_taking_rows_after_its_seconds(app, client, gym, session, session_factory):
