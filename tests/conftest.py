@@ -2,7 +2,8 @@
 savepoint, and a SQLite pass for tests marked `embedded`.
 
 GYMCTL_TEST_DATABASE_URL names the PostgreSQL server (default: the local one); the harness
-creates and migrates its own database `gymctl_test` on it, so nothing else there is touched.
+creates and migrates a database of its own on it (`gymctl_test_<pid>`: each pytest-xdist worker
+has its own), so nothing else there is touched.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 os.environ["GYMCTL_ENV"] = "test"
 os.environ.setdefault("GYMCTL_HOME", tempfile.mkdtemp(prefix="gymctl-test-home-"))
+# pytest-xdist's workers start with COLUMNS=80 and LINES=24, which a plain run does not have:
+# rich's console fixes its width from them when the CLI is imported, and a CLI test that sets
+# its own COLUMNS would see 80 columns. Every test sees the same terminal either way.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
 
 from gymctl import migrate
 from gymctl.clock import FixedClock
@@ -80,7 +86,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """`embedded` on a test that never reaches the engine fixture would run it once, silently
     on PostgreSQL only: refuse the whole run instead (a test that asks for `committed_pg` is
-    PostgreSQL by its own signature, inside a module marked for both)."""
+    PostgreSQL by its own signature, inside a module marked for both).
+
+    Schemathesis' items (one per operation) all carry their function's node id on pytest 9
+    (schemathesis 4 sets the `_nodeid` pytest 9 no longer has): each gets its own from its name
+    ("...[GET /health]"), or pytest-xdist, which knows a test by its node id, runs only one."""
+    for item in items:
+        if not item.nodeid.endswith(item.name):
+            item._id = item.parent.id.child(item.name)
     unbound = [
         item.nodeid
         for item in items
