@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -39,7 +37,7 @@ def main() -> None:
 
 def measure(addresses: int, runs: int, provider_delay: float) -> dict:
     from sqlalchemy import select
-    from staff_common import gym_database
+    from staff_common import gym_database, machine
 
     from gymctl.access.bulk_invitations import work_batches
     from gymctl.access.invitations import Outreach
@@ -105,11 +103,7 @@ def measure(addresses: int, runs: int, provider_delay: float) -> dict:
         "invited": outcomes.count("invited"),
         "other_outcomes": sorted({o for o in outcomes if o != "invited"}),
         "emails_received": len(recorder.envelopes),
-        "machine": {
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-            "load_average": os.getloadavg(),
-        },
+        "machine": machine(),
     }
 
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -43,16 +41,14 @@ def main() -> None:
             with scratch_database(BENCH_DB, args.postgres) as engine:
                 url = engine.url.render_as_string(hide_password=False)
                 results.append({"engine": "postgresql", **measure(url, rows)})
+    from staff_common import machine
+
     print(
         json.dumps(
             {
                 "benchmark": "member import",
                 "results": results,
-                "machine": {
-                    "python": platform.python_version(),
-                    "cpus": os.cpu_count(),
-                    "load_average": os.getloadavg(),
-                },
+                "machine": machine(),
             },
             indent=2,
         )

@@ -1,9 +1,11 @@
-"""What benchmarks/bulk_invite.py and benchmarks/member_import.py share: a migrated database
-with one gym whose owner can call the API (the deployment's settings are the tests':
-tests.conftest.deployment_settings)."""
+"""What the staff benchmarks (bulk_invite.py, member_import.py, concurrent_invites.py) share: a
+migrated database with one gym whose owner can call the API (the deployment's settings are the
+tests': tests.conftest.deployment_settings), and the machine a figure was measured on."""
 
 from __future__ import annotations
 
+import os
+import platform
 from typing import Any
 
 
@@ -25,3 +27,12 @@ def gym_database(url: str, idp: Any, **organization: Any) -> tuple[Any, Any]:
             setattr(gym.organization, name, value)
         session.commit()
     return factory, gym
+
+
+def machine() -> dict[str, Any]:
+    """Python, cores and load: this machine is shared, and its load stretches wall times."""
+    return {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg(),
+    }

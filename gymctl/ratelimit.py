@@ -5,7 +5,8 @@
   attempt still spends its budget.
 - `take`: pacing our own calls to a provider whose limit is per provider instance (identity
   invitations, spec A 8): a sliding window over the same table, shared by every process; a
-  refusal is not counted (no call was made).
+  refusal is not counted (no call was made). `take_apart` takes it in a transaction of its
+  own on PostgreSQL, committed before the call it paces.
 - `LocalWindow` and `Backoff`: the two in-memory pieces, for limits that are per process by
   nature (the key-set cache lives in each process, so must its refetch pacing; the user reads of
   GET /users/me's fallback). They take `now` and hold no clock, so tests drive them exactly.
@@ -14,7 +15,8 @@ The database helpers count inside the caller's session and never open one of the
 embedded SQLite default the caller's transaction holds the write lock, and a second session
 would wait on it (spec of the house: one session per request). The HTTP door commits right after
 counting, so a refused request still spends its budget and the lock is not held through the work
-it guards.
+it guards. The one exception is `take_apart`, for a slot taken in the middle of a caller's work:
+on PostgreSQL, where a second transaction waits for no one, it commits the slot apart.
 """
 
 from __future__ import annotations
@@ -25,14 +27,14 @@ from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, select
+from sqlalchemy import Engine, delete, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from gymctl import codes
 from gymctl.clock import ensure_utc
-from gymctl.db import advisory_lock
+from gymctl.db import advisory_lock, is_postgres
 from gymctl.errors import DomainError, too_many_requests
 from gymctl.models import RateWindow
 
@@ -121,6 +123,27 @@ def take(
         )
     )
     return None
+
+
+def take_apart(
+    session: Session, key: str, *, limit: int, window: timedelta, now: datetime
+) -> Spent | None:
+    """`take`, for a slot spent on a call outside the database made in the middle of the
+    caller's transaction: on PostgreSQL in a transaction of its own, committed before the
+    call. `take` serializes every caller of the key until its transaction ends, so in the
+    caller's transaction the key's lock would be held through the call and all that follows
+    it (the identity provider's round trip, the invitee's email, the commit): every gym's
+    invitations, one at a time. The slot stays spent whatever the caller's transaction does
+    next, as the provider counts the call it received. In the caller's transaction where there
+    is no second one to have: on the embedded default (its one writer is the caller), and for
+    a caller that hands in a connection rather than an engine (it owns the transaction)."""
+    bind = session.get_bind()
+    if not (isinstance(bind, Engine) and is_postgres(bind)):
+        return take(session, key, limit=limit, window=window, now=now)
+    with Session(bind) as own:
+        refused = take(own, key, limit=limit, window=window, now=now)
+        own.commit()
+    return refused
 
 
 class LocalWindow:

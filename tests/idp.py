@@ -56,7 +56,9 @@ class IdentityProvider:
 
     Switches: `.answer_429_after = N` answers 429 (Retry-After: 60)
     to every admin call after the first N; `.admin_status` answers that status to every admin call;
-    `.admin_delay` sleeps that many seconds before answering an admin call.
+    `.admin_delay` sleeps that many seconds before answering an admin call;
+    `.invitation_gate.clear()` holds every POST /v1/invitations until `.invitation_gate.set()`
+    (`.invitations_asked` counts the ones that arrived).
     """
 
     SECRET_KEY = "sk_test_identity"
@@ -76,6 +78,9 @@ class IdentityProvider:
         self.answer_429_after: int | None = None
         self.admin_status: int | None = None
         self.admin_delay = 0.0
+        self.invitation_gate = threading.Event()
+        self.invitation_gate.set()
+        self.invitations_asked = 0
         self._lock = threading.Lock()
         provider = self
 
@@ -111,6 +116,10 @@ class IdentityProvider:
 
             def do_POST(self) -> None:
                 parts = urlsplit(self.path)
+                if parts.path == "/v1/invitations":
+                    with provider._lock:
+                        provider.invitations_asked += 1
+                    provider.invitation_gate.wait()
                 self._admin("POST", parts.path, parse_qs(parts.query))
 
             def _admin(self, method: str, path: str, query: dict[str, list[str]]) -> None:
@@ -268,6 +277,7 @@ class IdentityProvider:
 
     def close(self) -> None:
         self.jwks_gate.set()
+        self.invitation_gate.set()
         self._server.shutdown()
         self._server.server_close()
 

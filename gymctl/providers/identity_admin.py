@@ -119,8 +119,9 @@ class HttpIdentityAdmin:
     """The provider's backend API over httpx, bearer secret key, 5 s timeout.
 
     Invitations go through the provider instance's sliding window (spec A 8: 100 per hour),
-    counted in the database by gymctl.ratelimit.take so that every process shares it; past it,
-    RateLimited is raised without calling. Lookups are not counted: the platform-admin guard
+    counted in the database by gymctl.ratelimit.take_apart so that every process shares it and
+    no invitation waits for another's round trip; past it, RateLimited is raised without
+    calling. Lookups are not counted: the platform-admin guard
     reads metadata on every admin request and must not run dry after 100 clicks. User reads (GET
     /users/me's fallback) are paced per process in memory. A provider 429 on any call is
     RateLimited too, with Retry-After when the provider gave one.
@@ -173,7 +174,7 @@ class HttpIdentityAdmin:
     def create_invitation(
         self, session: Session, email: str, *, redirect_url: str, metadata: dict[str, Any]
     ) -> str:
-        refused = ratelimit.take(
+        refused = ratelimit.take_apart(
             session, INVITATION_KEY, limit=self._limit, window=self._per, now=self._clock.now()
         )
         if refused is not None:

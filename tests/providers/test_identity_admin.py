@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import func, select
 
 from gymctl import db
 from gymctl.clock import FixedClock
 from gymctl.config import ConfigError, Settings
+from gymctl.models import RateWindow
 from gymctl.providers.identity_admin import (
+    INVITATION_KEY,
     Account,
     HttpIdentityAdmin,
     IdentityAdminError,
@@ -151,6 +156,89 @@ def test_the_invitation_budget_is_one_per_provider_instance_not_per_process(
     finally:
         first.close()
         second.close()
+
+
+def test_an_invitation_waits_for_no_other_invitations_round_trip(idp, clock, committed_pg) -> None:
+    """The budget's slot is taken and committed before the provider is called
+    (gymctl.ratelimit.take_apart): a second invitation, in another gym's request, takes its
+    slot and reaches the provider while the first one's call is still out. In the caller's
+    transaction the slot's lock was held through the call, the email and the commit: every
+    invitation of the platform one at a time."""
+    factory = db.session_factory(db.get_engine(committed_pg))
+    admin = HttpIdentityAdmin(idp.url, idp.SECRET_KEY, clock=clock)
+    answers: dict[str, str] = {}
+
+    def request(email: str) -> None:
+        with factory() as session:
+            answers[email] = invite(session, admin, email)
+            session.commit()  # the request's own transaction ends after the call
+
+    idp.invitation_gate.clear()  # the provider holds every invitation it is asked for
+    first = threading.Thread(target=request, args=("first@example.test",))
+    second = threading.Thread(target=request, args=("second@example.test",))
+    try:
+        first.start()
+        _until(lambda: idp.invitations_asked == 1)
+        second.start()
+        _until(lambda: idp.invitations_asked == 2)  # while the first is still out
+    finally:
+        idp.invitation_gate.set()
+        first.join(10)
+        second.join(10)
+        admin.close()
+    assert sorted(answers) == ["first@example.test", "second@example.test"]
+    with factory() as session:
+        assert (
+            session.scalar(
+                select(func.sum(RateWindow.count)).where(RateWindow.key == INVITATION_KEY)
+            )
+            == 2
+        )
+
+
+def test_a_slot_stays_spent_when_the_callers_transaction_rolls_back(
+    idp, clock, committed_pg
+) -> None:
+    """The provider counted the call it received, whatever the caller did next (its email
+    failed, say, and its transaction rolled back): so does the budget."""
+    factory = db.session_factory(db.get_engine(committed_pg))
+    admin = HttpIdentityAdmin(idp.url, idp.SECRET_KEY, clock=clock, limit=1)
+    try:
+        with factory() as session:
+            invite(session, admin, "first@example.test")
+            session.rollback()
+        with factory() as session, pytest.raises(RateLimited):
+            invite(session, admin, "second@example.test")
+    finally:
+        admin.close()
+    assert idp.admin_requests == 1
+
+
+def test_the_embedded_default_takes_the_slot_in_the_callers_transaction(
+    idp, clock, sqlite_url
+) -> None:
+    """Its one writer is the caller: a transaction of the slot's own would wait for it (a
+    second writer in one thread, refused). The slot goes with the caller's transaction."""
+    factory = db.session_factory(db.get_engine(sqlite_url))
+    admin = HttpIdentityAdmin(idp.url, idp.SECRET_KEY, clock=clock, limit=1)
+    try:
+        with factory() as session:
+            factories.organization(session)  # the caller has written: it holds the write lock
+            session.flush()
+            assert invite(session, admin, "first@example.test") == "inv_1"
+            session.rollback()
+        with factory() as session:
+            assert invite(session, admin, "second@example.test") == "inv_2"
+            session.rollback()
+    finally:
+        admin.close()
+
+
+def _until(condition, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "waited 10 s"
+        time.sleep(0.01)
 
 
 def test_a_provider_429_is_rate_limited_with_retry_after(session, admin, idp) -> None:
