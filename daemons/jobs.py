@@ -245,11 +245,12 @@ JOBS: tuple[AnyJob, ...] = (
         "cancel matured notices, settle the refund owed, send the membership-ended email",
     ),
     Job("refund_task_sweep", 3600, retention.refund_task_sweep, "bump overdue refund tasks"),
-    Job(
+    OwnTransactionsJob(
         "billing_member_emails",
         300,
         retention.billing_member_emails,
-        "email members their debt, non-payment cancellation and presale charge-failure notices",
+        "email members their debt, non-payment cancellation and presale charge-failure notices,"
+        " each in a transaction of its own",
     ),
     Job("booking_no_shows", 300, retention.booking_no_shows, "mark no-shows of ended sessions"),
 )

@@ -6,6 +6,13 @@ The notices are the outbox events the collector and the lifecycle already write 
 of a presale); each is emailed once, keyed by its event id (`member_emails`). A presale decline
 opens debt too: its one email is the presale one. Events older than LOOKBACK are left alone, so
 a first run after an upgrade does not mail the history.
+
+Each email is a transaction of its own: its record is written first, the email handed over,
+then the record committed. A failed handover rolls its record back (retried next run); a run
+that stops midway keeps every email it sent, where one transaction for the whole batch forgot
+them all and the next run mailed the members again. Only a stop between a handover and its
+commit sends that one email twice. On the embedded default the write lock is held for one
+email at a time, not through the batch's.
 """
 
 from __future__ import annotations
@@ -16,12 +23,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, or_, select, true
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
 from gymctl.billing.accounts import billing_settings
 from gymctl.billing.debt import CHARGE_FAILED
 from gymctl.clock import day_n_ends, zone
+from gymctl.db import READ_ONLY
 from gymctl.models import (
     CancellationNotice,
     MemberEmail,
@@ -31,6 +39,7 @@ from gymctl.models import (
     Subscription,
     User,
 )
+from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.providers.mail import Mailer, MailError
 from gymctl.retention import emails
 
@@ -57,28 +66,36 @@ _NOTICES = or_(
 
 
 def send_billing_emails(
-    session: Session, mailer: Mailer, *, now: datetime, limit: int = BATCH
+    factory: sessionmaker[Session], mailer: Mailer, *, now: datetime, limit: int = BATCH
 ) -> dict[str, Any]:
-    """Email every notice not yet emailed; a failed handover is retried next run."""
-    events = session.scalars(
-        select(OutboxEvent)
-        .where(
-            _NOTICES,
-            OutboxEvent.occurred_at >= now - LOOKBACK,
-            OutboxEvent.id.not_in(select(MemberEmail.outbox_event_id)),
-        )
-        .order_by(OutboxEvent.id)
-        .limit(limit)
-    ).all()
+    """Email every notice not yet emailed, each in a transaction of its own (module doc)."""
+    with factory() as session:
+        session.connection(execution_options=READ_ONLY)
+        pending = session.scalars(
+            select(OutboxEvent.id)
+            .where(
+                _NOTICES,
+                OutboxEvent.occurred_at >= now - LOOKBACK,
+                OutboxEvent.id.not_in(select(MemberEmail.outbox_event_id)),
+            )
+            .order_by(OutboxEvent.id)
+            .limit(limit)
+        ).all()
     counts = {"sent": 0, "failed": 0, "skipped": 0}
-    for event in events:
-        outcome = _email(session, mailer, event, now=now)
+    for event_id in pending:
+        with factory() as session:
+            outcome = _email(session, mailer, session.get(OutboxEvent, event_id), now=now)
+            if outcome == "failed":
+                session.rollback()
+            else:
+                session.commit()
         counts[outcome] += 1
-    session.flush()
     return counts
 
 
 def _email(session: Session, mailer: Mailer, event: OutboxEvent, *, now: datetime) -> str:
+    """Record the event's email, then hand it over; "failed" (the caller rolls the record
+    back), "sent", or "skipped" (nobody to tell, or another run recorded it first)."""
     subscription_id = uuid.UUID(event.payload.get("subscriptionId") or event.aggregate_id)
     subscription = session.get(Subscription, subscription_id)
     kind = {
@@ -87,10 +104,12 @@ def _email(session: Session, mailer: Mailer, event: OutboxEvent, *, now: datetim
         "payment.charge_failed": PRESALE_CHARGE_FAILED,
     }[event.name]
     if kind == DEBT_OPENED and subscription.retention_case_kind == PRESALE_CHARGE_FAILED:
-        return _settle(session, event, subscription, COVERED, sent=None, now=now)
+        return _record(session, event, subscription, COVERED, sent=None, now=now)
     member = session.get(User, subscription.user_id)
     if member is None or not member.email or member.deleted_at is not None:
-        return _settle(session, event, subscription, kind, sent=None, now=now)
+        return _record(session, event, subscription, kind, sent=None, now=now)
+    if _record(session, event, subscription, kind, sent=now, now=now) == "skipped":
+        return "skipped"
     try:
         emails.send(
             mailer,
@@ -103,21 +122,27 @@ def _email(session: Session, mailer: Mailer, event: OutboxEvent, *, now: datetim
     except MailError as error:
         log.warning("billing email %s not sent, retried next run: %s", kind, error)
         return "failed"
-    return _settle(session, event, subscription, kind, sent=now, now=now)
+    return "sent"
 
 
-def _settle(session, event, subscription, kind, *, sent, now) -> str:
-    session.add(
-        MemberEmail(
-            id=ids.new_id(),
-            outbox_event_id=event.id,
-            organization_id=subscription.organization_id,
-            subscription_id=subscription.id,
-            kind=kind,
-            sent_at=sent,
-            created_at=now,
-        )
-    )
+def _record(session, event, subscription, kind, *, sent, now) -> str:
+    """The event's record, written now (before any handover): the event's unique key makes a
+    second run that reached the same event wait for this one, then find it recorded."""
+    try:
+        with unique_violation("uq_member_emails_outbox_event_id"), session.begin_nested():
+            session.add(
+                MemberEmail(
+                    id=ids.new_id(),
+                    outbox_event_id=event.id,
+                    organization_id=subscription.organization_id,
+                    subscription_id=subscription.id,
+                    kind=kind,
+                    sent_at=sent,
+                    created_at=now,
+                )
+            )
+    except UniqueViolation:
+        return "skipped"
     return "sent" if sent is not None else "skipped"
 
 

@@ -59,5 +59,7 @@ def booking_no_shows(session: Session, now: datetime, settings: Settings) -> dic
     return no_show_pass(session, now=now)
 
 
-def billing_member_emails(session: Session, now: datetime, settings: Settings) -> dict[str, Any]:
-    return send_billing_emails(session, mailer_from_settings(settings), now=now)
+def billing_member_emails(
+    factory: sessionmaker[Session], now: datetime, settings: Settings
+) -> dict[str, Any]:
+    return send_billing_emails(factory, mailer_from_settings(settings), now=now)

@@ -132,9 +132,7 @@ class Life:
     def mail(self) -> None:
         """The mailing sweeps as the daemon runs them: the member's billing emails
         (billing_member_emails) and the presale cases' emails to staff (retention_presale_cases)."""
-        with self.factory() as session:
-            send_billing_emails(session, self.doors.mailer, now=self.clock.now())
-            session.commit()
+        send_billing_emails(self.factory, self.doors.mailer, now=self.clock.now())
         presale_cases_pass(self.factory, self.doors.mailer, now=self.clock.now())
 
     def new_mail(self) -> list[tuple[str, str, str]]:

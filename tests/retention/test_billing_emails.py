@@ -4,19 +4,23 @@ their language; a failed handover is retried."""
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.orm import sessionmaker
 
 from gymctl.billing import collector
 from gymctl.billing.lifecycle import run_lifecycle
+from gymctl.db import get_engine
 from gymctl.models import MemberEmail
 from gymctl.models.billing import PlanType
-from gymctl.providers.mail import MailError, read_mailbox
+from gymctl.providers.mail import MailboxMailer, MailError, read_mailbox
 from gymctl.retention.billing_emails import send_billing_emails
 from gymctl.retention.notices import REASON_CODES
 from gymctl.retention.settlement import period_end_sweep
+from tests import factories
 from tests.billing import factories as bf
 from tests.billing.cards import DECLINE, Sandbox, save_test_card
 from tests.billing.factories import TEST_CIPHER
@@ -26,18 +30,25 @@ from tests.retention.conftest import give_notice
 pytestmark = pytest.mark.embedded
 
 
+def send(session, session_factory, mailer, *, now):
+    """The sweep as the daemon runs it: on what the test's session wrote, in transactions of its
+    own."""
+    session.commit()
+    return send_billing_emails(session_factory, mailer, now=now)
+
+
 def _bodies(mailbox) -> list[tuple[str, str]]:
     return [(m["Subject"], m.get_content()) for m in read_mailbox(mailbox)]
 
 
 def test_debt_opened_then_cancelled_for_non_payment_each_email_the_member_once(
-    session, gym, mailer, mailbox
+    session, session_factory, gym, mailer, mailbox
 ):
     subscription = bf.make_subscription(session, gym, PlanType.cash, cash_prepaid_through=NOW)
     run_lifecycle(session, now=NOW)
 
-    assert send_billing_emails(session, mailer, now=NOW) == {"sent": 1, "failed": 0, "skipped": 0}
-    assert send_billing_emails(session, mailer, now=NOW)["sent"] == 0
+    assert send(session, session_factory, mailer, now=NOW) == {"sent": 1, "failed": 0, "skipped": 0}
+    assert send(session, session_factory, mailer, now=NOW)["sent"] == 0
     [(subject, body)] = _bodies(mailbox)
     assert subject == f"A payment to {gym.organization.name} is outstanding"
     # day 0 = Nov 21, day 7 = Nov 28: the last day to pay
@@ -46,7 +57,7 @@ def test_debt_opened_then_cancelled_for_non_payment_each_email_the_member_once(
 
     later = NOW + timedelta(days=8)
     run_lifecycle(session, now=later)
-    assert send_billing_emails(session, mailer, now=later)["sent"] == 1
+    assert send(session, session_factory, mailer, now=later)["sent"] == 1
     cancelled = f"Your membership at {gym.organization.name} was cancelled for non-payment"
     [body] = [body for subject, body in _bodies(mailbox) if subject == cancelled]
     assert "80.00 ILS remained unpaid" in body
@@ -68,7 +79,7 @@ def test_a_presale_decline_emails_the_member_once_about_the_opening_day(
     summary = collector.catch_up(session_factory, sandbox.provider, now=NOW, cipher=TEST_CIPHER)
     assert summary.declined == 1
 
-    counts = send_billing_emails(session, mailer, now=NOW)
+    counts = send(session, session_factory, mailer, now=NOW)
 
     assert counts == {"sent": 1, "failed": 0, "skipped": 1}  # the debt notice is covered
     [(subject, body)] = _bodies(mailbox)
@@ -77,7 +88,7 @@ def test_a_presale_decline_emails_the_member_once_about_the_opening_day(
 
 
 def test_the_member_reads_it_in_the_language_of_their_notice_and_a_failure_is_retried(
-    session, gym, mailer, mailbox
+    session, session_factory, gym, mailer, mailbox
 ):
     subscription = bf.make_subscription(session, gym, PlanType.cash, cash_prepaid_through=NOW)
     give_notice(session, gym, subscription, locale="es", now=NOW - timedelta(days=20))
@@ -88,18 +99,20 @@ def test_the_member_reads_it_in_the_language_of_their_notice_and_a_failure_is_re
         def send(self, email):
             raise MailError("smtp down")
 
-    assert send_billing_emails(session, Down(), now=NOW) == {"sent": 0, "failed": 1, "skipped": 0}
+    assert send(session, session_factory, Down(), now=NOW) == {"sent": 0, "failed": 1, "skipped": 0}
     assert session.scalars(select(MemberEmail)).all() == []
-    assert send_billing_emails(session, mailer, now=NOW)["sent"] == 1
+    assert send(session, session_factory, mailer, now=NOW)["sent"] == 1
     [(subject, _)] = _bodies(mailbox)
     assert subject == f"Tienes un pago pendiente con {gym.organization.name}"
 
 
-def test_notices_older_than_the_lookback_are_not_mailed(session, gym, mailer, mailbox):
+def test_notices_older_than_the_lookback_are_not_mailed(
+    session, session_factory, gym, mailer, mailbox
+):
     bf.make_subscription(session, gym, PlanType.cash, cash_prepaid_through=NOW)
     run_lifecycle(session, now=NOW)
 
-    assert send_billing_emails(session, mailer, now=NOW + timedelta(days=3))["sent"] == 0
+    assert send(session, session_factory, mailer, now=NOW + timedelta(days=3))["sent"] == 0
     assert read_mailbox(mailbox) == []
 
 
@@ -123,3 +136,90 @@ def test_the_membership_ended_email_of_a_staff_notice_says_the_gym_gave_it(
 
     [(_, body)] = _bodies(mailbox)
     assert f"as {gym.organization.name} gave notice on your behalf" in body
+
+
+class Counting:
+    """Hands each email to `mailer`; the `stop_at`-th one stops the process instead (a
+    daemon killed midway: not a mail failure the sweep catches)."""
+
+    def __init__(self, mailer, stop_at: int | None = None) -> None:
+        self.mailer, self.stop_at, self.sent = mailer, stop_at, 0
+
+    def send(self, email):
+        if self.sent + 1 == self.stop_at:
+            raise SystemExit("the daemon was stopped")
+        self.sent += 1
+        return self.mailer.send(email)
+
+
+def test_a_run_stopped_midway_keeps_the_emails_it_sent(
+    session, session_factory, gym, mailer, mailbox
+):
+    """Each email is a transaction of its own: a run killed at its third email has recorded
+    the two it sent, and the next run sends only the rest. In one transaction for the batch,
+    the kill rolled back both records and the next run emailed those members again."""
+    for _ in range(4):
+        member = factories.membership(
+            session, user=factories.user(session), organization=gym.organization
+        )
+        bf.make_subscription(
+            session, gym, PlanType.cash, cash_prepaid_through=NOW, membership=member
+        )
+    run_lifecycle(session, now=NOW)
+
+    with pytest.raises(SystemExit):
+        send(session, session_factory, Counting(mailer, stop_at=3), now=NOW)
+    assert len(read_mailbox(mailbox)) == 2
+    assert len(session.scalars(select(MemberEmail)).all()) == 2
+
+    again = Counting(mailer)
+    assert send(session, session_factory, again, now=NOW) == {
+        "sent": 2,
+        "failed": 0,
+        "skipped": 0,
+    }
+    recipients = [m["To"] for m in read_mailbox(mailbox)]
+    assert len(recipients) == len(set(recipients)) == 4  # each member once
+
+
+def test_two_runs_at_once_email_each_notice_once(committed_pg, mailbox, clock):
+    """The record is written before the handover: a second run that reached the same notice
+    waits on its unique key while the first one's email is out, then finds it recorded."""
+    factory = sessionmaker(bind=get_engine(committed_pg), expire_on_commit=False)
+    with factory() as session:
+        gym = bf.make_gym(session)
+        bf.make_subscription(session, gym, PlanType.cash, cash_prepaid_through=NOW)
+        run_lifecycle(session, now=NOW)
+        session.commit()
+    out, release = threading.Event(), threading.Event()
+
+    class Held:
+        def send(self, email):
+            out.set()
+            assert release.wait(10)
+            return MailboxMailer(mailbox, "gym <no-reply@gym.example>", clock=clock).send(email)
+
+    results: dict[str, dict] = {}
+
+    def run(name: str, through) -> None:
+        results[name] = send_billing_emails(factory, through, now=NOW)
+
+    first = threading.Thread(target=run, args=("first", Held()))
+    second = threading.Thread(
+        target=run, args=("second", MailboxMailer(mailbox, "x <x@x.example>", clock=clock))
+    )
+    first.start()
+    try:
+        assert out.wait(10)  # the first run's email is out, its record not yet committed
+        second.start()
+        second.join(0.5)
+        assert second.is_alive()  # it waits on the notice's record
+    finally:
+        release.set()
+        first.join(10)
+        second.join(10)
+    assert results == {
+        "first": {"sent": 1, "failed": 0, "skipped": 0},
+        "second": {"sent": 0, "failed": 0, "skipped": 1},
+    }
+    assert len(read_mailbox(mailbox)) == 1
