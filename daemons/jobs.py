@@ -231,11 +231,11 @@ JOBS: tuple[AnyJob, ...] = (
         retention.retention_presale_cases,
         "open presale charge-failure cases; email presale cases' owners",
     ),
-    Job(
+    OwnTransactionsJob(
         "retention_digest",
         86400,
         retention.retention_digest,
-        "07:00 UTC: the retention digest to owners and admins",
+        "07:00 UTC: the retention digest to owners and admins, a gym per transaction",
         offset_seconds=7 * 3600,
     ),
     OwnTransactionsJob(

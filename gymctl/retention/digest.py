@@ -3,6 +3,12 @@
 One digest per organization and UTC day: the retention_digests row is claimed first (insert
 or nothing), so a second run the same day, or a second daemon, sends nothing. Each send is
 audited as RETENTION_DIGEST_SENT. An organization without open cases gets no digest.
+
+Each organization's digest is a transaction of its own (claim, emails, audit, commit): a run
+stopped midway keeps the digests it sent, where one transaction for every gym forgot them all
+and the next run sent that day's digests again. A mail failure unclaims its organization's day
+(the next run retries it); a stop between an organization's emails and its commit sends that
+organization's digest again.
 """
 
 from __future__ import annotations
@@ -13,8 +19,9 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
+from gymctl.db import READ_ONLY
 from gymctl.events import EventKind, emit
 from gymctl.models import Organization, RetentionCase, RetentionDigest, Subscription, User
 from gymctl.providers.mail import Mailer, MailError
@@ -63,60 +70,71 @@ def _lines(session: Session, organization_id, now: datetime) -> list[dict]:
 
 
 def send_digests(
-    session: Session, mailer: Mailer, *, now: datetime, locale: str | None = None
+    factory: sessionmaker[Session], mailer: Mailer, *, now: datetime, locale: str | None = None
 ) -> dict[str, int]:
     """{orgsChecked, sent}: organizations with open cases, digests sent this run."""
-    organization_ids = session.scalars(
-        select(RetentionCase.organization_id)
-        .where(RetentionCase.status == "open")
-        .group_by(RetentionCase.organization_id)
-        .order_by(func.min(RetentionCase.opened_at))
-    ).all()
-    day = now.date()
+    with factory() as session:
+        session.connection(execution_options=READ_ONLY)
+        organization_ids = session.scalars(
+            select(RetentionCase.organization_id)
+            .where(RetentionCase.status == "open")
+            .group_by(RetentionCase.organization_id)
+            .order_by(func.min(RetentionCase.opened_at))
+        ).all()
     sent = 0
     for organization_id in organization_ids:
-        recipients = emails.staff_addresses(session, organization_id)
-        if not recipients:
-            continue
-        gym = session.get(Organization, organization_id)
-        lines = _lines(session, organization_id, now)
-        savepoint = session.begin_nested()
-        if not _claim(
-            session, organization_id, day, recipients=len(recipients), cases=len(lines), now=now
-        ):
-            savepoint.rollback()
-            continue
-        try:
-            for address in recipients:
-                emails.send(
-                    mailer,
-                    to=address,
-                    name="retention_digest",
-                    locale=locale,
-                    tag="retention_digest",
-                    gym=gym.name,
-                    day=day.isoformat(),
-                    cases=lines,
-                )
-        except MailError as error:
-            # Unclaimed again: the next run (the daemon's next tick) retries this day.
-            savepoint.rollback()
-            log.warning("retention digest not sent: %s", error)
-            continue
-        emit(
-            session,
-            EventKind.audit,
-            "RETENTION_DIGEST_SENT",
-            at=now,
-            aggregate_type="organization",
-            aggregate_id=organization_id,
-            organization_id=organization_id,
-            payload={
-                "day": day.isoformat(),
-                "openCases": len(lines),
-                "recipients": len(recipients),
-            },
-        )
-        savepoint.commit()
-        sent += 1
+        with factory() as session:
+            if _send_digest(session, mailer, organization_id, now=now, locale=locale):
+                session.commit()
+                sent += 1
+            else:
+                session.rollback()
     return {"orgsChecked": len(organization_ids), "sent": sent}
+
+
+def _send_digest(
+    session: Session, mailer: Mailer, organization_id, *, now: datetime, locale: str | None
+) -> bool:
+    """Claim the organization's day, email its owners and admins, audit it: False when there
+    is no one to tell, the day was claimed already, or the mail failed (the caller rolls
+    back, unclaiming the day)."""
+    recipients = emails.staff_addresses(session, organization_id)
+    if not recipients:
+        return False
+    day = now.date()
+    gym = session.get(Organization, organization_id)
+    lines = _lines(session, organization_id, now)
+    if not _claim(
+        session, organization_id, day, recipients=len(recipients), cases=len(lines), now=now
+    ):
+        return False
+    try:
+        for address in recipients:
+            emails.send(
+                mailer,
+                to=address,
+                name="retention_digest",
+                locale=locale,
+                tag="retention_digest",
+                gym=gym.name,
+                day=day.isoformat(),
+                cases=lines,
+            )
+    except MailError as error:
+        log.warning("retention digest not sent: %s", error)  # the next run retries this day
+        return False
+    emit(
+        session,
+        EventKind.audit,
+        "RETENTION_DIGEST_SENT",
+        at=now,
+        aggregate_type="organization",
+        aggregate_id=organization_id,
+        organization_id=organization_id,
+        payload={
+            "day": day.isoformat(),
+            "openCases": len(lines),
+            "recipients": len(recipients),
+        },
+    )
+    return True

@@ -41,8 +41,10 @@ def retention_presale_cases(
     return presale_cases_pass(factory, mailer_from_settings(settings), now=now)
 
 
-def retention_digest(session: Session, now: datetime, settings: Settings) -> dict[str, Any]:
-    return send_digests(session, mailer_from_settings(settings), now=now)
+def retention_digest(
+    factory: sessionmaker[Session], now: datetime, settings: Settings
+) -> dict[str, Any]:
+    return send_digests(factory, mailer_from_settings(settings), now=now)
 
 
 def cancellation_sweep(

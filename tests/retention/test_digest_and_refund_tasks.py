@@ -19,12 +19,21 @@ from tests.conftest import NOW
 from tests.retention.conftest import give_notice, log_contact
 
 
+def send(session, session_factory, mailer, *, now):
+    """The digest as the daemon sends it: on what the test's session wrote, a gym per
+    transaction of its own."""
+    session.commit()
+    return digest.send_digests(session_factory, mailer, now=now)
+
+
 def _notice(session, gym, **fields):
     return give_notice(session, gym, make_subscription(session, gym, **fields))[1]
 
 
 @pytest.mark.embedded
-def test_the_digest_goes_to_owners_and_admins_once_a_day(session, gym, mailer, mailbox):
+def test_the_digest_goes_to_owners_and_admins_once_a_day(
+    session, session_factory, gym, mailer, mailbox
+):
     admin = factories.user(session, name="Dana Admin")
     factories.membership(session, user=admin, organization=gym.organization, role=Role.admin)
     coach = factories.user(session)
@@ -34,7 +43,7 @@ def test_the_digest_goes_to_owners_and_admins_once_a_day(session, gym, mailer, m
     log_contact(session, gym, case, channel="email")
     make_gym(session)  # no open cases: not checked, no digest
     at = NOW + timedelta(hours=3)
-    assert digest.send_digests(session, mailer, now=at) == {"orgsChecked": 1, "sent": 1}
+    assert send(session, session_factory, mailer, now=at) == {"orgsChecked": 1, "sent": 1}
     sent = read_mailbox(mailbox)
     assert sorted(message["To"] for message in sent) == sorted([gym.owner.email, admin.email])
     body = sent[0].get_content()
@@ -46,26 +55,54 @@ def test_the_digest_goes_to_owners_and_admins_once_a_day(session, gym, mailer, m
     ).all()
     assert audit.data == {"day": at.date().isoformat(), "openCases": 1, "recipients": 2}
 
-    assert digest.send_digests(session, mailer, now=at + timedelta(hours=5)) == {
+    assert send(session, session_factory, mailer, now=at + timedelta(hours=5)) == {
         "orgsChecked": 1,
         "sent": 0,
     }
     tomorrow = at + timedelta(days=1)
-    assert digest.send_digests(session, mailer, now=tomorrow)["sent"] == 1
+    assert send(session, session_factory, mailer, now=tomorrow)["sent"] == 1
 
 
-def test_a_digest_that_was_not_handed_over_is_sent_by_the_next_run(session, gym, mailer):
+def test_a_digest_that_was_not_handed_over_is_sent_by_the_next_run(
+    session, session_factory, gym, mailer
+):
     _notice(session, gym)
 
     class Down:
         def send(self, email):
             raise MailError("SMTP smtp://127.0.0.1:1 failed: ConnectionRefusedError")
 
-    assert digest.send_digests(session, Down(), now=NOW)["sent"] == 0
+    assert send(session, session_factory, Down(), now=NOW)["sent"] == 0
     assert (
         session.scalar(select(AuditLog).where(AuditLog.action == "RETENTION_DIGEST_SENT")) is None
     )
-    assert digest.send_digests(session, mailer, now=NOW)["sent"] == 1
+    assert send(session, session_factory, mailer, now=NOW)["sent"] == 1
+
+
+@pytest.mark.embedded
+def test_a_run_stopped_midway_keeps_the_digests_it_sent(session, session_factory, mailer, mailbox):
+    """A gym per transaction: a run killed at the second gym's digest has recorded the first
+    one's, and the next run sends only the second's. In one transaction for every gym, the
+    kill forgot the first and its owner got the day's digest twice."""
+    gyms = [make_gym(session) for _ in range(2)]
+    for gym in gyms:
+        _notice(session, gym)
+
+    class StopsAtTheSecond:
+        sent = 0
+
+        def send(self, email):
+            if self.sent == 1:
+                raise SystemExit("the daemon was stopped")
+            self.sent += 1
+            return mailer.send(email)
+
+    with pytest.raises(SystemExit):
+        send(session, session_factory, StopsAtTheSecond(), now=NOW)
+    assert len(read_mailbox(mailbox)) == 1
+    assert send(session, session_factory, mailer, now=NOW) == {"orgsChecked": 2, "sent": 1}
+    recipients = sorted(message["To"] for message in read_mailbox(mailbox))
+    assert recipients == sorted(gym.owner.email for gym in gyms)  # each owner once
 
 
 def _refund_task(session, gym, due):

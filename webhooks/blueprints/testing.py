@@ -44,7 +44,7 @@ def trigger_retention_escalation():
 @bp.post("/trigger-retention-digest")
 @public
 def trigger_retention_digest():
-    return jsonify(send_digests(db(), services().mailer, now=now()))
+    return jsonify(send_digests(handover(), services().mailer, now=now()))
 
 
 @bp.post("/trigger-cancellation-sweep")
