@@ -132,9 +132,10 @@ def invitation_expiry(session: Session, now: datetime, settings: Settings) -> Jo
     return expire_invitations(session, now=now)
 
 
-def movement_jobs(session: Session, now: datetime, settings: Settings) -> JobResult:
-    """Work off the movement library's queue (seed, thumbnails, videos, cues)."""
-    return work_jobs(session, library_from_settings(settings), now=now)
+def movement_jobs(factory: sessionmaker[Session], now: datetime, settings: Settings) -> JobResult:
+    """Work off the movement library's queue (seed, thumbnails, videos, cues), a job per
+    transaction."""
+    return work_jobs(factory, library_from_settings(settings), now=now)
 
 
 def billing_lifecycle(session: Session, now: datetime, settings: Settings) -> JobResult:
@@ -168,7 +169,9 @@ JOBS: tuple[AnyJob, ...] = (
         billing_lifecycle,
         "expire, end, roll, enter debt and cancel for non-payment (spec B 3)",
     ),
-    Job("movement_jobs", 5, movement_jobs, "run queued movement-library jobs"),
+    OwnTransactionsJob(
+        "movement_jobs", 5, movement_jobs, "run queued movement-library jobs, each committed"
+    ),
     Job(
         "release_candidate_supersede",
         300,

@@ -3,8 +3,11 @@
 
 A worker claims a ready job with FOR UPDATE SKIP LOCKED and keeps that row lock while it runs:
 a second daemon skips it, and a worker that dies mid-job rolls back, which puts the job back in
-the queue with nothing half-written. A failed attempt is retried after 1, then 5 minutes; the
-third failure is final.
+the queue with nothing half-written. Each job is a transaction of its own, committed when it
+ends: a job's result is readable as soon as it is done, and a worker that dies loses only the
+job it was running (the sweep's jobs used to share one transaction, up to 30 s of them, and a
+death forgot the finished ones too, their provider calls made). A failed attempt is retried
+after 1, then 5 minutes; the third failure is final.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.errors import DomainError, not_found
 from gymctl.models import MovementJob
@@ -184,15 +187,16 @@ def _claim(session: Session, now: datetime) -> MovementJob | None:
 
 
 def work_jobs(
-    session: Session,
+    factory: sessionmaker[Session],
     library: Library,
     *,
     now: datetime,
     budget_seconds: float = BUDGET_SECONDS,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> dict[str, int]:
-    """Run ready jobs until none is left or the budget is spent; the caller commits. A job's
-    start and finish are the sweep's `now` plus the time the sweep had worked by then."""
+    """Run ready jobs, each in a transaction of its own, until none is left or the budget is
+    spent. A job's start and finish are the sweep's `now` plus the time the sweep had worked
+    by then."""
     started = monotonic()
 
     def elapsed() -> datetime:
@@ -200,26 +204,38 @@ def work_jobs(
 
     done = {"succeeded": 0, "retried": 0, "failed": 0}
     while monotonic() - started < budget_seconds:
-        job = _claim(session, now)
-        if job is None:
-            break
-        job.status, job.started_at = "running", elapsed()
-        job.attempts += 1
-        try:
-            with session.begin_nested():
-                result = run_job(session, library, job, now)
-        except Exception as error:  # a job's failure is recorded on the job, never raised
-            message = error.message if isinstance(error, DomainError) else type(error).__name__
-            job.error = f"{getattr(error, 'code', 'error')}: {message}"[:2000]
-            if job.attempts < MAX_ATTEMPTS:
-                job.status, job.run_after = "queued", now + RETRY_AFTER[job.attempts - 1]
-                done["retried"] += 1
-            else:
-                job.status, job.finished_at = "failed", elapsed()
-                done["failed"] += 1
-        else:
-            job.status, job.result, job.error = "succeeded", result, None
-            job.finished_at = elapsed()
-            done["succeeded"] += 1
-        session.flush()
+        with factory() as session:
+            job = _claim(session, now)
+            if job is None:
+                break
+            done[_work(session, library, job, now=now, elapsed=elapsed)] += 1
+            session.commit()
     return done
+
+
+def _work(
+    session: Session,
+    library: Library,
+    job: MovementJob,
+    *,
+    now: datetime,
+    elapsed: Callable[[], datetime],
+) -> str:
+    """Run one claimed job (its work in a savepoint) and record how it went: succeeded,
+    retried or failed; the caller commits."""
+    job.status, job.started_at = "running", elapsed()
+    job.attempts += 1
+    try:
+        with session.begin_nested():
+            result = run_job(session, library, job, now)
+    except Exception as error:  # a job's failure is recorded on the job, never raised
+        message = error.message if isinstance(error, DomainError) else type(error).__name__
+        job.error = f"{getattr(error, 'code', 'error')}: {message}"[:2000]
+        if job.attempts < MAX_ATTEMPTS:
+            job.status, job.run_after = "queued", now + RETRY_AFTER[job.attempts - 1]
+            return "retried"
+        job.status, job.finished_at = "failed", elapsed()
+        return "failed"
+    job.status, job.result, job.error = "succeeded", result, None
+    job.finished_at = elapsed()
+    return "succeeded"

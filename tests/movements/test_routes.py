@@ -25,9 +25,12 @@ pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
 A = "/admin/exercises/canonical"
 
 
-def work(session, settings, store):
-    done = work_jobs(session, library_from_settings(settings, store=store), now=NOW)
+def work(session, session_factory, settings, store):
+    """The daemon's sweep: on what the test's session wrote, a job per transaction of its own;
+    the test's session reads what the jobs wrote."""
     session.commit()
+    done = work_jobs(session_factory, library_from_settings(settings, store=store), now=NOW)
+    session.expire_all()
     return done
 
 
@@ -42,14 +45,14 @@ def test_library_routes_need_a_platform_admin(client, gym):
 
 
 def test_seed_is_enqueued_run_by_the_worker_and_its_return_value_read_back(
-    client, session, platform_admin, library_settings, store
+    client, session, session_factory, platform_admin, library_settings, store
 ):
     headers = platform_admin.headers
     response = client.post(f"{A}/seed", json={"r2Key": LIBRARY_KEY, "rpm": 600}, headers=headers)
     assert response.status_code == 202
     assert response.json["status"] == "queued"
     job_id = response.json["id"]
-    assert work(session, library_settings, store)["succeeded"] == 1
+    assert work(session, session_factory, library_settings, store)["succeeded"] == 1
     job = client.get(f"{A}/jobs/seed/{job_id}", headers=headers).json
     assert job["status"] == "succeeded"
     assert job["returnValue"]["created"] == 873
@@ -111,7 +114,7 @@ def test_http_merge_refusals_change_nothing(client, session, seeded, platform_ad
 
 
 def test_thumbnails_enqueue_one_job_per_row_missing_one_then_store_them(
-    client, session, platform_admin, library_settings, store
+    client, session, session_factory, platform_admin, library_settings, store
 ):
     for slug in ("a", "b"):
         session.add(Movement(slug=slug, name=slug))
@@ -122,12 +125,12 @@ def test_thumbnails_enqueue_one_job_per_row_missing_one_then_store_them(
     assert response.json["enqueued"] == 2
     again = client.post(f"{A}/thumbnails", json={}, headers=platform_admin.headers)
     assert again.json["enqueued"] == 0  # already queued
-    assert work(session, library_settings, store)["succeeded"] == 2
+    assert work(session, session_factory, library_settings, store)["succeeded"] == 2
     assert by_slug(session, "a").thumbnail_url.endswith("/movements/thumbnails/a.png")
 
 
 def test_video_routes_enqueue_and_the_worker_discovers_and_ranks(
-    client, session, platform_admin, library_settings, store, fake
+    client, session, session_factory, platform_admin, library_settings, store, fake
 ):
     session.add(Movement(slug="air-squat", name="Air Squat"))
     session.commit()
@@ -136,7 +139,7 @@ def test_video_routes_enqueue_and_the_worker_discovers_and_ranks(
     headers = platform_admin.headers
     refresh = client.post(f"{A}/video/refresh", json={"slugs": ["air-squat"]}, headers=headers)
     assert refresh.status_code == 202
-    work(session, library_settings, store)
+    work(session, session_factory, library_settings, store)
     result = client.get(f"{A}/jobs/videos/{refresh.json['id']}", headers=headers).json[
         "returnValue"
     ]
@@ -169,7 +172,7 @@ def test_without_keys_discover_rank_and_cues_answer_disabled(
 
 
 def test_a_failing_job_is_retried_then_failed_with_its_error(
-    session, library_settings, store, fake
+    session, session_factory, library_settings, store, fake
 ):
     from gymctl.movements.jobs import enqueue
 
@@ -179,13 +182,17 @@ def test_a_failing_job_is_retried_then_failed_with_its_error(
     library = library_from_settings(library_settings, store=store)
     for attempt in range(1, MAX_ATTEMPTS + 1):
         job.run_after = NOW
-        work_jobs(session, library, now=NOW)
+        session.commit()
+        work_jobs(session_factory, library, now=NOW)
+        session.refresh(job)
         assert job.attempts == attempt
     assert job.status == "failed"
     assert job.error.startswith("llm_unavailable")
 
 
-def test_a_job_records_when_it_really_started_and_finished(session, library_settings, store):
+def test_a_job_records_when_it_really_started_and_finished(
+    session, session_factory, library_settings, store
+):
     """Start and finish used to be the same instant (the sweep's now) whatever the job took."""
     from gymctl.movements.jobs import enqueue
 
@@ -193,24 +200,58 @@ def test_a_job_records_when_it_really_started_and_finished(session, library_sett
     jobs = [enqueue(session, "cues", {"dryRun": True}, now=NOW) for _ in range(2)]
     ticks = iter(range(100))  # each reading of the sweep's stopwatch is one second later
     library = library_from_settings(library_settings, store=store)
-    work_jobs(session, library, now=NOW, monotonic=lambda: float(next(ticks)))
+    session.commit()
+    work_jobs(session_factory, library, now=NOW, monotonic=lambda: float(next(ticks)))
+    session.expire_all()
     first, second = sorted(jobs, key=lambda job: job.started_at)
     assert NOW < first.started_at < first.finished_at <= second.started_at < second.finished_at
     assert (first.finished_at - first.started_at).total_seconds() == 1
 
 
-def test_the_daemon_row_works_the_queue(session, library_settings, fake):
+def test_the_daemon_row_works_the_queue(session, session_factory, library_settings, fake):
     from gymctl.movements.jobs import enqueue
 
     assert "movement_jobs" in {job.name for job in JOBS}
     session.add(Movement(slug="x", name="x"))
     job = enqueue(session, "cues", {"dryRun": True}, now=NOW)
-    assert movement_jobs(session, NOW, library_settings) == {
+    session.commit()
+    assert movement_jobs(session_factory, NOW, library_settings) == {
         "succeeded": 1,
         "retried": 0,
         "failed": 0,
     }
+    session.refresh(job)
     assert job.result["filled"] == 1
+
+
+def test_a_worker_stopped_midway_keeps_the_jobs_it_finished(
+    session, session_factory, library_settings, store, monkeypatch
+):
+    """A job per transaction: a worker killed in its second job has committed the first
+    one's result (read at once at GET /jobs), and the second is queued again with nothing of
+    it written. In one transaction for the sweep, the kill forgot the finished job too."""
+    from gymctl.movements import jobs as queue
+
+    session.add(Movement(slug="x", name="x"))
+    jobs = {queue.enqueue(session, "cues", {"dryRun": True}, now=NOW) for _ in range(2)}
+    session.commit()
+    real, runs = queue.run_job, []
+
+    def stopped_in_the_second(session, library, job, now):
+        runs.append(job.id)
+        if len(runs) == 2:
+            raise SystemExit("the daemon was stopped")
+        return real(session, library, job, now)
+
+    monkeypatch.setattr(queue, "run_job", stopped_in_the_second)
+    library = library_from_settings(library_settings, store=store)
+    with pytest.raises(SystemExit):
+        work_jobs(session_factory, library, now=NOW)
+    session.expire_all()
+    [first] = [job for job in jobs if job.id == runs[0]]
+    [second] = [job for job in jobs if job.id == runs[1]]
+    assert (first.status, first.result["filled"]) == ("succeeded", 1)
+    assert (second.status, second.attempts, second.started_at) == ("queued", 0, None)
 
 
 def own_movement(session, gym, **fields):
