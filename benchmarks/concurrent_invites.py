@@ -2,8 +2,10 @@
 every gym's staff invite at the same time, and how long each request takes.
 
 Every invitation of an address without an account spends a slot of the identity provider's
-budget (100 an hour for the whole deployment: gymctl.ratelimit.take, serialized per key), then
-calls the provider to create its invitation, then emails the invitee. `--gyms` threads, each
+budget (100 an hour for the whole deployment, serialized per key: gymctl.ratelimit.take_apart,
+which on PostgreSQL commits the slot before the call; before s37 `take` held the key's lock
+until the request's commit), then calls the provider to create its invitation, then emails the
+invitee. `--gyms` threads, each
 the owner of its own gym, each POST `--invites` invitations one after the other to
 /organizations/:orgId/invitations through the app (one test client per thread), with the
 stand-in identity provider of the tests on loopback answering each admin call after

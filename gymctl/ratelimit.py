@@ -6,7 +6,8 @@
 - `take`: pacing our own calls to a provider whose limit is per provider instance (identity
   invitations, spec A 8): a sliding window over the same table, shared by every process; a
   refusal is not counted (no call was made). `take_apart` takes it in a transaction of its
-  own on PostgreSQL, committed before the call it paces.
+  own on PostgreSQL, committed before the call it paces; `give_back_apart` returns it when the
+  call failed.
 - `LocalWindow` and `Backoff`: the two in-memory pieces, for limits that are per process by
   nature (the key-set cache lives in each process, so must its refetch pacing; the user reads of
   GET /users/me's fallback). They take `now` and hold no clock, so tests drive them exactly.
@@ -24,10 +25,12 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TypeVar
 
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import Engine, delete, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -39,6 +42,8 @@ from gymctl.errors import DomainError, too_many_requests
 from gymctl.models import RateWindow
 
 KEY_CHARS = 256  # rate_windows.key
+T = TypeVar("T")
+APART_LOCK_TIMEOUT = "10s"  # take_apart's wait for the key (a slot is taken in milliseconds)
 
 
 @dataclass(frozen=True)
@@ -134,16 +139,38 @@ def take_apart(
     caller's transaction the key's lock would be held through the call and all that follows
     it (the identity provider's round trip, the invitee's email, the commit): every gym's
     invitations, one at a time. The slot stays spent whatever the caller's transaction does
-    next, as the provider counts the call it received. In the caller's transaction where there
-    is no second one to have: on the embedded default (its one writer is the caller), and for
-    a caller that hands in a connection rather than an engine (it owns the transaction)."""
+    next (the peer acted on the call); `give_back_apart` returns it when the call failed."""
+    return _apart(session, lambda s: take(s, key, limit=limit, window=window, now=now))
+
+
+def give_back_apart(session: Session, key: str, *, now: datetime) -> None:
+    """Return the slot `take_apart` took at `now`: the call it paced failed, so the peer did
+    not act on it (a lost answer of a call it did act on is under-counted by one, which its
+    own limit answers)."""
+
+    def give_back(s: Session) -> None:
+        at = ensure_utc(now)
+        slot = (RateWindow.key == key[:KEY_CHARS], RateWindow.window_start == at)
+        s.execute(update(RateWindow).where(*slot).values(count=RateWindow.count - 1))
+        s.execute(delete(RateWindow).where(*slot, RateWindow.count <= 0))
+
+    _apart(session, give_back)
+
+
+def _apart(session: Session, work: Callable[[Session], T]) -> T:
+    """`work` in a transaction of its own on PostgreSQL, committed on return; in the caller's
+    where there is no second one to have: on the embedded default (its one writer is the
+    caller), and for a caller that hands in a connection rather than an engine (it owns the
+    transaction). A key the caller's own transaction had locked would make the second one
+    wait for ever (no deadlock PostgreSQL can see): it gives up after APART_LOCK_TIMEOUT."""
     bind = session.get_bind()
     if not (isinstance(bind, Engine) and is_postgres(bind)):
-        return take(session, key, limit=limit, window=window, now=now)
+        return work(session)
     with Session(bind) as own:
-        refused = take(own, key, limit=limit, window=window, now=now)
+        own.execute(text(f"SET LOCAL lock_timeout = '{APART_LOCK_TIMEOUT}'"))
+        result = work(own)
         own.commit()
-    return refused
+    return result
 
 
 class LocalWindow:

@@ -98,7 +98,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.nodeid
         for item in items
         if item.get_closest_marker("embedded")
-        and not {"engine", "committed_pg"} & set(getattr(item, "fixturenames", ()))
+        and not {"engine", "committed_pg", "committed_database"}
+        & set(getattr(item, "fixturenames", ()))
     ]
     if unbound:
         raise pytest.UsageError(
@@ -207,6 +208,18 @@ def committed_pg(pg_url: str) -> Iterator[str]:
     tables = ", ".join(table.name for table in Base.metadata.sorted_tables)
     with engine.begin() as connection:
         connection.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def committed_database(request, tmp_path) -> str:
+    """For workflows whose transactions commit for real on both engines: PostgreSQL
+    (committed_pg) and the embedded default (a SQLite file of its own, as the quick start
+    makes it, with its real write lock rather than the savepoints of one test connection)."""
+    if request.param == "postgresql":
+        return request.getfixturevalue("committed_pg")
+    url = f"sqlite:///{tmp_path / 'gymctl.db'}"
+    migrate.upgrade(url)
+    return url
 
 
 WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

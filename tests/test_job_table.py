@@ -33,6 +33,11 @@ OWN_TRANSACTIONS = {
     "invitation_batches",
     # A roster import's rows register a chunk a transaction (a login's row sends an email).
     "member_imports",
+    # Each member's billing email, each gym's digest, each library job in a transaction of its
+    # own: a run stopped midway keeps the emails it sent and the jobs it finished.
+    "billing_member_emails",
+    "retention_digest",
+    "movement_jobs",
 }
 
 

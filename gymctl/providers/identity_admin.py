@@ -82,7 +82,9 @@ class IdentityAdmin(Protocol):
         self, session: Session, email: str, *, redirect_url: str, metadata: dict[str, Any]
     ) -> str:
         """Create the provider's invitation; returns its id. The per-instance limit is counted
-        in `session` (the caller's), so that every process shares it."""
+        in the database, so that every process shares it: on PostgreSQL in a transaction of
+        its own (the caller's `session` names the database), so no invitation waits for
+        another's call, and a slot stays spent once the provider created its invitation."""
         ...
 
     def private_metadata(self, identity_id: str) -> dict[str, Any]:
@@ -120,8 +122,8 @@ class HttpIdentityAdmin:
 
     Invitations go through the provider instance's sliding window (spec A 8: 100 per hour),
     counted in the database by gymctl.ratelimit.take_apart so that every process shares it and
-    no invitation waits for another's round trip; past it, RateLimited is raised without
-    calling. Lookups are not counted: the platform-admin guard
+    no invitation waits for another's round trip (a failed call gives its slot back); past it,
+    RateLimited is raised without calling. Lookups are not counted: the platform-admin guard
     reads metadata on every admin request and must not run dry after 100 clicks. User reads (GET
     /users/me's fallback) are paced per process in memory. A provider 429 on any call is
     RateLimited too, with Retry-After when the provider gave one.
@@ -174,8 +176,9 @@ class HttpIdentityAdmin:
     def create_invitation(
         self, session: Session, email: str, *, redirect_url: str, metadata: dict[str, Any]
     ) -> str:
+        now = self._clock.now()
         refused = ratelimit.take_apart(
-            session, INVITATION_KEY, limit=self._limit, window=self._per, now=self._clock.now()
+            session, INVITATION_KEY, limit=self._limit, window=self._per, now=now
         )
         if refused is not None:
             raise RateLimited(
@@ -188,7 +191,13 @@ class HttpIdentityAdmin:
             "public_metadata": metadata,
             "notify": False,  # we send our own email, with our signed ticket
         }
-        response = self._call("POST", "/v1/invitations", "invitation", json=body)
+        try:
+            response = self._call("POST", "/v1/invitations", "invitation", json=body)
+        except IdentityAdminError:
+            # No invitation was made (down, refused, a 429 of its own): the budget counts the
+            # invitations the provider created.
+            ratelimit.give_back_apart(session, INVITATION_KEY, now=now)
+            raise
         invitation = _json(response, "invitation")
         if not isinstance(invitation, dict) or not isinstance(invitation.get("id"), str):
             raise IdentityAdminError("invitation: the provider's answer has no id")

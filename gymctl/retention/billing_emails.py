@@ -84,7 +84,11 @@ def send_billing_emails(
     counts = {"sent": 0, "failed": 0, "skipped": 0}
     for event_id in pending:
         with factory() as session:
-            outcome = _email(session, mailer, session.get(OutboxEvent, event_id), now=now)
+            try:
+                outcome = _email(session, mailer, session.get(OutboxEvent, event_id), now=now)
+            except Exception:  # one notice's fault (a template, a row) holds back no other
+                log.exception("billing email of event %s failed, retried next run", event_id)
+                outcome = "failed"
             if outcome == "failed":
                 session.rollback()
             else:

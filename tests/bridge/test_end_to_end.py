@@ -14,12 +14,10 @@ import urllib.request
 from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qs, urlparse
 
-import pytest
 from pydantic import SecretStr
 from sqlalchemy import select
 from werkzeug.serving import make_server
 
-from gymctl import migrate
 from gymctl.access.member_imports import work_imports
 from gymctl.billing.plans import grant_plan
 from gymctl.bridge import polling, sweeps
@@ -57,23 +55,13 @@ def _dispatch(factory, settings) -> None:
     sweeps.dispatch(factory, datetime.now(UTC), settings)
 
 
-@pytest.fixture(params=["postgresql", "sqlite"])
-def database(request, tmp_path) -> str:
-    """PostgreSQL, and the embedded default (a SQLite file, as the quick start makes it)."""
-    if request.param == "postgresql":
-        return request.getfixturevalue("committed_pg")
-    url = f"sqlite:///{tmp_path / 'gymctl.db'}"
-    migrate.upgrade(url)
-    return url
-
-
 def test_a_gym_mirrors_its_members_plans_and_bookings_end_to_end(
-    database, idp, settings, fake, tmp_path
+    committed_database, idp, settings, fake, tmp_path
 ):
     from gymctl.providers.mail import MailboxMailer
     from webhooks.app import create_app
 
-    engine = get_engine(database)
+    engine = get_engine(committed_database)
     factory = session_factory(engine)
     account = fake.add_account(API_KEY)
     bridged = settings.model_copy(update={

@@ -140,7 +140,8 @@ def test_the_invitation_budget_is_one_per_provider_instance_not_per_process(
     idp, clock, committed_pg
 ) -> None:
     """Two API processes (two clients, two database sessions) share the 100 per hour: the
-    window is counted in the database (gymctl.ratelimit.take), not in each process's memory."""
+    window is counted in the database (gymctl.ratelimit.take_apart), not in each process's
+    memory."""
     factory = db.session_factory(db.get_engine(committed_pg))
     first = HttpIdentityAdmin(idp.url, idp.SECRET_KEY, clock=clock, limit=3)
     second = HttpIdentityAdmin(idp.url, idp.SECRET_KEY, clock=clock, limit=3)
@@ -212,6 +213,52 @@ def test_a_slot_stays_spent_when_the_callers_transaction_rolls_back(
     finally:
         admin.close()
     assert idp.admin_requests == 1
+
+
+@pytest.mark.parametrize("fault", ["admin_status", "answer_429_after", "down"])
+def test_a_failed_invitation_gives_its_slot_back(idp, clock, committed_pg, fault) -> None:
+    """The budget counts the invitations the provider created: a call that failed (an error,
+    its own 429, a provider down) returns its slot, committed apart like the take, so an
+    outage that staff retry through does not spend the hour's budget."""
+    factory = db.session_factory(db.get_engine(committed_pg))
+    admin = HttpIdentityAdmin(idp.url, idp.SECRET_KEY, clock=clock, limit=1)
+    setattr(idp, fault, {"admin_status": 500, "answer_429_after": 0, "down": True}[fault])
+    try:
+        for _ in range(3):
+            with factory() as session, pytest.raises(IdentityAdminError):
+                invite(session, admin, "first@example.test")
+        setattr(idp, fault, {"admin_status": None, "answer_429_after": None, "down": False}[fault])
+        with factory() as session:
+            assert invite(session, admin, "first@example.test").startswith("inv_")
+            session.commit()
+            assert (
+                session.scalar(
+                    select(func.sum(RateWindow.count)).where(RateWindow.key == INVITATION_KEY)
+                )
+                == 1
+            )
+    finally:
+        admin.close()
+
+
+def test_a_caller_holding_the_key_itself_is_refused_rather_than_left_waiting(
+    committed_pg, monkeypatch
+) -> None:
+    """A caller whose own transaction took the key's lock (take, then take_apart) would wait
+    for itself for ever, a wait PostgreSQL cannot see as a deadlock: the second transaction
+    gives up after APART_LOCK_TIMEOUT."""
+    from sqlalchemy.exc import OperationalError
+
+    from gymctl import ratelimit
+
+    monkeypatch.setattr(ratelimit, "APART_LOCK_TIMEOUT", "200ms")
+    factory = db.session_factory(db.get_engine(committed_pg))
+    window = timedelta(hours=1)
+    with factory() as session:
+        ratelimit.take(session, "test:self", limit=5, window=window, now=NOW)
+        with pytest.raises(OperationalError, match="lock timeout"):
+            ratelimit.take_apart(session, "test:self", limit=5, window=window, now=NOW)
+        session.rollback()
 
 
 def test_the_embedded_default_takes_the_slot_in_the_callers_transaction(

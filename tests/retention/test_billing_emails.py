@@ -9,11 +9,10 @@ from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
-from sqlalchemy.orm import sessionmaker
 
 from gymctl.billing import collector
 from gymctl.billing.lifecycle import run_lifecycle
-from gymctl.db import get_engine
+from gymctl.db import get_engine, session_factory
 from gymctl.models import MemberEmail
 from gymctl.models.billing import PlanType
 from gymctl.providers.mail import MailboxMailer, MailError, read_mailbox
@@ -152,28 +151,21 @@ class Counting:
         return self.mailer.send(email)
 
 
-def test_a_run_stopped_midway_keeps_the_emails_it_sent(
-    session, session_factory, gym, mailer, mailbox
-):
-    """Each email is a transaction of its own: a run killed at its third email has recorded
-    the two it sent, and the next run sends only the rest. In one transaction for the batch,
-    the kill rolled back both records and the next run emailed those members again."""
-    for _ in range(4):
-        member = factories.membership(
-            session, user=factories.user(session), organization=gym.organization
-        )
-        bf.make_subscription(
-            session, gym, PlanType.cash, cash_prepaid_through=NOW, membership=member
-        )
-    run_lifecycle(session, now=NOW)
+def test_a_run_stopped_midway_keeps_the_emails_it_sent(committed_database, mailer, mailbox):
+    """Each email is a transaction of its own, committed for real on both engines: a run
+    killed at its third email has recorded the two it sent, and the next run sends only the
+    rest. In one transaction for the batch, the kill rolled back both records and the next run
+    emailed those members again."""
+    factory = session_factory(get_engine(committed_database))
+    _four_members_in_debt(factory)
 
     with pytest.raises(SystemExit):
-        send(session, session_factory, Counting(mailer, stop_at=3), now=NOW)
+        send_billing_emails(factory, Counting(mailer, stop_at=3), now=NOW)
     assert len(read_mailbox(mailbox)) == 2
-    assert len(session.scalars(select(MemberEmail)).all()) == 2
+    with factory() as session:
+        assert len(session.scalars(select(MemberEmail)).all()) == 2
 
-    again = Counting(mailer)
-    assert send(session, session_factory, again, now=NOW) == {
+    assert send_billing_emails(factory, Counting(mailer), now=NOW) == {
         "sent": 2,
         "failed": 0,
         "skipped": 0,
@@ -182,10 +174,49 @@ def test_a_run_stopped_midway_keeps_the_emails_it_sent(
     assert len(recipients) == len(set(recipients)) == 4  # each member once
 
 
+def test_a_notice_that_fails_holds_back_no_other(committed_database, mailer, mailbox):
+    """Any fault of one notice (here its handover raises something no mailer should) is that
+    notice's: logged, retried next run; the notices after it are sent."""
+    factory = session_factory(get_engine(committed_database))
+    _four_members_in_debt(factory)
+
+    class BrokenOnce:
+        broke = False
+
+        def send(self, email):
+            if not self.broke:
+                self.broke = True
+                raise ValueError("a template bug")
+            return mailer.send(email)
+
+    assert send_billing_emails(factory, BrokenOnce(), now=NOW) == {
+        "sent": 3,
+        "failed": 1,
+        "skipped": 0,
+    }
+    assert send_billing_emails(factory, mailer, now=NOW)["sent"] == 1
+    assert len({m["To"] for m in read_mailbox(mailbox)}) == 4
+
+
+def _four_members_in_debt(factory) -> None:
+    """Four members of one gym whose cash plans lapsed at NOW: four debt notices."""
+    with factory() as session:
+        gym = bf.make_gym(session)
+        for _ in range(4):
+            member = factories.membership(
+                session, user=factories.user(session), organization=gym.organization
+            )
+            bf.make_subscription(
+                session, gym, PlanType.cash, cash_prepaid_through=NOW, membership=member
+            )
+        run_lifecycle(session, now=NOW)
+        session.commit()
+
+
 def test_two_runs_at_once_email_each_notice_once(committed_pg, mailbox, clock):
     """The record is written before the handover: a second run that reached the same notice
     waits on its unique key while the first one's email is out, then finds it recorded."""
-    factory = sessionmaker(bind=get_engine(committed_pg), expire_on_commit=False)
+    factory = session_factory(get_engine(committed_pg))
     with factory() as session:
         gym = bf.make_gym(session)
         bf.make_subscription(session, gym, PlanType.cash, cash_prepaid_through=NOW)

@@ -26,6 +26,7 @@ NAMES = [
     "cancellation_sweep",
     "refund_task_sweep",
     "booking_no_shows",
+    "billing_member_emails",
 ]
 
 
