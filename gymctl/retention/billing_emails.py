@@ -108,11 +108,13 @@ def _email(session: Session, mailer: Mailer, event: OutboxEvent, *, now: datetim
         "payment.charge_failed": PRESALE_CHARGE_FAILED,
     }[event.name]
     if kind == DEBT_OPENED and subscription.retention_case_kind == PRESALE_CHARGE_FAILED:
-        return _record(session, event, subscription, COVERED, sent=None, now=now)
+        _record(session, event, subscription, COVERED, sent=None, now=now)
+        return "skipped"
     member = session.get(User, subscription.user_id)
     if member is None or not member.email or member.deleted_at is not None:
-        return _record(session, event, subscription, kind, sent=None, now=now)
-    if _record(session, event, subscription, kind, sent=now, now=now) == "skipped":
+        _record(session, event, subscription, kind, sent=None, now=now)
+        return "skipped"
+    if not _record(session, event, subscription, kind, sent=now, now=now):
         return "skipped"
     try:
         emails.send(
@@ -129,9 +131,9 @@ def _email(session: Session, mailer: Mailer, event: OutboxEvent, *, now: datetim
     return "sent"
 
 
-def _record(session, event, subscription, kind, *, sent, now) -> str:
-    """The event's record, written now (before any handover): the event's unique key makes a
-    second run that reached the same event wait for this one, then find it recorded."""
+def _record(session, event, subscription, kind, *, sent, now) -> bool:
+    """The event's record, written now (before any handover); False when another run recorded
+    it first (the event's unique key made this one wait for that one's commit)."""
     try:
         with unique_violation("uq_member_emails_outbox_event_id"), session.begin_nested():
             session.add(
@@ -146,8 +148,8 @@ def _record(session, event, subscription, kind, *, sent, now) -> str:
                 )
             )
     except UniqueViolation:
-        return "skipped"
-    return "sent" if sent is not None else "skipped"
+        return False
+    return True
 
 
 def _context(session, subscription, event, member) -> dict[str, Any]:
