@@ -91,8 +91,10 @@ class OwnTransactionsJob:
 AnyJob = Job | OwnTransactionsJob
 
 
-def event_relay(session: Session, now: datetime, settings: Settings) -> JobResult:
-    result = relay_events(session, sink_from_url(settings.resolved_event_sink), now=now)
+def event_relay(factory: sessionmaker[Session], now: datetime, settings: Settings) -> JobResult:
+    """Outbox events to the sink, each batch marked delivered in its own transaction (no
+    transaction is open while the sink is called)."""
+    result = relay_events(factory, sink_from_url(settings.resolved_event_sink), now=now)
     return result.as_dict()
 
 
@@ -147,7 +149,9 @@ def release_candidate_supersede(session: Session, now: datetime, settings: Setti
 
 
 JOBS: tuple[AnyJob, ...] = (
-    Job("event_relay", 5, event_relay, "deliver outbox events to the event sink"),
+    OwnTransactionsJob(
+        "event_relay", 5, event_relay, "deliver outbox events to the event sink, batch by batch"
+    ),
     Job("invitation_expiry", 3600, invitation_expiry, "expire pending invitations past their date"),
     OwnTransactionsJob(
         "invitation_batches",

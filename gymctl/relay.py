@@ -8,6 +8,12 @@ that fails stops the run: nothing after it is sent until it goes through. An eve
 transaction commits after a higher id was already relayed is still delivered (the sweep selects
 `delivered_at IS NULL`, not "after a watermark"), just later; writers to one aggregate serialise on
 its row, so per-aggregate order is kept.
+
+No transaction is open while the sink is called: a batch is read, delivered, then marked in a
+short transaction of its own. On the embedded default a transaction holds the database's one
+write lock, and a slow sink (an HTTP endpoint's 10 s timeout) would have made every writer wait
+for it; on PostgreSQL the run sat idle in a transaction through each call. Each batch is marked
+as it is delivered, so a relay killed midway redelivers one batch, not the whole run's.
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, sessionmaker
 
+from gymctl.db import READ_ONLY
 from gymctl.models import OutboxEvent
 from gymctl.providers.event_sink import EventSink, SinkError
 
@@ -53,54 +60,62 @@ def serialize(event: OutboxEvent) -> dict[str, Any]:
 
 
 def relay_events(
-    session: Session,
+    factory: sessionmaker[Session],
     sink: EventSink,
     *,
     now: datetime,
     batch_size: int = 500,
     max_batches: int = 20,
 ) -> RelayResult:
-    """Deliver up to `max_batches` batches in id order; stop at the first failed batch.
-
-    A failed batch gets attempts + 1 and last_error, and nothing of it counts as delivered; the
-    failure is returned, not raised, so the caller commits that record. Bounded per run so one
-    run never holds the lock for long; the next run continues.
-    """
+    """Deliver up to `max_batches` batches in id order, each marked delivered in a transaction
+    of its own; stop at the first failed batch, which gets attempts + 1 and last_error (the
+    failure is returned, not raised). Bounded per run; the next run continues."""
     delivered = 0
     for _ in range(max_batches):
-        batch = list(
-            session.scalars(
+        batch = _next_batch(factory, batch_size)
+        if not batch:
+            break
+        ids = [event["id"] for event in batch]
+        try:
+            sink.deliver(batch)
+        except Exception as error:
+            message = _error_text(error)
+            _mark(factory, ids, last_error=message)
+            logger.warning(
+                "event relay: %d event(s) from id %d not delivered: %s", len(ids), ids[0], message
+            )
+            return RelayResult(delivered=delivered, failed=len(ids), error=message)
+        _mark(factory, ids, delivered_at=now)
+        delivered += len(ids)
+        if len(ids) < batch_size:
+            break
+    return RelayResult(delivered=delivered)
+
+
+def _next_batch(factory: sessionmaker[Session], batch_size: int) -> list[dict[str, Any]]:
+    """The oldest undelivered events in their wire shape, read without the write lock."""
+    with factory() as session:
+        session.connection(execution_options=READ_ONLY)
+        return [
+            serialize(event)
+            for event in session.scalars(
                 select(OutboxEvent)
                 .where(OutboxEvent.delivered_at.is_(None))
                 .order_by(OutboxEvent.id)
                 .limit(batch_size)
             )
+        ]
+
+
+def _mark(factory: sessionmaker[Session], ids: list[int], **values: Any) -> None:
+    """One attempt more for the batch, and what came of it, committed."""
+    with factory() as session:
+        session.execute(
+            update(OutboxEvent)
+            .where(OutboxEvent.id.in_(ids))
+            .values(attempts=OutboxEvent.attempts + 1, **values)
         )
-        if not batch:
-            break
-        try:
-            sink.deliver([serialize(event) for event in batch])
-        except Exception as error:
-            message = _error_text(error)
-            for event in batch:
-                event.attempts += 1
-                event.last_error = message
-            session.flush()
-            logger.warning(
-                "event relay: %d event(s) from id %d not delivered: %s",
-                len(batch),
-                batch[0].id,
-                message,
-            )
-            return RelayResult(delivered=delivered, failed=len(batch), error=message)
-        for event in batch:
-            event.attempts += 1
-            event.delivered_at = now
-        session.flush()
-        delivered += len(batch)
-        if len(batch) < batch_size:
-            break
-    return RelayResult(delivered=delivered)
+        session.commit()
 
 
 def _error_text(error: Exception) -> str:

@@ -184,3 +184,22 @@ def make_gym(
 
         connect_card_provider(session, gym, since=card_provider_since)
     return gym
+
+
+def emit_committed(url: str, count: int) -> list[int]:
+    """`count` domain events committed to the database at `url`: their outbox ids, in order."""
+    import uuid
+    from datetime import UTC
+
+    from gymctl.db import get_engine, session_factory, session_scope
+    from gymctl.events import EventKind, emit
+
+    at = datetime.now(UTC)
+    with session_scope(session_factory(get_engine(url))) as session:
+        events = [
+            emit(session, EventKind.domain, "gym.opened", at=at, aggregate_type="gym",
+                 aggregate_id=str(uuid.uuid4()), payload={"n": n})
+            for n in range(count)
+        ]  # fmt: skip
+        session.flush()
+        return [event.id for event in events]

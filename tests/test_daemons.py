@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,6 +28,7 @@ from gymctl.db import get_engine, lock_key, session_factory, session_scope
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit
 from gymctl.models import JobRun, OutboxEvent
+from tests.factories import emit_committed
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -177,18 +177,6 @@ def test_unknown_job_names_are_refused_listing_the_valid_ones() -> None:
     assert [job.name for job in select_jobs(None)] == [job.name for job in JOBS]
 
 
-def _emit_committed(url: str, count: int) -> list[int]:
-    at = datetime.now(UTC)
-    with session_scope(session_factory(get_engine(url))) as session:
-        events = [
-            emit(session, EventKind.domain, "gym.opened", at=at, aggregate_type="gym",
-                 aggregate_id=str(uuid.uuid4()), payload={"n": n})
-            for n in range(count)
-        ]  # fmt: skip
-        session.flush()
-        return [event.id for event in events]
-
-
 def test_cli_runs_the_relay_once_and_shows_jobs_and_runs(
     committed_pg: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -202,7 +190,7 @@ def test_cli_runs_the_relay_once_and_shows_jobs_and_runs(
     monkeypatch.setenv("GYMCTL_DATABASE_URL", committed_pg)
     monkeypatch.setenv("GYMCTL_HOME", str(tmp_path))
     monkeypatch.delenv("GYMCTL_EVENT_SINK", raising=False)
-    ids = _emit_committed(committed_pg, 2)
+    ids = emit_committed(committed_pg, 2)
     cli = CliRunner()
 
     ran = cli.invoke(app, ["run", "--once", "--job", "event_relay", "--json"])
@@ -279,7 +267,7 @@ def _ledger(url: str) -> list[JobRun]:
 def test_two_daemons_started_at_once_on_postgresql_run_each_tick_once_between_them(
     committed_pg: str, tmp_path: Path, spawn_daemon: Spawn
 ) -> None:
-    ids = _emit_committed(committed_pg, 3)
+    ids = emit_committed(committed_pg, 3)
     daemons = [spawn_daemon("--job", "event_relay", "--interval", "1") for _ in range(2)]
     _wait_for(lambda: all("started" in log.read_text() for _, log in daemons), 10, "both daemons")
     both_up = int(time.time()) + 1  # the first tick at which both were surely scheduled

@@ -1,4 +1,5 @@
-"""The outbox relay: at least once, in id order, all or nothing per batch, failures recorded."""
+"""The outbox relay: at least once, in id order, all or nothing per batch, failures recorded; no
+transaction open while the sink is called, each batch committed as it is delivered."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.clock import FixedClock
 from gymctl.config import ConfigError
@@ -19,6 +20,7 @@ from gymctl.events import EventKind, emit
 from gymctl.models import OutboxEvent
 from gymctl.providers.event_sink import HttpSink, JsonLinesSink, SinkError, sink_from_url
 from gymctl.relay import relay_events
+from tests.factories import emit_committed
 
 
 def _emit_three(session: Session, clock: FixedClock) -> list[int]:
@@ -48,12 +50,12 @@ def _lines(path: Path) -> list[dict]:
 
 @pytest.mark.embedded
 def test_relay_delivers_in_id_order_once_and_marks_delivered(
-    session: Session, clock: FixedClock, tmp_path: Path
+    session: Session, session_factory: sessionmaker[Session], clock: FixedClock, tmp_path: Path
 ) -> None:
     ids = _emit_three(session, clock)
     path = tmp_path / "nested" / "events.jsonl"
 
-    result = relay_events(session, JsonLinesSink(path), now=clock.now())
+    result = relay_events(session_factory, JsonLinesSink(path), now=clock.now())
 
     assert (result.delivered, result.failed, result.error) == (3, 0, None)
     lines = _lines(path)
@@ -64,7 +66,7 @@ def test_relay_delivers_in_id_order_once_and_marks_delivered(
     assert lines[1]["organizationId"] is None
     assert all(row.delivered_at == clock.now() and row.attempts == 1 for row in _rows(session, ids))
 
-    again = relay_events(session, JsonLinesSink(path), now=clock.now())
+    again = relay_events(session_factory, JsonLinesSink(path), now=clock.now())
 
     assert (again.delivered, again.failed) == (0, 0)
     assert len(_lines(path)) == 3
@@ -72,13 +74,13 @@ def test_relay_delivers_in_id_order_once_and_marks_delivered(
 
 @pytest.mark.embedded
 def test_relay_runs_in_bounded_batches_and_continues_next_run(
-    session: Session, clock: FixedClock, tmp_path: Path
+    session: Session, session_factory: sessionmaker[Session], clock: FixedClock, tmp_path: Path
 ) -> None:
     ids = _emit_three(session, clock)
     sink = JsonLinesSink(tmp_path / "events.jsonl")
 
-    first = relay_events(session, sink, now=clock.now(), batch_size=1, max_batches=2)
-    second = relay_events(session, sink, now=clock.now(), batch_size=1, max_batches=2)
+    first = relay_events(session_factory, sink, now=clock.now(), batch_size=1, max_batches=2)
+    second = relay_events(session_factory, sink, now=clock.now(), batch_size=1, max_batches=2)
 
     assert (first.delivered, second.delivered) == (2, 1)
     assert [line["id"] for line in _lines(tmp_path / "events.jsonl")] == ids
@@ -86,7 +88,7 @@ def test_relay_runs_in_bounded_batches_and_continues_next_run(
 
 @pytest.mark.embedded
 def test_an_unexpected_sink_error_keeps_payload_out_of_last_error(
-    session: Session, clock: FixedClock
+    session: Session, session_factory: sessionmaker[Session], clock: FixedClock
 ) -> None:
     ids = _emit_three(session, clock)
 
@@ -94,7 +96,7 @@ def test_an_unexpected_sink_error_keeps_payload_out_of_last_error(
         def deliver(self, events: list[dict]) -> None:
             raise ValueError(f"cannot send {events[-1]['payload']}")
 
-    result = relay_events(session, LeakySink(), now=clock.now())
+    result = relay_events(session_factory, LeakySink(), now=clock.now())
 
     assert (result.delivered, result.failed) == (0, 3)
     assert "PAYLOAD-MARKER" not in (result.error or "")
@@ -137,12 +139,12 @@ def http_server() -> Iterator[Server]:
 
 
 def test_a_failing_http_sink_delivers_nothing_then_a_working_one_gets_all_in_order(
-    session: Session, clock: FixedClock, http_server: Server
+    session: Session, session_factory: sessionmaker[Session], clock: FixedClock, http_server: Server
 ) -> None:
     ids = _emit_three(session, clock)
     failing_url, _ = http_server(500)
 
-    failed = relay_events(session, HttpSink(failing_url), now=clock.now())
+    failed = relay_events(session_factory, HttpSink(failing_url), now=clock.now())
 
     assert (failed.delivered, failed.failed) == (0, 3)
     rows = _rows(session, ids)
@@ -151,7 +153,7 @@ def test_a_failing_http_sink_delivers_nothing_then_a_working_one_gets_all_in_ord
     assert all("PAYLOAD-MARKER" not in (row.last_error or "") for row in rows)
 
     working_url, bodies = http_server(204)
-    delivered = relay_events(session, sink_from_url(working_url), now=clock.now())
+    delivered = relay_events(session_factory, sink_from_url(working_url), now=clock.now())
 
     assert (delivered.delivered, delivered.failed) == (3, 0)
     assert len(bodies) == 1
@@ -175,3 +177,72 @@ def test_http_sink_error_names_no_credentials() -> None:
         sink.deliver([{"id": 1}])
     assert "hunter2" not in str(raised.value)
     assert "abc" not in str(raised.value)
+
+
+@pytest.fixture
+def committed_factory(committed_database: str) -> Iterator[sessionmaker[Session]]:
+    """Sessions that commit for real, on PostgreSQL and on an embedded default file."""
+    from gymctl.db import get_engine, release_engine
+    from gymctl.db import session_factory as factory_of
+
+    yield factory_of(get_engine(committed_database))
+    release_engine(committed_database)
+
+
+def test_no_transaction_is_open_while_the_sink_is_called(
+    committed_database: str, committed_factory: sessionmaker[Session], clock: FixedClock
+) -> None:
+    """A writer that comes while the sink is slow is not held behind it. On the embedded default
+    the relay's transaction held the database's one write lock through the call (in one thread
+    a second writer is refused outright: SecondWriterError)."""
+    first = emit_committed(committed_database, 1)
+    written_during_delivery: list[int] = []
+
+    class SlowSink:
+        def deliver(self, events: list[dict]) -> None:
+            if not written_during_delivery:
+                written_during_delivery.extend(emit_committed(committed_database, 1))
+
+    first_run = relay_events(committed_factory, SlowSink(), now=clock.now())
+    next_run = relay_events(committed_factory, SlowSink(), now=clock.now())
+
+    assert (first_run.delivered, next_run.delivered) == (1, 1)
+    with committed_factory() as session:
+        rows = _rows(session, first + written_during_delivery)
+        assert [row.delivered_at for row in rows] == [clock.now(), clock.now()]
+
+
+def test_a_relay_killed_midway_keeps_the_batches_it_delivered(
+    committed_database: str, committed_factory: sessionmaker[Session], clock: FixedClock
+) -> None:
+    """Each batch is marked as it is delivered: a relay killed at its third batch redelivers that
+    one only (at least once), where one transaction for the run forgot the first two too."""
+    ids = emit_committed(committed_database, 3)
+    calls: list[list[int]] = []
+
+    class DyingSink:
+        def deliver(self, events: list[dict]) -> None:
+            calls.append([event["id"] for event in events])
+            if len(calls) == 3:
+                raise KeyboardInterrupt  # the process stopped (not a sink error)
+
+    with pytest.raises(KeyboardInterrupt):
+        relay_events(committed_factory, DyingSink(), now=clock.now(), batch_size=1)
+
+    with committed_factory() as session:
+        rows = _rows(session, ids)
+        assert [row.delivered_at is not None for row in rows] == [True, True, False]
+        assert [row.attempts for row in rows] == [1, 1, 0]
+    sink = JsonLinesSinkRecorder()
+    assert relay_events(committed_factory, sink, now=clock.now()).delivered == 1
+    assert sink.ids == ids[2:]
+
+
+class JsonLinesSinkRecorder:
+    """A sink that keeps the ids it was given."""
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+
+    def deliver(self, events: list[dict]) -> None:
+        self.ids.extend(event["id"] for event in events)
