@@ -14,12 +14,13 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, select, text
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.clock import day_n_ends
@@ -34,6 +35,11 @@ def is_postgres(bind: Engine | Session) -> bool:
         if isinstance(bind, Session)
         else (bind.dialect.name == "postgresql")
     )
+
+
+def upsert_for(session: Session) -> Callable[..., Any]:
+    """The engine's own INSERT, the one with ON CONFLICT (both dialects spell it alike)."""
+    return postgresql.insert if is_postgres(session) else sqlite.insert
 
 
 # url -> the process's engine for it; an engine -> its session factory. Kept until released.

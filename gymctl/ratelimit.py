@@ -31,13 +31,11 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 
 from sqlalchemy import Engine, delete, select, text, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from gymctl import codes
 from gymctl.clock import ensure_utc
-from gymctl.db import advisory_lock, is_postgres
+from gymctl.db import advisory_lock, is_postgres, upsert_for
 from gymctl.errors import DomainError, too_many_requests
 from gymctl.models import RateWindow
 
@@ -61,7 +59,7 @@ def spend(session: Session, key: str, *, window: timedelta, now: datetime) -> Sp
     span = int(window.total_seconds() * 1000)
     start_ms = int(now.timestamp() * 1000) // span * span
     window_start = datetime.fromtimestamp(start_ms / 1000, now.tzinfo)
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    insert = upsert_for(session)
     statement = insert(RateWindow).values(key=key[:KEY_CHARS], window_start=window_start, count=1)
     count = session.execute(
         statement.on_conflict_do_update(
@@ -119,7 +117,7 @@ def take(
             if left < limit:
                 wait = (ensure_utc(taken_at) + window - now).total_seconds()
                 return Spent(used, max(1, math.ceil(wait)))
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    insert = upsert_for(session)
     session.execute(
         insert(RateWindow)
         .values(key=key, window_start=now, count=1)

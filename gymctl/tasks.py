@@ -11,11 +11,10 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from gymctl import ids
+from gymctl.db import upsert_for
 from gymctl.models import Task
 
 
@@ -51,7 +50,7 @@ def file_task(
         linked_user_id=linked_user_id,
         created_at=now,
     )
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    insert = upsert_for(session)
     statement = insert(Task).values(**values)
     session.execute(
         statement.on_conflict_do_update(

@@ -7,7 +7,16 @@ organization's terminal, and only that read-back is acted on. Its HTTP answers: 
 
 Other providers sign their webhooks; the per-organization flag
 payment-webhook-signature-enforcement chooses between a 400 and a logged 200 whose reason ends
-in _unenforced. The flag is read per request and fails open (unset: not enforced).
+in _unenforced. The flag is read per request and fails open (unset: not enforced). A verified
+delivery is kept by the digest of its body, so a replay (or the provider's redelivery) answers
+200 duplicate and records nothing again.
+
+Both routes are public, so neither writes anything for an organization that does not exist (or
+was deleted): the answer is organization_not_found, 400 for the card provider (every rejection
+of that provider is a 400, spec B 6), 404 for the others. For a real organization, what anyone
+can trigger (a card-provider webhook, another provider's delivery that is not verified) is
+counted per organization before its event row is written; past the budget the answer is 429 and
+only the count is kept.
 """
 
 from __future__ import annotations
@@ -24,10 +33,13 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from gymctl import ratelimit
+from gymctl.billing import codes
 from gymctl.billing.accounts import CARD_PROVIDER, active_config, credentials_of
 from gymctl.billing.checkout import checkout_by_page, verify_and_apply
 from gymctl.crypto import FieldCipher
+from gymctl.db import upsert_for
 from gymctl.events import EventKind, emit
+from gymctl.models import Organization, PaymentWebhookDelivery
 from gymctl.providers.card import CardProvider
 
 logger = logging.getLogger(__name__)
@@ -56,6 +68,8 @@ def card_provider_webhook(
     now: datetime,
     cipher: FieldCipher,
 ) -> Answer:
+    if not _organization_exists(session, organization_id):
+        return _unknown_organization(400)  # every rejection of this provider is a 400
     page_id = body.get("LowProfileId") or body.get("lowProfileId")
     if not isinstance(page_id, str) or not PAGE_ID.fullmatch(page_id):
         page_id = None
@@ -98,10 +112,30 @@ def _throttled(
     workers; the provider redelivers minutes apart, far below the limit."""
     checkout = checkout_by_page(session, organization_id, page_id) if page_id else None
     key = f"card-webhook:checkout:{checkout.id}" if checkout else f"card-webhook:{organization_id}"
+    return _spend(session, key, now)
+
+
+def _spend(session: Session, key: str, now: datetime) -> Answer | None:
+    """One attempt counted under `key`; the 429 past WEBHOOKS_PER_WINDOW (the door commits the
+    count, and nothing else has been written yet)."""
     spent = ratelimit.spend(session, key, window=WEBHOOK_WINDOW, now=now)
     if spent.count <= WEBHOOKS_PER_WINDOW:
         return None
     return Answer(429, ratelimit.refused(spent).to_json())
+
+
+def _organization_exists(session: Session, organization_id: uuid.UUID) -> bool:
+    """A live or inactive organization (a payment made before it went inactive still settles);
+    not one that never existed or was deleted. Read only: the routes are public."""
+    organization = session.get(Organization, organization_id)
+    return organization is not None and organization.deleted_at is None
+
+
+def _unknown_organization(status: int) -> Answer:
+    """Nothing is written for an organization that does not exist: no event, no rate window
+    (a new made-up id each time would otherwise get a fresh budget and rows of its own)."""
+    body = {"code": codes.ORGANIZATION_NOT_FOUND, "message": "no such organization"}
+    return Answer(status, body, commit=False)
 
 
 def other_provider_webhook(
@@ -115,14 +149,26 @@ def other_provider_webhook(
     cipher: FieldCipher,
 ) -> Answer:
     """Signed webhooks of other providers: HMAC-SHA256 of the body under the configured
-    webhook secret. Their collection is provider-direct: a verified event is recorded."""
+    webhook secret. Their collection is provider-direct: a verified event is recorded once.
+
+    An unknown organization is a 404 with nothing written. A delivery that is not verified
+    (wrong provider, unsigned, bad signature) is counted against the organization's budget
+    first; a verified one is not (only the secret's holder can send one, and its replays are
+    answered as duplicates without a write)."""
+    if not _organization_exists(session, organization_id):
+        return _unknown_organization(404)
     config = active_config(session, organization_id)
     if config is None or config.provider == CARD_PROVIDER or config.provider != provider_name:
+        refused = _spend(session, f"payment-webhook:{organization_id}", now)
+        if refused is not None:
+            return refused
         return _rejected(session, organization_id, "webhook_provider_mismatch", None, now)
     secret = credentials_of(config, cipher).get("webhookSecret")
     expected = hmac.new(secret.encode(), raw_body, hashlib.sha256).hexdigest() if secret else None
-    valid = bool(expected and signature and hmac.compare_digest(expected, signature.strip()))
-    if not valid:
+    if not _signature_matches(expected, signature):
+        refused = _spend(session, f"payment-webhook:{organization_id}", now)
+        if refused is not None:
+            return refused
         reason = "signature_missing" if not signature else "signature_invalid"
         if config.webhook_signature_enforcement:
             return _rejected(session, organization_id, reason, None, now)
@@ -137,6 +183,9 @@ def other_provider_webhook(
             provider=provider_name,
         )
         return Answer(200, {"outcome": "ignored", "reason": reason})
+    digest = hashlib.sha256(raw_body).hexdigest()
+    if not _first_delivery(session, organization_id, provider_name, digest, now):
+        return Answer(200, {"outcome": "duplicate"})
     _record(
         session,
         "payment.webhook_received",
@@ -147,6 +196,38 @@ def other_provider_webhook(
         bytes=len(raw_body),
     )
     return Answer(200, {"outcome": "processed"})
+
+
+def _signature_matches(expected: str | None, signature: str | None) -> bool:
+    """The header against the hex digest. compare_digest refuses a str holding non-ASCII
+    characters (TypeError), and a header may carry any latin-1 byte: such a value cannot be a
+    hex digest, so it does not match."""
+    if not expected or not signature:
+        return False
+    given = signature.strip()
+    return given.isascii() and hmac.compare_digest(expected, given)
+
+
+def _first_delivery(
+    session: Session, organization_id: uuid.UUID, provider: str, digest: str, now: datetime
+) -> bool:
+    """Keep the delivery's digest; False when it was already kept (a replay, or the provider's
+    redelivery of an event we answered). One atomic insert: a concurrent duplicate waits on the
+    key (PostgreSQL) or the write lock (SQLite), then finds it taken; if this transaction rolls
+    back, the row goes with it and a redelivery is recorded."""
+    insert = upsert_for(session)
+    statement = (
+        insert(PaymentWebhookDelivery)
+        .values(
+            organization_id=organization_id,
+            provider=provider,
+            body_sha256=digest,
+            received_at=now,
+        )
+        .on_conflict_do_nothing(index_elements=["organization_id", "provider", "body_sha256"])
+        .returning(PaymentWebhookDelivery.body_sha256)
+    )
+    return session.execute(statement).scalar_one_or_none() is not None
 
 
 _MESSAGES = {

@@ -23,6 +23,7 @@ from gymctl.models.billing import (
     PaymentMethod,
     PaymentProviderConfig,
     PaymentTransaction,
+    PaymentWebhookDelivery,
     Plan,
     Subscription,
 )
@@ -123,6 +124,7 @@ __all__ = [
     "PaymentMethod",
     "PaymentProviderConfig",
     "PaymentTransaction",
+    "PaymentWebhookDelivery",
     "Plan",
     "RateWindow",
     "RetentionCase",

@@ -148,7 +148,8 @@ class PaymentProviderConfig(IdMixin, Base):
     terminal_since: Mapped[datetime | None]
     credentials_ciphertext: Mapped[str | None] = mapped_column(Text)
     active: Mapped[bool] = mapped_column(default=True)
-    # Other providers: payment-webhook-signature-enforcement (spec B 6); None reads as enforced.
+    # Other providers: payment-webhook-signature-enforcement (spec B 6); None reads as not
+    # enforced (the spec's fail-open).
     webhook_signature_enforcement: Mapped[bool | None]
     created_at: Mapped[datetime]
 
@@ -161,6 +162,22 @@ class PaymentProviderConfig(IdMixin, Base):
             sqlite_where=text("active"),
         ),
     )
+
+
+class PaymentWebhookDelivery(Base):
+    """One row per verified delivery of another provider's signed webhook, keyed by the digest
+    of its body (the bytes the signature covers), so a replay or redelivery is acknowledged as
+    a duplicate, not recorded again. Only verified deliveries are kept: without the secret no one
+    can add a row."""
+
+    __tablename__ = "payment_webhook_deliveries"
+
+    organization_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("organizations.id", ondelete="CASCADE"), primary_key=True
+    )
+    provider: Mapped[str] = mapped_column(String(32), primary_key=True)
+    body_sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    received_at: Mapped[datetime]
 
 
 class PaymentMethod(IdMixin, Base):

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from gymctl.db import upsert_for
 from gymctl.models import DocumentCounter
 
 TAX_INVOICE_AND_RECEIPT = "TaxInvoiceAndReceipt"
@@ -65,7 +64,7 @@ class LocalDocumentProvider:
     def issue(self, session: Session, request: DocumentRequest) -> IssuedDocument:
         if request.document_type not in DOCUMENT_TYPES:
             raise DocumentUnavailable(f"unknown document type {request.document_type!r}")
-        insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+        insert = upsert_for(session)
         statement = insert(DocumentCounter).values(
             organization_id=request.organization_id, last_number=1
         )

@@ -17,11 +17,9 @@ import logging
 from datetime import datetime
 
 from sqlalchemy import func, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session, sessionmaker
 
-from gymctl.db import READ_ONLY
+from gymctl.db import READ_ONLY, upsert_for
 from gymctl.events import EventKind, emit
 from gymctl.models import Organization, RetentionCase, RetentionDigest, Subscription, User
 from gymctl.providers.mail import Mailer, MailError
@@ -31,7 +29,7 @@ log = logging.getLogger("gymctl.retention")
 
 
 def _claim(session: Session, organization_id, day, *, recipients: int, cases: int, now) -> bool:
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    insert = upsert_for(session)
     claimed = session.execute(
         insert(RetentionDigest)
         .values(

@@ -4,6 +4,9 @@ anonymous amplification bounded per organization, link and checkout in the datab
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import uuid
 from datetime import timedelta
 
@@ -141,3 +144,51 @@ def test_forged_card_webhooks_cannot_make_a_read_back_and_an_event_row_each(
     assert answers[-1].json["code"] == "rate_limited"
     assert card_server.requests(GET_PAGE) == 10
     assert count(session, OutboxEvent) - events_before == 10
+
+
+def test_rejected_payment_webhooks_share_one_budget_per_organization(
+    client,
+    session,
+    gym,  # noqa: F811
+):
+    """s38: every rejected delivery of another provider (no such provider here, unsigned, a
+    bad signature) filed a payment.webhook_rejected row, with no limit. Now they share the
+    card provider's budget, per organization: past 10 a minute the answer is 429 and only the
+    count is kept. A verified delivery is not counted: only the secret's holder can send it."""
+    reply = client.put(
+        f"/organizations/{gym.id}/payments/provider",
+        json={
+            "provider": "stripe",
+            "webhookSecret": "whsec-test",
+            "webhookSignatureEnforcement": True,
+        },
+        headers=gym[Role.owner].headers,
+    )
+    assert reply.status_code == 200, reply.json
+    events_before = count(session, OutboxEvent)
+    url = f"/webhooks/payments/stripe/{gym.id}"
+    attempts = [
+        client.post(f"/webhooks/payments/paypal/{gym.id}", json={}),  # not its provider
+        client.post(url, json={}),  # unsigned
+        *(client.post(url, json={}, headers={"x-webhook-signature": "bad"}) for _ in range(8)),
+    ]
+    assert [a.status_code for a in attempts] == [400] * 10
+    assert count(session, OutboxEvent) - events_before == 10
+    state = snapshot(session)
+    windows = session.execute(select(RateWindow.key, RateWindow.count)).all()
+    assert windows == [(f"payment-webhook:{gym.id}", 10)]
+    for path in (f"/webhooks/payments/paypal/{gym.id}", url):
+        refused = client.post(path, json={}, headers={"x-webhook-signature": "bad"})
+        assert refused.status_code == 429
+        assert refused.json["code"] == "rate_limited"
+        assert int(refused.headers["Retry-After"]) > 0
+    assert snapshot(session) == state  # nothing but the window
+    session.expire_all()
+    assert session.scalar(select(RateWindow.count)) == 12
+    body = json.dumps({"type": "payment.succeeded", "id": "evt_1"}).encode()
+    signed = hmac.new(b"whsec-test", body, hashlib.sha256).hexdigest()
+    good = client.post(
+        url, data=body, headers={"x-webhook-signature": signed, "content-type": "application/json"}
+    )
+    assert good.status_code == 200
+    assert good.json["outcome"] == "processed"

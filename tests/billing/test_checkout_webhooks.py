@@ -18,10 +18,13 @@ from gymctl.billing import checkout
 from gymctl.models import (
     BillingSettings,
     Checkout,
+    Organization,
     OutboxEvent,
     PaymentMethod,
     PaymentTransaction,
+    PaymentWebhookDelivery,
     Plan,
+    RateWindow,
     Role,
     Subscription,
 )
@@ -434,3 +437,110 @@ def test_other_providers_signature_enforcement_flag(client, gym, enforcement, st
     )
     assert good.status_code == 200
     assert good.json["outcome"] == "processed"
+
+
+def _deliver(client, gym, body: bytes, signature: str | None, provider="direct_debit"):  # noqa: F811
+    headers = {"content-type": "application/json"}
+    if signature is not None:
+        headers["x-webhook-signature"] = signature
+    return client.post(f"/webhooks/payments/{provider}/{gym.id}", data=body, headers=headers)
+
+
+@pytest.mark.parametrize("enforcement", [True, False])
+def test_a_non_ascii_signature_is_signature_invalid_not_a_500(client, gym, session, enforcement):  # noqa: F811
+    """s38: a latin-1 header value ("\xe9\xe9") reached hmac.compare_digest as a str with
+    non-ASCII characters, which raises TypeError: a 500. It is a signature that does not match."""
+    _other_provider(client, gym, enforcement)
+    before = event_names(session)
+    reply = _deliver(client, gym, b"{}", "\xe9\xe9")
+    if enforcement:
+        assert reply.status_code == 400
+        assert reply.json["code"] == "signature_invalid"
+        assert event_names(session)[len(before) :] == ["payment.webhook_rejected"]
+    else:
+        assert reply.status_code == 200
+        assert reply.json["reason"] == "signature_invalid_unenforced"
+        assert event_names(session)[len(before) :] == ["payment.webhook_ignored"]
+    assert count(session, PaymentWebhookDelivery) == 0
+    # Non-ASCII around a valid digest is still refused, never an exception.
+    reply = _deliver(client, gym, b"{}", _signed(b"{}") + "\xe9")
+    assert reply.status_code == (400 if enforcement else 200)
+    assert count(session, PaymentWebhookDelivery) == 0
+
+
+def test_a_payment_webhook_for_an_unknown_or_deleted_organization_writes_nothing(
+    client,
+    gym,  # noqa: F811
+    session,
+):
+    """s38: every delivery under a made-up organization id filed a payment.webhook_rejected
+    row (and would have had a budget of its own). Now: 404 organization_not_found, no event,
+    no rate window, no delivery row."""
+    _other_provider(client, gym, True)
+    before = snapshot(session)
+    windows = count(session, RateWindow)
+    for _ in range(12):
+        reply = client.post(f"/webhooks/payments/stripe/{uuid.uuid4()}", json={})
+        assert reply.status_code == 404
+        assert reply.json["code"] == "organization_not_found"
+    body = b"{}"
+    session.get(Organization, gym.id).deleted_at = NOW
+    session.commit()
+    for signature in (None, "bad", _signed(body)):
+        reply = _deliver(client, gym, body, signature)
+        assert reply.status_code == 404
+        assert reply.json["code"] == "organization_not_found"
+    session.get(Organization, gym.id).deleted_at = None
+    session.commit()
+    assert snapshot(session) == before
+    assert count(session, RateWindow) == windows
+
+
+def test_a_card_webhook_for_an_unknown_or_deleted_organization_writes_nothing(
+    client, org, card_server, session
+):
+    """s38: a new made-up organization id per request got a fresh throttle budget each time and
+    filed payment.webhook_ignored, payment.webhook_rejected and a rate window under it. Now:
+    organization_not_found, a 400 as every rejection of this provider (spec B 6), nothing
+    written and no read-back."""
+    before = snapshot(session)
+    windows = count(session, RateWindow)
+    for _ in range(12):
+        reply = client.post(f"/webhooks/card-provider/{uuid.uuid4()}", json={"LowProfileId": "abc"})
+        assert reply.status_code == 400
+        assert reply.json["code"] == "organization_not_found"
+    session.get(Organization, org.id).deleted_at = NOW
+    session.commit()
+    reply = webhook(client, org, "abc")
+    assert reply.status_code == 400
+    assert reply.json["code"] == "organization_not_found"
+    session.get(Organization, org.id).deleted_at = None
+    session.commit()
+    assert snapshot(session) == before
+    assert count(session, RateWindow) == windows
+    assert card_server.requests(GET_PAGE) == 0
+
+
+def test_a_replayed_signed_delivery_is_a_duplicate_recorded_once(client, gym, session):  # noqa: F811
+    """s38: the same signed bytes sent twice were processed twice (two
+    payment.webhook_received domain events). The signature covers the body only, so the
+    body's digest is the delivery's identity: a replay, or the provider's redelivery of an
+    event we acknowledged, answers 200 duplicate and writes nothing."""
+    _other_provider(client, gym, True)
+    body = b"{}"
+    first = _deliver(client, gym, body, _signed(body))
+    assert first.status_code == 200
+    assert first.json["outcome"] == "processed"
+    before = snapshot(session)
+    windows = count(session, RateWindow)
+    for _ in range(3):
+        again = _deliver(client, gym, body, _signed(body))
+        assert again.status_code == 200
+        assert again.json == {"outcome": "duplicate"}
+    assert snapshot(session) == before
+    assert count(session, RateWindow) == windows
+    assert event_names(session).count("payment.webhook_received") == 1
+    other = json.dumps({"type": "payment.succeeded", "id": "evt_2"}).encode()
+    assert _deliver(client, gym, other, _signed(other)).json["outcome"] == "processed"
+    assert event_names(session).count("payment.webhook_received") == 2
+    assert count(session, PaymentWebhookDelivery) == 2
