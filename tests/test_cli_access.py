@@ -51,6 +51,19 @@ def test_unknown_organization_is_a_coded_refusal(home_env, tmp_path):  # noqa: F
     assert "organization_not_found" in result.stderr
 
 
+def test_an_unreadable_roster_is_import_invalid_not_a_crash(home_env, tmp_path):  # noqa: F811
+    """As over HTTP: not UTF-8, or a field past the csv module's limit, refuses the file."""
+    gymctl(home_env, "db", "upgrade")
+    for name, content in [
+        ("latin1.csv", b"email\n\xe9@example.test\n"),
+        ("huge.csv", b"email,name\na@example.test," + b"n" * 131_073 + b"\n"),
+    ]:
+        csv = tmp_path / name
+        csv.write_bytes(content)
+        result = gymctl(home_env, "members", "import", "demo-gym", str(csv), check=False)
+        assert (result.returncode, "import_invalid" in result.stderr) == (1, True), result.stderr
+
+
 def test_join_enabled_switch_from_the_cli_holds_staff_to_the_matrix(home_env):  # noqa: F811
     gymctl(home_env, "quickstart", "--json")
     off = json.loads(

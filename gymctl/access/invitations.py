@@ -61,9 +61,11 @@ class Outreach:
 def normalize_email(email: str) -> str:
     cleaned = (email or "").strip()
     local, at, domain = cleaned.partition("@")
-    # No whitespace or control character inside: one in a mail header answered 500 (the
-    # message's To header refuses what str.splitlines() reads as a line break).
-    unsafe = any(c.isspace() or unicodedata.category(c) == "Cc" for c in cleaned)
+    # No whitespace and no Unicode "other" character (categories C*) inside: a control one in
+    # a mail header answered 500 (the To header refuses what str.splitlines() reads as a line
+    # break); a format one (U+202E RIGHT-TO-LEFT OVERRIDE, a zero-width joiner, a BOM) makes an
+    # address display as another; a lone surrogate (a non-UTF-8 CLI argument) cannot be stored.
+    unsafe = any(c.isspace() or unicodedata.category(c).startswith("C") for c in cleaned)
     if not at or not local or "." not in domain or unsafe or len(cleaned) > 320:
         raise unprocessable(codes.EMAIL_INVALID, "a valid email address is required")
     return f"{local}@{domain.lower()}"

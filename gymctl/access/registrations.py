@@ -254,20 +254,31 @@ class ImportPlan:
     invalid: list[dict[str, Any]]
 
 
-def parse_members_csv(content: str) -> list[dict[str, str]]:
-    """Rows of a members CSV with an `email` column and optional `name` (header names are
-    case-insensitive)."""
-    reader = csv.DictReader(io.StringIO(content.lstrip("\ufeff")))
-    headers = {h.strip().lower(): h for h in reader.fieldnames or []}
-    if "email" not in headers:
-        raise unprocessable(codes.IMPORT_INVALID, "the CSV needs an email column")
-    return [
-        {
-            "email": (row.get(headers["email"]) or "").strip(),
-            "name": (row.get(headers["name"]) or "").strip() if "name" in headers else "",
-        }
-        for row in reader
-    ]
+def parse_members_csv(content: bytes) -> list[dict[str, str]]:
+    """Rows of a members CSV (UTF-8) with an `email` column and optional `name` (header names
+    are case-insensitive). Lines may end in LF, CRLF or a lone CR (old Mac exports); a file the
+    csv module cannot read (a field past its size limit) is import_invalid, as HTTP and the CLI
+    both read it."""
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError:
+        raise unprocessable(codes.IMPORT_INVALID, "the CSV must be UTF-8") from None
+    # newline="": the csv module's own line handling, which knows all three endings and a
+    # quoted field's line breaks.
+    reader = csv.DictReader(io.StringIO(text.lstrip("\ufeff"), newline=""))
+    try:
+        headers = {h.strip().lower(): h for h in reader.fieldnames or []}
+        if "email" not in headers:
+            raise unprocessable(codes.IMPORT_INVALID, "the CSV needs an email column")
+        return [
+            {
+                "email": (row.get(headers["email"]) or "").strip(),
+                "name": (row.get(headers["name"]) or "").strip() if "name" in headers else "",
+            }
+            for row in reader
+        ]
+    except csv.Error as error:
+        raise unprocessable(codes.IMPORT_INVALID, f"the CSV is unreadable: {error}") from None
 
 
 def plan_import(

@@ -8,6 +8,10 @@ from enum import StrEnum
 from typing import Any
 
 from gymctl.errors import DomainError
+from gymctl.jsondepth import depth
+
+# {"crop": {...}} is the deepest valid transform; the parser recurses, so deeper is refused first.
+MAX_TRANSFORM_DEPTH = 2
 
 
 class Slot(StrEnum):
@@ -58,6 +62,8 @@ class Transform:
     def parse(cls, text: str | None, slot: Slot) -> Transform:
         if text is None or not text.strip():
             return cls()
+        if depth(text.encode("utf-8", "surrogatepass")) > MAX_TRANSFORM_DEPTH:
+            raise AssetRefused("brand_asset_crop", "the transform nests deeper than a crop")
         try:
             data = json.loads(text)
         except ValueError:

@@ -116,9 +116,13 @@ def website_command(
     from gymctl.access.gyms import resolve_organization
     from gymctl.branding import workspace
     from gymctl.db import session_scope
+    from gymctl.jsondepth import MAX_DEPTH, depth
 
+    raw = file.read_bytes()
+    if depth(raw) > MAX_DEPTH:  # the parser recurses: deeper is a crash, not an answer
+        raise invalid(codes.WEBSITE_CONTENT_INVALID, f"{file} nests deeper than {MAX_DEPTH} levels")
     try:
-        content = json.loads(file.read_text(encoding="utf-8"))
+        content = json.loads(raw.decode("utf-8"))
     except ValueError:
         raise invalid(codes.WEBSITE_CONTENT_INVALID, f"{file} is not JSON") from None
     with session_scope() as session:

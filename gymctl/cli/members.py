@@ -37,7 +37,7 @@ def import_command(
     from gymctl.providers.identity_admin import identity_admin_from_settings
     from gymctl.providers.mail import mailer_from_settings
 
-    rows = parse_members_csv(file.read_text(encoding="utf-8"))
+    rows = parse_members_csv(file.read_bytes())
     with session_scope() as session:
         gym = resolve_organization(session, organization)
         if staff:

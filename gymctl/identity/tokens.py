@@ -346,7 +346,7 @@ class TokenVerifier:
         try:
             exp, iat = int(claims["exp"]), int(claims["iat"])
             nbf = int(claims["nbf"]) if "nbf" in claims else None
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: 1e400 parses to infinity
             raise unauthorized(codes.TOKEN_CLAIMS, "exp, iat and nbf must be numbers") from None
         self._check_time(exp, iat, nbf, now)
         if self._authorized_parties and azp not in self._authorized_parties:

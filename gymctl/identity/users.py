@@ -241,8 +241,10 @@ def apply_identity_event(
     if not isinstance(event, dict) or not isinstance(event.get("type"), str):
         raise invalid(codes.WEBHOOK_PAYLOAD_INVALID, "the body is not a provider event")
     event_type = event["type"]
-    if "\x00" in event_type:
-        raise invalid(codes.WEBHOOK_PAYLOAD_INVALID, "the event type contains a NUL character")
+    if not storable_text(event_type):
+        raise invalid(
+            codes.WEBHOOK_PAYLOAD_INVALID, "the event type holds a NUL or a lone surrogate"
+        )
     handler = handlers.get(event_type)
     data = event.get("data")
     if handler is not None:

@@ -16,11 +16,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from gymctl.db import storable_text
 from gymctl.errors import DomainError, invalid
 from gymctl.identity import codes
+from gymctl.models import IdentityWebhookDelivery
 
 TOLERANCE = timedelta(minutes=5)
 SECRET_PREFIX = "whsec_"  # noqa: S105 (a format prefix, not a secret)
+# The id is the replay key we store (identity_webhook_deliveries.id): a longer one cannot be kept.
+MAX_ID_CHARS = IdentityWebhookDelivery.__table__.c.id.type.length
+MAX_TIMESTAMP_CHARS = 20  # seconds since the epoch; a longer number is no date we accept
+MAX_SIGNATURES_CHARS = 2048  # a v1 signature is 47 characters: room for a key rotation's few
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,15 @@ def verify(
     signatures = _header(headers, "signature")
     if not delivery_id or not timestamp_text or not signatures:
         raise _refuse(codes.WEBHOOK_HEADERS_MISSING, "id, timestamp and signature headers required")
+    if len(delivery_id) > MAX_ID_CHARS or not storable_text(delivery_id):
+        raise _refuse(
+            codes.WEBHOOK_HEADERS_MISSING,
+            f"the id header must be text of at most {MAX_ID_CHARS} characters",
+        )
+    if len(timestamp_text) > MAX_TIMESTAMP_CHARS:
+        raise _refuse(codes.WEBHOOK_TIMESTAMP_INVALID, "the timestamp header is not a number")
+    if len(signatures) > MAX_SIGNATURES_CHARS:
+        raise _refuse(codes.WEBHOOK_SIGNATURE_INVALID, "the signature header is too long")
     try:
         timestamp = int(timestamp_text)
         sent_at = datetime.fromtimestamp(timestamp, UTC)

@@ -103,7 +103,7 @@ class CiTokenVerifier:
         try:
             exp, iat = int(claims["exp"]), int(claims["iat"])
             nbf = int(claims["nbf"]) if "nbf" in claims else None
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: 1e400 parses to infinity
             raise unauthorized(codes.CI_TOKEN_INVALID, "exp, iat and nbf must be numbers") from None
         now, leeway = self._clock.now().timestamp(), LEEWAY.total_seconds()
         if now >= exp + leeway:

@@ -350,10 +350,22 @@ def test_no_ticket_is_issued_when_the_provider_cannot_say_whether_an_account_exi
     assert snapshot(session) == before
 
 
-def test_an_invalid_address_is_refused_422_and_writes_nothing(client, session, gym, link):
+@pytest.mark.parametrize(
+    "email",
+    [
+        "not an address",
+        "\u202ea@b.co",  # RIGHT-TO-LEFT OVERRIDE: displays as another address
+        "ann\u200d@example.test",  # ZERO WIDTH JOINER
+        "ann@exam\u200bple.test",  # ZERO WIDTH SPACE
+        "\ufeffann@example.test",  # a BOM
+        "ann@example.test\u2066",  # LEFT-TO-RIGHT ISOLATE
+    ],
+    ids=["no-at", "rlo", "zwj", "zwsp", "bom", "lri"],
+)
+def test_an_invalid_address_is_refused_422_and_writes_nothing(client, session, gym, link, email):
     before = snapshot(session)
 
-    response = client.post(f"/join/{link.token}/request-invite", json={"email": "not an address"})
+    response = client.post(f"/join/{link.token}/request-invite", json={"email": email})
 
     assert (response.status_code, response.json["code"]) == (422, "email_invalid")
     assert snapshot(session) == before

@@ -4,6 +4,7 @@ stored with it; the import is read back with the CLI's results."""
 
 from __future__ import annotations
 
+import io
 import uuid
 from datetime import timedelta
 
@@ -38,6 +39,15 @@ def upload(client, gym, csv, by=Role.owner):
         f"/organizations/{gym.id}/members/import",
         data=csv,
         headers={**gym[by].headers, "Content-Type": "text/csv"},
+    )
+
+
+def upload_file(client, gym, csv: bytes, by=Role.owner):
+    return client.post(
+        f"/organizations/{gym.id}/members/import",
+        data={"file": (io.BytesIO(csv), "roster.csv")},
+        headers=gym[by].headers,
+        content_type="multipart/form-data",
     )
 
 
@@ -285,13 +295,25 @@ def test_a_fourth_unfinished_import_of_a_gym_waits_for_one_to_finish(
     [
         (b"name\nX\n", "import_invalid"),  # no email column
         (b"email\n\xff\xfe@example.test\n", "import_invalid"),  # not UTF-8
+        # past the csv module's field limit (128 KiB): its csv.Error was a 500
+        (b"email,name\na@example.test," + b"n" * 131_073 + b"\n", "import_invalid"),
     ],
+    ids=["no email column", "not UTF-8", "a field past the csv limit"],
 )
-def test_a_roster_refused_up_front_queues_nothing(client, gym, session, body, code):
+@pytest.mark.parametrize("as_file", [False, True], ids=["body", "multipart"])
+def test_a_roster_refused_up_front_queues_nothing(client, gym, session, body, code, as_file):
     before = snapshot(session)
-    response = upload(client, gym, body)
+    response = upload_file(client, gym, body) if as_file else upload(client, gym, body)
     assert (response.status_code, response.json["code"]) == (422, code)
     assert snapshot(session) == before
+
+
+def test_a_roster_with_old_mac_line_endings_is_read_like_any_other(client, gym, session):
+    """A lone CR ends a line (csv's own newline handling): the rows are queued as with LF."""
+    response = upload_file(client, gym, b"email,name\ra@example.test,A\rb@example.test,B\r")
+    assert response.status_code == 202, response.json
+    assert response.json["total"] == 2
+    assert response.json["results"]["members"]["invalid"] == []
 
 
 def test_another_gyms_import_reads_as_missing_and_members_cannot_read_one(client, gym, session):
@@ -354,6 +376,17 @@ def test_two_imports_asked_together_count_each_others_rows_against_the_cap(
     assert snapshot(session) == before
     work(app, session_factory)
     assert read(client, gym, first.json["id"]).json["done"] == 100
+
+
+def test_an_address_with_an_invisible_format_character_is_its_rows_refusal(client, gym, session):
+    before = users(session)
+    response = upload(client, gym, "email\n\u202eevil@example.test\nann\u200b@example.test\n")
+    assert response.json["results"]["members"]["invalid"] == [
+        {"row": 2, "reason": "email_invalid"},
+        {"row": 3, "reason": "email_invalid"},
+    ]
+    assert response.json["total"] == 0
+    assert users(session) == before
 
 
 def test_a_name_too_long_for_a_user_is_its_rows_refusal_not_the_imports(client, gym):

@@ -34,7 +34,8 @@ def client(idp, session_factory, clock):
     return create_app(settings, session_factory=session_factory, clock=clock).test_client()
 
 
-def token(idp, *, kid=None, **claims):
+def token(idp, *, kid=None, literal=None, **claims):
+    """`literal`: claims written into the payload as raw JSON text (1e400 parses to infinity)."""
     payload = {
         "sub": "user_alice",
         "sid": "sess_1",
@@ -46,14 +47,21 @@ def token(idp, *, kid=None, **claims):
         **claims,
     }
     header = {"alg": "RS256", "typ": "JWT", "kid": idp.key.kid if kid is None else kid}
+    body = json.dumps({**payload, **{name: f"@{name}@" for name in literal or {}}})
+    for name, text in (literal or {}).items():
+        body = body.replace(f'"@{name}@"', text)
     # Signed by hand: PyJWT refuses to encode some of these shapes, a forger does not.
-    signing_input = f"{_b64(header)}.{_b64(payload)}".encode()
+    signing_input = f"{_b64(header)}.{_b64_text(body)}".encode()
     signature = RSAAlgorithm(RSAAlgorithm.SHA256).sign(signing_input, idp.key.private)
     return f"{signing_input.decode()}.{base64.urlsafe_b64encode(signature).rstrip(b'=').decode()}"
 
 
 def _b64(part: dict) -> str:
-    return base64.urlsafe_b64encode(json.dumps(part).encode()).rstrip(b"=").decode()
+    return _b64_text(json.dumps(part))
+
+
+def _b64_text(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
 
 
 def me(client, raw):
@@ -99,6 +107,20 @@ def test_a_hostile_token_is_a_401_json_answer_that_changes_nothing(
     assert snapshot(session) == before
     assert session.scalar(select(func.count()).select_from(UserSession)) == 0
     assert session.scalar(select(func.count()).select_from(User)) == 0
+
+
+@pytest.mark.parametrize("claim", ["exp", "iat", "nbf"])
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "NaN", '"soon"', "[1]"])
+def test_a_time_claim_that_is_no_finite_number_is_token_claims_not_a_500(
+    client, idp, session, claim, number
+):
+    before = snapshot(session)
+
+    response = me(client, token(idp, literal={claim: number}))
+
+    assert (response.status_code, response.json["code"]) == (401, "token_claims")
+    assert snapshot(session) == before
+    assert session.scalar(select(func.count()).select_from(UserSession)) == 0
 
 
 def test_a_longest_allowed_sub_and_sid_fit_their_columns(client, idp, session):

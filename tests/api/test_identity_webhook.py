@@ -171,6 +171,15 @@ def test_bad_headers_are_400_with_a_code_and_change_nothing(client, session, hea
     _nothing_changed(session)
 
 
+def test_a_delivery_id_longer_than_its_column_is_refused_and_changes_nothing(client, session):
+    event = {"type": "user.created", "data": provider_user()}
+    response = deliver(client, event, delivery_id="msg_" + "x" * 296)
+    assert (response.status_code, response.json["code"]) == (400, "webhook_headers_missing")
+    _nothing_changed(session)
+    fits = deliver(client, event, delivery_id="msg_" + "x" * 124)
+    assert (fits.status_code, fits.json["outcome"]) == (200, "created")
+
+
 def test_wrong_secret_is_refused(client, session):
     response = deliver(
         client, {"type": "user.created", "data": provider_user()}, secret="whsec_" + "B" * 32
@@ -202,7 +211,15 @@ def test_tampered_body_is_refused(client, session):
 
 @pytest.mark.parametrize(
     "raw",
-    [b"not json", b"[1, 2]", b'{"type": "user.created"}', b'{"type": "user.created", "data": {}}'],
+    [
+        b"not json",
+        b"[1, 2]",
+        b'{"type": "user.created"}',
+        b'{"type": "user.created", "data": {}}',
+        b'{"type": "user.\\u0000created", "data": {}}',
+        b'{"type": "user.\\ud800", "data": {}}',  # a lone surrogate: PostgreSQL cannot store it
+        b'{"type": "user.updated", "data": {"id": "user_\\udfff"}}',
+    ],
 )
 def test_signed_but_invalid_payload_is_400_and_changes_nothing(client, session, raw):
     response = deliver(client, None, raw=raw)

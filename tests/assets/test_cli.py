@@ -35,3 +35,22 @@ def test_normalize_prints_the_report_and_writes_the_png(home_env, tmp_path):  # 
     refused = gymctl(home_env, "assets", "normalize", str(source), "--slot", "logo", check=False)
     assert refused.returncode == 1
     assert "brand_logo_transparent" in refused.stderr
+
+
+def test_a_transform_nested_past_the_parser_is_refused_not_a_crash(home_env, tmp_path):  # noqa: F811
+    source = tmp_path / "logo.png"
+    Image.new("RGBA", (800, 400), (0, 0, 0, 0)).save(source)
+    refused = gymctl(
+        home_env,
+        "assets",
+        "normalize",
+        str(source),
+        "--slot",
+        "logo",
+        "--transform",
+        "[" * 100_000,
+        check=False,
+    )
+    assert refused.returncode == 1
+    assert "brand_asset_crop" in refused.stderr
+    assert "Traceback" not in refused.stderr

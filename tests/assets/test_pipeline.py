@@ -529,6 +529,10 @@ def test_an_empty_crop_is_refused(crop, slot: Slot) -> None:
         ('{"removeBackground": true}', Slot.icon),
         ('{"removeBackground": "yes"}', Slot.logo),
         ('{"rotate": 90}', Slot.logo),
+        ('{"crop": {"x": [0], "y": 0, "width": 10, "height": 10}}', Slot.logo),
+        pytest.param("[" * 100_000, Slot.logo, id="100k-brackets"),
+        pytest.param('{"crop": ' + '{"x": ' * 5_000 + "0" + "}" * 5_001, Slot.logo, id="deep"),
+        pytest.param('{"x": "\ud800' + "[" * 100 + '"}', Slot.logo, id="surrogate"),
     ],
 )
 def test_a_malformed_transform_is_refused(text: str, slot: Slot) -> None:

@@ -62,3 +62,14 @@ def test_the_workflow_from_palette_to_minisite(home_env, tmp_path):  # noqa: F81
     assert failed.returncode == 1
     [result] = json.loads(failed.stdout)["results"]
     assert (result["result"], result["code"]) == ("failed", "brand_not_published")
+
+
+def test_a_website_file_nested_past_the_parser_is_refused_not_a_crash(home_env, tmp_path):  # noqa: F811
+    """json.loads recurses: a file 100,000 levels deep crashed the command (exit 70). Its depth
+    is measured first, as the API measures a body's."""
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    refused = gymctl(home_env, "branding", "website", "demo-gym", str(deep), check=False)
+    assert refused.returncode == 1, refused.stderr
+    assert "website_content_invalid" in refused.stderr
+    assert "Traceback" not in refused.stderr

@@ -90,3 +90,16 @@ def test_non_utf8_body_is_checked_as_bytes():
     body = b"\xff\xfe not text"
     signature = sign(SECRET, MSG_ID, TIMESTAMP, body)
     assert verify(SECRET, headers(signature=signature), body, now=AT).id == MSG_ID
+
+
+@pytest.mark.parametrize(
+    ("header", "code"),
+    [
+        ({"msg_id": "m" * 129}, "webhook_headers_missing"),  # over identity_webhook_deliveries.id
+        ({"msg_id": "msg_\x00"}, "webhook_headers_missing"),
+        ({"timestamp": "1" * 21}, "webhook_timestamp_invalid"),
+        ({"signature": f"{SIGNATURE} " + "v1,AAAA " * 300}, "webhook_signature_invalid"),
+    ],
+)
+def test_an_oversized_or_unstorable_header_is_refused(header, code):
+    refused(code, SECRET, headers(**header), BODY, now=AT)

@@ -83,6 +83,9 @@ def test_a_matching_token_gets_executor_access_and_the_immutable_inputs_once(
         ({"aud": "someone-else"}, "ci_claims_mismatch", 403),
         ({"iss": "https://issuer.example.test"}, "ci_token_invalid", 401),
         ({"exp": int((NOW - timedelta(minutes=1)).timestamp())}, "ci_token_expired", 401),
+        # JSON's Infinity (or 1e400): int() of it was an OverflowError, a 500
+        ({"exp": float("inf")}, "ci_token_invalid", 401),
+        ({"nbf": float("-inf")}, "ci_token_invalid", 401),
     ],
     ids=[
         "wrong-workflow_ref",
@@ -97,6 +100,8 @@ def test_a_matching_token_gets_executor_access_and_the_immutable_inputs_once(
         "wrong-audience",
         "wrong-issuer",
         "expired",
+        "infinite-exp",
+        "infinite-nbf",
     ],
 )
 def test_forged_or_foreign_tokens_are_refused_and_change_nothing(

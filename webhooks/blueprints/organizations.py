@@ -24,7 +24,7 @@ from gymctl.access import (
 from gymctl.access.permissions import Action, Module
 from gymctl.config import ConfigError
 from gymctl.crypto import national_id_cipher
-from gymctl.errors import unavailable, unprocessable
+from gymctl.errors import unavailable
 from gymctl.events import EventKind, emit
 from gymctl.models import Organization, Role
 from webhooks import codes
@@ -127,11 +127,7 @@ def import_members(org_id):
     column) is refused here, nothing queued."""
     upload = request.files.get("file")
     content = upload.read() if upload else request.get_data()
-    try:
-        text = content.decode("utf-8")
-    except UnicodeDecodeError:
-        raise unprocessable(codes.IMPORT_INVALID, "the CSV must be UTF-8") from None
-    rows = registrations.parse_members_csv(text)
+    rows = registrations.parse_members_csv(content)
     job = member_imports.queue_import(db(), _registrar(org_id), membership(), rows, now=now())
     where = f"/organizations/{org_id}/members/import/{job.id}"
     return _queued(member_imports.import_view(db(), job), where)
