@@ -6,6 +6,7 @@ import logging
 import traceback
 
 from flask import Flask, g, jsonify, request
+from gunicorn.http.errors import NoMoreData, ParseException
 from sqlalchemy.exc import DBAPIError
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
@@ -52,6 +53,16 @@ def register(app: Flask) -> None:
         return jsonify(
             code=codes.BODY_TOO_LARGE, message=f"the body is over this route's {limit} bytes"
         ), 413
+
+    @app.errorhandler(ParseException)
+    @app.errorhandler(NoMoreData)
+    def body_unreadable(error: Exception):
+        """gunicorn reads a chunked body as the route asks for it: a chunk size that is not
+        hex, a chunk without its terminator or a body cut short is the client's mistake."""
+        log.info("unreadable body: %s", type(error).__name__)
+        return jsonify(
+            code=codes.INVALID_BODY, message="the body's chunked framing is malformed"
+        ), 400
 
     # Unexpected exceptions reach Flask's own handling first (logged by log_unhandled, and error
     # tracking through its got_request_exception signal), then arrive here as a 500.

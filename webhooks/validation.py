@@ -28,8 +28,15 @@ M = TypeVar("M", bound=BaseModel)
 # What the domain accepts, written into the document (the check stays the domain's, with its own
 # 422 code): an address as gymctl.access.invitations.normalize_email reads one, a UUIDv4 as
 # gymctl.billing.idempotency.require_uuid4 wants it.
-_VISIBLE = r"[^\s\x00-\x1f\x7f-\x9f]"  # what normalize_email keeps: no whitespace, no control
-EMAIL_PATTERN = rf"^\s*[^@\s\x00-\x1f\x7f-\x9f]+@{_VISIBLE}*\.{_VISIBLE}*\s*$"
+# What normalize_email refuses inside an address: whitespace, controls, and the format characters
+# (bidi overrides, zero-width ones, a BOM) that make an address display as another.
+_FORMAT = (
+    r"\u00ad\u0600-\u0605\u061c\u06dd\u070f\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064"
+    r"\u2066-\u206f\ufeff\ufff9-\ufffb"
+)
+_UNSAFE = rf"\s\x00-\x1f\x7f-\x9f{_FORMAT}"
+_VISIBLE = rf"[^{_UNSAFE}]"
+EMAIL_PATTERN = rf"^\s*[^@{_UNSAFE}]+@{_VISIBLE}*\.{_VISIBLE}*\s*$"
 UUID4_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
 Email = Annotated[
     str,
@@ -62,11 +69,19 @@ class Body(BaseModel):
 
 
 def parse(model: type[M]) -> M:
-    if request.get_data() and not request.is_json:
+    """The body as `model`, validated strictly as JSON: a number where the document says
+    integer, true or false where it says boolean ("12", 0 and 1 were taken for them: a
+    `{"joinEnabled": 0}` turned joining off). No body is no fields; `null` is not an object."""
+    raw = request.get_data(cache=True)
+    if raw and not request.is_json:
         raise invalid(codes.INVALID_BODY, "the body is not JSON (send application/json)")
-    data = read_json()
+    data = read_json()  # depth, NaN, NUL and lone surrogates refused first
+    if data is None and raw.strip():
+        raise invalid(codes.INVALID_BODY, "the body is null: send a JSON object")
     try:
-        return model.model_validate(data if data is not None else {})
+        if data is None:
+            return model.model_validate({})
+        return model.model_validate_json(raw, strict=True)
     except ValidationError as error:
         fields = [
             {"field": ".".join(str(p) for p in e["loc"]), "problem": e["type"]}

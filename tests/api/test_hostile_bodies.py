@@ -164,3 +164,58 @@ def test_a_body_over_its_route_class_limit_is_a_413_json_and_changes_nothing(
     # Just under the class's own limit is read (a signed-in route is not held to the public one).
     near = client.post(path, json={"reason": "x" * (limit - 1024)}, headers=headers)
     assert near.status_code != 413
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        ("put", "/organizations/{org}/join-enabled", {"joinEnabled": 0}, "joinEnabled"),
+        ("put", "/organizations/{org}/join-enabled", {"joinEnabled": "false"}, "joinEnabled"),
+        ("post", "/organizations/{org}/class-types",
+         {"name": "Row", "defaultCapacity": "12", "durationMinutes": 45}, "defaultCapacity"),
+        ("post", "/organizations/{org}/class-types",
+         {"name": "Row", "defaultCapacity": 12, "durationMinutes": True}, "durationMinutes"),
+        ("post", "/organizations/{org}/class-types",
+         {"name": "Row", "defaultCapacity": 12.5, "durationMinutes": 45}, "defaultCapacity"),
+        ("post", "/organizations/{org}/class-types",
+         {"name": 7, "defaultCapacity": 12, "durationMinutes": 45}, "name"),
+    ],
+    ids=["0 for false", "'false' for false", "'12' for 12", "true for 1", "12.5 for an integer",
+         "a number for a name"],
+)  # fmt: skip
+def test_a_value_of_another_json_type_is_a_400_not_coerced(
+    client,
+    session,
+    gym,  # noqa: F811
+    method,
+    path,
+    body,
+    field,
+):
+    """The document says integer, boolean, string: the body is validated strictly as JSON.
+    Coerced, `{"joinEnabled": 0}` turned joining off and `true` made a class of one."""
+    before = snapshot(session)
+    response = getattr(client, method)(
+        path.format(org=gym.id), json=body, headers=gym[Role.owner].headers
+    )
+    assert response.status_code == 400, response.json
+    assert response.json["code"] == "invalid_body"
+    assert [f["field"] for f in response.json["fields"]] == [field]
+    assert snapshot(session) == before
+
+
+def test_a_null_body_is_a_400_not_an_empty_one(client, session, gym):  # noqa: F811
+    """`null` read as no body: a join link was created, a brand published, from a body that
+    is not an object (`[]`, `0` and `"x"` were refused already)."""
+    before = snapshot(session)
+    response = client.post(
+        f"/organizations/{gym.id}/join-links",
+        data=b"null",
+        headers=gym[Role.owner].headers,
+        content_type="application/json",
+    )
+    assert response.status_code == 400, response.json
+    assert response.json["code"] == "invalid_body"
+    assert snapshot(session) == before
+    created = client.post(f"/organizations/{gym.id}/join-links", headers=gym[Role.owner].headers)
+    assert created.status_code == 201, created.json  # no body at all: no fields, as before
