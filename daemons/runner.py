@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from daemons.jobs import AnyJob, JobResult, OwnTransactionsJob, select_jobs
 from gymctl import clock
 from gymctl.config import Settings
-from gymctl.db import advisory_lock, get_engine, session_lock
+from gymctl.db import advisory_lock, get_engine, job_lock
 from gymctl.db import session_factory as default_session_factory
 from gymctl.logs import configure_logging as configure_json_logging
 from gymctl.models import JobRun
@@ -157,15 +157,15 @@ def _run_own_transactions(
     tick: int | None,
 ) -> JobOutcome:
     """A job that commits as it goes: the lock is a session-level one on a connection that
-    holds no transaction while the job runs (`session_lock`: a forecast or the 02:00 sweep runs
+    holds no transaction while the job runs (`job_lock`: a forecast or the 02:00 sweep runs
     for minutes, and an idle-in-transaction holder would be ended by the server's
     idle_in_transaction_session_timeout, letting a second daemon in). The ledger row is claimed
     in its own committed transaction before the job runs, then closed after."""
     runner = runner_id()
     with session_factory() as probe:
         engine = probe.get_bind().engine  # a test's factory binds a connection: its engine
-    with session_lock(engine, f"daemon:{job.name}") as held:
-        if held is None:
+    with job_lock(engine, f"daemon:{job.name}") as held:
+        if not held:
             return JobOutcome(job.name, tick, "skipped", reason="locked: running elsewhere")
         try:
             claimed = tick is None or _claim_tick(session_factory, job, tick, runner, now)

@@ -127,6 +127,36 @@ _sqlite_writers: dict[int, int] = {}
 _sqlite_writers_guard = threading.Lock()
 
 
+class _WriterPace(threading.local):
+    """One thread's share of SQLite's write lock over the current window."""
+
+    def __init__(self) -> None:
+        self.window_start = 0.0
+        self.held = 0.0
+        self.began: dict[int, float] = {}  # DBAPI connection id -> when its write lock was taken
+
+
+_pace = _WriterPace()
+# SQLite's lock is not fair: a waiter (another process, another thread) sleeps in its busy
+# handler and polls, at most 100 ms apart, while a loop that commits and begins again takes the
+# lock back within microseconds. A daemon working a queue a unit per transaction (a bulk
+# invite's addresses) held it 95% of the time and every other writer waited out its 30 s
+# busy_timeout ("database is locked"). So a thread that held the lock more than half of the
+# last second pauses longer than one poll before it takes it again: every waiter polls in the
+# pause. A thread that writes now and then (a request, a test) never pauses.
+PACE_WINDOW_SECONDS = 1.0
+PACE_SHARE = 0.5
+PACE_PAUSE_SECONDS = 0.15
+
+
+def _pace_writer() -> None:
+    elapsed = time.monotonic() - _pace.window_start
+    if elapsed >= PACE_WINDOW_SECONDS:
+        if _pace.held > PACE_SHARE * elapsed:
+            time.sleep(PACE_PAUSE_SECONDS)
+        _pace.window_start, _pace.held = time.monotonic(), 0.0
+
+
 def _sqlite_begin(connection) -> None:
     # IMMEDIATE takes the write lock up front: concurrent writers wait (busy_timeout) instead of
     # failing on a lock upgrade. The embedded default trades concurrency for that safety. A
@@ -143,12 +173,17 @@ def _sqlite_begin(connection) -> None:
                 "this thread already holds the embedded database's write lock in another "
                 "transaction; a second one would wait on it (end the first, or join it)"
             )
+    _pace_writer()
     connection.exec_driver_sql("BEGIN IMMEDIATE")
+    _pace.began[dbapi] = time.monotonic()  # held from here (the wait for it is not holding)
     with _sqlite_writers_guard:
         _sqlite_writers[dbapi] = thread
 
 
 def _sqlite_end(connection) -> None:
+    began = _pace.began.pop(id(connection.connection.dbapi_connection), None)
+    if began is not None:
+        _pace.held += time.monotonic() - began
     with _sqlite_writers_guard:
         _sqlite_writers.pop(id(connection.connection.dbapi_connection), None)
 
@@ -250,18 +285,12 @@ def session_lock(
     embedded default: the process lock `advisory_lock` takes for the same name."""
     deadline = time.monotonic() + wait_seconds
     if engine.dialect.name != "postgresql":
-        lock = _process_lock(name)
-        acquired = (
-            lock.acquire(timeout=wait_seconds) if wait_seconds > 0 else lock.acquire(blocking=False)
-        )
-        if not acquired:
-            yield None
-            return
-        try:
+        with _process_lock_held(name, wait_seconds) as held:
+            if not held:
+                yield None
+                return
             with engine.connect() as connection:
                 yield connection
-        finally:
-            lock.release()
         return
     connection = engine.connect()
     key = lock_key(name)
@@ -286,6 +315,34 @@ def session_lock(
             _unlock(connection, key, name, keeps_idle)
     finally:
         connection.close()
+
+
+@contextmanager
+def job_lock(engine: Engine, name: str) -> Iterator[bool]:
+    """session_lock for a holder that needs no connection of its own (a daemon's job that
+    commits as it goes): whether it is held. The embedded default takes its process lock
+    alone; a pooled connection held idle for the whole job, in each of the scheduler's
+    threads, with each job's own, ran the pool dry (QueuePool limit reached)."""
+    if engine.dialect.name != "postgresql":
+        with _process_lock_held(name, 0.0) as held:
+            yield held
+        return
+    with session_lock(engine, name) as connection:
+        yield connection is not None
+
+
+@contextmanager
+def _process_lock_held(name: str, wait_seconds: float) -> Iterator[bool]:
+    lock = _process_lock(name)
+    if wait_seconds > 0:
+        acquired = lock.acquire(timeout=wait_seconds)
+    else:
+        acquired = lock.acquire(blocking=False)
+    try:
+        yield acquired
+    finally:
+        if acquired:
+            lock.release()
 
 
 def _unlock(connection: Connection, key: int, name: str, keeps_idle: bool) -> None:

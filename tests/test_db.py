@@ -54,3 +54,41 @@ def test_a_transaction_may_take_its_own_lock_again(engine):
         holder.commit()
         assert advisory_lock(rival, "test:again", wait=False)
         rival.rollback()
+
+
+def test_a_writer_that_holds_sqlites_lock_in_a_loop_lets_another_writer_in(tmp_path):
+    """SQLite's lock is not fair: a loop that commits and begins again took it back within
+    microseconds while a waiter slept between polls, so a daemon working a bulk invite an
+    address per transaction kept every other writer out until its run ended (30 s, "database
+    is locked"). A thread that held the lock over half the last second pauses longer than one
+    poll: the waiter gets in while the loop is still running."""
+    import threading
+    import time
+
+    from gymctl.db import get_engine, release_engine
+
+    url = f"sqlite:///{tmp_path / 'pace.db'}"
+    engine = get_engine(url)
+    with engine.begin() as connection:
+        connection.exec_driver_sql("CREATE TABLE t (n INTEGER)")
+    loops, rounds = [0], 150
+
+    def loop() -> None:
+        for _ in range(rounds):
+            with engine.begin() as connection:
+                connection.exec_driver_sql("INSERT INTO t VALUES (1)")
+                time.sleep(0.02)  # a unit's work inside its transaction (a provider call)
+            loops[0] += 1
+
+    worker = threading.Thread(target=loop)
+    worker.start()
+    try:
+        while loops[0] < 5:
+            time.sleep(0.01)
+        with engine.begin() as connection:  # waits on the loop (busy_timeout 30 s)
+            connection.exec_driver_sql("INSERT INTO t VALUES (2)")
+            got_in_after = loops[0]
+    finally:
+        worker.join()
+        release_engine(url)
+    assert got_in_after < rounds, "the waiter got the lock only when the loop ended"

@@ -58,15 +58,28 @@ class Outreach:
     identity_admin: IdentityAdmin
 
 
+# RFC 5322's specials: outside a quoted local part (which no sign-up form produces, and which we
+# do not take) each one ends an address or starts another. "a@x.test,b@y.test" was one address
+# here and two recipients in the invitation's To header.
+EMAIL_SPECIALS = frozenset('()<>[]:;,\\"@')
+
+
 def normalize_email(email: str) -> str:
+    """One address, as invites, join forms, sign-ups and imports all read it: local@domain,
+    the domain lower-cased; email_invalid otherwise."""
     cleaned = (email or "").strip()
     local, at, domain = cleaned.partition("@")
     # No whitespace and no Unicode "other" character (categories C*) inside: a control one in
     # a mail header answered 500 (the To header refuses what str.splitlines() reads as a line
     # break); a format one (U+202E RIGHT-TO-LEFT OVERRIDE, a zero-width joiner, a BOM) makes an
     # address display as another; a lone surrogate (a non-UTF-8 CLI argument) cannot be stored.
-    unsafe = any(c.isspace() or unicodedata.category(c).startswith("C") for c in cleaned)
-    if not at or not local or "." not in domain or unsafe or len(cleaned) > 320:
+    unsafe = any(
+        c.isspace() or unicodedata.category(c).startswith("C") or c in EMAIL_SPECIALS
+        for c in local + domain
+    )
+    # Dot-atoms on both sides: no empty part (a leading, trailing or doubled dot).
+    atoms = local.split(".") + domain.split(".")
+    if not at or "." not in domain or unsafe or not all(atoms) or len(cleaned) > 320:
         raise unprocessable(codes.EMAIL_INVALID, "a valid email address is required")
     return f"{local}@{domain.lower()}"
 

@@ -313,3 +313,24 @@ def test_the_invitation_email_goes_out_through_smtp(settings, session_factory, c
     assert envelope.rcpt_tos == ["smtp.person@example.test"]
     ticket, _ = link_in(recorder.message(), "__identity_ticket")
     assert ticket.count(".") == 2
+
+
+@pytest.mark.parametrize(
+    "email",
+    ["outsider@evil.test,staff@example.test", "staff@example.test;outsider@evil.test",
+     "staff@@example.test", "Staff <staff@example.test>"],
+    ids=["comma", "semicolon", "two-ats", "display-name"],
+)  # fmt: skip
+def test_an_address_that_names_two_recipients_is_email_invalid_and_nothing_is_sent(
+    client, gym, session, mailbox, idp, email
+):
+    """`a@x.test,b@y.test` passed as one address (an "@" and a dot in the domain) and was one
+    To header with two recipients: whoever typed it had a coach's invitation link mailed to an
+    address of their choosing. RFC 5322's specials end an address; none is taken in one."""
+    before = count(session, Invitation)
+    response = invite(client, gym, email, role="coach")
+    assert response.status_code == 422, response.json
+    assert response.json["code"] == "email_invalid"
+    assert count(session, Invitation) == before
+    assert read_mailbox(mailbox) == []
+    assert idp.invitations == []

@@ -359,8 +359,15 @@ def test_no_ticket_is_issued_when_the_provider_cannot_say_whether_an_account_exi
         "ann@exam\u200bple.test",  # ZERO WIDTH SPACE
         "\ufeffann@example.test",  # a BOM
         "ann@example.test\u2066",  # LEFT-TO-RIGHT ISOLATE
+        "ann@example.test,eve@evil.test",  # two recipients in the To header
+        "ann@example.test;eve@evil.test",
+        "ann@@example.test",
+        '"ann"@example.test',  # a quoted local part: no form produces one
+        "ann..lee@example.test",
+        "ann@example..test",
     ],
-    ids=["no-at", "rlo", "zwj", "zwsp", "bom", "lri"],
+    ids=["no-at", "rlo", "zwj", "zwsp", "bom", "lri", "comma", "semicolon", "two-ats", "quoted",
+         "double-dot-local", "double-dot-domain"],
 )
 def test_an_invalid_address_is_refused_422_and_writes_nothing(client, session, gym, link, email):
     before = snapshot(session)
