@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.metadata
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -47,10 +48,36 @@ def assert_one_line_usage_error(result: subprocess.CompletedProcess) -> None:
         pytest.param(["bridge", "ops", "demo", "--status", "stuck"], id="wrong enum choice"),
         pytest.param(["keys", "generate", "nope"], id="unknown key kind"),
         pytest.param(["db", "upgrade", "9999"], id="unknown revision"),
+        pytest.param(["serve", "--workers", "0"], id="serve with no worker"),
+        pytest.param(["serve", "--port", "99999"], id="serve on a port past 65535"),
+        pytest.param(["serve", "--port", "0"], id="serve on port 0"),
+        pytest.param(["movements", "jobs", "--queue", "bogus"], id="unknown job queue"),
+        pytest.param(["billing", "sweep", "bogus"], id="unknown sweep"),
+        pytest.param(
+            ["billing", "simulate", "demo", "--until", "2030-01-01", "--by", "year"],
+            id="unknown forecast period",
+        ),
     ],
 )
 def test_a_usage_mistake_is_one_line_and_exit_2(home_env, args):  # noqa: F811
     assert_one_line_usage_error(gymctl(home_env, *args, check=False))
+
+
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [
+        (["movements", "jobs", "--queue", "bogus"], "'bogus' is not one of: seed, thumbnails, "
+         "videos, cues"),
+        (["billing", "sweep", "bogus"], "unknown_sweep: 'bogus' is not one of: lifecycle,"),
+        (["billing", "simulate", "demo", "--until", "2030-01-01", "--by", "year"],
+         "forecast_period_invalid: 'year' is not one of: day, week, month"),
+        (["serve", "--workers", "0"], "'--workers': Input should be greater than or equal to 1"),
+    ],
+)  # fmt: skip
+def test_an_unknown_choice_names_the_choices_and_keeps_its_code(home_env, args, shown):  # noqa: F811
+    """A value the command would have silently matched nothing with (an empty table) or
+    refused with exit 1 is a usage mistake that lists what it takes."""
+    assert shown in gymctl(home_env, *args, check=False).stderr
 
 
 def test_a_group_without_a_command_shows_its_help_and_exits_2(home_env):  # noqa: F811
@@ -96,6 +123,37 @@ def test_a_crash_exits_70_and_names_the_log_that_holds_the_traceback(home_env): 
     text = log.read_text()
     assert "Traceback" in text
     assert "OperationalError" in text
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["config", "show", "--json"], id="a command's output"),
+        pytest.param(
+            ["assets", "normalize", "examples/logo.jpg", "--slot", "icon", "--json"],
+            id="a refusal's JSON",
+        ),
+        pytest.param(["nosuch", "--json"], id="a usage mistake's JSON"),
+    ],
+)
+def test_a_reader_that_closed_the_pipe_ends_it_quietly(home_env, args):  # noqa: F811
+    """`gymctl ... | head`: the reader is gone before gymctl writes. Python's recipe for
+    SIGPIPE: no traceback, no 'Exception ignored' at shutdown, nothing said, exit 1."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        done = subprocess.run(
+            [*GYMCTL, *args],
+            env=home_env,
+            cwd=Path(__file__).parents[1],
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(writer)
+    assert (done.returncode, done.stderr) == (1, "")
 
 
 def test_production_with_a_bad_environment_name_is_a_clear_configuration_error(home_env):  # noqa: F811

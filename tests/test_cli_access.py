@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+import uuid
+from pathlib import Path
 
 from tests.test_quickstart import gymctl, home_env  # noqa: F401 (fixture)
 
@@ -24,7 +27,7 @@ def test_members_import_then_mark_email_verified_and_invitations(home_env, tmp_p
             "mark-email-verified",
             "user_demo_member_1",
             "--operator",
-            "desk-call-42",
+            "user_demo_owner",
             "--json",
         ).stdout
     )
@@ -84,3 +87,87 @@ def test_join_enabled_switch_from_the_cli_holds_staff_to_the_matrix(home_env):  
     assert "permission_denied" in refused.stderr
     on = json.loads(gymctl(home_env, "members", "join-enabled", "demo-gym", "on", "--json").stdout)
     assert on["joinEnabled"] is True
+
+
+def audit_rows(home_env, action: str) -> list[tuple]:  # noqa: F811
+    """(actor identity subject, data) of each audit row of `action`, from the SQLite database."""
+    database = Path(home_env["GYMCTL_HOME"]) / "gymctl.db"
+    with sqlite3.connect(database) as connection:
+        return connection.execute(
+            "SELECT u.identity_id, a.data FROM audit_log a LEFT JOIN users u"
+            " ON u.id = a.actor_user_id WHERE a.action = ?",
+            (action,),
+        ).fetchall()
+
+
+def other_gym_owner(home_env) -> str:  # noqa: F811
+    """A second gym and its owner, written straight into the quick start's SQLite database: an
+    owner, but of no membership in demo-gym. Returns the owner's identity subject."""
+    user, gym = uuid.uuid4().hex, uuid.uuid4().hex
+    at = "2026-01-01 00:00:00"
+    database = Path(home_env["GYMCTL_HOME"]) / "gymctl.db"
+    with sqlite3.connect(database) as connection:
+        connection.execute(
+            "INSERT INTO users (id, identity_id, email, created_at, updated_at)"
+            " VALUES (?, 'user_other_owner', 'owner@other-gym.example', ?, ?)",
+            (user, at, at),
+        )
+        connection.execute(
+            "INSERT INTO organizations (id, name, slug, status, created_at)"
+            " VALUES (?, 'Other Gym', 'other-gym', 'active', ?)",
+            (gym, at),
+        )
+        connection.execute(
+            "INSERT INTO memberships (id, organization_id, user_id, role, status,"
+            " invitation_held, created_at, updated_at)"
+            " VALUES (?, ?, ?, 'owner', 'active', 0, ?, ?)",
+            (uuid.uuid4().hex, gym, user, at, at),
+        )
+    return "user_other_owner"
+
+
+def test_members_import_holds_the_staff_to_the_matrix_as_join_enabled_does(home_env, tmp_path):  # noqa: F811
+    """--staff is the acting staff, checked as `members join-enabled --staff` checks it: a
+    member or coach may not manage members (permission_denied), the owner of another gym has no
+    membership here (organization_not_found); refused before any work, nothing imported."""
+    gymctl(home_env, "quickstart", "--json")
+    outsider = other_gym_owner(home_env)
+    csv = tmp_path / "members.csv"
+    csv.write_text("email,name\nnew.one@example.test,New One\n")
+    for staff, code in [
+        ("user_demo_member_1", "permission_denied"),
+        ("user_demo_coach", "permission_denied"),
+        (outsider, "organization_not_found"),
+    ]:
+        refused = gymctl(
+            home_env, "members", "import", "demo-gym", str(csv), "--staff", staff, "--json",
+            check=False,
+        )  # fmt: skip
+        assert (refused.returncode, json.loads(refused.stdout)["code"]) == (1, code), staff
+    database = Path(home_env["GYMCTL_HOME"]) / "gymctl.db"
+    with sqlite3.connect(database) as connection:
+        [(count,)] = connection.execute(
+            "SELECT count(*) FROM users WHERE email = 'new.one@example.test'"
+        ).fetchall()
+    assert count == 0
+    imported = gymctl(
+        home_env, "members", "import", "demo-gym", str(csv), "--staff", "user_demo_owner",
+        "--json",
+    )  # fmt: skip
+    assert json.loads(imported.stdout)["members"]["created"] == ["new.one@example.test"]
+
+
+def test_mark_email_verified_refuses_an_operator_who_is_no_user_before_any_work(home_env):  # noqa: F811
+    gymctl(home_env, "quickstart", "--json")
+    refused = gymctl(
+        home_env,
+        "users",
+        "mark-email-verified",
+        "user_demo_member_1",
+        "--operator",
+        "nobody_at_all",
+        "--json",
+        check=False,
+    )
+    assert (refused.returncode, json.loads(refused.stdout)["code"]) == (1, "operator_user_required")
+    assert audit_rows(home_env, "user.email_verified") == []

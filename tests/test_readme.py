@@ -10,6 +10,7 @@ the command fails, anything else that it succeeds, and every piece of a shown li
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -126,9 +127,7 @@ def test_every_readme_example_runs_as_written(fresh):
     for index, step in enumerate(steps):
         command = step.command.replace("localhost:8000", f"localhost:{port}")
         script.append(f"{{ {command}\n}} > out_{index} 2>&1 < /dev/null; echo $? > rc_{index}")
-    subprocess.run(
-        ["bash", "-c", "\n".join(script)], cwd=folder, env=env, timeout=900, check=False
-    )
+    subprocess.run(["bash", "-c", "\n".join(script)], cwd=folder, env=env, timeout=900, check=False)
     problems = []
     for index, step in enumerate(steps):
         output = (folder / f"out_{index}").read_text()
@@ -142,3 +141,95 @@ def test_every_readme_example_runs_as_written(fresh):
                 problems.append(f"shows {missing!r} that it did not print: $ {step.command}")
                 break
     assert not problems, "\n\n".join(problems)
+
+
+WORKFLOWS = re.compile(r"## Workflows\n(.*?)\nExamples:", re.S)
+
+
+def workflow_commands() -> list[tuple[str, list[str]]]:
+    """(command path, the words shown after it) for each `gymctl ...` of the Workflows table;
+    `a\\|b` names each of a and b, a bracketed part is optional and left out."""
+    table = WORKFLOWS.search((ROOT / "README.md").read_text()).group(1)
+    found = []
+    for span in re.findall(r"`(gymctl [^`]+)`", table):
+        text = re.sub(r"\s*\\?\|\s*", "|", span)
+        while re.search(r"\[[^\[\]]*\]", text):
+            text = re.sub(r"\s*\[[^\[\]]*\]", "", text)
+        words = text.split()[1:]
+        if words and not words[0].startswith("-"):
+            found.append(words)
+    return [(path, rest) for words in found for path, rest in _expand(words)]
+
+
+def _expand(words: list[str]) -> list[tuple[str, list[str]]]:
+    """The command paths a row's words name (`billing settings show|set`: two paths)."""
+    from gymctl.cli import COMMANDS
+    from gymctl.cli.lazy import LazyCommand
+
+    name, rest = words[0], words[1:]
+    command = LazyCommand(name, *COMMANDS[name]).load()
+    paths = [(name, command, rest)]
+    done = []
+    while paths:
+        path, command, rest = paths.pop()
+        children = getattr(command, "commands", None)
+        if children is None:
+            done.append((path, rest))
+            continue
+        assert rest, f"README: `gymctl {path}` names no command of the group"
+        if rest[0] == "...":  # `video ...`: the group's commands
+            continue
+        for alternative in rest[0].split("|"):
+            assert alternative in children, (
+                f"README: `gymctl {path} {alternative}`: no such command"
+            )
+            paths.append((f"{path} {alternative}", children[alternative], rest[1:]))
+    return done
+
+
+@pytest.mark.parametrize(("path", "shown"), workflow_commands(), ids=lambda v: str(v))
+def test_the_workflow_table_shows_what_each_command_takes(path, shown):
+    """Each command of the table exists, takes each option shown, and takes as many arguments
+    as the row shows (`...`: some more)."""
+    from gymctl.cli import COMMANDS
+    from gymctl.cli.lazy import LazyCommand
+
+    names = path.split()
+    command = LazyCommand(names[0], *COMMANDS[names[0]]).load()
+    for name in names[1:]:
+        command = command.commands[name]
+    options = {opt: p for p in command.params for opt in p.opts if opt.startswith("-")}
+    arguments = [p for p in command.params if not any(o.startswith("-") for o in p.opts)]
+    positional, words = [], iter(shown)
+    for word in words:
+        if word.startswith("--"):
+            assert word in options, f"README: `gymctl {path}` takes no {word}"
+            if not options[word].is_flag:
+                next(words, None)
+        elif word != "...":
+            positional.append(word)
+    required = sum(1 for a in arguments if a.required)
+    if "..." in shown:
+        assert len(positional) <= len(arguments), f"README: `gymctl {path}` shows {positional}"
+    else:
+        assert required <= len(positional) <= len(arguments), (
+            f"README: `gymctl {path}` shows {positional}; it takes "
+            f"{[a.name.upper() for a in arguments]}"
+        )
+
+
+def test_the_db_current_example_shows_the_head_revision():
+    """What `gymctl db current --json` prints after the quick start: the journal's head."""
+    from gymctl import migrate
+
+    shown = re.search(r"\$ gymctl db current --json\n(.*)\n", (ROOT / "README.md").read_text())
+    assert shown.group(1) == json.dumps({"current": migrate.head(), "head": migrate.head()})
+
+
+def test_the_ledger_row_says_a_once_run_writes_no_row():
+    """`gymctl daemons runs` lists the daemon's ticks; a `--once` run (the quick start's too) is
+    no tick and writes no row (docs/decisions.md, `--once`), so an empty ledger is no failure."""
+    table = WORKFLOWS.search((ROOT / "README.md").read_text()).group(1)
+    [row] = [line for line in table.splitlines() if "`gymctl daemons runs`" in line]
+    assert "`--once`" in row
+    assert "no row" in row

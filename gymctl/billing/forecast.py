@@ -24,6 +24,7 @@ never which (a test compares).
 from __future__ import annotations
 
 import json
+import logging
 import random
 import shutil
 import tempfile
@@ -31,8 +32,9 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -547,6 +549,20 @@ def check_organization(session: Session, organization_id: uuid.UUID) -> None:
         raise not_found(codes.ORGANIZATION_NOT_FOUND, "no such organization")
 
 
+def check_explain(session: Session, organization_id: uuid.UUID, subscription_id: uuid.UUID) -> None:
+    """The subscription a forecast is asked to explain is one of the organization's: another
+    gym's or a made-up id would only show an empty timeline."""
+    found = session.scalar(
+        select(Subscription.id).where(
+            Subscription.id == subscription_id, Subscription.organization_id == organization_id
+        )
+    )
+    if found is None:
+        raise not_found(
+            codes.SUBSCRIPTION_NOT_FOUND, "the organization has no subscription with this id"
+        )
+
+
 def check_request(
     session: Session,
     organization_id: uuid.UUID,
@@ -743,11 +759,43 @@ def tune_scratch(engine: Engine) -> None:
 
 def scratch_engine(url: str) -> Engine:
     """A migrated SQLite file that is thrown away (SCRATCH_PRAGMAS on every connection)."""
-    upgrade(url)
+    with _alembic_quiet():
+        upgrade(url)
     engine = get_engine(url)
     event.listen(engine, "connect", _scratch_pragmas)
     engine.dispose()  # the migration's pooled connections predate the listener
     return engine
+
+
+class _AlembicQuiet:
+    """alembic's INFO lines left out while a scratch database is migrated: about 20 a forecast
+    (each revision's "Running upgrade"), in the daemon's log once per queued forecast. Its
+    warnings still show. The level is the "alembic" logger's, for the whole process, so it is
+    counted: two forecasts' migrations may overlap, and the last one out puts it back."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._level = logging.NOTSET
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        logger = logging.getLogger("alembic")
+        with self._lock:
+            if self._depth == 0:
+                self._level = logger.level
+                logger.setLevel(max(logging.WARNING, logger.level))
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0:
+                    logger.setLevel(self._level)
+
+
+_alembic_quiet = _AlembicQuiet()
 
 
 def _scratch_pragmas(dbapi_connection, _record) -> None:

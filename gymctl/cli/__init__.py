@@ -67,12 +67,27 @@ def _root(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """The console entry: run the command, and end every failure the same way."""
+    """The console entry: run the command, and end every failure the same way. A reader that
+    closed the pipe early (`gymctl ... | head`) ends it quietly, as Python's note on SIGPIPE
+    says (gymctl/cli/failures.py, stdout_closed)."""
+    from gymctl.cli import failures
+
     args = sys.argv[1:] if argv is None else argv
     try:
-        result = app(args=args, prog_name="gymctl", standalone_mode=False)
-    except Exception as error:
-        from gymctl.cli.failures import report
-
-        sys.exit(report(error, args, as_json="--json" in args))
-    sys.exit(result if isinstance(result, int) else 0)
+        try:
+            result = app(args=args, prog_name="gymctl", standalone_mode=False)
+        except Exception as error:
+            status = failures.report(error, args, as_json="--json" in args)
+        else:
+            status = result if isinstance(result, int) else 0
+        # Flush here, inside the handler: a closed pipe is found now, not at shutdown.
+        sys.stdout.flush()
+    except BrokenPipeError:
+        status = failures.stdout_closed()
+    except SystemExit:
+        # Typer ends a closed pipe met inside a command itself (exit 1, its streams wrapped
+        # to ignore the error); make the shutdown's flush quiet too.
+        if failures.stdout_pacified():
+            failures.stdout_closed()
+        raise
+    sys.exit(status)

@@ -7,7 +7,14 @@ from pathlib import Path
 import typer
 
 from gymctl.assets.types import Slot, Transform
-from gymctl.cli.output import JSON, err_console, print_json, render_mapping
+from gymctl.cli.output import (
+    JSON,
+    err_console,
+    print_json,
+    render_mapping,
+    writable_file,
+    write_file,
+)
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -22,7 +29,9 @@ def normalize_command(
         help='JSON: {"crop": {"x", "y", "width", "height"}, "background": "#RRGGBB", '
         '"removeBackground": true}',
     ),
-    out: Path | None = typer.Option(None, "--out", help="Where to write the PNG."),
+    out: Path | None = typer.Option(
+        None, "--out", callback=writable_file, help="Where to write the PNG."
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Print the normalization report; a refusal prints its code and exits 1."""
@@ -37,7 +46,7 @@ def normalize_command(
         max_bytes=get_settings().max_brand_asset_bytes,
     )
     if out is not None:
-        out.write_bytes(result.png)
+        write_file("--out", out, lambda path: path.write_bytes(result.png))
         err_console.print(f"wrote {out} ({len(result.png)} bytes)")
     if as_json:
         print_json(result.report)

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -24,7 +25,17 @@ from gymctl.cli.billing_common import (
 from gymctl.cli.billing_common import instant as _instant
 from gymctl.cli.billing_common import operator_id as _operator_id
 from gymctl.cli.billing_common import unit as _unit
-from gymctl.cli.output import JSON, console, err_console, print_json, render_mapping, render_rows
+from gymctl.cli.output import (
+    JSON,
+    console,
+    err_console,
+    one_of,
+    print_json,
+    render_mapping,
+    render_rows,
+    writable_file,
+    write_file,
+)
 from gymctl.errors import invalid
 
 app = typer.Typer(no_args_is_help=True)
@@ -41,10 +52,12 @@ def sweep_command(
     as_json: bool = JSON,
 ) -> None:
     """Run one billing sweep now and print its summary."""
-    from gymctl.billing.sweeps import run_sweep
+    from gymctl.billing.codes import UNKNOWN_SWEEP
+    from gymctl.billing.sweeps import SWEEPS, run_sweep
     from gymctl.config import get_settings
     from gymctl.db import get_engine, session_factory
 
+    one_of(name, SWEEPS, "NAME", UNKNOWN_SWEEP)
     settings = get_settings()
     factory = session_factory(get_engine(settings.resolved_database_url))
     result = run_sweep(name, factory, clock.now(), settings, dry_run=dry_run)
@@ -466,7 +479,9 @@ def simulate_command(
     lifecycle_only: bool = typer.Option(
         False, "--lifecycle-only", help="Leave the collector out (another provider collects)."
     ),
-    chart: str | None = typer.Option(None, "--chart", help="Also draw the forecast to a PNG."),
+    chart: Path | None = typer.Option(
+        None, "--chart", callback=writable_file, help="Also draw the forecast to a PNG."
+    ),
     explain: uuid.UUID | None = typer.Option(
         None, "--explain", help="The timeline of one subscription in the forecast."
     ),
@@ -474,16 +489,18 @@ def simulate_command(
 ) -> None:
     """Forecast the organization's billing until a date: the daemons' sweeps on a scratch copy
     (the real database is only read; no card is charged, no email sent)."""
-    from pathlib import Path
-
     from gymctl.access.gyms import resolve_organization
-    from gymctl.billing.forecast import simulate
+    from gymctl.billing.codes import FORECAST_PERIOD_INVALID
+    from gymctl.billing.forecast import PERIODS, check_explain, simulate
 
+    one_of(by, PERIODS, "--by", FORECAST_PERIOD_INVALID)
     _, cipher = _services()
     start, last = clock.now(), _day_or_instant(until)
     with _unit(dry_run=True) as session:
         gym = resolve_organization(session, organization)
         slug, gym_id = gym.slug, gym.id
+        if explain is not None:
+            check_explain(session, gym_id, explain)
     # A session of its own, outside any transaction: simulate then ends its read as soon as
     # the organization is copied. Its caller's transaction would hold the embedded default's
     # write lock (a PostgreSQL session idle in transaction) for the whole forecast.
@@ -507,8 +524,8 @@ def simulate_command(
     if chart:
         from gymctl.billing.forecast_chart import write_chart
 
-        write_chart(report, Path(chart))
-        report["chart"] = chart
+        write_file("--chart", chart, lambda path: write_chart(report, path))
+        report["chart"] = str(chart)
     if as_json:
         print_json(report)
         return

@@ -4,7 +4,9 @@
   stderr, exit 2;
 - a configuration problem: every problem found, exit 2;
 - a refusal (DomainError): its code and message, exit 1;
-- a crash: one line naming the log file that holds the traceback, exit 70 (EX_SOFTWARE).
+- a crash: one line naming the log file that holds the traceback, exit 70 (EX_SOFTWARE);
+- stdout's reader gone (`gymctl ... | head`): nothing said, no traceback, exit 1 (Python's
+  recipe, stdout_closed).
 
 With `--json` the same answer is one JSON object `{"code", "message", ...}` on stdout, so a
 script reads one document whatever happened and tells success by the exit status.
@@ -24,6 +26,7 @@ from typing import Any
 from gymctl.errors import ConfigError, DomainError
 
 USAGE, REFUSED, CRASHED = 2, 1, 70
+CLOSED_PIPE = 1  # Python's own status on EPIPE (and Typer's): the reader left, nothing failed
 # Typer 0.29 raises its own copy of click's exceptions; older versions raise click's. Only the
 # modules already imported can have raised one.
 _CLICK_MODULES = ("click.exceptions", "typer._click.exceptions", "typer.exceptions")
@@ -73,6 +76,32 @@ def report(error: BaseException, argv: list[str], *, as_json: bool) -> int:
         f"gymctl crashed ({summary}); the traceback is in {log}",
         {"code": "internal_error", "message": summary, "log": str(log)},
     )
+
+
+def stdout_closed() -> int:
+    """The reader of stdout went away (`gymctl ... | head`): nothing more can be told, so no
+    traceback and no message. Python's recipe (the note on SIGPIPE in the signal module's
+    documentation): point stdout at /dev/null, so that the flush at shutdown cannot raise
+    BrokenPipeError again, and exit 1. SIGPIPE keeps Python's disposition (ignored): its
+    default would kill the process on any closed socket too."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by an object with no descriptor
+        fd = 1
+    os.dup2(devnull, fd)
+    os.close(devnull)
+    return CLOSED_PIPE
+
+
+def stdout_pacified() -> bool:
+    """Whether click (Typer's copy) met a closed pipe and wrapped the streams to ignore it."""
+    wrappers = tuple(
+        sys.modules[module].PacifyFlushWrapper
+        for module in ("click.utils", "typer._click.utils")
+        if module in sys.modules and hasattr(sys.modules[module], "PacifyFlushWrapper")
+    )
+    return bool(wrappers) and isinstance(sys.stdout, wrappers)
 
 
 def _tell(as_json: bool, status: int, line: str, body: dict[str, Any]) -> int:

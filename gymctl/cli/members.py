@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.progress import Progress
@@ -11,6 +13,12 @@ from rich.progress import Progress
 from gymctl.cli import codes
 from gymctl.cli.output import JSON, console, print_json, render_rows
 from gymctl.errors import invalid
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from gymctl.access.permissions import Module
+    from gymctl.models import Membership
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -29,9 +37,8 @@ def import_command(
     from gymctl import clock
     from gymctl.access.gyms import resolve_organization
     from gymctl.access.invitations import Outreach
-    from gymctl.access.memberships import owner_of
+    from gymctl.access.permissions import Module
     from gymctl.access.registrations import Registrar, import_members, parse_members_csv
-    from gymctl.access.trail import resolve_user
     from gymctl.config import get_settings
     from gymctl.db import session_factory, session_scope
     from gymctl.providers.identity_admin import identity_admin_from_settings
@@ -40,13 +47,7 @@ def import_command(
     rows = parse_members_csv(file.read_bytes())
     with session_scope() as session:
         gym = resolve_organization(session, organization)
-        if staff:
-            staff_id = resolve_user(session, staff).id
-        else:
-            owner = owner_of(session, gym.id)
-            if owner is None:
-                raise invalid(codes.STAFF_REQUIRED, "the gym has no owner; pass --staff")
-            staff_id = owner.user_id
+        staff_id = _acting_staff(session, gym.id, staff, Module.members).user_id
         settings = get_settings()
         outreach = Outreach(
             settings,
@@ -96,25 +97,38 @@ def join_enabled_command(
     from gymctl import clock
     from gymctl.access.gyms import resolve_organization
     from gymctl.access.join import set_join_enabled
-    from gymctl.access.memberships import owner_of, resolve_membership
-    from gymctl.access.permissions import Action, Module, enforce
-    from gymctl.access.trail import resolve_user
+    from gymctl.access.permissions import Module
     from gymctl.db import session_scope
 
     if state not in ("on", "off"):
         raise invalid(codes.JOIN_ENABLED_INVALID, "state must be on or off")
     with session_scope() as session:
         gym = resolve_organization(session, organization)
-        if staff:
-            actor = resolve_membership(session, gym.id, resolve_user(session, staff))
-        else:
-            actor = owner_of(session, gym.id)
-            if actor is None:
-                raise invalid(codes.STAFF_REQUIRED, "the gym has no owner; pass --staff")
-        enforce(gym.id, actor.role, Module.join_links, Action.manage)
+        actor = _acting_staff(session, gym.id, staff, Module.join_links)
         set_join_enabled(session, gym, state == "on", actor_user_id=actor.user_id, now=clock.now())
         answer = {"organization": gym.slug, "joinEnabled": gym.join_enabled}
     if as_json:
         print_json(answer)
     else:
         console.print(f"joining through links is {state} for {answer['organization']}")
+
+
+def _acting_staff(
+    session: Session, org_id: uuid.UUID, staff: str | None, module: Module
+) -> Membership:
+    """The membership acting for `--staff` (default: the gym's owner), held to the permission
+    matrix as the HTTP routes hold a signed-in caller: someone with no active membership in the
+    gym is organization_not_found, a role that may not manage `module` is permission_denied,
+    both before any work is done."""
+    from gymctl.access.memberships import owner_of, resolve_membership
+    from gymctl.access.permissions import Action, enforce
+    from gymctl.access.trail import resolve_user
+
+    if staff:
+        actor = resolve_membership(session, org_id, resolve_user(session, staff))
+    else:
+        actor = owner_of(session, org_id)
+        if actor is None:
+            raise invalid(codes.STAFF_REQUIRED, "the gym has no owner; pass --staff")
+    enforce(org_id, actor.role, module, Action.manage)
+    return actor

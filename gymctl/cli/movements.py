@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from gymctl import clock
 from gymctl.cli import codes
-from gymctl.cli.output import JSON, err_console, print_json, render_mapping, render_rows
+from gymctl.cli.output import JSON, err_console, one_of, print_json, render_mapping, render_rows
 from gymctl.errors import DomainError, forbidden, invalid
 
 if TYPE_CHECKING:
@@ -458,6 +458,8 @@ def jobs_command(
     from gymctl.db import session_scope
     from gymctl.movements import jobs
 
+    if queue is not None:  # an unknown queue lists nothing: a usage mistake, not "no jobs"
+        one_of(queue, dict.fromkeys(jobs.QUEUES.values()), "--queue")
     with session_scope() as session:
         rows = jobs.list_jobs(session, queue=queue, status=status)
     render_rows(

@@ -4,16 +4,21 @@ messages to stderr."""
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from gymctl.cli import codes
+from gymctl.errors import invalid
 
 console = Console()
 err_console = Console(stderr=True)
@@ -38,6 +43,46 @@ def choice(enum: type[StrEnum], value: str, param: str) -> Any:
     except ValueError:
         choices = ", ".join(member.value for member in enum)
         raise typer.BadParameter(f"{value!r} is not one of: {choices}", param_hint=param) from None
+
+
+def one_of(value: str, choices: Iterable[str], param: str, code: str | None = None) -> str:
+    """`value` if it is one of `choices` (read from the domain when the command runs), else a
+    usage error naming them; `code` keeps the domain's refusal code in the message."""
+    named = list(choices)
+    if value in named:
+        return value
+    prefix = f"{code}: " if code else ""
+    raise typer.BadParameter(
+        f"{prefix}{value!r} is not one of: {', '.join(named)}", param_hint=param
+    )
+
+
+def writable_file(value: Path | None) -> Path | None:
+    """The callback of an option naming a file to write (`--out`, `--chart`): a folder that is
+    missing or not writable is a usage error, found before the command does its work. The
+    write itself may still fail (a full disk, a folder removed meanwhile): write_file."""
+    if value is None:
+        return None
+    folder = value.parent
+    if value.is_dir():
+        raise typer.BadParameter(f"{value} is a folder; name a file in it")
+    if not folder.is_dir():
+        raise typer.BadParameter(f"the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK) or (
+        value.exists() and not os.access(value, os.W_OK)
+    ):
+        raise typer.BadParameter(f"{value} cannot be written (permissions)")
+    return value
+
+
+def write_file(option: str, path: Path, write: Callable[[Path], object]) -> None:
+    """`write(path)`, a failure of the write told as a refusal (output_unwritable), not a
+    crash: the command checked the folder up front (writable_file), and ran."""
+    try:
+        write(path)
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise invalid(codes.OUTPUT_UNWRITABLE, f"{option} {path}: {reason}") from None
 
 
 def print_json(data: Any) -> None:

@@ -12,9 +12,13 @@ from gymctl.cli.output import err_console
 
 def serve(
     host: str = typer.Option("127.0.0.1", help="Interface to bind."),
-    port: int = typer.Option(8000, help="Port to bind."),
-    workers: int = typer.Option(2, help="gunicorn worker processes."),
-    timeout: int = typer.Option(30, help="Seconds before a silent worker is restarted."),
+    # Checked here, a usage error: gunicorn starts with no worker (every request hangs) and
+    # answers a port out of range with its traceback.
+    port: int = typer.Option(8000, min=1, max=65535, help="Port to bind."),
+    workers: int = typer.Option(2, min=1, help="gunicorn worker processes."),
+    timeout: int = typer.Option(
+        30, min=0, help="Seconds before a silent worker is restarted (0: never)."
+    ),
 ) -> None:
     """Serve the webhooks and the client API with gunicorn."""
     from gymctl.config import get_settings

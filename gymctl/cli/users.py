@@ -9,6 +9,7 @@ import typer
 from rich.panel import Panel
 from rich.text import Text
 
+from gymctl.cli import codes
 from gymctl.cli.output import JSON, console, print_json, render_rows
 
 app = typer.Typer(no_args_is_help=True)
@@ -115,7 +116,10 @@ def ownership_trail_command(
 def mark_email_verified_command(
     user: str = typer.Argument(..., help="Database id (UUID) or identity subject (user_...)."),
     operator: str = typer.Option(
-        ..., "--operator", help="Who confirmed ownership out of band (recorded in the trail)."
+        ...,
+        "--operator",
+        help="Your user, who confirmed ownership out of band: database id or identity subject "
+        "(audited as the actor, recorded in the trail).",
     ),
     as_json: bool = JSON,
 ) -> None:
@@ -124,11 +128,20 @@ def mark_email_verified_command(
     from gymctl.access.ownership import mark_email_verified
     from gymctl.access.trail import resolve_user
     from gymctl.db import session_scope
+    from gymctl.errors import DomainError, forbidden
 
     with session_scope() as session:
+        # The rule of every CLI write (docs/decisions.md, "CLI writes take --operator"): an
+        # operator who is no user is refused before any work.
+        try:
+            actor = resolve_user(session, operator)
+        except DomainError:
+            raise forbidden(
+                codes.OPERATOR_USER_REQUIRED, f"no user {operator!r} to audit this write as"
+            ) from None
         person = resolve_user(session, user)
         changed = mark_email_verified(
-            session, person, actor_user_id=None, actor=f"cli:{operator}", now=clock.now()
+            session, person, actor_user_id=actor.id, actor=f"cli:{actor.id}", now=clock.now()
         )
         result = {"userId": str(person.id), "verified": True, "changed": changed}
     if as_json:

@@ -23,7 +23,7 @@ from gymctl.movements import codes
 from gymctl.movements.aliases import fold, merge_aliases
 from gymctl.movements.embeddings import Embedder, embed_movements
 from gymctl.movements.progress import SILENT, Progress
-from gymctl.movements.references import reference_counts, repoint
+from gymctl.movements.references import repoint
 
 LIBRARY_LOCK = "movements:library"
 # Filled on the winner from the loser when the winner has none: media moves with the merge.
@@ -57,12 +57,42 @@ def merge_pairs(
     actor_user_id: uuid.UUID | None = None,
     progress: Progress = SILENT,
 ) -> dict[str, Any]:
-    """Each pair is (winnerId, loserId). A refusal anywhere changes nothing at all."""
+    """Each pair is (winnerId, loserId), applied in order. A refusal anywhere changes nothing at
+    all.
+
+    A dry run is the real run in a savepoint that is rolled back, so it cannot drift from it:
+    each pair sees what the pairs before it did (`A:B B:A` refuses the second pair with
+    merge_winner_deleted, `A:B A:B` reports the second already_merged), and the references are
+    the rows the merge repointed. Only the winner's new embedding is left out: a dry run calls
+    no embedding endpoint, and no later pair reads a vector."""
     for winner_id, loser_id in pairs:
         if winner_id == loser_id:
             raise invalid(codes.MERGE_PAIR_INVALID, "a movement cannot merge into itself")
     rows = lock_canonical(session, [i for pair in pairs for i in pair])
     progress.start("merge", len(pairs))
+    if not dry_run:
+        results = _merge_in_order(session, embedder, rows, pairs, now, actor_user_id, progress)
+        return {"dryRun": False, "pairs": results}
+    scratch = session.begin_nested()
+    try:
+        results = _merge_in_order(session, None, rows, pairs, now, actor_user_id, progress)
+    finally:
+        scratch.rollback()
+    for result in results:
+        if result["outcome"] == "merged":
+            result["outcome"] = "would_merge"
+    return {"dryRun": True, "pairs": results}
+
+
+def _merge_in_order(
+    session: Session,
+    embedder: Embedder | None,
+    rows: dict[uuid.UUID, Movement],
+    pairs: Sequence[tuple[uuid.UUID, uuid.UUID]],
+    now: datetime,
+    actor: uuid.UUID | None,
+    progress: Progress,
+) -> list[dict[str, Any]]:
     results = []
     for winner_id, loser_id in pairs:
         winner, loser = rows[winner_id], rows[loser_id]
@@ -75,18 +105,11 @@ def merge_pairs(
                 winnerId=str(winner.id),
                 mergedIntoId=str(winner.merged_into_id) if winner.merged_into_id else None,
             )
-        elif dry_run:
-            outcome = _outcome(winner, loser, "would_merge")
-            outcome["references"] = reference_counts(session, [loser.id])[loser.id]
-            outcome["aliasesAfter"] = _aliases_after(winner, loser)
-            results.append(outcome)
         else:
             with session.begin_nested():
-                results.append(
-                    _merge(session, embedder, winner, loser, now=now, actor=actor_user_id)
-                )
+                results.append(_merge(session, embedder, winner, loser, now=now, actor=actor))
         progress.advance()
-    return {"dryRun": dry_run, "pairs": results}
+    return results
 
 
 def _outcome(winner: Movement, loser: Movement, outcome: str) -> dict[str, Any]:
@@ -101,7 +124,7 @@ def _aliases_after(winner: Movement, loser: Movement) -> list[str]:
 
 def _merge(
     session: Session,
-    embedder: Embedder,
+    embedder: Embedder | None,
     winner: Movement,
     loser: Movement,
     *,
@@ -125,7 +148,8 @@ def _merge(
     loser.deleted_at = now
     loser.merged_into_id = winner.id
     loser.updated_at = now
-    embed_movements(embedder, [winner])
+    if embedder is not None:  # None: a dry run (merge_pairs)
+        embed_movements(embedder, [winner])
     session.flush()
     emit(
         session,
@@ -147,7 +171,7 @@ def _merge(
     return {
         **_outcome(winner, loser, "merged"),
         "references": moved,
-        "aliasesAfter": winner.aliases,
+        "aliasesAfter": list(winner.aliases),
     }
 
 

@@ -16,9 +16,12 @@ def test_sweep_dry_run_and_unknown_sweep(home_env):  # noqa: F811
     assert report["organizations"] == []
     ran = json.loads(gymctl(home_env, "billing", "sweep", "recovery", "--json").stdout)
     assert ran["errors"] == 0
-    refused = gymctl(home_env, "billing", "sweep", "nightly", check=False)
-    assert refused.returncode == 1
-    assert "unknown_sweep" in refused.stderr + refused.stdout
+    # An unknown sweep is a usage mistake (exit 2) that still names its code and the sweeps.
+    mistake = gymctl(home_env, "billing", "sweep", "nightly", "--json", check=False)
+    assert mistake.returncode == 2
+    answer = json.loads(mistake.stdout)
+    assert answer["code"] == "usage_error"
+    assert "unknown_sweep: 'nightly' is not one of: lifecycle, catch-up" in answer["message"]
 
 
 def test_lifecycle_sweep_dry_run_moves_nothing(home_env):  # noqa: F811

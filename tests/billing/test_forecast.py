@@ -206,6 +206,22 @@ def test_explain_lists_each_sweep_that_touched_the_subscription(session, tmp_pat
     assert timeline[1]["payload"]["reason"] == "non_payment"
 
 
+def test_explain_names_a_subscription_of_the_organization_or_is_refused(session):
+    """--explain of another gym's subscription or of a made-up id is 404 subscription_not_found
+    (the CLI checks it before the forecast runs), not an empty timeline."""
+    import uuid
+
+    gym, other = bf.make_gym(session), bf.make_gym(session)
+    own = bf.make_subscription(session, gym, PlanType.cash)
+    theirs = bf.make_subscription(session, other, PlanType.cash)
+    session.commit()
+    fc.check_explain(session, gym.organization.id, own.id)
+    for wanted in (theirs.id, uuid.uuid4()):
+        with pytest.raises(DomainError) as refused:
+            fc.check_explain(session, gym.organization.id, wanted)
+        assert (refused.value.code, refused.value.status) == ("subscription_not_found", 404)
+
+
 def test_what_happens_at_the_until_instant_counts_in_the_last_period(session, tmp_path):
     """The clock runs up to and including --until: a debt opened at that very tick is counted
     in the last period, not lost (nor a crash)."""
@@ -302,3 +318,23 @@ def test_a_cards_decline_is_its_own_whatever_the_order_and_the_other_cards():
     assert Outcome.declined in outcomes
     assert Outcome.approved in outcomes
     assert fates(cards, seed=6) != first
+
+
+def test_the_scratch_migration_logs_no_alembic_info_lines(tmp_path, caplog):
+    """A queued forecast's scratch database is migrated in the daemon: alembic's INFO lines
+    (about 20 a forecast) are left out of its log, and alembic's level is put back after."""
+    import logging
+
+    from gymctl.db import release_engine
+
+    caplog.set_level(logging.INFO)
+    url = f"sqlite:///{tmp_path / 'scratch.sqlite3'}"
+    before = logging.getLogger("alembic").level
+    try:
+        fc.scratch_engine(url)
+    finally:
+        release_engine(url)
+    assert [r for r in caplog.records if r.name.startswith("alembic")] == []
+    assert logging.getLogger("alembic").level == before
+    logging.getLogger("alembic.runtime.migration").info("after the scratch migration")
+    assert [r.getMessage() for r in caplog.records] == ["after the scratch migration"]

@@ -37,7 +37,10 @@ def test_simulate_forecasts_the_demo_gym_and_changes_nothing(home_env, tmp_path)
     gymctl(home_env, "quickstart", "--json")
     before = _state(home_env)
     chart = tmp_path / "forecast.png"
-    subscription = str(uuid.UUID(before["subscriptions"][0][0]))
+    database = Path(home_env["GYMCTL_HOME"]) / "gymctl.db"
+    with sqlite3.connect(database) as connection:
+        [(dana,)] = connection.execute("SELECT id FROM subscriptions").fetchall()
+    subscription = str(uuid.UUID(dana))  # (the first column is the organization's id)
 
     out = gymctl(
         home_env,
@@ -135,12 +138,40 @@ def test_simulate_refusals_change_nothing(home_env):  # noqa: F811
             "--from-history",
         ),
         "decline_rate_invalid": ("demo-gym", "--until", _day(30), "--decline-rate", "1.5"),
-        "forecast_period_invalid": ("demo-gym", "--until", _day(30), "--by", "year"),
+        # --explain names no subscription of the gym: refused before the forecast runs, not
+        # shown as an empty timeline.
+        "subscription_not_found": ("demo-gym", "--until", _day(30), "--explain", str(uuid.uuid4())),
     }
     for code, args in cases.items():
         refused = gymctl(home_env, "billing", "simulate", *args, "--json", check=False)
         assert refused.returncode == 1, code
         assert json.loads(refused.stdout or refused.stderr)["code"] == code
+    assert _state(home_env) == before
+
+
+def test_simulate_usage_mistakes_exit_2_before_the_forecast_runs(home_env, tmp_path):  # noqa: F811
+    """An unknown period (its code kept in the message) and a chart in a folder that does not
+    exist are usage mistakes: exit 2, found before the forecast runs, nothing written."""
+    gymctl(home_env, "quickstart", "--json")
+    before = _state(home_env)
+    period = gymctl(
+        home_env, "billing", "simulate", "demo-gym", "--until", _day(30), "--by", "year",
+        check=False,
+    )  # fmt: skip
+    assert period.returncode == 2, period.stderr
+    assert "forecast_period_invalid" in period.stderr
+    assert "'year' is not one of: day, week, month" in period.stderr
+    chart = tmp_path / "missing" / "forecast.png"
+    unwritable = gymctl(
+        home_env, "billing", "simulate", "demo-gym", "--until", _day(30), "--chart", str(chart),
+        "--json", check=False,
+    )  # fmt: skip
+    assert unwritable.returncode == 2, unwritable.stderr
+    answer = json.loads(unwritable.stdout)
+    assert answer["code"] == "usage_error"
+    assert "--chart" in answer["message"]
+    assert "does not exist" in answer["message"]
+    assert "Traceback" not in unwritable.stderr
     assert _state(home_env) == before
 
 

@@ -52,6 +52,12 @@ def test_seed_duplicates_merge_and_alias_change_from_the_command_line(home_env):
         gymctl(home_env, "movements", "merge", spec, *OPERATOR, "--dry-run", "--json").stdout
     )
     assert dry["pairs"][0]["outcome"] == "would_merge"
+    # The dry run applies the pairs in order, as the real run: the second winner is the loser.
+    back = f"{pair['b']['id']}:{pair['a']['id']}"
+    both = gymctl(
+        home_env, "movements", "merge", spec, back, *OPERATOR, "--dry-run", "--json", check=False
+    )
+    assert (both.returncode, json.loads(both.stdout)["code"]) == (1, "merge_winner_deleted")
     merged = json.loads(gymctl(home_env, "movements", "merge", spec, *OPERATOR, "--json").stdout)
     assert merged["pairs"][0]["outcome"] == "merged"
 

@@ -135,6 +135,51 @@ def test_merge_dry_run_counts_and_writes_nothing(seeded, session):
     assert snapshot(session) == before
 
 
+def test_a_merge_dry_run_predicts_the_real_run_pair_by_pair(seeded, session):
+    """The dry run applies the pairs in order, as the real run does: a pair whose winner an
+    earlier pair merged is refused the same way, a loser merged twice is already_merged, and a
+    chain counts the references the earlier pair moved. It writes nothing and embeds nothing."""
+    a, b, c = (
+        by_slug(session, s)
+        for s in ("decline-smith-press", "smith-machine-decline-press", "face-pull")
+    )
+    workout_using(session, b, b)
+    session.commit()
+    before = snapshot(session)
+
+    def both(pairs):
+        outcomes = []
+        for dry_run in (True, False):
+            try:
+                result = merge_pairs(session, EMBEDDER, pairs, dry_run=dry_run, now=NOW)
+            except DomainError as error:
+                outcomes.append(error.code)
+            else:
+                outcomes.append([(p["outcome"], p.get("references")) for p in result["pairs"]])
+            session.rollback()
+            assert snapshot(session) == before
+        return outcomes
+
+    dry, real = both([(a.id, b.id), (b.id, a.id)])
+    assert dry == real == "merge_winner_deleted"
+    dry, real = both([(a.id, b.id), (a.id, b.id)])
+    assert dry == [("would_merge", {"workout_movements": 2}), ("already_merged", None)]
+    assert real == [("merged", {"workout_movements": 2}), ("already_merged", None)]
+    # B into A, then A into C: the second pair moves the references the first brought to A.
+    dry, real = both([(a.id, b.id), (c.id, a.id)])
+    assert dry == [("would_merge", {"workout_movements": 2})] * 2
+    assert real == [("merged", {"workout_movements": 2})] * 2
+
+    class NoEmbedding:
+        def __getattr__(self, name):
+            raise AssertionError("a dry run embeds nothing")
+
+    result = merge_pairs(session, NoEmbedding(), [(a.id, b.id)], dry_run=True, now=NOW)
+    assert result["pairs"][0]["aliasesAfter"] == ["Smith Machine Decline Press"]
+    session.commit()
+    assert snapshot(session) == before
+
+
 def test_merge_repoints_folds_names_soft_deletes_reembeds_and_audits(seeded, session):
     winner, loser = (
         by_slug(session, "decline-smith-press"),
