@@ -403,12 +403,13 @@ def test_a_charge_lost_before_the_provider_is_unknown_then_charged_once(
 ) -> None:
     """A timeout, a 5xx or a dropped connection is unknown, never a decline; the retry under the
     same id is the first real charge."""
-    provider = card_server.provider(timeout=0.5)
-    token = saved_token(Backend(provider, card_server.simulator))
+    # The usual timeout for the calls that must be answered, 0.5 s for the one the fault hangs.
+    usual, hasty = card_server.provider(), card_server.provider(timeout=0.5)
+    token = saved_token(Backend(usual, card_server.simulator))
     card_server.inject(CHARGE, fault)
-    assert charge(provider, token, "attempt-1").outcome is Outcome.unknown
-    assert provider.lookup_charge(TERMINAL, "attempt-1").outcome is Outcome.not_found
-    assert charge(provider, token, "attempt-1").outcome is Outcome.approved
+    assert charge(hasty, token, "attempt-1").outcome is Outcome.unknown
+    assert usual.lookup_charge(TERMINAL, "attempt-1").outcome is Outcome.not_found
+    assert charge(usual, token, "attempt-1").outcome is Outcome.approved
     assert card_server.charge_count("attempt-1") == 1
 
 
@@ -448,23 +449,25 @@ def test_other_calls_raise_provider_unavailable_on_transport_failure(
     card_server: FakeCardProvider, endpoint: str, fault: Fault
 ) -> None:
     """A read-back the provider did not answer verifies nothing: the webhook answers 503."""
-    provider = card_server.provider(timeout=0.5)
-    page = provider.create_page(TERMINAL, page_request())
+    # The usual timeout for the calls that must be answered (a loaded machine ran a 0.5 s one
+    # out on a setup call); 0.5 s only for the one the fault hangs.
+    usual, hasty = card_server.provider(), card_server.provider(timeout=0.5)
+    page = usual.create_page(TERMINAL, page_request())
     card_server.complete_page(page.page_id, APPROVE)
-    deal = provider.get_page(TERMINAL, page.page_id).transaction_id
+    deal = usual.get_page(TERMINAL, page.page_id).transaction_id
     assert deal is not None
     calls = {
-        GET_PAGE: lambda: provider.get_page(TERMINAL, page.page_id),
-        LOOKUP_CHARGE: lambda: provider.lookup_charge(TERMINAL, "attempt-1"),
-        CREATE_PAGE: lambda: provider.create_page(TERMINAL, page_request()),
-        REFUND: lambda: provider.refund(
+        GET_PAGE: lambda provider: provider.get_page(TERMINAL, page.page_id),
+        LOOKUP_CHARGE: lambda provider: provider.lookup_charge(TERMINAL, "attempt-1"),
+        CREATE_PAGE: lambda provider: provider.create_page(TERMINAL, page_request()),
+        REFUND: lambda provider: provider.refund(
             TERMINAL, transaction_id=deal, amount_in_cents=100, unique_id="refund-1"
         ),
     }
     card_server.inject(endpoint, fault, status=502)
     with pytest.raises(ProviderUnavailable):
-        calls[endpoint]()
-    assert calls[endpoint]() is not None  # one fault only: the next call is answered
+        calls[endpoint](hasty)
+    assert calls[endpoint](usual) is not None  # one fault only: the next call is answered
 
 
 def test_no_card_token_or_api_name_reaches_logs_or_errors(
