@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from typing import Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -42,6 +42,16 @@ def ensure_utc(at: datetime) -> datetime:
 
 
 clock: Clock = SystemClock()
+
+
+def day_start(text: str) -> datetime | None:
+    """A date (YYYY-MM-DD) as the first instant of that day in UTC, or None when `text` is no
+    date: the forecast's "until a day", the same from the command line and over HTTP."""
+    try:
+        day = date.fromisoformat(text)
+    except ValueError:
+        return None
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
 def now() -> datetime:

@@ -584,13 +584,7 @@ def forecasts_command(organization: str = ORG, as_json: bool = JSON_OPTION) -> N
 
 
 def _day_or_instant(value: str) -> datetime:
-    from datetime import UTC, date
-
-    try:
-        day = date.fromisoformat(value)
-    except ValueError:
-        return _instant(value)
-    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+    return clock.day_start(value) or _instant(value)
 
 
 def _render_forecast(slug: str, report: dict[str, Any]) -> None:

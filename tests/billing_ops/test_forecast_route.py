@@ -60,3 +60,19 @@ def test_the_forecast_is_a_platform_admin_route(client, session, gym, headers, o
     )
     assert (unknown.status_code, unknown.json["code"]) == (404, "organization_not_found")
     assert _counts(session) == before
+
+
+def test_until_is_a_day_as_on_the_command_line(client, session, gym, headers, operator):  # noqa: F811
+    """`gymctl billing simulate --until 2027-02-26` takes a day; the route refused the same
+    value (timestamp_not_utc). A day is its first instant in UTC, on both doors."""
+    bf.make_subscription(session, gym, PlanType.cash)
+    session.commit()
+    url = f"/admin/organizations/{gym.organization.id}/billing-forecast"
+    day = (NOW + timedelta(days=45)).date().isoformat()
+    by_day = client.get(url, query_string={"until": day}, headers=headers(operator))
+    at_midnight = client.get(
+        url, query_string={"until": f"{day}T00:00:00+00:00"}, headers=headers(operator)
+    )
+    assert by_day.status_code == 200, by_day.json
+    assert by_day.json["until"] == at_midnight.json["until"] == f"{day}T00:00:00+00:00"
+    assert by_day.json["periods"] == at_midnight.json["periods"]

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from flask import Blueprint, jsonify, request
-from pydantic import Field
+from pydantic import BeforeValidator, Field, WithJsonSchema
 
 from gymctl.access.memberships import resolve_membership
 from gymctl.access.permissions import Action, Module
@@ -28,7 +28,7 @@ from gymctl.billing import (
     verification,
 )
 from gymctl.billing.forecast_runs import ForecastRequest
-from gymctl.clock import ensure_utc
+from gymctl.clock import day_start, ensure_utc
 from gymctl.errors import invalid, unprocessable
 from gymctl.providers.documents import default_document_provider
 from webhooks import codes
@@ -385,8 +385,28 @@ def _utc(at: datetime) -> datetime:
 # --- Billing forecast (platform admin; issue 24) ---------------------------------------------
 
 
+def _day_or_instant(value: object) -> object:
+    """`until` as the command line takes it: a day (its first instant in UTC) or an ISO 8601
+    instant, read here (what strict validation then gets is a datetime, or a refusal)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return day_start(value) or datetime.fromisoformat(value)
+    except ValueError:
+        return value
+
+
+UntilDay = Annotated[
+    datetime,
+    BeforeValidator(_day_or_instant),
+    WithJsonSchema(
+        {"anyOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "date-time"}]}
+    ),
+]
+
+
 class ForecastQuery(Body):
-    until: datetime
+    until: UntilDay
     by: Literal["day", "week", "month"] = "week"
     decline_rate: float = Field(0.0, alias="declineRate", ge=0.0, le=1.0)
     seed: int = Field(0, ge=0, le=2**31)
