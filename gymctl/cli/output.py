@@ -38,11 +38,7 @@ def _default(value: Any) -> Any:
 def choice(enum: type[StrEnum], value: str, param: str) -> Any:
     """`value` as a member of `enum`, or a usage error naming the choices: for the enums that
     live beside their tables, which a command imports only when it runs."""
-    try:
-        return enum(value)
-    except ValueError:
-        choices = ", ".join(member.value for member in enum)
-        raise typer.BadParameter(f"{value!r} is not one of: {choices}", param_hint=param) from None
+    return enum(one_of(value, (member.value for member in enum), param))
 
 
 def one_of(value: str, choices: Iterable[str], param: str, code: str | None = None) -> str:
