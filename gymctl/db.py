@@ -113,6 +113,9 @@ def _sqlite_day_n_ends(since: str | None, days: int | None, timezone: str | None
 
 
 READ_ONLY = {"gymctl_read_only": True}
+# An engine's option: a file only this process's one thread writes (the forecast's scratch
+# copy). Its writer waits for no one, so it is never paced.
+UNSHARED = {"gymctl_unshared": True}
 
 
 class SecondWriterError(RuntimeError):
@@ -162,7 +165,8 @@ def _sqlite_begin(connection) -> None:
     # failing on a lock upgrade. The embedded default trades concurrency for that safety. A
     # session that only reads (READ_ONLY execution options) begins deferred and never waits on
     # a writer (WAL).
-    if connection.get_execution_options().get("gymctl_read_only"):
+    options = connection.get_execution_options()
+    if options.get("gymctl_read_only"):
         connection.exec_driver_sql("BEGIN")
         return
     dbapi = id(connection.connection.dbapi_connection)
@@ -173,9 +177,12 @@ def _sqlite_begin(connection) -> None:
                 "this thread already holds the embedded database's write lock in another "
                 "transaction; a second one would wait on it (end the first, or join it)"
             )
-    _pace_writer()
-    connection.exec_driver_sql("BEGIN IMMEDIATE")
-    _pace.began[dbapi] = time.monotonic()  # held from here (the wait for it is not holding)
+    if options.get("gymctl_unshared"):
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+    else:
+        _pace_writer()
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        _pace.began[dbapi] = time.monotonic()  # held from here (waiting for it is not holding)
     with _sqlite_writers_guard:
         _sqlite_writers[dbapi] = thread
 

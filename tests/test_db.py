@@ -92,3 +92,31 @@ def test_a_writer_that_holds_sqlites_lock_in_a_loop_lets_another_writer_in(tmp_p
         worker.join()
         release_engine(url)
     assert got_in_after < rounds, "the waiter got the lock only when the loop ended"
+
+
+def test_a_file_only_its_own_thread_writes_is_never_paced(tmp_path, monkeypatch):
+    """The pause lets other writers in; the forecast's scratch copy has none (its one thread
+    writes it), and there the pause was all the pacing did: 7.5 s of sleep in a 120-day
+    forecast of 1,000 subscriptions."""
+    import gymctl.db as db
+    from gymctl.billing.forecast import scratch_engine
+
+    paced = []
+    monkeypatch.setattr(db, "_pace_writer", lambda: paced.append(1))
+    url = f"sqlite:///{tmp_path / 'scratch.db'}"
+    engine = scratch_engine(url)
+    try:
+        assert engine.get_execution_options()["gymctl_unshared"] is True
+        for _ in range(3):
+            with engine.begin() as connection:
+                connection.exec_driver_sql("UPDATE organizations SET name = name")
+    finally:
+        db.release_engine(url)
+    assert paced == []
+    shared = f"sqlite:///{tmp_path / 'shared.db'}"
+    try:
+        with db.get_engine(shared).begin() as connection:
+            connection.exec_driver_sql("CREATE TABLE t (n INTEGER)")
+    finally:
+        db.release_engine(shared)
+    assert paced == [1], "a database others may write is still paced"

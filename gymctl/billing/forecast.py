@@ -48,7 +48,7 @@ from gymctl.billing import alerts, attempts, checkout, codes, collector, lifecyc
 from gymctl.billing.accounts import CARD_PROVIDER
 from gymctl.clock import LONG_AGO, day_n_ends, ensure_utc
 from gymctl.crypto import FieldCipher
-from gymctl.db import READ_ONLY, get_engine, release_engine, session_factory
+from gymctl.db import READ_ONLY, UNSHARED, get_engine, release_engine, session_factory
 from gymctl.errors import invalid, not_found, unprocessable
 from gymctl.migrate import upgrade
 from gymctl.models import (
@@ -759,9 +759,10 @@ def tune_scratch(engine: Engine) -> None:
 
 def scratch_engine(url: str) -> Engine:
     """A migrated SQLite file that is thrown away (SCRATCH_PRAGMAS on every connection)."""
+    engine = get_engine(url)
+    engine.update_execution_options(**UNSHARED)  # the forecast's thread is its only writer
     with _alembic_quiet():
         upgrade(url)
-    engine = get_engine(url)
     event.listen(engine, "connect", _scratch_pragmas)
     engine.dispose()  # the migration's pooled connections predate the listener
     return engine
