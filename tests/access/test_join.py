@@ -366,8 +366,20 @@ def test_no_ticket_is_issued_when_the_provider_cannot_say_whether_an_account_exi
         "ann..lee@example.test",
         "ann@example..test",
     ],
-    ids=["no-at", "rlo", "zwj", "zwsp", "bom", "lri", "comma", "semicolon", "two-ats", "quoted",
-         "double-dot-local", "double-dot-domain"],
+    ids=[
+        "no-at",
+        "rlo",
+        "zwj",
+        "zwsp",
+        "bom",
+        "lri",
+        "comma",
+        "semicolon",
+        "two-ats",
+        "quoted",
+        "double-dot-local",
+        "double-dot-domain",
+    ],
 )
 def test_an_invalid_address_is_refused_422_and_writes_nothing(client, session, gym, link, email):
     before = snapshot(session)

@@ -24,7 +24,14 @@ def _drift(session, connected, settings):
 
 
 def test_drift_reports_each_side_missing_different_and_orphaned(
-    session, org, connected, fake, account, bridge_settings, clock, scene  # noqa: F811
+    session,
+    org,
+    connected,
+    fake,
+    account,
+    bridge_settings,
+    clock,
+    scene,  # noqa: F811
 ):
     clean = _drift(session, connected, bridge_settings)
     assert clean["summary"] == {"members": 0, "memberships": 0, "bookings": 0}
