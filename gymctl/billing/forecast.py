@@ -80,6 +80,7 @@ from gymctl.retention.presales import presale_cases_pass
 from gymctl.retention.settlement import Doors, period_end_due, period_end_sweep
 
 MAX_HORIZON = relativedelta(years=3)
+UNTIL = "the forecast's end (--until; until over HTTP)"  # refusals read on a terminal and over HTTP
 HISTORY = timedelta(days=90)
 PERIODS = ("day", "week", "month")
 # The billing state of one organization, copied in the metadata's dependency order. Users are
@@ -574,9 +575,9 @@ def check_request(
     """The refusals, before anything is copied."""
     check_organization(session, organization_id)
     if until <= now:
-        raise unprocessable(codes.FORECAST_DATE_PAST, "--until must be after now")
+        raise unprocessable(codes.FORECAST_DATE_PAST, f"{UNTIL} must be after now")
     if until > now + MAX_HORIZON:
-        raise unprocessable(codes.FORECAST_DATE_TOO_FAR, "--until must be at most 3 years ahead")
+        raise unprocessable(codes.FORECAST_DATE_TOO_FAR, f"{UNTIL} must be at most 3 years ahead")
     config = session.scalar(
         select(PaymentProviderConfig).where(
             PaymentProviderConfig.organization_id == organization_id,
@@ -588,7 +589,7 @@ def check_request(
             codes.PROVIDER_NOT_RECONCILABLE,
             f"the organization collects through {config.provider}, which the collector cannot "
             "reconcile: its renewals are provider-direct and only the lifecycle part can be "
-            "forecast (pass --lifecycle-only)",
+            "forecast (pass --lifecycle-only; lifecycleOnly over HTTP)",
             provider=config.provider,
         )
 

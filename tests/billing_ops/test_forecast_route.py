@@ -76,3 +76,19 @@ def test_until_is_a_day_as_on_the_command_line(client, session, gym, headers, op
     assert by_day.status_code == 200, by_day.json
     assert by_day.json["until"] == at_midnight.json["until"] == f"{day}T00:00:00+00:00"
     assert by_day.json["periods"] == at_midnight.json["periods"]
+
+
+def test_a_refusal_names_the_field_the_route_takes(client, session, gym, headers, operator):  # noqa: F811
+    """The refusals are the CLI's; over HTTP their message named only `--until`, a flag the
+    admin screen has no way to pass. It names both doors' spelling."""
+    url = f"/admin/organizations/{gym.organization.id}/billing-forecast"
+    for until, code in (
+        (NOW - timedelta(days=1), "forecast_date_past"),
+        (NOW + timedelta(days=3 * 366 + 1), "forecast_date_too_far"),
+    ):
+        refused = client.get(
+            url, query_string={"until": until.isoformat()}, headers=headers(operator)
+        )
+        assert (refused.status_code, refused.json["code"]) == (422, code)
+        assert "until over HTTP" in refused.json["message"]
+        assert "--until" in refused.json["message"]
