@@ -338,17 +338,21 @@ def _read_organization(source: Session, organization_id: uuid.UUID) -> list[tupl
                 user_ids.update(row[column.name] for row in rows if row[column.name])
         found.append((table, rows))
     ids = sorted(user_ids)
+    named: list[dict[str, Any]] = []
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
-        rows = [
+        named += (
             dict(r._mapping) for r in source.execute(select(users).where(users.c.id.in_(chunk)))
-        ]
-        found.append((users, rows))
-    return found
+        )
+    # Users first (they name no other row): a row's key is in place before the rows that name
+    # it. Inserted last, each user had SQLite look through every table that names users for
+    # the deferred violations it cleared (16 of the 20 s a 20,000-subscription copy took).
+    return [(users, named), *found]
 
 
 def copy_rows(target: Engine, found: list[tuple[Any, list]]) -> int:
-    """Insert the rows read; foreign keys are checked at the commit (users come last)."""
+    """Insert the rows read, in their order (a named row before the rows naming it); foreign
+    keys are checked at the commit."""
     with target.begin() as connection:
         connection.exec_driver_sql("PRAGMA defer_foreign_keys=ON")
         for table, rows in found:
@@ -714,6 +718,24 @@ ENDING_COLUMNS = (
 )
 
 
+# Indexes for the statements of one sweep each, where the per-column ones leave a walk of rows
+# the statement then rejects one by one (each measured on a copy of 20,000 subscriptions):
+SCRATCH_INDEXES = {
+    # The lifecycle's cash lapse, by its plan types: past the drop-ins and gifts paid in cash,
+    # whose paid-through day is behind them for good (4.2 -> 0.06 ms a look).
+    "forecast_cash_lapsed": "subscriptions (status, plan_type, cash_prepaid_through) "
+    "WHERE deleted_at IS NULL",
+    # The collector's due rule, the retries later than their charge date: few rows, where the
+    # retry_at index walks every debt to reject it (next_due 5.1 -> 0.3 ms a look).
+    "forecast_late_retries": "subscriptions (status, retry_at) "
+    "WHERE deleted_at IS NULL AND retry_at > next_charge_date",
+    # The presale cases' due rule, the declined presales: past every other debt
+    # (cases_waiting 4.6 -> 0.4 ms a look).
+    "forecast_presale_debts": "subscriptions (retention_case_kind, status, debt_since) "
+    "WHERE deleted_at IS NULL",
+}
+
+
 # Instants that record when a row was written or ended: at or before the tick that wrote
 # them, never one a sweep waits for (and a live row has no deletion). Left out of NextInstant,
 # and so unindexed: every write moves updated_at, and its index with it.
@@ -738,8 +760,8 @@ def tune_scratch(engine: Engine) -> None:
     (ENDING_COLUMNS), one of the ledger by status and obligation (the recovery's pending
     attempts, few among many settled ones; each charge's count of its obligation's technical
     failures, which the status alone answered by walking every failed attempt: the statistics
-    of the copy, taken before the forecast's own declines, favour it), then the planner's
-    statistics. A plan decides how a statement finds its rows, not what it finds: the
+    of the copy, taken before the forecast's own declines, favour it), SCRATCH_INDEXES, then
+    the planner's statistics. A plan decides how a statement finds its rows, not what it finds: the
     forecast is the same with or without this (a test compares)."""
     with engine.begin() as connection:
         for column in instant_columns():
@@ -755,6 +777,8 @@ def tune_scratch(engine: Engine) -> None:
             "CREATE INDEX forecast_transaction_status ON payment_transactions"
             " (status, obligation_key)"
         )
+        for name, ddl in SCRATCH_INDEXES.items():
+            connection.exec_driver_sql(f"CREATE INDEX {name} ON {ddl}")
         connection.exec_driver_sql("ANALYZE")
 
 

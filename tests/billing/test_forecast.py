@@ -338,3 +338,22 @@ def test_the_scratch_migration_logs_no_alembic_info_lines(tmp_path, caplog):
     assert logging.getLogger("alembic").level == before
     logging.getLogger("alembic.runtime.migration").info("after the scratch migration")
     assert [r.getMessage() for r in caplog.records] == ["after the scratch migration"]
+
+
+def test_the_copy_puts_each_row_before_the_rows_that_name_it(session):
+    """Users were copied last, each clearing deferred foreign-key violations that SQLite
+    found by looking through every table naming users (16 of the 20 s of a 20,000-subscription
+    copy): the read order is now the order of the keys."""
+    gym = small_gym(session)
+    session.commit()
+    found = fc._read_organization(session, gym.organization.id)
+    order = [table.name for table, _rows in found]
+    assert order[0] == "users"
+    assert order.count("users") == 1
+    for position, (table, _rows) in enumerate(found):
+        named = {fk.column.table.name for fk in table.foreign_keys} - {table.name}
+        assert all(order.index(other) < position for other in named if other in order), table
+    users = dict(found[0][1][0])
+    assert users["id"] in {
+        row["user_id"] for _t, rows in found[1:] for row in rows if "user_id" in row
+    }
