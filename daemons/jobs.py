@@ -17,9 +17,11 @@ from gymctl.access.bulk_invitations import work_batches
 from gymctl.access.invitations import Outreach, expire_invitations
 from gymctl.access.member_imports import work_imports
 from gymctl.billing import lifecycle, sweeps
+from gymctl.billing import webhooks as payment_webhooks
 from gymctl.bridge import sweeps as bridge
 from gymctl.config import Settings
 from gymctl.errors import invalid
+from gymctl.identity import users as identity_users
 from gymctl.models import JobRun
 from gymctl.movements.jobs import work_jobs
 from gymctl.movements.services import library_from_settings
@@ -130,6 +132,14 @@ def rate_windows_prune(session: Session, now: datetime, settings: Settings) -> J
     return {"deleted": ratelimit.prune(session, now=now)}
 
 
+def webhook_deliveries_prune(session: Session, now: datetime, settings: Settings) -> JobResult:
+    """The webhooks' replay keys, each kept as long as a replay could still reach it."""
+    return {
+        "identity": identity_users.forget_deliveries(session, now=now),
+        "payment": payment_webhooks.forget_deliveries(session, now=now),
+    }
+
+
 def invitation_expiry(session: Session, now: datetime, settings: Settings) -> JobResult:
     return expire_invitations(session, now=now)
 
@@ -167,6 +177,12 @@ JOBS: tuple[AnyJob, ...] = (
     ),
     Job("job_runs_prune", 3600, job_runs_prune, "delete job_runs rows older than 14 days"),
     Job("rate_windows_prune", 3600, rate_windows_prune, "delete rate-limit windows past an hour"),
+    Job(
+        "webhook_deliveries_prune",
+        3600,
+        webhook_deliveries_prune,
+        "forget webhook replay keys: identity after 30 days, payment after 90",
+    ),
     Job(
         "billing_lifecycle",
         3600,

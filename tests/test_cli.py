@@ -52,6 +52,7 @@ def assert_one_line_usage_error(result: subprocess.CompletedProcess) -> None:
         pytest.param(["serve", "--port", "99999"], id="serve on a port past 65535"),
         pytest.param(["serve", "--port", "0"], id="serve on port 0"),
         pytest.param(["movements", "jobs", "--queue", "bogus"], id="unknown job queue"),
+        pytest.param(["movements", "jobs", "--status", "bogus"], id="unknown job status"),
         pytest.param(["billing", "sweep", "bogus"], id="unknown sweep"),
         pytest.param(
             ["billing", "simulate", "demo", "--until", "2030-01-01", "--by", "year"],
@@ -68,6 +69,8 @@ def test_a_usage_mistake_is_one_line_and_exit_2(home_env, args):  # noqa: F811
     [
         (["movements", "jobs", "--queue", "bogus"], "'bogus' is not one of: seed, thumbnails, "
          "videos, cues"),
+        (["movements", "jobs", "--status", "done"], "'done' is not one of: queued, running, "
+         "succeeded, failed"),
         (["billing", "sweep", "bogus"], "unknown_sweep: 'bogus' is not one of: lifecycle,"),
         (["billing", "simulate", "demo", "--until", "2030-01-01", "--by", "year"],
          "forecast_period_invalid: 'year' is not one of: day, week, month"),

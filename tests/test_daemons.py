@@ -343,3 +343,39 @@ def test_rate_windows_past_an_hour_are_pruned(session, clock) -> None:
     ratelimit.spend(session, "new", window=timedelta(minutes=1), now=now)
     assert rate_windows_prune(session, now, None) == {"deleted": 1}
     assert [window.key for window in session.query(RateWindow).all()] == ["new"]
+
+
+@pytest.mark.embedded
+def test_webhook_replay_keys_are_forgotten_once_no_replay_can_reach_them(session, clock) -> None:
+    """A row per delivery stayed for good. An identity delivery older than its signature's
+    5-minute tolerance is refused before its id is looked up, so its id goes after 30 days
+    (kept that long for its outcome); a payment delivery's digest after 90 (a provider
+    redelivers within days)."""
+    from daemons.jobs import webhook_deliveries_prune
+    from gymctl.identity import users
+    from gymctl.identity.webhook_signature import TOLERANCE
+    from gymctl.models import IdentityWebhookDelivery, PaymentWebhookDelivery
+    from tests import factories
+
+    now = clock.now()
+    assert users.DELIVERIES_KEPT > TOLERANCE
+    organization = factories.organization(session)
+    for name, age in (("old", timedelta(days=31)), ("new", timedelta(days=29))):
+        session.add(
+            IdentityWebhookDelivery(
+                id=f"msg_{name}", event_type="user.updated", received_at=now - age, outcome="ok"
+            )
+        )
+    for digest, age in (("a" * 64, timedelta(days=91)), ("b" * 64, timedelta(days=89))):
+        session.add(
+            PaymentWebhookDelivery(
+                organization_id=organization.id,
+                provider="other",
+                body_sha256=digest,
+                received_at=now - age,
+            )
+        )
+    session.flush()
+    assert webhook_deliveries_prune(session, now, None) == {"identity": 1, "payment": 1}
+    assert [d.id for d in session.query(IdentityWebhookDelivery).all()] == ["msg_new"]
+    assert [d.body_sha256 for d in session.query(PaymentWebhookDelivery).all()] == ["b" * 64]

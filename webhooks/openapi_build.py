@@ -74,8 +74,11 @@ def openapi_path(rule: str) -> str:
 
 
 def body_model(view: Any) -> type[BaseModel] | None:
-    """The Body model a view parses: the one Body subclass its code names."""
+    """The Body model a view parses: the one Body subclass its code names. A view that reads
+    its query string (`parse_query`) has no body: its parameters are kept in openapi/source."""
     function = inspect.unwrap(view)
+    if "parse_query" in function.__code__.co_names:
+        return None
     found = {
         value
         for name in function.__code__.co_names

@@ -79,8 +79,24 @@ def parse(model: type[M]) -> M:
             return model.model_validate({})
         return model.model_validate_json(raw, strict=True)
     except ValidationError as error:
-        fields = [
-            {"field": ".".join(str(p) for p in e["loc"]), "problem": e["type"]}
-            for e in error.errors()
-        ]
-        raise invalid(codes.INVALID_BODY, "the body does not match", fields=fields) from None
+        raise invalid(
+            codes.INVALID_BODY, "the body does not match", fields=_fields(error)
+        ) from None
+
+
+def parse_query(model: type[M]) -> M:
+    """The query string as `model` (its values are text: read as the model's types, not
+    strictly); a value it does not take, or a parameter it does not know, is a 400 naming it.
+    An empty value is an absent one (a form's unset filter sends `?status=`)."""
+    try:
+        return model.model_validate({k: v for k, v in request.args.items() if v != ""})
+    except ValidationError as error:
+        raise invalid(
+            codes.INVALID_QUERY, "the query does not match", fields=_fields(error)
+        ) from None
+
+
+def _fields(error: ValidationError) -> list[dict[str, str]]:
+    return [
+        {"field": ".".join(str(p) for p in e["loc"]), "problem": e["type"]} for e in error.errors()
+    ]

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from gymctl import ratelimit
@@ -206,6 +207,19 @@ def _signature_matches(expected: str | None, signature: str | None) -> bool:
         return False
     given = signature.strip()
     return given.isascii() and hmac.compare_digest(expected, given)
+
+
+# A provider redelivers within days. A replay of a body older than this is recorded again:
+# an event only (these organizations collect provider-direct; nothing moves money on it).
+DELIVERIES_KEPT = timedelta(days=90)
+
+
+def forget_deliveries(session: Session, *, now: datetime) -> int:
+    """Delete the digests of verified deliveries past DELIVERIES_KEPT: one row per delivery a
+    provider ever sent otherwise stays for good."""
+    cutoff = now - DELIVERIES_KEPT
+    statement = delete(PaymentWebhookDelivery).where(PaymentWebhookDelivery.received_at < cutoff)
+    return session.execute(statement).rowcount
 
 
 def _first_delivery(

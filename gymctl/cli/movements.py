@@ -451,15 +451,20 @@ def thumbnails_command(
 @app.command("jobs")
 def jobs_command(
     queue: str | None = typer.Option(None, "--queue", help="seed, thumbnails, videos or cues."),
-    status: str | None = typer.Option(None, "--status"),
+    status: str | None = typer.Option(
+        None, "--status", help="queued, running, succeeded or failed."
+    ),
     as_json: bool = JSON,
 ) -> None:
     """The queued, running and finished library jobs, newest first."""
     from gymctl.db import session_scope
     from gymctl.movements import jobs
 
-    if queue is not None:  # an unknown queue lists nothing: a usage mistake, not "no jobs"
+    # An unknown queue or status lists nothing: a usage mistake, not "no jobs".
+    if queue is not None:
         one_of(queue, dict.fromkeys(jobs.QUEUES.values()), "--queue")
+    if status is not None:
+        one_of(status, jobs.STATUSES, "--status")
     with session_scope() as session:
         rows = jobs.list_jobs(session, queue=queue, status=status)
     render_rows(

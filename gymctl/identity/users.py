@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, Field, ValidationError
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import mirror
@@ -223,6 +223,19 @@ HANDLERS: dict[str, Handler] = {
     "user.updated": user_updated,
     "user.deleted": user_deleted,
 }
+
+
+# A delivery whose signed timestamp is past webhook_signature.TOLERANCE (5 minutes) is refused
+# before its id is looked up, so an old id never comes back; its row is kept a month for what
+# it did (its outcome).
+DELIVERIES_KEPT = timedelta(days=30)
+
+
+def forget_deliveries(session: Session, *, now: datetime) -> int:
+    """Delete the delivery ids past DELIVERIES_KEPT (a row per delivery stayed for good)."""
+    cutoff = now - DELIVERIES_KEPT
+    statement = delete(IdentityWebhookDelivery).where(IdentityWebhookDelivery.received_at < cutoff)
+    return session.execute(statement).rowcount
 
 
 def apply_identity_event(

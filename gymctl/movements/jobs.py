@@ -34,6 +34,9 @@ QUEUES = {
     "video_refresh": "videos",
     "cues": "cues",
 }
+# A job's states, in the order it goes through them (a failed attempt with attempts left is
+# queued again).
+STATUSES = ("queued", "running", "succeeded", "failed")
 RETRY_AFTER = (timedelta(minutes=1), timedelta(minutes=5))
 MAX_ATTEMPTS = len(RETRY_AFTER) + 1
 BUDGET_SECONDS = 30  # no new job is started after this much work in one sweep

@@ -68,6 +68,7 @@ NOT_FORECAST = {
     "member_imports": "roster imports",
     "job_runs_prune": "the runner's ledger",
     "rate_windows_prune": "rate-limit windows",
+    "webhook_deliveries_prune": "webhook replay keys",
     "movement_jobs": "the movement library",
     "release_candidate_supersede": "app releases",
     "bridge_lease_rescue": "the bridge's queue",

@@ -60,6 +60,23 @@ def test_seed_is_enqueued_run_by_the_worker_and_its_return_value_read_back(
     assert [j["id"] for j in listed["jobs"]] == [job_id]
     missing = client.get(f"{A}/jobs/videos/{job_id}", headers=headers)
     assert (missing.status_code, missing.json["code"]) == (404, "job_not_found")
+    unset = {"queue": "", "status": ""}  # a form's unset filters
+    every = client.get(f"{A}/jobs", query_string=unset, headers=headers).json
+    assert [j["id"] for j in every["jobs"]] == [job_id]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [{"status": "bogus"}, {"queue": "seeds"}, {"status": "done"}, {"page": "2"}],
+)
+def test_a_job_filter_the_library_has_not_is_refused_not_an_empty_list(
+    client, platform_admin, query
+):
+    """An unknown status or queue matched no job and answered an empty list, as if nothing
+    had been queued: a 400 that names the parameter."""
+    refused = client.get(f"{A}/jobs", query_string=query, headers=platform_admin.headers)
+    assert (refused.status_code, refused.json["code"]) == (400, "invalid_query")
+    assert [f["field"] for f in refused.json["fields"]] == list(query)
 
 
 def test_seeding_a_missing_key_is_404_and_enqueues_nothing(client, session, platform_admin):

@@ -34,7 +34,7 @@ from gymctl.providers.documents import default_document_provider
 from webhooks import codes
 from webhooks.access import membership, org_route, owner_route, platform_admin_route
 from webhooks.context import auth, db, handover, now, services
-from webhooks.validation import Body, Uuid4, parse
+from webhooks.validation import Body, Uuid4, parse, parse_query
 
 bp = Blueprint("billing_ops", __name__)
 ORG = "/organizations/<uuid:org_id>"
@@ -435,19 +435,9 @@ def billing_forecast(org_id: uuid.UUID):
     """The same forecast as `gymctl billing simulate`: a scratch copy, the real rows only read.
     One that would outrun the request (GYMCTL_FORECAST_REQUEST_SECONDS) is refused with a
     pointer to the queued forecast."""
-    from pydantic import ValidationError
-
     from gymctl.billing.forecast import simulate, within
 
-    try:
-        query = ForecastQuery.model_validate(request.args.to_dict())
-    except ValidationError as error:
-        fields = [
-            {"field": ".".join(str(p) for p in e["loc"]), "problem": e["type"]}
-            for e in error.errors()
-        ]
-        raise invalid(codes.INVALID_QUERY, "the query does not match", fields=fields) from None
-    asked = query.request()
+    asked = parse_query(ForecastQuery).request()
     # End the request's transaction first: on the embedded default it holds the one write
     # lock, which the forecast's seconds would keep from every other writer. simulate then
     # reads in a read-only transaction of its own and ends it before forecasting.

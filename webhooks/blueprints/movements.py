@@ -6,7 +6,7 @@ is enqueued (202 with the job); the rest answers at once. Each calls the same do
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from typing import Annotated, Literal
 
 from flask import Blueprint, current_app, jsonify, request
 from pydantic import Field, StringConstraints
@@ -23,7 +23,7 @@ from gymctl.movements.views import describe
 from webhooks import codes
 from webhooks.access import membership, org_route, platform_admin_route, signed_in_user
 from webhooks.context import auth, db, now, services
-from webhooks.validation import Body, parse
+from webhooks.validation import Body, parse, parse_query
 
 bp = Blueprint("movements", __name__)
 ADMIN = "/admin/exercises/canonical"
@@ -71,9 +71,15 @@ def seed():
 @bp.get(f"{ADMIN}/jobs")
 @platform_admin_route
 def list_jobs():
-    queue = request.args.get("queue") or None
-    status = request.args.get("status") or None
-    return jsonify(jobs=jobs.list_jobs(db(), queue=queue, status=status))
+    """The newest jobs, of one queue or status if asked; one the library has not is a 400 (it
+    listed nothing, as if no job had been queued)."""
+    query = parse_query(JobsQuery)
+    return jsonify(jobs=jobs.list_jobs(db(), queue=query.queue, status=query.status))
+
+
+class JobsQuery(Body):
+    queue: Literal[tuple(dict.fromkeys(jobs.QUEUES.values()))] | None = None  # type: ignore[valid-type]
+    status: Literal[jobs.STATUSES] | None = None  # type: ignore[valid-type]
 
 
 @bp.get(f"{ADMIN}/jobs/<queue>/<uuid:job_id>")
