@@ -25,7 +25,7 @@ from typing import Any
 from flask import Flask
 from pydantic import BaseModel, ValidationError
 
-from webhooks.validation import Body
+from webhooks.validation import WHITESPACE, Body
 
 METHODS = ("get", "put", "post", "delete", "patch")
 LINKS = "links.json"
@@ -182,12 +182,17 @@ def _request_body(operation: dict, model: type[BaseModel], schemas: dict) -> Non
 
 
 NO_NUL = "^[^\\u0000]*$"
+# A body model strips whitespace before it checks a length (Body: str_strip_whitespace, which
+# strips what Unicode calls White_Space), so a string that must hold a character must hold one
+# that is neither whitespace nor NUL: the name " " matched minLength 1 and was refused (400).
+NOT_BLANK = rf"^[^\u0000]*[^\u0000{WHITESPACE}][^\u0000]*$"
 
 
 def _refuse_nul(schema: Any) -> Any:
     """Every body refuses NUL in any string (webhooks.bodies.read_json, 400 invalid_body), so a
-    body string the model leaves free says so: without it a client (or schemathesis) may send a
-    document-valid string the server refuses."""
+    body string the model leaves free says so, and one with a minimum length says it is not
+    blank (NOT_BLANK): without it a client (or schemathesis) may send a document-valid string
+    the server refuses."""
     if isinstance(schema, list):
         return [_refuse_nul(item) for item in schema]
     if not isinstance(schema, dict):
@@ -196,7 +201,7 @@ def _refuse_nul(schema: Any) -> Any:
     kind = node.get("type")
     is_string = kind == "string" or (isinstance(kind, list) and "string" in kind)
     if is_string and not {"pattern", "enum", "const", "format"} & node.keys():
-        node["pattern"] = NO_NUL
+        node["pattern"] = NOT_BLANK if node.get("minLength", 0) >= 1 else NO_NUL
     return node
 
 

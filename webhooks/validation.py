@@ -34,6 +34,11 @@ M = TypeVar("M", bound=BaseModel)
 _ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~\u00c0-\u024f-]+"
 EMAIL_PATTERN = rf"^\s*{_ATOM}(\.{_ATOM})*@{_ATOM}(\.{_ATOM})+\s*$"
 UUID4_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
+# What Body's str_strip_whitespace strips before a length or a pattern is checked (pydantic-core
+# trims Unicode's White_Space), as a regex class: the document's patterns read the raw string.
+WHITESPACE = r"\t-\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# A token sent as an HTTP header (a bridge api-key): printable ASCII, a header carries no other.
+HEADER_TOKEN_PATTERN = rf"^[{WHITESPACE}]*[!-~]+[{WHITESPACE}]*$"
 Email = Annotated[
     str,
     Field(max_length=320),

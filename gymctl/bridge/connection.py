@@ -151,11 +151,9 @@ def connect(
     """Check the key with real calls, then store it encrypted (active, or pending when the
     external system could not answer). A refused key (401) stores nothing."""
     api_key = api_key.strip()
-    if (
-        not api_key
-        or len(api_key) > MAX_KEY_CHARS
-        or any(ch.isspace() or ch == "\x00" for ch in api_key)
-    ):
+    # Sent as the api-key header: printable ASCII only (a header carries no other character;
+    # one the header cannot encode reached the HTTP client and answered 500).
+    if not api_key or len(api_key) > MAX_KEY_CHARS or not all("!" <= ch <= "~" for ch in api_key):
         raise invalid(codes.BRIDGE_KEY_MALFORMED, "the api-key is empty or malformed")
     cipher = _cipher(settings)
     client = ExternalGymClient(

@@ -38,6 +38,7 @@ def test_a_checked_key_is_stored_encrypted_and_names_the_account(session, org, c
         ("two_free_types", "bridge_membership_type_ambiguous", 409),
         ("unknown_type", "bridge_membership_type_invalid", 409),
         ("malformed", "bridge_key_malformed", 400),
+        ("not_ascii", "bridge_key_malformed", 400),
         ("disabled", "bridge_disabled", 503),
         ("no_cipher", "bridge_not_configured", 503),
     ],
@@ -50,6 +51,8 @@ def test_connect_refusals_store_nothing(session, org, fake, bridge_settings, set
         chosen = "50"  # the priced recurring type: never the bridge's
     if setup == "malformed":
         key = "two words"
+    if setup == "not_ascii":
+        key = "\ua2ceßkey"  # the api-key header cannot carry it (it reached the client: 500)
     if setup == "disabled":
         settings = settings.model_copy(update={"bridge_api_url": None})
     if setup == "no_cipher":
@@ -232,6 +235,27 @@ def test_owner_connects_sees_the_inbox_retries_and_dismisses(owner_app, gym, fak
     assert overview["queue"]["byStatus"]["dismissed"] == 1
     gone = owner_app.delete(f"{base}/connection", headers=owner)
     assert gone.json["connection"]["status"] == "revoked"
+
+
+@pytest.mark.parametrize("key", ["\ua2ceßM{\x8f,\U00046251*", "clé", "two words", " "])
+def test_a_key_no_header_can_carry_is_refused_over_http_and_nothing_is_called(
+    owner_app, gym, fake, session, key
+):
+    """CI's schemathesis sent `{"apiKey": "\ua2ce..."}`: the key went to the HTTP client as the
+    api-key header, which cannot encode it (UnicodeEncodeError, a 500). A key is printable
+    ASCII, and the document says so."""
+    fake.add_account(API_KEY)
+    before = snapshot(session)
+    calls = len(fake.calls)
+    response = owner_app.put(
+        f"/organizations/{gym.id}/bridge/connection",
+        json={"apiKey": key},
+        headers=gym[Role.owner].headers,
+    )
+    assert (response.status_code, response.json["code"]) == (400, "invalid_body")
+    assert [f["field"] for f in response.json["fields"]] == ["apiKey"]
+    assert len(fake.calls) == calls
+    assert snapshot(session) == before
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from gymctl.models.bridge import ConnectionStatus, OpStatus
 from webhooks import codes
 from webhooks.access import membership, owner_route
 from webhooks.context import db, now, services
-from webhooks.validation import Body, parse
+from webhooks.validation import HEADER_TOKEN_PATTERN, Body, parse
 
 bp = Blueprint("bridge", __name__, url_prefix="/organizations/<uuid:org_id>/bridge")
 INBOX_PAGE = 50
@@ -24,7 +24,9 @@ MAX_OP_ID = 2**63 - 1
 
 
 class Connect(Body):
-    api_key: str = Field(alias="apiKey", min_length=1, max_length=connection.MAX_KEY_CHARS)
+    api_key: str = Field(
+        alias="apiKey", max_length=connection.MAX_KEY_CHARS, pattern=HEADER_TOKEN_PATTERN
+    )
     bridge_membership_type_id: str | None = Field(
         None, alias="bridgeMembershipTypeId", min_length=1, max_length=64
     )
