@@ -177,11 +177,11 @@ def _sqlite_begin(connection) -> None:
                 "this thread already holds the embedded database's write lock in another "
                 "transaction; a second one would wait on it (end the first, or join it)"
             )
-    if options.get("gymctl_unshared"):
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
-    else:
+    shared = not options.get("gymctl_unshared")  # others may wait for it: pace (UNSHARED)
+    if shared:
         _pace_writer()
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+    if shared:
         _pace.began[dbapi] = time.monotonic()  # held from here (waiting for it is not holding)
     with _sqlite_writers_guard:
         _sqlite_writers[dbapi] = thread
