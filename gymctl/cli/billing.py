@@ -36,7 +36,7 @@ from gymctl.cli.output import (
     writable_file,
     write_file,
 )
-from gymctl.errors import invalid
+from gymctl.errors import DomainError, invalid
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -584,7 +584,15 @@ def forecasts_command(organization: str = ORG, as_json: bool = JSON_OPTION) -> N
 
 
 def _day_or_instant(value: str) -> datetime:
-    return clock.day_start(value) or _instant(value)
+    """--until: a day or an instant; a refusal names both forms (`2027-02-30` is meant as a
+    day, and was refused as if it were a time without its UTC offset)."""
+    try:
+        return clock.day_start(value) or _instant(value)
+    except DomainError as refused:
+        raise invalid(
+            refused.code,
+            f"{value!r} is neither a day (YYYY-MM-DD) nor an ISO time with an explicit UTC offset",
+        ) from None
 
 
 def _render_forecast(slug: str, report: dict[str, Any]) -> None:

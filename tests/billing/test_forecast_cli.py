@@ -138,6 +138,9 @@ def test_simulate_refusals_change_nothing(home_env):  # noqa: F811
             "--from-history",
         ),
         "decline_rate_invalid": ("demo-gym", "--until", _day(30), "--decline-rate", "1.5"),
+        # A day that does not exist: named as neither form --until takes, not as a time
+        # without its UTC offset.
+        "timestamp_not_utc": ("demo-gym", "--until", "2027-02-30"),
         # --explain names no subscription of the gym: refused before the forecast runs, not
         # shown as an empty timeline.
         "subscription_not_found": ("demo-gym", "--until", _day(30), "--explain", str(uuid.uuid4())),
@@ -146,6 +149,9 @@ def test_simulate_refusals_change_nothing(home_env):  # noqa: F811
         refused = gymctl(home_env, "billing", "simulate", *args, "--json", check=False)
         assert refused.returncode == 1, code
         assert json.loads(refused.stdout or refused.stderr)["code"] == code
+        if code == "timestamp_not_utc":
+            message = json.loads(refused.stdout)["message"]
+            assert message.startswith("'2027-02-30' is neither a day (YYYY-MM-DD) nor"), message
     assert _state(home_env) == before
 
 
