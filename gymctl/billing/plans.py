@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from gymctl import ids
 from gymctl.billing import codes
-from gymctl.billing.accounts import CARD_PROVIDER, active_config, billing_settings
+from gymctl.billing.accounts import billing_settings
 from gymctl.bridge import mirror
 from gymctl.errors import DomainError, conflict, not_found, unprocessable
 from gymctl.events import EventKind, emit
@@ -227,15 +227,6 @@ def new_subscription(
         # waited for it): the answer is the same as if it had been seen by refuse_if_held.
         raise _already_held(live_holder(session, plan, membership.user_id)) from None
     return subscription
-
-
-def collection_method_for(session: Session, plan: Plan) -> CollectionMethod:
-    config = active_config(session, plan.organization_id)
-    if plan.type == PlanType.card:
-        if config is not None and config.provider == CARD_PROVIDER:
-            return CollectionMethod.card_provider
-        return CollectionMethod.provider_direct
-    return CollectionMethod.cash
 
 
 def presale_opening_day(session: Session, organization_id: uuid.UUID, now: datetime):

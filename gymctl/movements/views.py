@@ -33,7 +33,3 @@ def describe(movement: Movement) -> dict[str, Any]:
         "mergedIntoId": str(movement.merged_into_id) if movement.merged_into_id else None,
         "deletedAt": movement.deleted_at.isoformat() if movement.deleted_at else None,
     }
-
-
-def brief(movement: Movement) -> dict[str, Any]:
-    return {"id": str(movement.id), "slug": movement.slug, "name": movement.name}
