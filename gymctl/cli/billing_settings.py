@@ -13,6 +13,7 @@ from gymctl.cli.billing_common import DRY_RUN, JSON_OPTION, OPERATOR, ORG, SUBSC
 from gymctl.cli.billing_common import instant as _instant
 from gymctl.cli.billing_common import unit as _unit
 from gymctl.cli.output import print_json, render_mapping, render_rows
+from gymctl.numerals import is_decimal
 
 settings_app = typer.Typer(
     no_args_is_help=True, help="Billing settings: grace, lifecycle day, zone."
@@ -59,7 +60,7 @@ def settings_set(
     if lifecycle_day is not None:
         if lifecycle_day.strip().lower() in ("none", "null", ""):
             changes["lifecycle_day"] = None
-        elif lifecycle_day.isdigit():
+        elif is_decimal(lifecycle_day):
             changes["lifecycle_day"] = int(lifecycle_day)
         else:
             raise unprocessable(

@@ -14,6 +14,7 @@ import httpx
 
 from gymctl.config import Settings
 from gymctl.errors import DomainError
+from gymctl.numerals import is_decimal
 
 SEARCH_UNITS = 100  # spec B 8: a search costs 100 quota units
 DETAILS_UNITS = 1  # videos.list, per call
@@ -41,7 +42,7 @@ def _secret(value) -> str | None:
 
 def duration_seconds(iso: str) -> int | None:
     """ISO 8601 durations as the API gives them (PT1M30S); None when unreadable."""
-    match = _DURATION.match(iso or "")
+    match = _DURATION.fullmatch(iso or "")
     if not match or not any(match.groups()):
         return None
     days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
@@ -107,7 +108,7 @@ class VideoSearch:
             views = (item.get("statistics") or {}).get("viewCount", 0)
             duration = (item.get("contentDetails") or {}).get("duration", "")
             out[str(item.get("id"))] = Details(
-                duration_seconds(duration), int(views) if str(views).isdigit() else 0
+                duration_seconds(duration), int(views) if is_decimal(str(views)) else 0
             )
         return out
 

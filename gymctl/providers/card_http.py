@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from gymctl.numerals import is_decimal
 from gymctl.providers.card import (
     CardToken,
     ChargeResult,
@@ -296,7 +297,7 @@ def _money(deal: dict[str, Any]) -> tuple[int | None, str | None]:
 
 
 def _terminal_number(terminal: Terminal) -> int | str:
-    return int(terminal.number) if terminal.number.isdigit() else terminal.number
+    return int(terminal.number) if is_decimal(terminal.number) else terminal.number
 
 
 def _transaction_id(value: Any) -> str | None:
@@ -323,7 +324,7 @@ def _int(value: Any) -> int | None:
 
 def _same_terminal(value: Any, terminal: Terminal) -> bool:
     echoed = _text(value)
-    if echoed.isdigit() and terminal.number.isdigit():
+    if is_decimal(echoed) and is_decimal(terminal.number):
         return int(echoed) == int(terminal.number)
     return echoed == terminal.number
 

@@ -29,6 +29,7 @@ from enum import IntEnum, StrEnum
 from pathlib import Path
 from typing import Any
 
+from gymctl.numerals import is_decimal
 from gymctl.providers.card_wire import (
     API_PREFIX,
     CHARGE,
@@ -214,7 +215,7 @@ class CardSimulator:
         """Finish an open hosted page as the member would, paying with `card_number`
         (TEST_CARDS). ValueError when the page does not exist or is already finished."""
         number = card_number.replace(" ", "")
-        if not (number.isdigit() and 12 <= len(number) <= 19):
+        if not (is_decimal(number) and 12 <= len(number) <= 19):
             raise ValueError("a card number is 12 to 19 digits")
         year = card_year or datetime.now(UTC).year + 3
         card = TEST_CARDS.get(number, Card.approve)
@@ -491,7 +492,7 @@ class CardSimulator:
 def _terminal(body: dict[str, Any]) -> str:
     """Any terminal number works; the ApiName must be present."""
     number, api_name = body.get("TerminalNumber"), body.get("ApiName")
-    if isinstance(number, bool) or not str(number).isdigit() or int(str(number)) <= 0:
+    if isinstance(number, bool) or not is_decimal(str(number)) or int(str(number)) <= 0:
         raise _Refused(Code.invalid_terminal, "TerminalNumber is not a terminal")
     if not isinstance(api_name, str) or not api_name:
         raise _Refused(Code.invalid_terminal, "ApiName is required")

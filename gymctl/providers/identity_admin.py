@@ -28,6 +28,7 @@ from gymctl.config import ConfigError
 from gymctl.db import READ_ONLY
 from gymctl.errors import DomainError
 from gymctl.models import User
+from gymctl.numerals import is_decimal
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
@@ -277,7 +278,7 @@ def _retry_after(value: str | None, now: datetime) -> int | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if is_decimal(value):
         return int(value)
     try:
         when = parsedate_to_datetime(value)

@@ -37,6 +37,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 from gymctl import clock as default_clock
 from gymctl.clock import Clock, ensure_utc
 from gymctl.errors import ConfigError
+from gymctl.numerals import is_decimal
 
 if TYPE_CHECKING:
     from gymctl.config import Settings  # config's production check loads this module
@@ -343,7 +344,7 @@ class FolderObjectStore:
         except ValueError:
             return False
         if isinstance(expires, str):
-            if not (expires.isascii() and expires.isdigit()):
+            if not is_decimal(expires):
                 return False
             expires = int(expires)
         if isinstance(expires, bool) or not isinstance(expires, int):

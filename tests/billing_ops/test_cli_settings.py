@@ -72,6 +72,15 @@ def test_a_refused_setting_exits_non_zero_and_writes_nothing(world):
     assert refused.exit_code != 0
     assert isinstance(refused.exception, DomainError)
     assert refused.exception.code == "timezone_invalid"
+    # '\u00b2' passed str.isdigit() and int() refused it (a traceback); '\u0967' (Devanagari
+    # one) was read as day 1.
+    for day in ("\u00b2", "\u0967"):
+        odd = _run(
+            "settings", "set", str(gym.organization.id), "--lifecycle-day", day,
+            "--operator", str(gym.owner.id),
+        )  # fmt: skip
+        assert isinstance(odd.exception, DomainError), odd.output
+        assert odd.exception.code == "billing_lifecycle_day_invalid"
     with factory() as session:
         assert session.get(BillingSettings, gym.organization.id) is None
 

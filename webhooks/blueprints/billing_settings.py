@@ -13,6 +13,7 @@ from pydantic import Field, StrictInt
 from gymctl.access.permissions import Action, Module
 from gymctl.billing import charge_dates, org_settings
 from gymctl.errors import unprocessable
+from gymctl.numerals import is_decimal
 from webhooks import codes
 from webhooks.access import membership, org_route, owner_route
 from webhooks.blueprints.billing_ops import _utc
@@ -58,7 +59,7 @@ def patch_settings(org_id: uuid.UUID):
 @org_route(Module.finance, Action.view)
 def get_charge_schedule(org_id: uuid.UUID):
     raw = request.args.get("days", str(charge_dates.DEFAULT_DAYS))
-    if not raw.isdigit() or len(raw) > 3:
+    if not is_decimal(raw) or len(raw) > 3:
         raise unprocessable(
             codes.SCHEDULE_DAYS_INVALID,
             f"days is a whole number from 1 to {charge_dates.MAX_DAYS}",

@@ -13,6 +13,7 @@ from pydantic import Field
 from gymctl.bridge import classes, connection, cutover, inbound, inbox, queue
 from gymctl.errors import invalid, not_found
 from gymctl.models.bridge import ConnectionStatus, OpStatus
+from gymctl.numerals import is_decimal
 from webhooks import codes
 from webhooks.access import membership, owner_route
 from webhooks.context import db, now, services
@@ -69,7 +70,7 @@ def disconnect(org_id):
 @owner_route
 def issues(org_id):
     cursor = request.args.get("cursor")
-    if cursor is not None and not (cursor.isascii() and cursor.isdigit()):
+    if cursor is not None and not is_decimal(cursor):
         raise invalid(codes.CURSOR_INVALID, "cursor is the last op id of the previous page")
     after = min(int(cursor), MAX_OP_ID) if cursor else None
     parked = queue.list_ops(
@@ -95,7 +96,7 @@ def dismiss_external(org_id, issue_id):
 
 def _op_id(text: str) -> int:
     """Op ids are positive integers; anything else names no op."""
-    if not (text.isascii() and text.isdigit()) or int(text) > MAX_OP_ID:
+    if not is_decimal(text) or int(text) > MAX_OP_ID:
         raise not_found(codes.BRIDGE_OP_NOT_FOUND, "no such sync op")
     return int(text)
 
