@@ -32,6 +32,7 @@ from gymctl.clock import Clock
 from gymctl.config import Settings, get_settings
 from gymctl.errors import DomainError, internal_error, unauthorized
 from gymctl.identity import codes
+from gymctl.jsondepth import MAX_DEPTH, depth
 from gymctl.ratelimit import Backoff, LocalWindow
 
 log = logging.getLogger("gymctl.identity")
@@ -226,7 +227,10 @@ def _parse_header(token: str) -> dict[str, Any]:
     try:
         if not dot or _rest.count(".") != 1:
             raise ValueError("a JWT has three segments")
-        header = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
+        raw = base64.urlsafe_b64decode(head + "=" * (-len(head) % 4))
+        if depth(raw) > MAX_DEPTH:  # json.loads would recurse out of the stack (a 500)
+            raise ValueError("the JOSE header nests too deep")
+        header = json.loads(raw)
     except (ValueError, binascii.Error) as error:
         raise unauthorized(codes.TOKEN_MALFORMED, "the session token is not a JWT") from error
     if not isinstance(header, dict):

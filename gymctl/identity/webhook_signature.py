@@ -101,7 +101,7 @@ def verify(
             continue
         try:
             given = base64.b64decode(encoded, validate=True)
-        except binascii.Error:
+        except ValueError:  # binascii.Error, or a character outside ASCII (a 500 before)
             continue
         if hmac.compare_digest(expected, given):
             return VerifiedDelivery(id=delivery_id, timestamp=sent_at)

@@ -130,3 +130,19 @@ def test_a_longest_allowed_sub_and_sid_fit_their_columns(client, idp, session):
 
     assert response.status_code == 200
     assert response.json["user"]["identityId"] == sub
+
+
+def test_a_header_nested_thousands_deep_is_token_malformed_not_a_500(client, session):
+    """A JOSE header of 5,000 nested arrays (6.7 KB base64, under gunicorn's 8,190-byte header
+    line) made json.loads recurse out of the stack: a 500 on every bearer route, before any
+    signature was checked. Its depth is now measured first, as a body's is."""
+    head = base64.urlsafe_b64encode(b"[" * 5000).rstrip(b"=").decode()
+    before = snapshot(session)
+
+    by_header = me(client, f"{head}.e30.c2ln")
+    client.set_cookie("__session", f"{head}.e30.c2ln")
+    by_cookie = client.get("/users/me")
+
+    for response in (by_header, by_cookie):
+        assert (response.status_code, response.json["code"]) == (401, "token_malformed")
+    assert snapshot(session) == before

@@ -163,6 +163,14 @@ def _nothing_changed(session):
             {"svix-id": "msg_1", "svix-timestamp": "yesterday", "svix-signature": "v1,AAAA"},
             "webhook_timestamp_invalid",
         ),
+        (  # a byte outside ASCII in the signature: no secret needed, only a fresh timestamp
+            {
+                "svix-id": "msg_1",
+                "svix-timestamp": str(int(NOW.timestamp())),
+                "svix-signature": "v1,\u00e9",
+            },
+            "webhook_signature_invalid",
+        ),
     ],
 )
 def test_bad_headers_are_400_with_a_code_and_change_nothing(client, session, headers, code):

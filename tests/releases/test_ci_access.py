@@ -5,6 +5,7 @@ and production-review jobs get only a redacted receipt."""
 
 from __future__ import annotations
 
+import base64
 from datetime import timedelta
 
 import pytest
@@ -184,3 +185,19 @@ def test_dispatch_needs_the_workflow_identity_configured(session, gym, candidate
         "release_ci_not_configured",
         ["workflow_ref"],
     )
+
+
+def test_a_token_whose_header_nests_thousands_deep_is_refused_not_a_500(
+    client, session, settings, gym, candidate, ci
+):
+    """The claim route reads the CI token's JOSE header with the session tokens' reader: 5,000
+    nested arrays there were a RecursionError (500) on a public route."""
+    operation, nonce = _dispatch(session, settings, gym)
+    before = snapshot(session)
+    head = base64.urlsafe_b64encode(b"[" * 5000).rstrip(b"=").decode()
+
+    response = _claim(client, f"{head}.e30.c2ln", operation, nonce)
+
+    assert (response.status_code, response.json["code"]) == (401, "ci_token_invalid")
+    assert snapshot(session) == before
+    assert _claim(client, ci.token(NOW), operation, nonce).status_code == 200
