@@ -62,6 +62,7 @@ class Outreach:
 # do not take) each one ends an address or starts another. "a@x.test,b@y.test" was one address
 # here and two recipients in the invitation's To header.
 EMAIL_SPECIALS = frozenset('()<>[]:;,\\"@')
+MAX_EMAIL = 320  # every column that keeps an address (users.email, invitations.email, ...)
 
 
 def normalize_email(email: str) -> str:
@@ -79,9 +80,12 @@ def normalize_email(email: str) -> str:
     )
     # Dot-atoms on both sides: no empty part (a leading, trailing or doubled dot).
     atoms = local.split(".") + domain.split(".")
-    if not at or "." not in domain or unsafe or not all(atoms) or len(cleaned) > 320:
+    # The length as stored: lower-casing may lengthen it ('İ' is 'i' and a combining dot), so a
+    # 205-character address became 405 characters in a 320-character column (a 500).
+    normalized = f"{local}@{domain.lower()}"
+    if not at or "." not in domain or unsafe or not all(atoms) or len(normalized) > MAX_EMAIL:
         raise unprocessable(codes.EMAIL_INVALID, "a valid email address is required")
-    return f"{local}@{domain.lower()}"
+    return normalized
 
 
 def frontend(settings: Settings) -> str:

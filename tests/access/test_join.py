@@ -365,6 +365,9 @@ def test_no_ticket_is_issued_when_the_provider_cannot_say_whether_an_account_exi
         '"ann"@example.test',  # a quoted local part: no form produces one
         "ann..lee@example.test",
         "ann@example..test",
+        # 205 characters as typed, 405 once the domain is lower-cased ('\u0130' is 'i' and a
+        # combining dot): it overflowed the 320-character column on PostgreSQL (a 500).
+        "a@" + "\u0130" * 200 + ".xx",
     ],
     ids=[
         "no-at",
@@ -379,6 +382,7 @@ def test_no_ticket_is_issued_when_the_provider_cannot_say_whether_an_account_exi
         "quoted",
         "double-dot-local",
         "double-dot-domain",
+        "longer-once-lower-cased",
     ],
 )
 def test_an_invalid_address_is_refused_422_and_writes_nothing(client, session, gym, link, email):
