@@ -140,7 +140,7 @@ def create_app(
 
 def _start_request() -> None:
     given = request.headers.get("X-Request-Id", "")
-    g.request_id = given if REQUEST_ID.match(given) else uuid.uuid4().hex
+    g.request_id = given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
     g.request_token = request_id_var.set(g.request_id)
     g.started = time.perf_counter()
     if "\x00" in request.path:

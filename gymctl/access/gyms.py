@@ -59,7 +59,7 @@ def create_gym(
         raise forbidden(codes.OWNER_INVITATION_REQUIRED, "creating a gym needs an owner invitation")
     if not (name or "").strip():
         raise unprocessable(codes.NAME_REQUIRED, "the gym needs a name")
-    if not SLUG.match(slug or ""):
+    if not SLUG.fullmatch(slug or ""):
         raise unprocessable(codes.SLUG_INVALID, "lowercase letters, digits and hyphens")
     if session.scalar(select(Organization.id).where(Organization.slug == slug)) is not None:
         raise conflict(codes.SLUG_TAKEN, "that address is taken")

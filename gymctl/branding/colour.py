@@ -17,7 +17,7 @@ GAMUT_EPSILON = 1e-6
 
 
 def is_hex(value: object) -> bool:
-    return isinstance(value, str) and HEX.match(value) is not None
+    return isinstance(value, str) and HEX.fullmatch(value) is not None
 
 
 def rgb(hex_colour: str) -> tuple[int, int, int]:

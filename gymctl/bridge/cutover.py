@@ -67,7 +67,7 @@ def set_cutover(
     kind = session.get(ClassType, class_type_id)
     if kind is None or kind.organization_id != organization_id:
         raise not_found(codes.CLASS_TYPE_NOT_FOUND, "no such class type")
-    if not 0 <= weekday <= 6 or not TIME.match(start_time or ""):
+    if not 0 <= weekday <= 6 or not TIME.fullmatch(start_time or ""):
         raise unprocessable(codes.CUTOVER_SERIES_INVALID, "weekday 0-6 (Monday 0) and time HH:MM")
     today = now.astimezone(timezone_of(session, organization_id)).date()
     if cutover_on < today:

@@ -140,18 +140,18 @@ def set_enabled(
 
 def _checked_config(changes: dict[str, Any]) -> dict[str, Any]:
     checks = {
-        "appleTeamId": lambda v: isinstance(v, str) and TEAM_ID.match(v),
+        "appleTeamId": lambda v: isinstance(v, str) and TEAM_ID.fullmatch(v),
         "androidCertSha256": lambda v: (
             isinstance(v, list)
             and 0 < len(v) <= 5
-            and all(isinstance(x, str) and CERT_SHA256.match(x) for x in v)
+            and all(isinstance(x, str) and CERT_SHA256.fullmatch(x) for x in v)
         ),
-        "buildServiceProject": lambda v: isinstance(v, str) and TEXT_ID.match(v),
-        "iosProfile": lambda v: isinstance(v, str) and TEXT_ID.match(v),
-        "androidProfile": lambda v: isinstance(v, str) and TEXT_ID.match(v),
-        "appleStoreAccount": lambda v: isinstance(v, str) and TEXT_ID.match(v),
-        "googleStoreAccount": lambda v: isinstance(v, str) and TEXT_ID.match(v),
-        "pushCredentialSha256": lambda v: isinstance(v, str) and DIGEST.match(v),
+        "buildServiceProject": lambda v: isinstance(v, str) and TEXT_ID.fullmatch(v),
+        "iosProfile": lambda v: isinstance(v, str) and TEXT_ID.fullmatch(v),
+        "androidProfile": lambda v: isinstance(v, str) and TEXT_ID.fullmatch(v),
+        "appleStoreAccount": lambda v: isinstance(v, str) and TEXT_ID.fullmatch(v),
+        "googleStoreAccount": lambda v: isinstance(v, str) and TEXT_ID.fullmatch(v),
+        "pushCredentialSha256": lambda v: isinstance(v, str) and DIGEST.fullmatch(v),
     }
     for name, value in changes.items():
         if name not in checks:
@@ -256,7 +256,7 @@ def lookup_application(
 def resolve_link(session: Session, settings: Settings, slug: str, *, schema: int) -> dict[str, Any]:
     """An installed app opening /b/<slug>: the tier plays no part; a disabled app or an inactive
     or deleted gym denies."""
-    if not identifiers.LINK_SLUG.match(slug or ""):
+    if not identifiers.LINK_SLUG.fullmatch(slug or ""):
         raise _denied()
     found = _live_app(session, BrandedApp.link_slug == slug)
     if found is None:

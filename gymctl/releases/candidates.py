@@ -172,7 +172,7 @@ def cut_candidate(
 ) -> ReleaseCandidate:
     """Take a new snapshot; it replaces the current candidate (or is the current one, when
     nothing it binds has changed)."""
-    if not COMMIT.match(source_commit or ""):
+    if not COMMIT.fullmatch(source_commit or ""):
         raise invalid(codes.RELEASE_SOURCE_COMMIT_INVALID, "a full lowercase hex commit id")
     request = require_request(session, organization_id)
     session.refresh(request, with_for_update=True)

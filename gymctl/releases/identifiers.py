@@ -95,7 +95,7 @@ def validate_apple_bundle_id(value: str) -> str:
     if not isinstance(value, str) or not value or len(value) > APPLE_MAX:
         raise _invalid(codes.APPLE_BUNDLE_ID_INVALID, f"1 to {APPLE_MAX} characters")
     segments = value.split(".")
-    if len(segments) < 2 or not all(_APPLE_SEGMENT.match(s) for s in segments):
+    if len(segments) < 2 or not all(_APPLE_SEGMENT.fullmatch(s) for s in segments):
         raise _invalid(
             codes.APPLE_BUNDLE_ID_INVALID,
             "reverse-DNS segments of letters, digits and hyphens, e.g. com.example.app",
@@ -110,7 +110,7 @@ def validate_android_package(value: str) -> str:
     if len(segments) < 2:
         raise _invalid(codes.ANDROID_PACKAGE_INVALID, "at least two segments, e.g. com.example.app")
     for segment in segments:
-        if not _ANDROID_SEGMENT.match(segment):
+        if not _ANDROID_SEGMENT.fullmatch(segment):
             raise _invalid(
                 codes.ANDROID_PACKAGE_INVALID,
                 "each segment starts with a letter and holds only letters, digits and _",
@@ -121,7 +121,7 @@ def validate_android_package(value: str) -> str:
 
 
 def validate_link_slug(value: str) -> str:
-    if not isinstance(value, str) or not LINK_SLUG.match(value):
+    if not isinstance(value, str) or not LINK_SLUG.fullmatch(value):
         raise _invalid(
             codes.BRANDED_APP_LINK_SLUG_INVALID,
             "2 to 40 lowercase letters, digits and inner hyphens",
@@ -150,7 +150,7 @@ def generated_android_package(prefix: str, slug: str) -> str:
 
 def url_scheme(brand: str, slug: str) -> str:
     """`<brand>-<slug>`: the only URL scheme a dedicated binary registers (RFC 3986 scheme)."""
-    if not _SCHEME_BRAND.match(brand):
+    if not _SCHEME_BRAND.fullmatch(brand):
         raise _invalid(codes.BRANDED_APP_SCHEME_INVALID, "the scheme brand is lowercase a-z0-9")
     return f"{brand}-{validate_link_slug(slug)}"
 

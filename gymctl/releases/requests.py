@@ -81,7 +81,7 @@ def validate_submission(submission: dict[str, Any] | None) -> dict[str, Any] | N
             )
         if name in URL_FIELDS and not value.startswith("https://"):
             raise invalid(codes.RELEASE_SUBMISSION_INVALID, f"{name} must be https", field=name)
-        if name == "contactEmail" and not EMAIL.match(value):
+        if name == "contactEmail" and not EMAIL.fullmatch(value):
             raise invalid(codes.RELEASE_SUBMISSION_INVALID, "contactEmail", field=name)
     return dict(submission)
 

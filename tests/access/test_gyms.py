@@ -10,6 +10,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
+from gymctl.access.gyms import create_gym
+from gymctl.errors import DomainError
 from gymctl.models import (
     AuditLog,
     Invitation,
@@ -190,6 +192,22 @@ def test_a_slug_outside_lowercase_letters_digits_and_inner_hyphens_is_422_slug_i
 
     assert (response.status_code, response.json["code"]) == (422, "slug_invalid")
     assert snapshot(session) == before  # the grant stays claimable
+
+
+def test_a_slug_ending_in_a_newline_is_slug_invalid_where_no_body_strips_it(
+    session, owner_grant, future_owner
+):
+    """The HTTP body strips whitespace; the domain, which other doors reach, did not refuse
+    "granite\n": the pattern's `$` matched before a final newline, and the slug was stored
+    with it."""
+    before = snapshot(session)
+
+    with pytest.raises(DomainError) as refused:
+        create_gym(session, future_owner.user, name="Granite", slug="granite\n", now=NOW)
+
+    assert refused.value.code == "slug_invalid"
+    session.rollback()
+    assert snapshot(session) == before
 
 
 def test_a_slug_over_64_characters_is_refused_by_the_body(

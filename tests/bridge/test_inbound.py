@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from gymctl.bookings import book, schedule
 from gymctl.bridge import cutover, entity_map, inbound, mirror
+from gymctl.errors import DomainError
 from gymctl.models import AuditLog, Booking, BookingStatus, ClassSession, Role
 from gymctl.models.billing import PlanType
 from gymctl.models.bridge import EntityType, Origin, SyncOp
@@ -210,6 +211,13 @@ def test_a_cutover_is_set_by_the_owner_and_refused_for_a_past_day_or_another_gym
     assert (past.status_code, past.json["code"]) == (422, "cutover_in_past")
     other = client.put(path, json={**body, "classTypeId": str(uuid.uuid4())}, headers=owner)
     assert (other.status_code, other.json["code"]) == (404, "class_type_not_found")
+    # The domain, which the CLI reaches with no body to strip it, took "07:00\n" (`$` matched
+    # before the final newline) and stored a series no class's time ever equals.
+    with pytest.raises(DomainError) as newline:
+        cutover.set_cutover(session, gym.organization.id, kind.id, 0, "07:00\n",
+                            (NOW + timedelta(days=3)).date(), now=NOW)  # fmt: skip
+    assert newline.value.code == "cutover_series_invalid"
+    session.rollback()
     coach = client.put(path, json=body, headers=gym.people[Role.coach].headers)
     assert coach.status_code == 403
     assert client.get(path, headers=owner).json["cutovers"] == []

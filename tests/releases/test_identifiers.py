@@ -28,6 +28,7 @@ BAD_APPLE = [
     "com.example.app name",
     "com.exämple.app",
     "com." + "a" * 152,  # 156 characters
+    "com.example.app\n",  # `$` matched before a final newline: it passed
 ]
 REAL_ANDROID = [
     "com.example.app",
@@ -51,6 +52,7 @@ BAD_ANDROID = [
     "com.example.",
     "com.exämple.app",
     "com." + "a" * 147,  # 151 characters
+    "com.example.app\n",
 ]
 
 
@@ -98,7 +100,9 @@ def test_every_valid_slug_generates_a_valid_android_segment():
     assert identifiers.generated_android_package("com.gymctl.gym", "24-7") == "com.gymctl.gym.g24_7"
 
 
-@pytest.mark.parametrize("slug", ["", "a", "-iron", "iron-", "Iron", "iron_temple", "x" * 41])
+@pytest.mark.parametrize(
+    "slug", ["", "a", "-iron", "iron-", "Iron", "iron_temple", "x" * 41, "iron-temple\n"]
+)
 def test_link_slugs_are_lowercase_words_joined_by_hyphens(slug):
     with pytest.raises(DomainError) as refused:
         identifiers.validate_link_slug(slug)
