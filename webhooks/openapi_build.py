@@ -30,9 +30,18 @@ from webhooks.validation import WHITESPACE, Body
 METHODS = ("get", "put", "post", "delete", "patch")
 LINKS = "links.json"
 OUTPUT = Path(__file__).with_name("openapi.json")
+# Methods that carry a body: every route has a body limit (webhooks.bodies), so each of these
+# may answer 413 whether or not the operation reads a body (a webhook reads its raw bytes).
+BODY_METHODS = ("put", "post", "patch")
+ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
 TOO_LARGE = {
     "description": "body_too_large: the body is over this route class's limit",
-    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    "content": ERROR,
+}
+# Every request whose path holds a NUL is refused before its route runs (webhooks.app).
+PATH_INVALID = {
+    "description": "path_invalid: a path parameter holds a NUL character",
+    "content": ERROR,
 }
 
 
@@ -107,6 +116,10 @@ def build(app: Flask) -> dict[str, Any]:
             model = body_model(app.view_functions[rule.endpoint])
             if model is not None:
                 _request_body(operation, model, schemas)
+            if model is not None or method in BODY_METHODS:
+                operation["responses"].setdefault("413", TOO_LARGE)
+            if path_parameters(path):
+                operation["responses"].setdefault("400", PATH_INVALID)
     for path, operations in document["paths"].items():
         for method in operations:
             if method in METHODS and (path, method) not in seen:
@@ -178,7 +191,6 @@ def _request_body(operation: dict, model: type[BaseModel], schemas: dict) -> Non
         "required": required,
         "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
     }
-    operation["responses"].setdefault("413", TOO_LARGE)
 
 
 NO_NUL = "^[^\\u0000]*$"

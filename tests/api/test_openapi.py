@@ -212,6 +212,25 @@ def test_a_string_with_a_minimum_length_is_documented_as_the_model_reads_it():
         assert "requestBody" not in document()["paths"][query]["get"], "a query is no body"
 
 
+def test_the_refusals_every_route_makes_are_documented_on_every_operation(client, demo):
+    """Every route has a body limit and every path is refused with a NUL in it, before the
+    route runs: a webhook whose raw body is over its limit answered 413 and a join token
+    holding a NUL answered 400 path_invalid, neither of which their operations listed."""
+    paths = document()["paths"]
+    huge = client.post("/webhooks/identity", data=b"{" + b" " * 300_000 + b"}")
+    assert (huge.status_code, huge.json["code"]) == (413, "body_too_large")
+    nul = client.get("/join/%00")
+    assert (nul.status_code, nul.json["code"]) == (400, "path_invalid")
+    assert "413" in paths["/webhooks/identity"]["post"]["responses"]
+    assert "400" in paths["/join/{token}"]["get"]["responses"]
+    for path, operations in paths.items():
+        for method, operation in operations.items():
+            if method in openapi_build.BODY_METHODS:
+                assert "413" in operation["responses"], f"{method} {path}"
+            if "{" in path and method in openapi_build.METHODS:
+                assert "400" in operation["responses"], f"{method} {path}"
+
+
 def test_openapi_path_conversion():
     assert openapi_build.openapi_path("/a/<int:b>/c/<d>") == "/a/{b}/c/{d}"
 
