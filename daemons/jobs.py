@@ -28,8 +28,10 @@ from gymctl.movements.services import library_from_settings
 from gymctl.providers.event_sink import sink_from_url
 from gymctl.providers.identity_admin import identity_admin_from_settings
 from gymctl.providers.mail import mailer_from_settings
+from gymctl.providers.push import push_provider_from_settings
 from gymctl.relay import relay_events
 from gymctl.releases.candidates import supersede_stale
+from gymctl.releases.push_notices import push_notices
 from gymctl.retention import jobs as retention
 
 JobResult = str | dict[str, Any]
@@ -158,6 +160,11 @@ def release_candidate_supersede(session: Session, now: datetime, settings: Setti
     return supersede_stale(session, now=now)
 
 
+def member_pushes(factory: sessionmaker[Session], now: datetime, settings: Settings) -> JobResult:
+    """Events a member must know now, pushed to their devices, each in its own transaction."""
+    return push_notices(factory, push_provider_from_settings(settings), now=now)
+
+
 JOBS: tuple[AnyJob, ...] = (
     OwnTransactionsJob(
         "event_relay", 5, event_relay, "deliver outbox events to the event sink, batch by batch"
@@ -197,6 +204,12 @@ JOBS: tuple[AnyJob, ...] = (
         300,
         release_candidate_supersede,
         "supersede release candidates a publish, config or intake revision replaced",
+    ),
+    OwnTransactionsJob(
+        "member_pushes",
+        60,
+        member_pushes,
+        "push members a waitlist seat that became theirs, each event in a transaction of its own",
     ),
     # The bridge (spec B 3, 8): the sweeps touch only the database; the calls are the dispatcher's.
     Job("bridge_lease_rescue", 30, bridge.lease_rescue, "in-flight sync ops past their lease"),

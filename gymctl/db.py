@@ -224,6 +224,33 @@ def session_scope(factory: sessionmaker[Session] | None = None) -> Iterator[Sess
         session.close()
 
 
+def each_committed(
+    factory: sessionmaker[Session],
+    keys: list[Any],
+    work: Callable[[Session, Any], str],
+    counts: dict[str, int],
+    *,
+    what: str,
+) -> dict[str, int]:
+    """`work` for each key in a transaction of its own, its outcome (a key of `counts`) counted:
+    "failed", or an error (logged: one key's fault holds back no other), rolls that key's
+    transaction back, to be retried next run; any other outcome commits it. A run stopped
+    midway keeps what it committed (a member's email or push is not sent again)."""
+    for key in keys:
+        with factory() as session:
+            try:
+                outcome = work(session, key)
+            except Exception:
+                logger.exception("%s %s failed, retried next run", what, key)
+                outcome = "failed"
+            if outcome == "failed":
+                session.rollback()
+            else:
+                session.commit()
+        counts[outcome] += 1
+    return counts
+
+
 Row = TypeVar("Row")
 
 

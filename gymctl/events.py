@@ -12,9 +12,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import insert
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, insert, select
+from sqlalchemy.orm import InstrumentedAttribute, Session, sessionmaker
 
+from gymctl.db import READ_ONLY
 from gymctl.models import AuditLog, OutboxEvent
 
 
@@ -89,4 +90,31 @@ def emit_many(
                 {**common, "aggregate_id": str(aggregate_id), "payload": payload}
                 for aggregate_id, payload in payloads.items()
             ],
+        )
+
+
+def unsettled(
+    factory: sessionmaker[Session],
+    condition: ColumnElement[bool],
+    settled_by: InstrumentedAttribute[int],
+    *,
+    since: datetime,
+    limit: int,
+) -> list[int]:
+    """The ids of the outbox events matching `condition` since `since`, oldest first, that no
+    row of `settled_by` (an outbox_event_id column: a member's email, a push) has settled yet.
+    A read that takes no write lock on the embedded default."""
+    with factory() as session:
+        session.connection(execution_options=READ_ONLY)
+        return list(
+            session.scalars(
+                select(OutboxEvent.id)
+                .where(
+                    condition,
+                    OutboxEvent.occurred_at >= since,
+                    OutboxEvent.id.not_in(select(settled_by)),
+                )
+                .order_by(OutboxEvent.id)
+                .limit(limit)
+            )
         )

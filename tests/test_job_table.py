@@ -38,6 +38,8 @@ OWN_TRANSACTIONS = {
     "billing_member_emails",
     "retention_digest",
     "movement_jobs",
+    # Each member's push likewise: a run stopped midway keeps the pushes it made.
+    "member_pushes",
     # The event sink is called with no transaction open (an HTTP sink's timeout held the
     # embedded default's write lock); each batch is marked delivered as it goes.
     "event_relay",

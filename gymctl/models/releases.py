@@ -12,7 +12,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Integer, String, UniqueConstraint, Uuid, false, text
+from sqlalchemy import BigInteger, ForeignKey, Integer, String, UniqueConstraint, Uuid, false, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from gymctl.models.base import Base, IdMixin
@@ -60,8 +60,26 @@ class PushRegistration(IdMixin, Base):
     registered_at: Mapped[datetime]
     revoked_at: Mapped[datetime | None]
     revoked_reason: Mapped[str | None] = mapped_column(String(32))
+    # The app's language when it registered (X-Locale): what the member's pushes are written in.
+    locale: Mapped[str | None] = mapped_column(String(8))
 
     __table_args__ = (UniqueConstraint("app_id", "token_sha256"),)
+
+
+class PushNotice(IdMixin, Base):
+    """An event of the outbox pushed to its member's devices (spec A 6.4 fanout), one per
+    event: the event's id keys it, so an event is pushed once however often the job runs."""
+
+    __tablename__ = "push_notices"
+
+    outbox_event_id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), unique=True
+    )
+    organization_id: Mapped[uuid.UUID] = mapped_column(_org())
+    user_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    kind: Mapped[str] = mapped_column(String(32))
+    sent: Mapped[int]  # devices it reached (0: none registered, or none may receive now)
+    created_at: Mapped[datetime]
 
 
 class FeatureSwitch(Base):

@@ -25,6 +25,7 @@ from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.models.releases import BrandedApp, PushRegistration
 from gymctl.providers.push import PushMessage, PushProvider, token_digest
 from gymctl.releases import codes
+from gymctl.retention.copy import pick_locale
 
 PLATFORMS = ("ios", "android")
 MAX_TOKEN = 4096
@@ -88,7 +89,9 @@ def register(
     platform: str,
     token: str,
     now: datetime,
+    locale: str | None = None,
 ) -> PushRegistration:
+    """`locale`: the app's language (X-Locale), what this device's pushes are written in."""
     membership = resolve_membership(session, organization_id, user)
     if platform not in PLATFORMS:
         raise invalid(codes.PUSH_PLATFORM_INVALID, "platform is ios or android")
@@ -109,6 +112,7 @@ def register(
             "registered_at": now,
             "revoked_at": None,
             "revoked_reason": None,
+            "locale": pick_locale(locale),
         },
     )
 

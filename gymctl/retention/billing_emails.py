@@ -29,7 +29,8 @@ from gymctl import ids
 from gymctl.billing.accounts import billing_settings
 from gymctl.billing.debt import CHARGE_FAILED
 from gymctl.clock import day_n_ends, zone
-from gymctl.db import READ_ONLY
+from gymctl.db import each_committed
+from gymctl.events import unsettled
 from gymctl.models import (
     CancellationNotice,
     MemberEmail,
@@ -69,32 +70,18 @@ def send_billing_emails(
     factory: sessionmaker[Session], mailer: Mailer, *, now: datetime, limit: int = BATCH
 ) -> dict[str, Any]:
     """Email every notice not yet emailed, each in a transaction of its own (module doc)."""
-    with factory() as session:
-        session.connection(execution_options=READ_ONLY)
-        pending = session.scalars(
-            select(OutboxEvent.id)
-            .where(
-                _NOTICES,
-                OutboxEvent.occurred_at >= now - LOOKBACK,
-                OutboxEvent.id.not_in(select(MemberEmail.outbox_event_id)),
-            )
-            .order_by(OutboxEvent.id)
-            .limit(limit)
-        ).all()
-    counts = {"sent": 0, "failed": 0, "skipped": 0}
-    for event_id in pending:
-        with factory() as session:
-            try:
-                outcome = _email(session, mailer, session.get(OutboxEvent, event_id), now=now)
-            except Exception:  # one notice's fault (a template, a row) holds back no other
-                log.exception("billing email of event %s failed, retried next run", event_id)
-                outcome = "failed"
-            if outcome == "failed":
-                session.rollback()
-            else:
-                session.commit()
-        counts[outcome] += 1
-    return counts
+    pending = unsettled(
+        factory, _NOTICES, MemberEmail.outbox_event_id, since=now - LOOKBACK, limit=limit
+    )
+    return each_committed(
+        factory,
+        pending,
+        lambda session, event_id: _email(
+            session, mailer, session.get(OutboxEvent, event_id), now=now
+        ),
+        {"sent": 0, "failed": 0, "skipped": 0},
+        what="billing email of event",
+    )
 
 
 def _email(session: Session, mailer: Mailer, event: OutboxEvent, *, now: datetime) -> str:

@@ -81,6 +81,7 @@ NOT_FORECAST = {
     "retention_digest": "emails owners a digest",
     "refund_task_sweep": "bumps overdue staff tasks",
     "billing_member_emails": "records emails to members",
+    "member_pushes": "pushes to members' devices",
     "booking_no_shows": "class attendance",
 }
 
