@@ -52,4 +52,7 @@ class OutboxEvent(Base):
             postgresql_where=text("delivered_at IS NULL"),
             sqlite_where=text("delivered_at IS NULL"),
         ),
+        # The notices a member is told of (events.unsettled: the billing emails every 5
+        # minutes, the pushes every minute) by name, of the last days only.
+        Index("ix_outbox_events_name_occurred_at", "name", "occurred_at"),
     )

@@ -1,5 +1,6 @@
-"""push_notices: an outbox event pushed to its member's devices, one per event; and the app's
-language on each push registration (X-Locale when it registered)
+"""push_notices: an outbox event pushed to its member's devices, one per event; the app's
+language on each push registration (X-Locale when it registered); outbox events by name and
+time, for the member notices' every-minute look at the last days
 
 Revision ID: 0019_s40_push_notices
 Revises: 0018_s38_payment_deliveries
@@ -48,9 +49,11 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_push_notices")),
         sa.UniqueConstraint("outbox_event_id", name=op.f("uq_push_notices_outbox_event_id")),
     )
+    op.create_index("ix_outbox_events_name_occurred_at", "outbox_events", ["name", "occurred_at"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_outbox_events_name_occurred_at", table_name="outbox_events")
     op.drop_table("push_notices")
     with op.batch_alter_table("push_registrations") as batch:
         batch.drop_column("locale")
