@@ -32,6 +32,8 @@ def upgrade(url: str | None = None, revision: str = "head") -> None:
 
 def is_known_revision(revision: str) -> bool:
     """Whether `revision` names a revision of the journal (or head, heads, base)."""
+    if not revision.strip():  # alembic asserts on an empty one
+        return False
     try:
         ScriptDirectory.from_config(alembic_config()).get_revisions(revision)
     except CommandError:  # alembic's ResolutionError is one

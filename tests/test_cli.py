@@ -36,6 +36,9 @@ def assert_one_line_usage_error(result: subprocess.CompletedProcess) -> None:
     assert result.stdout == ""
 
 
+BIG = "99999999999999999999999"  # past every integer column
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -58,6 +61,16 @@ def assert_one_line_usage_error(result: subprocess.CompletedProcess) -> None:
             ["billing", "simulate", "demo", "--until", "2030-01-01", "--by", "year"],
             id="unknown forecast period",
         ),
+        # Found by probing every command: each of these was a crash (a traceback in the log).
+        pytest.param(["billing", "settings", "show", os.fsdecode(b"\xff")], id="not UTF-8"),
+        pytest.param(["users", "dev-token", "user_x", "--hours", "nan"], id="a lifetime of nan"),
+        pytest.param(["users", "dev-token", "user_x", "--hours", "1e309"], id="an endless one"),
+        pytest.param(["branding", "restore", "demo", "brand", "--revision", BIG], id="revision"),
+        pytest.param(["bridge", "retry", BIG, "--operator", "x"], id="an op id past BIGINT"),
+        pytest.param(["daemons", "runs", "--limit", BIG], id="a limit past BIGINT"),
+        pytest.param(["daemons", "run", "--interval", BIG, "--job", "event_relay"], id="interval"),
+        pytest.param(["movements", "duplicates", "--limit", BIG], id="a library limit"),
+        pytest.param(["db", "upgrade", ""], id="an empty revision"),
     ],
 )
 def test_a_usage_mistake_is_one_line_and_exit_2(home_env, args):  # noqa: F811
@@ -126,6 +139,17 @@ def test_a_crash_exits_70_and_names_the_log_that_holds_the_traceback(home_env): 
     text = log.read_text()
     assert "Traceback" in text
     assert "OperationalError" in text
+
+
+def test_a_crash_whose_arguments_are_not_utf8_still_writes_its_log(tmp_path, monkeypatch):
+    """The log was opened strictly UTF-8: an argument the shell passed as bytes (a lone
+    surrogate here) failed the write, and the crash showed as a raw traceback instead."""
+    from gymctl.cli import failures
+
+    monkeypatch.setenv("GYMCTL_HOME", str(tmp_path))
+    log = failures._write_crash_log(RuntimeError("boom"), ["show", os.fsdecode(b"\xff")])
+    assert log == (tmp_path / "logs" / "gymctl-cli-crashes.log").resolve()
+    assert "show \\udcff" in log.read_text()
 
 
 @pytest.mark.parametrize(

@@ -73,6 +73,9 @@ def main(argv: list[str] | None = None) -> None:
     from gymctl.cli import failures
 
     args = sys.argv[1:] if argv is None else argv
+    position = failures.not_text(args)
+    if position is not None:
+        sys.exit(failures.undecodable(position, args, as_json="--json" in args))
     try:
         try:
             result = app(args=args, prog_name="gymctl", standalone_mode=False)

@@ -23,8 +23,8 @@ from gymctl.cli.billing_common import (
     TRANSACTION,
 )
 from gymctl.cli.billing_common import instant as _instant
-from gymctl.cli.billing_common import operator_id as _operator_id
 from gymctl.cli.billing_common import unit as _unit
+from gymctl.cli.operators import operator_id
 from gymctl.cli.output import (
     JSON,
     console,
@@ -183,7 +183,7 @@ def verify_account_command(
             organization_id=gym.id,
             subscription_id=subscription,
             low_profile_id=low_profile_id,
-            operator_user_id=_operator_id(session, operator),
+            operator_user_id=operator_id(session, operator),
             now=clock.now(),
             cipher=cipher,
         )
@@ -222,7 +222,7 @@ def repair_schedule_command(
             organization_id=gym.id,
             subscription_id=subscription,
             expected_next_charge_at=stated,
-            operator_user_id=_operator_id(session, operator),
+            operator_user_id=operator_id(session, operator),
             now=clock.now(),
             cipher=cipher,
         )
@@ -349,7 +349,7 @@ def _resolve(
             session,
             organization_id=gym.id,
             transaction_id=transaction,
-            actor_user_id=_operator_id(session, operator),
+            actor_user_id=operator_id(session, operator),
             now=clock.now(),
             **arguments,
         )
@@ -442,7 +442,7 @@ def opening_day_command(
             organization_id=gym.id,
             subscription_id=subscription,
             opening_day=_instant(on),
-            actor_user_id=_operator_id(session, operator),
+            actor_user_id=operator_id(session, operator),
             now=clock.now(),
         )
     if as_json:
@@ -588,9 +588,9 @@ def _day_or_instant(value: str) -> datetime:
     day, and was refused as if it were a time without its UTC offset)."""
     try:
         return clock.day_start(value) or _instant(value)
-    except DomainError as refused:
+    except DomainError:
         raise invalid(
-            refused.code,
+            codes.TIMESTAMP_NOT_UTC,
             f"{value!r} is neither a day (YYYY-MM-DD) nor an ISO time with an explicit UTC offset",
         ) from None
 

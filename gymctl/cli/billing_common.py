@@ -1,10 +1,8 @@
-"""What the `gymctl billing` commands share (its arguments, the unit of work, the operator, an
-instant): its own module, so that billing.py and billing_settings.py both import it and not each
-other."""
+"""What the `gymctl billing` commands share (its arguments, the unit of work, an instant): its
+own module, so that billing.py and billing_settings.py both import it and not each other."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -50,22 +48,12 @@ def unit(dry_run: bool = False) -> Iterator[Session]:
             session.commit()
 
 
-def operator_id(session: Session, ref: str) -> uuid.UUID | None:
-    """The operator's user row, or None (the repairs then refuse with 403)."""
-    from gymctl.access.trail import resolve_user
-
-    try:
-        return resolve_user(session, ref).id
-    except DomainError:
-        return None
-
-
 def instant(value: str) -> datetime:
     from gymctl.clock import ensure_utc
 
     try:
         return ensure_utc(datetime.fromisoformat(value))
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: 0001-01-01T00:00+01:00 is before year 1
         raise invalid(
             codes.TIMESTAMP_NOT_UTC, f"{value!r} is not an ISO time with an explicit UTC offset"
         ) from None

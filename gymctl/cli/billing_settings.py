@@ -9,9 +9,10 @@ import uuid
 import typer
 
 from gymctl import clock
-from gymctl.cli.billing_common import DRY_RUN, JSON_OPTION, OPERATOR, ORG, SUBSCRIPTION, operator_id
+from gymctl.cli.billing_common import DRY_RUN, JSON_OPTION, OPERATOR, ORG, SUBSCRIPTION
 from gymctl.cli.billing_common import instant as _instant
 from gymctl.cli.billing_common import unit as _unit
+from gymctl.cli.operators import operator_id
 from gymctl.cli.output import print_json, render_mapping, render_rows
 from gymctl.numerals import is_decimal
 

@@ -241,7 +241,11 @@ def restore_command(
     organization: str = ORG,
     channel: str = CHANNEL,
     revision: int | None = typer.Option(
-        None, "--revision", help="A published revision (app: version); default: the live one."
+        None,
+        "--revision",
+        min=1,
+        max=2**31 - 1,  # the column's range: a larger one answered a crash
+        help="A published revision (app: version); default: the live one.",
     ),
     as_json: bool = JSON,
 ) -> None:

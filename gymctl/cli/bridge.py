@@ -17,6 +17,7 @@ from gymctl import clock
 from gymctl.cli import codes
 from gymctl.cli.output import JSON, choice, err_console, print_json, render_mapping, render_rows
 from gymctl.errors import DomainError, conflict, forbidden, unavailable
+from gymctl.ids import MAX_ROW_ID
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -156,7 +157,7 @@ def ops(
 
 @app.command("retry")
 def retry(
-    op_id: int = typer.Argument(..., help="Sync op id."),
+    op_id: int = typer.Argument(..., min=1, max=MAX_ROW_ID, help="Sync op id."),
     operator: str = OPERATOR,
     as_json: bool = JSON,
 ) -> None:
@@ -166,7 +167,7 @@ def retry(
 
 @app.command("dismiss")
 def dismiss(
-    op_id: int = typer.Argument(..., help="Sync op id."),
+    op_id: int = typer.Argument(..., min=1, max=MAX_ROW_ID, help="Sync op id."),
     operator: str = OPERATOR,
     as_json: bool = JSON,
 ) -> None:
@@ -331,7 +332,9 @@ def issues_command(
 @app.command("resolve")
 def resolve_command(
     organization: str = typer.Argument(..., help="Organization id or slug."),
-    op_id: int = typer.Argument(..., help="The parked op (identity_conflict, class_unmatched)."),
+    op_id: int = typer.Argument(
+        ..., min=1, max=MAX_ROW_ID, help="The parked op (identity_conflict, class_unmatched)."
+    ),
     external_id: str = typer.Argument(..., help="The candidate to link."),
     operator: str = OPERATOR,
     as_json: bool = JSON,

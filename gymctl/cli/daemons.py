@@ -23,6 +23,7 @@ def run(
         None,
         "--interval",
         min=1,
+        max=366 * 86400,  # the scheduler's own range ends before a much larger one
         metavar="SECONDS",
         help="Override the interval of every selected job (all daemons should agree on it).",
     ),
@@ -61,7 +62,9 @@ def list_jobs(as_json: bool = JSON) -> None:
 
 @app.command("runs")
 def runs(
-    limit: int = typer.Option(20, "--limit", "-n", min=1, help="How many runs, newest first."),
+    limit: int = typer.Option(
+        20, "--limit", "-n", min=1, max=10_000, help="How many runs, newest first."
+    ),
     job: str | None = typer.Option(None, "--job", metavar="NAME", help="Only this job."),
     as_json: bool = JSON,
 ) -> None:

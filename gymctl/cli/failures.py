@@ -40,6 +40,24 @@ def _click_types(name: str) -> tuple[type, ...]:
     )
 
 
+def not_text(args: list[str]) -> int | None:
+    """The position of the first argument that is not UTF-8 text (the shell passed bytes that
+    Python holds as lone surrogates: no database, file or header can take it), else None."""
+    for position, arg in enumerate(args, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            return position
+    return None
+
+
+def undecodable(position: int, args: list[str], *, as_json: bool) -> int:
+    message = f"argument {position} is not UTF-8 text: {os.fsencode(args[position - 1])!r}"
+    return _tell(
+        as_json, USAGE, f"usage error: {message}", {"code": "usage_error", "message": message}
+    )
+
+
 def report(error: BaseException, argv: list[str], *, as_json: bool) -> int:
     """Tell the operator what went wrong and return the exit status."""
     if isinstance(error, DomainError):
@@ -128,7 +146,9 @@ def _write_crash_log(error: BaseException, argv: list[str]) -> Path:
         path = folder / "gymctl-cli-crashes.log"
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            with path.open("a", encoding="utf-8") as log:
+            # backslashreplace: an argument that was not UTF-8 holds lone surrogates, which
+            # made this write fail and the crash show as a raw traceback instead.
+            with path.open("a", encoding="utf-8", errors="backslashreplace") as log:
                 log.write(entry)
             return path.resolve()
         except OSError:

@@ -13,12 +13,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from gymctl import clock
 from gymctl.cli import codes
+from gymctl.cli.operators import operator_id
 from gymctl.cli.output import JSON, err_console, one_of, print_json, render_mapping, render_rows
-from gymctl.errors import DomainError, forbidden, invalid
+from gymctl.errors import invalid
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
     from gymctl.movements.services import Library
 
 app = typer.Typer(no_args_is_help=True)
@@ -59,18 +58,6 @@ def _library() -> Library:
     return library_from_settings(get_settings())
 
 
-def _operator(session: Session, ref: str) -> uuid.UUID:
-    """The operator's user id, for the audit rows of library writes; unknown is a refusal."""
-    from gymctl.access.trail import resolve_user
-
-    try:
-        return resolve_user(session, ref).id
-    except DomainError:
-        raise forbidden(
-            codes.OPERATOR_USER_REQUIRED, f"no user {ref!r} to audit this write as"
-        ) from None
-
-
 def _show(result: dict[str, Any], as_json: bool, title: str) -> None:
     if as_json:
         print_json(result)
@@ -100,7 +87,7 @@ def seed_command(
             rebuild=rebuild,
             rpm=rpm,
             now=clock.now(),
-            actor_user_id=_operator(session, operator),
+            actor_user_id=operator_id(session, operator),
             progress=progress,
         )
     _show(result, as_json, f"seeded from {key}")
@@ -109,7 +96,7 @@ def seed_command(
 @app.command("duplicates")
 def duplicates_command(
     limit: int | None = typer.Option(
-        None, "--limit", min=1, help="Pairs to show (default: the report's own limit)."
+        None, "--limit", min=1, max=100_000, help="Pairs to show (default: the report's own limit)."
     ),
     as_json: bool = JSON,
 ) -> None:
@@ -193,7 +180,7 @@ def merge_command(
             parsed,
             dry_run=dry_run,
             now=clock.now(),
-            actor_user_id=_operator(session, operator),
+            actor_user_id=operator_id(session, operator),
             progress=progress,
         )
     if as_json:
@@ -239,7 +226,7 @@ def alias_change_command(
             alias=alias,
             dry_run=dry_run,
             now=clock.now(),
-            actor_user_id=_operator(session, operator),
+            actor_user_id=operator_id(session, operator),
         )
     if as_json:
         print_json(result)
@@ -249,7 +236,7 @@ def alias_change_command(
 
 @video.command("discover")
 def discover_command(
-    limit: int | None = typer.Option(None, "--limit", min=1),
+    limit: int | None = typer.Option(None, "--limit", min=1, max=100_000),
     slug: list[str] | None = typer.Option(None, "--slug"),
     movement_id: list[uuid.UUID] | None = typer.Option(None, "--id"),
     force: bool = typer.Option(False, "--force", help="Search covered movements too."),
@@ -322,7 +309,7 @@ def _show_rank(result: dict[str, Any], as_json: bool) -> None:
 @video.command("rank")
 def rank_command(
     dry_run: bool = DRY_RUN,
-    limit: int | None = typer.Option(None, "--limit", min=1),
+    limit: int | None = typer.Option(None, "--limit", min=1, max=100_000),
     slug: list[str] | None = typer.Option(None, "--slug"),
     include_uncovered: bool = typer.Option(False, "--include-uncovered"),
     as_json: bool = JSON,
@@ -338,7 +325,7 @@ def refresh_command(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Discovery saves; ranking writes nothing."
     ),
-    limit: int | None = typer.Option(None, "--limit", min=1),
+    limit: int | None = typer.Option(None, "--limit", min=1, max=100_000),
     slug: list[str] | None = typer.Option(None, "--slug"),
     force: bool = typer.Option(False, "--force"),
     include_uncovered: bool = typer.Option(False, "--include-uncovered"),
@@ -362,7 +349,7 @@ def verify_command(movement_id: uuid.UUID, operator: str = OPERATOR, as_json: bo
     from gymctl.movements import ranking
 
     with session_scope() as session:
-        actor = _operator(session, operator)
+        actor = operator_id(session, operator)
         result = ranking.verify(session, movement_id, now=clock.now(), actor_user_id=actor)
     _show(result, as_json, "verified")
 
@@ -375,7 +362,7 @@ def demote_command(movement_id: uuid.UUID, operator: str = OPERATOR, as_json: bo
 
     library = _library()
     with session_scope() as session:
-        actor = _operator(session, operator)
+        actor = operator_id(session, operator)
         result = ranking.demote(
             session, movement_id, library.settings, now=clock.now(), actor_user_id=actor
         )
@@ -386,7 +373,7 @@ def demote_command(movement_id: uuid.UUID, operator: str = OPERATOR, as_json: bo
 def cues_command(
     dry_run: bool = DRY_RUN,
     rebuild: bool = typer.Option(False, "--rebuild", help="Rewrite rows that have them too."),
-    limit: int | None = typer.Option(None, "--limit", min=1),
+    limit: int | None = typer.Option(None, "--limit", min=1, max=100_000),
     as_json: bool = JSON,
 ) -> None:
     """Write cues (3), common faults (2) and scaling options (2) with the chat model."""

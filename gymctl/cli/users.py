@@ -9,16 +9,18 @@ import typer
 from rich.panel import Panel
 from rich.text import Text
 
-from gymctl.cli import codes
 from gymctl.cli.output import JSON, console, print_json, render_rows
 
 app = typer.Typer(no_args_is_help=True)
+MAX_HOURS = 24 * 366  # a development token; timedelta cannot hold much more
 
 
 @app.command("dev-token")
 def dev_token(
     identity_id: str = typer.Argument(..., help="Identity subject, e.g. user_demo_coach."),
-    hours: float = typer.Option(12, help="Lifetime of the token."),
+    hours: float = typer.Option(
+        12, help=f"Lifetime of the token, more than 0 and at most {MAX_HOURS} hours."
+    ),
     session: str | None = typer.Option(
         None, "--session", help="Reuse this session id (sid) instead of minting a new one."
     ),
@@ -29,6 +31,8 @@ def dev_token(
     from gymctl.config import get_settings
     from gymctl.identity.dev_keys import mint_dev_token
 
+    if not 0 < hours <= MAX_HOURS:  # not `min`/`max`: nan passes those (and crashed)
+        raise typer.BadParameter(f"more than 0 and at most {MAX_HOURS}", param_hint="--hours")
     token = mint_dev_token(
         get_settings(),
         identity_id,
@@ -127,21 +131,14 @@ def mark_email_verified_command(
     from gymctl import clock
     from gymctl.access.ownership import mark_email_verified
     from gymctl.access.trail import resolve_user
+    from gymctl.cli.operators import operator_id
     from gymctl.db import session_scope
-    from gymctl.errors import DomainError, forbidden
 
     with session_scope() as session:
-        # The rule of every CLI write (docs/decisions.md, "CLI writes take --operator"): an
-        # operator who is no user is refused before any work.
-        try:
-            actor = resolve_user(session, operator)
-        except DomainError:
-            raise forbidden(
-                codes.OPERATOR_USER_REQUIRED, f"no user {operator!r} to audit this write as"
-            ) from None
+        actor = operator_id(session, operator)
         person = resolve_user(session, user)
         changed = mark_email_verified(
-            session, person, actor_user_id=actor.id, actor=f"cli:{actor.id}", now=clock.now()
+            session, person, actor_user_id=actor, actor=f"cli:{actor}", now=clock.now()
         )
         result = {"userId": str(person.id), "verified": True, "changed": changed}
     if as_json:

@@ -152,6 +152,10 @@ def test_simulate_refusals_change_nothing(home_env):  # noqa: F811
         if code == "timestamp_not_utc":
             message = json.loads(refused.stdout)["message"]
             assert message.startswith("'2027-02-30' is neither a day (YYYY-MM-DD) nor"), message
+    # An instant before year 1 once in UTC was an OverflowError (a crash), not this refusal.
+    early = gymctl(home_env, "billing", "simulate", "demo-gym", "--until",
+                   "0001-01-01T00:00:00+01:00", "--json", check=False)  # fmt: skip
+    assert (early.returncode, json.loads(early.stdout)["code"]) == (1, "timestamp_not_utc")
     assert _state(home_env) == before
 
 

@@ -12,6 +12,7 @@ from pydantic import Field
 
 from gymctl.bridge import classes, connection, cutover, inbound, inbox, queue
 from gymctl.errors import invalid, not_found
+from gymctl.ids import MAX_ROW_ID
 from gymctl.models.bridge import ConnectionStatus, OpStatus
 from gymctl.numerals import is_decimal
 from webhooks import codes
@@ -21,7 +22,6 @@ from webhooks.validation import HEADER_TOKEN_PATTERN, Body, parse
 
 bp = Blueprint("bridge", __name__, url_prefix="/organizations/<uuid:org_id>/bridge")
 INBOX_PAGE = 50
-MAX_OP_ID = 2**63 - 1
 
 
 class Connect(Body):
@@ -72,7 +72,7 @@ def issues(org_id):
     cursor = request.args.get("cursor")
     if cursor is not None and not is_decimal(cursor):
         raise invalid(codes.CURSOR_INVALID, "cursor is the last op id of the previous page")
-    after = min(int(cursor), MAX_OP_ID) if cursor else None
+    after = min(int(cursor), MAX_ROW_ID) if cursor else None
     parked = queue.list_ops(
         db(), org_id, status=OpStatus.parked, limit=INBOX_PAGE + 1, after_id=after
     )
@@ -96,7 +96,7 @@ def dismiss_external(org_id, issue_id):
 
 def _op_id(text: str) -> int:
     """Op ids are positive integers; anything else names no op."""
-    if not is_decimal(text) or int(text) > MAX_OP_ID:
+    if not is_decimal(text) or int(text) > MAX_ROW_ID:
         raise not_found(codes.BRIDGE_OP_NOT_FOUND, "no such sync op")
     return int(text)
 
