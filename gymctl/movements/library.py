@@ -16,7 +16,9 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from gymctl.db import storable_text
 from gymctl.errors import DomainError, invalid
+from gymctl.jsondepth import MAX_DEPTH, depth
 from gymctl.movements import codes
 
 FORMAT = "gymctl.movements/1"
@@ -51,6 +53,11 @@ class LibraryEntry:
     cues: list[str] = field(default_factory=list)
     common_faults: list[str] = field(default_factory=list)
     scaling_options: list[str] = field(default_factory=list)
+
+
+# What slugify writes, and the links a member's app may open (as the movement routes take them).
+SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+URL = re.compile(r"https?://\S+")
 
 
 def slugify(name: str) -> str:
@@ -103,6 +110,8 @@ def derived_pattern(category: str | None, force: str | None, muscle: str | None)
 
 def parse_library(data: bytes) -> list[LibraryEntry]:
     """The entries of a library file; a malformed file is 400 library_file_invalid."""
+    if depth(data) > MAX_DEPTH:  # json.loads would recurse out of the stack
+        raise _invalid(f"the library file nests deeper than {MAX_DEPTH} levels")
     try:
         document = json.loads(data)
     except (ValueError, UnicodeDecodeError):
@@ -139,7 +148,8 @@ def _text(item: dict, key: str, index: int, *, required: bool = False) -> str | 
     value = item.get(key)
     if value is None and not required:
         return None
-    if not isinstance(value, str) or not value.strip() or "\x00" in value:
+    # storable_text: neither NUL nor a lone surrogate (a `\ud800` escape is JSON, not text)
+    if not isinstance(value, str) or not value.strip() or not storable_text(value):
         raise _invalid(f"{key} must be a non-empty string", index=index)
     limit = TEXT_LIMITS.get(key, 1024)
     if len(value.strip()) > limit:
@@ -150,7 +160,7 @@ def _text(item: dict, key: str, index: int, *, required: bool = False) -> str | 
 def _texts(item: dict, key: str, index: int) -> list[str]:
     value = item.get(key) or []
     if not isinstance(value, list) or not all(
-        isinstance(v, str) and "\x00" not in v and len(v) <= 2000 for v in value
+        isinstance(v, str) and storable_text(v) and len(v) <= 2000 for v in value
     ):
         raise _invalid(f"{key} must be a list of strings", index=index)
     return [v.strip() for v in value if v.strip()]
@@ -159,8 +169,14 @@ def _texts(item: dict, key: str, index: int) -> list[str]:
 def _ours(item: dict, index: int) -> LibraryEntry:
     name = _text(item, "name", index, required=True)
     assert name is not None
+    slug = _text(item, "slug", index)
+    if slug is not None and not SLUG.fullmatch(slug):
+        raise _invalid("slug is lowercase letters and digits joined by hyphens", index=index)
+    for link in ("thumbnailUrl", "videoUrl"):
+        if item.get(link) is not None and not URL.fullmatch(_text(item, link, index) or ""):
+            raise _invalid(f"{link} must be an http(s) URL", index=index)
     return LibraryEntry(
-        slug=_text(item, "slug", index) or slugify(name),
+        slug=slug or slugify(name),
         name=name,
         aliases=_texts(item, "aliases", index),
         category=_text(item, "category", index),

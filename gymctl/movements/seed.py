@@ -29,7 +29,7 @@ from gymctl.movements.embeddings import (
 )
 from gymctl.movements.library import LibraryEntry, parse_library
 from gymctl.movements.progress import SILENT, Progress
-from gymctl.providers.storage import ObjectStore
+from gymctl.providers.storage import ObjectStore, validate_key
 
 BASE_FIELDS = (
     "name",
@@ -46,7 +46,12 @@ ENRICHED_FIELDS = ("thumbnail_url", "cues", "common_faults", "scaling_options")
 
 
 def read_library(store: ObjectStore, key: str) -> list[LibraryEntry]:
-    data = store.get(key)
+    try:
+        data = store.get(validate_key(key))
+    except ValueError as malformed:  # "", "../x", "a//b": no object is stored at such a key
+        raise not_found(
+            codes.LIBRARY_FILE_NOT_FOUND, f"no library file at {key!r}: {malformed}"
+        ) from None
     if data is None:
         raise not_found(codes.LIBRARY_FILE_NOT_FOUND, f"no library file at {key}")
     return parse_library(data)

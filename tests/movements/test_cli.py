@@ -40,6 +40,11 @@ def test_seed_duplicates_merge_and_alias_change_from_the_command_line(home_env):
     assert nobody.returncode == 1
     assert "operator_user_required" in nobody.stderr
     assert audit_actors(home_env) == {}  # refused before any work
+    # A key no object can be stored at ("", "../x", "a//b") was a crash in the store's check.
+    for key in ("", "../x", "libraries//a.json"):
+        malformed = gymctl(home_env, "movements", "seed", key, *OPERATOR, "--json", check=False)
+        assert malformed.returncode == 1, malformed.stderr
+        assert json.loads(malformed.stdout)["code"] == "library_file_not_found"
     seeded = json.loads(
         gymctl(home_env, "movements", "seed", LIBRARY_KEY, *OPERATOR, "--json").stdout
     )

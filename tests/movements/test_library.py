@@ -62,6 +62,20 @@ def test_our_format_carries_aliases_and_enriched_fields():
         json.dumps([{"name": "A\u0000"}]).encode(),
         json.dumps([{"name": "A", "equipment": "x" * 65}]).encode(),  # the column holds 64
         json.dumps([{"name": "A", "mechanic": "x" * 33}]).encode(),
+        # Found by probing the seed command: each was a crash or was stored as given.
+        b"[" * 100_000 + b"]" * 100_000,  # json.loads recursed out of the stack
+        b'{"format": "%s", "movements": [{"name": "bad \\ud800 name"}]}' % FORMAT.encode(),
+        json.dumps(
+            {"format": FORMAT, "movements": [{"name": "A", "aliases": ["\ud800"]}]}
+        ).encode(),
+        json.dumps({"format": FORMAT, "movements": [{"name": "A", "slug": "../../etc"}]}).encode(),
+        json.dumps({"format": FORMAT, "movements": [{"name": "A", "slug": "a\nb"}]}).encode(),
+        json.dumps(
+            {"format": FORMAT, "movements": [{"name": "A", "thumbnailUrl": "javascript:alert(1)"}]}
+        ).encode(),
+        json.dumps(
+            {"format": FORMAT, "movements": [{"name": "A", "videoUrl": "file:///etc/passwd"}]}
+        ).encode(),
     ],
 )
 def test_a_malformed_library_file_is_400_library_file_invalid(content):
