@@ -41,6 +41,7 @@ from gymctl.models import (
     Role,
     User,
 )
+from gymctl.models.identity import same_address
 
 ERASED = "erased"
 
@@ -121,7 +122,7 @@ def erase_personal_data(
 def _submissions(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:
     match = [JoinSubmission.user_id == person.id]
     if address:
-        match.append(func.lower(JoinSubmission.email) == address)
+        match.append(same_address(JoinSubmission.email, address))
     return session.execute(
         update(JoinSubmission)
         .where(JoinSubmission.organization_id == org_id, or_(*match))
@@ -132,7 +133,7 @@ def _submissions(session: Session, org_id: uuid.UUID, person: User, address: str
 def _leads(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:
     match = [Lead.converted_user_id == person.id]
     if address:
-        match.append(func.lower(Lead.email) == address)
+        match.append(same_address(Lead.email, address))
     return session.execute(
         update(Lead)
         .where(Lead.organization_id == org_id, or_(*match))
@@ -143,7 +144,7 @@ def _leads(session: Session, org_id: uuid.UUID, person: User, address: str) -> i
 def _invitations(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:
     match = [Invitation.user_id == person.id]
     if address:
-        match.append(func.lower(Invitation.email) == address)
+        match.append(same_address(Invitation.email, address))
     return session.execute(
         update(Invitation)
         .where(Invitation.organization_id == org_id, or_(*match))
@@ -190,7 +191,7 @@ def _import_rows(session: Session, org_id: uuid.UUID, person: User, address: str
         update(MemberImportRow)
         .where(
             MemberImportRow.import_id.in_(imports),
-            func.lower(func.trim(MemberImportRow.email)) == address,
+            same_address(func.trim(MemberImportRow.email), address),
         )
         .values(email=_erased_address(person.id), name=ERASED)
     ).rowcount

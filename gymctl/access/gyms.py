@@ -8,7 +8,7 @@ import re
 import uuid
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.access import codes
@@ -23,6 +23,7 @@ from gymctl.models import (
     Role,
     User,
 )
+from gymctl.models.identity import same_address
 
 SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 
@@ -50,7 +51,7 @@ def create_gym(
                 Invitation.role == Role.owner,
                 Invitation.status == InvitationStatus.pending,
                 Invitation.expires_at > now,
-                func.lower(Invitation.email) == user.email.lower(),
+                same_address(Invitation.email, user.email),
             )
             .with_for_update()
             .limit(1)

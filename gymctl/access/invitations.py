@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.access import codes, tickets
@@ -43,6 +43,7 @@ from gymctl.models import (
     Role,
     User,
 )
+from gymctl.models.identity import same_address
 from gymctl.providers.identity_admin import IdentityAdmin
 from gymctl.providers.mail import Mailer, MailError, OutgoingEmail
 
@@ -143,7 +144,7 @@ def linked_login(session: Session, email: str) -> User | None:
     """A linked login under this address (the gym's own unlinked rows are not accounts)."""
     return session.scalar(
         select(User)
-        .where(func.lower(User.email) == email.lower(), User.identity_id.is_not(None))
+        .where(same_address(User.email, email), User.identity_id.is_not(None))
         .where(User.deleted_at.is_(None))
         .order_by(User.created_at)
         .limit(1)
@@ -176,7 +177,7 @@ def create_invitation(
             Invitation.organization_id.is_(None)
             if org_id is None
             else Invitation.organization_id == org_id,
-            func.lower(Invitation.email) == email.lower(),
+            same_address(Invitation.email, email),
             Invitation.status == InvitationStatus.pending,
         )
     )
@@ -536,7 +537,7 @@ def accept_on_sign_up(session: Session, user: User, *, now: datetime) -> int:
         return 0
     pending = session.scalars(
         select(Invitation).where(
-            func.lower(Invitation.email) == user.email.lower(),
+            same_address(Invitation.email, user.email),
             Invitation.status == InvitationStatus.pending,
             Invitation.expires_at > now,
             Invitation.organization_id.is_not(None),

@@ -8,12 +8,13 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, exists, func, select, update
+from sqlalchemy import ColumnElement, exists, select, update
 from sqlalchemy.orm import Session
 
 from gymctl.access.invitations import release_held
 from gymctl.events import EventKind, emit
 from gymctl.models import Invitation, LegalConsent, Membership, User
+from gymctl.models.identity import same_address
 
 
 def awaiting_consent(profile_id) -> ColumnElement[bool]:
@@ -28,7 +29,7 @@ def unlinked_profiles(session: Session, email: str) -> list[User]:
         session.scalars(
             select(User)
             .where(
-                func.lower(User.email) == email.lower(),
+                same_address(User.email, email),
                 User.identity_id.is_(None),
                 User.deleted_at.is_(None),
                 ~awaiting_consent(User.id),

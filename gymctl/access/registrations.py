@@ -37,6 +37,7 @@ from gymctl.models import (
     Role,
     User,
 )
+from gymctl.models.identity import same_address
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ def _people(session: Session, email: str) -> list[User]:
     return list(
         session.scalars(
             select(User)
-            .where(func.lower(User.email) == email.lower(), User.deleted_at.is_(None))
+            .where(same_address(User.email, email), User.deleted_at.is_(None))
             .order_by(User.created_at, User.id)
         )
     )

@@ -12,7 +12,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, or_, select, true
+from sqlalchemy import or_, select, true
 from sqlalchemy.orm import Session
 
 from gymctl.access import codes
@@ -27,6 +27,7 @@ from gymctl.models import (
     User,
     UserSession,
 )
+from gymctl.models.identity import same_address
 
 SESSIONS_LIMIT = 10
 JOIN_SUBMISSIONS_LIMIT = 50
@@ -151,7 +152,7 @@ def _sessions(session: Session, user: User) -> list[dict[str, Any]]:
 def _join_submissions(session: Session, user: User) -> list[dict[str, Any]]:
     matches = [JoinSubmission.user_id == user.id]
     if user.email:
-        matches.append(func.lower(JoinSubmission.email) == user.email.lower())
+        matches.append(same_address(JoinSubmission.email, user.email))
     rows = session.scalars(
         select(JoinSubmission)
         .where(or_(*matches))
@@ -217,7 +218,7 @@ def _ownership_events(session: Session, user: User) -> tuple[list[dict[str, Any]
             select(AuditLog)
             .where(
                 AuditLog.action.in_(EMAIL_MATCHED_ACTIONS),
-                func.lower(AuditLog.data["email"].as_string()) == user.email.lower(),
+                same_address(AuditLog.data["email"].as_string(), user.email),
             )
             .order_by(*newest)
             .limit(limit + 1)

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, Field, ValidationError
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import mirror
@@ -20,6 +20,7 @@ from gymctl.identity import codes
 from gymctl.identity.auth import user_by_identity
 from gymctl.identity.signup import mirror_verification, primary_email, read_sign_up, record_sign_up
 from gymctl.models import IdentityWebhookDelivery, User
+from gymctl.models.identity import same_address
 from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.providers.identity_admin import IdentityAdmin, IdentityAdminError
 
@@ -48,7 +49,7 @@ def find_or_create(
     if link_email and email:
         unlinked = session.scalar(
             select(User)
-            .where(func.lower(User.email) == email.lower(), User.identity_id.is_(None))
+            .where(same_address(User.email, email), User.identity_id.is_(None))
             .where(User.deleted_at.is_(None))
             .order_by(User.created_at)
             .limit(1)

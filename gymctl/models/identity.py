@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import ForeignKey, Index, String, UniqueConstraint, Uuid, func
+from sqlalchemy import ColumnElement, ForeignKey, Index, String, UniqueConstraint, Uuid, func
 from sqlalchemy.orm import Mapped, mapped_column
 
 from gymctl import clock
@@ -36,6 +37,13 @@ class User(IdMixin, Base):
     deleted_at: Mapped[datetime | None]
 
     __table_args__ = (Index("ix_users_email_lower", func.lower(email)),)
+
+
+def same_address(column: Any, address: str) -> ColumnElement[bool]:
+    """`column` holds `address`, letter case aside, with the database folding both sides the
+    same way (ix_users_email_lower). Python's str.lower() folds 'É' where SQLite's lower() does
+    not: a roster row 'Élodie@x.test' found no one and added a second user each import."""
+    return func.lower(column) == func.lower(address)
 
 
 class UserSession(IdMixin, Base):

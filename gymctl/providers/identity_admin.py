@@ -19,7 +19,7 @@ from urllib.parse import quote
 from uuid import uuid4
 
 import httpx
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from gymctl import clock as default_clock
 from gymctl import ratelimit
@@ -28,6 +28,7 @@ from gymctl.config import ConfigError
 from gymctl.db import READ_ONLY
 from gymctl.errors import DomainError
 from gymctl.models import User
+from gymctl.models.identity import same_address
 from gymctl.numerals import is_decimal
 
 if TYPE_CHECKING:
@@ -309,7 +310,7 @@ class LocalIdentityAdmin:
                 .where(
                     User.identity_id.is_not(None),
                     User.deleted_at.is_(None),
-                    func.lower(User.email) == email.lower(),
+                    same_address(User.email, email),
                 )
                 .order_by(User.created_at, User.id)
                 .limit(1)

@@ -520,3 +520,16 @@ def test_a_step_stops_taking_rows_after_its_seconds(app, client, gym, session, s
 
     assert done == {"created": 2}  # CHUNK_SECONDS of 2
     assert read(client, gym, import_id).json["done"] == 2
+
+
+def test_a_roster_imported_again_finds_its_members_whatever_letters_their_addresses_hold(
+    app, client, gym, session, session_factory
+):
+    """An address is looked up with the database folding case on both sides: Python's
+    str.lower() folds 'É' where SQLite's lower() does not, so each import of 'Élodie@x.test'
+    found no one and added another user."""
+    for _ in range(2):
+        upload(client, gym, roster("Élodie@x.test", "ǅemal@x.test"))
+        work(app, session_factory)
+
+    assert users(session, User.email.in_(["Élodie@x.test", "ǅemal@x.test"])) == 2
