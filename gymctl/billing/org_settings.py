@@ -20,6 +20,10 @@ from gymctl.errors import unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import BillingSettings
 
+# The tz database's name for the server's own zone (/etc/localtime): a gym's days would move
+# with the machine that runs it.
+HOST_ZONE = "localtime"
+
 MAX_GRACE_DAYS = 60  # ours: two months of unpaid access is already generous
 LIFECYCLE_DAYS = range(1, 29)  # 1-28: a day every month has
 KEEP: Any = object()  # a setting the caller does not change
@@ -65,6 +69,8 @@ def update_settings(
         )
     if timezone is not KEEP:
         try:
+            if timezone == HOST_ZONE:
+                raise ValueError(timezone)
             zone(timezone)
         except ValueError:
             raise unprocessable(

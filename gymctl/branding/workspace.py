@@ -40,6 +40,7 @@ from gymctl.models import (
 from gymctl.providers.storage import ObjectStore
 
 APP_WRITE_TOLERANCE = timedelta(seconds=1)
+MAX_BRAND_NAME = 200
 
 
 class Keep(Enum):
@@ -101,13 +102,26 @@ def save_brand_draft(
         keys = logo_keys(session, store, organization_id, logos or {})
     draft.palette = checked.as_json()
     if name is not KEEP:
-        draft.name = name
+        draft.name = _brand_name(name)
     draft.logos = keys
     draft.updated_at = now
     draft.updated_by_user_id = actor_user_id
     session.add(draft)
     session.flush()
     return draft
+
+
+def _brand_name(name: str | None) -> str | None:
+    """A name the brand shows (1 to 200 characters on one line); None clears it. The body
+    of the route refuses others; the command line passed '' and a newline through."""
+    if name is None:
+        return None
+    name = name.strip()
+    if not 1 <= len(name) <= MAX_BRAND_NAME or not name.isprintable():
+        raise invalid(
+            codes.BRAND_NAME_INVALID, f"a brand name is 1 to {MAX_BRAND_NAME} characters, one line"
+        )
+    return name
 
 
 def save_website_draft(

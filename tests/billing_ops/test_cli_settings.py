@@ -81,6 +81,15 @@ def test_a_refused_setting_exits_non_zero_and_writes_nothing(world):
         )  # fmt: skip
         assert isinstance(odd.exception, DomainError), odd.output
         assert odd.exception.code == "billing_lifecycle_day_invalid"
+    # The operator is the audit row's actor: one who is no user was dropped and the change
+    # audited with none. And "localtime" names the server's own zone, not the gym's.
+    for args, code in (
+        (("--grace-days", "6", "--operator", "nobody-at-all"), "operator_user_required"),
+        (("--timezone", "localtime", "--operator", str(gym.owner.id)), "timezone_invalid"),
+    ):
+        odd = _run("settings", "set", str(gym.organization.id), *args)
+        assert isinstance(odd.exception, DomainError), odd.output
+        assert odd.exception.code == code
     with factory() as session:
         assert session.get(BillingSettings, gym.organization.id) is None
 

@@ -73,3 +73,21 @@ def test_a_website_file_nested_past_the_parser_is_refused_not_a_crash(home_env, 
     assert refused.returncode == 1, refused.stderr
     assert "website_content_invalid" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_a_brand_name_the_route_would_refuse_is_refused_here_too(home_env):  # noqa: F811
+    """The route's body refuses an empty or multi-line name; the command line saved '' and
+    a newline, and `publish` put the empty name live."""
+    gymctl(home_env, "quickstart", "--json")
+    for name in ("", "  ", "Iron\nTemple", "x" * 201):
+        refused = gymctl(
+            home_env, "branding", "palette", "demo-gym", "--primary", "#E4572E", "--name", name,
+            "--json", check=False,
+        )  # fmt: skip
+        assert refused.returncode == 1, name
+        assert json.loads(refused.stdout)["code"] == "brand_name_invalid"
+    kept = gymctl(
+        home_env, "branding", "palette", "demo-gym", "--primary", "#E4572E", "--name", " Iron ",
+        "--json",
+    )  # fmt: skip
+    assert kept.returncode == 0

@@ -79,7 +79,7 @@ def read_workspace(org_id):
 
 class BrandDraftBody(Body):
     palette: dict[str, Any]
-    name: str | None = Field(None, min_length=1, max_length=200)
+    name: str | None = Field(None, min_length=1, max_length=workspace.MAX_BRAND_NAME)
     logos: dict[str, str] | None = None
 
     def kept(self, field: str) -> Any:
