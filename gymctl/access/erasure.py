@@ -71,6 +71,8 @@ def erase_personal_data(
     if membership.role is Role.owner:
         raise conflict(codes.ERASURE_OWNER, "the owner's own data cannot be erased from their gym")
     person = session.get(User, target_user_id)
+    # Lower-cased for the lists read in Python; the database folds its own columns and the
+    # address as given the same way (same_address).
     address = (person.email or "").lower()
     # The gym's queued work first: a worker holds a bulk invite (or an import) locked while it
     # invites an address (or registers rows), writing invitations, users and memberships, so
@@ -122,7 +124,7 @@ def erase_personal_data(
 def _submissions(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:
     match = [JoinSubmission.user_id == person.id]
     if address:
-        match.append(same_address(JoinSubmission.email, address))
+        match.append(same_address(JoinSubmission.email, person.email))
     return session.execute(
         update(JoinSubmission)
         .where(JoinSubmission.organization_id == org_id, or_(*match))
@@ -133,7 +135,7 @@ def _submissions(session: Session, org_id: uuid.UUID, person: User, address: str
 def _leads(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:
     match = [Lead.converted_user_id == person.id]
     if address:
-        match.append(same_address(Lead.email, address))
+        match.append(same_address(Lead.email, person.email))
     return session.execute(
         update(Lead)
         .where(Lead.organization_id == org_id, or_(*match))
@@ -144,7 +146,7 @@ def _leads(session: Session, org_id: uuid.UUID, person: User, address: str) -> i
 def _invitations(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:
     match = [Invitation.user_id == person.id]
     if address:
-        match.append(same_address(Invitation.email, address))
+        match.append(same_address(Invitation.email, person.email))
     return session.execute(
         update(Invitation)
         .where(Invitation.organization_id == org_id, or_(*match))
@@ -191,7 +193,7 @@ def _import_rows(session: Session, org_id: uuid.UUID, person: User, address: str
         update(MemberImportRow)
         .where(
             MemberImportRow.import_id.in_(imports),
-            same_address(func.trim(MemberImportRow.email), address),
+            same_address(func.trim(MemberImportRow.email), person.email),
         )
         .values(email=_erased_address(person.id), name=ERASED)
     ).rowcount

@@ -85,6 +85,24 @@ def test_the_owner_erases_a_desk_members_personal_data_audited(client, session, 
     assert session.get(type(plan), plan.id) is not None
 
 
+@pytest.mark.embedded  # the bug was SQLite's lower(): both engines
+def test_an_address_with_a_letter_beyond_ascii_is_erased_where_it_was_given(client, session, gym):
+    """The database folds case on both sides: the erasure compared the columns with
+    Python's lower-cased address, which SQLite's lower() never equals for 'É', and left the
+    lead 'Élodie@desk.example' with the person's address."""
+    person = factories.user(session, identity_id=None, email="Élodie@desk.example", name="Élodie")
+    factories.membership(session, user=person, organization=gym.organization, role=Role.member)
+    session.add(Lead(organization_id=gym.id, name="Élodie", email="Élodie@desk.example",
+                     created_at=NOW))  # fmt: skip
+    session.commit()
+
+    assert erase(client, gym, person.id).status_code == 200
+
+    session.expire_all()
+    [lead] = session.scalars(select(Lead)).all()
+    assert "desk.example" not in lead.email
+
+
 def test_what_another_gym_holds_stays(client, session, gym, desk_member):
     other = factories.organization(session, name="Other Gym")
     factories.membership(session, user=desk_member, organization=other, role=Role.member)
