@@ -13,6 +13,7 @@ server-computed pending flags.
 
 from __future__ import annotations
 
+import unicodedata
 import uuid
 from datetime import datetime, timedelta
 from enum import Enum
@@ -117,7 +118,10 @@ def _brand_name(name: str | None) -> str | None:
     if name is None:
         return None
     name = name.strip()
-    if not 1 <= len(name) <= MAX_BRAND_NAME or not name.isprintable():
+    # One line: no control character and no line or paragraph separator (a direction mark a
+    # Hebrew name may hold stays).
+    breaks = any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in name)
+    if not 1 <= len(name) <= MAX_BRAND_NAME or breaks:
         raise invalid(
             codes.BRAND_NAME_INVALID, f"a brand name is 1 to {MAX_BRAND_NAME} characters, one line"
         )
