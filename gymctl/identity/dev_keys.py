@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from gymctl.config import Settings
 from gymctl.errors import invalid
 from gymctl.identity import codes
+from gymctl.identity.tokens import MAX_ID_LENGTH, is_identifier
 
 DEV_KID = "gymctl-dev"
 SESSION_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}")
@@ -54,6 +55,11 @@ def mint_dev_token(
     """A session token for `identity_id`, signed with the local key. Real tokens live 60 s; a dev
     token lives longer so a person can paste it into curl. `session_id` reuses a session (its
     sid), so the ownership trail shows one session, not one per minted token."""
+    if not is_identifier(identity_id):  # the API refuses such a sub (token_claims)
+        raise invalid(
+            codes.IDENTITY_ID_INVALID,
+            f"an identity subject is 1 to {MAX_ID_LENGTH} printable characters",
+        )
     if session_id is not None and not SESSION_ID.fullmatch(session_id):
         raise invalid(codes.SESSION_ID_INVALID, "a session id is 1 to 128 of A-Z a-z 0-9 _ . -")
     if settings.is_production:

@@ -40,3 +40,11 @@ def test_a_malformed_session_id_is_refused(dev_settings, session_id):
     with pytest.raises(DomainError) as refused:
         mint_dev_token(dev_settings, "user_x", now=NOW, session_id=session_id)
     assert refused.value.code == "session_id_invalid"
+
+
+@pytest.mark.parametrize("identity_id", ["", " ", "user\nx", "u" * 129])
+def test_a_subject_the_api_would_refuse_is_not_minted(dev_settings, identity_id):
+    """`users dev-token ''` minted a token every request then refused (token_claims)."""
+    with pytest.raises(DomainError) as refused:
+        mint_dev_token(dev_settings, identity_id, now=NOW)
+    assert refused.value.code == "identity_id_invalid"
