@@ -21,6 +21,7 @@ from gymctl.providers.card_factory import card_provider_from_settings
 from gymctl.providers.identity_admin import IdentityAdmin
 from gymctl.providers.mail import Mailer
 from gymctl.providers.storage import ObjectStore
+from gymctl.retention.copy import pick_locale
 
 
 @dataclass
@@ -76,6 +77,12 @@ def auth() -> Auth:
 
 def now() -> datetime:
     return services().clock.now()
+
+
+def client_locale() -> str:
+    """The client's language: X-Locale (the apps send it on every request), else
+    Accept-Language, else en."""
+    return pick_locale(request.headers.get("X-Locale"), request.headers.get("Accept-Language"))
 
 
 def client_ip() -> str | None:

@@ -8,7 +8,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, jsonify
 from pydantic import Field
 
 from gymctl.access.memberships import resolve_membership
@@ -19,11 +19,10 @@ from gymctl.errors import not_found, unprocessable
 from gymctl.models import Membership, RetentionCase, Subscription
 from gymctl.models.retention import RetentionOutcome
 from gymctl.retention import cases, notices, plan_change, presales
-from gymctl.retention.copy import pick_locale
 from webhooks import codes
 from webhooks.access import membership, org_route
 from webhooks.blueprints.billing import plan_json, subscription_json
-from webhooks.context import auth, db, now, services
+from webhooks.context import auth, client_locale, db, now, services
 from webhooks.validation import Body, one_of, parse
 
 bp = Blueprint("cancellations", __name__)
@@ -31,10 +30,6 @@ ORG = "/organizations/<uuid:org_id>"
 SUB = f"{ORG}/subscriptions/<uuid:subscription_id>"
 CASE = f"{ORG}/retention/cases/<uuid:case_id>"
 TEXT = r"^[^\x00]*$"
-
-
-def _locale() -> str:
-    return pick_locale(request.headers.get("X-Locale"), request.headers.get("Accept-Language"))
 
 
 def _iso(at: datetime | None) -> str | None:
@@ -145,7 +140,7 @@ def give_notice(org_id: uuid.UUID, subscription_id: uuid.UUID):
         reason_code=body.reason_code,
         reason_text=body.reason_text,
         effective_at=aware_utc(body.effective_at),
-        locale=_locale(),
+        locale=client_locale(),
         now=now(),
     )
     return jsonify(data={"subscription": member_subscription_json(row), "case": case_json(case)})
@@ -163,7 +158,7 @@ def withdraw_notice(org_id: uuid.UUID, subscription_id: uuid.UUID):
         subscription_id,
         actor_user_id=mine.user_id,
         by_member=not staff_act,
-        locale=_locale(),
+        locale=client_locale(),
         now=now(),
     )
     return jsonify(data=member_subscription_json(row))
@@ -182,7 +177,7 @@ def withdraw_presale(org_id: uuid.UUID, subscription_id: uuid.UUID):
         subscription_id,
         actor_user_id=mine.user_id,
         by_member=not staff_act,
-        locale=_locale(),
+        locale=client_locale(),
         now=now(),
     )
     db().commit()  # the withdrawal stands whatever the mail server does
@@ -223,7 +218,7 @@ def change_plan(org_id: uuid.UUID, subscription_id: uuid.UUID):
         subscription_id,
         body.plan_id,
         actor_user_id=mine.user_id,
-        locale=_locale(),
+        locale=client_locale(),
         now=now(),
     )
     return jsonify(data=member_subscription_json(row))
@@ -290,7 +285,7 @@ def record_outcome(org_id: uuid.UUID, case_id: uuid.UUID):
         case_id,
         outcome=body.outcome,
         actor_user_id=membership().user_id,
-        locale=_locale(),
+        locale=client_locale(),
         now=now(),
     )
     return jsonify(data=case_json(case))

@@ -16,11 +16,10 @@ from gymctl.errors import unauthorized
 from gymctl.releases import associations, branded_apps, ci_access, operations, owner, push
 from gymctl.releases.approvals import PURPOSES
 from gymctl.releases.build_input import build_input
-from gymctl.retention.copy import pick_locale
 from gymctl.versioning import payload_schema
 from webhooks import codes
 from webhooks.access import membership, owner_route, platform_admin_route
-from webhooks.context import auth, db, now, services
+from webhooks.context import auth, client_locale, db, now, services
 from webhooks.guard import public
 from webhooks.validation import Body, parse
 
@@ -92,7 +91,7 @@ def register_push(org_id):
         platform=body.platform,
         token=body.token,
         now=now(),
-        locale=pick_locale(request.headers.get("X-Locale"), request.headers.get("Accept-Language")),
+        locale=client_locale(),
     )
     return jsonify(registered=True), 201
 
