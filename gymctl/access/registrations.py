@@ -222,6 +222,7 @@ EXISTING = "existing"
 UNVERIFIED = "unverified"
 OUTCOMES = (CREATED, EXISTING, UNVERIFIED)  # a row's, with ImportResults' list of each
 NAME_CHARS = User.__table__.c.name.type.length  # a longer name would not fit the user's row
+MAX_ROSTER_BYTES = 5 * 1024 * 1024  # a roster: tens of thousands of rows
 
 
 @dataclass
@@ -259,7 +260,11 @@ def parse_members_csv(content: bytes) -> list[dict[str, str]]:
     """Rows of a members CSV (UTF-8) with an `email` column and optional `name` (header names
     are case-insensitive). Lines may end in LF, CRLF or a lone CR (old Mac exports); a file the
     csv module cannot read (a field past its size limit) is import_invalid, as HTTP and the CLI
-    both read it."""
+    both read it. Past MAX_ROSTER_BYTES it is refused unread (HTTP answers 413 before)."""
+    if len(content) > MAX_ROSTER_BYTES:
+        raise unprocessable(
+            codes.IMPORT_INVALID, f"the CSV is over {MAX_ROSTER_BYTES} bytes: split it"
+        )
     try:
         text = content.decode("utf-8")
     except UnicodeDecodeError:

@@ -12,6 +12,9 @@ from gymctl.branding import codes
 from gymctl.errors import invalid
 
 CONTENT_SCHEMA = 2
+# A content file read from the command line stops here (HTTP refuses a body past the same
+# mebibyte with 413): a valid content takes a few kilobytes.
+MAX_CONTENT_BYTES = 1024 * 1024
 TEXT = r"^[^\u0000]*$"
 
 

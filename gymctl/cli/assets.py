@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from gymctl.assets.types import Slot, Transform
+from gymctl.cli.inputs import read_given
 from gymctl.cli.output import (
     JSON,
     err_console,
@@ -38,12 +39,13 @@ def normalize_command(
     from gymctl.assets.pipeline import normalize
     from gymctl.config import get_settings
 
+    max_bytes = get_settings().max_brand_asset_bytes
     result = normalize(
-        file.read_bytes(),
+        read_given(file, "FILE", limit=max_bytes),  # past it: the pipeline's brand_asset_size
         slot,
         Transform.parse(transform, slot),
         source="upload",
-        max_bytes=get_settings().max_brand_asset_bytes,
+        max_bytes=max_bytes,
     )
     if out is not None:
         write_file("--out", out, lambda path: path.write_bytes(result.png))

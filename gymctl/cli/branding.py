@@ -10,6 +10,7 @@ import typer
 
 from gymctl import clock
 from gymctl.cli import codes
+from gymctl.cli.inputs import read_given
 from gymctl.cli.output import JSON, console, print_json, render_rows
 from gymctl.errors import DomainError, invalid, not_found
 
@@ -115,10 +116,13 @@ def website_command(
     """Save the website's draft content (a new revision) from a JSON file."""
     from gymctl.access.gyms import resolve_organization
     from gymctl.branding import workspace
+    from gymctl.branding.website import MAX_CONTENT_BYTES
     from gymctl.db import session_scope
     from gymctl.jsondepth import MAX_DEPTH, depth
 
-    raw = file.read_bytes()
+    raw = read_given(file, "FILE", limit=MAX_CONTENT_BYTES)
+    if len(raw) > MAX_CONTENT_BYTES:
+        raise invalid(codes.WEBSITE_CONTENT_INVALID, f"{file} is over {MAX_CONTENT_BYTES} bytes")
     if depth(raw) > MAX_DEPTH:  # the parser recurses: deeper is a crash, not an answer
         raise invalid(codes.WEBSITE_CONTENT_INVALID, f"{file} nests deeper than {MAX_DEPTH} levels")
     try:

@@ -11,6 +11,7 @@ import typer
 from rich.progress import Progress
 
 from gymctl.cli import codes
+from gymctl.cli.inputs import read_given
 from gymctl.cli.output import JSON, console, print_json, render_rows
 from gymctl.errors import invalid
 
@@ -38,13 +39,18 @@ def import_command(
     from gymctl.access.gyms import resolve_organization
     from gymctl.access.invitations import Outreach
     from gymctl.access.permissions import Module
-    from gymctl.access.registrations import Registrar, import_members, parse_members_csv
+    from gymctl.access.registrations import (
+        MAX_ROSTER_BYTES,
+        Registrar,
+        import_members,
+        parse_members_csv,
+    )
     from gymctl.config import get_settings
     from gymctl.db import session_factory, session_scope
     from gymctl.providers.identity_admin import identity_admin_from_settings
     from gymctl.providers.mail import mailer_from_settings
 
-    rows = parse_members_csv(file.read_bytes())
+    rows = parse_members_csv(read_given(file, "FILE", limit=MAX_ROSTER_BYTES))
     with session_scope() as session:
         gym = resolve_organization(session, organization)
         staff_id = _acting_staff(session, gym.id, staff, Module.members).user_id

@@ -14,6 +14,7 @@ import typer
 
 from gymctl import clock
 from gymctl.cli import codes
+from gymctl.cli.inputs import read_given
 from gymctl.cli.output import JSON, err_console, print_json, render_mapping, render_rows
 from gymctl.errors import invalid
 
@@ -134,7 +135,7 @@ def configure_command(
         "appleStoreAccount": apple_store_account,
         "googleStoreAccount": google_store_account,
         "pushCredentialSha256": (
-            hashlib.sha256(push_credential.read_bytes()).hexdigest() if push_credential else None
+            _credential_digest(push_credential) if push_credential else None
         ),
     }
     changes = {name: value for name, value in given.items() if value is not None}
@@ -144,6 +145,21 @@ def configure_command(
         row = branded_apps.configure(session, gym.id, changes, now=clock.now())
         shown = branded_apps.describe_for_operator(row, settings)
     _show(shown, "branded app", as_json)
+
+
+# A push credential is a key file of a few kilobytes (an APNs .p8, an FCM service account).
+MAX_CREDENTIAL_BYTES = 1024 * 1024
+
+
+def _credential_digest(path: Path) -> str:
+    """The digest of the credential file (the only thing kept of it)."""
+    content = read_given(path, "--push-credential", limit=MAX_CREDENTIAL_BYTES)
+    if len(content) > MAX_CREDENTIAL_BYTES:
+        raise typer.BadParameter(
+            f"{path} is over {MAX_CREDENTIAL_BYTES} bytes: not a push credential",
+            param_hint="--push-credential",
+        )
+    return hashlib.sha256(content).hexdigest()
 
 
 def _enable(organization: str, enabled: bool, as_json: bool) -> None:

@@ -35,7 +35,6 @@ from webhooks.validation import Body, Email, one_of, parse
 
 bp = Blueprint("organizations", __name__, url_prefix="/organizations")
 ORG = "/<uuid:org_id>"
-ROSTER_CSV_BYTES = 5 * 1024 * 1024  # a roster upload: tens of thousands of rows
 
 
 def _organization(org_id: uuid.UUID) -> Organization:
@@ -119,7 +118,7 @@ def register_at_desk(org_id):
 
 
 @bp.post(f"{ORG}/members/import")
-@body_limit(ROSTER_CSV_BYTES)
+@body_limit(registrations.MAX_ROSTER_BYTES)
 @org_route(Module.members, Action.manage)
 def import_members(org_id):
     """Check the roster and queue it (202 and where to read it): the daemons register its rows,
