@@ -533,3 +533,30 @@ def test_a_roster_imported_again_finds_its_members_whatever_letters_their_addres
         work(app, session_factory)
 
     assert users(session, User.email.in_(["Élodie@x.test", "ǅemal@x.test"])) == 2
+
+
+def test_a_member_whose_address_holds_a_capital_e_acute_is_not_counted_as_a_newcomer(
+    client, gym, session
+):
+    """The cap counts the addresses that are not active members already, as the database
+    folds them (`same_address`): folded by str.lower(), 'Élodie@x.test' missed her own row on
+    SQLite and the roster that adds one member to a gym one short of its cap was refused."""
+    organization = session.get(Organization, gym.id)
+    organization.tier = Tier.starter  # 150 active members; the fixture's gym has one
+    for n in range(147):
+        person = factories.user(session, identity_id=None, email=f"m{n}@example.test")
+        factories.membership(session, user=person, organization=organization)
+    elodie = factories.user(session, identity_id=None, email="Élodie@x.test")
+    factories.membership(session, user=elodie, organization=organization)
+    session.commit()  # 149 active
+
+    answer = upload(client, gym, roster("Élodie@x.test", "new@x.test"))
+
+    assert answer.status_code == 202, answer.json
+    refused = upload(client, gym, roster("Élodie@x.test", "new@x.test", "newer@x.test"))
+    # The first roster's two rows still wait: Élodie is not one of the two newcomers counted.
+    assert (refused.status_code, refused.json["code"], refused.json["wouldAdd"]) == (
+        422,
+        "member_cap_exceeded",
+        2,
+    )
