@@ -22,7 +22,12 @@ COMMANDS = {
     "website": lambda file: ["branding", "website", "demo-gym", file],
     "roster": lambda file: ["members", "import", "demo-gym", file],
     "push credential": lambda file: [
-        "releases", "app", "configure", "demo-gym", "--push-credential", file
+        "releases",
+        "app",
+        "configure",
+        "demo-gym",
+        "--push-credential",
+        file,
     ],
 }
 

@@ -673,8 +673,11 @@ _STATUS_ONLY = (lazyload(Membership.organization),)
 
 
 def grant_period(session: Session, subscription: Subscription, *, now: datetime) -> None:
-    """The paid period: a presale starts on its opening day, a renewal where the last ended."""
-    first = subscription.status == SubscriptionStatus.scheduled
+    """The paid period: a presale starts on its opening day, a renewal where the last ended.
+    The first period (never started) also sets the start, the quota and membership.activated:
+    a presale paid on its opening day, or paid later, its declined opening charge having
+    put it in debt (spec B 2.1: no period, quota or credits until it is paid)."""
+    first = subscription.started_at is None
     start = subscription.current_period_end or subscription.opening_day or now
     if first:
         plan = session.get(Plan, subscription.plan_id)

@@ -169,12 +169,17 @@ def _restore(session: Session, subscription: Subscription, *, now: datetime) -> 
     if subscription.payment_collection_method == CollectionMethod.pay_later:
         subscription.unpaid_amount_in_cents = 0
     elif subscription.payment_collection_method == CollectionMethod.cash:
+        # The lapsed period is the one paid: it is the current period, which a notice ends
+        # and a settlement prorates (they read current_period_end; left at the first period's
+        # end, a notice was "in the past" and the unused paid days refunded nothing).
         start = subscription.cash_prepaid_through or now
         subscription.cash_prepaid_through = (
             start + relativedelta(months=subscription.interval_months)
             if subscription.interval_months
             else start + timedelta(days=30)
         )
+        subscription.current_period_start = start
+        subscription.current_period_end = subscription.cash_prepaid_through
     debt.restore_from_debt(subscription, now=now)
 
 

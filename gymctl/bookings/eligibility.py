@@ -1,9 +1,9 @@
 """Who may book (spec B 1, 4.3, 7): refusals before any seat is looked at.
 
 - 409 booking_blocked_debt: in debt beyond the grace period (day N, billing_grace_days from
-  debt_since, ends at the organization's midnight), or holding a plan cancelled for
-  non-payment while any plan has open debt. Inside the grace the member still books (a
-  failed charge is retried; existing bookings stay).
+  debt_since, ends at the organization's midnight; a debt left open on a plan that has ended
+  too), or holding a plan cancelled for non-payment while any plan has open debt. Inside the
+  grace the member still books (a failed charge is retried; existing bookings stay).
 - 409 plan_not_started: the only live plans are unstarted presales.
 - 409 plan_required_to_book: the organization requires a plan and the member holds none.
 """
@@ -46,25 +46,29 @@ def billing_debt(
 ) -> dict[str, Any] | None:
     """The billingDebt body of a refusal, or None when the member may book.
 
-    amountInCents is the open debt over every plan; since, reason and payBy are those of the
-    oldest debt; state is `cancelled` (a plan was cancelled for non-payment) or `past_grace`."""
+    since, reason and payBy are those of the oldest debt; amountInCents is the open debt in
+    its currency over every plan, byCurrency every currency's (a gym may sell plans in two:
+    cents of two currencies do not add up); state is `cancelled` (a plan was cancelled for
+    non-payment) or `past_grace`. A debt's grace runs whatever became of its plan: one that
+    ended with the debt open (its notice matured meanwhile) is still owed, and blocks past
+    its day N as it would have in status debt."""
     owing = [row for row in rows if row.debt_amount_in_cents > 0 and row.debt_since is not None]
     if not owing:
         return None
     cancelled = [row for row in rows if _cancelled_for_non_payment(row)]
-    past_grace = [
-        row
-        for row in owing
-        if row.status == SubscriptionStatus.debt and grace_ends(row.debt_since, settings) <= now
-    ]
+    past_grace = [row for row in owing if grace_ends(row.debt_since, settings) <= now]
     if not cancelled and not past_grace:
         return None
     oldest = min(owing, key=lambda row: (row.debt_since, str(row.id)))
     pay_by = grace_ends(oldest.debt_since, settings)
     ended = min(cancelled, key=lambda row: row.cancelled_at or now) if cancelled else None
+    totals: dict[str, int] = {oldest.currency: 0}
+    for row in owing:
+        totals[row.currency] = totals.get(row.currency, 0) + row.debt_amount_in_cents
     return {
-        "amountInCents": sum(row.debt_amount_in_cents for row in owing),
+        "amountInCents": totals[oldest.currency],
         "currency": oldest.currency,
+        "byCurrency": [{"currency": c, "amountInCents": a} for c, a in totals.items()],
         "since": oldest.debt_since.isoformat(),
         "reason": debt_reason(oldest),
         "payBy": pay_by.isoformat(),

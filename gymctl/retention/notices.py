@@ -121,7 +121,9 @@ def give_notice(
     if subscription.cancel_at_period_end:
         raise conflict(codes.NOTICE_ALREADY_GIVEN, "notice was already given")
     if effective_at is None or initiator == "member":
-        effective_at = subscription.current_period_end or now
+        # The end of the paid period; a period already over (a plan in debt, whose renewal
+        # was declined) ends now: the member owes its debt, not another period.
+        effective_at = max(subscription.current_period_end or now, now)
     if effective_at < now:
         raise unprocessable(codes.NOTICE_EFFECTIVE_IN_PAST, "the effective date is past")
     if effective_at > now + MAX_NOTICE_AHEAD:

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from gymctl.billing import attempts, collector, no_debit
-from gymctl.models import OutboxEvent, PaymentTransaction, Subscription, Task
+from gymctl.models import OutboxEvent, PaymentTransaction, Plan, Subscription, Task
 from gymctl.models.billing import (
     AttemptKind,
     PlanType,
@@ -361,6 +361,38 @@ def test_presale_decline_enters_debt_without_active_owner(session, session_facto
     assert subscription.retention_case_kind == "presale_charge_failed"
     (event,) = events(session, "payment.charge_failed")
     assert event.payload["presale"] is True
+
+
+def test_a_presale_whose_opening_charge_was_declined_starts_when_its_debt_is_paid(
+    session, session_factory, gym, sandbox
+):
+    """"A presale holds no period, quota or credits before it is paid" (spec B 2.1): paid on
+    a retry of its debt, it is granted them then, as on its opening day. The grant took the
+    status debt for a renewal: no start, no quota and no membership.activated."""
+    opening = NOW + timedelta(days=3)
+    declined = save_test_card(session, gym, sandbox.provider, sandbox.simulator, DECLINE)
+    subscription = bf.make_subscription(
+        session, gym, PlanType.card, presale_opening=opening, payment_method_id=declined.id
+    )
+    session.get(Plan, subscription.plan_id).sessions_quota = 12
+    session.commit()
+    assert collect(session_factory, sandbox, subscription, at=opening)[0] == "declined"
+    subscription = refreshed(session, subscription)
+    assert (subscription.status, subscription.started_at) == (SubscriptionStatus.debt, None)
+    subscription.payment_method_id = save_test_card(
+        session, gym, sandbox.provider, sandbox.simulator
+    ).id
+    session.commit()
+
+    paid_at = subscription.retry_at
+    assert collect(session_factory, sandbox, subscription, at=paid_at)[0] == "charged"
+
+    subscription = refreshed(session, subscription)
+    assert subscription.status == SubscriptionStatus.active
+    assert (subscription.started_at, subscription.current_period_start) == (opening, opening)
+    assert subscription.sessions_remaining == 12
+    (activated,) = events(session, "membership.activated")
+    assert activated.payload["periodStart"] == opening.isoformat()
 
 
 @pytest.mark.parametrize(

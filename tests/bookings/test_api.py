@@ -78,6 +78,7 @@ def test_booking_blocked_debt_answers_409_with_billing_debt(client, session, gym
     assert set(answer.json["billingDebt"]) == {
         "amountInCents",
         "currency",
+        "byCurrency",
         "since",
         "reason",
         "payBy",

@@ -54,6 +54,7 @@ def test_debt_past_grace_refuses_booking_blocked_debt_with_billing_debt(
     assert error.details["billingDebt"] == {
         "amountInCents": 9900,
         "currency": "ILS",
+        "byCurrency": [{"currency": "ILS", "amountInCents": 9900}],
         "since": since.isoformat(),
         "reason": "charge_failed",
         "payBy": day_7_ends.isoformat(),

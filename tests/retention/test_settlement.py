@@ -9,8 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import func, select
 
-from gymctl.billing import collector
+from gymctl.billing import collector, lifecycle
 from gymctl.billing.attempts import begin_attempt
+from gymctl.billing.debt_payments import clear_debt_at_desk
 from gymctl.models import (
     AuditLog,
     CancellationSettlement,
@@ -26,11 +27,17 @@ from gymctl.models.billing import (
     TransactionType,
 )
 from gymctl.providers.card_http import REFUND
+from gymctl.providers.documents import LocalDocumentProvider
 from gymctl.providers.mail import MailError, read_mailbox
 from gymctl.retention import notices
 from gymctl.retention.proration import prorated_refund, refund_days
 from gymctl.retention.settlement import period_end_sweep
-from tests.billing.factories import TEST_CIPHER, make_subscription, make_transaction
+from tests.billing.factories import (
+    TEST_CIPHER,
+    make_plan,
+    make_subscription,
+    make_transaction,
+)
 from tests.billing.fake_card_provider import Fault
 from tests.conftest import NOW
 from tests.retention.conftest import give_notice, log_contact, paid_card_subscription
@@ -378,3 +385,76 @@ def test_a_renewal_falling_on_or_after_the_notice_is_never_collected(
     assert begin_attempt(session, subscription.id, now=end, cipher=TEST_CIPHER).outcome == (
         "started"
     )
+
+
+def test_a_cash_month_paid_at_the_desk_is_the_period_a_notice_ends_and_a_settlement_prorates(
+    session, session_factory, gym, doors
+):
+    """A cash plan renews by its lapse into debt and the desk taking that debt (spec B 3): the
+    month paid is the current period. Left at the first month's end, the member's own notice was
+    "in the past" and a staff notice mid-month settled nothing of the 12 unused paid days."""
+    plan = make_plan(session, gym.organization, PlanType.cash, price_in_cents=36500)
+    bought = NOW - 35 * D
+    subscription = make_subscription(session, gym, plan=plan, now=bought)
+    session.commit()
+    lifecycle.run_lifecycle(session, now=NOW)
+    assert (subscription.status, subscription.debt_reason) == (
+        SubscriptionStatus.debt,
+        "cash_lapsed",
+    )
+    lapsed = subscription.cash_prepaid_through
+    clear_debt_at_desk(
+        session,
+        organization_id=gym.organization.id,
+        subscription_id=subscription.id,
+        actor_user_id=gym.owner.id,
+        now=NOW,
+        documents=LocalDocumentProvider(),
+    )
+    session.commit()
+    assert (subscription.current_period_start, subscription.current_period_end) == (
+        lapsed,
+        subscription.cash_prepaid_through,
+    )
+    assert subscription.current_period_end > NOW
+
+    effective = NOW + 14 * D
+    give_notice(
+        session,
+        gym,
+        subscription,
+        initiator="staff",
+        reason_code="moving_away",
+        actor_user_id=gym.owner.id,
+        effective_at=effective,
+    )
+    session.commit()
+    period_end_sweep(session_factory, doors, now=effective)
+
+    settlement = session.scalar(
+        select(CancellationSettlement).where(
+            CancellationSettlement.subscription_id == subscription.id
+        )
+    )
+    days = refund_days(effective, subscription.current_period_end, [])
+    assert (settlement.period_end, settlement.days) == (subscription.current_period_end, days)
+    assert settlement.amount_in_cents == prorated_refund(36500, days) > 0
+
+
+def test_the_members_own_notice_on_a_cash_month_paid_at_the_desk_ends_it_at_its_end(session, gym):
+    plan = make_plan(session, gym.organization, PlanType.cash, price_in_cents=36500)
+    subscription = make_subscription(session, gym, plan=plan, now=NOW - 35 * D)
+    session.commit()
+    lifecycle.run_lifecycle(session, now=NOW)
+    clear_debt_at_desk(
+        session,
+        organization_id=gym.organization.id,
+        subscription_id=subscription.id,
+        actor_user_id=gym.owner.id,
+        now=NOW,
+        documents=LocalDocumentProvider(),
+    )
+
+    give_notice(session, gym, subscription, now=NOW + D)
+
+    assert subscription.cancellation_effective_at == subscription.cash_prepaid_through
