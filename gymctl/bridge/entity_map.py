@@ -14,8 +14,22 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import codes
-from gymctl.errors import conflict
+from gymctl.db import organization_row
+from gymctl.errors import conflict, not_found
+from gymctl.models import Booking, ClassSession, Lead, Membership, Plan, Subscription
 from gymctl.models.bridge import EntityLink, EntityType, Origin
+
+# The platform row each entity type's platform id names (the mirror's payloads): a member and
+# a staff member are memberships, a membership is a subscription, a location the gym itself.
+PLATFORM_ROWS = {
+    EntityType.member: Membership,
+    EntityType.staff: Membership,
+    EntityType.membership: Subscription,
+    EntityType.membership_type: Plan,
+    EntityType.schedule: ClassSession,
+    EntityType.booking: Booking,
+    EntityType.lead: Lead,
+}
 
 
 def find(
@@ -102,3 +116,26 @@ def describe(row: EntityLink) -> dict[str, Any]:
         "origin": row.origin.value,
         "updatedAt": row.updated_at.isoformat(),
     }
+
+
+def check_platform_id(
+    session: Session, organization_id: uuid.UUID, entity_type: EntityType, platform_id: str
+) -> None:
+    """An id given by hand names one of the gym's rows of that type (bridge_entity_not_found):
+    a link to no row claims its external entity, and the mirror's own link of the real row
+    would then be refused as bridge_link_conflict."""
+    try:
+        key = uuid.UUID(platform_id)
+    except ValueError:
+        key = None
+    if entity_type == EntityType.location:
+        found = key == organization_id
+    else:
+        model = PLATFORM_ROWS[entity_type]
+        found = key is not None and organization_row(session, model, organization_id, key)
+    if not found:
+        raise not_found(
+            codes.BRIDGE_ENTITY_NOT_FOUND,
+            f"the gym has no {entity_type.value} {platform_id!r}",
+            entityType=entity_type.value,
+        )

@@ -17,6 +17,7 @@ from gymctl.crypto import generate_key_setting
 from gymctl.db import get_engine
 from gymctl.models import AuditLog, Organization, User
 from gymctl.models.bridge import EntityType, Origin
+from tests import factories
 from tests.bridge.conftest import API_KEY, member_payload
 from tests.conftest import NOW
 from tests.test_quickstart import GYMCTL, gymctl, home_env  # noqa: F401 (fixture)
@@ -114,6 +115,8 @@ def test_an_operator_links_a_class_and_a_member_sets_a_cutover_and_disconnects(
         row = schedule.schedule_session(session, kind, starts_at=NOW + timedelta(days=1), now=NOW)
         entity_map.link(session, org.id, EntityType.schedule, platform_id=None,
                         external_id="4242", origin=Origin.poll, now=NOW)  # fmt: skip
+        member = str(factories.membership(session, user=factories.user(session),
+                                          organization=org).id)  # fmt: skip
         session.commit()
     as_operator = ("--operator", "user_ops", "--json")
     subprocess.run(
@@ -123,7 +126,11 @@ def test_an_operator_links_a_class_and_a_member_sets_a_cutover_and_disconnects(
     linked = json.loads(gymctl(env, "bridge", "link-class", "iron-temple", str(row.id), "4242",
                                *as_operator).stdout)  # fmt: skip
     assert linked["externalClassId"] == "4242"
-    member = str(uuid.uuid4())
+    for no_row in (str(uuid.uuid4()), str(row.id), "not-an-id"):  # a session is no member
+        refused = gymctl(env, "bridge", "link", "iron-temple", "member", no_row, "77",
+                         *as_operator, check=False)  # fmt: skip
+        assert (refused.returncode, json.loads(refused.stdout)["code"]) == (
+            1, "bridge_entity_not_found")  # fmt: skip
     link = json.loads(gymctl(env, "bridge", "link", "iron-temple", "member", member, "77",
                              *as_operator).stdout)  # fmt: skip
     assert (link["platformId"], link["externalId"]) == (member, "77")
