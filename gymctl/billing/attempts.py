@@ -142,7 +142,13 @@ def is_due(subscription: Subscription, now: datetime) -> bool:
         subscription.cancel_at_period_end
         and subscription.status != SubscriptionStatus.debt
         and subscription.cancellation_effective_at is not None
-        and subscription.cancellation_effective_at <= subscription.next_charge_date
+        and (
+            subscription.cancellation_effective_at <= subscription.next_charge_date
+            or (
+                subscription.current_period_end is not None
+                and subscription.cancellation_effective_at <= subscription.current_period_end
+            )
+        )
     ):
         return False  # see ends_before_renewal
     return subscription.retry_at is None or subscription.retry_at <= now
@@ -151,12 +157,19 @@ def is_due(subscription: Subscription, now: datetime) -> bool:
 def ends_before_renewal() -> Any:
     """The SQL side of `is_due`'s notice rule: a notice that takes effect on or before the
     renewal ends the plan first (the period-end sweep ends it), so the renewal is never
-    collected; a debt is still collected."""
+    collected; a debt is still collected. The renewal pays for the period that starts at the
+    current one's end (grant_period): a charge date moved before that end does not make a
+    notice effective by then any less first (staff moved one, and the member paid a month
+    after their notice, less a prorated refund)."""
+    effective = Subscription.cancellation_effective_at
     return (
         Subscription.cancel_at_period_end.is_(True)
         & (Subscription.status != SubscriptionStatus.debt)
-        & Subscription.cancellation_effective_at.is_not(None)
-        & (Subscription.cancellation_effective_at <= Subscription.next_charge_date)
+        & effective.is_not(None)
+        & (
+            (effective <= Subscription.next_charge_date)
+            | (effective <= Subscription.current_period_end)
+        )
     )
 
 

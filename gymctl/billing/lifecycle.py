@@ -93,6 +93,15 @@ def _ending(*conditions: ColumnElement[bool]) -> ColumnElement[bool]:
     return _live(SubscriptionStatus.active, S.c.cancel_at_period_end.is_(false()), *conditions)
 
 
+def _notice_by(instant: ColumnElement[datetime]) -> ColumnElement[bool]:
+    """A notice given that takes effect at or before `instant`."""
+    return and_(
+        S.c.cancel_at_period_end.is_(true()),
+        S.c.cancellation_effective_at.is_not(None),
+        S.c.cancellation_effective_at <= instant,
+    )
+
+
 # Subscriptions with their organization's billing settings (absent row: the defaults), joined
 # once rather than looked up per debt row.
 _WITH_SETTINGS = S.outerjoin(_SETTINGS, _SETTINGS.c.organization_id == S.c.organization_id)
@@ -281,6 +290,10 @@ TRANSITIONS: tuple[Transition, ...] = (
             S.c.plan_type.in_((PlanType.cash.value, PlanType.card.value)),
             S.c.price_in_cents > 0,
             S.c.cash_prepaid_through <= now,
+            # A notice effective by the paid-through day ends the plan before the month it
+            # would owe: the period-end sweep ends it (an hourly pass ran first and opened a
+            # month's debt for a plan the member had cancelled).
+            not_(_notice_by(S.c.cash_prepaid_through)),
         ),
         _opened_debt(CASH_LAPSED, S.c.cash_prepaid_through, S.c.price_in_cents),
         "subscription.debt_opened",

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import func, select
 
-from gymctl.billing import collector, lifecycle
+from gymctl.billing import charge_dates, collector, lifecycle
 from gymctl.billing.attempts import begin_attempt
 from gymctl.billing.debt_payments import clear_debt_at_desk
 from gymctl.models import (
@@ -39,6 +39,7 @@ from tests.billing.factories import (
     make_transaction,
 )
 from tests.billing.fake_card_provider import Fault
+from tests.billing_ops.helpers import card_of
 from tests.conftest import NOW
 from tests.retention.conftest import give_notice, log_contact, paid_card_subscription
 
@@ -458,3 +459,70 @@ def test_the_members_own_notice_on_a_cash_month_paid_at_the_desk_ends_it_at_its_
     give_notice(session, gym, subscription, now=NOW + D)
 
     assert subscription.cancellation_effective_at == subscription.cash_prepaid_through
+
+
+@pytest.mark.embedded
+def test_a_cash_notice_at_the_paid_through_day_opens_no_debt_whichever_job_runs_first(
+    session, session_factory, gym, doors
+):
+    """A cash plan's period ends on its paid-through day, where a notice takes effect. The
+    hourly pass runs before the period-end sweep (daemons/jobs.py): it opened a cash_lapsed
+    debt of a month for the plan the sweep then ended, and the member owed it, blocked from
+    booking, for a month they had cancelled."""
+    subscription = make_subscription(session, gym, PlanType.cash, now=NOW - 20 * D)
+    give_notice(session, gym, subscription)
+    session.commit()
+    assert subscription.cancellation_effective_at == subscription.cash_prepaid_through
+    tick = subscription.cash_prepaid_through + timedelta(minutes=5)
+
+    assert lifecycle.run_lifecycle(session, now=tick)["cash_lapsed"] == 0
+    session.commit()
+    assert period_end_sweep(session_factory, doors, now=tick).cancelled == [str(subscription.id)]
+
+    session.expire_all()
+    assert subscription.status == SubscriptionStatus.cancelled
+    assert (subscription.debt_amount_in_cents, subscription.debt_since) == (0, None)
+
+
+@pytest.mark.embedded
+def test_a_charge_date_moved_before_the_period_end_does_not_collect_past_a_notice(
+    session, session_factory, gym, card_server, doors
+):
+    """The renewal pays for the period starting at the current one's end: a notice effective
+    by then ends the plan first, wherever staff moved the charge date (spec B 3). Moved five
+    days ahead, the renewal was charged, and the member kept paying a month after notice less
+    a prorated refund."""
+    method = card_of(session, gym, card_server)
+    subscription = make_subscription(
+        session, gym, PlanType.card, now=NOW - 10 * D, payment_method_id=method.id
+    )
+    give_notice(session, gym, subscription)
+    session.commit()
+    end = subscription.current_period_end
+    charge_dates.move_charge_date(
+        session,
+        gym.organization.id,
+        subscription.id,
+        expected=subscription.next_charge_date,
+        to=NOW + 5 * D,
+        actor_user_id=gym.owner.id,
+        now=NOW,
+    )
+    session.commit()
+
+    summary = collector.daily_sweep(
+        session_factory, card_server.provider(), now=NOW + 6 * D, cipher=TEST_CIPHER
+    )
+    assert (summary.selected, summary.charged) == (0, 0)
+    period_end_sweep(session_factory, doors, now=end)
+
+    session.expire_all()
+    assert subscription.status == SubscriptionStatus.cancelled
+    assert subscription.current_period_end == end
+    charges = session.scalars(
+        select(PaymentTransaction).where(
+            PaymentTransaction.subscription_id == subscription.id,
+            PaymentTransaction.type == TransactionType.recurring,
+        )
+    ).all()
+    assert charges == []
