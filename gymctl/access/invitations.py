@@ -19,6 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.access import codes, tickets
+from gymctl.access.folding import fold_person
 from gymctl.access.grants import require_grant, require_invitation_handling
 from gymctl.access.memberships import end_sales_grant, owner_of
 from gymctl.bridge import mirror
@@ -447,33 +448,13 @@ def _activate(session: Session, invitation: Invitation, user: User, *, now: date
 
 
 def _link_profile(session: Session, invitation: Invitation, user: User, *, now: datetime) -> None:
-    """The person consented: the gym's profile folds into their login. The profile's membership
-    (with what the gym collected on it) becomes the login's, unless the login is already an
-    active member there; the profile is retired."""
+    """The person consented: the gym's profile folds into their login (folding.fold_person).
+    The profile's membership (with what the gym collected on it) becomes the login's, unless
+    the login is already an active member there; the profile is retired."""
     profile = session.get(User, invitation.profile_user_id)
     if profile is None or profile.deleted_at is not None or profile.identity_id is not None:
         return
-    theirs = session.scalar(
-        select(Membership).where(
-            Membership.organization_id == invitation.organization_id, Membership.user_id == user.id
-        )
-    )
-    gyms = session.scalar(
-        select(Membership).where(
-            Membership.organization_id == invitation.organization_id,
-            Membership.user_id == profile.id,
-        )
-    )
-    if gyms is not None:
-        if theirs is not None and theirs.status is MembershipStatus.active:
-            gyms.status = MembershipStatus.cancelled
-            gyms.updated_at = now
-        else:
-            if theirs is not None:
-                session.delete(theirs)
-                session.flush()
-            gyms.user_id = user.id
-            gyms.updated_at = now
+    fold_person(session, profile, user, now=now)
     profile.deleted_at = now
     profile.updated_at = now
     emit(
@@ -565,6 +546,9 @@ def release_held(session: Session, user: User, *, now: datetime) -> int:
             Membership.invitation_held.is_(True),
             Membership.status == MembershipStatus.pending_invitation,
             Invitation.status == InvitationStatus.pending,
+            # The address proven is the one invited: a login that changed its address at the
+            # provider proved the new one, not the one the hold is on (spec A 5.3).
+            same_address(Invitation.email, user.email or ""),
         )
     ).all()
     for _membership, invitation in held:

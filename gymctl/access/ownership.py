@@ -11,9 +11,10 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, exists, select, update
 from sqlalchemy.orm import Session
 
+from gymctl.access.folding import fold_person
 from gymctl.access.invitations import release_held
 from gymctl.events import EventKind, emit
-from gymctl.models import Invitation, LegalConsent, Membership, User
+from gymctl.models import Invitation, LegalConsent, User
 from gymctl.models.identity import same_address
 
 
@@ -48,7 +49,7 @@ def link_profiles(session: Session, login: User, *, now: datetime) -> User:
     target, others = profiles[0], profiles[1:]
     identity_id = login.identity_id
     for source in [login, *others]:
-        _move_records(session, source, target)
+        _move_records(session, source, target, now=now)
         source.deleted_at = now
         source.updated_at = now
     login.identity_id = None
@@ -71,18 +72,10 @@ def link_profiles(session: Session, login: User, *, now: datetime) -> User:
     return target
 
 
-def _move_records(session: Session, source: User, target: User) -> None:
-    """Memberships and consents follow the person; where both rows are members of one gym, the
-    target's membership stays and the source's ends."""
-    taken = set(
-        session.scalars(select(Membership.organization_id).where(Membership.user_id == target.id))
-    )
-    for membership in session.scalars(select(Membership).where(Membership.user_id == source.id)):
-        if membership.organization_id in taken:
-            session.delete(membership)
-        else:
-            membership.user_id = target.id
-            taken.add(membership.organization_id)
+def _move_records(session: Session, source: User, target: User, *, now: datetime) -> None:
+    """What the source row holds follows the person (folding.fold_person), consents too, but
+    for a document the target accepted already."""
+    fold_person(session, source, target, now=now)
     accepted = set(
         session.scalars(select(LegalConsent.document_id).where(LegalConsent.user_id == target.id))
     )

@@ -4,22 +4,29 @@ from __future__ import annotations
 
 import io
 import uuid
+from datetime import timedelta
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 from sqlalchemy import func, select
 
+from gymctl.access.invitations import _links
 from gymctl.models import (
     AuditLog,
+    Invitation,
     Lead,
     Membership,
     MembershipStatus,
     Organization,
+    PaymentTransaction,
     Role,
+    Subscription,
     Tier,
     User,
 )
 from tests import factories
 from tests.access.conftest import imported, signed_in, snapshot
+from tests.billing import factories as bf
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
@@ -259,3 +266,68 @@ def test_the_owner_is_removable_only_by_a_platform_admin(client, gym, session, p
     )
     assert removed.json["status"] == "cancelled"
     assert count(session, AuditLog, AuditLog.action == "membership.removed") == 1
+
+
+def test_a_link_at_sign_in_takes_the_logins_plan_payment_and_booking_along(
+    client, gym, session, idp, platform_admin
+):
+    """The person joined the gym signed in (their login's membership) and bought a plan before
+    the gym's desk profile was linked to them: the link ended the login's membership by
+    deleting it, and its plan (a money record) and bookings went with it. They follow the
+    person to the membership that goes on; the payment names the person's row."""
+    profile_id = uuid.UUID(desk(client, gym, "pat@example.test").json["userId"])
+    pat = signed_in(idp, session, identity_id="user_pat", email="pat@example.test", verified=False)
+    theirs = factories.membership(
+        session, user=pat.user, organization=session.get(Organization, gym.id)
+    )
+    subscription = bf.make_subscription(session, gym, membership=theirs)
+    paid = bf.make_transaction(
+        session, gym, subscription_id=subscription.id, user_id=pat.user.id, amount_in_cents=9900
+    )
+    session.commit()
+    client.post("/admin/users/user_pat/mark-email-verified", headers=platform_admin.headers)
+
+    me = client.get("/users/me", headers=pat.headers)
+
+    assert (me.status_code, me.json["user"]["id"]) == (200, str(profile_id))
+    session.expire_all()
+    kept = session.get(Subscription, subscription.id)
+    assert kept is not None
+    goes_on = session.get(Membership, kept.membership_id)
+    assert (goes_on.user_id, goes_on.status, kept.user_id) == (
+        profile_id,
+        MembershipStatus.active,
+        profile_id,
+    )
+    assert session.get(PaymentTransaction, paid.id).user_id == profile_id
+    mine = client.get(f"/organizations/{gym.id}/me/subscriptions", headers=pat.headers).json
+    assert [row["id"] for row in mine["data"]] == [str(subscription.id)]
+
+
+def test_accepting_a_link_request_keeps_the_debt_of_a_membership_the_gym_ended(
+    client, gym, session, settings
+):
+    """A member removed while owing is registered again at the desk; accepting the link
+    request folded the gym's new profile into the login and deleted the login's ended
+    membership, and with it the plan holding the debt. The plan follows to the membership
+    that goes on, debt and all."""
+    member = gym[Role.member]
+    subscription = bf.make_subscription(
+        session, gym, membership=member.membership, in_debt_since=NOW - timedelta(days=3)
+    )
+    session.commit()
+    removed = client.delete(
+        f"/organizations/{gym.id}/members/{member.user.id}", headers=gym[Role.owner].headers
+    )
+    assert removed.status_code == 200
+    assert desk(client, gym, member.user.email).status_code == 201
+    invitation = session.scalar(select(Invitation).where(Invitation.profile_user_id.is_not(None)))
+    token = parse_qs(urlparse(_links(settings, invitation, NOW)["accept"]).query)["token"][0]
+
+    accepted = client.post("/invitations/accept", json={"token": token}, headers=member.headers)
+
+    assert accepted.status_code == 200, accepted.json
+    session.expire_all()
+    kept = session.get(Subscription, subscription.id)
+    assert (kept.user_id, kept.debt_amount_in_cents) == (member.user.id, kept.price_in_cents)
+    assert session.get(Membership, kept.membership_id).user_id == member.user.id

@@ -1,0 +1,108 @@
+"""Two rows of one person become one (spec A 5.3): a login linked to the profile a gym created
+for its address, at sign-in once the address is proven or by the person's consent to a link
+request. What the retired row holds follows the person: plans, payments, cards, bookings, tasks
+and notices are re-pointed, never left on a retired row (the person's own routes read rows by
+their id) and never deleted with a membership (plans and bookings cascade from one).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from gymctl.models import Booking, Membership, MembershipStatus, Subscription, User
+from gymctl.models.base import Base
+from gymctl.models.billing import PlanType, SubscriptionStatus
+
+# Rows naming a person that stay with the row they name: one membership per gym (folded
+# below), one consent per document and one report per video (the kept row's stand), and the
+# retired row's own provider sessions (the ownership trail of that login).
+_NOT_MOVED = {"memberships", "legal_consents", "movement_video_reports", "user_sessions"}
+
+
+def fold_person(session: Session, source: User, target: User, *, now: datetime) -> None:
+    """Everything `source` holds becomes `target`'s; `source` is then empty but for what stays
+    (the caller retires it). Where both are members of one gym, one membership goes on: the
+    target's, unless only the source's is active (a link demotes no active member). The other
+    takes nothing with it: its plans and bookings move first. An active one ends (cancelled,
+    kept on the retired row with what the gym collected on it, as erasure keeps it); one that
+    never started (invited, pending) is deleted, its place being the one that goes on."""
+    kept = {
+        membership.organization_id: membership
+        for membership in session.scalars(select(Membership).where(Membership.user_id == target.id))
+    }
+    for membership in session.scalars(select(Membership).where(Membership.user_id == source.id)):
+        theirs = kept.get(membership.organization_id)
+        if theirs is None:
+            membership.user_id = target.id
+        elif theirs.status is not MembershipStatus.active and (
+            membership.status is MembershipStatus.active
+        ):
+            _fold_membership(session, theirs, membership, now=now)
+            session.delete(theirs)
+            session.flush()
+            membership.user_id = target.id
+        else:
+            _fold_membership(session, membership, theirs, now=now)
+            membership.status = MembershipStatus.cancelled
+        membership.updated_at = now
+    session.flush()
+    _move_plans(session, source, target)
+    for column in _person_columns():
+        session.execute(
+            update(column.table).where(column == source.id).values({column.name: target.id})
+        )
+    session.flush()
+
+
+def _fold_membership(
+    session: Session, source: Membership, kept: Membership, *, now: datetime
+) -> None:
+    """The source membership's plans and bookings move to the kept one, so ending or deleting the
+    emptied source takes nothing with it (but a booking of a session the kept one booked too:
+    the person holds one seat of it)."""
+    session.execute(
+        update(Subscription)
+        .where(Subscription.membership_id == source.id)
+        .values(membership_id=kept.id, updated_at=now)
+    )
+    booked = select(Booking.class_session_id).where(Booking.membership_id == kept.id)
+    session.execute(
+        update(Booking)
+        .where(Booking.membership_id == source.id, Booking.class_session_id.not_in(booked))
+        .values(membership_id=kept.id, user_id=kept.user_id, updated_at=now)
+    )
+    session.flush()
+
+
+def _move_plans(session: Session, source: User, target: User) -> None:
+    """The source's plans become the target's, but a live hold of a recurring plan the target
+    holds too (one holder a plan, uq_subscriptions_plan_held): it stays on the retired row,
+    where staff see it by its membership, rather than the link failing."""
+    holding = (  # the index's own predicate (models.billing.PLAN_HELD_WHERE)
+        Subscription.status.in_((SubscriptionStatus.active, SubscriptionStatus.scheduled))
+        & Subscription.deleted_at.is_(None)
+        & (Subscription.plan_type == PlanType.card)
+        & Subscription.interval_months.is_not(None)
+    )
+    held = select(Subscription.plan_id).where(Subscription.user_id == target.id, holding)
+    session.execute(
+        update(Subscription)
+        .where(Subscription.user_id == source.id, ~(holding & Subscription.plan_id.in_(held)))
+        .values(user_id=target.id)
+    )
+
+
+def _person_columns() -> list[Any]:
+    """Every column that names a user, but those of _NOT_MOVED and the plans' (_move_plans)."""
+    users = User.__table__
+    return [
+        column
+        for table in Base.metadata.sorted_tables
+        if table.name not in _NOT_MOVED and table is not Subscription.__table__
+        for column in table.c
+        if any(fk.column.table is users for fk in column.foreign_keys)
+    ]
