@@ -2,7 +2,8 @@
 
 The owner erases what this organization holds about one person:
 - erased here: the membership ends (cancelled, never reactivated by itself) with the national id
-  this gym stored on it, and its sales grant;
+  this gym stored on it, its sales grant, its live plans and its seats to come
+  (leaving.end_holdings), and the bridge's unsent copies of the person's name and address;
   this gym's join-form submissions and failed-checkout rows of the person (address, IP, browser),
   its leads and invitations under the person's address (name and address replaced), the address
   wherever this gym's bulk invites and roster imports list it, and the private fields of this
@@ -10,8 +11,9 @@ The owner erases what this organization holds about one person:
 - the person's own row (name, address, avatar) only when no other organization
   holds the person and no login is theirs: a login belongs to the person, and another gym's
   membership is that gym's to erase;
-- kept for money records: subscriptions, payments, invoices, credit notes and debts, which stay
-  linked to the person's id (amounts, dates, references; no address is copied into them).
+- kept for money records: subscriptions (ended), payments, invoices, credit notes and debts,
+  which stay linked to the person's id (amounts, dates, references; no address is copied into
+  them).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session, lazyload
 
 from gymctl.access import codes
+from gymctl.access.leaving import end_holdings
 from gymctl.access.memberships import end_sales_grant, membership_of
+from gymctl.bridge.payloads import member_key
 from gymctl.errors import conflict
 from gymctl.events import EventKind, emit
 from gymctl.models import (
@@ -41,6 +45,7 @@ from gymctl.models import (
     Role,
     User,
 )
+from gymctl.models.bridge import OpStatus, OpType, SyncOp
 from gymctl.models.identity import same_address
 
 ERASED = "erased"
@@ -95,6 +100,8 @@ def erase_personal_data(
     membership.updated_at = now
     end_sales_grant(session, membership, actor_user_id=actor_user_id, now=now)
     done = {
+        **end_holdings(session, membership, actor_user_id=actor_user_id, now=now),
+        "bridgeOpsWithdrawn": _unsent_person_ops(session, membership),
         "joinSubmissions": _submissions(session, organization.id, person, address),
         "leads": _leads(session, organization.id, person, address),
         "invitations": _invitations(session, organization.id, person, address),
@@ -119,6 +126,23 @@ def erase_personal_data(
     )
     session.flush()
     return done
+
+
+def _unsent_person_ops(session: Session, membership: Membership) -> int:
+    """The bridge's unsent user.create / user.update of the person (their name and address,
+    queued while the connection was down or parked): withdrawn (superseded), never sent after
+    the erasure. Ops sent already are the external system's to erase."""
+    withdrawn = session.execute(
+        update(SyncOp)
+        .where(
+            SyncOp.organization_id == membership.organization_id,
+            SyncOp.aggregate_key == member_key(membership.id),
+            SyncOp.op_type.in_((OpType.user_create, OpType.user_update)),
+            SyncOp.status.in_((OpStatus.pending, OpStatus.failed, OpStatus.parked)),
+        )
+        .values(status=OpStatus.superseded, last_error="withdrawn: personal data erased")
+    )
+    return withdrawn.rowcount
 
 
 def _submissions(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:

@@ -8,10 +8,11 @@ import re
 import uuid
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from gymctl.access import codes
+from gymctl.access.leaving import end_holdings
 from gymctl.errors import conflict, forbidden, not_found, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import (
@@ -112,7 +113,23 @@ def complete_onboarding(
 def delete_organization(
     session: Session, organization: Organization, *, actor_user_id, now: datetime
 ) -> Organization:
-    """Soft delete: the gym disappears from every member's list and its links stop answering."""
+    """Soft delete: the gym disappears from every member's list and its links stop answering.
+    What it serves ends with it, the first time: every membership's live plans and seats to
+    come (leaving.end_holdings: the collector charged on for a gym no one could reach), and its
+    pending invitations are revoked (one accepted later made a member of a deleted gym)."""
+    if organization.deleted_at is None:
+        for membership in session.scalars(
+            select(Membership).where(Membership.organization_id == organization.id)
+        ).all():
+            end_holdings(session, membership, actor_user_id=actor_user_id, now=now)
+        session.execute(
+            update(Invitation)
+            .where(
+                Invitation.organization_id == organization.id,
+                Invitation.status == InvitationStatus.pending,
+            )
+            .values(status=InvitationStatus.revoked, revoked_at=now)
+        )
     return _stamp_once(
         session,
         organization,

@@ -1,17 +1,24 @@
-"""The identity provider's webhook events with access's rule on sign-up: a new login accepts
-the invitations sent to its address (spec A 3, 5.3). Composed here, above identity and access,
-so that identity never imports access; both doors (the webhook, the demo) call this."""
+"""The identity provider's webhook events with access's rules: a new login accepts the
+invitations sent to its address (spec A 3, 5.3); a deleted login's memberships end, with their
+plans and seats (leaving.end_holdings): hidden from every roster, the person was still charged
+and no one could cancel. Composed here, above identity and access, so that identity never
+imports access; both doors (the webhook, the demo) call this."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.access.invitations import accept_on_sign_up
+from gymctl.access.leaving import end_holdings
+from gymctl.access.memberships import end_sales_grant
 from gymctl.config import Settings
 from gymctl.identity import users
+from gymctl.identity.auth import user_by_identity
+from gymctl.models import Membership, MembershipStatus
 
 
 def user_created(
@@ -22,7 +29,29 @@ def user_created(
     return outcome
 
 
-HANDLERS: dict[str, users.Handler] = {**users.HANDLERS, "user.created": user_created}
+def user_deleted(
+    session: Session, data: dict[str, Any], *, now: datetime, settings: Settings
+) -> str:
+    outcome = users.user_deleted(session, data, now=now, settings=settings)
+    user = user_by_identity(session, data["id"]) if outcome == "deleted" else None
+    if user is not None:
+        for membership in session.scalars(
+            select(Membership).where(
+                Membership.user_id == user.id, Membership.status != MembershipStatus.cancelled
+            )
+        ).all():
+            membership.status = MembershipStatus.cancelled
+            membership.updated_at = now
+            end_sales_grant(session, membership, actor_user_id=None, now=now)
+            end_holdings(session, membership, actor_user_id=None, now=now)
+    return outcome
+
+
+HANDLERS: dict[str, users.Handler] = {
+    **users.HANDLERS,
+    "user.created": user_created,
+    "user.deleted": user_deleted,
+}
 
 
 def apply_identity_event(

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from gymctl.access import codes
 from gymctl.access.grants import require_grant, require_role_change
+from gymctl.access.leaving import end_holdings
 from gymctl.errors import conflict, forbidden, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import (
@@ -162,6 +163,7 @@ def remove_member(
     target.status = MembershipStatus.cancelled
     target.updated_at = now
     end_sales_grant(session, target, actor_user_id=actor_user_id, now=now)
+    ended = end_holdings(session, target, actor_user_id=actor_user_id, now=now)
     emit(
         session,
         EventKind.audit,
@@ -171,7 +173,7 @@ def remove_member(
         aggregate_id=target.user_id,
         organization_id=org_id,
         actor_user_id=actor_user_id,
-        payload={"role": target.role.value, "platformAdmin": platform_admin},
+        payload={"role": target.role.value, "platformAdmin": platform_admin, **ended},
     )
     session.flush()
     return target

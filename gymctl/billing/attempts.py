@@ -749,13 +749,7 @@ def end_superseded(
     debt_since = subscription.debt_since
     subscription.status = SubscriptionStatus.cancelled
     debt.restore_from_debt(subscription, now=now)
-    subscription.cancellation_reason = SUPERSEDED
-    subscription.cancelled_at = now
-    subscription.ended_at = now
-    subscription.next_charge_date = None
-    subscription.retry_at = None
-    mirror.subscription_changed(session, subscription, now=now)
-    emit_cancelled(
+    end_plan(
         session,
         subscription,
         reason=SUPERSEDED,
@@ -763,6 +757,22 @@ def end_superseded(
         supersededBy=str(holder.id),
         debtSince=_iso(debt_since),
     )
+
+
+def end_plan(
+    session: Session, subscription: Subscription, *, reason: str, now: datetime, **payload
+) -> None:
+    """End a plan at once (cancelled for `reason`): nothing renews or is retried, the bridge
+    membership follows, subscription.cancelled is written. Its debt columns are the caller's."""
+    subscription.status = SubscriptionStatus.cancelled
+    subscription.cancellation_reason = reason
+    subscription.cancelled_at = now
+    subscription.ended_at = now
+    subscription.next_charge_date = None
+    subscription.retry_at = None
+    subscription.updated_at = now
+    mirror.subscription_changed(session, subscription, now=now)
+    emit_cancelled(session, subscription, reason=reason, now=now, **payload)
 
 
 def emit_cancelled(

@@ -17,6 +17,7 @@ from gymctl.billing import attempts, codes, collector, debt
 from gymctl.billing.desk import transaction_json
 from gymctl.billing.refunds import issue_document
 from gymctl.billing.resolution import locked_subscription
+from gymctl.bridge import mirror
 from gymctl.crypto import FieldCipher
 from gymctl.errors import conflict, not_found
 from gymctl.events import EventKind, emit
@@ -157,6 +158,8 @@ def _restore(session: Session, subscription: Subscription, *, now: datetime) -> 
     non-payment) only has its debt paid: it is not revived; nor is one the member holds again
     (it ends, superseded)."""
     if subscription.status not in (SubscriptionStatus.debt, SubscriptionStatus.past_due):
+        if subscription.payment_collection_method == CollectionMethod.pay_later:
+            subscription.unpaid_amount_in_cents = 0  # the balance was the debt: paid
         debt.restore_from_debt(subscription, now=now)
         return
     holder = attempts.held_again_by(session, subscription)
@@ -181,6 +184,9 @@ def _restore(session: Session, subscription: Subscription, *, now: datetime) -> 
         subscription.current_period_start = start
         subscription.current_period_end = subscription.cash_prepaid_through
     debt.restore_from_debt(subscription, now=now)
+    # Active again, a cash plan with a new period end: its bridge membership follows, as a
+    # card payment's does (grant_period); the external one ended on the old date.
+    mirror.subscription_changed(session, subscription, now=now)
 
 
 def _iso(at: datetime | None) -> str | None:

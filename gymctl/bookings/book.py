@@ -21,7 +21,7 @@ from gymctl.bookings.eligibility import check_may_book
 from gymctl.bookings.schedule import class_session_of
 from gymctl.bridge import mirror
 from gymctl.db import organization_row
-from gymctl.errors import conflict, not_found
+from gymctl.errors import DomainError, conflict, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Booking, BookingStatus, ClassSession, Membership, MembershipStatus
 
@@ -203,7 +203,10 @@ def remove(
 
 def promote_waitlist(session: Session, row: ClassSession, *, now: datetime) -> list[Booking]:
     """Confirm the first waitlisted bookings while seats are free (caller holds the session
-    lock); each promotion writes booking.promoted. None after the session started."""
+    lock); each promotion writes booking.promoted. None after the session started. A turn
+    comes to one who may book now, as `book` would have it: an active member the booking
+    rules do not refuse (a membership that ended, a debt past its grace). One who may not
+    keeps their place in the line and is passed over, rather than given the seat."""
     if row.cancelled_at is not None or row.starts_at <= now:
         return []
     free = row.capacity - confirmed_count(session, row.id)
@@ -211,23 +214,32 @@ def promote_waitlist(session: Session, row: ClassSession, *, now: datetime) -> l
         return []
     waiting = session.scalars(
         select(Booking)
+        .join(Membership, Membership.id == Booking.membership_id)
         .where(
             Booking.class_session_id == row.id,
             Booking.status == BookingStatus.waitlisted,
             Booking.deleted_at.is_(None),
+            Membership.status == MembershipStatus.active,
         )
         .order_by(Booking.waitlisted_at, Booking.created_at, Booking.id)
-        .limit(free)
-        .with_for_update()
+        .with_for_update(of=Booking)  # the bookings only: memberships are locked first or not
     ).all()
+    promoted: list[Booking] = []
     for booking in waiting:
+        if len(promoted) == free:
+            break
+        try:
+            check_may_book(session, row.organization_id, booking.user_id, now=now)
+        except DomainError:
+            continue
+        promoted.append(booking)
         booking.status = BookingStatus.confirmed
         booking.waitlisted_at = None
         booking.updated_at = now
         booking_event(session, "booking.promoted", booking, now=now)
         mirror.booking_changed(session, booking, now=now)
     session.flush()
-    return list(waiting)
+    return promoted
 
 
 def seat_counts(session: Session, class_session_ids: list[uuid.UUID]) -> dict[uuid.UUID, dict]:

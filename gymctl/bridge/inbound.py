@@ -118,6 +118,16 @@ def booking_seen(session: Session, organization_id, row: EntityLink, now: dateti
             Booking.class_session_id == target.id, Booking.membership_id == member.id
         )
     )
+    if (
+        existing is not None
+        and bookings.is_active(existing)
+        and existing.status is BookingStatus.waitlisted
+    ):
+        # Waiting here is no seat: linked as one, the registration there was left booked for
+        # ever once the member cancelled here (a waitlisted booking is never mirrored).
+        raise_issue(session, organization_id, "booking_not_placed", row.external_id,
+                    {**details, "reason": codes.SESSION_FULL}, now=now)  # fmt: skip
+        return "issue"
     if existing is not None and bookings.is_active(existing):
         placed, outcome = existing, "already_booked"
     else:

@@ -29,6 +29,7 @@ from sqlalchemy import bindparam, exists, func, select
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import queue
+from gymctl.bridge.payloads import member_key
 from gymctl.bridge.polling import timezone_of
 from gymctl.db import advisory_lock, is_postgres
 from gymctl.models import (
@@ -247,13 +248,19 @@ def subscription_changed(session: Session, subscription: Subscription, *, now: d
         return
     session.flush()
     membership = session.get(Membership, subscription.membership_id)
-    if membership is None or membership.role is not Role.member:
+    if membership is None:
         return
     want, dates = bridge_state(subscription, timezone_of(session, organization_id))
-    key = f"member:{membership.id}"
     last, count = _last_op(
-        session, organization_id, key, MEMBERSHIP_OPS, "subscriptionId", subscription.id
+        session,
+        organization_id,
+        member_key(membership.id),
+        MEMBERSHIP_OPS,
+        "subscriptionId",
+        subscription.id,
     )
+    if membership.role is not Role.member and last is None:
+        return  # staff are not mirrored; what was mirrored of a member made staff still follows
     have, had_dates = _membership_state(last)
     if want == "live" and have != "live":
         _ensure_member(session, membership, now=now)
@@ -344,11 +351,15 @@ def booking_changed(session: Session, booking: Booking, *, now: datetime) -> Non
         return
     session.flush()
     membership = session.get(Membership, booking.membership_id)
-    if membership is None or membership.role is not Role.member:
-        return  # staff booking themselves in are not mirrored
+    if membership is None:
+        return
     booked = booking.status is BookingStatus.confirmed and booking.deleted_at is None
-    key = f"member:{booking.membership_id}"
+    key = member_key(booking.membership_id)
     last, count = _last_op(session, organization_id, key, BOOKING_OPS, "bookingId", booking.id)
+    if membership.role is not Role.member and last is None:
+        # Staff booking themselves in are not mirrored; a seat booked there while they were a
+        # member is still given up there (a role change left it booked for ever).
+        return
     was_booked = last is not None and last.op_type is OpType.booking_create
     if booked == was_booked:
         return

@@ -22,13 +22,18 @@ from gymctl.models.bridge import OpType
 TEXT = r"^[^\x00]*$"
 
 
+def member_key(membership_id: Any) -> str:
+    """The aggregate of a member's ops (their user, bridge membership and bookings): one order."""
+    return f"member:{membership_id}"
+
+
 class _Payload(BaseModel):
     model_config = ConfigDict(
         extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
     )
 
     def aggregate_key(self) -> str:
-        return f"member:{self.member_id}"  # type: ignore[attr-defined]
+        return member_key(self.member_id)  # type: ignore[attr-defined]
 
 
 class MemberPayload(_Payload):

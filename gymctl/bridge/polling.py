@@ -23,6 +23,7 @@ from sqlalchemy.sql.functions import FunctionElement
 
 from gymctl.bridge import entity_map
 from gymctl.bridge.client import ExternalGymClient
+from gymctl.bridge.payloads import member_key
 from gymctl.events import EventKind, emit
 from gymctl.models.billing import BillingSettings
 from gymctl.models.bridge import (
@@ -241,7 +242,7 @@ IN_CHUNK = 500  # values per IN list
 
 def _sending(session: Session, member_ids: set[str]) -> set[str]:
     """The members with ops still on their way (waiting or in flight; a parked one is not)."""
-    keys = sorted(f"member:{member}" for member in member_ids)
+    keys = sorted(member_key(member) for member in member_ids)
     busy: set[str] = set()
     for start in range(0, len(keys), IN_CHUNK):
         busy |= {

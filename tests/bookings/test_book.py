@@ -15,6 +15,7 @@ from gymctl.models.billing import PlanType, SubscriptionStatus
 from tests.billing.factories import make_billing_settings, make_subscription
 from tests.bookings.conftest import TOMORROW, add_member, book_seat, cancel_own
 from tests.conftest import NOW
+from tests.factories import Gym
 
 
 def _refused(session, gym, class_session, member=None, at=NOW) -> DomainError:
@@ -260,3 +261,30 @@ def test_capacity_and_times_are_validated(session, class_type):
         with pytest.raises(DomainError) as caught:
             schedule.schedule_session(session, class_type, starts_at=TOMORROW, now=NOW, **kwargs)
         assert caught.value.code == code
+
+
+@pytest.mark.embedded
+def test_a_freed_seat_passes_over_who_may_not_book_now_and_goes_to_the_next_in_line(
+    session, gym, class_type
+):
+    """A turn comes to one who may book now: the first in line whose debt went past its grace
+    (booking_blocked_debt) and one whose membership ended were each confirmed into the seat;
+    they keep their place and are passed over."""
+    row = schedule.schedule_session(session, class_type, starts_at=NOW + timedelta(days=5), now=NOW)
+    seated, owing, gone, next_in_line = (add_member(session, gym.organization) for _ in range(4))
+    make_subscription(session, Gym.of(owing), in_debt_since=NOW - timedelta(days=6))
+    booked = [
+        book_seat(session, gym, row, member, NOW + timedelta(seconds=n))
+        for n, member in enumerate([gym.membership, seated, owing, gone, next_in_line])
+    ]
+    assert [b.status for b in booked[2:]] == [BookingStatus.waitlisted] * 3
+    gone.status = MembershipStatus.cancelled
+
+    cancel_own(session, gym, booked[1], NOW + timedelta(days=2))  # the owing one's grace is over
+
+    assert [b.status for b in booked[2:]] == [
+        BookingStatus.waitlisted,
+        BookingStatus.waitlisted,
+        BookingStatus.confirmed,
+    ]
+    assert [e.aggregate_id for e in _events(session, "booking.promoted")] == [str(booked[4].id)]

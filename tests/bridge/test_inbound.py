@@ -273,3 +273,28 @@ def test_our_own_booking_whose_answer_was_lost_is_not_taken_as_made_there(
     assert [t.value for t in ops].count("booking.create") == 1
     assert account.registrations == {}
     assert len(fake.calls_to("POST /v3/schedule/bookSession")) == 1
+
+
+@pytest.mark.embedded
+def test_a_member_waiting_here_who_booked_there_is_an_owner_issue_not_a_seat(
+    session, org, connected, fake, account, bridge_settings, clock, scene
+):
+    """Waiting here is no seat: the registration there was linked to the waitlisted booking
+    as "already booked", and once the member cancelled here it stayed booked there for ever
+    (a waitlisted booking is never mirrored)."""
+    waiting = _member(session, org, "Noa Bar")
+    queued = book.book(session, org.id, scene.session_row.id, waiting,
+                       actor_user_id=waiting.user_id, now=NOW)  # fmt: skip
+    session.commit()
+    assert queued.status is BookingStatus.waitlisted
+    _settle(session, org, bridge_settings, clock)
+    user = entity_map.find(session, org.id, EntityType.member, waiting.id).external_id
+    fake.add_registration(account, user, scene.external_class)
+
+    summary = _reconcile(session, connected, org, bridge_settings, clock)
+
+    assert summary.polls["applied"] == {"booking_seen:issue": 1}
+    [issue] = inbound.open_issues(session, org.id)
+    assert (issue.kind, issue.details["reason"]) == ("booking_not_placed", "session_full")
+    session.refresh(queued)
+    assert queued.status is BookingStatus.waitlisted

@@ -9,7 +9,10 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
+from gymctl.access.erasure import erase_personal_data
+from gymctl.access.memberships import change_role
 from gymctl.access.registrations import register_member
+from gymctl.billing.debt_payments import clear_debt_at_desk
 from gymctl.billing.lifecycle import run_lifecycle
 from gymctl.billing.plans import grant_plan
 from gymctl.bookings import book, schedule
@@ -17,9 +20,10 @@ from gymctl.bridge import mirror
 from gymctl.bridge.connection import connect, disconnect
 from gymctl.config import get_settings
 from gymctl.identity.users import user_updated
-from gymctl.models import Membership, Role
+from gymctl.models import Membership, Role, User
 from gymctl.models.billing import BillingSettings, CollectionMethod, PlanType, SubscriptionStatus
 from gymctl.models.bridge import OpStatus, SyncOp
+from gymctl.providers.documents import LocalDocumentProvider
 from tests import factories
 from tests.billing.factories import make_plan, make_subscription
 from tests.bridge.conftest import API_KEY, desk_registrar
@@ -383,3 +387,79 @@ def test_the_inbox_lists_external_issues_and_the_owner_dismisses_one(
     again = client.post(f"{base}/external-issues/{issue.id}/dismiss", headers=owner)
     assert (again.status_code, again.json["code"]) == (409, "bridge_issue_not_open")
     assert client.get(f"{base}/issues", headers=owner).json["external"] == []
+
+
+@pytest.mark.embedded
+def test_what_was_mirrored_of_a_member_made_staff_still_follows_there(
+    session, org, connected, class_session, staff
+):
+    """Staff are not mirrored, but a seat and a bridge membership mirrored while they were a
+    member are still given up there: the role change left them booked there for ever."""
+    member = _member(session, org, "Dana Levi")
+    plan = make_plan(session, org, PlanType.cash)
+    subscription = make_subscription(session, Gym.of(member), plan=plan)
+    mirror.subscription_changed(session, subscription, now=NOW)
+    seat = book.book(session, org.id, class_session.id, member, actor_user_id=member.user_id,
+                     now=NOW)  # fmt: skip
+    owner = session.scalar(select(Membership).where(Membership.user_id == staff.id))
+    change_role(session, owner, member.user_id, Role.coach, now=NOW)
+    session.commit()
+
+    book.cancel(session, org.id, seat.id, actor_user_id=member.user_id, by_staff=True, now=NOW)
+    subscription.status = SubscriptionStatus.cancelled
+    mirror.subscription_changed(session, subscription, now=NOW)
+    session.commit()
+
+    assert [t for t, k in ops(session, org.id) if k == f"member:{member.id}"] == [
+        "user.create", "membership.assign", "booking.create", "booking.cancel",
+        "membership.cancel",
+    ]  # fmt: skip
+    later = _member(session, org, "Later")
+    later.role = Role.coach  # staff from the start: nothing of theirs is mirrored
+    book.book(session, org.id, class_session.id, later, actor_user_id=later.user_id, now=NOW)
+    session.commit()
+    assert [t for t, k in ops(session, org.id) if k == f"member:{later.id}"] == []
+
+
+@pytest.mark.embedded
+def test_a_cash_month_paid_at_the_desk_moves_the_bridge_membership_end(
+    session, org, connected, gym_member, staff
+):
+    """A cash plan with an end renews by the desk taking its lapsed month: the external
+    membership kept the first month's end, and the member's bookings there after it failed."""
+    plan = make_plan(session, org, PlanType.cash, open_ended=False)
+    subscription = grant_plan(session, plan, gym_member, method=CollectionMethod.cash, now=NOW,
+                              actor_user_id=staff.id)  # fmt: skip
+    session.commit()
+    lapse = subscription.current_period_end + timedelta(hours=1)
+    run_lifecycle(session, now=lapse)
+    assert subscription.status is SubscriptionStatus.debt
+
+    clear_debt_at_desk(
+        session,
+        organization_id=org.id,
+        subscription_id=subscription.id,
+        actor_user_id=staff.id,
+        now=lapse,
+        documents=LocalDocumentProvider(),
+    )
+    session.commit()
+
+    update = session.scalars(select(SyncOp).where(SyncOp.op_type == "membership.update")).one()
+    assert update.payload["endDate"] == subscription.current_period_end.date().isoformat()
+
+
+@pytest.mark.embedded
+def test_erasure_withdraws_the_unsent_copies_of_the_persons_name_and_address(
+    session, org, connected, gym_member, staff
+):
+    """Queued while the connection waits (or parked), a user.create would carry the erased
+    person's name and address there after the erasure."""
+    mirror.member_updated(session, session.get(User, gym_member.user_id), now=NOW)
+    session.commit()
+    assert ops(session, org.id, OpStatus.pending) == [("user.create", f"member:{gym_member.id}")]
+
+    done = erase_personal_data(session, org, gym_member.user_id, actor_user_id=staff.id, now=NOW)
+
+    assert done["bridgeOpsWithdrawn"] == 1
+    assert ops(session, org.id, OpStatus.pending) == []

@@ -1,0 +1,66 @@
+"""What a membership holds ends with it. A member removed by staff, erased, in a gym that was
+deleted, or whose login the identity provider deleted is no longer anyone the gym serves: the
+collector charged their plan on, and its settlement made the ended membership active again;
+their seats stayed taken while the waitlist waited. Each of those flows calls `end_holdings` in
+its own transaction.
+
+- Live plans are cancelled (reason `membership_ended`): nothing renews or is charged again. What
+  they owe stays owed, on the record (a debt is paid at the desk or refunded by the gym), and
+  a charge in flight that settles finds its renewal date gone: it is recorded for review
+  (settlementReview), not granted.
+- Seats in sessions to come are given up as staff would give them up: the waitlist moves up.
+Each change is mirrored to the bridge and written as the event it always writes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.billing.attempts import end_plan
+from gymctl.bookings import book
+from gymctl.bookings.eligibility import LIVE
+from gymctl.models import Booking, ClassSession, Membership, Subscription
+
+MEMBERSHIP_ENDED = "membership_ended"
+
+
+def end_holdings(
+    session: Session, membership: Membership, *, actor_user_id: uuid.UUID | None, now: datetime
+) -> dict[str, int]:
+    """End the membership's live plans and give up its seats to come; the counts of each."""
+    plans = session.scalars(
+        select(Subscription).where(
+            Subscription.membership_id == membership.id,
+            Subscription.status.in_(LIVE),
+            Subscription.deleted_at.is_(None),
+        )
+    ).all()
+    for subscription in plans:
+        end_plan(session, subscription, reason=MEMBERSHIP_ENDED, now=now)
+    seats = session.scalars(
+        select(Booking.id)
+        .join(ClassSession, ClassSession.id == Booking.class_session_id)
+        .where(
+            Booking.membership_id == membership.id,
+            Booking.status.in_(book.ACTIVE),
+            Booking.deleted_at.is_(None),
+            ClassSession.cancelled_at.is_(None),
+            ClassSession.starts_at > now,
+        )
+        .order_by(ClassSession.starts_at, Booking.id)
+    ).all()
+    for booking_id in seats:
+        book.cancel(
+            session,
+            membership.organization_id,
+            booking_id,
+            actor_user_id=actor_user_id,
+            by_staff=True,
+            now=now,
+        )
+    session.flush()
+    return {"plansEnded": len(plans), "seatsGivenUp": len(seats)}
