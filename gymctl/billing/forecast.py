@@ -102,12 +102,7 @@ COPIED_TABLES = (
     "retention_cases",
     "retention_contacts",
 )
-ENDED = (
-    SubscriptionStatus.cancelled,
-    SubscriptionStatus.expired,
-    SubscriptionStatus.gift_ended,
-    SubscriptionStatus.term_ended,
-)
+ENDED = lifecycle.ENDED
 LIVE = tuple(status for status in SubscriptionStatus if status not in ENDED)
 
 
@@ -966,7 +961,8 @@ def _active(engine: Engine) -> int:
 class NextInstant:
     """The earliest instant after a given one that a live row names: any instant of a
     subscription not ended that a sweep may wait for (instant_columns), its grace day in debt,
-    an open page's expiry, the presale card age, a pending attempt's executing grace. A
+    an ended plan's pay-later due day, an open page's expiry, the presale card age, a pending
+    attempt's executing grace. A
     conservative bound: a sweep may find nothing to do then. The statements are built once per
     forecast (it asks after most ticks)."""
 
@@ -1003,6 +999,16 @@ class NextInstant:
             select(func.min(Checkout.expires_at))
             .where(Checkout.status == CheckoutStatus.open, Checkout.expires_at > after)
             .scalar_subquery(),
+            # An ended plan's pay-later balance falls due then (the lifecycle's payment_due).
+            select(func.min(Subscription.payment_due_at))
+            .where(
+                Subscription.status.in_(ENDED),
+                Subscription.deleted_at.is_(None),
+                Subscription.debt_since.is_(None),
+                Subscription.unpaid_amount_in_cents > 0,
+                Subscription.payment_due_at > after,
+            )
+            .scalar_subquery(),
             select(func.min(PaymentTransaction.updated_at))
             .where(PaymentTransaction.status == TransactionStatus.pending)
             .scalar_subquery(),
@@ -1024,9 +1030,12 @@ class NextInstant:
                 if ends is not None and ends > after:
                     candidates.append(ends)
                     break
-            expiry, pending, terminal = connection.execute(self.others, {"after": after}).one()
+            expiry, owed, pending, terminal = connection.execute(
+                self.others, {"after": after}
+            ).one()
         for value in (
             expiry,
+            owed,
             pending and pending + attempts.EXECUTING_GRACE,
             terminal and terminal + attempts.PRESALE_CARD_AGE,
         ):

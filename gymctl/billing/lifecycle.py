@@ -277,6 +277,24 @@ def _rolled_payload(row) -> dict[str, Any]:
     }
 
 
+def _pay_later_due(now: datetime) -> tuple[ColumnElement[bool], ...]:
+    """A pay-later balance unpaid past its due day."""
+    return (
+        S.c.payment_collection_method == CollectionMethod.pay_later.value,
+        S.c.unpaid_amount_in_cents > 0,
+        S.c.payment_due_at <= now,
+    )
+
+
+# The statuses a plan ends in (a term over, a notice matured, a removal, non-payment).
+ENDED = (
+    SubscriptionStatus.expired,
+    SubscriptionStatus.gift_ended,
+    SubscriptionStatus.term_ended,
+    SubscriptionStatus.cancelled,
+)
+
+
 TRANSITIONS: tuple[Transition, ...] = (
     Transition(
         "cash_lapsed",
@@ -303,14 +321,25 @@ TRANSITIONS: tuple[Transition, ...] = (
     ),
     Transition(
         "payment_due",
-        lambda now: _live(
-            SubscriptionStatus.active,
-            S.c.payment_collection_method == CollectionMethod.pay_later.value,
-            S.c.unpaid_amount_in_cents > 0,
-            S.c.payment_due_at <= now,
+        # A term sold on pay-later terms owes its balance from its due day, whether it still
+        # runs or has ended meanwhile (a pack's validity, a notice, a removal): an ended one's
+        # balance was never owed at all. It stays ended, owing (as a plan cancelled for
+        # non-payment does): the desk takes it, and its grace blocks booking.
+        lambda now: or_(
+            _live(SubscriptionStatus.active, *_pay_later_due(now)),
+            and_(
+                S.c.status.in_([status.value for status in ENDED]),
+                S.c.deleted_at.is_(None),
+                S.c.debt_since.is_(None),
+                *_pay_later_due(now),
+            ),
         ),
         lambda now, _picked=None: {
             **_opened_debt(PAYMENT_DUE, S.c.payment_due_at, S.c.unpaid_amount_in_cents)(now),
+            "status": case(
+                (S.c.status == SubscriptionStatus.active.value, SubscriptionStatus.debt.value),
+                else_=S.c.status,
+            ),
             "payment_last_day": func.coalesce(S.c.payment_last_day, S.c.payment_due_at),
         },
         "subscription.debt_opened",

@@ -5,13 +5,16 @@
 Days are calendar time (a leap day counts as a day); the divisor stays 365. A cash pause
 extended the period by days nobody paid for, so those days are not refunded, except pauses
 with reason opening_delay: the gym could not open, the member had paid for that time, and it
-keeps its refund basis (spec B 2.1).
+keeps its refund basis (spec B 2.1). The list is append-only, so a pause with its dates counts
+only its days inside the span refunded: one taken in an earlier period extended that period,
+not this one (every later refund lost its days). One with a number of days alone cannot be
+placed, and counts whole, as before.
 """
 
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 OPENING_DELAY = "opening_delay"
@@ -36,8 +39,24 @@ def refund_days(
     if period_end is None or effective_at >= period_end:
         return 0
     days = math.ceil((period_end - effective_at) / DAY)
-    unpaid = sum(pause_days(p) for p in cash_pauses or [] if p.get("reason") != OPENING_DELAY)
+    unpaid = sum(
+        _unpaid_days(p, effective_at, period_end)
+        for p in cash_pauses or []
+        if p.get("reason") != OPENING_DELAY
+    )
     return max(days - unpaid, 0)
+
+
+def _unpaid_days(pause: dict[str, Any], start: datetime, end: datetime) -> int:
+    """A pause's days inside [start, end) when it has its dates; else all of its days."""
+    begin, until = pause.get("from"), pause.get("until")
+    if not (begin and until):
+        return pause_days(pause)
+    paused = [datetime.fromisoformat(at) for at in (begin, until)]
+    # Entries arrive as data: one written without an offset is read as UTC.
+    paused = [at if at.tzinfo else at.replace(tzinfo=UTC) for at in paused]
+    inside = min(paused[1], end) - max(paused[0], start)
+    return max(math.ceil(inside / DAY), 0)
 
 
 def prorated_refund(charge_in_cents: int, days: int) -> int:

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from daemons.jobs import select_jobs
 from gymctl.billing.debt import NOTICE_CANCELLED, NOTICE_OPENED, open_debt, restore_from_debt
+from gymctl.billing.debt_payments import clear_debt_at_desk
 from gymctl.billing.lifecycle import run_lifecycle
 from gymctl.config import get_settings
 from gymctl.db import get_engine
@@ -25,6 +26,7 @@ from gymctl.models.billing import (
     TransactionStatus,
     TransactionType,
 )
+from gymctl.providers.documents import LocalDocumentProvider
 from tests.billing.factories import (
     make_billing_settings,
     make_card,
@@ -320,6 +322,53 @@ def test_unpaid_pay_later_pack_past_due_and_validity_owes_its_debt(session, gym)
 
     assert pack.status == SubscriptionStatus.debt
     assert pack.debt_amount_in_cents == 12000
+
+
+def test_a_pay_later_balance_due_after_the_pack_ended_is_owed_then_on_the_ended_plan(session, gym):
+    """A drop-in sold "pay by the end of the week" expires first: the balance was never owed,
+    no debt, no block, nothing on anyone's list. From its due day it is a debt of the ended
+    plan (the status stays), as a notice matured before the due day leaves one too."""
+    pack = make_subscription(
+        session, gym, PlanType.pack, pay_later_due=NOW + 3 * DAY, current_period_end=NOW - DAY
+    )
+    noticed = make_subscription(session, gym, PlanType.pack, pay_later_due=NOW + 3 * DAY)
+    noticed.status = SubscriptionStatus.cancelled
+    noticed.cancellation_reason = "notice"
+
+    assert run_lifecycle(session, now=NOW)["expired"] == 1
+    assert (pack.status, pack.debt_since) == (SubscriptionStatus.expired, None)
+
+    summary = run_lifecycle(session, now=NOW + 3 * DAY)
+
+    assert summary["payment_due"] == 2
+    for ended, status in (
+        (pack, SubscriptionStatus.expired),
+        (noticed, SubscriptionStatus.cancelled),
+    ):
+        assert (ended.status, ended.debt_reason, ended.debt_amount_in_cents) == (
+            status,
+            "payment_due",
+            12000,
+        )
+        assert ended.debt_since == NOW + 3 * DAY
+        assert [
+            e.payload["reason"] for e in events(session, ended, "subscription.debt_opened")
+        ] == ["payment_due"]
+    assert run_lifecycle(session, now=NOW + 30 * DAY)["payment_due"] == 0  # once
+    clear_debt_at_desk(
+        session,
+        organization_id=gym.organization.id,
+        subscription_id=pack.id,
+        actor_user_id=None,
+        now=NOW + 31 * DAY,
+        documents=LocalDocumentProvider(),
+    )
+    assert (pack.status, pack.unpaid_amount_in_cents, pack.debt_amount_in_cents) == (
+        SubscriptionStatus.expired,
+        0,
+        0,
+    )
+    assert run_lifecycle(session, now=NOW + 32 * DAY)["payment_due"] == 0  # paid: not again
 
 
 # --- cancellation for non-payment --------------------------------------------------------------

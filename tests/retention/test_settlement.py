@@ -83,13 +83,27 @@ def test_opening_delay_pauses_keep_the_refund_basis_and_others_do_not():
     assert refund_days(NOW - 30 * D, NOW, pauses) == 25
     assert refund_days(NOW - 30 * D, NOW, pauses[:1]) == 30
     spanned = [
-        {
-            "reason": "injury",
-            "from": "2026-01-01T00:00:00+00:00",
-            "until": "2026-01-04T00:00:00+00:00",
-        }
+        {"reason": "injury", "from": (NOW - 9 * D).isoformat(), "until": (NOW - 6 * D).isoformat()}
     ]
     assert refund_days(NOW - 30 * D, NOW, spanned) == 27
+
+
+def test_a_dated_pause_counts_only_its_days_inside_the_span_refunded():
+    """cashPauses is append-only: a pause taken in an earlier period extended that period, and
+    cut every later refund by its days again."""
+    earlier = {
+        "reason": "travel",
+        "from": (NOW - 70 * D).isoformat(),
+        "until": (NOW - 60 * D).isoformat(),
+    }
+    astride = {
+        "reason": "travel",
+        "from": (NOW - 35 * D).isoformat(),
+        "until": (NOW - 25 * D).isoformat(),
+    }
+    assert refund_days(NOW - 30 * D, NOW, [earlier]) == 30
+    assert refund_days(NOW - 30 * D, NOW, [astride]) == 25  # 5 of its 10 days are in the span
+    assert refund_days(NOW - 30 * D, NOW, [{"reason": "travel", "days": 10}]) == 20  # undated
 
 
 # --- the sweep ------------------------------------------------------------------------------
