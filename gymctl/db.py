@@ -201,6 +201,40 @@ def _sqlite_reset(dbapi_connection, _record, _state) -> None:
         _sqlite_writers.pop(id(dbapi_connection), None)
 
 
+_WROTE = "gymctl_wrote"  # session.info: the current transaction wrote (flushed or executed)
+
+
+@event.listens_for(Session, "after_flush")
+def _flushed(session: Session, flush_context) -> None:
+    session.info[_WROTE] = True
+
+
+@event.listens_for(Session, "do_orm_execute")
+def _executed(state) -> None:
+    if state.is_insert or state.is_update or state.is_delete:
+        state.session.info[_WROTE] = True
+
+
+@event.listens_for(Session, "after_transaction_end")
+def _ended(session: Session, transaction) -> None:
+    if transaction.parent is None:
+        session.info.pop(_WROTE, None)
+
+
+def release_for_outside_call(session: Session) -> None:
+    """Before a call to an outside system (the card provider), on the embedded default: a
+    transaction that has written nothing ends, so the database's one write lock is not held
+    for the call; every writer of every process waited on it (a request, a command, the
+    daemons' jobs, which failed at the 30 s busy timeout). One that wrote keeps it: its
+    caller stores its attempt and commits before the call. PostgreSQL holds only the rows a
+    transaction locked, which are its claim: its transactions stay as they are."""
+    if is_postgres(session) or not session.in_transaction():
+        return
+    if session.new or session.dirty or session.deleted or session.info.get(_WROTE):
+        return
+    session.rollback()
+
+
 def session_factory(engine: Engine | None = None) -> sessionmaker[Session]:
     engine = engine or get_engine()
     with _engines_guard:

@@ -12,6 +12,7 @@ transaction first, fails here immediately instead of hanging.
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -186,3 +187,65 @@ def test_brand_publish_on_the_embedded_default(api):
     publish = "/organizations/ORG/brand-workspace/publish"
     answer = api.call("POST", publish, OWNER, 200, json={"channels": ["brand"]})
     assert answer["results"][0]["result"] in {"verified", "unchanged"}
+
+
+class _Watched:
+    """The card provider, noting at each call whether another connection could write then."""
+
+    def __init__(self, inner, path: str) -> None:
+        self.inner, self.path, self.calls = inner, path, []
+
+    def __getattr__(self, name: str):
+        method = getattr(self.inner, name)
+
+        def called(*args, **kwargs):
+            self.calls.append((name, _could_write(self.path)))
+            return method(*args, **kwargs)
+
+        return called
+
+
+def _could_write(path: str) -> bool:
+    probe = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        probe.execute("BEGIN IMMEDIATE")
+        probe.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:  # "database is locked": a writer would wait
+        return False
+    finally:
+        probe.close()
+
+
+def test_no_write_lock_is_held_while_the_card_provider_answers(api):
+    """On the embedded default a transaction holds the one write lock: held across a provider
+    call, it held every request, command and daemon job for the call (past 30 s, the jobs
+    failed "database is locked"). The desk charge read its stored attempt again after
+    committing it; the refund, the charge's replay and the page read-back of a webhook read
+    before the call in a transaction of their own."""
+    services = api.client.application.extensions["gymctl"]
+    watched = _Watched(services.card_provider, get_engine().url.database)
+    services.__dict__["card_provider"] = watched  # the cached property, replaced
+    body = {
+        "idempotencyKey": str(uuid.uuid4()),
+        "userId": api.user_id(MEMBER),
+        "amountInCents": 700,
+        "currency": "ILS",
+        "description": "water",
+    }
+    charged = api.call("POST", "/organizations/ORG/payments/desk-charges", OWNER, 201, json=body)
+    sale = charged["data"]["transaction"]["id"]
+    api.call(
+        "POST",
+        f"/organizations/ORG/payments/transactions/{sale}/refund",
+        OWNER,
+        201,
+        json={"amountInCents": 700, "reason": "spilled"},
+    )
+    webhook = api.client.post(
+        f"/webhooks/card-provider/{api.org}", json={"LowProfileId": "no-such-page"}
+    )
+    assert webhook.status_code < 500, webhook.json
+
+    assert [name for name, _ in watched.calls] == ["charge_token", "refund", "get_page"]
+    assert all(free for _, free in watched.calls), watched.calls

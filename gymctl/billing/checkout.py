@@ -22,6 +22,7 @@ from gymctl.billing import attempts, codes, plans
 from gymctl.billing.accounts import CARD_PROVIDER, active_config, save_card, terminal_of
 from gymctl.billing.alerts import raise_alert
 from gymctl.crypto import FieldCipher
+from gymctl.db import release_for_outside_call
 from gymctl.errors import DomainError, conflict, forbidden, unavailable
 from gymctl.events import EventKind, emit
 from gymctl.models import Checkout, PaymentTransaction, Plan, Subscription
@@ -328,6 +329,7 @@ def verify_and_apply(
         return "unverified", None
     checkout = checkout_by_page(session, organization_id, page_id)
     terminal = terminal_of(config, cipher)
+    release_for_outside_call(session)  # only read so far: applied under the lock after
     try:
         page = provider.get_page(terminal, page_id)
     except ProviderUnavailable:

@@ -32,6 +32,7 @@ from gymctl.billing.resolution import (
     refuse_if_protected,
 )
 from gymctl.crypto import FieldCipher
+from gymctl.db import release_for_outside_call
 from gymctl.errors import DomainError, conflict, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import PaymentMethod, PaymentTransaction, Plan
@@ -90,8 +91,11 @@ def desk_charge(
                 existing = by_key(session, organization_id, request.idempotency_key)
             else:
                 transaction_id, terminal, card = started
+                attempt = dict(session.get(PaymentTransaction, transaction_id).billing_attempt)
                 session.commit()
-                result = _send(session, provider, transaction_id, terminal, card)
+                # Nothing is read until the answer: a read would begin a transaction, which on
+                # the embedded default holds every writer for the call.
+                result = _send(provider, attempt, terminal, card)
                 answer = _finish(session, transaction_id, result, now, documents, replayed=False)
                 if answer["outcome"] == "pending":
                     raise _reconciliation_required(session.get(PaymentTransaction, transaction_id))
@@ -201,8 +205,7 @@ def refuse_foreign_currency(session: Session, organization_id: uuid.UUID, curren
         )
 
 
-def _send(session, provider: CardProvider, transaction_id, terminal, card) -> ChargeResult:
-    attempt = session.get(PaymentTransaction, transaction_id).billing_attempt
+def _send(provider: CardProvider, attempt: dict[str, Any], terminal, card) -> ChargeResult:
     return provider.charge_token(
         terminal,
         token=card.token,
@@ -304,13 +307,14 @@ def _replay(
     )
     if now - started < attempts.EXECUTING_GRACE or config is None:
         raise _reconciliation_required(transaction)
+    transaction_id, on_terminal = transaction.id, terminal_of(config, cipher)
+    attempt_id = transaction.billing_attempt["externalAttemptId"]
+    release_for_outside_call(session)  # only read: the answer is applied under the lock
     try:
-        result = provider.lookup_charge(
-            terminal_of(config, cipher), transaction.billing_attempt["externalAttemptId"]
-        )
+        result = provider.lookup_charge(on_terminal, attempt_id)
     except ProviderUnavailable:
         raise _reconciliation_required(transaction) from None
-    answer = _finish(session, transaction.id, result, now, documents, replayed=True)
+    answer = _finish(session, transaction_id, result, now, documents, replayed=True)
     if answer["outcome"] == "pending":
         raise _reconciliation_required(transaction)
     return answer

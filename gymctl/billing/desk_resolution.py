@@ -21,6 +21,7 @@ from gymctl.billing.accounts import CARD_PROVIDER, terminal_of
 from gymctl.billing.desk import DESK_CHARGE, answer_of, apply_result, transaction_json
 from gymctl.billing.resolution import organization_transaction, original_account
 from gymctl.crypto import FieldCipher
+from gymctl.db import release_for_outside_call
 from gymctl.errors import DomainError, conflict, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import PaymentTransaction
@@ -108,8 +109,10 @@ def reconcile_desk_charge(
             codes.BILLING_ORIGINAL_ACCOUNT_UNAVAILABLE,
             "the merchant account that sent this charge is no longer connected",
         )
+    on_terminal, attempt_id = terminal_of(config, cipher), attempt["externalAttemptId"]
+    release_for_outside_call(session)  # only read: the answer is applied under the lock
     try:
-        result = provider.lookup_charge(terminal_of(config, cipher), attempt["externalAttemptId"])
+        result = provider.lookup_charge(on_terminal, attempt_id)
     except ProviderUnavailable:
         raise conflict(
             codes.BILLING_PROVIDER_UNAVAILABLE,

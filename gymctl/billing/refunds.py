@@ -30,6 +30,7 @@ from gymctl.billing.accounts import CARD_PROVIDER, active_config, terminal_of
 from gymctl.billing.idempotency import UNIQUE_KEY, by_key, require_uuid4
 from gymctl.billing.resolution import original_account
 from gymctl.crypto import FieldCipher
+from gymctl.db import release_for_outside_call
 from gymctl.errors import conflict, not_found, unavailable, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import PaymentTransaction
@@ -304,9 +305,11 @@ def execute_refund(
     config = original_account(session, refund.organization_id, attempt["terminal"])
     if config is None:
         return refund  # kept pending: readiness lists it, the account may come back
+    on_terminal = terminal_of(config, cipher)
+    release_for_outside_call(session)  # step 1 is committed: this transaction only read
     try:
         result = provider.refund(
-            terminal_of(config, cipher),
+            on_terminal,
             transaction_id=attempt["providerTransactionId"],
             amount_in_cents=attempt["amountInCents"],
             unique_id=attempt["externalAttemptId"],

@@ -23,7 +23,7 @@ from gymctl.billing import attempts, codes
 from gymctl.billing.accounts import CARD_PROVIDER, terminal_of
 from gymctl.billing.alerts import raise_alert
 from gymctl.crypto import FieldCipher
-from gymctl.db import organization_row
+from gymctl.db import organization_row, release_for_outside_call
 from gymctl.errors import conflict, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Organization, PaymentProviderConfig, PaymentTransaction, Subscription
@@ -330,10 +330,11 @@ def lookup(
             codes.BILLING_ORIGINAL_ACCOUNT_UNAVAILABLE,
             "the merchant account that sent this attempt is no longer connected",
         )
+    on_terminal = terminal_of(config, cipher)
+    attempt_id = transaction.billing_attempt["externalAttemptId"]
+    release_for_outside_call(session)  # a look, no write: the answer is applied under the lock
     try:
-        return provider.lookup_charge(
-            terminal_of(config, cipher), transaction.billing_attempt["externalAttemptId"]
-        )
+        return provider.lookup_charge(on_terminal, attempt_id)
     except ProviderUnavailable:  # ProviderRefused included: nothing known
         raise conflict(
             codes.BILLING_PROVIDER_UNAVAILABLE,

@@ -31,6 +31,7 @@ from gymctl.billing.operator_actions import audit_twice, require_operator
 from gymctl.billing.readiness import readiness
 from gymctl.billing.resolution import locked_subscription
 from gymctl.crypto import FieldCipher
+from gymctl.db import release_for_outside_call
 from gymctl.errors import conflict
 from gymctl.models import Checkout, PaymentMethod
 from gymctl.providers.card import CardProvider, PageState, ProviderUnavailable
@@ -85,8 +86,10 @@ def verify_account(
     config = active_config(session, organization_id)
     if config is None or config.provider != CARD_PROVIDER or not config.terminal:
         raise conflict(codes.CARD_PROVIDER_NOT_CONFIGURED, "the organization has no card terminal")
+    on_terminal = terminal_of(config, cipher)
+    release_for_outside_call(session)  # only read so far
     try:
-        page = provider.get_page(terminal_of(config, cipher), deal)
+        page = provider.get_page(on_terminal, deal)
     except ProviderUnavailable:
         raise conflict(
             codes.BILLING_PROVIDER_UNAVAILABLE,

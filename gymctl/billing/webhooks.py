@@ -79,6 +79,10 @@ def card_provider_webhook(
         return refused
     if page_id is None:
         return _rejected(session, organization_id, "webhook_malformed", None, now)
+    # The attempt counted is kept whatever follows (as a refusal's is), and it is committed
+    # here: the read-back below is a provider call, and on the embedded default a transaction
+    # that wrote would hold every writer for it.
+    session.commit()
     outcome, checkout = verify_and_apply(
         session, provider, organization_id=organization_id, page_id=page_id, now=now, cipher=cipher
     )
