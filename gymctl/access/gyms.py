@@ -117,20 +117,9 @@ def delete_organization(
     What it serves ends with it, the first time: every membership's live plans and seats to
     come (leaving.end_holdings: the collector charged on for a gym no one could reach), and its
     pending invitations are revoked (one accepted later made a member of a deleted gym)."""
-    if organization.deleted_at is None:
-        for membership in session.scalars(
-            select(Membership).where(Membership.organization_id == organization.id)
-        ).all():
-            end_holdings(session, membership, actor_user_id=actor_user_id, now=now)
-        session.execute(
-            update(Invitation)
-            .where(
-                Invitation.organization_id == organization.id,
-                Invitation.status == InvitationStatus.pending,
-            )
-            .values(status=InvitationStatus.revoked, revoked_at=now)
-        )
-    return _stamp_once(
+    if organization.deleted_at is not None:
+        return organization
+    _stamp_once(
         session,
         organization,
         "deleted_at",
@@ -138,6 +127,23 @@ def delete_organization(
         actor_user_id=actor_user_id,
         now=now,
     )
+    # Deleted first: a seat given up passes to no one (the waitlist of a deleted gym waits).
+    for membership in session.scalars(
+        select(Membership)
+        .where(Membership.organization_id == organization.id)
+        .order_by(Membership.created_at, Membership.id)
+    ).all():
+        end_holdings(session, membership, actor_user_id=actor_user_id, now=now)
+    session.execute(
+        update(Invitation)
+        .where(
+            Invitation.organization_id == organization.id,
+            Invitation.status == InvitationStatus.pending,
+        )
+        .values(status=InvitationStatus.revoked, revoked_at=now)
+    )
+    session.flush()
+    return organization
 
 
 def _stamp_once(

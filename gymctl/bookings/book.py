@@ -23,7 +23,14 @@ from gymctl.bridge import mirror
 from gymctl.db import organization_row
 from gymctl.errors import DomainError, conflict, not_found
 from gymctl.events import EventKind, emit
-from gymctl.models import Booking, BookingStatus, ClassSession, Membership, MembershipStatus
+from gymctl.models import (
+    Booking,
+    BookingStatus,
+    ClassSession,
+    Membership,
+    MembershipStatus,
+    Organization,
+)
 
 ACTIVE = (BookingStatus.confirmed, BookingStatus.waitlisted)
 
@@ -209,6 +216,8 @@ def promote_waitlist(session: Session, row: ClassSession, *, now: datetime) -> l
     keeps their place in the line and is passed over, rather than given the seat."""
     if row.cancelled_at is not None or row.starts_at <= now:
         return []
+    if session.get(Organization, row.organization_id).deleted_at is not None:
+        return []  # its members' seats are given up one by one: none passes to another
     free = row.capacity - confirmed_count(session, row.id)
     if free <= 0:
         return []

@@ -21,6 +21,7 @@ from gymctl.models import (
     InvitationStatus,
     Membership,
     MembershipStatus,
+    OutboxEvent,
     PaymentTransaction,
     Role,
     Subscription,
@@ -152,10 +153,14 @@ def test_a_deleted_gym_charges_no_one_and_its_invitations_are_not_accepted(
     card_server,  # noqa: F811
     idp,
     settings,
+    full_session,
 ):
     """The gym's members could no longer reach it (404), nor give notice, and the collector
-    charged them on; an invitation accepted after the deletion made a member of it."""
+    charged them on; an invitation accepted after the deletion made a member of it. Its seats
+    are given up and pass to no one."""
     subscription = card_subscription(session, gym, card_server)
+    assert _book(client, gym, full_session, Role.member).json["data"]["status"] == "confirmed"
+    assert _book(client, gym, full_session, Role.admin).json["data"]["status"] == "waitlisted"
     newcomer = factories.signed_in(
         idp, session, identity_id="user_newcomer", email="newcomer@example.test"
     )
@@ -180,6 +185,10 @@ def test_a_deleted_gym_charges_no_one_and_its_invitations_are_not_accepted(
     accepted = client.post("/invitations/accept", json={"token": token}, headers=newcomer.headers)
     assert (accepted.status_code, accepted.json["code"]) == (409, "invitation_not_pending")
     assert session.scalar(select(Membership).where(Membership.user_id == newcomer.user.id)) is None
+    seats = session.scalars(select(Booking).where(Booking.class_session_id == full_session.id))
+    assert {b.status for b in seats} == {BookingStatus.cancelled}
+    promoted = session.scalars(select(OutboxEvent).where(OutboxEvent.name == "booking.promoted"))
+    assert promoted.all() == []
 
 
 def test_a_login_deleted_at_the_provider_ends_its_memberships_and_their_plans(

@@ -288,3 +288,18 @@ def test_a_freed_seat_passes_over_who_may_not_book_now_and_goes_to_the_next_in_l
         BookingStatus.confirmed,
     ]
     assert [e.aggregate_id for e in _events(session, "booking.promoted")] == [str(booked[4].id)]
+
+
+@pytest.mark.embedded
+def test_a_seat_given_up_in_a_deleted_gym_passes_to_no_one(session, gym, class_session):
+    """A gym's deletion gives up its members' seats one by one: each would have been passed to
+    the next waiting member, whose own seat is given up in turn (booking.promoted and mirror
+    ops for seats no one can use)."""
+    members = [add_member(session, gym.organization) for _ in range(3)]
+    rows = [book_seat(session, gym, class_session, m) for m in members]
+    gym.organization.deleted_at = NOW
+
+    cancel_own(session, gym, rows[0])
+
+    assert rows[2].status == BookingStatus.waitlisted
+    assert _events(session, "booking.promoted") == []
