@@ -321,26 +321,35 @@ TRANSITIONS: tuple[Transition, ...] = (
     ),
     Transition(
         "payment_due",
-        # A term sold on pay-later terms owes its balance from its due day, whether it still
-        # runs or has ended meanwhile (a pack's validity, a notice, a removal): an ended one's
-        # balance was never owed at all. It stays ended, owing (as a plan cancelled for
-        # non-payment does): the desk takes it, and its grace blocks booking.
-        lambda now: or_(
-            _live(SubscriptionStatus.active, *_pay_later_due(now)),
-            and_(
-                S.c.status.in_([status.value for status in ENDED]),
-                S.c.deleted_at.is_(None),
-                S.c.debt_since.is_(None),
-                *_pay_later_due(now),
-            ),
-        ),
+        lambda now: _live(SubscriptionStatus.active, *_pay_later_due(now)),
         lambda now, _picked=None: {
             **_opened_debt(PAYMENT_DUE, S.c.payment_due_at, S.c.unpaid_amount_in_cents)(now),
-            "status": case(
-                (S.c.status == SubscriptionStatus.active.value, SubscriptionStatus.debt.value),
-                else_=S.c.status,
-            ),
             "payment_last_day": func.coalesce(S.c.payment_last_day, S.c.payment_due_at),
+        },
+        "subscription.debt_opened",
+        _debt_payload,
+        S.c.payment_due_at,
+        notice=NOTICE_OPENED,
+    ),
+    Transition(
+        "payment_due_ended",
+        # A term sold on pay-later terms owes its balance from its due day even when it ended
+        # first (a pack's validity, a notice, a removal): the balance was never owed at all.
+        # It stays ended, owing (as a plan cancelled for non-payment does): the desk takes
+        # it, and its grace blocks booking. A step of its own: in one look with the running
+        # terms, the hourly look read every row (an index serves each apart).
+        lambda now: and_(
+            S.c.status.in_([status.value for status in ENDED]),
+            S.c.deleted_at.is_(None),
+            S.c.debt_since.is_(None),
+            *_pay_later_due(now),
+        ),
+        lambda now, _picked=None: {
+            "debt_reason": PAYMENT_DUE,
+            "debt_since": S.c.payment_due_at,
+            "debt_amount_in_cents": S.c.unpaid_amount_in_cents,
+            "payment_last_day": func.coalesce(S.c.payment_last_day, S.c.payment_due_at),
+            "updated_at": now,
         },
         "subscription.debt_opened",
         _debt_payload,
