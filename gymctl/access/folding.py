@@ -27,9 +27,9 @@ def fold_person(session: Session, source: User, target: User, *, now: datetime) 
     """Everything `source` holds becomes `target`'s; `source` is then empty but for what stays
     (the caller retires it). Where both are members of one gym, one membership goes on: the
     target's, unless only the source's is active (a link demotes no active member). The other
-    takes nothing with it: its plans and bookings move first. An active one ends (cancelled,
-    kept on the retired row with what the gym collected on it, as erasure keeps it); one that
-    never started (invited, pending) is deleted, its place being the one that goes on."""
+    takes nothing with it, its plans and bookings moved first: the source's ends (cancelled,
+    kept on the retired row with what the gym collected on it, as erasure keeps it); the
+    target's, when it gives way (never active), is deleted, its place taken by the source's."""
     kept = {
         membership.organization_id: membership
         for membership in session.scalars(select(Membership).where(Membership.user_id == target.id))

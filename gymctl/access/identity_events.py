@@ -18,7 +18,7 @@ from gymctl.access.memberships import end_sales_grant
 from gymctl.config import Settings
 from gymctl.identity import users
 from gymctl.identity.auth import user_by_identity
-from gymctl.models import Membership, MembershipStatus
+from gymctl.models import Membership, MembershipStatus, Role
 
 
 def user_created(
@@ -35,9 +35,12 @@ def user_deleted(
     outcome = users.user_deleted(session, data, now=now, settings=settings)
     user = user_by_identity(session, data["id"]) if outcome == "deleted" else None
     if user is not None:
+        # An owner's stays: a gym is never left without one (a platform admin moves it).
         for membership in session.scalars(
             select(Membership).where(
-                Membership.user_id == user.id, Membership.status != MembershipStatus.cancelled
+                Membership.user_id == user.id,
+                Membership.status != MembershipStatus.cancelled,
+                Membership.role != Role.owner,
             )
         ).all():
             membership.status = MembershipStatus.cancelled
