@@ -255,3 +255,12 @@ def test_proving_another_address_releases_no_hold_on_the_invited_one(client, ses
     assert membership.status is MembershipStatus.pending_invitation
     invitation = session.scalar(select(Invitation).where(Invitation.email == "pat@example.test"))
     assert invitation.status is InvitationStatus.pending
+
+
+def test_an_owners_login_deleted_at_the_provider_leaves_the_gym_its_owner(client, session, gym):
+    owner = gym[Role.owner]
+
+    deliver(client, {"type": "user.deleted", "data": {"id": owner.user.identity_id}})
+
+    session.expire_all()
+    assert session.get(Membership, owner.membership.id).status is MembershipStatus.active
