@@ -26,8 +26,7 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session, lazyload
 
 from gymctl.access import codes
-from gymctl.access.leaving import end_holdings
-from gymctl.access.memberships import end_sales_grant, membership_of
+from gymctl.access.memberships import end_membership, membership_of
 from gymctl.bridge.payloads import member_key
 from gymctl.errors import conflict
 from gymctl.events import EventKind, emit
@@ -94,13 +93,10 @@ def erase_personal_data(
         .with_for_update()
         .execution_options(populate_existing=True)
     )
-    membership.status = MembershipStatus.cancelled
     membership.invitation_held = False
     membership.national_id_ciphertext = None  # this gym's copy; another gym's stays with it
-    membership.updated_at = now
-    end_sales_grant(session, membership, actor_user_id=actor_user_id, now=now)
     done = {
-        **end_holdings(session, membership, actor_user_id=actor_user_id, now=now),
+        **end_membership(session, membership, actor_user_id=actor_user_id, now=now),
         "bridgeOpsWithdrawn": _unsent_person_ops(session, membership),
         "joinSubmissions": _submissions(session, organization.id, person, address),
         "leads": _leads(session, organization.id, person, address),

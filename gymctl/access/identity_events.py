@@ -13,8 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.access.invitations import accept_on_sign_up
-from gymctl.access.leaving import end_holdings
-from gymctl.access.memberships import end_sales_grant
+from gymctl.access.memberships import end_membership
 from gymctl.config import Settings
 from gymctl.identity import users
 from gymctl.identity.auth import user_by_identity
@@ -43,10 +42,7 @@ def user_deleted(
                 Membership.role != Role.owner,
             )
         ).all():
-            membership.status = MembershipStatus.cancelled
-            membership.updated_at = now
-            end_sales_grant(session, membership, actor_user_id=None, now=now)
-            end_holdings(session, membership, actor_user_id=None, now=now)
+            end_membership(session, membership, actor_user_id=None, now=now)
     return outcome
 
 

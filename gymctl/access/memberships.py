@@ -160,10 +160,7 @@ def remove_member(
         if target.id == actor.id:
             raise forbidden(codes.REMOVE_SELF, "leave the organization from your own settings")
         require_grant(actor.role, target.role)
-    target.status = MembershipStatus.cancelled
-    target.updated_at = now
-    end_sales_grant(session, target, actor_user_id=actor_user_id, now=now)
-    ended = end_holdings(session, target, actor_user_id=actor_user_id, now=now)
+    ended = end_membership(session, target, actor_user_id=actor_user_id, now=now)
     emit(
         session,
         EventKind.audit,
@@ -177,6 +174,17 @@ def remove_member(
     )
     session.flush()
     return target
+
+
+def end_membership(
+    session: Session, membership: Membership, *, actor_user_id: uuid.UUID | None, now: datetime
+) -> dict[str, int]:
+    """The membership ends (cancelled), with its sales grant, its live plans and its seats to
+    come (leaving.end_holdings); the counts of those."""
+    membership.status = MembershipStatus.cancelled
+    membership.updated_at = now
+    end_sales_grant(session, membership, actor_user_id=actor_user_id, now=now)
+    return end_holdings(session, membership, actor_user_id=actor_user_id, now=now)
 
 
 def end_sales_grant(

@@ -402,15 +402,11 @@ def test_a_renewal_falling_on_or_after_the_notice_is_never_collected(
     )
 
 
-def test_a_cash_month_paid_at_the_desk_is_the_period_a_notice_ends_and_a_settlement_prorates(
-    session, session_factory, gym, doors
-):
-    """A cash plan renews by its lapse into debt and the desk taking that debt (spec B 3): the
-    month paid is the current period. Left at the first month's end, the member's own notice was
-    "in the past" and a staff notice mid-month settled nothing of the 12 unused paid days."""
+def _cash_month_paid_at_the_desk(session, gym):
+    """A cash plan bought 35 days ago, lapsed into debt at NOW and the debt taken at the desk:
+    the subscription and the instant it lapsed."""
     plan = make_plan(session, gym.organization, PlanType.cash, price_in_cents=36500)
-    bought = NOW - 35 * D
-    subscription = make_subscription(session, gym, plan=plan, now=bought)
+    subscription = make_subscription(session, gym, plan=plan, now=NOW - 35 * D)
     session.commit()
     lifecycle.run_lifecycle(session, now=NOW)
     assert (subscription.status, subscription.debt_reason) == (
@@ -426,6 +422,16 @@ def test_a_cash_month_paid_at_the_desk_is_the_period_a_notice_ends_and_a_settlem
         now=NOW,
         documents=LocalDocumentProvider(),
     )
+    return subscription, lapsed
+
+
+def test_a_cash_month_paid_at_the_desk_is_the_period_a_notice_ends_and_a_settlement_prorates(
+    session, session_factory, gym, doors
+):
+    """A cash plan renews by its lapse into debt and the desk taking that debt (spec B 3): the
+    month paid is the current period. Left at the first month's end, the member's own notice was
+    "in the past" and a staff notice mid-month settled nothing of the 12 unused paid days."""
+    subscription, lapsed = _cash_month_paid_at_the_desk(session, gym)
     session.commit()
     assert (subscription.current_period_start, subscription.current_period_end) == (
         lapsed,
@@ -457,18 +463,7 @@ def test_a_cash_month_paid_at_the_desk_is_the_period_a_notice_ends_and_a_settlem
 
 
 def test_the_members_own_notice_on_a_cash_month_paid_at_the_desk_ends_it_at_its_end(session, gym):
-    plan = make_plan(session, gym.organization, PlanType.cash, price_in_cents=36500)
-    subscription = make_subscription(session, gym, plan=plan, now=NOW - 35 * D)
-    session.commit()
-    lifecycle.run_lifecycle(session, now=NOW)
-    clear_debt_at_desk(
-        session,
-        organization_id=gym.organization.id,
-        subscription_id=subscription.id,
-        actor_user_id=gym.owner.id,
-        now=NOW,
-        documents=LocalDocumentProvider(),
-    )
+    subscription, _lapsed = _cash_month_paid_at_the_desk(session, gym)
 
     give_notice(session, gym, subscription, now=NOW + D)
 
