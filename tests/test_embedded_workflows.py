@@ -249,3 +249,28 @@ def test_no_write_lock_is_held_while_the_card_provider_answers(api):
 
     assert [name for name, _ in watched.calls] == ["charge_token", "refund", "get_page"]
     assert all(free for _, free in watched.calls), watched.calls
+
+
+def test_no_write_lock_is_held_while_a_hosted_page_opens(api):
+    """A purchase and a card replacement open the provider's hosted page before writing their
+    rows (each check made again with them): a slow provider held every writer while the
+    purchase's subscription and checkout, written first, kept the write lock for the call."""
+    services = api.client.application.extensions["gymctl"]
+    watched = _Watched(services.card_provider, get_engine().url.database)
+    services.__dict__["card_provider"] = watched
+    plan = {"name": "Watched monthly", "type": "card", "priceInCents": 9900, "currency": "ILS"}
+    plan = api.call(
+        "POST", "/organizations/ORG/plans", OWNER, 201, json={**plan, "intervalMonths": 1}
+    )
+    bought = api.call(
+        "POST", f"/organizations/ORG/plans/{plan['data']['id']}/purchase", "user_demo_member_3", 201
+    )
+    subscription = bought["data"]["subscription"]["id"]
+    replacing = f"/organizations/ORG/subscriptions/{subscription}/card-replacement"
+    replaced = api.call("POST", replacing, "user_demo_member_3", 201)
+
+    assert [name for name, _ in watched.calls] == ["create_page", "create_page"]
+    assert all(free for _, free in watched.calls), watched.calls
+    assert bought["data"]["checkout"]["url"]
+    assert replaced["data"]["checkout"]["url"]
+    api.call("POST", replacing, "user_demo_member_3", 409)  # one replacement page at a time

@@ -79,7 +79,10 @@ def guard() -> None:
 
 def _record_session(user_id, session_id: str, claims: dict) -> None:
     """For the ownership trail: where and how this person signs in (cheap: at most one write
-    per session every five minutes)."""
+    per session every five minutes). Committed at once, as the rate limiter's count is
+    (webhooks/throttle.py): the trail is the sign-in's, kept whatever the request does; and on
+    the embedded default a request whose transaction had written the trail kept the one write
+    lock into its work, through a provider's round trip that found nothing else written."""
     city, country = location_from_headers(request.headers)
     record_session(
         db(),
@@ -92,6 +95,7 @@ def _record_session(user_id, session_id: str, claims: dict) -> None:
         impersonated_by=impersonator_from_claims(claims),
         now=services().clock.now(),
     )
+    db().commit()
 
 
 def install(app: Flask) -> None:

@@ -24,11 +24,14 @@ from gymctl.billing.checkout import (
     SAVE_CARD_ONLY,
     Urls,
     is_replacement,
+    keep_page,
     open_page,
+    page_request,
 )
 from gymctl.crypto import FieldCipher
+from gymctl.db import release_for_outside_call
 from gymctl.errors import conflict, not_found
-from gymctl.models import Checkout
+from gymctl.models import Checkout, PaymentProviderConfig, Subscription
 from gymctl.models.billing import CheckoutStatus, CollectionMethod, SubscriptionStatus
 from gymctl.providers.card import CardProvider
 
@@ -54,7 +57,52 @@ def open_card_replacement(
     """Open the token-only page for the member's own subscription. Refusals change nothing:
     404 subscription_not_found (not theirs), 409 card_replacement_not_available (ended owing
     nothing, or not collected by the card provider), 409 card_provider_not_configured, 409
-    card_replacement_in_progress (a page already open), 503 provider_unreachable."""
+    card_replacement_in_progress (a page already open), 503 provider_unreachable, 409
+    page_terms_changed (the gym's terminal changed while the page opened). As a purchase's
+    (checkout.purchase_card_plan), the page is opened before the row is written and the
+    checks are made again with it: no write lock is held for the provider's round trip."""
+    checkout_id = ids.new_id()
+    subscription, config = _replaceable(session, organization_id, subscription_id, user_id, now)
+    terminal = config.terminal
+    request = page_request(checkout_id, SAVE_CARD_ONLY, 0, subscription.currency, urls)
+    on_terminal = terminal_of(config, cipher)
+    release_for_outside_call(session)  # only read so far (its rows expire): written after
+    page = open_page(provider, on_terminal, request)
+    session.expire_all()  # read again, as they are now (PostgreSQL kept the first reads)
+    subscription, config = _replaceable(session, organization_id, subscription_id, user_id, now)
+    if (config.terminal, subscription.currency) != (terminal, request.currency):
+        raise conflict(
+            codes.PAGE_TERMS_CHANGED,
+            "the gym's card terminal changed while the page opened; try again",
+        )
+    checkout = Checkout(
+        id=checkout_id,
+        organization_id=organization_id,
+        subscription_id=subscription.id,
+        user_id=user_id,
+        operation=SAVE_CARD_ONLY,
+        terminal=config.terminal,
+        amount_in_cents=0,
+        currency=subscription.currency,
+        status=CheckoutStatus.open,
+        metadata_={"purpose": CARD_REPLACEMENT},
+        expires_at=now + CHECKOUT_TTL,
+        created_at=now,
+    )
+    keep_page(checkout, page)
+    session.add(checkout)
+    session.flush()
+    return checkout
+
+
+def _replaceable(
+    session: Session,
+    organization_id: uuid.UUID,
+    subscription_id: uuid.UUID,
+    user_id: uuid.UUID,
+    now: datetime,
+) -> tuple[Subscription, PaymentProviderConfig]:
+    """The refusals, in their order; they write nothing."""
     subscription = attempts.lock_subscription(session, subscription_id)
     if (
         subscription is None
@@ -88,25 +136,7 @@ def open_card_replacement(
             codes.CARD_REPLACEMENT_IN_PROGRESS,
             "a card replacement page is already open for this subscription",
         )
-    checkout = Checkout(
-        id=ids.new_id(),
-        organization_id=organization_id,
-        subscription_id=subscription.id,
-        user_id=user_id,
-        operation=SAVE_CARD_ONLY,
-        terminal=config.terminal,
-        amount_in_cents=0,
-        currency=subscription.currency,
-        status=CheckoutStatus.open,
-        metadata_={"purpose": CARD_REPLACEMENT},
-        expires_at=now + CHECKOUT_TTL,
-        created_at=now,
-    )
-    session.add(checkout)
-    session.flush()
-    open_page(provider, terminal_of(config, cipher), checkout, urls)
-    session.flush()
-    return checkout
+    return subscription, config
 
 
 def replacement_json(checkout: Checkout) -> dict[str, str | None]:

@@ -25,7 +25,14 @@ from gymctl.crypto import FieldCipher
 from gymctl.db import release_for_outside_call
 from gymctl.errors import DomainError, conflict, forbidden, unavailable
 from gymctl.events import EventKind, emit
-from gymctl.models import Checkout, PaymentTransaction, Plan, Subscription
+from gymctl.models import (
+    Checkout,
+    Membership,
+    PaymentProviderConfig,
+    PaymentTransaction,
+    Plan,
+    Subscription,
+)
 from gymctl.models.billing import (
     CheckoutStatus,
     CollectionMethod,
@@ -38,6 +45,7 @@ from gymctl.models.organizations import MembershipStatus
 from gymctl.providers.card import (
     CURRENCIES,
     CardProvider,
+    HostedPage,
     PageRequest,
     PageResult,
     PageState,
@@ -74,44 +82,44 @@ def purchase_card_plan(
 ) -> tuple[Subscription, Checkout]:
     """A member buys a card plan: a scheduled subscription and its hosted page. Before the
     opening day this is a presale: the page only saves the card (no period, quota or credits
-    until the opening day's charge)."""
-    membership = membership_of(session, organization_id, user_id)
-    if membership.status != MembershipStatus.active:
-        raise forbidden(codes.MEMBERSHIP_INACTIVE, "your membership is not active")
-    plan = plans.live_plan(session, organization_id, plan_id)
-    if plan.type != PlanType.card:
-        raise conflict(codes.PLAN_SOLD_AT_DESK, "this plan is sold at the front desk")
-    config = active_config(session, organization_id)
-    if config is None or config.provider != CARD_PROVIDER or not config.terminal:
+    until the opening day's charge).
+
+    The page is opened first and the rows are written after, each check made again with them:
+    the provider's round trip is made with no write (on the embedded default, no transaction
+    holding the database's one write lock: a slow provider held every writer). A page is only
+    a form until our rows name it: one whose rows are then refused (the last slot sold
+    meanwhile, a second tap, terms changed) or never written (a crash) is a page no one is
+    sent to, and a payment made on it anyway is verified against no checkout (unverified)."""
+    checkout_id = ids.new_id()
+    terms = _purchase_terms(session, organization_id, plan_id, user_id, now)
+    opened_on, request = terms.page_terms, terms.page_request(checkout_id, urls)
+    on_terminal = terminal_of(terms.config, cipher)
+    release_for_outside_call(session)  # only read so far (its rows expire): written after
+    page = open_page(provider, on_terminal, request)
+    session.expire_all()  # read again, as they are now (PostgreSQL kept the first reads)
+    again = _purchase_terms(session, organization_id, plan_id, user_id, now)
+    if again.page_terms != opened_on:
         raise conflict(
-            codes.CARD_PROVIDER_NOT_CONFIGURED,
-            "this gym does not take card payments online",
+            codes.PAGE_TERMS_CHANGED,
+            "the plan's price or the gym's card terminal changed while the page opened; try again",
         )
-    if plan.currency not in CURRENCIES:
-        raise conflict(
-            codes.CURRENCY_NOT_SUPPORTED,
-            f"the card provider does not take {plan.currency}",
-        )
-    plans.refuse_if_held(session, plan, user_id)
-    plans.refuse_if_sold_out(plan)  # read, unlocked: a sold-out plan opens no page
-    opening = plans.presale_opening_day(session, organization_id, now)
-    free = plan.price_in_cents == 0  # nothing to charge: the page only saves the card
+    plan, opening = again.plan, again.opening
     subscription = plans.new_subscription(
         session,
         plan,
-        membership,
+        again.membership,
         status=SubscriptionStatus.scheduled,
         method=CollectionMethod.card_provider,
         now=now,
         opening_day=opening,
     )
     checkout = Checkout(
-        id=ids.new_id(),
+        id=checkout_id,
         organization_id=organization_id,
         subscription_id=subscription.id,
         user_id=user_id,
-        operation=SAVE_CARD_ONLY if opening or free else CHARGE_AND_SAVE_CARD,
-        terminal=config.terminal,
+        operation=again.operation,
+        terminal=again.config.terminal,
         amount_in_cents=plan.price_in_cents,
         currency=plan.currency,
         status=CheckoutStatus.open,
@@ -119,13 +127,11 @@ def purchase_card_plan(
         expires_at=now + CHECKOUT_TTL,
         created_at=now,
     )
+    keep_page(checkout, page)
     session.add(checkout)
     session.flush()
-    open_page(provider, terminal_of(config, cipher), checkout, urls)
-    # The slot is taken once the page is open: its guarded UPDATE locks the plan's row until
-    # the commit, and taken before the provider's round trip it queued every other buyer of
-    # the plan (a presale's launch) behind that call. A buyer who loses the last slot here
-    # leaves a page no one is sent to.
+    # The guarded UPDATE locks the plan's row until the commit: taken last, it queues the
+    # plan's other buyers (a presale's launch) behind no provider call.
     plans.take_purchase_slot(session, plan)
     emit(
         session,
@@ -146,25 +152,90 @@ def purchase_card_plan(
     return subscription, checkout
 
 
-def open_page(provider: CardProvider, terminal, checkout: Checkout, urls: Urls) -> None:
-    """Open the checkout's hosted page; 503 provider_unreachable (the caller keeps nothing)."""
-    try:
-        page = provider.create_page(
-            terminal,
-            PageRequest(
-                operation=checkout.operation,
-                amount_in_cents=checkout.amount_in_cents,
-                currency=checkout.currency,
-                return_value=str(checkout.id),
-                success_url=urls.success,
-                failure_url=urls.failure,
-                webhook_url=urls.webhook,
-            ),
+@dataclass(frozen=True)
+class _PurchaseTerms:
+    """What a purchase's checks found, and the terms its page is opened on."""
+
+    membership: Membership
+    plan: Plan
+    config: PaymentProviderConfig
+    opening: datetime | None
+
+    @property
+    def operation(self) -> str:
+        free = self.plan.price_in_cents == 0  # nothing to charge: the page only saves the card
+        return SAVE_CARD_ONLY if self.opening or free else CHARGE_AND_SAVE_CARD
+
+    @property
+    def page_terms(self) -> tuple[Any, ...]:
+        return (self.operation, self.plan.price_in_cents, self.plan.currency, self.config.terminal)
+
+    def page_request(self, checkout_id: uuid.UUID, urls: Urls) -> PageRequest:
+        return page_request(
+            checkout_id, self.operation, self.plan.price_in_cents, self.plan.currency, urls
         )
+
+
+def _purchase_terms(
+    session: Session,
+    organization_id: uuid.UUID,
+    plan_id: uuid.UUID,
+    user_id: uuid.UUID,
+    now: datetime,
+) -> _PurchaseTerms:
+    """The purchase's refusals, in their order; they write nothing."""
+    membership = membership_of(session, organization_id, user_id)
+    if membership.status != MembershipStatus.active:
+        raise forbidden(codes.MEMBERSHIP_INACTIVE, "your membership is not active")
+    plan = plans.live_plan(session, organization_id, plan_id)
+    if plan.type != PlanType.card:
+        raise conflict(codes.PLAN_SOLD_AT_DESK, "this plan is sold at the front desk")
+    config = active_config(session, organization_id)
+    if config is None or config.provider != CARD_PROVIDER or not config.terminal:
+        raise conflict(
+            codes.CARD_PROVIDER_NOT_CONFIGURED,
+            "this gym does not take card payments online",
+        )
+    if plan.currency not in CURRENCIES:
+        raise conflict(
+            codes.CURRENCY_NOT_SUPPORTED,
+            f"the card provider does not take {plan.currency}",
+        )
+    plans.refuse_if_held(session, plan, user_id)
+    plans.refuse_if_sold_out(plan)  # read, unlocked: a sold-out plan opens no page
+    opening = plans.presale_opening_day(session, organization_id, now)
+    return _PurchaseTerms(membership, plan, config, opening)
+
+
+def page_request(
+    checkout_id: uuid.UUID, operation: str, amount_in_cents: int, currency: str, urls: Urls
+) -> PageRequest:
+    """A hosted page for the checkout `checkout_id` (its return value: how a read-back names
+    the checkout it belongs to)."""
+    return PageRequest(
+        operation=operation,
+        amount_in_cents=amount_in_cents,
+        currency=currency,
+        return_value=str(checkout_id),
+        success_url=urls.success,
+        failure_url=urls.failure,
+        webhook_url=urls.webhook,
+    )
+
+
+def open_page(provider: CardProvider, terminal, request: PageRequest) -> HostedPage:
+    """Open a hosted page; 503 provider_unreachable (the caller has written nothing)."""
+    try:
+        return provider.create_page(terminal, request)
     except ProviderUnavailable:
         raise unavailable(
             codes.PROVIDER_UNREACHABLE, "the card provider is unreachable; try again"
         ) from None
+
+
+def keep_page(checkout: Checkout, page: HostedPage) -> None:
+    """The opened page on its checkout row (its id also as lowProfileId, which verify-account
+    reads on older rows)."""
     checkout.page_id = page.page_id
     checkout.url = page.url
     checkout.metadata_ = {**(checkout.metadata_ or {}), "lowProfileId": page.page_id}

@@ -4,12 +4,21 @@ leaves the old card and the subscription as they were."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import select
 
 from gymctl.billing import checkout
-from gymctl.models import AuditLog, Checkout, PaymentTransaction, Role, Subscription
+from gymctl.models import (
+    AuditLog,
+    Checkout,
+    PaymentProviderConfig,
+    PaymentTransaction,
+    Role,
+    Subscription,
+)
 from gymctl.models.billing import SubscriptionStatus
 from tests.access.conftest import gym, outsider, snapshot  # noqa: F401 (fixtures)
 from tests.billing.cards import APPROVE, INVALID
@@ -32,7 +41,7 @@ def _active(client, org, card_server, session):  # noqa: F811
     card_server.complete_page(bought["checkout"]["pageId"], APPROVE)
     assert webhook(client, org, bought["checkout"]["pageId"]).status_code == 200
     session.expire_all()
-    return session.get(Subscription, bought["subscription"]["id"])
+    return session.get(Subscription, uuid.UUID(bought["subscription"]["id"]))
 
 
 def _replace(client, org, subscription, role=Role.member):  # noqa: F811
@@ -124,3 +133,37 @@ def test_card_replacement_refusals_change_nothing(
     session.commit()
     assert snapshot(session) == before
     assert count(session, Checkout) == 1
+
+
+@pytest.mark.embedded
+def test_a_terminal_changed_while_the_replacement_page_opens_keeps_nothing(
+    client,
+    org,  # noqa: F811
+    card_server,
+    session,
+    session_factory,
+    engine,
+    monkeypatch,
+):
+    """The replacement page is opened before its checkout is written: a page opened on the
+    terminal the gym has just left could never be read back on the new one (409
+    page_terms_changed), and no checkout names it."""
+    subscription = _active(client, org, card_server, session)
+    provider = type(card_server.provider())
+    create_page = provider.create_page
+
+    def opened(self, *args, **kwargs):
+        with session_factory() as owner:
+            config = owner.scalar(
+                select(PaymentProviderConfig).where(PaymentProviderConfig.organization_id == org.id)
+            )
+            config.terminal = "7654321"
+            owner.commit()
+        return create_page(self, *args, **kwargs)
+
+    monkeypatch.setattr(provider, "create_page", opened)
+    before = snapshot(session)
+    refused = _replace(client, org, subscription)
+    assert (refused.status_code, refused.json["code"]) == (409, "page_terms_changed")
+    before["payment_provider_configs"] = snapshot(session)["payment_provider_configs"]
+    assert snapshot(session) == before

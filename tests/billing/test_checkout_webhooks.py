@@ -544,3 +544,65 @@ def test_a_replayed_signed_delivery_is_a_duplicate_recorded_once(client, gym, se
     assert _deliver(client, gym, other, _signed(other)).json["outcome"] == "processed"
     assert event_names(session).count("payment.webhook_received") == 2
     assert count(session, PaymentWebhookDelivery) == 2
+
+
+def _while_the_page_opens(monkeypatch, card_server, change) -> None:
+    """The provider's page is opened while `change` commits elsewhere (staff at their desk)."""
+    provider = type(card_server.provider())
+    create_page = provider.create_page
+
+    def opened(self, *args, **kwargs):
+        change()
+        return create_page(self, *args, **kwargs)
+
+    monkeypatch.setattr(provider, "create_page", opened)
+
+
+def test_a_price_changed_while_the_page_opens_refuses_page_terms_changed(
+    client, org, card_server, session, session_factory, monkeypatch
+):
+    """The page is opened before the purchase's rows are written and every check is made
+    again with them: a page opened at the old price is sent to no one (409
+    page_terms_changed), nothing is written, and the member's next tap buys at the price as
+    it stands."""
+    plan = create_plan(client, org, maxPurchases=5)
+
+    def reprice() -> None:
+        with session_factory() as staff:
+            staff.get(Plan, uuid.UUID(plan["id"])).price_in_cents = 30000
+            staff.commit()
+
+    _while_the_page_opens(monkeypatch, card_server, reprice)
+    before = snapshot(session)
+    refused = purchase(client, org, plan)
+    assert (refused.status_code, refused.json["code"]) == (409, "page_terms_changed")
+    before["plans"] = snapshot(session)["plans"]  # the new price, staff's own write
+    assert snapshot(session) == before
+    monkeypatch.undo()
+
+    bought = purchase(client, org, plan)
+    assert bought.status_code == 201
+    session.expire_all()
+    row = session.get(Checkout, uuid.UUID(bought.json["data"]["checkout"]["id"]))
+    stands = session.get(Plan, uuid.UUID(plan["id"]))
+    assert row.amount_in_cents == stands.price_in_cents
+    assert stands.purchases_count == 1
+
+
+def test_a_plan_sold_out_while_the_page_opens_writes_nothing(
+    client, org, card_server, session, session_factory, monkeypatch
+):
+    """Two buyers of the last slot: the one whose page opened second finds it gone when the
+    rows are written (plan_sold_out) and keeps nothing; the other's purchase stands."""
+    plan = create_plan(client, org, maxPurchases=1)
+
+    def sold_elsewhere() -> None:
+        with session_factory() as other:
+            other.get(Plan, uuid.UUID(plan["id"])).purchases_count = 1
+            other.commit()
+
+    _while_the_page_opens(monkeypatch, card_server, sold_elsewhere)
+    refused = purchase(client, org, plan)
+    assert (refused.status_code, refused.json["code"]) == (409, "plan_sold_out")
+    assert count(session, Subscription) == 0
+    assert count(session, Checkout) == 0
