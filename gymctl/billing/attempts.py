@@ -44,6 +44,7 @@ from gymctl.models.billing import (
 from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.models.organizations import MembershipStatus
 from gymctl.providers.card import CardProvider, ChargeResult, Outcome, ProviderUnavailable, Terminal
+from gymctl.retention.overtaken import end_overtaken_notice
 from gymctl.tasks import file_task
 
 PROTOCOL = 1
@@ -762,8 +763,9 @@ def end_superseded(
 def end_plan(
     session: Session, subscription: Subscription, *, reason: str, now: datetime, **payload
 ) -> None:
-    """End a plan at once (cancelled for `reason`): nothing renews or is retried, the bridge
-    membership follows, subscription.cancelled is written. Its debt columns are the caller's."""
+    """End a plan at once (cancelled for `reason`): nothing renews or is retried, a notice
+    still running ends with it (overtaken), the bridge membership follows,
+    subscription.cancelled is written. Its debt columns are the caller's."""
     subscription.status = SubscriptionStatus.cancelled
     subscription.cancellation_reason = reason
     subscription.cancelled_at = now
@@ -771,6 +773,7 @@ def end_plan(
     subscription.next_charge_date = None
     subscription.retry_at = None
     subscription.updated_at = now
+    end_overtaken_notice(session, subscription, now=now)
     mirror.subscription_changed(session, subscription, now=now)
     emit_cancelled(session, subscription, reason=reason, now=now, **payload)
 

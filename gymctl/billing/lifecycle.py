@@ -5,7 +5,9 @@ Each transition moves a row out of the state its condition reads, so a second ru
 `now` changes nothing and writes nothing. The order matters: debt is entered before anything
 ends (an unpaid pay-later pack owes its debt rather than quietly expiring), and cancellation for
 non-payment runs after debt entry, so a row that enters debt already past its grace is
-cancelled in the same pass rather than by the next one.
+cancelled in the same pass rather than by the next one. A notice running on a plan cancelled
+for non-payment ends with it in the pass (gymctl.retention.overtaken); one that took effect by
+the grace's end is left to the period-end sweep, which settles it.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from gymctl.billing.transitions import (
 )
 from gymctl.bridge import mirror
 from gymctl.clock import ensure_utc
-from gymctl.models import BillingSettings, Checkout, PaymentTransaction
+from gymctl.models import BillingSettings, Checkout, PaymentTransaction, Subscription
 from gymctl.models.base import UTCDateTime
 from gymctl.models.billing import (
     CheckoutStatus,
@@ -55,6 +57,7 @@ from gymctl.models.billing import (
     SubscriptionStatus,
     TransactionStatus,
 )
+from gymctl.retention.overtaken import end_overtaken_notice
 
 # At most this many rows per transition per run; the rest waits for the next hour (`more` in
 # the summary names the transitions that left rows behind). 10,000 rows keep each statement's
@@ -107,12 +110,12 @@ def _notice_by(instant: ColumnElement[datetime]) -> ColumnElement[bool]:
 _WITH_SETTINGS = S.outerjoin(_SETTINGS, _SETTINGS.c.organization_id == S.c.organization_id)
 
 
-def _grace_over(now: datetime) -> ColumnElement[bool]:
-    """Day N (billing_grace_days, default 7, counted from debt_since) has passed: it ends at
-    the organization's midnight (`gymctl.billing.days`). Reads the settings of
+def _grace_ends() -> ColumnElement[datetime]:
+    """When day N (billing_grace_days, default 7, counted from debt_since) has passed: the
+    organization's midnight that ends it (`gymctl.billing.days`). Reads the settings of
     `_WITH_SETTINGS`."""
     grace = func.coalesce(_SETTINGS.c.billing_grace_days, _DEFAULT_GRACE_DAYS)
-    return day_n_ends(S.c.debt_since, grace, func.coalesce(_SETTINGS.c.timezone, "UTC")) <= now
+    return day_n_ends(S.c.debt_since, grace, func.coalesce(_SETTINGS.c.timezone, "UTC"))
 
 
 # A zero-price open-ended card plan rolls on instead of ending (spec B 3).
@@ -358,7 +361,14 @@ TRANSITIONS: tuple[Transition, ...] = (
     ),
     Transition(
         "cancelled",
-        lambda now: _live(SubscriptionStatus.debt, S.c.debt_since.is_not(None), _grace_over(now)),
+        lambda now: _live(
+            SubscriptionStatus.debt,
+            S.c.debt_since.is_not(None),
+            _grace_ends() <= now,
+            # A notice that took effect by the grace's end ended the plan first: the period-end
+            # sweep settles it, whichever job runs first. A later one is overtaken (below).
+            not_(_notice_by(_grace_ends())),
+        ),
         _cancelled,
         "subscription.cancelled",
         _cancelled_payload,
@@ -498,5 +508,24 @@ def run_lifecycle(
         if moved.more:
             more.append(transition.name)
     session.expire_all()
+    if summary["cancelled"]:
+        events += _end_overtaken_notices(session, now=now)
     mirror.subscriptions_moved(session, now=now)
     return {**summary, "events": events, "more": more}
+
+
+def _end_overtaken_notices(session: Session, *, now: datetime) -> int:
+    """A notice still running on a plan this pass cancelled for non-payment ends with it, in
+    the pass's transaction: its case closes lost_payment (`overtaken.end_overtaken_notice`).
+    The audit events written."""
+    rows = session.scalars(
+        select(Subscription)
+        .where(
+            Subscription.status == SubscriptionStatus.cancelled,
+            Subscription.cancellation_reason == NON_PAYMENT,
+            Subscription.cancelled_at == now,
+            Subscription.cancel_at_period_end.is_(True),
+        )
+        .order_by(Subscription.id)
+    ).all()
+    return sum(end_overtaken_notice(session, row, now=now) for row in rows)

@@ -20,7 +20,8 @@ from gymctl.events import EventKind, emit
 from gymctl.models import RetentionCase, RetentionContact
 from gymctl.models.retention import SAVED, CaseKind, RetentionOutcome
 from gymctl.retention import codes
-from gymctl.retention.notices import close_case, refuse_if_externally_billed, withdraw_notice
+from gymctl.retention.notices import refuse_if_externally_billed, withdraw_notice
+from gymctl.retention.overtaken import close_case
 
 CHANNELS = ("phone", "email", "message", "in_person")
 

@@ -5,7 +5,7 @@
 
 Escalating raises the review task (urgent, due now) and writes retention.case_escalated; the
 stage's timestamp on the case makes a second run escalate nothing new. A case whose plan ended
-another way (cancelled for non-payment) is closed with the plan's retention outcome.
+another way is closed as its ending closes it (`overtaken.end_overtaken_notice`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 
 from gymctl.events import EventKind, emit
 from gymctl.models import RetentionCase, Subscription, Task
-from gymctl.models.retention import CaseKind, RetentionOutcome
-from gymctl.retention.notices import close_case
+from gymctl.models.retention import CaseKind
+from gymctl.retention.overtaken import end_overtaken_notice
 from gymctl.retention.plan_change import NOTICE_STATUSES
 
 ENDING_SOON = timedelta(days=7)
@@ -64,16 +64,9 @@ def escalate(session: Session, *, now: datetime, limit: int = BATCH) -> dict[str
     escalated = 0
     for case, effective_at, subscription in rows:
         if subscription.status not in NOTICE_STATUSES or not subscription.cancel_at_period_end:
-            # The plan ended another way (cancelled for non-payment, expired): the case is over.
-            outcome = subscription.retention_outcome
-            close_case(
-                session,
-                case,
-                RetentionOutcome(outcome)
-                if outcome in RetentionOutcome.__members__
-                else RetentionOutcome.lost_no_contact,
-                now=now,
-            )
+            # Over: each ending closes its notice's case (gymctl.retention.overtaken); one an
+            # older release left open on an ended plan closes here the same way.
+            end_overtaken_notice(session, subscription, case=case, now=now)
             continue
         if (
             case.escalated_unacknowledged_at is None

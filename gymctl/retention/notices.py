@@ -20,10 +20,11 @@ from gymctl.billing.attempts import lock_subscription
 from gymctl.bridge import mirror
 from gymctl.errors import conflict, not_found, unprocessable
 from gymctl.events import EventKind, emit
-from gymctl.models import CancellationNotice, RetentionCase, Subscription, Task
+from gymctl.models import CancellationNotice, RetentionCase, Subscription
 from gymctl.models.retention import CaseKind, RetentionOutcome
 from gymctl.retention import codes
 from gymctl.retention.copy import message
+from gymctl.retention.overtaken import close_case
 from gymctl.retention.plan_change import NOTICE_STATUSES
 from gymctl.tasks import file_task
 
@@ -199,21 +200,6 @@ def give_notice(
     )
     session.flush()
     return subscription, case
-
-
-def close_case(
-    session: Session, case: RetentionCase | None, outcome: RetentionOutcome, *, now: datetime
-) -> None:
-    """Close the case with its outcome and its review task with it."""
-    if case is None or case.status != "open":
-        return
-    case.status = "closed"
-    case.outcome = outcome.value
-    case.closed_at = now
-    if case.task_id is not None:
-        task = session.get(Task, case.task_id)
-        if task is not None and task.status == "open":
-            task.status = "done"
 
 
 def withdraw_notice(

@@ -42,7 +42,6 @@ from gymctl.models import (
     Organization,
     PaymentTransaction,
     RetentionCase,
-    RetentionContact,
     Subscription,
     User,
 )
@@ -52,12 +51,13 @@ from gymctl.models.billing import (
     TransactionStatus,
     TransactionType,
 )
-from gymctl.models.retention import CaseKind, RetentionOutcome
+from gymctl.models.retention import CaseKind
 from gymctl.providers.card import CardProvider
 from gymctl.providers.documents import DocumentProvider
 from gymctl.providers.mail import Mailer, MailError
 from gymctl.retention import emails
-from gymctl.retention.notices import case_of_notice, close_case, open_notice
+from gymctl.retention.notices import case_of_notice, open_notice
+from gymctl.retention.overtaken import close_case, lost_outcome
 from gymctl.retention.plan_change import NOTICE_STATUSES
 from gymctl.retention.proration import prorated_refund, refund_days
 from gymctl.tasks import file_task
@@ -223,14 +223,6 @@ def _owner_task(
     return task
 
 
-def _outcome(session: Session, subscription: Subscription, case) -> RetentionOutcome:
-    query = select(RetentionContact.id).where(RetentionContact.subscription_id == subscription.id)
-    if case is not None:
-        query = select(RetentionContact.id).where(RetentionContact.case_id == case.id)
-    contacted = session.scalar(query.limit(1)) is not None
-    return RetentionOutcome.lost_contacted if contacted else RetentionOutcome.lost_no_contact
-
-
 def settle_one(
     session: Session, subscription: Subscription, doors: Doors, *, now: datetime
 ) -> CancellationSettlement:
@@ -238,7 +230,7 @@ def settle_one(
     effective = subscription.cancellation_effective_at
     notice = open_notice(session, subscription.id)
     case = case_of_notice(session, notice)
-    outcome = _outcome(session, subscription, case)
+    outcome = lost_outcome(session, subscription, case)
     subscription.status = SubscriptionStatus.cancelled
     subscription.cancelled_at = now
     subscription.ended_at = effective

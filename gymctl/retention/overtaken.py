@@ -1,0 +1,126 @@
+"""A notice overtaken: its plan ended another way before the notice matured (cancelled for
+non-payment after the debt's grace, ended with the membership, superseded by the plan the
+member holds again). The notice ends with the plan, in the ending's transaction:
+
+- the subscription no longer carries it (cancel_at_period_end and the effective date cleared),
+  so no read shows a notice still running and the period-end sweep never settles it: a notice
+  that never matured owes no refund;
+- its retention case closes, its review task done, with an outcome that says why;
+- the audit subscription.notice_overtaken names the notice, the case and the ending's reason.
+The notice row stays as given: it was not withdrawn.
+
+Every ending but the notice's own calls `end_overtaken_notice`: `attempts.end_plan` (removal,
+erasure, a deleted gym or login, a superseded plan), the lifecycle pass for the plans it cancels
+for non-payment, and the hourly escalation for a case an older release left open. Nothing of
+billing is imported here: billing's enders import this.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.events import EventKind, emit
+from gymctl.models import RetentionCase, RetentionContact, Subscription, Task
+from gymctl.models.retention import CaseKind, RetentionOutcome
+
+# Endings whose outcome is not the member lost: a debt paid on a plan the member bought again
+# (attempts.SUPERSEDED) ends it, the member staying by their own act.
+ENDING_OUTCOMES = {"superseded": RetentionOutcome.saved_member_withdrew}
+OUTCOMES = frozenset(outcome.value for outcome in RetentionOutcome)
+
+
+def close_case(
+    session: Session, case: RetentionCase | None, outcome: RetentionOutcome, *, now: datetime
+) -> None:
+    """Close the case with its outcome and its review task with it."""
+    if case is None or case.status != "open":
+        return
+    case.status = "closed"
+    case.outcome = outcome.value
+    case.closed_at = now
+    if case.task_id is not None:
+        task = session.get(Task, case.task_id)
+        if task is not None and task.status == "open":
+            task.status = "done"
+
+
+def lost_outcome(
+    session: Session, subscription: Subscription, case: RetentionCase | None
+) -> RetentionOutcome:
+    """A member lost: lost_contacted when staff logged a contact on the case, else
+    lost_no_contact (spec B 3)."""
+    query = select(RetentionContact.id).where(RetentionContact.subscription_id == subscription.id)
+    if case is not None:
+        query = select(RetentionContact.id).where(RetentionContact.case_id == case.id)
+    contacted = session.scalar(query.limit(1)) is not None
+    return RetentionOutcome.lost_contacted if contacted else RetentionOutcome.lost_no_contact
+
+
+def open_notice_case(session: Session, subscription_id: uuid.UUID) -> RetentionCase | None:
+    return session.scalar(
+        select(RetentionCase)
+        .where(
+            RetentionCase.subscription_id == subscription_id,
+            RetentionCase.kind == CaseKind.cancellation_notice.value,
+            RetentionCase.status == "open",
+        )
+        .order_by(RetentionCase.opened_at.desc())
+        .limit(1)
+        .with_for_update()
+    )
+
+
+def _outcome(
+    session: Session, subscription: Subscription, case: RetentionCase | None
+) -> RetentionOutcome:
+    """The outcome the ending recorded (the lifecycle's non-payment: lost_payment; a notice
+    given clears it), else the ending's own, else the member lost as at period end."""
+    if subscription.retention_outcome in OUTCOMES:
+        return RetentionOutcome(subscription.retention_outcome)
+    if subscription.cancellation_reason in ENDING_OUTCOMES:
+        return ENDING_OUTCOMES[subscription.cancellation_reason]
+    return lost_outcome(session, subscription, case)
+
+
+def end_overtaken_notice(
+    session: Session,
+    subscription: Subscription,
+    *,
+    now: datetime,
+    case: RetentionCase | None = None,
+) -> bool:
+    """End the notice of a plan that has just ended another way (the caller holds its row and
+    has set its status and cancellation_reason); True when there was one."""
+    if case is None:
+        if not subscription.cancel_at_period_end:
+            return False  # no notice: the common ending looks no further
+        case = open_notice_case(session, subscription.id)
+    effective = subscription.cancellation_effective_at
+    outcome = _outcome(session, subscription, case)
+    subscription.cancel_at_period_end = False
+    subscription.cancellation_effective_at = None
+    subscription.retention_outcome = outcome.value
+    subscription.updated_at = now
+    close_case(session, case, outcome, now=now)
+    emit(
+        session,
+        EventKind.audit,
+        "subscription.notice_overtaken",
+        at=now,
+        aggregate_type="subscription",
+        aggregate_id=subscription.id,
+        organization_id=subscription.organization_id,
+        payload={
+            "reason": subscription.cancellation_reason,
+            "outcome": outcome.value,
+            "noticeId": str(case.notice_id) if case is not None and case.notice_id else None,
+            "caseId": str(case.id) if case is not None else None,
+            "effectiveAt": effective.isoformat() if effective is not None else None,
+            "userId": str(subscription.user_id),
+        },
+    )
+    return True
