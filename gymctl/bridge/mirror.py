@@ -15,7 +15,8 @@ Every op about one member shares its aggregate (see payloads): the external user
 bridge membership, then bookings reach the external system in the platform's order. A member
 who existed before the gym connected is mirrored at its first change (user.create first).
 Across members, a booking.create whose seat may still be held at the external system by a
-cancel not yet sent waits for that cancel (see `_class_key`).
+cancel not yet sent waits until enough of those cancels went to free one seat (see
+`_class_key`).
 """
 
 from __future__ import annotations
@@ -308,16 +309,21 @@ def subscriptions_moved(session: Session, *, now: datetime) -> int:
 # -- bookings ---------------------------------------------------------------------------------
 
 
-def _class_key(session: Session, booking: Booking, op_type: OpType) -> str | None:
-    """The class session's key, by which a booking.create waits for the earlier unfinished
-    booking.cancel ops of its class. Every cancel carries it (a create may need its seat). A
-    create carries it only when its seat may still be taken at the external system: the
-    class's confirmed seats (this one included) plus the cancels not yet sent exceed its
-    capacity. Otherwise the external class has room whatever order the ops go in (it holds at
-    most the seats sent and not yet cancelled), and the create waits for no one."""
+def _class_key(session: Session, booking: Booking, op_type: OpType) -> tuple[str | None, int]:
+    """The class session's key, by which a booking.create waits for the class's earlier
+    booking.cancel ops on their way, and how many of them it may pass (spare seats).
+
+    Every cancel carries the key (a create may need its seat). A create carries it only when
+    its seat may still be taken at the external system: the class's confirmed seats (this one
+    included) plus its cancels not yet sent exceed its capacity. Otherwise the external class
+    has room whatever order the ops go in (it holds at most the seats sent and not yet
+    cancelled), and the create waits for no one. A create that carries it needs one seat, not
+    every cancel: it may go while at most `capacity - confirmed` of those cancels are still on
+    their way (each holds at most one seat there). A parked cancel counts here, so that if an
+    operator retries it the order holds again; while parked it holds no one (queue.blocked)."""
     key = f"class:{booking.class_session_id}"
     if op_type is OpType.booking_cancel:
-        return key
+        return key, 0
     capacity = session.scalar(
         select(ClassSession.capacity).where(ClassSession.id == booking.class_session_id)
     )
@@ -339,7 +345,8 @@ def _class_key(session: Session, booking: Booking, op_type: OpType) -> str | Non
             SyncOp.status.in_(UNFINISHED),
         )
     )
-    return key if confirmed + unsent_cancels > capacity else None
+    spare = max(capacity - confirmed, 0)
+    return (key if unsent_cancels > spare else None), spare
 
 
 def booking_changed(session: Session, booking: Booking, *, now: datetime) -> None:
@@ -368,6 +375,8 @@ def booking_changed(session: Session, booking: Booking, *, now: datetime) -> Non
     op_type = OpType.booking_create if booked else OpType.booking_cancel
     payload = {"memberId": str(booking.membership_id), "bookingId": str(booking.id),
                "sessionId": str(booking.class_session_id)}  # fmt: skip
+    class_key, spare = _class_key(session, booking, op_type)
+    if class_key is not None and op_type is OpType.booking_create:
+        payload["spareSeats"] = spare
     dedupe = f"{op_type.value}:{booking.id}:{count}"
-    class_key = _class_key(session, booking, op_type)
     _enqueue(session, organization_id, op_type, payload, now, dedupe, class_key)

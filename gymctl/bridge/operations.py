@@ -2,7 +2,8 @@
 
 The external system has no idempotency keys. So a create that may already have happened (any
 attempt after the first: a timeout, a 5xx after the write, a dispatcher that died mid-call)
-looks for its entity first, and a cancel of something already gone (404) is done. Each
+looks for its entity first, a booking refused as it is first sent looks for the member's
+registration there, and a cancel of something already gone (404) is done. Each
 external effect goes to the entity map in the session at once, and is written with the
 outcomes of its batch (see the dispatcher): an effect lost with its dispatcher belongs to an op
 still in flight, whose next attempt searches before it sends.
@@ -435,7 +436,28 @@ def _schedule(ctx: OpContext, session_id: uuid.UUID) -> Known:
     )
 
 
+def _registration(ctx: OpContext, schedule: Known, user_id: str) -> str | None:
+    """The member's registration in the external class, if there is one (the class's day when
+    the poll recorded it, else the whole poll window)."""
+    if "date" in schedule.data:
+        first = last = date.fromisoformat(schedule.data["date"])
+    else:
+        first, last = window(ctx.now(), timezone_of(ctx.session, ctx.organization_id))
+    for item in ctx.client.schedule(first, last):
+        if str(item["id"]) != schedule.external_id:
+            continue
+        for registration in item.get("registrations", []):
+            if str(registration.get("user_id")) == user_id:
+                return str(registration["id"])
+    return None
+
+
 def booking_create(ctx: OpContext, op: SyncOp, payload: BookingPayload) -> str:
+    """A retry looks for the member's registration before it books. So does a refused first
+    attempt: the member may be registered there already (booked there directly, or by an
+    earlier op whose answer was lost), which the external system refuses as a second booking;
+    that registration is linked, not parked. The refusal's reason is never read (its body may
+    echo personal data), so any 4xx asks; one with no registration behind it still parks."""
     current = ctx.lookup(EntityType.booking, payload.booking_id)
     if current is not None and current.data.get("status") == "booked":
         return "already_booked"  # a cancelled link is a booking revived: booked again
@@ -450,19 +472,20 @@ def booking_create(ctx: OpContext, op: SyncOp, payload: BookingPayload) -> str:
         "status": "booked",
     }
     if op.attempts > 1:
-        # The class's day when the poll recorded it, else the whole poll window.
-        if "date" in schedule.data:
-            first = last = date.fromisoformat(schedule.data["date"])
-        else:
-            first, last = window(ctx.now(), timezone_of(ctx.session, ctx.organization_id))
-        for item in ctx.client.schedule(first, last):
-            if str(item["id"]) != schedule.external_id:
-                continue
-            for registration in item.get("registrations", []):
-                if str(registration.get("user_id")) == user.external_id:
-                    ctx.link(EntityType.booking, payload.booking_id, str(registration["id"]), data)
-                    return "found"
-    booked = ctx.client.book_session(user.external_id, schedule.external_id, bridge.external_id)
+        found = _registration(ctx, schedule, user.external_id)
+        if found is not None:
+            ctx.link(EntityType.booking, payload.booking_id, found, data)
+            return "found"
+    try:
+        booked = ctx.client.book_session(user.external_id, schedule.external_id, bridge.external_id)
+    except ExternalCallError as error:
+        if error.kind != CallFailure.rejected:
+            raise
+        found = _registration(ctx, schedule, user.external_id)
+        if found is None:
+            raise
+        ctx.link(EntityType.booking, payload.booking_id, found, data)
+        return "already_registered"
     ctx.link(EntityType.booking, payload.booking_id, booked, data, fresh=True)
     ctx.nudge_reconcile()
     return "booked"

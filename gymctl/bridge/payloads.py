@@ -67,6 +67,9 @@ class BookingPayload(_Payload):
     member_id: uuid.UUID
     booking_id: uuid.UUID
     session_id: uuid.UUID
+    # A create that minds its class (class_key): how many of the class's earlier cancels may
+    # still be on their way when it goes (see mirror._class_key). Not sent anywhere.
+    spare_seats: int | None = Field(None, ge=0)
 
 
 class CoachPayload(_Payload):

@@ -9,10 +9,12 @@ index on (aggregate_key, id) over unfinished rows keeps the check an index probe
 
 Across members, one order matters: a booking.create that carries its class session's key
 (class_key: the mirror sets it on every booking.cancel, and on a create only when the seat it
-takes may still be held at the external system by a cancel not yet sent) waits while an earlier
-booking.cancel of that class is unfinished, so a waitlist promotion never meets a full class
-there. Other creates, and cancels, wait for nothing but their member: a class is not
-serialised, and a class with room costs no claim round.
+takes may still be held at the external system by a cancel not yet sent) waits while more of
+that class's earlier booking.cancel ops are on their way than its spare seats allow, so a
+waitlist promotion never meets a full class there. It needs one freed seat, not every cancel;
+and a parked cancel (or one stuck behind its member's parked op) holds no one but its member,
+as spec B 3 has it. Other creates, and cancels, wait for nothing but their member: a class is
+not serialised, and a class with room costs no claim round.
 
 Enqueue order is id order because enqueues of one aggregate serialise on an advisory lock named
 after it (held to the end of the caller's transaction): a later enqueue cannot commit a lower id.
@@ -133,21 +135,42 @@ def _supersede(session: Session, op: SyncOp, now: datetime) -> None:
 
 def blocked() -> Any:
     """An op (SyncOp) is not claimable yet: an earlier op of its aggregate is unfinished, or it
-    is a booking.create with a class key and an earlier booking.cancel of that class is."""
+    is a booking.create with a class key and more of its class's earlier booking.cancel ops
+    are on their way than it may pass (its spare seats). A cancel on its way is pending, in
+    flight or failed on the ladder, and not stuck behind a parked op of its own member: a
+    parked op blocks its aggregate only (spec B 3), so neither it nor what waits behind it
+    holds another member's create."""
     earlier = aliased(SyncOp)
     by_member = exists().where(
         earlier.aggregate_key == SyncOp.aggregate_key,
         earlier.id < SyncOp.id,
         earlier.status.in_(UNFINISHED),
     )
-    by_class = exists().where(
-        earlier.class_key == SyncOp.class_key,
-        earlier.id < SyncOp.id,
-        earlier.status.in_(UNFINISHED),
-        earlier.op_type == OpType.booking_cancel,
+    stuck = aliased(SyncOp)
+    behind_parked = exists().where(
+        stuck.aggregate_key == earlier.aggregate_key,
+        stuck.id < earlier.id,
+        stuck.status == OpStatus.parked,
     )
+    cancels_on_their_way = (
+        select(func.count())
+        .select_from(earlier)
+        .where(
+            earlier.class_key == SyncOp.class_key,
+            earlier.id < SyncOp.id,
+            earlier.status.in_(UNFINISHED),  # as the class index's predicate, to probe it
+            earlier.status != OpStatus.parked,
+            earlier.op_type == OpType.booking_cancel,
+            ~behind_parked.correlate(earlier),
+        )
+        .correlate(SyncOp)
+        .scalar_subquery()
+    )
+    spare = func.coalesce(SyncOp.payload["spareSeats"].as_integer(), 0)
     return (by_member.correlate(SyncOp)) | (
-        (SyncOp.op_type == OpType.booking_create) & by_class.correlate(SyncOp)
+        (SyncOp.op_type == OpType.booking_create)
+        & SyncOp.class_key.is_not(None)
+        & (cancels_on_their_way > spare)
     )
 
 

@@ -183,8 +183,9 @@ class SyncOp(Base):
     op_type: Mapped[OpType] = mapped_column(_enum(OpType, "bridge_op_type"))
     aggregate_key: Mapped[str] = mapped_column(String(160))
     # A booking op's class session (class:<session id>): a booking.create that carries it waits
-    # for an earlier unfinished booking.cancel of its class, whoever's (the seat it takes may be
-    # that one); the mirror decides which creates carry it (bridge.mirror._class_key).
+    # while more of its class's earlier booking.cancel ops, whoever's, are on their way than its
+    # spare seats (the seat it takes may be one of theirs); the mirror decides which creates
+    # carry it (bridge.mirror._class_key), the claim which may go (bridge.queue.blocked).
     class_key: Mapped[str | None] = mapped_column(String(160))
     dedupe_key: Mapped[str | None] = mapped_column(String(200), unique=True)
     payload: Mapped[dict[str, Any]] = mapped_column(default=dict)
