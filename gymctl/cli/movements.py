@@ -1,5 +1,7 @@
 """`gymctl movements ...`: the movement library's operator commands (spec B 4.5), each the twin
-of an admin route, run here directly with progress bars (the routes enqueue the long ones)."""
+of an admin route, run here directly with progress bars (the routes enqueue the long ones).
+Work that calls outside services commits before each call (gymctl.movements.units): on the
+embedded default no other writer waits on the command's calls."""
 
 from __future__ import annotations
 
@@ -89,6 +91,7 @@ def seed_command(
             now=clock.now(),
             actor_user_id=operator_id(session, operator),
             progress=progress,
+            checkpoint=session.commit,
         )
     _show(result, as_json, f"seeded from {key}")
 
@@ -264,6 +267,7 @@ def _discover(limit, slug, ids, force, progress) -> dict[str, Any]:
             slugs=slug,
             force=force,
             progress=progress,
+            checkpoint=session.commit,
         )
 
 
@@ -283,6 +287,7 @@ def _rank(dry_run, limit, slug, include_uncovered, progress) -> dict[str, Any]:
             slugs=slug,
             include_uncovered=include_uncovered,
             progress=progress,
+            checkpoint=session.commit,
         )
 
 
@@ -390,6 +395,7 @@ def cues_command(
             rebuild=rebuild,
             limit=limit,
             progress=progress,
+            checkpoint=session.commit,
         )
     _show(result, as_json, "cues")
 
@@ -426,6 +432,7 @@ def thumbnails_command(
                         movement_id=row.id,
                         force=force,
                         now=clock.now(),
+                        checkpoint=session.commit,
                     )
                 )
             progress.advance()

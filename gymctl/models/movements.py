@@ -143,7 +143,8 @@ class VideoSearchQuota(Base):
 
 class MovementJob(IdMixin, Base):
     """A unit of long library work (seed, thumbnail, video, cues) the daemons work off. A running
-    job's row is locked by the worker's transaction, so a dead worker's job returns to queued."""
+    job is leased: its run_after is when the lease ends, and a dead worker's job is taken again
+    then (gymctl.movements.jobs)."""
 
     __tablename__ = "movement_jobs"
 

@@ -17,6 +17,7 @@ from gymctl.models import Movement
 from gymctl.movements.clients import ChatModel
 from gymctl.movements.progress import SILENT, Progress
 from gymctl.movements.targets import canonical_rows
+from gymctl.movements.units import Checkpoint, fresh, keep
 
 COUNTS = {"cues": 3, "commonFaults": 2, "scalingOptions": 2}
 COLUMNS = {"cues": "cues", "commonFaults": "common_faults", "scalingOptions": "scaling_options"}
@@ -58,7 +59,11 @@ def write_cues(
     limit: int | None = None,
     actor_user_id: uuid.UUID | None = None,
     progress: Progress = SILENT,
+    checkpoint: Checkpoint = keep,
 ) -> dict[str, Any]:
+    """Each movement is a unit (units.py): the model answers with no transaction open, and
+    the text is written to the row as stored by then. Filled rows are no longer short, so a
+    run stopped midway resumes where it stopped."""
     if llm is None:
         return {"disabled": DISABLED, "dryRun": dry_run}
     rows = [m for m in canonical_rows(session) if rebuild or short_of_counts(m)]
@@ -67,6 +72,7 @@ def write_cues(
     cost, filled, invalid, report = 0, 0, [], []
     progress.start("cues", len(rows))
     for movement in rows:
+        movement_id, slug = movement.id, movement.slug
         user = json.dumps(
             {
                 "movement": movement.name,
@@ -74,18 +80,20 @@ def write_cues(
                 "instructions": (movement.instructions or [])[:6],
             }
         )
+        checkpoint()
         answer, usage = llm.complete_json(PROMPT, user)
         cost += llm.cost_micros(usage)
         text = validated(answer)
         if text is None:
-            invalid.append(movement.slug)
+            invalid.append(slug)
         else:
             filled += 1
-            report.append({"id": str(movement.id), "slug": movement.slug, **text})
-            if not dry_run:
+            report.append({"id": str(movement_id), "slug": slug, **text})
+            current = None if dry_run else fresh(session, movement_id)
+            if current is not None:
                 for key, items in text.items():
-                    setattr(movement, COLUMNS[key], items)
-                movement.updated_at = now
+                    setattr(current, COLUMNS[key], items)
+                current.updated_at = now
         progress.advance()
     result = {
         "dryRun": dry_run,

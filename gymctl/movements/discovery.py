@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import date, datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -28,6 +29,7 @@ from gymctl.movements.clients import (
 )
 from gymctl.movements.progress import SILENT, Progress
 from gymctl.movements.targets import canonical_rows
+from gymctl.movements.units import Checkpoint, fresh, keep
 
 MIN_SECONDS, MAX_SECONDS = 15, 240
 DISABLED = "video search is disabled: GYMCTL_VIDEO_SEARCH_KEY is unset"
@@ -57,7 +59,13 @@ def discover(
     slugs: Sequence[str] | None = None,
     force: bool = False,
     progress: Progress = SILENT,
+    checkpoint: Checkpoint = keep,
 ) -> dict[str, Any]:
+    """A movement is a unit (units.py): its searches' most units are reserved on the day's
+    quota and committed before it searches, so concurrent runs never overspend; its
+    candidates and the units it did not spend are written after. A run stopped between the
+    two keeps the reservation (the quota errs on the spent side) and the movement stays
+    uncovered, to be searched again."""
     rows = canonical_rows(session, ids=ids, slugs=slugs, exclude_manual_video=True)
     result: dict[str, Any] = {
         "searchesUsed": 0,
@@ -71,11 +79,8 @@ def discover(
     todo = [m for m in rows if force or not m.video_candidates]
     if limit is not None:
         todo = todo[:limit]
-    advisory_lock(session, "movements:video-quota")
-    quota = session.get(VideoSearchQuota, now.date(), with_for_update=True)
-    if quota is None:
-        quota = VideoSearchQuota(day=now.date(), units_used=0)
-        session.add(quota)
+    day = now.date()
+    _quota(session, day)
     trusted = settings.video_trusted_channels
     progress.start("discover", len(todo))
     for movement in todo:
@@ -83,23 +88,43 @@ def discover(
         cost = len(planned) * (SEARCH_UNITS + DETAILS_UNITS)
         if result["searchesUsed"] + len(planned) > settings.video_max_searches:
             break
+        quota = _quota(session, day)
         if quota.units_used + cost > settings.video_daily_quota:
             result["quotaExhausted"] = True
             break
-        try:
-            _search_one(movement, search, planned, trusted, quota, result, now)
-        except QuotaExceeded:
+        quota.units_used += cost
+        known = {c.get("videoId") for c in movement.video_candidates or []}
+        known |= set(movement.video_rejected_ids or [])
+        checkpoint()
+        found = _search_one(search, planned, trusted, known, now)
+        quota = _quota(session, day)
+        quota.units_used += found.units - cost
+        result["searchesUsed"] += found.searches
+        result["quotaUnitsUsed"] += found.units
+        result["candidatesAdded"] += _save(session, movement.id, found.candidates, now)
+        if isinstance(found.stopped, QuotaExceeded):
             quota.units_used = max(quota.units_used, settings.video_daily_quota)
             result["quotaExhausted"] = True
+        elif found.stopped is not None:
+            result["error"] = found.stopped.message
+        session.flush()
+        if found.stopped is not None:
             break
-        except ProviderUnavailable as error:
-            result["error"] = error.message
-            break
-        finally:
-            session.flush()
         result["searched"] += 1
         progress.advance()
     return {**result, **_coverage(rows)}
+
+
+def _quota(session: Session, day: date) -> VideoSearchQuota:
+    """The day's quota row as stored now, held by this transaction (made on first use)."""
+    session.flush()
+    advisory_lock(session, "movements:video-quota")
+    quota = session.get(VideoSearchQuota, day, with_for_update=True, populate_existing=True)
+    if quota is None:
+        quota = VideoSearchQuota(day=day, units_used=0)
+        session.add(quota)
+        session.flush()
+    return quota
 
 
 def _coverage(rows: list[Movement]) -> dict[str, int]:
@@ -107,50 +132,73 @@ def _coverage(rows: list[Movement]) -> dict[str, int]:
     return {"covered": covered, "remaining": len(rows) - covered}
 
 
+@dataclass
+class _Found:
+    """One movement's searches: what they found and spent, and the error that stopped them."""
+
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    searches: int = 0
+    units: int = 0
+    stopped: ProviderUnavailable | None = None
+
+
 def _search_one(
-    movement: Movement,
     search: VideoSearch,
     planned: list[tuple[str, str | None]],
     trusted: Sequence[str],
-    quota: VideoSearchQuota,
-    result: dict[str, Any],
+    known: set[str | None],
     now: datetime,
-) -> None:
-    """One movement's searches; its new candidates are saved even if a later query fails."""
+) -> _Found:
+    """One movement's searches, with no transaction open; what they found before an error is
+    kept."""
+    found = _Found()
+    try:
+        for query, channel in planned:
+            new = [f for f in search.search(query, channel_id=channel) if f.video_id not in known]
+            found.searches += 1
+            found.units += SEARCH_UNITS
+            if not new:
+                continue
+            details = search.details([f.video_id for f in new])
+            found.units += DETAILS_UNITS
+            for item in new:
+                info = details.get(item.video_id)
+                seconds = info.duration_seconds if info else None
+                if seconds is None or not MIN_SECONDS <= seconds <= MAX_SECONDS:
+                    continue
+                known.add(item.video_id)
+                found.candidates.append(
+                    {
+                        "url": f"https://www.youtube.com/watch?v={item.video_id}",
+                        "videoId": item.video_id,
+                        "title": item.title,
+                        "channelId": item.channel_id,
+                        "channelTitle": item.channel_title,
+                        "trusted": item.channel_id in trusted,
+                        "durationSeconds": seconds,
+                        "viewCount": info.view_count if info else 0,
+                        "score": None,
+                        "modelScore": None,
+                        "source": "youtube-search",
+                        "discoveredAt": now.isoformat(),
+                    }
+                )
+    except ProviderUnavailable as error:  # QuotaExceeded too
+        found.stopped = error
+    return found
+
+
+def _save(
+    session: Session, movement_id: uuid.UUID, candidates: list[dict[str, Any]], now: datetime
+) -> int:
+    """Append the candidates the row as stored now has not seen; how many were added."""
+    movement = fresh(session, movement_id)
+    if movement is None:
+        return 0
     known = {c.get("videoId") for c in movement.video_candidates or []}
     known |= set(movement.video_rejected_ids or [])
-    for query, channel in planned:
-        found = [f for f in search.search(query, channel_id=channel) if f.video_id not in known]
-        quota.units_used += SEARCH_UNITS
-        result["searchesUsed"] += 1
-        result["quotaUnitsUsed"] += SEARCH_UNITS
-        if not found:
-            continue
-        details = search.details([f.video_id for f in found])
-        quota.units_used += DETAILS_UNITS
-        result["quotaUnitsUsed"] += DETAILS_UNITS
-        for item in found:
-            info = details.get(item.video_id)
-            seconds = info.duration_seconds if info else None
-            if seconds is None or not MIN_SECONDS <= seconds <= MAX_SECONDS:
-                continue
-            known.add(item.video_id)
-            movement.video_candidates = [
-                *(movement.video_candidates or []),
-                {
-                    "url": f"https://www.youtube.com/watch?v={item.video_id}",
-                    "videoId": item.video_id,
-                    "title": item.title,
-                    "channelId": item.channel_id,
-                    "channelTitle": item.channel_title,
-                    "trusted": item.channel_id in trusted,
-                    "durationSeconds": seconds,
-                    "viewCount": info.view_count if info else 0,
-                    "score": None,
-                    "modelScore": None,
-                    "source": "youtube-search",
-                    "discoveredAt": now.isoformat(),
-                },
-            ]
-            movement.updated_at = now
-            result["candidatesAdded"] += 1
+    new = [c for c in candidates if c["videoId"] not in known]
+    if new:
+        movement.video_candidates = [*(movement.video_candidates or []), *new]
+        movement.updated_at = now
+    return len(new)

@@ -24,6 +24,7 @@ from gymctl.config import Settings
 from gymctl.errors import DomainError
 from gymctl.models import Movement
 from gymctl.movements.aliases import canonical_name
+from gymctl.movements.units import Checkpoint, keep
 
 LOCAL_MODEL = "wordllama-l2-supercat-256"
 DIMENSIONS_LOCAL = 256
@@ -211,19 +212,27 @@ def embed_movements(
     *,
     pacer: Pacer | None = None,
     progress: Callable[[int], None] | None = None,
+    checkpoint: Checkpoint = keep,
+    current: Callable[[Sequence[Movement]], Sequence[Movement | None]] | None = None,
 ) -> None:
     """Embed in batches (one request holds a batch's three parts); the request rate applies to
-    a remote embedder only."""
+    a remote embedder only. `checkpoint` runs before each request (units.Checkpoint: the work
+    commits there); `current` reads the batch's rows again after it, and a row whose text
+    changed meanwhile keeps what it has (its writer embedded it, or a later seed will)."""
     pacer = pacer or Pacer(None)
     step = max(1, embedder.batch_size // len(PARTS))
     for start in range(0, len(movements), step):
         batch = movements[start : start + step]
+        texts = [embedding_parts(m) for m in batch]
+        checkpoint()
         if embedder.remote:
             pacer.wait()
-        texts = [embedding_parts(m) for m in batch]
         flat = embedder.embed([text for part in zip(*texts, strict=True) for text in part])
         vectors = combine(np.split(flat, len(PARTS)))
-        for movement, vector in zip(batch, vectors, strict=True):
+        rows = current(batch) if current is not None else batch
+        for movement, parts, vector in zip(rows, texts, vectors, strict=True):
+            if movement is None or embedding_parts(movement) != parts:
+                continue
             movement.embedding = encode(vector)
             movement.embedding_model = stored_model(embedder.model)
         if progress is not None:

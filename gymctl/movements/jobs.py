@@ -1,13 +1,19 @@
 """The persisted queue of library jobs (spec B 4.5 /jobs): the HTTP door enqueues, the daemon's
 `movement_jobs` sweep works them off, `GET /jobs/{queue}/{id}` returns a job's return value.
 
-A worker claims a ready job with FOR UPDATE SKIP LOCKED and keeps that row lock while it runs:
-a second daemon skips it, and a worker that dies mid-job rolls back, which puts the job back in
-the queue with nothing half-written. Each job is a transaction of its own, committed when it
-ends: a job's result is readable as soon as it is done, and a worker that dies loses only the
-job it was running (the sweep's jobs used to share one transaction, up to 30 s of them, and a
-death forgot the finished ones too, their provider calls made). A failed attempt is retried
-after 1, then 5 minutes; the third failure is final.
+Each step is a short transaction of its own, so that on the embedded default no transaction
+holds the database's write lock while a job calls an outside service (a seed at its rpm limit
+held every writer of every process for minutes, and they failed "database is locked"):
+- the claim: the job becomes running, its attempt counted, and leased: a running job's
+  `run_after` is when its lease ends;
+- the work, which commits before each outside call (`units.Checkpoint`) and renews the lease
+  there: each unit's writes are kept, and a retried job resumes (each kind is idempotent);
+- the outcome, with the last unit's writes: succeeded, or a failed attempt retried after 1,
+  then 5 minutes; the third failure is final.
+A worker that dies leaves its job running until the lease ends; the next sweep takes it again
+(its attempt counted), and fails it once it has had MAX_ATTEMPTS. `attempts` fences every
+write of a worker: one whose job was taken over writes nothing more and stops at its next
+checkpoint.
 """
 
 from __future__ import annotations
@@ -15,16 +21,18 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.errors import DomainError, not_found
 from gymctl.models import MovementJob
 from gymctl.movements import codes, cues, discovery, ranking, seed, thumbnails
 from gymctl.movements.services import Library
+from gymctl.movements.units import Checkpoint, keep
 
 QUEUES = {
     "seed": "seed",
@@ -40,6 +48,25 @@ STATUSES = ("queued", "running", "succeeded", "failed")
 RETRY_AFTER = (timedelta(minutes=1), timedelta(minutes=5))
 MAX_ATTEMPTS = len(RETRY_AFTER) + 1
 BUDGET_SECONDS = 30  # no new job is started after this much work in one sweep
+# Longer than any one unit of work between two checkpoints (an image generation's 120 s
+# timeout, an embedding request paced at 1 rpm); the sweep is single-flight besides, so a
+# lease ends before its job is done only when its worker is gone.
+LEASE = timedelta(minutes=10)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a worker took: the job's work, and the attempt that fences its writes."""
+
+    id: uuid.UUID
+    attempts: int
+    kind: str
+    payload: dict[str, Any]
+    actor_user_id: uuid.UUID | None
+
+
+class TakenOver(Exception):
+    """The job's lease ended and another worker took it: this one writes nothing more."""
 
 
 def enqueue(
@@ -103,10 +130,15 @@ def _uuid(value: Any) -> uuid.UUID:
     return uuid.UUID(str(value))
 
 
-def run_job(session: Session, library: Library, job: MovementJob, now: datetime) -> dict[str, Any]:
+def run_job(
+    session: Session,
+    library: Library,
+    job: Claim,
+    now: datetime,
+    checkpoint: Checkpoint = keep,
+) -> dict[str, Any]:
     """The job's work, through the same domain functions as the CLI and the HTTP door."""
     p = job.payload
-    settings = library.settings
     actor = job.actor_user_id
     runners: dict[str, Callable[[], dict[str, Any]]] = {
         "seed": lambda: seed.seed_library(
@@ -118,17 +150,14 @@ def run_job(session: Session, library: Library, job: MovementJob, now: datetime)
             rpm=p.get("rpm"),
             now=now,
             actor_user_id=actor,
+            checkpoint=checkpoint,
         ),
-        "thumbnail": lambda: _thumbnail(session, library, p, now),
-        "video_discover": lambda: _discover(session, library, p, now),
-        "video_rank": lambda: ranking.rank(
-            session, library.llm, settings, now=now, **_rank_args(p), actor_user_id=actor
-        ),
+        "thumbnail": lambda: _thumbnail(session, library, p, now, checkpoint),
+        "video_discover": lambda: _discover(session, library, p, now, checkpoint),
+        "video_rank": lambda: _rank(session, library, p, now, actor, checkpoint),
         "video_refresh": lambda: {
-            "discover": _discover(session, library, p, now),
-            "rank": ranking.rank(
-                session, library.llm, settings, now=now, **_rank_args(p), actor_user_id=actor
-            ),
+            "discover": _discover(session, library, p, now, checkpoint),
+            "rank": _rank(session, library, p, now, actor, checkpoint),
         },
         "cues": lambda: cues.write_cues(
             session,
@@ -137,12 +166,15 @@ def run_job(session: Session, library: Library, job: MovementJob, now: datetime)
             dry_run=p.get("dryRun", False),
             rebuild=p.get("rebuild", False),
             actor_user_id=actor,
+            checkpoint=checkpoint,
         ),
     }
     return runners[job.kind]()
 
 
-def _thumbnail(session: Session, library: Library, p: dict, now: datetime) -> dict[str, Any]:
+def _thumbnail(
+    session: Session, library: Library, p: dict, now: datetime, checkpoint: Checkpoint
+) -> dict[str, Any]:
     reason = thumbnails.disabled_reason(library.settings, library.images)
     if reason or library.images is None:
         return {"skipped": reason}
@@ -154,10 +186,13 @@ def _thumbnail(session: Session, library: Library, p: dict, now: datetime) -> di
         movement_id=_uuid(p["movementId"]),
         force=p.get("force", False),
         now=now,
+        checkpoint=checkpoint,
     )
 
 
-def _discover(session: Session, library: Library, p: dict, now: datetime) -> dict[str, Any]:
+def _discover(
+    session: Session, library: Library, p: dict, now: datetime, checkpoint: Checkpoint
+) -> dict[str, Any]:
     return discovery.discover(
         session,
         library.search,
@@ -167,26 +202,64 @@ def _discover(session: Session, library: Library, p: dict, now: datetime) -> dic
         ids=[_uuid(i) for i in p.get("ids") or []],
         slugs=p.get("slugs"),
         force=p.get("force", False),
+        checkpoint=checkpoint,
     )
 
 
-def _rank_args(p: dict) -> dict[str, Any]:
-    return {
-        "dry_run": p.get("dryRun", False),
-        "limit": p.get("limit"),
-        "slugs": p.get("slugs"),
-        "include_uncovered": p.get("includeUncovered", False),
-    }
+def _rank(
+    session: Session,
+    library: Library,
+    p: dict,
+    now: datetime,
+    actor: uuid.UUID | None,
+    checkpoint: Checkpoint,
+) -> dict[str, Any]:
+    return ranking.rank(
+        session,
+        library.llm,
+        library.settings,
+        now=now,
+        dry_run=p.get("dryRun", False),
+        limit=p.get("limit"),
+        slugs=p.get("slugs"),
+        include_uncovered=p.get("includeUncovered", False),
+        actor_user_id=actor,
+        checkpoint=checkpoint,
+    )
 
 
-def _claim(session: Session, now: datetime) -> MovementJob | None:
-    return session.scalars(
-        select(MovementJob)
-        .where(MovementJob.status == "queued", MovementJob.run_after <= now)
-        .order_by(MovementJob.run_after, MovementJob.created_at, MovementJob.id)
-        .limit(1)
-        .with_for_update(skip_locked=True)
-    ).first()
+def _claim(
+    factory: sessionmaker[Session], now: datetime, at: datetime, done: dict[str, int]
+) -> Claim | None:
+    """Take the oldest ready job, or one whose worker's lease ended, and commit at once; a lost
+    job that has had its attempts is failed instead."""
+    lost = (MovementJob.status == "running") & (MovementJob.run_after <= now)
+    with factory() as session:
+        done["failed"] += session.execute(
+            update(MovementJob)
+            .where(lost, MovementJob.attempts >= MAX_ATTEMPTS)
+            .values(
+                status="failed",
+                finished_at=at,
+                error=f"job_worker_lost: its worker stopped {MAX_ATTEMPTS} times before it ended",
+            )
+            .execution_options(synchronize_session=False)
+        ).rowcount
+        job = session.scalars(
+            select(MovementJob)
+            .where(MovementJob.status.in_(("queued", "running")), MovementJob.run_after <= now)
+            .order_by(MovementJob.run_after, MovementJob.created_at, MovementJob.id)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+        ).first()
+        if job is None:
+            session.commit()
+            return None
+        job.status, job.attempts = "running", job.attempts + 1
+        job.started_at, job.run_after = at, at + LEASE
+        claim = Claim(job.id, job.attempts, job.kind, dict(job.payload), job.actor_user_id)
+        session.commit()
+        return claim
 
 
 def work_jobs(
@@ -197,9 +270,9 @@ def work_jobs(
     budget_seconds: float = BUDGET_SECONDS,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> dict[str, int]:
-    """Run ready jobs, each in a transaction of its own, until none is left or the budget is
-    spent. A job's start and finish are the sweep's `now` plus the time the sweep had worked
-    by then."""
+    """Run ready jobs, each claimed, worked and recorded in short transactions of its own,
+    until none is left or the budget is spent. A job's start, lease and finish are the sweep's
+    `now` plus the time the sweep had worked by then."""
     started = monotonic()
 
     def elapsed() -> datetime:
@@ -207,38 +280,90 @@ def work_jobs(
 
     done = {"succeeded": 0, "retried": 0, "failed": 0}
     while monotonic() - started < budget_seconds:
-        with factory() as session:
-            job = _claim(session, now)
-            if job is None:
-                break
-            done[_work(session, library, job, now=now, elapsed=elapsed)] += 1
-            session.commit()
+        claim = _claim(factory, now, elapsed(), done)
+        if claim is None:
+            break
+        outcome = _work(factory, library, claim, now=now, elapsed=elapsed)
+        if outcome is not None:
+            done[outcome] += 1
     return done
 
 
+def _still_ours(claim: Claim) -> tuple:
+    return (
+        MovementJob.id == claim.id,
+        MovementJob.status == "running",
+        MovementJob.attempts == claim.attempts,
+    )
+
+
+def _record(session: Session, claim: Claim, **values: Any) -> bool:
+    """Write the job's row in the session's transaction, if the job is still this worker's."""
+    return bool(
+        session.execute(
+            update(MovementJob)
+            .where(*_still_ours(claim))
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        ).rowcount
+    )
+
+
 def _work(
-    session: Session,
+    factory: sessionmaker[Session],
     library: Library,
-    job: MovementJob,
+    claim: Claim,
     *,
     now: datetime,
     elapsed: Callable[[], datetime],
-) -> str:
-    """Run one claimed job (its work in a savepoint) and record how it went: succeeded,
-    retried or failed; the caller commits."""
-    job.status, job.started_at = "running", elapsed()
-    job.attempts += 1
-    try:
-        with session.begin_nested():
-            result = run_job(session, library, job, now)
-    except Exception as error:  # a job's failure is recorded on the job, never raised
-        message = error.message if isinstance(error, DomainError) else type(error).__name__
-        job.error = f"{getattr(error, 'code', 'error')}: {message}"[:2000]
-        if job.attempts < MAX_ATTEMPTS:
-            job.status, job.run_after = "queued", now + RETRY_AFTER[job.attempts - 1]
-            return "retried"
-        job.status, job.finished_at = "failed", elapsed()
-        return "failed"
-    job.status, job.result, job.error = "succeeded", result, None
-    job.finished_at = elapsed()
-    return "succeeded"
+) -> str | None:
+    """Run one claimed job and record how it went: succeeded, retried or failed (None: it was
+    taken over, and its new worker records it)."""
+    with factory() as session:
+
+        def checkpoint() -> None:
+            if not _record(session, claim, run_after=elapsed() + LEASE):
+                raise TakenOver(claim.id)
+            session.commit()
+
+        try:
+            result = run_job(session, library, claim, now, checkpoint)
+        except TakenOver:
+            session.rollback()
+            return None
+        except Exception as error:  # a job's failure is recorded on the job, never raised
+            session.rollback()  # the unit it failed in; the units before it stay
+            return _failed(session, claim, error, now=now, elapsed=elapsed)
+        ours = _record(
+            session,
+            claim,
+            status="succeeded",
+            result=result,
+            error=None,
+            finished_at=elapsed(),
+        )
+        if not ours:
+            session.rollback()
+            return None
+        session.commit()
+        return "succeeded"
+
+
+def _failed(
+    session: Session,
+    claim: Claim,
+    error: Exception,
+    *,
+    now: datetime,
+    elapsed: Callable[[], datetime],
+) -> str | None:
+    message = error.message if isinstance(error, DomainError) else type(error).__name__
+    text = f"{getattr(error, 'code', 'error')}: {message}"[:2000]
+    if claim.attempts < MAX_ATTEMPTS:
+        after = now + RETRY_AFTER[claim.attempts - 1]
+        outcome, values = "retried", {"status": "queued", "run_after": after, "error": text}
+    else:
+        outcome, values = "failed", {"status": "failed", "finished_at": elapsed(), "error": text}
+    ours = _record(session, claim, **values)
+    session.commit()
+    return outcome if ours else None

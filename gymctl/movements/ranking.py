@@ -33,6 +33,7 @@ from gymctl.movements.audit import audit
 from gymctl.movements.clients import ChatModel, ProviderUnavailable
 from gymctl.movements.progress import SILENT, Progress
 from gymctl.movements.targets import canonical_rows
+from gymctl.movements.units import Checkpoint, fresh, keep
 
 OUTCOMES = ("kept", "changed", "cleared", "filled", "still_none", "failed", "pending")
 MAX_FAILURES = 3  # model failures in one run before it stops calling the model
@@ -79,7 +80,7 @@ def outcome(previous: str | None, chosen: str | None) -> str:
     return "filled" if chosen else "still_none"
 
 
-def _score(llm: ChatModel, movement: Movement, unscored: list[dict[str, Any]]):
+def _scoring_request(movement: Movement, unscored: list[dict[str, Any]]) -> str:
     listing = [
         {
             "videoId": c.get("videoId"),
@@ -89,9 +90,12 @@ def _score(llm: ChatModel, movement: Movement, unscored: list[dict[str, Any]]):
         }
         for c in unscored
     ]
-    user = json.dumps(
+    return json.dumps(
         {"movement": movement.name, "aliases": movement.aliases or [], "candidates": listing}
     )
+
+
+def _score(llm: ChatModel, user: str) -> tuple[dict[str, float], int]:
     answer, usage = llm.complete_json(SCORING_PROMPT, user)
     scores = {}
     for item in answer.get("scores") or []:
@@ -115,7 +119,10 @@ def rank(
     include_uncovered: bool = False,
     actor_user_id: uuid.UUID | None = None,
     progress: Progress = SILENT,
+    checkpoint: Checkpoint = keep,
 ) -> dict[str, Any]:
+    """Each movement is a unit (units.py): the model scores its candidates with no
+    transaction open, and the pick is made on the row as stored by then."""
     if llm is None:
         return {"disabled": DISABLED, "dryRun": dry_run}
     rows = canonical_rows(session, slugs=slugs, exclude_manual_video=True)
@@ -129,14 +136,17 @@ def rank(
     for movement in rows:
         candidates = [dict(c) for c in movement.video_candidates or []]
         unscored = [c for c in candidates if c.get("modelScore") is None]
+        scores: dict[str, float] = {}
         if unscored:
             if summary["failed"] >= MAX_FAILURES:
                 summary["pending"] += 1
                 report.append(_unranked(movement, candidates, "pending", dry_run))
                 progress.advance()
                 continue
+            user = _scoring_request(movement, unscored)
+            checkpoint()
             try:
-                scores, spent = _score(llm, movement, unscored)
+                scores, spent = _score(llm, user)
             except ProviderUnavailable as error:
                 summary["failed"] += 1
                 failed = _unranked(movement, candidates, "failed", dry_run)
@@ -144,9 +154,15 @@ def rank(
                 progress.advance()
                 continue
             cost += spent
-            for c in unscored:
-                if c.get("videoId") in scores:
-                    c["modelScore"] = scores[c["videoId"]]
+        current = fresh(session, movement.id)
+        if current is None or current.deleted_at or current.video_status == "manual":
+            progress.advance()  # merged or made manual meanwhile: never touched
+            continue
+        movement = current
+        candidates = [dict(c) for c in movement.video_candidates or []]
+        for c in candidates:
+            if c.get("modelScore") is None and c.get("videoId") in scores:
+                c["modelScore"] = scores[c["videoId"]]
         rejected = set(movement.video_rejected_ids or [])
         if movement.video_status == "reviewed" and movement.video_url:
             chosen_url = movement.video_url

@@ -4,11 +4,16 @@ Rows are upserted by slug. Base fields (name, category, pattern, ...) follow the
 only grow (merged names stay). Enriched fields (thumbnail, video, cues, faults, scaling) are
 filled where empty, and overwritten only with rebuild. A merged or deleted slug is left alone,
 so re-seeding never resurrects a loser.
+
+The upsert is one unit and each embedding batch another (units.py): a seed stopped midway
+keeps the file's text, and a row whose text changed has no current model until its vector is
+stored, so seeding again embeds exactly what is missing.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +34,7 @@ from gymctl.movements.embeddings import (
 )
 from gymctl.movements.library import LibraryEntry, parse_library
 from gymctl.movements.progress import SILENT, Progress
+from gymctl.movements.units import Checkpoint, keep
 from gymctl.providers.storage import ObjectStore, validate_key
 
 BASE_FIELDS = (
@@ -69,8 +75,10 @@ def seed_library(
     actor_user_id: uuid.UUID | None = None,
     progress: Progress = SILENT,
     pacer: Pacer | None = None,
+    checkpoint: Checkpoint = keep,
 ) -> dict[str, Any]:
     """`rpm` paces a remote embedder's requests (`pacer` overrides it, for tests)."""
+    checkpoint()  # the object store is an outside service too
     entries = read_library(store, key)
     existing = {
         row.slug: row
@@ -97,11 +105,21 @@ def seed_library(
                 row.updated_at = now
             counts["updated" if changed else "unchanged"] += 1
             stale = row.embedding_model != stored_model(embedder.model)
-            if rebuild or stale or embedding_text(row) != before[0]:
+            if embedding_text(row) != before[0]:
+                row.embedding_model = None  # its vector no longer reads its text
+                to_embed.append(row)
+            elif rebuild or stale:
                 to_embed.append(row)
         progress.advance()
     progress.start("embed", len(to_embed))
-    embed_movements(embedder, to_embed, pacer=pacer or Pacer(rpm), progress=progress.advance)
+    embed_movements(
+        embedder,
+        to_embed,
+        pacer=pacer or Pacer(rpm),
+        progress=progress.advance,
+        checkpoint=checkpoint,
+        current=lambda batch: _current(session, batch),
+    )
     session.flush()
     result = {
         "key": key,
@@ -122,6 +140,20 @@ def seed_library(
         payload=result,
     )
     return result
+
+
+def _current(session: Session, batch: Sequence[Movement]) -> list[Movement | None]:
+    """The batch's rows as stored now, in its order (locked on PostgreSQL until committed)."""
+    session.flush()  # new rows get their ids
+    ids = [row.id for row in batch]
+    rows = session.scalars(
+        select(Movement)
+        .where(Movement.id.in_(ids))
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    by_id = {row.id: row for row in rows}
+    return [by_id.get(i) for i in ids]
 
 
 def _snapshot(row: Movement) -> tuple:

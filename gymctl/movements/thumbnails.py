@@ -29,6 +29,7 @@ from gymctl.models import Movement, MovementJob
 from gymctl.movements import codes
 from gymctl.movements.clients import ImageGenerator
 from gymctl.movements.own import owned_movement
+from gymctl.movements.units import Checkpoint, fresh, keep
 from gymctl.providers.storage import ObjectStore
 
 MAX_UPLOAD_BYTES = 5 * 1024 * 1024
@@ -110,16 +111,23 @@ def generate_thumbnail(
     movement_id: uuid.UUID,
     force: bool,
     now: datetime,
+    checkpoint: Checkpoint = keep,
 ) -> dict[str, Any]:
+    """Generate and store the image with no transaction open (units.py), then set the URL on
+    the row as it is by then (stored again by a retry: same key, same URL)."""
     movement = session.get(Movement, movement_id)
-    if movement is None or movement.deleted_at is not None or movement.organization_id:
+    if not _live_canonical(movement):
         return {"movementId": str(movement_id), "skipped": "not a live canonical movement"}
     if movement.thumbnail_url and not force:
         return {"movementId": str(movement_id), "skipped": "has a thumbnail"}
     prompt = PROMPT.format(name=movement.name, equipment=movement.equipment or "no equipment")
-    png = _png(images.generate(prompt))
     key = thumbnail_key(movement.slug)
+    checkpoint()
+    png = _png(images.generate(prompt))
     store.put(key, png, content_type=PNG)
+    movement = fresh(session, movement_id)
+    if not _live_canonical(movement):
+        return {"movementId": str(movement_id), "skipped": "not a live canonical movement"}
     movement.thumbnail_url = public_url(settings, key)
     movement.updated_at = now
     return {
@@ -127,6 +135,10 @@ def generate_thumbnail(
         "slug": movement.slug,
         "thumbnailUrl": movement.thumbnail_url,
     }
+
+
+def _live_canonical(movement: Movement | None) -> bool:
+    return movement is not None and movement.deleted_at is None and not movement.organization_id
 
 
 def upload_thumbnail(

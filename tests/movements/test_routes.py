@@ -222,7 +222,8 @@ def test_a_job_records_when_it_really_started_and_finished(
     session.expire_all()
     first, second = sorted(jobs, key=lambda job: job.started_at)
     assert NOW < first.started_at < first.finished_at <= second.started_at < second.finished_at
-    assert (first.finished_at - first.started_at).total_seconds() == 1
+    # Three readings: the claim, the lease renewed before the model's answer, the finish.
+    assert (first.finished_at - first.started_at).total_seconds() == 2
 
 
 def test_the_daemon_row_works_the_queue(session, session_factory, library_settings, fake):
@@ -245,8 +246,10 @@ def test_a_worker_stopped_midway_keeps_the_jobs_it_finished(
     session, session_factory, library_settings, store, monkeypatch
 ):
     """A job per transaction: a worker killed in its second job has committed the first
-    one's result (read at once at GET /jobs), and the second is queued again with nothing of
-    it written. In one transaction for the sweep, the kill forgot the finished job too."""
+    one's result (read at once at GET /jobs), and the second, claimed in a transaction of its
+    own, stays running with nothing of its work written until its lease ends (then the next
+    sweep takes it again: tests/movements/test_job_lease.py). In one transaction for the
+    sweep, the kill forgot the finished job too."""
     from gymctl.movements import jobs as queue
 
     session.add(Movement(slug="x", name="x"))
@@ -254,11 +257,11 @@ def test_a_worker_stopped_midway_keeps_the_jobs_it_finished(
     session.commit()
     real, runs = queue.run_job, []
 
-    def stopped_in_the_second(session, library, job, now):
+    def stopped_in_the_second(session, library, job, now, checkpoint):
         runs.append(job.id)
         if len(runs) == 2:
             raise SystemExit("the daemon was stopped")
-        return real(session, library, job, now)
+        return real(session, library, job, now, checkpoint)
 
     monkeypatch.setattr(queue, "run_job", stopped_in_the_second)
     library = library_from_settings(library_settings, store=store)
@@ -268,7 +271,8 @@ def test_a_worker_stopped_midway_keeps_the_jobs_it_finished(
     [first] = [job for job in jobs if job.id == runs[0]]
     [second] = [job for job in jobs if job.id == runs[1]]
     assert (first.status, first.result["filled"]) == ("succeeded", 1)
-    assert (second.status, second.attempts, second.started_at) == ("queued", 0, None)
+    assert (second.status, second.attempts, second.result) == ("running", 1, None)
+    assert second.run_after > NOW  # leased: no sweep takes it before the lease ends
 
 
 def own_movement(session, gym, **fields):
