@@ -3,20 +3,25 @@
 One session per request, command or job, committed at the edge (`session_scope`); domain code
 flushes but never commits. Locks are PostgreSQL's advisory locks: transaction-level
 (`advisory_lock`), or session-level on a connection of its own for work that commits as it goes
-(`session_lock`); on the embedded SQLite default a process lock stands in (SQLite serializes
-writers anyway).
+(`session_lock`, `job_lock`). On the embedded SQLite default a process lock stands in for the
+first (the transaction's write lock excludes other processes) and a file lock beside the
+database for the others (the API, the daemons and operators' commands are processes of their
+own on one file). Linux and macOS only (flock); Windows is not a target.
 """
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, select, text
@@ -306,10 +311,18 @@ def _process_lock(name: str) -> threading.Lock:
 
 
 def advisory_lock(session: Session, name: str, *, wait: bool = True) -> bool:
-    """Take the lock `name` until the session's transaction ends; False if `wait` and it is held.
+    """Take the lock `name` until the session's transaction ends; False if not `wait` and it is
+    held.
 
     PostgreSQL: pg_advisory_xact_lock / pg_try_advisory_xact_lock, released by commit or
-    rollback. SQLite (embedded default, one process): a process lock released the same way.
+    rollback. SQLite (embedded default): a process lock released the same way, and no lock
+    file: every caller takes it in a write transaction and does its locked work there, which
+    holds the database's one write lock from its BEGIN IMMEDIATE to its end, so no other
+    process's writer runs beside it. Across processes `wait=False` thus answers True and the
+    rival waits on the write lock instead (the runner then finds the tick's job_runs row). A
+    lock file would leave a file per name (a rate limit's keys are unbounded), and one taken
+    before the write lock, with a rival holding that lock waiting for the file, stalls both
+    for the 30 s busy timeout. Not for a READ_ONLY transaction: it holds no write lock.
     """
     if is_postgres(session):
         fn = "pg_advisory_xact_lock" if wait else "pg_try_advisory_xact_lock"
@@ -339,10 +352,11 @@ def session_lock(
     session-level advisory lock (pg_try_advisory_lock), so no transaction stays open while the
     work runs (an idle_in_transaction_session_timeout cannot end it halfway) and the lock goes
     with the server session if the process dies; commits on the connection keep it. The
-    embedded default: the process lock `advisory_lock` takes for the same name."""
+    embedded default: the process lock `advisory_lock` takes for the same name, and the
+    name's lock file for other processes (`_named_lock_held`)."""
     deadline = time.monotonic() + wait_seconds
     if engine.dialect.name != "postgresql":
-        with _process_lock_held(name, wait_seconds) as held:
+        with _named_lock_held(engine, name, wait_seconds) as held:
             if not held:
                 yield None
                 return
@@ -377,29 +391,77 @@ def session_lock(
 @contextmanager
 def job_lock(engine: Engine, name: str) -> Iterator[bool]:
     """session_lock for a holder that needs no connection of its own (a daemon's job that
-    commits as it goes): whether it is held. The embedded default takes its process lock
-    alone; a pooled connection held idle for the whole job, in each of the scheduler's
+    commits as it goes): whether it is held. The embedded default takes its process and file
+    locks alone; a pooled connection held idle for the whole job, in each of the scheduler's
     threads, with each job's own, ran the pool dry (QueuePool limit reached)."""
     if engine.dialect.name != "postgresql":
-        with _process_lock_held(name, 0.0) as held:
+        with _named_lock_held(engine, name, 0.0) as held:
             yield held
         return
     with session_lock(engine, name) as connection:
         yield connection is not None
 
 
+LOCK_POLL_SECONDS = 0.05  # how often a waiter for another process's lock file tries again
+
+
 @contextmanager
-def _process_lock_held(name: str, wait_seconds: float) -> Iterator[bool]:
+def _named_lock_held(engine: Engine, name: str, wait_seconds: float) -> Iterator[bool]:
+    """The embedded default's lock `name`, waiting up to `wait_seconds`: the process lock (the
+    process's threads), then the name's lock file (every process on the database file: the
+    API, two daemons, an operator running the same sweep by hand; a threading lock alone let
+    each of them run it at once). The kernel drops a dead process's flock, so a crashed
+    daemon leaves nothing held. An in-memory database is one process's own: no file."""
+    deadline = time.monotonic() + wait_seconds
     lock = _process_lock(name)
-    if wait_seconds > 0:
-        acquired = lock.acquire(timeout=wait_seconds)
-    else:
-        acquired = lock.acquire(blocking=False)
+    if not (lock.acquire(timeout=wait_seconds) if wait_seconds > 0 else lock.acquire(False)):
+        yield False
+        return
     try:
-        yield acquired
+        path = _lock_file(engine, name)
+        descriptor = None if path is None else _flock(path, deadline)
+        if path is not None and descriptor is None:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            if descriptor is not None:
+                os.close(descriptor)  # its last descriptor closed: the flock is released
     finally:
-        if acquired:
-            lock.release()
+        lock.release()
+
+
+def _lock_file(engine: Engine, name: str) -> Path | None:
+    """`<database file>.locks/<sha256 of name>.lock`; None for an in-memory database."""
+    database = engine.url.database
+    if not database or database == ":memory:" or engine.url.query.get("mode") == "memory":
+        return None
+    digest = hashlib.sha256(name.encode()).hexdigest()
+    return Path(f"{os.path.abspath(database)}.locks") / f"{digest}.lock"
+
+
+def _flock(path: Path, deadline: float) -> int | None:
+    """A descriptor holding the exclusive flock of `path`, or None if another open file holds
+    it past `deadline`. flock, not lockf: its lock belongs to the open file, so two opens in
+    one process exclude each other too. The files stay (removing one races its next taker)."""
+    path.parent.mkdir(exist_ok=True)
+    descriptor = os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)
+    try:
+        while True:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return descriptor
+            except BlockingIOError:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                time.sleep(min(LOCK_POLL_SECONDS, remaining))
+    except BaseException:
+        os.close(descriptor)
+        raise
+    os.close(descriptor)
+    return None
 
 
 def _unlock(connection: Connection, key: int, name: str, keeps_idle: bool) -> None:
