@@ -8,6 +8,10 @@ its own transaction.
   they owe stays owed, on the record (a debt is paid at the desk or refunded by the gym), and
   a charge in flight that settles finds its renewal date gone: it is recorded for review
   (settlementReview), not granted.
+  Each plan is ended under its row lock, taken in billing's fixed order (organization,
+  membership, subscription: attempts.lock_subscription) and read again under it: a charge being
+  settled or a notice being settled at that moment commits first, and the plan is ended as it
+  left it (a notice settled has already ended it), never from a copy read before.
 - Seats in sessions to come are given up as staff would give them up: the waitlist moves up.
 Each change is mirrored to the bridge and written as the event it always writes.
 """
@@ -20,7 +24,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.billing.attempts import end_plan
+from gymctl.billing.attempts import end_plan, lock_subscription
 from gymctl.bookings import book
 from gymctl.bookings.eligibility import LIVE
 from gymctl.models import Booking, ClassSession, Membership, Subscription
@@ -32,15 +36,22 @@ def end_holdings(
     session: Session, membership: Membership, *, actor_user_id: uuid.UUID | None, now: datetime
 ) -> dict[str, int]:
     """End the membership's live plans and give up its seats to come; the counts of each."""
-    plans = session.scalars(
-        select(Subscription).where(
+    candidates = session.scalars(
+        select(Subscription.id)
+        .where(
             Subscription.membership_id == membership.id,
             Subscription.status.in_(LIVE),
             Subscription.deleted_at.is_(None),
         )
+        .order_by(Subscription.id)
     ).all()
-    for subscription in plans:
+    plans = 0
+    for subscription_id in candidates:
+        subscription = lock_subscription(session, subscription_id)
+        if subscription is None or subscription.status not in LIVE:
+            continue  # ended meanwhile (a notice settled): nothing left to end
         end_plan(session, subscription, reason=MEMBERSHIP_ENDED, now=now)
+        plans += 1
     seats = session.scalars(
         select(Booking.id)
         .join(ClassSession, ClassSession.id == Booking.class_session_id)
@@ -63,4 +74,4 @@ def end_holdings(
             now=now,
         )
     session.flush()
-    return {"plansEnded": len(plans), "seatsGivenUp": len(seats)}
+    return {"plansEnded": plans, "seatsGivenUp": len(seats)}

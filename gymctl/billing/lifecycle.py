@@ -27,7 +27,6 @@ from sqlalchemy import (
     cast,
     exists,
     extract,
-    false,
     func,
     literal,
     not_,
@@ -90,10 +89,15 @@ def _live(status: SubscriptionStatus, *conditions: ColumnElement[bool]) -> Colum
     )
 
 
-def _ending(*conditions: ColumnElement[bool]) -> ColumnElement[bool]:
-    """Active rows whose term is over. A row with a notice given is left to the period-end
-    sweep, which sets its retention outcome and settles the refund owed (spec B 3)."""
-    return _live(SubscriptionStatus.active, S.c.cancel_at_period_end.is_(false()), *conditions)
+def _ending(
+    own_end: ColumnElement[datetime], *conditions: ColumnElement[bool]
+) -> ColumnElement[bool]:
+    """Active rows whose term is over. A notice that takes effect by the plan's own end is left
+    to the period-end sweep, which sets its retention outcome and settles the refund owed (spec
+    B 3). One effective after it never matured first: the plan ends at its own end, and the
+    notice ends with it, overtaken, owing no refund (`_end_overtaken_notices`); before, the plan
+    stayed active past its end until the notice matured, then settled 0 days."""
+    return _live(SubscriptionStatus.active, not_(_notice_by(own_end)), *conditions)
 
 
 def _notice_by(instant: ColumnElement[datetime]) -> ColumnElement[bool]:
@@ -162,6 +166,25 @@ def _term_over(now: datetime) -> ColumnElement[bool]:
             S.c.unpaid_amount_in_cents == 0,
             S.c.current_period_end <= now,
         ),
+    )
+
+
+def _term_end() -> ColumnElement[datetime]:
+    """When `_term_over` ends a card plan's term: in cash its paid-through day; by the card
+    provider the later of its period end and its renewal end; else its period end."""
+    return case(
+        (
+            S.c.payment_collection_method == CollectionMethod.cash.value,
+            func.coalesce(S.c.cash_prepaid_through, S.c.current_period_end),
+        ),
+        (
+            and_(
+                S.c.payment_collection_method == CollectionMethod.card_provider.value,
+                S.c.renewal_end > S.c.current_period_end,
+            ),
+            S.c.renewal_end,
+        ),
+        else_=S.c.current_period_end,
     )
 
 
@@ -297,6 +320,13 @@ ENDED = (
     SubscriptionStatus.cancelled,
 )
 
+# The ending steps that end a plan at its own end, by the status they end it in.
+_OWN_ENDS = {
+    "expired": SubscriptionStatus.expired,
+    "gift_ended": SubscriptionStatus.gift_ended,
+    "term_ended": SubscriptionStatus.term_ended,
+}
+
 
 TRANSITIONS: tuple[Transition, ...] = (
     Transition(
@@ -379,6 +409,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition(
         "expired",
         lambda now: _ending(
+            S.c.current_period_end,
             S.c.plan_type.in_((PlanType.pack.value, PlanType.drop_in.value)),
             S.c.current_period_end <= now,
         ),
@@ -389,7 +420,11 @@ TRANSITIONS: tuple[Transition, ...] = (
     ),
     Transition(
         "gift_ended",
-        lambda now: _ending(S.c.plan_type == PlanType.gift.value, S.c.current_period_end <= now),
+        lambda now: _ending(
+            S.c.current_period_end,
+            S.c.plan_type == PlanType.gift.value,
+            S.c.current_period_end <= now,
+        ),
         _ended(SubscriptionStatus.gift_ended),
         "subscription.gift_ended",
         _ended_payload,
@@ -398,6 +433,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition(
         "term_ended",
         lambda now: _ending(
+            _term_end(),
             S.c.plan_type == PlanType.card.value,
             _term_over(now),
             not_(_ROLLS),
@@ -412,6 +448,7 @@ TRANSITIONS: tuple[Transition, ...] = (
         # With or without a saved card (a free plan bought online saved one): the collector
         # never charges a zero price, so nothing else moves its period on.
         lambda now: _ending(
+            S.c.current_period_end,
             S.c.plan_type == PlanType.card.value,
             _ROLLS,
             S.c.current_period_end <= now,
@@ -508,24 +545,37 @@ def run_lifecycle(
         if moved.more:
             more.append(transition.name)
     session.expire_all()
-    if summary["cancelled"]:
+    if any(summary[name] for name in ("cancelled", *_OWN_ENDS)):
         events += _end_overtaken_notices(session, now=now)
     mirror.subscriptions_moved(session, now=now)
     return {**summary, "events": events, "more": more}
 
 
 def _end_overtaken_notices(session: Session, *, now: datetime) -> int:
-    """A notice still running on a plan this pass cancelled for non-payment ends with it, in
-    the pass's transaction: its case closes lost_payment (`overtaken.end_overtaken_notice`).
-    The audit events written."""
+    """A notice still running on a plan this pass ended ends with it, in the pass's
+    transaction (`overtaken.end_overtaken_notice`): cancelled for non-payment, its case closes
+    lost_payment; ended at its own end before the notice took effect, lost_contacted or
+    lost_no_contact, the ending (expired, gift_ended, term_ended) its reason in place of the
+    notice's (which the notice row keeps). The audit events written."""
     rows = session.scalars(
         select(Subscription)
         .where(
-            Subscription.status == SubscriptionStatus.cancelled,
-            Subscription.cancellation_reason == NON_PAYMENT,
-            Subscription.cancelled_at == now,
+            or_(
+                and_(
+                    Subscription.status == SubscriptionStatus.cancelled,
+                    Subscription.cancellation_reason == NON_PAYMENT,
+                    Subscription.cancelled_at == now,
+                ),
+                and_(
+                    Subscription.status.in_(tuple(_OWN_ENDS.values())),
+                    Subscription.ended_at == now,
+                ),
+            ),
             Subscription.cancel_at_period_end.is_(True),
         )
         .order_by(Subscription.id)
     ).all()
+    for row in rows:
+        if row.status != SubscriptionStatus.cancelled:
+            row.cancellation_reason = row.status.value
     return sum(end_overtaken_notice(session, row, now=now) for row in rows)

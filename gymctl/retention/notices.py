@@ -1,9 +1,10 @@
 """Giving and withdrawing a cancellation notice (spec B 2.1, 2.3, 3, 7).
 
 A notice sets cancel_at_period_end and the effective date (the period end unless staff choose
-another) on any live status, paused included, and opens a retention case with an urgent
-cancellation_review task due within the 48-hour SLA. Withdrawing clears the notice; an
-externally billed organization cannot withdraw here (its standing order lives elsewhere).
+another, never after the own end of a plan that ends by itself: `own_end`) on any live status,
+paused included, and opens a retention case with an urgent cancellation_review task due within
+the 48-hour SLA. Withdrawing clears the notice; an externally billed organization cannot
+withdraw here (its standing order lives elsewhere).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from gymctl.bridge import mirror
 from gymctl.errors import conflict, not_found, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import CancellationNotice, RetentionCase, Subscription
+from gymctl.models.billing import PlanType
 from gymctl.models.retention import CaseKind, RetentionOutcome
 from gymctl.retention import codes
 from gymctl.retention.copy import message
@@ -32,6 +34,7 @@ RETENTION_SLA = timedelta(hours=48)  # spec B 8
 MAX_NOTICE_AHEAD = timedelta(days=5 * 366)
 EXTERNAL = "external"
 INITIATORS = ("member", "staff")
+FIXED_VALIDITY = (PlanType.pack, PlanType.drop_in, PlanType.gift)
 # The common reasons (spec B 2.3 leaves the values to us); free text covers the rest.
 REASON_CODES = (
     "price",
@@ -90,6 +93,15 @@ def case_of_notice(session: Session, notice: CancellationNotice | None) -> Reten
     return session.scalar(select(RetentionCase).where(RetentionCase.notice_id == notice.id))
 
 
+def own_end(subscription: Subscription) -> datetime | None:
+    """When a plan of fixed validity (a pack, a drop-in, a gift) ends by itself: the lifecycle
+    ends it then (expired, gift_ended), so a notice cannot end it later. Other plans renew or
+    wait for a card or a payment: their own end is not known when notice is given."""
+    if subscription.plan_type in FIXED_VALIDITY:
+        return subscription.current_period_end
+    return None
+
+
 def give_notice(
     session: Session,
     organization_id: uuid.UUID,
@@ -129,6 +141,14 @@ def give_notice(
         raise unprocessable(codes.NOTICE_EFFECTIVE_IN_PAST, "the effective date is past")
     if effective_at > now + MAX_NOTICE_AHEAD:
         raise unprocessable(codes.NOTICE_EFFECTIVE_TOO_FAR, "the effective date is within 5 years")
+    ends = own_end(subscription)
+    if ends is not None and effective_at > max(ends, now):
+        raise unprocessable(
+            codes.NOTICE_EFFECTIVE_TOO_FAR,
+            "a pack, drop-in or gift ends by itself at its validity's end: a notice takes "
+            "effect by then",
+            endsAt=ends.isoformat(),
+        )
     subscription.cancel_at_period_end = True
     subscription.cancellation_effective_at = effective_at
     subscription.cancellation_reason = reason_code
