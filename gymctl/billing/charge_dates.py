@@ -5,6 +5,11 @@ A moved date is what the collector reads (`next_charge_date`); an attempt in fli
 old date settles with a settlementReview (retry_date_changed), so a move is refused while an
 attempt is unresolved. A presale's charge date is its opening day (edited there, not here);
 a debt's retries are the collector's.
+
+A move is lasting: it moves the billing anchor (the organization's charge day, Kill Bill's
+bill-cycle day, is reached by moving renewals onto it). The current period ends on the new date,
+so the renewal charged then pays for the period from it, and access, notices and refunds read
+the same end as the collector.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from sqlalchemy.orm import Session
 from gymctl.billing import attempts, codes
 from gymctl.billing.accounts import billing_settings
 from gymctl.billing.resolution import locked_subscription
+from gymctl.bridge import mirror
 from gymctl.clock import zone
 from gymctl.errors import conflict, unprocessable
 from gymctl.events import EventKind, emit
@@ -31,6 +37,7 @@ DEFAULT_DAYS = 30
 MAX_DAYS = 92
 LIMIT = 500
 MAX_AHEAD = timedelta(days=366)
+MOVED = "charge_date_moved"  # the reason of the unpaid days a later charge date gives
 
 
 def charge_schedule(
@@ -88,9 +95,12 @@ def move_charge_date(
     actor_user_id: uuid.UUID | None,
     now: datetime,
 ) -> dict[str, Any]:
-    """Move an active renewal's next charge to `to`, or (no `to`) to the organization's next
-    lifecycle day on or after the current date, at its local midnight. `expected` must be the
-    date the caller saw (another move in between is refused, not overwritten)."""
+    """Move an active renewal's next charge, and its current period's end with it, to `to`, or
+    (no `to`) to the organization's next lifecycle day on or after the current date, at its
+    local midnight. `expected` must be the date the caller saw (another move in between is
+    refused, not overwritten). Refused before the period's end (the member paid until then),
+    and under a notice: given for the period end, it would be
+    overtaken by a renewal moved before it, or refund the free days of one moved after."""
     subscription = locked_subscription(session, organization_id, subscription_id)
     if (
         subscription.status != SubscriptionStatus.active
@@ -107,6 +117,13 @@ def move_charge_date(
             codes.CHARGE_DATE_CHANGED,
             "the charge date changed since you read it; read the schedule again",
             nextChargeDate=subscription.next_charge_date.isoformat(),
+        )
+    if subscription.cancel_at_period_end:
+        raise conflict(
+            codes.CHARGE_DATE_NOT_MOVABLE,
+            "a plan under notice ends on its notice's date; withdraw the notice to move it",
+            subscriptionStatus=subscription.status.value,
+            noticeEffectiveAt=_iso(subscription.cancellation_effective_at),
         )
     if attempts.unresolved_attempt(session, subscription.id) is not None:
         raise conflict(
@@ -133,9 +150,20 @@ def move_charge_date(
             codes.CHARGE_DATE_OUT_OF_RANGE,
             "the new charge date falls after the plan's last renewal",
         )
+    paid_through = subscription.current_period_end
+    if paid_through is not None and to < paid_through:
+        # The renewal would pay for days the member has paid for already (no charge is
+        # prorated, spec B): a charge day is brought forward by moving it past the period.
+        raise unprocessable(
+            codes.CHARGE_DATE_OUT_OF_RANGE,
+            "the member has paid until the current period's end: a charge date moves to it or "
+            "later (to charge on an earlier day of the month, move it to that day after it)",
+            paidThrough=paid_through.isoformat(),
+        )
     moved_from = subscription.next_charge_date
-    subscription.next_charge_date = to
+    _move_anchor(subscription, to)
     subscription.updated_at = now
+    mirror.subscription_changed(session, subscription, now=now)
     emit(
         session,
         EventKind.audit,
@@ -149,6 +177,22 @@ def move_charge_date(
     )
     session.flush()
     return _item(subscription, zone(settings.timezone or "UTC"), now)
+
+
+def _move_anchor(subscription: Subscription, to: datetime) -> None:
+    """The current period ends on `to` (never before its end: move_charge_date refuses), where
+    the next charge falls. The days from the old end are the gym's: a cashPauses entry says
+    nobody paid for them, so a refund does not pay them back."""
+    end = subscription.current_period_end
+    if end is not None and to > end:
+        unpaid = {"reason": MOVED, "from": end.isoformat(), "until": to.isoformat()}
+        subscription.cash_pauses = [*(subscription.cash_pauses or []), unpaid]
+    subscription.current_period_end = to
+    subscription.next_charge_date = to
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat() if at is not None else None
 
 
 def next_lifecycle_day(at: datetime, day: int, timezone: str | None) -> datetime:

@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 from gymctl.billing import charge_dates, collector, lifecycle
 from gymctl.billing.attempts import begin_attempt
 from gymctl.billing.debt_payments import clear_debt_at_desk
+from gymctl.errors import DomainError
 from gymctl.models import (
     AuditLog,
     CancellationSettlement,
@@ -508,15 +509,17 @@ def test_a_charge_date_moved_before_the_period_end_does_not_collect_past_a_notic
     give_notice(session, gym, subscription)
     session.commit()
     end = subscription.current_period_end
-    charge_dates.move_charge_date(
-        session,
-        gym.organization.id,
-        subscription.id,
-        expected=subscription.next_charge_date,
-        to=NOW + 5 * D,
-        actor_user_id=gym.owner.id,
-        now=NOW,
-    )
+    with pytest.raises(DomainError) as refused:  # withdraw the notice to move it
+        charge_dates.move_charge_date(
+            session,
+            gym.organization.id,
+            subscription.id,
+            expected=subscription.next_charge_date,
+            to=NOW + 5 * D,
+            actor_user_id=gym.owner.id,
+            now=NOW,
+        )
+    assert refused.value.code == "charge_date_not_movable"
     session.commit()
 
     summary = collector.daily_sweep(
