@@ -14,7 +14,7 @@ from fpdf import FPDF
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.access import codes
+from gymctl.access import codes, erased
 from gymctl.access.memberships import membership_of
 from gymctl.config import ConfigError, Settings
 from gymctl.crypto import DecryptionError, national_id_cipher
@@ -64,10 +64,11 @@ def compliance_pdf(
         .order_by(LegalConsent.accepted_at)
     ).all()
     identifier = national_id(settings, membership)
+    who = erased.shown(person, erased=erased.is_erased(session, membership))
     rows = [
         ("Organization", organization.name),
-        ("Person", person.name or "-"),
-        ("Email", person.email or "-"),
+        ("Person", who["name"] or "-"),
+        ("Email", who["email"] or "-"),
         ("National id", identifier or "not collected"),
         ("Role", membership.role.value),
         ("Membership status", membership.status.value),

@@ -6,8 +6,9 @@ The owner erases what this organization holds about one person:
   (leaving.end_holdings), and the bridge's unsent copies of the person's name and address;
   this gym's join-form submissions and failed-checkout rows of the person (address, IP, browser),
   its leads and invitations under the person's address (name and address replaced), the address
-  wherever this gym's bulk invites and roster imports list it, and the private fields of this
-  gym's audit rows about the person;
+  wherever this gym's bulk invites, roster imports and join-checkout follow-up tasks list it,
+  and the private fields of this gym's audit rows about the person or naming the address; the
+  gym's views then show the member as erased (erased.py), whatever the person's own row keeps;
 - the person's own row (name, address, avatar) only when no other organization
   holds the person and no login is theirs: a login belongs to the person, and another gym's
   membership is that gym's to erase;
@@ -26,6 +27,8 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session, lazyload
 
 from gymctl.access import codes
+from gymctl.access.erased import ERASURE_ACTION
+from gymctl.access.join import checkout_task_title
 from gymctl.access.memberships import end_membership, membership_of
 from gymctl.bridge.payloads import member_key
 from gymctl.errors import conflict
@@ -42,6 +45,7 @@ from gymctl.models import (
     MembershipStatus,
     Organization,
     Role,
+    Task,
     User,
 )
 from gymctl.models.bridge import OpStatus, OpType, SyncOp
@@ -103,7 +107,8 @@ def erase_personal_data(
         "invitations": _invitations(session, organization.id, person, address),
         "bulkInvites": bulk_invites,
         "importRows": import_rows,
-        "auditRows": _audit_rows(session, organization.id, person.id),
+        "tasks": _tasks(session, organization.id, person, address),
+        "auditRows": _audit_rows(session, organization.id, person, address),
         "userRowErased": False,
     }
     if not _held_elsewhere(session, organization.id, person):
@@ -112,7 +117,7 @@ def erase_personal_data(
     emit(
         session,
         EventKind.audit,
-        "personal_data.erased",
+        ERASURE_ACTION,
         at=now,
         aggregate_type="user",
         aggregate_id=person.id,
@@ -219,16 +224,30 @@ def _import_rows(session: Session, org_id: uuid.UUID, person: User, address: str
     ).rowcount
 
 
-def _audit_rows(session: Session, org_id: uuid.UUID, person_id: uuid.UUID) -> int:
-    """This gym's audit rows about the person keep what happened, not the private fields
-    (addresses, IPs) they carried."""
+def _tasks(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:
+    """The gym's join-checkout follow-ups filed for the address (in their title and data)."""
+    if not address:
+        return 0
     rows = session.scalars(
-        select(AuditLog).where(
-            AuditLog.organization_id == org_id,
-            AuditLog.target_type == "user",
-            AuditLog.target_id == str(person_id),
+        select(Task).where(
+            Task.organization_id == org_id,
+            Task.subject_type == "join_checkout",
+            same_address(Task.data["email"].as_string(), person.email),
         )
     ).all()
+    for row in rows:
+        row.title = checkout_task_title(None)
+        row.data = {**row.data, "email": _erased_address(person.id)}
+    return len(rows)
+
+
+def _audit_rows(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:
+    """This gym's audit rows about the person, or naming the address (a blocked join, a
+    refused registration), keep what happened, not the private fields (addresses, IPs)."""
+    about = (AuditLog.target_type == "user") & (AuditLog.target_id == str(person.id))
+    if address:
+        about = about | same_address(AuditLog.data["email"].as_string(), person.email)
+    rows = session.scalars(select(AuditLog).where(AuditLog.organization_id == org_id, about)).all()
     for row in rows:
         row.data = {k: v for k, v in (row.data or {}).items() if k not in ("email", "ip")}
     return len(rows)

@@ -22,6 +22,7 @@ from gymctl.access import codes, tickets
 from gymctl.access.invitations import Outreach, frontend, linked_login, normalize_email
 from gymctl.access.memberships import end_sales_grant
 from gymctl.bridge import mirror
+from gymctl.db import release_for_outside_call
 from gymctl.errors import conflict, forbidden, not_found, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import (
@@ -356,10 +357,10 @@ def request_invite(
 
 
 def _has_account(session: Session, outreach: Outreach, email: str) -> bool:
-    return (
-        linked_login(session, email) is not None
-        or outreach.identity_admin.find_account(email) is not None
-    )
+    if linked_login(session, email) is not None:
+        return True
+    release_for_outside_call(session)  # the lookup holds no write lock (decisions s41)
+    return outreach.identity_admin.find_account(email) is not None
 
 
 def join_signed_in(
@@ -422,6 +423,11 @@ def join_signed_in(
     return membership, True
 
 
+def checkout_task_title(email: str | None) -> str:
+    """The follow-up's title; erasure files it again without the address (erasure.py)."""
+    return f"Join checkout failed{f' for {email}' if email else ''}: follow up on payment"
+
+
 def checkout_failed(
     session: Session,
     token: str,
@@ -450,14 +456,13 @@ def checkout_failed(
     # One task per link and address; the address is hashed to fit the subject column.
     digest = hashlib.sha256((email or "anonymous").lower().encode()).hexdigest()[:32]
     subject = f"{link.id}:{digest}"
-    title = f"Join checkout failed{f' for {email}' if email else ''}: follow up on payment"
     return file_task(
         session,
         organization_id=organization.id,
         kind="payment_follow_up",
         subject_type="join_checkout",
         subject_id=subject,
-        title=title,
+        title=checkout_task_title(email),
         priority="urgent",
         due_at=now + PAYMENT_FOLLOW_UP_DUE,
         now=now,

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from gymctl.access import codes
+from gymctl.access import codes, erased
 from gymctl.access.grants import require_grant, require_role_change
 from gymctl.access.leaving import end_holdings
 from gymctl.errors import conflict, forbidden, not_found
@@ -69,18 +69,19 @@ def owner_of(session: Session, org_id: uuid.UUID) -> Membership | None:
 
 
 def roster(session: Session, org_id: uuid.UUID) -> list[dict[str, Any]]:
-    """The member roster: who, role, status, and whether the login is still Unproven."""
+    """The member roster: who (as this gym shows them: erased.py), role, status, and whether
+    the login is still Unproven."""
     rows = session.execute(
         select(Membership, User)
         .join(User, User.id == Membership.user_id)
         .where(Membership.organization_id == org_id, User.deleted_at.is_(None))
         .order_by(Membership.created_at, Membership.id)
     ).all()
+    gone = erased.erased_user_ids(session, org_id, (membership for membership, _ in rows))
     return [
         {
             "userId": str(user.id),
-            "name": user.name,
-            "email": user.email,
+            **erased.shown(user, erased=user.id in gone),
             "role": membership.role.value,
             "status": membership.status.value,
             "login": "linked" if user.identity_id else "unproven",
