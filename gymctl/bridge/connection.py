@@ -26,6 +26,7 @@ from gymctl.bridge.client import (
 )
 from gymctl.config import Settings
 from gymctl.crypto import FieldCipher, Keyring
+from gymctl.db import release_for_outside_call
 from gymctl.errors import DomainError, bad_gateway, conflict, invalid, not_found, unavailable
 from gymctl.events import EventKind, emit
 from gymctl.models import Membership, MembershipStatus, Role, User
@@ -164,6 +165,7 @@ def connect(
     )
     account: Account | None = None
     problem: str | None = None
+    release_for_outside_call(session)  # the key check holds no write lock (decisions s41)
     with client:
         try:
             account = check_account(client, membership_type_id)

@@ -237,7 +237,8 @@ def connect_command(
                 actor_user_id=actor,
             )
         )
-    render_mapping(row, title=f"bridge of {gym.slug}", as_json=as_json)
+        slug = gym.slug  # read in the session: the key check ended the transaction that read it
+    render_mapping(row, title=f"bridge of {slug}", as_json=as_json)
 
 
 @app.command("disconnect")
