@@ -19,9 +19,17 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from gymctl.access import erased
 from gymctl.db import READ_ONLY, upsert_for
 from gymctl.events import EventKind, emit
-from gymctl.models import Organization, RetentionCase, RetentionDigest, Subscription, User
+from gymctl.models import (
+    Membership,
+    Organization,
+    RetentionCase,
+    RetentionDigest,
+    Subscription,
+    User,
+)
 from gymctl.providers.mail import Mailer, MailError
 from gymctl.retention import emails
 
@@ -53,9 +61,16 @@ def _lines(session: Session, organization_id, now: datetime) -> list[dict]:
         .where(RetentionCase.organization_id == organization_id, RetentionCase.status == "open")
         .order_by(Subscription.cancellation_effective_at.nulls_last(), RetentionCase.opened_at)
     ).all()
+    members = session.scalars(
+        select(Membership).where(
+            Membership.organization_id == organization_id,
+            Membership.user_id.in_({user.id for _, _, user in rows}),
+        )
+    )
+    gone = erased.erased_user_ids(session, organization_id, members)  # named as the gym shows
     return [
         {
-            "member": emails.display_name(user),
+            "member": erased.ERASED_NAME if user.id in gone else emails.display_name(user),
             "kind": case.kind,
             "ends": ends.date().isoformat() if ends else "-",
             "overdue": case.acknowledged_at is None

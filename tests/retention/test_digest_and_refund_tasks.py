@@ -8,9 +8,11 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
+from gymctl.access import erasure
 from gymctl.models import AuditLog, Role, Task
 from gymctl.providers.mail import MailError, read_mailbox
 from gymctl.retention import digest
+from gymctl.retention.presales import withdraw_presale
 from gymctl.retention.refund_tasks import bump_overdue_refund_tasks
 from gymctl.tasks import file_task
 from tests import factories
@@ -150,3 +152,32 @@ def test_done_tasks_and_other_kinds_are_not_bumped(session, gym):
     )
     assert bump_overdue_refund_tasks(session, now=NOW + timedelta(days=9)) == {"bumped": []}
     assert session.scalar(select(Task).where(Task.kind == "cancellation_review")).due_at == NOW
+
+
+@pytest.mark.embedded
+def test_the_digest_names_a_member_the_gym_erased_as_erased(
+    session, session_factory, gym, mailer, mailbox
+):
+    """A case left open (a presale withdrawn, then the member erased) is still staff's to
+    close, but the digest shows the member as the gym's views do after an erasure
+    (access.erased): the person's login row keeps their name, this gym no longer does."""
+    gym.member.name = "Noa Member"
+    presale = make_subscription(session, gym, presale_opening=NOW + timedelta(days=10))
+    withdraw_presale(
+        session,
+        gym.organization.id,
+        presale.id,
+        actor_user_id=gym.member.id,
+        by_member=True,
+        locale="en",
+        now=NOW,
+    )
+    erasure.erase_personal_data(
+        session, gym.organization, gym.member.id, actor_user_id=gym.owner.id, now=NOW
+    )
+
+    assert send(session, session_factory, mailer, now=NOW + timedelta(hours=3))["sent"] == 1
+    body = read_mailbox(mailbox)[-1].get_content()
+    assert "Erased member: presale_withdrawal" in body
+    assert "Noa Member" not in body
+    assert gym.member.email not in body
