@@ -37,6 +37,10 @@ LIVE = (
 BOOKABLE = (SubscriptionStatus.active, SubscriptionStatus.past_due, SubscriptionStatus.debt)
 
 
+def _awaiting_payment(row: Subscription) -> bool:
+    return row.status == SubscriptionStatus.scheduled and row.opening_day is None
+
+
 def _cancelled_for_non_payment(row: Subscription) -> bool:
     return row.status == SubscriptionStatus.cancelled and row.cancellation_reason == NON_PAYMENT
 
@@ -91,7 +95,10 @@ def check_may_book(
             "booking is blocked until the open balance is paid",
             billingDebt=debt,
         )
-    live = [row for row in rows if row.status in LIVE]
+    # A plan bought online waits scheduled for its page to be paid (no opening day: not a
+    # presale); until then it holds nothing, and refused nothing either (an open page kept a
+    # member of a gym that books without plans from booking, "not started" with no start).
+    live = [row for row in rows if row.status in LIVE and not _awaiting_payment(row)]
     if live and all(row.status == SubscriptionStatus.scheduled for row in live):
         openings = [row.opening_day for row in live if row.opening_day is not None]
         raise conflict(

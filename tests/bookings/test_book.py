@@ -110,6 +110,19 @@ def test_only_unstarted_presales_refuse_plan_not_started(session, gym, class_ses
     )
 
 
+def test_a_plan_whose_page_is_not_paid_yet_neither_books_nor_refuses(session, gym, class_session):
+    """A plan bought online is scheduled until its hosted page is paid (no opening day: not
+    a presale). It is not a plan that has not started: where the gym books without plans the
+    member still books; where it requires one, the refusal is that they hold none."""
+    make_subscription(session, gym, status=SubscriptionStatus.scheduled)
+    assert book_seat(session, gym, class_session).status == BookingStatus.confirmed
+    other = add_member(session, gym.organization)
+    make_subscription(session, gym, membership=other, status=SubscriptionStatus.scheduled)
+    make_billing_settings(session, gym.organization, plan_required_to_book=True)
+    error = _refused(session, gym, class_session, other)
+    assert (error.code, error.status) == ("plan_required_to_book", 409)
+
+
 def test_a_started_plan_beside_a_presale_books(session, gym, class_session):
     make_subscription(session, gym, presale_opening=NOW + timedelta(days=20))
     make_subscription(session, gym, PlanType.pack)
