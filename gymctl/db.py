@@ -218,11 +218,15 @@ def release_for_outside_call(session: Session) -> None:
     caller stores its attempt and commits before the call. PostgreSQL holds only the rows a
     transaction locked, which are its claim: its transactions stay as they are. Written is
     read from SQLite's own count of changed rows (since the BEGIN, _sqlite_begin): watching
-    each statement from Python cost the forecast a quarter of its time."""
+    each statement from Python cost the forecast a quarter of its time. One that took an
+    advisory lock keeps it too: the lock is the transaction's to its end (its caller
+    serialized on it), and ending the transaction would free it mid-work."""
     if is_postgres(session) or not session.in_transaction():
         return
     if session.new or session.dirty or session.deleted:
         return
+    if session.info.get("gymctl_process_locks"):
+        return  # an advisory lock is the transaction's to its end: ending it here would free it
     connection = session.connection()
     if connection.connection.dbapi_connection.total_changes != connection.info.get(_CHANGES):
         return

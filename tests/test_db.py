@@ -120,3 +120,28 @@ def test_a_file_only_its_own_thread_writes_is_never_paced(tmp_path, monkeypatch)
     finally:
         db.release_engine(shared)
     assert paced == [1], "a database others may write is still paced"
+
+
+def test_a_transaction_holding_an_advisory_lock_is_not_ended_for_an_outside_call(tmp_path):
+    """release_for_outside_call ends a transaction that only read, on the embedded default;
+    one that took an advisory lock keeps it to its end (the caller serialized on it, as
+    PostgreSQL's transaction lock would hold): ending it would free the lock mid-work."""
+    from gymctl.db import get_engine, release_engine, release_for_outside_call
+
+    url = f"sqlite:///{tmp_path / 'locked.db'}"
+    factory = session_factory(get_engine(url))
+    try:
+        with factory() as holder, factory() as rival:
+            holder.connection()
+            release_for_outside_call(holder)
+            assert not holder.in_transaction()  # only read: ended
+            assert advisory_lock(holder, "test:call") is True
+            release_for_outside_call(holder)
+            assert holder.in_transaction()
+            assert advisory_lock(rival, "test:call", wait=False) is False
+            rival.rollback()
+            holder.rollback()
+            assert advisory_lock(rival, "test:call", wait=False) is True
+            rival.rollback()
+    finally:
+        release_engine(url)
