@@ -706,6 +706,7 @@ ENDING_COLUMNS = (
     "cancellation_effective_at",
     "payment_collection_method",
     "payment_method_id",
+    "next_charge_date",
     "cash_prepaid_through",
     "renewal_end",
     "price_in_cents",

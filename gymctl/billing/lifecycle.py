@@ -146,15 +146,22 @@ _RENEWS_IN_CASH = or_(
 
 def _term_over(now: datetime) -> ColumnElement[bool]:
     """A paid card plan's term is over, however it was paid (spec B 3, term_ended): by the
-    card provider with no card to renew it and no renewal ahead; in cash with no renewal (a
-    renewing one lapses into debt instead); on pay-later terms once paid (one term). Rows of
-    other providers or external billers are theirs to end: their card is not ours to see."""
+    card provider with no card to renew it and no renewal ahead, or with nothing left for the
+    collector to charge (no next charge: `grant_period` sets none from the last renewal on, or
+    without an interval), a saved card or not; in cash with no renewal (a renewing one lapses
+    into debt instead); on pay-later terms once paid (one term). Rows of other providers or
+    external billers are theirs to end: their card is not ours to see."""
     return or_(
         and_(
             S.c.payment_collection_method == CollectionMethod.card_provider.value,
-            S.c.payment_method_id.is_(None),
             S.c.current_period_end <= now,
-            or_(S.c.renewal_end.is_(None), S.c.renewal_end <= now),
+            or_(
+                S.c.next_charge_date.is_(None),
+                and_(
+                    S.c.payment_method_id.is_(None),
+                    or_(S.c.renewal_end.is_(None), S.c.renewal_end <= now),
+                ),
+            ),
         ),
         and_(
             S.c.payment_collection_method == CollectionMethod.cash.value,
@@ -171,7 +178,8 @@ def _term_over(now: datetime) -> ColumnElement[bool]:
 
 def _term_end() -> ColumnElement[datetime]:
     """When `_term_over` ends a card plan's term: in cash its paid-through day; by the card
-    provider the later of its period end and its renewal end; else its period end."""
+    provider with a charge still ahead, the later of its period end and its renewal end; else
+    its period end."""
     return case(
         (
             S.c.payment_collection_method == CollectionMethod.cash.value,
@@ -180,6 +188,7 @@ def _term_end() -> ColumnElement[datetime]:
         (
             and_(
                 S.c.payment_collection_method == CollectionMethod.card_provider.value,
+                S.c.next_charge_date.is_not(None),
                 S.c.renewal_end > S.c.current_period_end,
             ),
             S.c.renewal_end,
@@ -410,7 +419,9 @@ TRANSITIONS: tuple[Transition, ...] = (
         "expired",
         lambda now: _ending(
             S.c.current_period_end,
-            S.c.plan_type.in_((PlanType.pack.value, PlanType.drop_in.value)),
+            # A course has a validity too (spec B names the type, no row of its own): no step
+            # ended one, so it stayed active for ever past its last day.
+            S.c.plan_type.in_((PlanType.pack.value, PlanType.drop_in.value, PlanType.course.value)),
             S.c.current_period_end <= now,
         ),
         _ended(SubscriptionStatus.expired),
@@ -461,6 +472,14 @@ TRANSITIONS: tuple[Transition, ...] = (
         embedded_values=_rolled_embedded,
     ),
 )
+
+
+def ends_by_itself(now: datetime) -> ColumnElement[bool]:
+    """The rows the pass's own ends (expired, gift_ended, term_ended, rolled) move at `now`:
+    any notice on one takes effect after the plan's own end, so the pass ends it (or rolls it
+    on), not the period-end sweep, which leaves them (`settlement.matured`): after an outage
+    the outcome does not depend on which job runs first. Their own conditions, not a copy."""
+    return or_(*(t.where(now) for t in TRANSITIONS if t.name in (*_OWN_ENDS, "rolled")))
 
 
 # Free presales whose opening day has come: bought (their page completed, the card saved),

@@ -24,13 +24,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import bindparam, func, not_, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
 from gymctl.access.memberships import owner_of
 from gymctl.billing.accounts import CARD_PROVIDER
 from gymctl.billing.attempts import emit_cancelled, lock_subscription
+from gymctl.billing.lifecycle import ends_by_itself
 from gymctl.billing.refunds import begin_refund, execute_refund, refundable_amount
 from gymctl.bridge import mirror
 from gymctl.clock import LONG_AGO
@@ -137,10 +138,18 @@ def _notices() -> list[Any]:
 
 
 def matured(session: Session, *, now: datetime, limit: int = BATCH) -> list[uuid.UUID]:
+    """Notices effective by `now`, but for a plan whose own end came before its notice: the
+    lifecycle pass ends that one by itself and overtakes the notice (s42), also when this sweep
+    runs first after an outage (`lifecycle.ends_by_itself`). Disjoint from what the pass ends
+    at `now`, so a row one takes the other never does."""
     return list(
         session.scalars(
             select(Subscription.id)
-            .where(*_notices(), Subscription.cancellation_effective_at <= now)
+            .where(
+                *_notices(),
+                Subscription.cancellation_effective_at <= now,
+                not_(ends_by_itself(now)),
+            )
             .order_by(Subscription.cancellation_effective_at, Subscription.id)
             .limit(limit)
         )
