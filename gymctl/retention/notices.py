@@ -34,7 +34,7 @@ RETENTION_SLA = timedelta(hours=48)  # spec B 8
 MAX_NOTICE_AHEAD = timedelta(days=5 * 366)
 EXTERNAL = "external"
 INITIATORS = ("member", "staff")
-FIXED_VALIDITY = (PlanType.pack, PlanType.drop_in, PlanType.gift)
+FIXED_VALIDITY = (PlanType.pack, PlanType.drop_in, PlanType.gift, PlanType.course)
 # The common reasons (spec B 2.3 leaves the values to us); free text covers the rest.
 REASON_CODES = (
     "price",
@@ -94,9 +94,9 @@ def case_of_notice(session: Session, notice: CancellationNotice | None) -> Reten
 
 
 def own_end(subscription: Subscription) -> datetime | None:
-    """When a plan of fixed validity (a pack, a drop-in, a gift) ends by itself: the lifecycle
-    ends it then (expired, gift_ended), so a notice cannot end it later. Other plans renew or
-    wait for a card or a payment: their own end is not known when notice is given."""
+    """When a plan of fixed validity (a pack, a drop-in, a gift, a course) ends by itself: the
+    lifecycle ends it then (expired, gift_ended), so a notice cannot end it later. Other plans
+    renew or wait for a card or a payment: their own end is not known when notice is given."""
     if subscription.plan_type in FIXED_VALIDITY:
         return subscription.current_period_end
     return None
@@ -145,7 +145,7 @@ def give_notice(
     if ends is not None and effective_at > max(ends, now):
         raise unprocessable(
             codes.NOTICE_EFFECTIVE_TOO_FAR,
-            "a pack, drop-in or gift ends by itself at its validity's end: a notice takes "
+            "a pack, drop-in, gift or course ends by itself at its validity's end: a notice takes "
             "effect by then",
             endsAt=ends.isoformat(),
         )

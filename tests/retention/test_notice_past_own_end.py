@@ -52,7 +52,9 @@ def _names(session, subscription) -> list[str]:
     )
 
 
-@pytest.mark.parametrize("plan_type", [PlanType.pack, PlanType.drop_in, PlanType.gift])
+@pytest.mark.parametrize(
+    "plan_type", [PlanType.pack, PlanType.drop_in, PlanType.gift, PlanType.course]
+)
 def test_staff_cannot_set_a_notice_after_a_plan_of_fixed_validity_ends_by_itself(
     session, gym, plan_type
 ):
