@@ -122,8 +122,10 @@ def _grace_ends() -> ColumnElement[datetime]:
     return day_n_ends(S.c.debt_since, grace, func.coalesce(_SETTINGS.c.timezone, "UTC"))
 
 
-# A zero-price open-ended card plan rolls on instead of ending (spec B 3).
+# A zero-price open-ended card plan rolls on instead of ending (spec B 3). A card plan only: a
+# cash plan renews by a payment at the desk, and a free one, owing none, ends its term.
 _ROLLS = and_(
+    S.c.plan_type == PlanType.card.value,
     S.c.price_in_cents == 0,
     S.c.open_ended.is_(true()),
     S.c.renewal_end.is_(None),
@@ -145,12 +147,13 @@ _RENEWS_IN_CASH = or_(
 
 
 def _term_over(now: datetime) -> ColumnElement[bool]:
-    """A paid card plan's term is over, however it was paid (spec B 3, term_ended): by the
+    """A card or cash plan's term is over, however it was paid (spec B 3, term_ended): by the
     card provider with no card to renew it and no renewal ahead, or with nothing left for the
     collector to charge (no next charge: `grant_period` sets none from the last renewal on, or
-    without an interval), a saved card or not; in cash with no renewal (a renewing one lapses
-    into debt instead); on pay-later terms once paid (one term). Rows of other providers or
-    external billers are theirs to end: their card is not ours to see."""
+    without an interval), a saved card or not; in cash with no renewal or at zero price (a
+    priced renewing one lapses into debt instead); on pay-later terms once paid (one term).
+    Rows of other providers or external billers are theirs to end: their card is not ours to
+    see."""
     return or_(
         and_(
             S.c.payment_collection_method == CollectionMethod.card_provider.value,
@@ -445,7 +448,9 @@ TRANSITIONS: tuple[Transition, ...] = (
         "term_ended",
         lambda now: _ending(
             _term_end(),
-            S.c.plan_type == PlanType.card.value,
+            # A cash plan too: sold on pay-later terms and paid, or free in cash, nothing lapses
+            # into debt (cash_lapsed reads a price paid in cash), so it stayed active for ever.
+            S.c.plan_type.in_((PlanType.card.value, PlanType.cash.value)),
             _term_over(now),
             not_(_ROLLS),
         ),
@@ -460,7 +465,6 @@ TRANSITIONS: tuple[Transition, ...] = (
         # never charges a zero price, so nothing else moves its period on.
         lambda now: _ending(
             S.c.current_period_end,
-            S.c.plan_type == PlanType.card.value,
             _ROLLS,
             S.c.current_period_end <= now,
         ),
