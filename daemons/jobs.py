@@ -209,7 +209,7 @@ JOBS: tuple[AnyJob, ...] = (
         "member_pushes",
         60,
         member_pushes,
-        "push members a waitlist seat that became theirs, each event in a transaction of its own",
+        "push members a waitlist seat that became theirs: claimed, sent, then recorded",
     ),
     # The bridge (spec B 3, 8): the sweeps touch only the database; the calls are the dispatcher's.
     Job("bridge_lease_rescue", 30, bridge.lease_rescue, "in-flight sync ops past their lease"),

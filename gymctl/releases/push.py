@@ -4,7 +4,7 @@ Registering needs an active membership in the organization the app maps to (the 
 may register in any organization the person belongs to). Delivery checks everything again at
 send time, because any of it may have changed since the device registered: the organization's
 scope and status, the membership, the app's enablement and the token's revocation. A token the
-provider reports unregistered is revoked on the spot.
+provider reports unregistered is revoked once the sends are done (none holds a write lock).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from gymctl.access.memberships import resolve_membership
 from gymctl.config import Settings
+from gymctl.db import release_for_outside_call
 from gymctl.errors import invalid, not_found
 from gymctl.models import Membership, MembershipStatus, Organization, OrganizationStatus, User
 from gymctl.models.integrity import UniqueViolation, unique_violation
@@ -189,33 +190,44 @@ def deliver(
     data: dict[str, Any] | None = None,
     now: datetime,
 ) -> dict[str, Any]:
-    """Fan a message out to the members' devices, each one revalidated just before sending."""
+    """Fan a message out to the members' devices, each one revalidated just before sending.
+    The sends hold no write lock (decision s42): a transaction that only read ends first
+    (`db.release_for_outside_call`), and a token the provider reports unregistered is revoked
+    after them, unless its device registered again meanwhile."""
     registrations = session.scalars(
         select(PushRegistration)
         .where(PushRegistration.user_id.in_(user_ids))
         .order_by(PushRegistration.registered_at, PushRegistration.id)
     ).all()
     skipped: Counter[str] = Counter()
-    sent = 0
+    messages = []
     for registration in registrations:
         reason = _refusal(session, registration, organization_id)
         if reason is not None:
             skipped[reason] += 1
             continue
-        outcome = provider.send(
-            PushMessage(
-                app_id=registration.app_id,
-                platform=registration.platform,
-                token=registration.token,
-                title=title,
-                body=body,
-                data=dict(data or {}),
-            )
+        message = PushMessage(
+            app_id=registration.app_id,
+            platform=registration.platform,
+            token=registration.token,
+            title=title,
+            body=body,
+            data=dict(data or {}),
         )
-        if outcome == "unregistered":
+        messages.append((registration.id, registration.registered_at, message))
+    release_for_outside_call(session)
+    sent, gone = 0, []
+    for registration_id, registered_at, message in messages:
+        if provider.send(message) == "unregistered":
+            gone.append((registration_id, registered_at))
+        else:
+            sent += 1
+    for registration_id, registered_at in gone:
+        skipped["unregistered"] += 1
+        registration = session.get(
+            PushRegistration, registration_id, with_for_update=True, populate_existing=True
+        )
+        if registration is not None and registration.registered_at == registered_at:
             registration.revoked_at, registration.revoked_reason = now, "unregistered"
-            skipped["unregistered"] += 1
-            continue
-        sent += 1
     session.flush()
     return {"sent": sent, "skipped": dict(sorted(skipped.items()))}
