@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from gymctl.assets import codes
 from gymctl.assets.pipeline import normalize
 from gymctl.assets.types import AssetRefused, Slot, Transform
+from gymctl.db import release_for_outside_call
 from gymctl.errors import DomainError, invalid, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import BrandAsset, MemberAppDraftAsset
@@ -170,8 +171,10 @@ def reuse_library_asset(
     library = session.get(BrandAsset, asset_id)
     if library is None or library.organization_id != organization_id:
         raise not_found(codes.BRAND_ASSET_NOT_FOUND, "no such brand asset")
-    recheck(store, organization_id, library.key, slot=slot.value)
-    data = store.get(library.key)
+    key = library.key
+    release_for_outside_call(session)  # only read: no write lock while the store answers
+    recheck(store, organization_id, key, slot=slot.value)
+    data = store.get(key)
     if data is None:
         raise invalid(codes.BRAND_ASSET_STORED_INVALID, "the stored object is missing")
     return store_upload(
@@ -197,9 +200,14 @@ class StoredAssetRefused(DomainError):
         self.slot = slot
 
 
+def owned(organization_id: uuid.UUID, key: str) -> bool:
+    """The key lies under the organization's prefix (rule 10 asks the store about no other)."""
+    return key.startswith(prefix(organization_id)) and ".." not in key
+
+
 def recheck(store: ObjectStore, organization_id: uuid.UUID, key: str, *, slot: str) -> None:
     """Rule 10: on save and publish every stored asset is checked again."""
-    if not key.startswith(prefix(organization_id)) or ".." in key:
+    if not owned(organization_id, key):
         raise StoredAssetRefused(
             "brand_asset_not_owned", "that asset belongs to another organization", slot=slot
         )
@@ -219,24 +227,50 @@ def save_draft(
     now: datetime,
 ) -> dict[str, Any]:
     """Point slots at stored assets by key (e.g. restoring an earlier one), re-checking each
-    first; any refusal changes nothing."""
-    chosen = {}
+    first; any refusal changes nothing. The rows are read, then the transaction that only read
+    ends before the store answers (decision s42: no write lock held while it does); a stored
+    asset's row and object never change, so what was read stays true."""
+    found = _asset_ids(session, organization_id, keys)
+    release_for_outside_call(session)
     for slot, key in keys.items():
         recheck(store, organization_id, key, slot=slot.value)
-        asset = session.scalar(
-            select(BrandAsset).where(
+        _require(found[slot], slot)
+    for slot, asset_id in found.items():
+        _point_draft(session, organization_id, slot, asset_id, now=now)
+    session.flush()
+    return draft_view(session, store, organization_id)
+
+
+def point_stored(
+    session: Session, *, organization_id: uuid.UUID, keys: dict[Slot, str], now: datetime
+) -> None:
+    """Point slots at stored assets by key, each object already re-checked by the caller (its
+    answers read before its lock: gymctl.branding.rechecks)."""
+    found = _asset_ids(session, organization_id, keys)
+    for slot, asset_id in found.items():
+        _point_draft(session, organization_id, slot, _require(asset_id, slot), now=now)
+    session.flush()
+
+
+def _asset_ids(
+    session: Session, organization_id: uuid.UUID, keys: dict[Slot, str]
+) -> dict[Slot, uuid.UUID | None]:
+    return {
+        slot: session.scalar(
+            select(BrandAsset.id).where(
                 BrandAsset.key == key, BrandAsset.organization_id == organization_id
             )
         )
-        if asset is None:
-            raise StoredAssetRefused(
-                "brand_asset_stored_invalid", "no stored asset has that key", slot=slot.value
-            )
-        chosen[slot] = asset
-    for slot, asset in chosen.items():
-        _point_draft(session, organization_id, slot, asset.id, now=now)
-    session.flush()
-    return draft_view(session, store, organization_id)
+        for slot, key in keys.items()
+    }
+
+
+def _require(asset_id: uuid.UUID | None, slot: Slot) -> uuid.UUID:
+    if asset_id is None:
+        raise StoredAssetRefused(
+            "brand_asset_stored_invalid", "no stored asset has that key", slot=slot.value
+        )
+    return asset_id
 
 
 def _point_draft(

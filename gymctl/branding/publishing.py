@@ -25,7 +25,8 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from gymctl.assets.intake import recheck, save_draft
+from gymctl.assets.intake import point_stored
+from gymctl.assets.read_ahead import ReadAhead
 from gymctl.assets.types import Slot
 from gymctl.branding import codes, minisites
 from gymctl.branding.derive import brand as derive_brand
@@ -37,6 +38,7 @@ from gymctl.branding.published import (
     live_brand,
     public_branding,
 )
+from gymctl.branding.rechecks import Keys, rechecked_then_locked
 from gymctl.branding.refusals import record_refusal
 from gymctl.branding.workspace import (
     CHANNELS,
@@ -59,7 +61,7 @@ from gymctl.models import (
     WebsiteRevision,
 )
 from gymctl.providers.storage import ObjectStore
-from gymctl.releases.candidates import supersede_on_publish
+from gymctl.releases.candidates import replaces_on_publish, supersede_on_publish
 
 ATTESTATIONS = {"screenshot": "screenshot", "internalSmoke": "internal_smoke"}
 
@@ -90,6 +92,67 @@ def _analytics(
     )
 
 
+# --- rule 10's re-check, ahead of the lock (gymctl.branding.rechecks) ----------------------
+
+
+def _rechecked_then_locked(
+    session: Session,
+    store: ObjectStore,
+    organization_id: uuid.UUID,
+    stored_keys: Keys,
+    read_bodies: Keys | None = None,
+) -> ReadAhead:
+    """The channel's lock taken, every stored asset the write takes re-checked and each body
+    it reads (`read_bodies`) read with no write lock held; the store answering from those."""
+    ahead = ReadAhead(store)
+    rechecked_then_locked(
+        session,
+        ahead,
+        organization_id,
+        stored_keys,
+        lock=lambda: _lock(session, organization_id),
+        read_bodies=read_bodies,
+    )
+    return ahead
+
+
+def _brand_logos(session: Session, organization_id: uuid.UUID) -> dict[str, str]:
+    draft = session.get(BrandDraft, organization_id)
+    if draft is None:
+        raise conflict(codes.BRAND_DRAFT_MISSING, "save a brand draft before publishing it")
+    return dict(draft.logos)
+
+
+def _app_slots(session: Session, organization_id: uuid.UUID) -> dict[str, str]:
+    if app_draft_written_at(session, organization_id) is None:
+        raise conflict(codes.MEMBER_APP_DRAFT_MISSING, "the member app has no draft to publish")
+    if live_brand(session, organization_id) is None:
+        raise conflict(codes.BRAND_NOT_PUBLISHED, "publish the brand before the member app")
+    rows = session.execute(
+        select(MemberAppDraftAsset.slot, BrandAsset.key)
+        .join(BrandAsset, BrandAsset.id == MemberAppDraftAsset.asset_id)
+        .where(MemberAppDraftAsset.organization_id == organization_id)
+    ).all()
+    return dict(rows)
+
+
+def _live_app_assets(session: Session, organization_id: uuid.UUID) -> dict[str, str]:
+    """What a replacement candidate digests after a brand publish: the live app's assets."""
+    if not replaces_on_publish(session, organization_id):
+        return {}
+    live = live_app_version(session, organization_id)
+    return {name: entry["key"] for name, entry in (live.assets if live else {}).items()}
+
+
+def _app_slots_digested(session: Session, organization_id: uuid.UUID) -> dict[str, str]:
+    """What a replacement candidate digests after an app publish: the version it publishes."""
+    return (
+        _app_slots(session, organization_id)
+        if replaces_on_publish(session, organization_id)
+        else {}
+    )
+
+
 # --- brand ---------------------------------------------------------------------------------
 
 
@@ -101,12 +164,8 @@ def publish_brand(
     actor_user_id: uuid.UUID | None,
     now: datetime,
 ) -> BrandRevision:
-    _lock(session, organization_id)
+    ahead = _rechecked_then_locked(session, store, organization_id, _brand_logos, _live_app_assets)
     draft = session.get(BrandDraft, organization_id)
-    if draft is None:
-        raise conflict(codes.BRAND_DRAFT_MISSING, "save a brand draft before publishing it")
-    for slot, key in draft.logos.items():
-        recheck(store, organization_id, key, slot=slot)
     latest = latest_revision(session, organization_id)
     palette = Palette.parse(draft.palette)
     row = BrandRevision(
@@ -132,7 +191,7 @@ def publish_brand(
         appPropagated=live_app_version(session, organization_id) is not None,
     )
     session.flush()
-    supersede_on_publish(session, organization_id, store=store, now=now)
+    supersede_on_publish(session, organization_id, store=ahead, now=now)
     return row
 
 
@@ -167,18 +226,14 @@ def restore_brand(
     actor_user_id: uuid.UUID | None,
     now: datetime,
 ) -> BrandDraft:
-    """The draft becomes published revision `revision` (default: the live one)."""
-    _lock(session, organization_id)
-    if revision is None:
-        live = live_brand(session, organization_id)
-        if live is None:
-            raise conflict(codes.BRAND_NOT_PUBLISHED, "no brand is published to restore")
-        revision = live.revision
-    row = session.get(BrandRevision, (organization_id, revision))
-    if row is None:
-        raise not_found(codes.BRAND_REVISION_NOT_FOUND, f"no published brand revision {revision}")
-    for slot, key in row.logos.items():
-        recheck(store, organization_id, key, slot=slot)
+    """The draft becomes published revision `revision` (default: the live one, as it stands
+    under the lock), its logos re-checked with no write lock held while the store answers."""
+
+    def logos(session: Session, organization_id: uuid.UUID) -> dict[str, str]:
+        return dict(_brand_revision(session, organization_id, revision).logos)
+
+    _rechecked_then_locked(session, store, organization_id, logos)
+    row = _brand_revision(session, organization_id, revision)
     draft = session.get(BrandDraft, organization_id) or BrandDraft(organization_id=organization_id)
     draft.palette, draft.name, draft.logos = dict(row.palette), row.name, dict(row.logos)
     draft.updated_at, draft.updated_by_user_id = now, actor_user_id
@@ -189,10 +244,24 @@ def restore_brand(
         organization_id,
         actor_user_id=actor_user_id,
         now=now,
-        revision=revision,
+        revision=row.revision,
     )
     session.flush()
     return draft
+
+
+def _brand_revision(
+    session: Session, organization_id: uuid.UUID, revision: int | None
+) -> BrandRevision:
+    if revision is None:
+        live = live_brand(session, organization_id)
+        if live is None:
+            raise conflict(codes.BRAND_NOT_PUBLISHED, "no brand is published to restore")
+        revision = live.revision
+    row = session.get(BrandRevision, (organization_id, revision))
+    if row is None:
+        raise not_found(codes.BRAND_REVISION_NOT_FOUND, f"no published brand revision {revision}")
+    return row
 
 
 # --- website -------------------------------------------------------------------------------
@@ -294,21 +363,16 @@ def publish_app(
     actor_user_id: uuid.UUID | None,
     now: datetime,
 ) -> MemberAppVersion:
-    _lock(session, organization_id)
-    if app_draft_written_at(session, organization_id) is None:
-        raise conflict(codes.MEMBER_APP_DRAFT_MISSING, "the member app has no draft to publish")
+    ahead = _rechecked_then_locked(session, store, organization_id, _app_slots, _app_slots_digested)
     brand = live_brand(session, organization_id)
-    if brand is None:
-        raise conflict(codes.BRAND_NOT_PUBLISHED, "publish the brand before the member app")
-    rows = session.execute(
-        select(MemberAppDraftAsset.slot, BrandAsset)
-        .join(BrandAsset, BrandAsset.id == MemberAppDraftAsset.asset_id)
-        .where(MemberAppDraftAsset.organization_id == organization_id)
-    ).all()
-    assets = {}
-    for slot, asset in rows:
-        recheck(store, organization_id, asset.key, slot=slot)
-        assets[slot] = {"key": asset.key, "sha256": asset.sha256}
+    assets = {
+        slot: {"key": asset.key, "sha256": asset.sha256}
+        for slot, asset in session.execute(
+            select(MemberAppDraftAsset.slot, BrandAsset)
+            .join(BrandAsset, BrandAsset.id == MemberAppDraftAsset.asset_id)
+            .where(MemberAppDraftAsset.organization_id == organization_id)
+        ).all()
+    }
     latest = latest_app_version(session, organization_id)
     draft = session.get(MemberAppDraft, organization_id)
     version = MemberAppVersion(
@@ -333,7 +397,7 @@ def publish_app(
         brandRevision=brand.revision,
     )
     session.flush()
-    supersede_on_publish(session, organization_id, store=store, now=now)
+    supersede_on_publish(session, organization_id, store=ahead, now=now)
     return version
 
 
@@ -369,20 +433,19 @@ def restore_app(
 ) -> MemberAppVersion:
     """The draft's slots and settings become version `version` (default: the live one). Back to
     the live version, the draft is stamped with its publishedAt (it equals what is live, so it
-    does not read as pending); an older version is a change written now."""
-    _lock(session, organization_id)
+    does not read as pending); an older version is a change written now. Its assets are
+    re-checked with no write lock held while the store answers."""
+
+    def assets(session: Session, organization_id: uuid.UUID) -> dict[str, str]:
+        row = _app_version(session, organization_id, version)
+        return {slot: asset["key"] for slot, asset in row.assets.items()}
+
+    _rechecked_then_locked(session, store, organization_id, assets)
+    row = _app_version(session, organization_id, version)
     live = live_app_version(session, organization_id)
-    if version is None:
-        if live is None:
-            raise conflict(codes.MEMBER_APP_NOT_PUBLISHED, "no published member app to restore")
-        version = live.version
-    row = session.get(MemberAppVersion, (organization_id, version))
-    if row is None:
-        raise not_found(codes.MEMBER_APP_VERSION_NOT_FOUND, f"no member app version {version}")
-    stamp = live.published_at if live is not None and live.version == version else now
-    save_draft(
+    stamp = live.published_at if live is not None and live.version == row.version else now
+    point_stored(
         session,
-        store,
         organization_id=organization_id,
         keys={Slot(slot): asset["key"] for slot, asset in row.assets.items()},
         now=stamp,
@@ -400,9 +463,23 @@ def restore_app(
         organization_id,
         actor_user_id=actor_user_id,
         now=now,
-        version=version,
+        version=row.version,
     )
     session.flush()
+    return row
+
+
+def _app_version(
+    session: Session, organization_id: uuid.UUID, version: int | None
+) -> MemberAppVersion:
+    if version is None:
+        live = live_app_version(session, organization_id)
+        if live is None:
+            raise conflict(codes.MEMBER_APP_NOT_PUBLISHED, "no published member app to restore")
+        version = live.version
+    row = session.get(MemberAppVersion, (organization_id, version))
+    if row is None:
+        raise not_found(codes.MEMBER_APP_VERSION_NOT_FOUND, f"no member app version {version}")
     return row
 
 

@@ -22,11 +22,12 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from gymctl.assets.intake import recheck
+from gymctl.assets.read_ahead import ReadAhead
 from gymctl.assets.types import Slot
 from gymctl.branding import codes
 from gymctl.branding.palette import Palette, brand_identity
 from gymctl.branding.published import latest_app_version, latest_revision, live_app_version
+from gymctl.branding.rechecks import rechecked_then_locked
 from gymctl.branding.website import CONTENT_SCHEMA, parse_content
 from gymctl.errors import invalid, not_found
 from gymctl.models import (
@@ -62,10 +63,10 @@ def _iso(at: datetime | None) -> str | None:
 
 
 def logo_keys(
-    session: Session, store: ObjectStore, organization_id: uuid.UUID, logos: dict[str, Any]
+    session: Session, organization_id: uuid.UUID, logos: dict[str, Any]
 ) -> dict[str, str]:
-    """slot -> asset id from the caller, as slot -> durable key, each stored object re-checked
-    (spec A asset rule 10)."""
+    """slot -> asset id from the caller, as slot -> durable key (a stored asset's key never
+    changes)."""
     keys = {}
     for slot, asset_id in logos.items():
         try:
@@ -75,7 +76,6 @@ def logo_keys(
             raise invalid(codes.BRAND_LOGO_INVALID, f"{slot}: a slot and an asset id") from None
         if asset is None or asset.organization_id != organization_id:
             raise not_found(codes.BRAND_ASSET_NOT_FOUND, f"{slot}: no such brand asset")
-        recheck(store, organization_id, asset.key, slot=slot)
         keys[slot] = asset.key
     return keys
 
@@ -92,15 +92,21 @@ def save_brand_draft(
     now: datetime,
 ) -> BrandDraft:
     """Save the brand draft (a draft never goes live until published). An absent (KEEP) name
-    or logos keeps the draft's value, logos re-checked; None clears it."""
+    or logos keeps the draft's value; None clears it. Each logo is re-checked (spec A asset
+    rule 10) with no write lock held while the store answers (gymctl.branding.rechecks): kept
+    logos are the draft's as read afresh after the check, a save in between being the one
+    they keep."""
     checked = Palette.parse(palette)
+
+    def stored(session: Session, organization_id: uuid.UUID) -> dict[str, str]:
+        if logos is KEEP:
+            draft = session.get(BrandDraft, organization_id)
+            return dict(draft.logos or {}) if draft is not None else {}
+        return logo_keys(session, organization_id, logos or {})
+
+    rechecked_then_locked(session, ReadAhead(store), organization_id, stored, lock=lambda: None)
+    keys = stored(session, organization_id)
     draft = session.get(BrandDraft, organization_id) or BrandDraft(organization_id=organization_id)
-    if logos is KEEP:
-        keys = dict(draft.logos or {})
-        for slot, key in keys.items():
-            recheck(store, organization_id, key, slot=slot)
-    else:
-        keys = logo_keys(session, store, organization_id, logos or {})
     draft.palette = checked.as_json()
     if name is not KEEP:
         draft.name = _brand_name(name)

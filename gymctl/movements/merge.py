@@ -3,31 +3,41 @@
 A wrong merge corrupts every workout that used the loser, so each write has a dry run that
 counts and writes nothing, runs under the library lock with its rows locked in id order, and
 leaves an audit row with what it changed.
+
+The embedder may be a remote service: no write lock is held while it answers (decision s42; on
+the embedded default that lock holds every writer of every process). A write's vectors are
+computed first from the rows read with no lock (`_Vectors`), the transaction that only read
+ends, and the rows are read again until each text the write will store is embedded; then the
+lock is taken and the write runs as before, each winner taking the vector of its text as read
+under the lock. A vector is a function of its text alone, so one computed ahead stays right; a
+text that changed in every round is embedded under the lock (slower for others, never wrong).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import inspect, select
 from sqlalchemy.orm import Session
 
-from gymctl.db import advisory_lock
+from gymctl.db import advisory_lock, release_for_outside_call
 from gymctl.errors import conflict, invalid, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Movement
 from gymctl.movements import codes
 from gymctl.movements.aliases import fold, merge_aliases
-from gymctl.movements.embeddings import Embedder, embed_movements
+from gymctl.movements.embeddings import Embedder, embed_movements, embedding_parts
 from gymctl.movements.progress import SILENT, Progress
 from gymctl.movements.references import repoint
 
 LIBRARY_LOCK = "movements:library"
 # Filled on the winner from the loser when the winner has none: media moves with the merge.
 _CARRIED = ("thumbnail_url", "cues", "common_faults", "scaling_options")
+AHEAD_ROUNDS = 3
 
 
 def lock_canonical(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Movement]:
@@ -39,12 +49,77 @@ def lock_canonical(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID
         .where(Movement.id.in_(wanted), Movement.organization_id.is_(None))
         .order_by(Movement.id)
         .with_for_update()
+        .execution_options(populate_existing=True)  # rows read ahead (_Vectors): as stored now
     ).all()
     found = {row.id: row for row in rows}
     missing = [str(i) for i in wanted if i not in found]
     if missing:
         raise not_found(codes.MOVEMENT_NOT_FOUND, "no canonical movement with this id", ids=missing)
     return found
+
+
+class _Vectors:
+    """Vectors by the text they read (embedding_parts), computed before the library lock."""
+
+    def __init__(self, embedder: Embedder | None) -> None:
+        self.embedder = embedder
+        self.known: dict[tuple[str, str, str], tuple[bytes, str]] = {}
+
+    def ahead(self, session: Session, ids: Iterable[uuid.UUID], after: Any) -> None:
+        """Read the rows (no lock), `after(views)` gives the rows the write will embed; each text
+        not known yet is embedded with the transaction that only read ended, then read again."""
+        for _ in range(AHEAD_ROUNDS):
+            views = _views(session, ids)
+            wanted = {embedding_parts(v): v for v in after(views)}
+            missing = [v for parts, v in wanted.items() if parts not in self.known]
+            if not missing:
+                return
+            release_for_outside_call(session)
+            self._embed(missing)
+
+    def apply(self, movement: Movement) -> None:
+        """The row as it stands under the lock takes the vector of its text."""
+        parts = embedding_parts(movement)
+        if parts not in self.known:  # changed in every round: embedded under the lock
+            self._embed([_view(movement)])
+        movement.embedding, movement.embedding_model = self.known[parts]
+
+    def _embed(self, views: list[SimpleNamespace]) -> None:
+        embed_movements(self.embedder, views)
+        for view in views:
+            self.known[embedding_parts(view)] = (view.embedding, view.embedding_model)
+
+
+def _view(movement: Movement) -> SimpleNamespace:
+    """A copy of the row's columns: read before its transaction ends, changed by no one."""
+    return SimpleNamespace(
+        **{column.key: getattr(movement, column.key) for column in inspect(Movement).column_attrs}
+    )
+
+
+def _views(session: Session, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, SimpleNamespace]:
+    rows = session.scalars(
+        select(Movement).where(
+            Movement.id.in_(sorted(set(ids))), Movement.organization_id.is_(None)
+        )
+    ).all()
+    return {row.id: _view(row) for row in rows}
+
+
+def _winners_after(
+    views: dict[uuid.UUID, SimpleNamespace], pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]
+) -> list[SimpleNamespace]:
+    """Each pair's winner as its merge will leave it: of what a vector reads, only the aliases
+    change. A pair the locked run will refuse or skip is left out."""
+    winners = []
+    for winner_id, loser_id in pairs:
+        winner, loser = views.get(winner_id), views.get(loser_id)
+        if winner is None or loser is None or winner.deleted_at or loser.deleted_at:
+            continue
+        winner.aliases = _aliases_after(winner, loser)
+        loser.deleted_at = True
+        winners.append(SimpleNamespace(**vars(winner)))
+    return winners
 
 
 def merge_pairs(
@@ -68,10 +143,14 @@ def merge_pairs(
     for winner_id, loser_id in pairs:
         if winner_id == loser_id:
             raise invalid(codes.MERGE_PAIR_INVALID, "a movement cannot merge into itself")
-    rows = lock_canonical(session, [i for pair in pairs for i in pair])
+    ids = [i for pair in pairs for i in pair]
+    vectors = _Vectors(embedder)
+    if not dry_run:
+        vectors.ahead(session, ids, lambda views: _winners_after(views, pairs))
+    rows = lock_canonical(session, ids)
     progress.start("merge", len(pairs))
     if not dry_run:
-        results = _merge_in_order(session, embedder, rows, pairs, now, actor_user_id, progress)
+        results = _merge_in_order(session, vectors, rows, pairs, now, actor_user_id, progress)
         return {"dryRun": False, "pairs": results}
     scratch = session.begin_nested()
     try:
@@ -86,7 +165,7 @@ def merge_pairs(
 
 def _merge_in_order(
     session: Session,
-    embedder: Embedder | None,
+    vectors: _Vectors | None,
     rows: dict[uuid.UUID, Movement],
     pairs: Sequence[tuple[uuid.UUID, uuid.UUID]],
     now: datetime,
@@ -107,7 +186,7 @@ def _merge_in_order(
             )
         else:
             with session.begin_nested():
-                results.append(_merge(session, embedder, winner, loser, now=now, actor=actor))
+                results.append(_merge(session, vectors, winner, loser, now=now, actor=actor))
         progress.advance()
     return results
 
@@ -124,7 +203,7 @@ def _aliases_after(winner: Movement, loser: Movement) -> list[str]:
 
 def _merge(
     session: Session,
-    embedder: Embedder | None,
+    vectors: _Vectors | None,
     winner: Movement,
     loser: Movement,
     *,
@@ -148,8 +227,8 @@ def _merge(
     loser.deleted_at = now
     loser.merged_into_id = winner.id
     loser.updated_at = now
-    if embedder is not None:  # None: a dry run (merge_pairs)
-        embed_movements(embedder, [winner])
+    if vectors is not None:  # None: a dry run (merge_pairs)
+        vectors.apply(winner)
     session.flush()
     emit(
         session,
@@ -189,6 +268,9 @@ def alias_change(
     term = fold(alias)
     if not term:
         raise invalid(codes.ALIAS_INVALID, "the alias folds to nothing")
+    vectors = _Vectors(embedder)
+    if not dry_run:
+        vectors.ahead(session, [source_id], lambda views: _without(views, source_id, term))
     source = lock_canonical(session, [source_id])[source_id]
     if source.deleted_at is not None:
         raise not_found(codes.MOVEMENT_NOT_FOUND, "this movement was merged or deleted")
@@ -210,7 +292,7 @@ def alias_change(
         return result
     source.aliases = after
     source.updated_at = now
-    embed_movements(embedder, [source])
+    vectors.apply(source)
     session.flush()
     emit(
         session,
@@ -223,3 +305,14 @@ def alias_change(
         payload={"term": term, "before": before, "after": after},
     )
     return result
+
+
+def _without(
+    views: dict[uuid.UUID, SimpleNamespace], source_id: uuid.UUID, term: str
+) -> list[SimpleNamespace]:
+    """The source row as the alias change will leave it (none when the locked run refuses)."""
+    source = views.get(source_id)
+    if source is None or source.deleted_at:
+        return []
+    source.aliases = [a for a in source.aliases or [] if fold(a) != term]
+    return [source]

@@ -260,12 +260,24 @@ def require_dispatchable(candidate: ReleaseCandidate) -> None:
         raise conflict(codes.RELEASE_BRAND_SCHEMA_UNSUPPORTED, "this snapshot cannot dispatch")
 
 
+def replaces_on_publish(session: Session, organization_id: uuid.UUID) -> bool:
+    """Read only: a publish now may replace a current candidate (`supersede_on_publish`), whose
+    snapshot digests the live app's stored assets. The publish reads them ahead of its lock."""
+    request = session.scalar(
+        select(ReleaseRequest).where(ReleaseRequest.organization_id == organization_id)
+    )
+    before = latest_candidate(session, request) if request is not None else None
+    return before is not None and not is_superseded(session, before)
+
+
 def supersede_on_publish(
     session: Session, organization_id: uuid.UUID, *, store: ObjectStore | None, now: datetime
 ) -> ReleaseCandidate | None:
     """Branding calls this after a publish or unpublish of the brand or the member app, so the
     candidate it outdates is superseded in the same transaction, at the publish instant; after
-    a publish (`store` given) a new candidate replaces it (spec A 3). Returns the replacement."""
+    a publish (`store` given) a new candidate replaces it (spec A 3). Returns the replacement.
+    Under the publish's lock `store` answers from what it read ahead (`replaces_on_publish`,
+    gymctl.assets.read_ahead): no write lock is held while the object store answers."""
     request = session.scalar(
         select(ReleaseRequest).where(ReleaseRequest.organization_id == organization_id)
     )

@@ -288,6 +288,7 @@ def test_every_organization_route_has_an_expected_answer_and_a_call_or_a_reason(
 def world(session, idp, suite_app, clock, card_server, fake_gym):  # noqa: F811
     tenant = seed.make_tenant(session, idp, name="Iron Temple", tag="iron")
     seed.seed(suite_app.test_client(), session, tenant, card_server, fake_gym)
+    seed.loaded(session, tenant)
     session.close()
     return tenant
 

@@ -184,6 +184,15 @@ def seed(client, session, tenant: Tenant, card_server=None, bridge=None) -> Tena
     return tenant
 
 
+def loaded(session, *tenants: Tenant) -> None:
+    """The tenants' people read again before the caller closes `session` and keeps them: a
+    domain call of the seed that asks an outside system (publish's re-check of the store)
+    reads its rows afresh after it, expiring what the session held."""
+    for tenant in tenants:
+        for person in tenant.people.values():
+            session.refresh(person.user)
+
+
 @dataclass(frozen=True)
 class Call:
     """One request: the route's path parameters filled, its body, the success it must reach."""

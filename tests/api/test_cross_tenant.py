@@ -66,6 +66,7 @@ def gyms(session, idp, suite_app, card_server, fake_gym):  # noqa: F811
     b = seed.make_tenant(session, idp, name="Gym B", tag="gymb")
     seed.seed(client, session, a, card_server, fake_gym)
     seed.seed(client, session, b, card_server, fake_gym)
+    seed.loaded(session, a, b)
     session.close()
     return a, b
 
