@@ -8,11 +8,13 @@ every process for the call, and past the 30 s busy timeout they fail "database i
 from __future__ import annotations
 
 import io
+import json
 import uuid
 from datetime import timedelta
 
 import pytest
 from PIL import Image
+from sqlalchemy import select
 
 from daemons.jobs import JOBS
 from daemons.runner import run_job_once
@@ -46,17 +48,10 @@ def _answered(api, method: str, path: str, who: str | None, **kwargs):
     return response
 
 
-INVITE_REDESIGN = (
-    "create_invitation asks the identity provider and mails the invitation between the "
-    "invitation's writes, in one transaction: a refused email keeps nothing (a redesign)"
-)
-
-
 def _address(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}@demo-gym.example"
 
 
-@pytest.mark.xfail(strict=True, reason=INVITE_REDESIGN)
 def test_an_invitation_and_its_email_hold_no_write_lock(api):
     with watching() as seen:
         api.call(
@@ -70,11 +65,6 @@ def test_an_invitation_and_its_email_hold_no_write_lock(api):
     assert not seen.calls, seen.report()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="resend mails the new token before its version is committed, and a refused email "
-    "keeps the old one (the mail sits between the token's change and its commit: a redesign)",
-)
 def test_an_invitation_resent_holds_no_write_lock(api):
     invited = api.call(
         "POST", f"{ORG}/invitations", OWNER, 201, json={"email": _address("r"), "role": "member"}
@@ -85,7 +75,6 @@ def test_an_invitation_resent_holds_no_write_lock(api):
     assert not seen.calls, seen.report()
 
 
-@pytest.mark.xfail(strict=True, reason=INVITE_REDESIGN + "; the bulk worker runs it per address")
 def test_a_bulk_invite_worked_by_its_daemon_holds_no_write_lock(api):
     api.call(
         "POST",
@@ -155,12 +144,6 @@ def test_brand_assets_uploaded_and_read_hold_no_write_lock(api):
     assert not seen.calls, seen.report()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="publishing the brand and the app re-checks each stored logo (the store's HEAD, rule "
-    "10) under the channel's lock, between its read of the draft and the revision it writes: "
-    "checking before the lock and again against the draft is a redesign",
-)
 def test_brand_publish_holds_no_write_lock(api):
     with watching() as seen:
         _answered(
@@ -171,6 +154,131 @@ def test_brand_publish_holds_no_write_lock(api):
             json={"channels": ["brand", "website", "app"]},
         )
     assert "folder store (S3 stand-in)" in seen.doors()
+    assert not seen.calls, seen.report()
+
+
+def _logo(api) -> dict:
+    """The demo app draft's stored logo ({id, key, ...})."""
+    return _answered(api, "GET", f"{ORG}/branding/assets", OWNER).json["assets"]["logo"]
+
+
+def test_brand_and_app_drafts_saved_hold_no_write_lock(api):
+    """Rule 10 re-checks each stored logo on save: the store answers before the draft's
+    write, with the transaction that only read ended."""
+    logo = _logo(api)
+    palette = {"primaryColor": "#1C40A0"}
+    with watching() as seen:
+        api.call("PUT", f"{ORG}/brand-workspace/brand", OWNER, 200, json={"palette": palette})
+        api.call(
+            "PUT",
+            f"{ORG}/brand-workspace/brand",
+            OWNER,
+            200,
+            json={"palette": palette, "logos": {"logo": logo["id"]}},
+        )
+        api.call(
+            "PUT", f"{ORG}/branding/assets", OWNER, 200, json={"assets": {"logo": logo["key"]}}
+        )
+    assert "folder store (S3 stand-in)" in seen.doors()
+    assert not seen.calls, seen.report()
+
+
+def test_brand_and_app_restored_hold_no_write_lock(api):
+    _answered(api, "POST", f"{ORG}/brand-workspace/publish", OWNER, json={"channels": ["brand"]})
+    _answered(api, "POST", f"{ORG}/brand-workspace/publish", OWNER, json={"channels": ["app"]})
+    with watching() as seen:
+        api.call("POST", f"{ORG}/brand-workspace/brand/restore", OWNER, 200, json={})
+        api.call("POST", f"{ORG}/brand-workspace/app/restore", OWNER, 200, json={})
+    assert "folder store (S3 stand-in)" in seen.doors()
+    assert not seen.calls, seen.report()
+
+
+def test_a_publish_replacing_the_release_candidate_holds_no_write_lock(api):
+    """Spec A 3: a publish supersedes the current candidate and a new one replaces it, its
+    snapshot digesting the live app's stored assets: read ahead of the publish's lock."""
+    from gymctl.db import session_scope
+    from gymctl.models import Organization
+    from gymctl.models.releases import ReleaseCandidate
+    from gymctl.releases import branded_apps, candidates, requests
+    from tests.releases.conftest import APP_CONFIG, COMMIT
+    from tests.releases.helpers import approve_intake_in
+
+    org_id = uuid.UUID(api.org)
+    store = api.client.application.extensions["gymctl"].store
+    at = clock.now()
+    with session_scope(session_factory()) as session:
+        if requests.find_request(session, org_id) is None:
+            branded_apps.create_app(
+                session, get_settings(), session.get(Organization, org_id), now=at
+            )
+            branded_apps.configure(session, org_id, APP_CONFIG, now=at)
+            branded_apps.set_enabled(session, org_id, True, now=at)
+            requests.open_request(session, org_id, now=at)
+            approve_intake_in(session, org_id)
+    with session_scope(session_factory()) as session:
+        cut = candidates.cut_candidate(
+            session, store, get_settings(), org_id, source_commit=COMMIT, now=at
+        )
+        generation = cut.generation
+    with watching() as seen:
+        for channel in ("brand", "app"):
+            published = api.call(
+                "POST", f"{ORG}/brand-workspace/{channel}/publish", OWNER, 200, json={}
+            )
+            assert published["result"] == "verified", published
+    with session_scope(session_factory()) as session:
+        newest = max(session.scalars(select(ReleaseCandidate.generation)).all())
+    assert newest == generation + 2  # each publish replaced the candidate (the store was read)
+    assert "folder store (S3 stand-in)" in seen.doors()
+    assert not seen.calls, seen.report()
+
+
+@pytest.fixture
+def librarian(api, monkeypatch):
+    """The demo gym's API with its owner a platform admin and the library's embedder a remote
+    one (the loopback fake of tests/movements)."""
+    from tests.movements.fakes import FakeServices
+    from webhooks.app import create_app
+
+    fake = FakeServices()
+    monkeypatch.setenv("GYMCTL_EMBEDDINGS_URL", f"{fake.url}/v1")
+    monkeypatch.setenv("GYMCTL_PLATFORM_ADMINS", OWNER)
+    get_settings.cache_clear()
+    api.client = create_app().test_client()
+    yield api
+    fake.close()
+
+
+LIBRARY_KEY = "libraries/detector.json"
+CANONICAL = "/admin/exercises/canonical"
+
+
+def test_the_movement_library_seeded_merged_and_changed_holds_no_write_lock(librarian):
+    from gymctl.models import Movement
+    from gymctl.movements.library import FORMAT
+
+    api = librarian
+    names = ("Detector Squat", "Detector Press", "Detector Plank")
+    library = {
+        "format": FORMAT,
+        "movements": [{"name": n, "equipment": "body only", "instructions": ["Go"]} for n in names],
+    }
+    store = api.client.application.extensions["gymctl"].store
+    store.put(LIBRARY_KEY, json.dumps(library).encode(), content_type="application/json")
+    with watching() as seen:
+        api.call("POST", f"{CANONICAL}/seed", OWNER, 202, json={"r2Key": LIBRARY_KEY})
+        _run("movement_jobs")
+        with session_factory()() as session:
+            ids = {
+                m.name: str(m.id)
+                for m in session.scalars(select(Movement).where(Movement.name.in_(names)))
+            }
+        pair = {"winnerId": ids["Detector Press"], "loserId": ids["Detector Plank"]}
+        merged = api.call("POST", f"{CANONICAL}/merge", OWNER, 200, json={"pairs": [pair]})
+        assert merged["pairs"][0]["outcome"] == "merged"
+        body = {"sourceId": ids["Detector Press"], "alias": "Detector Plank"}
+        api.call("POST", f"{CANONICAL}/alias-change", OWNER, 200, json=body)
+    assert {"httpx", "folder store (S3 stand-in)"} <= seen.doors()
     assert not seen.calls, seen.report()
 
 
@@ -217,11 +325,6 @@ def test_card_flows_hold_no_write_lock(api):
     assert not seen.calls, seen.report()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a push is sent inside the transaction that wrote its push_notices record, "
-    "committed after it so that a provider error pushes it again next run (a redesign)",
-)
 def test_a_waitlist_seat_pushed_to_its_member_holds_no_write_lock(api):
     waiting = "user_demo_member_2"
     with watching() as seen:

@@ -5,9 +5,11 @@ provider invitation, and an email each) ran past gunicorn's 30 s; it held the in
 counter's lock (on the embedded default, the database's one write lock) from its first
 provider invitation to its end, and a worker killed at 30 s rolled back invitations whose emails
 had gone out, so their links led nowhere. Queued, the request takes milliseconds and locks
-nothing of anyone else's; the `invitation_batches` daemon job invites each address with the same
-`create_invitation` as a single invite, in a transaction of its own that also records the
-address's outcome, so an outcome is stored exactly when its invitation is.
+nothing of anyone else's; the `invitation_batches` daemon job invites each address with the
+same steps as a single invite (gymctl.access.invitations: checks, the provider asked with no
+write lock held, the invitation stored, its email sent after its commit), the invitation stored
+in a transaction that also records the address's outcome, so an outcome is stored exactly when
+its invitation is; a refused email withdraws both.
 
 Each address is invited with the rights its asker has when its turn comes: staff removed or
 demoted meanwhile invite no one more (permission_denied); a person the gym erased meanwhile is
@@ -34,7 +36,15 @@ from gymctl import ids
 from gymctl.access import codes, staff_queue
 from gymctl.access.erasure import is_erased_address
 from gymctl.access.grants import require_grant
-from gymctl.access.invitations import Outreach, create_invitation
+from gymctl.access.invitations import (
+    Outreach,
+    ask_provider,
+    check_new,
+    deliver,
+    normalize_email,
+    store_new,
+    withdraw,
+)
 from gymctl.access.permissions import Action, Module
 from gymctl.db import advisory_lock, organization_row
 from gymctl.errors import DomainError, not_found, too_many_requests
@@ -46,6 +56,7 @@ from gymctl.models import (
     Role,
 )
 from gymctl.providers.identity_admin import RATE_LIMITED
+from gymctl.providers.mail import MailError
 
 logger = logging.getLogger(__name__)
 
@@ -151,21 +162,109 @@ def work_batches(
 def invite_next(
     factory: sessionmaker[Session], outreach: Outreach, batch_id: uuid.UUID, *, now: datetime
 ) -> Counter[str] | None:
-    """Invite the batch's next address and record its outcome, in one transaction (a step of
-    gymctl.access.staff_queue)."""
+    """Invite the batch's next address (a step of gymctl.access.staff_queue): its checks, the
+    identity provider asked with no write lock held, then the invitation and the address's
+    outcome stored in one transaction, then its email, whose refusal withdraws both."""
     with factory() as session:
         batch = _locked(session, batch_id, now)
         if batch is None:
             return None
-        email = batch.emails[len(batch.results)]
+        position = len(batch.results)
+        email = batch.emails[position]
+        failures = batch.failures
         try:
-            result = _invite(session, outreach, batch, email, now=now)
+            result, failure = _invite(session, outreach, batch, email, now=now), None
         except DomainError as error:
-            # The identity provider or the mail server failed: not the address's fault.
-            result = _failed_try(batch, email, error.code, now=now)
+            # The identity provider failed: not the address's fault.
+            result, failure = None, error.code
+        batch = _same_step(session, batch_id, position, email)
+        if batch is None:
+            session.rollback()  # another worker, or an erasure, moved the batch meanwhile
+            return Counter()
+        if failure is not None:
+            result = _failed_try(batch, email, failure, now=now)
         _record(batch, result, now=now)
         session.commit()
-    return Counter([result["outcome"] if result else DEFERRED])
+        if result is None or result["outcome"] != INVITED:
+            return Counter([result["outcome"] if result else DEFERRED])
+        return _mail(session, outreach, batch_id, result, failures, now=now)
+
+
+def _same_step(
+    session: Session, batch_id: uuid.UUID, position: int, email: str
+) -> InvitationBatch | None:
+    """The batch under its lock again after the outside calls, if its next address is still
+    the one just invited (on the embedded default no lock was held meanwhile)."""
+    batch = session.scalar(
+        select(InvitationBatch)
+        .where(InvitationBatch.id == batch_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if batch is None or batch.status != InvitationBatchStatus.queued:
+        return None
+    if len(batch.results) != position or batch.emails[position] != email:
+        return None
+    return batch
+
+
+def _mail(
+    session: Session,
+    outreach: Outreach,
+    batch_id: uuid.UUID,
+    result: dict[str, Any],
+    failures: int,
+    *,
+    now: datetime,
+) -> Counter[str]:
+    """The stored invitation's email, sent after its commit. A refusal withdraws the invitation
+    and its outcome: the address is tried again later, as before (its try counted)."""
+    invitation_id = uuid.UUID(result["id"])
+    try:
+        deliver(session, outreach, invitation_id, now=now, erased=is_erased_address)
+    except MailError:
+        withdraw(session, invitation_id)
+        outcome = _unrecord(session, batch_id, result, failures, now=now)
+        session.commit()
+        return Counter([outcome])
+    except Exception:
+        # Stored and its outcome recorded: a resend sends it (the list shows sendCount 0).
+        logger.exception(
+            "bulk invite %s: the email of invitation %s failed", batch_id, result["id"]
+        )
+        return Counter([INVITED])
+    session.commit()
+    return Counter([INVITED])
+
+
+def _unrecord(
+    session: Session,
+    batch_id: uuid.UUID,
+    result: dict[str, Any],
+    failures: int,
+    *,
+    now: datetime,
+) -> str:
+    """The address's invited outcome taken back after its email was refused: a failed try of
+    the step when it is still the batch's last one, else (the batch went on meanwhile) the
+    failure in its place."""
+    batch = session.scalar(
+        select(InvitationBatch).where(InvitationBatch.id == batch_id).with_for_update()
+    )
+    results = list(batch.results) if batch is not None else []
+    mine = next((i for i, r in enumerate(results) if r.get("id") == result["id"]), None)
+    if mine is None:
+        return codes.MAIL_FAILED  # the batch is gone (forgotten)
+    email = results[mine]["email"]
+    if mine < len(results) - 1:
+        results[mine] = {"email": email, "outcome": codes.MAIL_FAILED}
+        batch.results = results
+        return codes.MAIL_FAILED
+    batch.results = results[:mine]
+    batch.status, batch.finished_at, batch.failures = InvitationBatchStatus.queued, None, failures
+    failed = _failed_try(batch, email, codes.MAIL_FAILED, now=now)
+    _record(batch, failed, now=now)
+    return failed["outcome"] if failed else DEFERRED
 
 
 def _locked(session: Session, batch_id: uuid.UUID, now: datetime) -> InvitationBatch | None:
@@ -221,29 +320,31 @@ def _lost_try(
 def _invite(
     session: Session, outreach: Outreach, batch: InvitationBatch, email: str, *, now: datetime
 ) -> dict[str, Any]:
-    """The address's outcome; DomainError when an outside part failed (a status of 500 or
-    more: the identity provider, the mail server), after which nothing of it is kept."""
+    """The address's outcome, its invitation stored (not committed, not sent); DomainError when
+    the identity provider failed (a status of 500 or more), after which nothing of it is kept."""
     if is_erased_address(email):
         return {"email": email, "outcome": ERASED}  # the gym erased the person meanwhile
     if any(r["outcome"] == RATE_LIMITED for r in batch.results):
         return {"email": email, "outcome": RATE_LIMITED}
+    # Read before the provider is asked: the batch's rows expire when the transaction ends.
+    batch_id, org_id, asker_id = batch.id, batch.organization_id, batch.actor_membership_id
+    role = batch.role
     try:
-        organization, actor = staff_queue.check_asker(
-            session,
-            batch.organization_id,
-            batch.actor_membership_id,
-            Module.invitations,
-            Action.manage,
-        )
+        _organization, actor = _asker(session, org_id, asker_id)
+        address = normalize_email(email)
+        check_new(session, organization_id=org_id, actor=actor, email=address, role=role)
+        asked = ask_provider(session, outreach, address, now=now)
+        session.expire_all()  # read again, as they are now: the asker's rights too
         with session.begin_nested():
-            invitation = create_invitation(
+            _organization, actor = _asker(session, org_id, asker_id)
+            invitation = store_new(
                 session,
-                outreach,
-                organization=organization,
+                asked,
+                organization_id=org_id,
                 actor=actor,
                 actor_user_id=actor.user_id,
-                email=email,
-                role=batch.role,
+                email=address,
+                role=role,
                 now=now,
             )
     except DomainError as error:
@@ -254,6 +355,12 @@ def _invite(
         raise  # the database's trouble, not the address's: a lost try (staff_queue)
     except Exception:
         # A defect met by this address alone must not hold the batch's others back for ever.
-        logger.exception("bulk invite %s: inviting address %d failed", batch.id, len(batch.results))
+        logger.exception("bulk invite %s: inviting an address failed", batch_id)
         return {"email": email, "outcome": FAILED}
     return {"email": email, "outcome": INVITED, "id": str(invitation.id)}
+
+
+def _asker(
+    session: Session, org_id: uuid.UUID, asker_id: uuid.UUID | None
+) -> tuple[Organization, Membership]:
+    return staff_queue.check_asker(session, org_id, asker_id, Module.invitations, Action.manage)

@@ -4,12 +4,18 @@ An invitee without an identity account gets an email whose sign-up link carries 
 as `__identity_ticket`. One with an account gets a pending_invitation membership at once; if that
 account's email is unproven the membership is held (spec A 5.3) until an operator marks the email
 verified: opening the email never releases a hold.
+
+No write lock is held while the identity provider or the mail server answers (decisions s41,
+s42): a new invitation is checked, the provider asked, checked again and stored and committed;
+its email then goes out, and the first one completes it (the login's pending membership, the
+audit). A refused email withdraws it (a resend puts the former token back).
 """
 
 from __future__ import annotations
 
 import unicodedata
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,12 +24,14 @@ from urllib.parse import urlencode
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gymctl import ids
 from gymctl.access import codes, tickets
 from gymctl.access.folding import fold_person
 from gymctl.access.grants import require_grant, require_invitation_handling
 from gymctl.access.memberships import end_sales_grant, owner_of
 from gymctl.bridge import mirror
 from gymctl.config import Settings
+from gymctl.db import advisory_lock, release_for_outside_call
 from gymctl.errors import (
     bad_gateway,
     conflict,
@@ -45,10 +53,11 @@ from gymctl.models import (
     User,
 )
 from gymctl.models.identity import same_address
-from gymctl.providers.identity_admin import IdentityAdmin
+from gymctl.providers.identity_admin import Account, IdentityAdmin
 from gymctl.providers.mail import Mailer, MailError, OutgoingEmail
 
 DEFAULT_FRONTEND = "http://localhost:3000"
+FIRST_VERSION = 1  # of an invitation's token; a resend bumps it
 
 
 @dataclass(frozen=True)
@@ -94,19 +103,25 @@ def frontend(settings: Settings) -> str:
     return (settings.frontend_url or DEFAULT_FRONTEND).rstrip("/")
 
 
-def _token(settings: Settings, invitation: Invitation, now: datetime) -> str:
+def _token(
+    settings: Settings, invitation_id: uuid.UUID, expires_at: datetime, version: int, now: datetime
+) -> str:
     return tickets.sign(
         settings,
         tickets.INVITATION,
-        str(invitation.id),
+        str(invitation_id),
         now=now,
-        expires_at=invitation.expires_at,
-        version=invitation.token_version,
+        expires_at=expires_at,
+        version=version,
     )
 
 
 def _links(settings: Settings, invitation: Invitation, now: datetime) -> dict[str, str]:
-    token = _token(settings, invitation, now)
+    token = _token(settings, invitation.id, invitation.expires_at, invitation.token_version, now)
+    return _urls(settings, token)
+
+
+def _urls(settings: Settings, token: str) -> dict[str, str]:
     return {
         "signUp": f"{frontend(settings)}/sign-up?"
         + urlencode({"__identity_ticket": token, "status": "invited"}),
@@ -114,26 +129,33 @@ def _links(settings: Settings, invitation: Invitation, now: datetime) -> dict[st
     }
 
 
+def _message(
+    settings: Settings, invitation: Invitation, organization: Organization | None, now: datetime
+) -> OutgoingEmail:
+    """The invitation's email, its link carrying the invitation's newest token."""
+    links = _links(settings, invitation, now)
+    place = organization.name if organization else "gymctl (create your gym)"
+    link = links["accept"] if invitation.user_id else links["signUp"]
+    return OutgoingEmail(
+        to=invitation.email,
+        subject=f"You're invited to join {place}",
+        text=(
+            f"You have been invited to {place} as {invitation.role.value}.\n\n"
+            f"Open this link to accept:\n{link}\n\n"
+            f"It expires on {invitation.expires_at:%Y-%m-%d}."
+        ),
+        headers={"X-Gymctl-Invitation": str(invitation.id)},
+        tag="invitation",
+    )
+
+
 def _send(
     outreach: Outreach, invitation: Invitation, organization: Organization | None, now: datetime
 ) -> None:
-    links = _links(outreach.settings, invitation, now)
-    place = organization.name if organization else "gymctl (create your gym)"
-    link = links["accept"] if invitation.user_id else links["signUp"]
+    """The email sent inside the caller's transaction (a link request, written with the desk
+    registration that asks for it)."""
     try:
-        outreach.mailer.send(
-            OutgoingEmail(
-                to=invitation.email,
-                subject=f"You're invited to join {place}",
-                text=(
-                    f"You have been invited to {place} as {invitation.role.value}.\n\n"
-                    f"Open this link to accept:\n{link}\n\n"
-                    f"It expires on {invitation.expires_at:%Y-%m-%d}."
-                ),
-                headers={"X-Gymctl-Invitation": str(invitation.id)},
-                tag="invitation",
-            )
-        )
+        outreach.mailer.send(_message(outreach.settings, invitation, organization, now))
     except MailError as error:
         # Nothing is kept: the request's transaction rolls back with this refusal.
         raise bad_gateway(codes.MAIL_FAILED, str(error)) from None
@@ -152,6 +174,16 @@ def linked_login(session: Session, email: str) -> User | None:
     )
 
 
+@dataclass(frozen=True)
+class Asked:
+    """What the identity provider answered for a new invitation, asked before it is stored."""
+
+    invitation_id: uuid.UUID
+    expires_at: datetime
+    account: Account | None
+    provider_invitation_id: str | None
+
+
 def create_invitation(
     session: Session,
     outreach: Outreach,
@@ -164,20 +196,63 @@ def create_invitation(
     now: datetime,
 ) -> Invitation:
     """Invite `email` with `role`. With `organization` None it is an owner grant (platform
-    admins only: the caller checks), the claimable right to create a gym."""
+    admins only: the caller checks), the claimable right to create a gym.
+
+    No write lock is held while the identity provider or the mail server answers (decisions
+    s41, s42): the checks read, the provider is asked, the checks run again on fresh rows and
+    the invitation is stored and COMMITTED (with whatever the caller wrote before), then its
+    email goes out and the send is recorded (the caller commits that). A refused email
+    withdraws the invitation, committed, before answering 502 mail_failed: it keeps nothing
+    once the refusal is answered. A crash between the commit and the email leaves it pending
+    and unsent (sendCount 0): a resend sends it."""
     email = normalize_email(email)
     org_id = organization.id if organization else None
+    check_new(session, organization_id=org_id, actor=actor, email=email, role=role)
+    asked = ask_provider(session, outreach, email, now=now)
+    session.expire_all()  # read again, as they are now (PostgreSQL kept the first reads)
+    store_new(
+        session,
+        asked,
+        organization_id=org_id,
+        actor=actor,
+        actor_user_id=actor_user_id,
+        email=email,
+        role=role,
+        now=now,
+    )
+    session.commit()  # stored before an email names it
+    try:
+        return deliver(session, outreach, asked.invitation_id, now=now)
+    except MailError as error:
+        withdraw(session, asked.invitation_id)
+        session.commit()
+        raise bad_gateway(codes.MAIL_FAILED, str(error)) from None
+
+
+def check_new(
+    session: Session,
+    *,
+    organization_id: uuid.UUID | None,
+    actor: Membership | None,
+    email: str,
+    role: Role,
+) -> None:
+    """The refusals of a new invitation that the rows decide (`email` normalized)."""
     if actor is not None:
         require_grant(actor.role, role)
-    if organization is not None and role is Role.owner and owner_of(session, org_id) is not None:
+    if (
+        organization_id is not None
+        and role is Role.owner
+        and owner_of(session, organization_id) is not None
+    ):
         raise conflict(
             codes.OWNER_EXISTS, "the organization has an owner; transfer ownership instead"
         )
     pending = session.scalar(
-        select(Invitation).where(
+        select(Invitation.id).where(
             Invitation.organization_id.is_(None)
-            if org_id is None
-            else Invitation.organization_id == org_id,
+            if organization_id is None
+            else Invitation.organization_id == organization_id,
             same_address(Invitation.email, email),
             Invitation.status == InvitationStatus.pending,
         )
@@ -185,35 +260,162 @@ def create_invitation(
     if pending is not None:
         raise conflict(codes.INVITATION_PENDING, "a pending invitation exists; resend it")
 
+
+def ask_provider(session: Session, outreach: Outreach, email: str, *, now: datetime) -> Asked:
+    """The identity provider, asked with no write lock held: the caller's transaction, which
+    only read, ends first (db.release_for_outside_call; its rows expire). An address without
+    an account gets the provider's invitation now, under the id its row will have; one whose
+    row is then refused or never stored is an invitation no one is sent to (the provider
+    mails nothing: notify is off), its redirect naming no stored invitation."""
+    release_for_outside_call(session)
     account = outreach.identity_admin.find_account(email)
+    invitation_id = ids.new_id()
+    expires_at = now + timedelta(days=outreach.settings.invitation_ttl_days)
+    provider_invitation_id = None
+    if account is None:
+        token = _token(outreach.settings, invitation_id, expires_at, FIRST_VERSION, now)
+        provider_invitation_id = outreach.identity_admin.create_invitation(
+            session,
+            email,
+            redirect_url=_urls(outreach.settings, token)["signUp"],
+            metadata={"invitationId": str(invitation_id)},
+        )
+    return Asked(invitation_id, expires_at, account, provider_invitation_id)
+
+
+def store_new(
+    session: Session,
+    asked: Asked,
+    *,
+    organization_id: uuid.UUID | None,
+    actor: Membership | None,
+    actor_user_id: uuid.UUID | None,
+    email: str,
+    role: Role,
+    now: datetime,
+) -> Invitation:
+    """The invitation, stored with what the provider answered after every check again (the
+    caller expired its rows): a second click, a second admin or a role changed meanwhile is
+    refused here. Its pending membership and audit come with its first email (deliver). The
+    caller commits before the email goes out."""
+    session.connection()  # the write transaction first (db.advisory_lock on SQLite)
+    # One gym's pending check and insert, one at a time (on PostgreSQL two could both pass).
+    advisory_lock(session, f"invitations:{organization_id or 'owner-grants'}")
+    check_new(session, organization_id=organization_id, actor=actor, email=email, role=role)
     invitee = None
-    if account is not None:
+    if asked.account is not None:
+        account = asked.account
         invitee = (
             linked_login(session, email)
             or find_or_create(session, account.identity_id, now=now, email=account.email)[0]
         )
         if account.email_verified and invitee.email_verified_at is None:
             invitee.email_verified_at, invitee.email_verified_by = now, "provider"
+        if organization_id is not None:
+            _refuse_member(session, organization_id, invitee.id)
     invitation = Invitation(
-        organization_id=org_id,
+        id=asked.invitation_id,
+        organization_id=organization_id,
         email=email,
         role=role,
         invited_by_user_id=actor_user_id,
         user_id=invitee.id if invitee else None,
+        provider_invitation_id=asked.provider_invitation_id,
+        token_version=FIRST_VERSION,
         created_at=now,
-        expires_at=now + timedelta(days=outreach.settings.invitation_ttl_days),
+        expires_at=asked.expires_at,
     )
     session.add(invitation)
     session.flush()
-    if invitee is not None and organization is not None:
-        _pending_membership(session, invitation, invitee, now=now)
-    elif invitee is None:
-        invitation.provider_invitation_id = outreach.identity_admin.create_invitation(
-            session,
-            email,
-            redirect_url=_links(outreach.settings, invitation, now)["signUp"],
-            metadata={"invitationId": str(invitation.id)},
+    return invitation
+
+
+def deliver(
+    session: Session,
+    outreach: Outreach,
+    invitation_id: uuid.UUID,
+    *,
+    now: datetime,
+    erased: Callable[[str], bool] = lambda _email: False,
+) -> Invitation:
+    """Email the stored invitation (the caller committed its newest token) and record the send.
+    The transaction that read it ends before the mail server is asked; the send is recorded
+    under the row's lock after. The first send completes the invitation: a login's pending
+    membership (spec A 3) and the audit. A MailError leaves everything as it was: the caller
+    undoes its own step. An invitation no longer pending, or whose address is `erased` (the
+    bulk worker's: the gym erased the person after its commit), is not sent."""
+    invitation = session.get(Invitation, invitation_id, populate_existing=True)
+    if invitation is None:
+        raise not_found(codes.INVITATION_NOT_FOUND, "no such invitation")
+    if invitation.status is not InvitationStatus.pending or erased(invitation.email):
+        return invitation
+    organization = (
+        session.get(Organization, invitation.organization_id)
+        if invitation.organization_id
+        else None
+    )
+    message = _message(outreach.settings, invitation, organization, now)
+    release_for_outside_call(session)  # only read since the caller's commit
+    outreach.mailer.send(message)
+    invitation = _locked(session, invitation_id)
+    if invitation is None:
+        raise not_found(codes.INVITATION_NOT_FOUND, "no such invitation")
+    if invitation.send_count == 0:
+        _completed(session, invitation, now=now, erased=erased(invitation.email))
+    invitation.send_count += 1
+    invitation.last_sent_at = now
+    session.flush()
+    return invitation
+
+
+def withdraw(session: Session, invitation_id: uuid.UUID) -> None:
+    """Its first email refused, the invitation goes, unless it was sent, accepted or revoked
+    meanwhile (then it stands). Nothing else was written for it; the login's users row made
+    from the provider's account stays (the login's first request would make it)."""
+    invitation = _locked(session, invitation_id)
+    if (
+        invitation is not None
+        and invitation.status is InvitationStatus.pending
+        and invitation.send_count == 0
+    ):
+        session.delete(invitation)
+        session.flush()
+
+
+def _locked(session: Session, invitation_id: uuid.UUID) -> Invitation | None:
+    return session.get(Invitation, invitation_id, with_for_update=True, populate_existing=True)
+
+
+def _refuse_member(session: Session, org_id: uuid.UUID, user_id: uuid.UUID) -> None:
+    if _membership(session, org_id, user_id) is not None:
+        raise conflict(codes.ALREADY_MEMBER, "this person is already a member")
+
+
+def _membership(session: Session, org_id: uuid.UUID, user_id: uuid.UUID) -> Membership | None:
+    """The person's active membership of the gym, if any."""
+    return session.scalar(
+        select(Membership).where(
+            Membership.organization_id == org_id,
+            Membership.user_id == user_id,
+            Membership.status == MembershipStatus.active,
         )
+    )
+
+
+def _completed(session: Session, invitation: Invitation, *, now: datetime, erased: bool) -> None:
+    """What an invitation's first email completes: a login invited to a gym has a
+    pending_invitation membership (unless they became a member meanwhile), and the creation
+    is audited."""
+    invitee = session.get(User, invitation.user_id) if invitation.user_id else None
+    if (
+        invitee is not None
+        and invitation.organization_id is not None
+        and invitation.profile_user_id is None
+        and invitation.status is InvitationStatus.pending
+        and not erased
+        and _membership(session, invitation.organization_id, invitee.id) is None
+    ):
+        _pending_membership(session, invitation, invitee, now=now)
     emit(
         session,
         EventKind.audit,
@@ -221,13 +423,10 @@ def create_invitation(
         at=now,
         aggregate_type="invitation",
         aggregate_id=invitation.id,
-        organization_id=org_id,
-        actor_user_id=actor_user_id,
-        payload={"role": role.value, "existingAccount": invitee is not None},
+        organization_id=invitation.organization_id,
+        actor_user_id=invitation.invited_by_user_id,
+        payload={"role": invitation.role.value, "existingAccount": invitation.user_id is not None},
     )
-    _send(outreach, invitation, organization, now)
-    session.flush()
-    return invitation
 
 
 def request_link(
@@ -376,15 +575,34 @@ def resend_invitation(
     *,
     now: datetime,
 ) -> Invitation:
-    """A fresh token (the older email's link stops working) and a fresh expiry."""
+    """A fresh token (the older email's link stops working) and a fresh expiry. The new token's
+    version is COMMITTED before its email carries it, and the email is sent with no write lock
+    held (decisions s41, s42). A refused email puts the former version and expiry back,
+    committed, before answering 502 mail_failed: the older link works again once the refusal
+    is answered. Resending an invitation whose first email never went out sends it."""
     invitation = _invitation(session, actor.organization_id, invitation_id)
     require_invitation_handling(actor.role, invitation.role)
+    invitation = _locked(session, invitation_id)  # two resends at once bump one after the other
     _require_pending(invitation)
+    former = (invitation.token_version, invitation.expires_at)
     invitation.token_version += 1
     invitation.expires_at = now + timedelta(days=outreach.settings.invitation_ttl_days)
-    _send(outreach, invitation, session.get(Organization, invitation.organization_id), now)
-    session.flush()
-    return invitation
+    session.commit()  # the version the email carries is stored first
+    try:
+        return deliver(session, outreach, invitation_id, now=now)
+    except MailError as error:
+        _restore(session, invitation_id, former)
+        session.commit()
+        raise bad_gateway(codes.MAIL_FAILED, str(error)) from None
+
+
+def _restore(session: Session, invitation_id: uuid.UUID, former: tuple[int, datetime]) -> None:
+    """The version and expiry a refused resend replaced, unless another resend came since."""
+    invitation = _locked(session, invitation_id)
+    version, expires_at = former
+    if invitation is not None and invitation.token_version == version + 1:
+        invitation.token_version, invitation.expires_at = version, expires_at
+        session.flush()
 
 
 def _end_pending_membership(session: Session, invitation: Invitation, *, now: datetime) -> None:
