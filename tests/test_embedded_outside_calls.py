@@ -335,28 +335,33 @@ def test_a_waitlist_seat_pushed_to_its_member_holds_no_write_lock(api):
             201,
             json={"appId": get_settings().multi_org_app_id, "platform": "ios", "token": "dev-2"},
         )
-        kind = api.call(
-            "POST",
-            f"{ORG}/class-types",
-            OWNER,
-            201,
-            json={"name": "Tiny", "defaultCapacity": 1, "durationMinutes": 60},
-        )
-        starts = (clock.now() + timedelta(days=3)).replace(microsecond=0).isoformat()
-        session = api.call(
-            "POST",
-            f"{ORG}/sessions",
-            OWNER,
-            201,
-            json={"classTypeId": kind["data"]["id"], "startsAt": starts},
-        )
-        book = f"{ORG}/sessions/{session['data']['id']}/book"
+        book = f"{ORG}/sessions/{_class_session(api, 'Tiny', capacity=1, days=3)}/book"
         first = api.call("POST", book, MEMBER, 201, json={})
         api.call("POST", book, waiting, 201, json={})  # the waitlist
         api.call("POST", f"{ORG}/bookings/{first['data']['id']}/cancel", MEMBER, 200, json={})
         assert _run("member_pushes").result["pushed"] == 1
     assert "push outbox (push stand-in)" in seen.doors()
     assert not seen.calls, seen.report()
+
+
+def _class_session(api, name: str, *, capacity: int, days: int) -> str:
+    """A class of `capacity` seats `days` from now, made by the owner: its session's id."""
+    kind = api.call(
+        "POST",
+        f"{ORG}/class-types",
+        OWNER,
+        201,
+        json={"name": name, "defaultCapacity": capacity, "durationMinutes": 60},
+    )
+    starts = (clock.now() + timedelta(days=days)).replace(microsecond=0).isoformat()
+    session = api.call(
+        "POST",
+        f"{ORG}/sessions",
+        OWNER,
+        201,
+        json={"classTypeId": kind["data"]["id"], "startsAt": starts},
+    )
+    return session["data"]["id"]
 
 
 def _run(name: str):
@@ -389,22 +394,8 @@ def test_the_bridge_holds_no_write_lock(bridged):
     with watching() as seen:
         connected = _answered(api, "PUT", f"{ORG}/bridge/connection", OWNER, json={"apiKey": key})
         assert connected.status_code in {200, 202}, connected.json
-        kind = api.call(
-            "POST",
-            f"{ORG}/class-types",
-            OWNER,
-            201,
-            json={"name": "Bridged", "defaultCapacity": 5, "durationMinutes": 60},
-        )
-        starts = (clock.now() + timedelta(days=4)).replace(microsecond=0).isoformat()
-        session = api.call(
-            "POST",
-            f"{ORG}/sessions",
-            OWNER,
-            201,
-            json={"classTypeId": kind["data"]["id"], "startsAt": starts},
-        )
-        api.call("POST", f"{ORG}/sessions/{session['data']['id']}/book", MEMBER, 201, json={})
+        session = _class_session(api, "Bridged", capacity=5, days=4)
+        api.call("POST", f"{ORG}/sessions/{session}/book", MEMBER, 201, json={})
         for name in ("bridge_schedule_poll", "bridge_booking_reconcile", "bridge_dispatch"):
             _run(name)
         _cli("bridge", "dispatch", "--once")

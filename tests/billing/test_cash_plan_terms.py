@@ -12,9 +12,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from dateutil.relativedelta import relativedelta
 
-from gymctl.billing import collector, plans
+from gymctl.billing import plans
 from gymctl.billing.debt_payments import clear_debt_at_desk
 from gymctl.billing.lifecycle import run_lifecycle
 from gymctl.models.billing import CollectionMethod, PlanType, SubscriptionStatus
@@ -22,35 +21,18 @@ from gymctl.providers.documents import LocalDocumentProvider
 from gymctl.retention.settlement import matured
 from tests.billing import factories as bf
 from tests.billing.cards import Sandbox
-from tests.billing.factories import TEST_CIPHER
+from tests.billing.passes import HOUR, MONTH, START, TICK, run_passes
 from tests.conftest import NOW
 from tests.retention.conftest import give_notice
 
 pytestmark = pytest.mark.embedded  # the demo gym sells at the desk in cash and on pay-later
 
-HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
-TICK = 3 * HOUR  # the daemon's pass is hourly; every third hour here, the ends on a tick
-MONTH = relativedelta(months=1)
-START = NOW.replace(hour=5)  # after the daily sweep at 02:00
 
 
 @pytest.fixture
 def gym(session):
     return bf.make_gym(session, card_provider_since=NOW - timedelta(days=30))
-
-
-def _run_clock(session, session_factory, sandbox, *, since, until) -> None:
-    """The daemons' passes: the lifecycle (every TICK), the collector's sweep daily at 02:00."""
-    at = since
-    while at <= until:
-        if at.hour == 2:
-            collector.daily_sweep(session_factory, sandbox.provider, now=at, cipher=TEST_CIPHER)
-        with session_factory() as pass_session:
-            run_lifecycle(pass_session, now=at)
-            pass_session.commit()
-        at += TICK
-    session.expire_all()
 
 
 def _sold(session, gym, *, price: int, method: CollectionMethod, due=None):
@@ -78,7 +60,7 @@ def test_a_cash_plan_sold_on_pay_later_terms_ends_once_paid_and_its_period_is_ov
     subscription = _sold(session, gym, price=8000, method=CollectionMethod.pay_later, due=due)
     assert subscription.cash_prepaid_through is None  # no paid-through day: nothing to lapse
 
-    _run_clock(session, session_factory, sandbox, since=START, until=due)
+    run_passes(session, session_factory, sandbox, since=START, until=due)
     assert (subscription.status, subscription.debt_reason) == (
         SubscriptionStatus.debt,
         "payment_due",
@@ -97,9 +79,9 @@ def test_a_cash_plan_sold_on_pay_later_terms_ends_once_paid_and_its_period_is_ov
         0,
     )
 
-    _run_clock(session, session_factory, sandbox, since=due + TICK, until=START + MONTH - TICK)
+    run_passes(session, session_factory, sandbox, since=due + TICK, until=START + MONTH - TICK)
     assert subscription.status == SubscriptionStatus.active
-    _run_clock(session, session_factory, sandbox, since=START + MONTH, until=START + 3 * MONTH)
+    run_passes(session, session_factory, sandbox, since=START + MONTH, until=START + 3 * MONTH)
 
     assert (subscription.status, subscription.ended_at) == (
         SubscriptionStatus.term_ended,
@@ -120,9 +102,9 @@ def test_a_free_cash_plan_ends_at_its_paid_through_day(
     subscription = _sold(session, gym, price=0, method=method, due=due)
     assert subscription.unpaid_amount_in_cents == 0
 
-    _run_clock(session, session_factory, sandbox, since=START, until=START + MONTH - TICK)
+    run_passes(session, session_factory, sandbox, since=START, until=START + MONTH - TICK)
     assert subscription.status == SubscriptionStatus.active
-    _run_clock(session, session_factory, sandbox, since=START + MONTH, until=START + 3 * MONTH)
+    run_passes(session, session_factory, sandbox, since=START + MONTH, until=START + 3 * MONTH)
 
     assert (subscription.status, subscription.ended_at) == (
         SubscriptionStatus.term_ended,
@@ -136,7 +118,7 @@ def test_a_paid_cash_plan_in_cash_still_lapses_into_debt(session, session_factor
     """The other side: a priced cash plan owes its next month at its paid-through day."""
     subscription = _sold(session, gym, price=8000, method=CollectionMethod.cash)
 
-    _run_clock(session, session_factory, Sandbox(tmp_path), since=START, until=START + MONTH)
+    run_passes(session, session_factory, Sandbox(tmp_path), since=START, until=START + MONTH)
 
     assert subscription.status == SubscriptionStatus.debt
     assert (subscription.debt_reason, subscription.debt_since) == ("cash_lapsed", START + MONTH)

@@ -13,42 +13,23 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from dateutil.relativedelta import relativedelta
 from sqlalchemy import func, select
 
-from gymctl.billing import collector, plans
-from gymctl.billing.lifecycle import ENDED, run_lifecycle
+from gymctl.billing import plans
+from gymctl.billing.lifecycle import ENDED
 from gymctl.models import PaymentTransaction, Subscription
 from gymctl.models.billing import CollectionMethod, SubscriptionStatus, TransactionType
 from tests.billing import factories as bf
 from tests.billing.cards import Sandbox, save_test_card
-from tests.billing.factories import TEST_CIPHER
+from tests.billing.passes import MONTH, START, TICK, run_passes
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.embedded  # the demo gym sells card plans with a saved card
-
-HOUR = timedelta(hours=1)
-TICK = 3 * HOUR  # the daemon's pass is hourly; every third hour here, the ends on a tick
-MONTH = relativedelta(months=1)
-START = NOW.replace(hour=5)  # after the daily sweep: each renewal is charged the next day
 
 
 @pytest.fixture
 def gym(session):
     return bf.make_gym(session, card_provider_since=NOW - timedelta(days=30))
-
-
-def _run_clock(session, session_factory, sandbox, until) -> None:
-    """The daemons' passes: the lifecycle (every TICK), the collector's sweep daily at 02:00."""
-    at = START
-    while at <= until:
-        if at.hour == 2:
-            collector.daily_sweep(session_factory, sandbox.provider, now=at, cipher=TEST_CIPHER)
-        with session_factory() as pass_session:
-            run_lifecycle(pass_session, now=at)
-            pass_session.commit()
-        at += TICK
-    session.expire_all()
 
 
 def _renewals(session, subscription) -> int:
@@ -87,9 +68,9 @@ def test_a_card_plan_with_a_last_renewal_ends_after_its_last_paid_period(
     subscription.renewal_end = START + 2 * MONTH
     session.commit()
 
-    _run_clock(session, session_factory, sandbox, until=START + 2 * MONTH - TICK)
+    run_passes(session, session_factory, sandbox, until=START + 2 * MONTH - TICK)
     assert subscription.status == SubscriptionStatus.active
-    _run_clock(session, session_factory, sandbox, until=START + 4 * MONTH)
+    run_passes(session, session_factory, sandbox, until=START + 4 * MONTH)
 
     assert subscription.status == SubscriptionStatus.term_ended
     assert subscription.ended_at == START + 2 * MONTH
@@ -107,7 +88,7 @@ def test_a_one_term_card_plan_with_a_saved_card_ends_at_its_period_end(
     assert subscription.next_charge_date is None
     session.commit()
 
-    _run_clock(session, session_factory, sandbox, until=ends + 2 * MONTH)
+    run_passes(session, session_factory, sandbox, until=ends + 2 * MONTH)
 
     assert (subscription.status, subscription.ended_at) == (SubscriptionStatus.term_ended, ends)
     assert _renewals(session, subscription) == 0
@@ -121,7 +102,7 @@ def test_an_open_ended_card_plan_with_a_saved_card_renews_and_stays(
     subscription = _card_plan(session, gym, sandbox, card=True)
     session.commit()
 
-    _run_clock(session, session_factory, sandbox, until=START + 3 * MONTH + timedelta(days=1))
+    run_passes(session, session_factory, sandbox, until=START + 3 * MONTH + timedelta(days=1))
 
     assert subscription.status == SubscriptionStatus.active
     assert _renewals(session, subscription) == 3
@@ -148,7 +129,7 @@ def test_a_card_plan_with_a_last_renewal_paid_at_the_desk_ends(
     subscription.unpaid_amount_in_cents = 0  # paid at the desk
     session.commit()
 
-    _run_clock(session, session_factory, sandbox, until=START + 3 * MONTH)
+    run_passes(session, session_factory, sandbox, until=START + 3 * MONTH)
 
     assert subscription.status in ENDED
     assert (subscription.status, subscription.ended_at) == (
