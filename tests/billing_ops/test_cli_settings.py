@@ -8,6 +8,7 @@ import json
 from datetime import timedelta
 
 import pytest
+from dateutil.relativedelta import relativedelta
 from sqlalchemy import select
 from sqlalchemy.orm import sessionmaker
 from typer.testing import CliRunner
@@ -31,7 +32,7 @@ def world(committed_pg, monkeypatch):
             session,
             gym,
             payment_method_id=bf.make_card(session, gym).id,
-            next_charge_date=NOW + timedelta(days=3),
+            now=NOW + timedelta(days=3) - relativedelta(months=1),  # renews in 3 days
         )
         session.commit()
     return factory, gym, renewal
