@@ -335,6 +335,12 @@ def _invite(
         check_new(session, organization_id=org_id, actor=actor, email=address, role=role)
         asked = ask_provider(session, outreach, address, now=now)
         session.expire_all()  # read again, as they are now: the asker's rights too
+        # The batch is locked first again, before the rows this address writes (its login,
+        # its invitation), in erasure's order: written first, a login the erasure then wrote
+        # waited on the worker while the worker waited on the batch (a deadlock).
+        session.scalar(
+            select(InvitationBatch.id).where(InvitationBatch.id == batch_id).with_for_update()
+        )
         with session.begin_nested():
             _organization, actor = _asker(session, org_id, asker_id)
             invitation = store_new(
