@@ -223,6 +223,10 @@ def _mail(
     try:
         deliver(session, outreach, invitation_id, now=now, erased=is_erased_address)
     except MailError:
+        # The batch before the invitation, in erasure's order (batches, then invitations).
+        session.scalar(
+            select(InvitationBatch.id).where(InvitationBatch.id == batch_id).with_for_update()
+        )
         withdraw(session, invitation_id)
         outcome = _unrecord(session, batch_id, result, failures, now=now)
         session.commit()

@@ -355,8 +355,17 @@ def deliver(
         else None
     )
     message = _message(outreach.settings, invitation, organization, now)
+    invitee = (invitation.organization_id, invitation.user_id)
     release_for_outside_call(session)  # only read since the caller's commit
     outreach.mailer.send(message)
+    if None not in invitee:
+        # Erasure's order (memberships, then invitations): the first send writes the invitee's
+        # membership, and an erasure holding it waited on this row while the send waited on it.
+        session.scalar(
+            select(Membership.id)
+            .where(Membership.organization_id == invitee[0], Membership.user_id == invitee[1])
+            .with_for_update()
+        )
     invitation = _locked(session, invitation_id)
     if invitation is None:
         raise not_found(codes.INVITATION_NOT_FOUND, "no such invitation")
