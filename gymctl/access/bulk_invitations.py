@@ -195,12 +195,7 @@ def _same_step(
 ) -> InvitationBatch | None:
     """The batch under its lock again after the outside calls, if its next address is still
     the one just invited (on the embedded default no lock was held meanwhile)."""
-    batch = session.scalar(
-        select(InvitationBatch)
-        .where(InvitationBatch.id == batch_id)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    )
+    batch = _lock_batch(session, batch_id)
     if batch is None or batch.status != InvitationBatchStatus.queued:
         return None
     if len(batch.results) != position or batch.emails[position] != email:
@@ -224,9 +219,7 @@ def _mail(
         deliver(session, outreach, invitation_id, now=now, erased=is_erased_address)
     except MailError:
         # The batch before the invitation, in erasure's order (batches, then invitations).
-        session.scalar(
-            select(InvitationBatch.id).where(InvitationBatch.id == batch_id).with_for_update()
-        )
+        _lock_batch(session, batch_id)
         withdraw(session, invitation_id)
         outcome = _unrecord(session, batch_id, result, failures, now=now)
         session.commit()
@@ -252,9 +245,7 @@ def _unrecord(
     """The address's invited outcome taken back after its email was refused: a failed try of
     the step when it is still the batch's last one, else (the batch went on meanwhile) the
     failure in its place."""
-    batch = session.scalar(
-        select(InvitationBatch).where(InvitationBatch.id == batch_id).with_for_update()
-    )
+    batch = _lock_batch(session, batch_id)
     results = list(batch.results) if batch is not None else []
     mine = next((i for i, r in enumerate(results) if r.get("id") == result["id"]), None)
     if mine is None:
@@ -273,12 +264,7 @@ def _unrecord(
 
 def _locked(session: Session, batch_id: uuid.UUID, now: datetime) -> InvitationBatch | None:
     """The batch under its lock, if it has an address to invite now."""
-    batch = session.scalar(
-        select(InvitationBatch)
-        .where(InvitationBatch.id == batch_id)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    )
+    batch = _lock_batch(session, batch_id)
     if batch is None or batch.status != InvitationBatchStatus.queued:
         return None
     if batch.retry_at is not None and batch.retry_at > now:
@@ -288,6 +274,17 @@ def _locked(session: Session, batch_id: uuid.UUID, now: datetime) -> InvitationB
         session.commit()
         return None
     return batch
+
+
+def _lock_batch(session: Session, batch_id: uuid.UUID) -> InvitationBatch | None:
+    """The batch under its row lock, read afresh: every step's lock, taken before the rows it
+    writes (erasure's order: batches, memberships, invitations)."""
+    return session.scalar(
+        select(InvitationBatch)
+        .where(InvitationBatch.id == batch_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
 
 
 def _failed_try(
@@ -342,9 +339,7 @@ def _invite(
         # The batch is locked first again, before the rows this address writes (its login,
         # its invitation), in erasure's order: written first, a login the erasure then wrote
         # waited on the worker while the worker waited on the batch (a deadlock).
-        session.scalar(
-            select(InvitationBatch.id).where(InvitationBatch.id == batch_id).with_for_update()
-        )
+        _lock_batch(session, batch_id)
         with session.begin_nested():
             _organization, actor = _asker(session, org_id, asker_id)
             invitation = store_new(
