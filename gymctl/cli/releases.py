@@ -134,9 +134,7 @@ def configure_command(
         "androidProfile": android_profile,
         "appleStoreAccount": apple_store_account,
         "googleStoreAccount": google_store_account,
-        "pushCredentialSha256": (
-            _credential_digest(push_credential) if push_credential else None
-        ),
+        "pushCredentialSha256": (_credential_digest(push_credential) if push_credential else None),
     }
     changes = {name: value for name, value in given.items() if value is not None}
     settings = get_settings()
