@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import codes, ratelimit
 from gymctl.access.bulk_invitations import work_batches
-from gymctl.access.invitations import Outreach, expire_invitations
+from gymctl.access.invitations import Outreach, deliver_link_requests, expire_invitations
 from gymctl.access.member_imports import work_imports
 from gymctl.billing import lifecycle, sweeps
 from gymctl.billing import webhooks as payment_webhooks
@@ -115,6 +115,12 @@ def invitation_batches(
     return work_batches(factory, _outreach(settings, factory), now=now)
 
 
+def link_requests(factory: sessionmaker[Session], now: datetime, settings: Settings) -> JobResult:
+    """Link requests a registration stored and its door could not email (a refused or lost
+    email): each sent in a transaction of its own (gymctl.access.invitations)."""
+    return deliver_link_requests(factory, _outreach(settings, factory), now=now)
+
+
 def member_imports(factory: sessionmaker[Session], now: datetime, settings: Settings) -> JobResult:
     """Queued roster imports, a chunk of rows per transaction (gymctl.access.member_imports)."""
     return work_imports(factory, _outreach(settings, factory), now=now)
@@ -175,6 +181,12 @@ JOBS: tuple[AnyJob, ...] = (
         5,
         invitation_batches,
         "invite the addresses of queued bulk invites, each in a transaction of its own",
+    ),
+    OwnTransactionsJob(
+        "link_requests",
+        60,
+        link_requests,
+        "email the link requests of desk registrations still unsent, each on its own",
     ),
     OwnTransactionsJob(
         "member_imports",

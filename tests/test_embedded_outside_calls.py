@@ -108,6 +108,40 @@ def test_members_added_revoked_and_imported_hold_no_write_lock(api):
     assert not seen.calls, seen.report()
 
 
+def _proven_login(prefix: str) -> str:
+    """A proven login's address, a member of no demo gym."""
+    from tests import factories
+
+    address = _address(prefix)
+    with session_factory()() as session:
+        factories.user(
+            session, identity_id=f"user_{prefix}", email=address, email_verified_at=clock.now()
+        )
+        session.commit()
+    return address
+
+
+def test_a_login_asked_to_link_by_desk_lead_and_import_holds_no_write_lock(api):
+    """The email asking a login to link the gym's profile went out inside the registration's
+    transaction (decisions s43): it now goes once the registration is committed."""
+    desk, lead, roster = (_proven_login(p) for p in ("desk", "lead", "roster"))
+    with watching() as seen:
+        api.call("POST", f"{ORG}/members", OWNER, 201, json={"email": desk, "name": "Dee"})
+        made = api.call("POST", f"{ORG}/leads", OWNER, 201, json={"name": "Lee", "email": lead})
+        api.call("POST", f"{ORG}/leads/{made['id']}/convert", OWNER, 200)
+        _answered(
+            api,
+            "POST",
+            f"{ORG}/members/import",
+            OWNER,
+            data=f"email,name\n{roster},Ro Ster\n",
+            content_type="text/csv",
+        )
+        _run("member_imports")
+    assert "mailbox (SMTP stand-in)" in seen.doors()
+    assert not seen.calls, seen.report()
+
+
 def test_join_links_hold_no_write_lock(api):
     with watching() as seen:
         link = api.call("POST", f"{ORG}/join-links", OWNER, 201, json={"label": "Desk"})

@@ -31,8 +31,11 @@ OWN_TRANSACTIONS = {
     # Each address of a bulk invite calls the identity provider and the mail server: in its own
     # transaction, so no lock is held across the batch (and its outcome is stored with it).
     "invitation_batches",
-    # A roster import's rows register a chunk a transaction (a login's row sends an email).
+    # A roster import's rows register a chunk a transaction; a login's row asks the person to
+    # link, emailed after the chunk commits.
     "member_imports",
+    # Each link request's email with no transaction open, its send recorded after.
+    "link_requests",
     # Each member's billing email, each gym's digest, each library job in a transaction of its
     # own: a run stopped midway keeps the emails it sent and the jobs it finished.
     "billing_member_emails",

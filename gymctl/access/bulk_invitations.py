@@ -34,7 +34,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
 from gymctl.access import codes, staff_queue
-from gymctl.access.erasure import is_erased_address
+from gymctl.access.erased import is_erased_address
 from gymctl.access.grants import require_grant
 from gymctl.access.invitations import (
     Outreach,

@@ -19,8 +19,14 @@ from sqlalchemy.orm import Session
 from gymctl.models import AuditLog, Membership, MembershipStatus, User
 
 ERASURE_ACTION = "personal_data.erased"
+ERASED_DOMAIN = "@erased.invalid"  # of the address that stands in for an erased one
 ERASED_NAME = "Erased member"
 _CHUNK = 500  # ids a statement binds: far below either engine's limit
+
+
+def is_erased_address(email: str) -> bool:
+    """An address erasure put in place of the person's (it reaches nobody)."""
+    return email.endswith(ERASED_DOMAIN)
 
 
 def erased_user_ids(

@@ -27,7 +27,7 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session, lazyload
 
 from gymctl.access import codes
-from gymctl.access.erased import ERASURE_ACTION
+from gymctl.access.erased import ERASED_DOMAIN, ERASURE_ACTION
 from gymctl.access.join import checkout_task_title
 from gymctl.access.memberships import end_membership, membership_of
 from gymctl.bridge.payloads import member_key
@@ -54,16 +54,9 @@ from gymctl.models.identity import same_address
 ERASED = "erased"
 
 
-ERASED_DOMAIN = "@erased.invalid"
-
-
 def _erased_address(user_id: uuid.UUID) -> str:
     """Stands in for an address in NOT NULL columns; unique per person, reaches nobody."""
     return f"erased-{user_id.hex}{ERASED_DOMAIN}"
-
-
-def is_erased_address(email: str) -> bool:
-    return email.endswith(ERASED_DOMAIN)
 
 
 def erase_personal_data(

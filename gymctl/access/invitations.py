@@ -8,11 +8,14 @@ verified: opening the email never releases a hold.
 No write lock is held while the identity provider or the mail server answers (decisions s41,
 s42): a new invitation is checked, the provider asked, checked again and stored and committed;
 its email then goes out, and the first one completes it (the login's pending membership, the
-audit). A refused email withdraws it (a resend puts the former token back).
+audit). A refused email withdraws it (a resend puts the former token back). A link request (a
+gym registered a login's address) is stored with the registration and emailed after it commits;
+a refused one waits for the `link_requests` sweep (the gym's answer never depends on it).
 """
 
 from __future__ import annotations
 
+import logging
 import unicodedata
 import uuid
 from collections.abc import Callable
@@ -22,10 +25,11 @@ from typing import Any
 from urllib.parse import urlencode
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
 from gymctl.access import codes, tickets
+from gymctl.access.erased import ERASED_DOMAIN, is_erased_address
 from gymctl.access.folding import fold_person
 from gymctl.access.grants import require_grant, require_invitation_handling
 from gymctl.access.memberships import end_sales_grant, owner_of
@@ -56,8 +60,11 @@ from gymctl.models.identity import same_address
 from gymctl.providers.identity_admin import Account, IdentityAdmin
 from gymctl.providers.mail import Mailer, MailError, OutgoingEmail
 
+logger = logging.getLogger("gymctl.access")
+
 DEFAULT_FRONTEND = "http://localhost:3000"
 FIRST_VERSION = 1  # of an invitation's token; a resend bumps it
+LINK_REQUEST_BATCH = 200  # link requests a sweep sends
 
 
 @dataclass(frozen=True)
@@ -147,20 +154,6 @@ def _message(
         headers={"X-Gymctl-Invitation": str(invitation.id)},
         tag="invitation",
     )
-
-
-def _send(
-    outreach: Outreach, invitation: Invitation, organization: Organization | None, now: datetime
-) -> None:
-    """The email sent inside the caller's transaction (a link request, written with the desk
-    registration that asks for it)."""
-    try:
-        outreach.mailer.send(_message(outreach.settings, invitation, organization, now))
-    except MailError as error:
-        # Nothing is kept: the request's transaction rolls back with this refusal.
-        raise bad_gateway(codes.MAIL_FAILED, str(error)) from None
-    invitation.send_count += 1
-    invitation.last_sent_at = now
 
 
 def linked_login(session: Session, email: str) -> User | None:
@@ -369,7 +362,8 @@ def deliver(
     invitation = _locked(session, invitation_id)
     if invitation is None:
         raise not_found(codes.INVITATION_NOT_FOUND, "no such invitation")
-    if invitation.send_count == 0:
+    if invitation.send_count == 0 and invitation.profile_user_id is None:
+        # A link request was audited when it was stored, and asks for no membership.
         _completed(session, invitation, now=now, erased=erased(invitation.email))
     invitation.send_count += 1
     invitation.last_sent_at = now
@@ -452,7 +446,9 @@ def request_link(
     """A gym registered the address of a proven login at its desk: the login is not attached
     (the person has not consented, and the gym may not learn it exists). The person is asked
     instead; accepting links the gym's `profile` to the login. Nothing here is visible to the
-    gym: no membership of the login, no listed invitation."""
+    gym: no membership of the login, no listed invitation, and no answer that depends on the
+    email. The request is stored with the registration, unsent; its email goes out after the
+    registration commits (`deliver_link_requests`)."""
     invitation = Invitation(
         organization_id=organization.id,
         email=login.email or profile.email or "",
@@ -476,9 +472,50 @@ def request_link(
         actor_user_id=actor_user_id,
         payload={"role": role.value},
     )
-    _send(outreach, invitation, organization, now)
-    session.flush()
     return invitation
+
+
+def deliver_link_requests(
+    factory: sessionmaker[Session],
+    outreach: Outreach,
+    *,
+    now: datetime,
+    organization_id: uuid.UUID | None = None,
+    limit: int = LINK_REQUEST_BATCH,
+) -> dict[str, int]:
+    """Email the link requests not sent yet (of one gym, or all), oldest first, each with no
+    transaction open while the mail server answers and its send recorded after (`deliver`).
+    The door that registered calls it once its transaction is committed; the daemon's sweep
+    sends what a refused or lost email left. At least once: two callers at the same moment
+    may both send one request (the same link twice)."""
+    query = (
+        select(Invitation.id)
+        .where(
+            Invitation.profile_user_id.is_not(None),
+            Invitation.status == InvitationStatus.pending,
+            Invitation.send_count == 0,
+            Invitation.expires_at > now,
+            Invitation.email.not_like(f"%{ERASED_DOMAIN}"),  # the gym erased the person
+        )
+        .order_by(Invitation.created_at, Invitation.id)
+        .limit(limit)
+    )
+    if organization_id is not None:
+        query = query.where(Invitation.organization_id == organization_id)
+    with factory() as session:
+        waiting = list(session.scalars(query))
+    done = {"sent": 0, "failed": 0}
+    for invitation_id in waiting:
+        with factory() as session:
+            try:
+                sent = deliver(session, outreach, invitation_id, now=now, erased=is_erased_address)
+                session.commit()
+            except MailError as error:
+                logger.warning("link request %s: the mail server refused: %s", invitation_id, error)
+                done["failed"] += 1
+                continue
+        done["sent"] += sent.send_count > 0  # not when accepted, revoked or erased meanwhile
+    return done
 
 
 def _pending_membership(

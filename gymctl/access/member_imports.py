@@ -1,13 +1,14 @@
 """Roster imports over HTTP: the request checks and queues the rows, the daemons register them.
 
 A roster CSV may be 5 MB, tens of thousands of rows, and registering a row takes about 6 ms
-(its reads, its user, membership, audit and event rows, and for a login the email asking the
-person to link): one request registered some 4,500 rows before gunicorn's 30 s ended it and
-its transaction rolled back, so a large gym could not import at all. Now the request does what
-is refused up front (each row's syntax, the tier's cap on active members: spec A 8) and stores
-the rows; the `member_imports` daemon job registers them CHUNK_ROWS a transaction, with the
-same `import_row` as the CLI, each chunk's outcomes stored with it. The queue's rules (turns,
-retries, the asker's rights at each step) are gymctl.access.staff_queue's.
+(its reads, its user, membership, audit and event rows, and for a login the request asking the
+person to link, emailed after its chunk commits): one request registered some 4,500 rows
+before gunicorn's 30 s ended it and its transaction rolled back, so a large gym could not
+import at all. Now the request does what is refused up front (each row's syntax, the tier's
+cap on active members: spec A 8) and stores the rows; the `member_imports` daemon job
+registers them CHUNK_ROWS a transaction, with the same `import_row` as the CLI, each chunk's
+outcomes stored with it. The queue's rules (turns, retries, the asker's rights at each step)
+are gymctl.access.staff_queue's.
 
 The cap is checked again with each chunk: members who joined meanwhile can fill it, and the
 import then stops there (member_cap_exceeded), keeping what it registered.
@@ -29,8 +30,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
 from gymctl.access import codes, staff_queue
-from gymctl.access.erasure import is_erased_address
-from gymctl.access.invitations import Outreach
+from gymctl.access.erased import is_erased_address
+from gymctl.access.invitations import Outreach, deliver_link_requests
 from gymctl.access.permissions import Action, Module
 from gymctl.access.registrations import (
     OUTCOMES,
@@ -47,7 +48,7 @@ from gymctl.models import MemberImport, MemberImportRow, Membership
 logger = logging.getLogger(__name__)
 
 CHUNK_ROWS = 50  # a transaction's rows: about 0.3 s of the daemon's, and its locks
-CHUNK_SECONDS = 2.0  # ... or fewer, when the rows' emails make them slow
+CHUNK_SECONDS = 2.0  # ... or fewer, when the rows are slow (a loaded database)
 MAX_ROWS = 50_000  # an import's rows: the request checks and stores them in a few seconds
 UNFINISHED_PER_ORGANIZATION = 3
 QUEUED, FINISHED = staff_queue.QUEUED, staff_queue.FINISHED
@@ -206,10 +207,12 @@ def import_next(
 ) -> Counter[str] | None:
     """Register the import's next rows and store their outcomes, in one transaction (a step of
     gymctl.access.staff_queue), each row in a savepoint of its own: up to CHUNK_ROWS rows, or
-    CHUNK_SECONDS of work (each login's row sends an email, and the transaction's locks, on
-    the embedded default the database's write lock, are held meanwhile). A row that fails
-    (its email, or its own statements) keeps the rows before it and is tried again; its fourth
-    failure is its outcome, and the rows after it go on."""
+    CHUNK_SECONDS of work (the transaction's locks, on the embedded default the database's
+    write lock, are held meanwhile). A row whose own statements fail keeps the rows before it
+    and is tried again; its fourth failure is its outcome, and the rows after it go on. A
+    login's row asks the person to link: those emails go out after the chunk commits
+    (`invitations.deliver_link_requests`), so an import reads the same whether the address
+    has a login or the mail server answers."""
     with factory() as session:
         job = _locked(session, import_id, now)
         if job is None:
@@ -244,17 +247,11 @@ def import_next(
                 with session.begin_nested():
                     row.outcome = _register(session, registrar, row, now=now)
             except DomainError as error:
-                # The mail server failed (a login's row asks the person by email to link): not
-                # the row's fault. The rows before it stay registered; it is tried again, and
-                # its fourth failure is its outcome. A refusal of the row itself is at once.
-                if error.status >= 500 and not staff_queue.failed_try(job, now=now):
-                    done[staff_queue.DEFERRED] += 1
-                    break
-                row.outcome = error.code
+                row.outcome = error.code  # a refusal of the row itself
             except SQLAlchemyError:
                 # The row's own statements failed and its savepoint rolled back: the rows before
-                # it stay (their emails went out with them). It is tried again, and its fourth
-                # failure is its outcome. A connection gone fails the commit: a lost try.
+                # it stay. It is tried again, and its fourth failure is its outcome. A
+                # connection gone fails the commit: a lost try.
                 logger.exception("import %s: row %d failed", job.id, row.position)
                 if not staff_queue.failed_try(job, now=now):
                     done[staff_queue.DEFERRED] += 1
@@ -270,6 +267,7 @@ def import_next(
         if job.done >= job.total or not rows:
             job.status, job.finished_at = FINISHED, now
         session.commit()
+    deliver_link_requests(factory, outreach, now=now, organization_id=organization.id)
     return done
 
 

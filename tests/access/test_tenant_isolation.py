@@ -9,6 +9,7 @@ gym B, whose national id B stored.
 from __future__ import annotations
 
 import io
+import uuid
 from dataclasses import dataclass
 
 import pytest
@@ -17,7 +18,7 @@ from sqlalchemy import select
 
 from gymctl.access.invitations import expire_invitations
 from gymctl.crypto import generate_key_setting, national_id_cipher
-from gymctl.models import Invitation, Membership, MembershipStatus, Role, User
+from gymctl.models import Invitation, Membership, MembershipStatus, Organization, Role, User
 from gymctl.providers.mail import MailboxMailer, read_mailbox
 from tests import factories
 from tests.access.conftest import Person, imported, signed_in
@@ -176,6 +177,81 @@ def test_registering_another_gyms_member_makes_them_no_member_without_consent(
     assert [m["organizationId"] for m in answer.json["memberships"]] == [str(gym_b.organization_id)]
     assert link_in(message, "token")  # the link is there to accept; not accepted, nothing moved
     assert pat_rows(session, gym_b) == before
+
+
+@pytest.mark.parametrize("route", [desk, convert, import_csv])
+def test_a_mail_server_down_answers_for_a_login_exactly_as_for_an_unknown_address(
+    keyed_settings, session_factory, clock, mailbox, session, gym, gym_b, route
+):
+    """The email asking Pat to link went out inside the registration: a mail server down
+    answered 502 mail_failed (an import: the row held, then listed as failed) for a login's
+    address alone, which told the gym the address has an account. The request is now stored
+    with the registration and emailed after it commits; what the mail server answers reaches
+    no answer, and the daemon's sweep sends it once the server is back."""
+    from gymctl.access.invitations import deliver_link_requests
+    from gymctl.providers.mail import SmtpMailer
+
+    down = create_app(
+        keyed_settings,
+        session_factory=session_factory,
+        clock=clock,
+        mailer=SmtpMailer("smtp://127.0.0.1:1", keyed_settings.mail_from),
+    ).test_client()
+
+    fresh = route(down, gym, FRESH)
+    known = route(down, gym, PAT)
+
+    assert shape(known) == shape(fresh)
+    assert shape(known)[0] in (200, 201)
+    [request] = session.scalars(select(Invitation).where(Invitation.user_id == gym_b.pat.user.id))
+    assert (request.send_count, read_mailbox(mailbox)) == (0, [])
+    outreach = client_outreach(keyed_settings, mailbox, clock, session_factory)
+    assert deliver_link_requests(session_factory, outreach, now=clock.now()) == {
+        "sent": 1,
+        "failed": 0,
+    }
+    [message] = read_mailbox(mailbox)
+    assert (message["To"], link_in(message, "token") is not None) == (PAT, True)
+
+
+def test_a_link_request_the_gym_erased_before_its_email_is_never_sent(
+    keyed_settings, session_factory, clock, mailbox, session, gym, gym_b
+):
+    """Erasure puts an erased address in the gym's invitations that name the person: a link
+    request still unsent then reaches no one, and the sweep stops looking at it."""
+    from gymctl.access.erasure import erase_personal_data
+    from gymctl.access.invitations import deliver_link_requests
+    from gymctl.providers.mail import SmtpMailer
+
+    down = create_app(
+        keyed_settings,
+        session_factory=session_factory,
+        clock=clock,
+        mailer=SmtpMailer("smtp://127.0.0.1:1", keyed_settings.mail_from),
+    ).test_client()
+    profile_id = uuid.UUID(desk(down, gym, PAT).json["userId"])
+    erase_personal_data(
+        session,
+        session.get(Organization, gym.id),
+        profile_id,
+        actor_user_id=gym[Role.owner].user.id,
+        now=clock.now(),
+    )
+    session.commit()
+
+    outreach = client_outreach(keyed_settings, mailbox, clock, session_factory)
+    assert deliver_link_requests(session_factory, outreach, now=clock.now()) == {
+        "sent": 0,
+        "failed": 0,
+    }
+    assert read_mailbox(mailbox) == []
+
+
+def client_outreach(settings, mailbox, clock, session_factory):
+    """The outreach of an app whose mail server answers."""
+    mailer = MailboxMailer(mailbox, settings.mail_from, clock=clock)
+    app = create_app(settings, session_factory=session_factory, clock=clock, mailer=mailer)
+    return app.extensions["gymctl"].outreach
 
 
 def test_accepting_the_request_links_the_gyms_profile_and_keeps_what_each_gym_holds(
