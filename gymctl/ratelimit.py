@@ -17,7 +17,9 @@ embedded SQLite default the caller's transaction holds the write lock, and a sec
 would wait on it (spec of the house: one session per request). The HTTP door commits right after
 counting, so a refused request still spends its budget and the lock is not held through the work
 it guards. The one exception is `take_apart`, for a slot taken in the middle of a caller's work:
-on PostgreSQL, where a second transaction waits for no one, it commits the slot apart.
+on PostgreSQL, where a second transaction waits for no one, it commits the slot apart; on the
+embedded default too when the caller has no transaction open (it ended its own before the
+call: `db.release_for_outside_call`), so the write lock is not held while the peer answers.
 """
 
 from __future__ import annotations
@@ -132,10 +134,10 @@ def take_apart(
     session: Session, key: str, *, limit: int, window: timedelta, now: datetime
 ) -> Spent | None:
     """`take`, for a slot spent on a call outside the database made in the middle of the
-    caller's transaction: on PostgreSQL in a transaction of its own, committed before the
-    call. `take` serializes every caller of the key until its transaction ends, so in the
-    caller's transaction the key's lock would be held through the call and all that follows
-    it (the identity provider's round trip, the invitee's email, the commit): every gym's
+    caller's work: in a transaction of its own, committed before the call (`_apart`). `take`
+    serializes every caller of the key until its transaction ends, so in the caller's
+    transaction the key's lock would be held through the call and all that follows it (the
+    identity provider's round trip, the invitee's email, the commit): every gym's
     invitations, one at a time. The slot stays spent whatever the caller's transaction does
     next (the peer acted on the call); `give_back_apart` returns it when the call failed."""
     return _apart(session, lambda s: take(s, key, limit=limit, window=window, now=now))
@@ -156,16 +158,23 @@ def give_back_apart(session: Session, key: str, *, now: datetime) -> None:
 
 
 def _apart(session: Session, work: Callable[[Session], T]) -> T:
-    """`work` in a transaction of its own on PostgreSQL, committed on return; in the caller's
-    where there is no second one to have: on the embedded default (its one writer is the
-    caller), and for a caller that hands in a connection rather than an engine (it owns the
-    transaction). A key the caller's own transaction had locked would make the second one
-    wait for ever (no deadlock PostgreSQL can see): it gives up after APART_LOCK_TIMEOUT."""
+    """`work` in a transaction of its own, committed on return: on PostgreSQL, and on the
+    embedded default when the caller has no transaction open (a slot taken in the caller's
+    would hold the database's one write lock through the call it paces). In the caller's
+    where there is no second one to have: on the embedded default inside a transaction (its
+    one writer is the caller), and for a caller that hands in a connection rather than an
+    engine (it owns the transaction). A key the caller's own transaction had locked would
+    make the second one wait for ever (no deadlock PostgreSQL can see): it gives up after
+    APART_LOCK_TIMEOUT."""
     bind = session.get_bind()
-    if not (isinstance(bind, Engine) and is_postgres(bind)):
+    if not isinstance(bind, Engine):
+        return work(session)
+    postgres = is_postgres(bind)
+    if not postgres and session.in_transaction():
         return work(session)
     with Session(bind) as own:
-        own.execute(text(f"SET LOCAL lock_timeout = '{APART_LOCK_TIMEOUT}'"))
+        if postgres:
+            own.execute(text(f"SET LOCAL lock_timeout = '{APART_LOCK_TIMEOUT}'"))
         result = work(own)
         own.commit()
     return result

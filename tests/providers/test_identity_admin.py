@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select
 
-from gymctl import db
+from gymctl import db, migrate
 from gymctl.clock import FixedClock
 from gymctl.config import ConfigError, Settings
 from gymctl.models import RateWindow
@@ -261,12 +261,20 @@ def test_a_caller_holding_the_key_itself_is_refused_rather_than_left_waiting(
         session.rollback()
 
 
+@pytest.fixture
+def embedded_url(tmp_path) -> str:
+    """A SQLite file of the test's own: these tests commit for real."""
+    url = f"sqlite:///{tmp_path / 'gymctl.db'}"
+    migrate.upgrade(url)
+    return url
+
+
 def test_the_embedded_default_takes_the_slot_in_the_callers_transaction(
-    idp, clock, sqlite_url
+    idp, clock, embedded_url
 ) -> None:
     """Its one writer is the caller: a transaction of the slot's own would wait for it (a
     second writer in one thread, refused). The slot goes with the caller's transaction."""
-    factory = db.session_factory(db.get_engine(sqlite_url))
+    factory = db.session_factory(db.get_engine(embedded_url))
     admin = HttpIdentityAdmin(idp.url, idp.SECRET_KEY, clock=clock, limit=1)
     try:
         with factory() as session:
@@ -279,6 +287,31 @@ def test_the_embedded_default_takes_the_slot_in_the_callers_transaction(
             session.rollback()
     finally:
         admin.close()
+
+
+def test_on_the_embedded_default_a_caller_with_no_transaction_open_holds_no_write_lock(
+    idp, clock, embedded_url
+) -> None:
+    """An invitation asks the provider after its transaction ended (decisions s42); the slot
+    was then taken in a write transaction the caller's session began, held through the
+    provider's round trip (every writer of every process waited on it). It is committed
+    apart before the call, and stays spent whatever the caller does next."""
+    from tests.embedded_outside_calls import watching
+
+    factory = db.session_factory(db.get_engine(embedded_url))
+    admin = HttpIdentityAdmin(idp.url, idp.SECRET_KEY, clock=clock, limit=1)
+    try:
+        with factory() as session, watching() as seen:
+            assert invite(session, admin, "first@example.test") == "inv_1"
+            assert not session.in_transaction()
+            session.rollback()
+        assert "httpx" in seen.doors()
+        assert not seen.calls, seen.report()
+        with factory() as session, pytest.raises(RateLimited):
+            invite(session, admin, "second@example.test")
+    finally:
+        admin.close()
+    assert idp.admin_requests == 1
 
 
 def _until(condition, seconds: float = 10.0) -> None:
