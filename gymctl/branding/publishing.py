@@ -44,9 +44,10 @@ from gymctl.branding.workspace import (
     CHANNELS,
     app_draft_written_at,
     brand_pending,
+    lock_branding,
     save_app_draft,
 )
-from gymctl.db import advisory_lock, session_scope
+from gymctl.db import session_scope
 from gymctl.errors import DomainError, conflict, invalid, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import (
@@ -64,10 +65,6 @@ from gymctl.providers.storage import ObjectStore
 from gymctl.releases.candidates import replaces_on_publish, supersede_on_publish
 
 ATTESTATIONS = {"screenshot": "screenshot", "internalSmoke": "internal_smoke"}
-
-
-def _lock(session: Session, organization_id: uuid.UUID) -> None:
-    advisory_lock(session, f"branding:{organization_id}")
 
 
 def _analytics(
@@ -110,7 +107,7 @@ def _rechecked_then_locked(
         ahead,
         organization_id,
         stored_keys,
-        lock=lambda: _lock(session, organization_id),
+        lock=lambda: lock_branding(session, organization_id),
         read_bodies=read_bodies,
     )
     return ahead
@@ -198,7 +195,7 @@ def publish_brand(
 def unpublish_brand(
     session: Session, organization_id: uuid.UUID, *, actor_user_id: uuid.UUID | None, now: datetime
 ) -> BrandRevision:
-    _lock(session, organization_id)
+    lock_branding(session, organization_id)
     latest = latest_revision(session, organization_id)
     if latest is None or latest.unpublished_at is not None:
         raise conflict(codes.BRAND_NOT_PUBLISHED, "no brand is published")
@@ -276,7 +273,7 @@ def publish_website(
     now: datetime,
 ) -> Website:
     """`brand_revision` is the live brand as read after the brand step."""
-    _lock(session, organization_id)
+    lock_branding(session, organization_id)
     website = session.get(Website, organization_id)
     if website is None or website.adopted_schema is None:
         raise conflict(codes.WEBSITE_DRAFT_MISSING, "save the website's content before publishing")
@@ -301,7 +298,7 @@ def publish_website(
 def unpublish_website(
     session: Session, organization_id: uuid.UUID, *, actor_user_id: uuid.UUID | None, now: datetime
 ) -> Website:
-    _lock(session, organization_id)
+    lock_branding(session, organization_id)
     website = session.get(Website, organization_id)
     if website is None or website.published_content_revision is None:
         raise conflict(codes.WEBSITE_NOT_PUBLISHED, "the website is not published")
@@ -330,7 +327,7 @@ def restore_website(
     now: datetime,
 ) -> Website:
     """The draft points at content revision `revision` again (default: the published one)."""
-    _lock(session, organization_id)
+    lock_branding(session, organization_id)
     website = session.get(Website, organization_id)
     if revision is None:
         if website is None or website.published_content_revision is None:
@@ -404,7 +401,7 @@ def publish_app(
 def unpublish_app(
     session: Session, organization_id: uuid.UUID, *, actor_user_id: uuid.UUID | None, now: datetime
 ) -> MemberAppVersion:
-    _lock(session, organization_id)
+    lock_branding(session, organization_id)
     live = live_app_version(session, organization_id)
     if live is None:
         raise conflict(codes.MEMBER_APP_NOT_PUBLISHED, "the member app is not published")
@@ -494,7 +491,7 @@ def attest_app(
     """Record that the live version's screenshots or internal smoke test were checked."""
     if kind not in ATTESTATIONS:
         raise invalid(codes.ATTESTATION_UNKNOWN, "attestations: screenshot, internalSmoke")
-    _lock(session, organization_id)
+    lock_branding(session, organization_id)
     live = live_app_version(session, organization_id)
     if live is None:
         raise conflict(codes.MEMBER_APP_NOT_PUBLISHED, "attestations are for the live version")

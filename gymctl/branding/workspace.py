@@ -29,6 +29,7 @@ from gymctl.branding.palette import Palette, brand_identity
 from gymctl.branding.published import latest_app_version, latest_revision, live_app_version
 from gymctl.branding.rechecks import rechecked_then_locked
 from gymctl.branding.website import CONTENT_SCHEMA, parse_content
+from gymctl.db import advisory_lock
 from gymctl.errors import invalid, not_found
 from gymctl.models import (
     BrandAsset,
@@ -80,6 +81,15 @@ def logo_keys(
     return keys
 
 
+def lock_branding(session: Session, organization_id: uuid.UUID) -> None:
+    """The gym's branding, one writer at a time until the transaction ends: a publish, a
+    restore and each draft save (two saves at once computed one website revision, or both
+    inserted the first draft row: the second failed on PostgreSQL). The write transaction
+    first (db.advisory_lock on the embedded default)."""
+    session.connection()
+    advisory_lock(session, f"branding:{organization_id}")
+
+
 def save_brand_draft(
     session: Session,
     store: ObjectStore,
@@ -104,7 +114,13 @@ def save_brand_draft(
             return dict(draft.logos or {}) if draft is not None else {}
         return logo_keys(session, organization_id, logos or {})
 
-    rechecked_then_locked(session, ReadAhead(store), organization_id, stored, lock=lambda: None)
+    rechecked_then_locked(
+        session,
+        ReadAhead(store),
+        organization_id,
+        stored,
+        lock=lambda: lock_branding(session, organization_id),
+    )
     keys = stored(session, organization_id)
     draft = session.get(BrandDraft, organization_id) or BrandDraft(organization_id=organization_id)
     draft.palette = checked.as_json()
@@ -144,6 +160,7 @@ def save_website_draft(
 ) -> Website:
     """A new content revision, adopted into schema 2; the draft points at it."""
     checked = parse_content(content)
+    lock_branding(session, organization_id)
     revision = (
         session.scalar(
             select(func.max(WebsiteRevision.revision)).where(
@@ -173,6 +190,7 @@ def save_website_draft(
 def save_app_draft(
     session: Session, organization_id: uuid.UUID, *, display_name: str | None, now: datetime
 ) -> MemberAppDraft:
+    lock_branding(session, organization_id)
     draft = session.get(MemberAppDraft, organization_id) or MemberAppDraft(
         organization_id=organization_id
     )
