@@ -116,8 +116,8 @@ def invitation_batches(
 
 
 def link_requests(factory: sessionmaker[Session], now: datetime, settings: Settings) -> JobResult:
-    """Link requests a registration stored and its door could not email (a refused or lost
-    email): each sent in a transaction of its own (gymctl.access.invitations)."""
+    """The link requests registrations stored (a login's address): each claimed, emailed and
+    recorded on its own (gymctl.access.invitations.deliver_link_requests)."""
     return deliver_link_requests(factory, _outreach(settings, factory), now=now)
 
 
@@ -184,9 +184,9 @@ JOBS: tuple[AnyJob, ...] = (
     ),
     OwnTransactionsJob(
         "link_requests",
-        60,
+        5,
         link_requests,
-        "email the link requests of desk registrations still unsent, each on its own",
+        "email the link requests registrations stored for a login's address, each on its own",
     ),
     OwnTransactionsJob(
         "member_imports",

@@ -123,7 +123,7 @@ def _proven_login(prefix: str) -> str:
 
 def test_a_login_asked_to_link_by_desk_lead_and_import_holds_no_write_lock(api):
     """The email asking a login to link the gym's profile went out inside the registration's
-    transaction (decisions s43): it now goes once the registration is committed."""
+    transaction (decisions s43): the daemons' link_requests job now sends it, on its own."""
     desk, lead, roster = (_proven_login(p) for p in ("desk", "lead", "roster"))
     with watching() as seen:
         api.call("POST", f"{ORG}/members", OWNER, 201, json={"email": desk, "name": "Dee"})
@@ -138,6 +138,7 @@ def test_a_login_asked_to_link_by_desk_lead_and_import_holds_no_write_lock(api):
             content_type="text/csv",
         )
         _run("member_imports")
+        _run("link_requests")
     assert "mailbox (SMTP stand-in)" in seen.doors()
     assert not seen.calls, seen.report()
 

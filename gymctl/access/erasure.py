@@ -162,7 +162,8 @@ def _leads(session: Session, org_id: uuid.UUID, person: User, address: str) -> i
 
 
 def _invitations(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:
-    match = [Invitation.user_id == person.id]
+    # The gym's profile's link request names the person by profile too, whatever its address.
+    match = [Invitation.user_id == person.id, Invitation.profile_user_id == person.id]
     if address:
         match.append(same_address(Invitation.email, person.email))
     return session.execute(

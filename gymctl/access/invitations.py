@@ -9,8 +9,8 @@ No write lock is held while the identity provider or the mail server answers (de
 s42): a new invitation is checked, the provider asked, checked again and stored and committed;
 its email then goes out, and the first one completes it (the login's pending membership, the
 audit). A refused email withdraws it (a resend puts the former token back). A link request (a
-gym registered a login's address) is stored with the registration and emailed after it commits;
-a refused one waits for the `link_requests` sweep (the gym's answer never depends on it).
+gym registered a login's address) is stored with the registration and emailed by the daemons'
+`link_requests` sweep once it is committed (the gym's answer never depends on it).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from sqlalchemy import select
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
@@ -65,6 +65,7 @@ logger = logging.getLogger("gymctl.access")
 DEFAULT_FRONTEND = "http://localhost:3000"
 FIRST_VERSION = 1  # of an invitation's token; a resend bumps it
 LINK_REQUEST_BATCH = 200  # link requests a sweep sends
+LINK_REQUEST_RETRY = timedelta(minutes=5)  # after a try the mail server refused
 
 
 @dataclass(frozen=True)
@@ -248,6 +249,9 @@ def check_new(
             else Invitation.organization_id == organization_id,
             same_address(Invitation.email, email),
             Invitation.status == InvitationStatus.pending,
+            # A link request is none of the gym's: refusing for it told the gym the address
+            # has a login (and the gym can neither see nor resend it).
+            Invitation.profile_user_id.is_(None),
         )
     )
     if pending is not None:
@@ -413,7 +417,6 @@ def _completed(session: Session, invitation: Invitation, *, now: datetime, erase
     if (
         invitee is not None
         and invitation.organization_id is not None
-        and invitation.profile_user_id is None
         and invitation.status is InvitationStatus.pending
         and not erased
         and _membership(session, invitation.organization_id, invitee.id) is None
@@ -447,8 +450,8 @@ def request_link(
     (the person has not consented, and the gym may not learn it exists). The person is asked
     instead; accepting links the gym's `profile` to the login. Nothing here is visible to the
     gym: no membership of the login, no listed invitation, and no answer that depends on the
-    email. The request is stored with the registration, unsent; its email goes out after the
-    registration commits (`deliver_link_requests`)."""
+    email. The request is stored with the registration, unsent: the daemons' sweep emails it
+    once the registration is committed (`deliver_link_requests`)."""
     invitation = Invitation(
         organization_id=organization.id,
         email=login.email or profile.email or "",
@@ -480,33 +483,47 @@ def deliver_link_requests(
     outreach: Outreach,
     *,
     now: datetime,
-    organization_id: uuid.UUID | None = None,
     limit: int = LINK_REQUEST_BATCH,
 ) -> dict[str, int]:
-    """Email the link requests not sent yet (of one gym, or all), oldest first, each with no
-    transaction open while the mail server answers and its send recorded after (`deliver`).
-    The door that registered calls it once its transaction is committed; the daemon's sweep
-    sends what a refused or lost email left. At least once: two callers at the same moment
-    may both send one request (the same link twice)."""
-    query = (
-        select(Invitation.id)
-        .where(
-            Invitation.profile_user_id.is_not(None),
-            Invitation.status == InvitationStatus.pending,
-            Invitation.send_count == 0,
-            Invitation.expires_at > now,
-            Invitation.email.not_like(f"%{ERASED_DOMAIN}"),  # the gym erased the person
-        )
-        .order_by(Invitation.created_at, Invitation.id)
-        .limit(limit)
+    """The `link_requests` sweep: email the link requests not sent yet, never tried first,
+    then the longest waiting. Each is claimed in a transaction of its own (its try's time in
+    `last_sent_at`, committed: a second sweep leaves it), then sent with no transaction open
+    and its send recorded after (`deliver`). One the mail server refused is tried again
+    LINK_REQUEST_RETRY after its try, behind the newer ones; a stop between an email and its
+    record sends it again then (at least once). No door sends one: the gym's answer, its
+    timing included, never depends on whether the address has a login."""
+    due = or_(
+        Invitation.last_sent_at.is_(None), Invitation.last_sent_at <= now - LINK_REQUEST_RETRY
     )
-    if organization_id is not None:
-        query = query.where(Invitation.organization_id == organization_id)
+    waiting = (
+        Invitation.profile_user_id.is_not(None),
+        Invitation.status == InvitationStatus.pending,
+        Invitation.send_count == 0,
+        Invitation.expires_at > now,
+        Invitation.email.not_like(f"%{ERASED_DOMAIN}"),  # the gym erased the person
+        due,
+    )
     with factory() as session:
-        waiting = list(session.scalars(query))
+        picked = list(
+            session.scalars(
+                select(Invitation.id)
+                .where(*waiting)
+                .order_by(
+                    Invitation.last_sent_at.is_not(None),
+                    Invitation.last_sent_at,
+                    Invitation.created_at,
+                    Invitation.id,
+                )
+                .limit(limit)
+            )
+        )
     done = {"sent": 0, "failed": 0}
-    for invitation_id in waiting:
+    for invitation_id in picked:
         with factory() as session:
+            claim = update(Invitation).where(Invitation.id == invitation_id, *waiting)
+            if not session.execute(claim.values(last_sent_at=now)).rowcount:
+                continue  # sent, tried, accepted or erased since it was picked
+            session.commit()
             try:
                 sent = deliver(session, outreach, invitation_id, now=now, erased=is_erased_address)
                 session.commit()
@@ -514,7 +531,7 @@ def deliver_link_requests(
                 logger.warning("link request %s: the mail server refused: %s", invitation_id, error)
                 done["failed"] += 1
                 continue
-        done["sent"] += sent.send_count > 0  # not when accepted, revoked or erased meanwhile
+        done["sent"] += sent.send_count > 0
     return done
 
 

@@ -2,7 +2,7 @@
 
 A roster CSV may be 5 MB, tens of thousands of rows, and registering a row takes about 6 ms
 (its reads, its user, membership, audit and event rows, and for a login the request asking the
-person to link, emailed after its chunk commits): one request registered some 4,500 rows
+person to link, emailed by a sweep once its chunk commits): one request registered some 4,500 rows
 before gunicorn's 30 s ended it and its transaction rolled back, so a large gym could not
 import at all. Now the request does what is refused up front (each row's syntax, the tier's
 cap on active members: spec A 8) and stores the rows; the `member_imports` daemon job
@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from gymctl import ids
 from gymctl.access import codes, staff_queue
 from gymctl.access.erased import is_erased_address
-from gymctl.access.invitations import Outreach, deliver_link_requests
+from gymctl.access.invitations import Outreach
 from gymctl.access.permissions import Action, Module
 from gymctl.access.registrations import (
     OUTCOMES,
@@ -210,9 +210,9 @@ def import_next(
     CHUNK_SECONDS of work (the transaction's locks, on the embedded default the database's
     write lock, are held meanwhile). A row whose own statements fail keeps the rows before it
     and is tried again; its fourth failure is its outcome, and the rows after it go on. A
-    login's row asks the person to link: those emails go out after the chunk commits
-    (`invitations.deliver_link_requests`), so an import reads the same whether the address
-    has a login or the mail server answers."""
+    login's row asks the person to link: the `link_requests` sweep emails it once the chunk
+    is committed, so an import reads the same whether the address has a login or the mail
+    server answers."""
     with factory() as session:
         job = _locked(session, import_id, now)
         if job is None:
@@ -267,7 +267,6 @@ def import_next(
         if job.done >= job.total or not rows:
             job.status, job.finished_at = FINISHED, now
         session.commit()
-    deliver_link_requests(factory, outreach, now=now, organization_id=organization.id)
     return done
 
 

@@ -37,7 +37,7 @@ def import_command(
     signs in). Refused up front, creating nothing, over the tier's active-member cap."""
     from gymctl import clock
     from gymctl.access.gyms import resolve_organization
-    from gymctl.access.invitations import Outreach, deliver_link_requests
+    from gymctl.access.invitations import Outreach
     from gymctl.access.permissions import Module
     from gymctl.access.registrations import (
         MAX_ROSTER_BYTES,
@@ -76,8 +76,6 @@ def import_command(
                 now=clock.now(),
                 progress=lambda done: progress.update(task, completed=done),
             )
-    # The rows' link requests (a login's address), emailed once the import is committed.
-    deliver_link_requests(session_factory(), outreach, now=clock.now(), organization_id=gym.id)
     summary = results.as_dict()
     if as_json:
         print_json(summary)

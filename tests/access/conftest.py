@@ -57,3 +57,13 @@ def imported(client, response, headers):
     services = client.application.extensions["gymctl"]
     work_imports(services.session_factory, services.outreach, now=services.clock.now())
     return client.get(response.headers["Location"], headers=headers)
+
+
+def links_sent(client) -> dict[str, int]:
+    """The daemons' `link_requests` sweep, with the app's session factory and outreach: the
+    link requests registrations stored, emailed."""
+    from gymctl.access.invitations import deliver_link_requests
+
+    services = client.application.extensions["gymctl"]
+    now = services.clock.now()
+    return deliver_link_requests(services.session_factory, services.outreach, now=now)

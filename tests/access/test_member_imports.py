@@ -27,7 +27,7 @@ from gymctl.models import (
 from gymctl.models.organizations import Tier
 from gymctl.providers.mail import read_mailbox
 from tests import factories
-from tests.access.conftest import snapshot
+from tests.access.conftest import links_sent, snapshot
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
@@ -453,6 +453,7 @@ def test_a_row_that_always_fails_ends_failed_alone_and_the_rows_around_it_are_re
     assert members["created"] == ["proven@example.test", "fine@example.test"]
     assert members["failed"] == [{"email": "poison@example.test", "reason": "failed"}]
     # The login was asked to link once: its row was never rolled back and done again.
+    assert links_sent(client) == {"sent": 1, "failed": 0}
     assert [m["To"] for m in read_mailbox(mailbox)] == ["proven@example.test"]
 
 

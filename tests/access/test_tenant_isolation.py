@@ -21,7 +21,7 @@ from gymctl.crypto import generate_key_setting, national_id_cipher
 from gymctl.models import Invitation, Membership, MembershipStatus, Organization, Role, User
 from gymctl.providers.mail import MailboxMailer, read_mailbox
 from tests import factories
-from tests.access.conftest import Person, imported, signed_in
+from tests.access.conftest import Person, imported, links_sent, signed_in
 from tests.access.test_invitations import link_in
 from webhooks.app import create_app
 
@@ -169,6 +169,7 @@ def test_registering_another_gyms_member_makes_them_no_member_without_consent(
     }
     [request] = session.scalars(select(Invitation).where(Invitation.user_id == gym_b.pat.user.id))
     assert (request.organization_id, request.profile_user_id is not None) == (gym.id, True)
+    assert links_sent(client) == {"sent": 1, "failed": 0}  # the daemons' sweep
     [message] = read_mailbox(mailbox)
     assert message["To"] == PAT
     me = gym_b.pat
@@ -212,6 +213,57 @@ def test_a_mail_server_down_answers_for_a_login_exactly_as_for_an_unknown_addres
     }
     [message] = read_mailbox(mailbox)
     assert (message["To"], link_in(message, "token") is not None) == (PAT, True)
+
+
+def test_a_staff_invite_answers_for_a_login_with_a_link_request_as_for_an_unknown_address(
+    client, session, gym, gym_b
+):
+    """A link request is none of the gym's invitations: the pending check counted it, so
+    inviting Pat after registering Pat answered 409 invitation_pending (201 for an address
+    nobody uses), for an invitation the gym can neither see nor resend."""
+    desk(client, gym, FRESH)
+    desk(client, gym, PAT)
+
+    answers = [invite(client, gym, email) for email in (FRESH, PAT)]
+
+    assert [a.status_code for a in answers] == [201, 201]
+
+
+def test_a_refused_link_request_is_tried_again_behind_the_newer_ones_and_once_at_a_time(
+    keyed_settings, session_factory, clock, mailbox, session, gym, gym_b, idp
+):
+    """The sweep claims a request before its email (a second sweep meanwhile leaves it); a
+    request the mail server refused waits LINK_REQUEST_RETRY, then goes after the requests
+    never tried, so refused addresses cannot hold newer ones back."""
+    from gymctl.access.invitations import LINK_REQUEST_RETRY, deliver_link_requests
+    from gymctl.providers.mail import SmtpMailer
+
+    down = create_app(
+        keyed_settings,
+        session_factory=session_factory,
+        clock=clock,
+        mailer=SmtpMailer("smtp://127.0.0.1:1", keyed_settings.mail_from),
+    )
+    desk(down.test_client(), gym, PAT)
+    refused = deliver_link_requests(
+        session_factory, down.extensions["gymctl"].outreach, now=clock.now()
+    )
+    assert refused == {"sent": 0, "failed": 1}
+    later = signed_in(idp, session, identity_id="user_lee", email="lee@example.test")
+    later.user.email_verified_at = clock.now()
+    session.commit()
+    desk(down.test_client(), gym, "lee@example.test")
+    up = client_outreach(keyed_settings, mailbox, clock, session_factory)
+
+    assert deliver_link_requests(session_factory, up, now=clock.now(), limit=1) == {
+        "sent": 1,
+        "failed": 0,
+    }
+    assert [m["To"] for m in read_mailbox(mailbox)] == ["lee@example.test"]  # Pat waits
+    assert deliver_link_requests(session_factory, up, now=clock.now()) == {"sent": 0, "failed": 0}
+    again = clock.now() + LINK_REQUEST_RETRY
+    assert deliver_link_requests(session_factory, up, now=again) == {"sent": 1, "failed": 0}
+    assert sorted(m["To"] for m in read_mailbox(mailbox)) == ["lee@example.test", PAT]
 
 
 def test_a_link_request_the_gym_erased_before_its_email_is_never_sent(
@@ -260,6 +312,7 @@ def test_accepting_the_request_links_the_gyms_profile_and_keeps_what_each_gym_ho
     registered = desk(client, gym, PAT)
     profile_id = registered.json["userId"]
     assert national_id(client, gym, profile_id, "ES-12345678-Z").status_code == 200
+    links_sent(client)
     token, _url = link_in(read_mailbox(mailbox)[0], "token")
 
     accepted = client.post("/invitations/accept", json={"token": token}, headers=gym_b.pat.headers)

@@ -66,6 +66,7 @@ NOT_FORECAST = {
     "invitation_expiry": "staff invitations",
     "invitation_batches": "staff invitations (bulk invites)",
     "member_imports": "roster imports",
+    "link_requests": "emails asking a login to link a gym's profile",
     "job_runs_prune": "the runner's ledger",
     "rate_windows_prune": "rate-limit windows",
     "webhook_deliveries_prune": "webhook replay keys",

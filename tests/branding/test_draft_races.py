@@ -50,9 +50,11 @@ def _second_save_while_the_first_is_open(
 def test_a_website_draft_saved_during_another_takes_the_next_revision(committed_pg):
     answered = _second_save_while_the_first_is_open(
         committed_pg,
-        lambda session, org_id: workspace.save_website_draft(
-            session, org_id, content=CONTENT, actor_user_id=None, now=NOW
-        ).draft_revision,
+        lambda session, org_id: (
+            workspace.save_website_draft(
+                session, org_id, content=CONTENT, actor_user_id=None, now=NOW
+            ).draft_revision
+        ),
     )
     assert answered == {"saved": 2}
 
@@ -60,16 +62,18 @@ def test_a_website_draft_saved_during_another_takes_the_next_revision(committed_
 def test_a_first_brand_draft_saved_twice_at_once_is_one_draft_saved_twice(committed_pg):
     answered = _second_save_while_the_first_is_open(
         committed_pg,
-        lambda session, org_id: workspace.save_brand_draft(
-            session,
-            None,
-            org_id,
-            palette={"primaryColor": "#1C40A0"},
-            name="Iron Temple",
-            logos={},
-            actor_user_id=None,
-            now=NOW,
-        ).name,
+        lambda session, org_id: (
+            workspace.save_brand_draft(
+                session,
+                None,
+                org_id,
+                palette={"primaryColor": "#1C40A0"},
+                name="Iron Temple",
+                logos={},
+                actor_user_id=None,
+                now=NOW,
+            ).name
+        ),
     )
     assert answered == {"saved": "Iron Temple"}
 
@@ -77,8 +81,8 @@ def test_a_first_brand_draft_saved_twice_at_once_is_one_draft_saved_twice(commit
 def test_a_first_app_draft_saved_twice_at_once_is_one_draft_saved_twice(committed_pg):
     answered = _second_save_while_the_first_is_open(
         committed_pg,
-        lambda session, org_id: workspace.save_app_draft(
-            session, org_id, display_name="Iron", now=NOW
-        ).display_name,
+        lambda session, org_id: (
+            workspace.save_app_draft(session, org_id, display_name="Iron", now=NOW).display_name
+        ),
     )
     assert answered == {"saved": "Iron"}

@@ -108,7 +108,7 @@ def member_payload(member_id=None, **fields) -> dict:
 
 def desk_registrar(organization: Organization, staff: User, path: str = "/desk") -> Registrar:
     """The desk registering into `organization` as `staff`, with the embedded default's outreach
-    bound to the test's own connection (a login's link request is mailed to a folder)."""
+    bound to the test's own connection (a folder for mail; a login's link request is stored)."""
     session = Session.object_session(staff)
     outreach = Outreach(
         get_settings(),

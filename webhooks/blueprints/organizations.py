@@ -30,7 +30,7 @@ from gymctl.models import Organization, Role
 from webhooks import codes
 from webhooks.access import membership, org_route, owner_route, signed_in_user
 from webhooks.bodies import body_limit
-from webhooks.context import auth, client_ip, db, handover, now, services
+from webhooks.context import auth, client_ip, db, now, services
 from webhooks.validation import Body, Email, one_of, parse
 
 bp = Blueprint("organizations", __name__, url_prefix="/organizations")
@@ -47,15 +47,6 @@ def _queued(view: dict, location: str) -> Response:
     response.status_code = 202
     response.headers["Location"] = location
     return response
-
-
-def _ask_to_link(org_id: uuid.UUID) -> None:
-    """A registration may have asked a login to link (`invitations.request_link`): its email
-    goes out once the registration is committed, whatever the mail server answers (the gym may
-    not learn that the address has a login; the daemon's sweep sends a refused one again)."""
-    invitations.deliver_link_requests(
-        handover(), services().outreach, now=now(), organization_id=org_id
-    )
 
 
 def _registrar(org_id: uuid.UUID) -> registrations.Registrar:
@@ -121,7 +112,6 @@ def register_at_desk(org_id):
     person, created = registrations.register_member(
         db(), _registrar(org_id), email=body.email, name=body.name, origin="desk", now=now()
     )
-    _ask_to_link(org_id)
     return jsonify(
         userId=str(person.id), created=created, login="linked" if person.identity_id else "unproven"
     ), 201 if created else 200
@@ -334,7 +324,6 @@ def create_lead(org_id):
 @org_route(Module.crm, Action.manage)
 def convert_lead(org_id, lead_id):
     person = registrations.convert_lead(db(), _registrar(org_id), lead_id, now=now())
-    _ask_to_link(org_id)
     return jsonify(userId=str(person.id), login="linked" if person.identity_id else "unproven")
 
 
