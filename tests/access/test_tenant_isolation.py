@@ -51,6 +51,15 @@ def client(keyed_settings, session_factory, clock, mailbox):
 
 
 @pytest.fixture
+def mail_down(keyed_settings, session_factory, clock):
+    """The app with a mail server that refuses every connection."""
+    from gymctl.providers.mail import SmtpMailer
+
+    mailer = SmtpMailer("smtp://127.0.0.1:1", keyed_settings.mail_from)
+    return create_app(keyed_settings, session_factory=session_factory, clock=clock, mailer=mailer)
+
+
+@pytest.fixture
 def gym_b(session, idp, keyed_settings) -> OtherGym:
     organization = factories.organization(session, name="Steel Barn")
     pat = signed_in(idp, session, identity_id="user_pat", email=PAT)
@@ -182,22 +191,14 @@ def test_registering_another_gyms_member_makes_them_no_member_without_consent(
 
 @pytest.mark.parametrize("route", [desk, convert, import_csv])
 def test_a_mail_server_down_answers_for_a_login_exactly_as_for_an_unknown_address(
-    keyed_settings, session_factory, clock, mailbox, session, gym, gym_b, route
+    client, mail_down, mailbox, session, gym, gym_b, route
 ):
     """The email asking Pat to link went out inside the registration: a mail server down
     answered 502 mail_failed (an import: the row held, then listed as failed) for a login's
     address alone, which told the gym the address has an account. The request is now stored
     with the registration and emailed after it commits; what the mail server answers reaches
     no answer, and the daemon's sweep sends it once the server is back."""
-    from gymctl.access.invitations import deliver_link_requests
-    from gymctl.providers.mail import SmtpMailer
-
-    down = create_app(
-        keyed_settings,
-        session_factory=session_factory,
-        clock=clock,
-        mailer=SmtpMailer("smtp://127.0.0.1:1", keyed_settings.mail_from),
-    ).test_client()
+    down = mail_down.test_client()
 
     fresh = route(down, gym, FRESH)
     known = route(down, gym, PAT)
@@ -206,11 +207,7 @@ def test_a_mail_server_down_answers_for_a_login_exactly_as_for_an_unknown_addres
     assert shape(known)[0] in (200, 201)
     [request] = session.scalars(select(Invitation).where(Invitation.user_id == gym_b.pat.user.id))
     assert (request.send_count, read_mailbox(mailbox)) == (0, [])
-    outreach = client_outreach(keyed_settings, mailbox, clock, session_factory)
-    assert deliver_link_requests(session_factory, outreach, now=clock.now()) == {
-        "sent": 1,
-        "failed": 0,
-    }
+    assert links_sent(client) == {"sent": 1, "failed": 0}
     [message] = read_mailbox(mailbox)
     assert (message["To"], link_in(message, "token") is not None) == (PAT, True)
 
@@ -230,20 +227,14 @@ def test_a_staff_invite_answers_for_a_login_with_a_link_request_as_for_an_unknow
 
 
 def test_a_refused_link_request_is_tried_again_behind_the_newer_ones_and_once_at_a_time(
-    keyed_settings, session_factory, clock, mailbox, session, gym, gym_b, idp
+    client, mail_down, session_factory, clock, mailbox, session, gym, gym_b, idp
 ):
     """The sweep claims a request before its email (a second sweep meanwhile leaves it); a
     request the mail server refused waits LINK_REQUEST_RETRY, then goes after the requests
     never tried, so refused addresses cannot hold newer ones back."""
     from gymctl.access.invitations import LINK_REQUEST_RETRY, deliver_link_requests
-    from gymctl.providers.mail import SmtpMailer
 
-    down = create_app(
-        keyed_settings,
-        session_factory=session_factory,
-        clock=clock,
-        mailer=SmtpMailer("smtp://127.0.0.1:1", keyed_settings.mail_from),
-    )
+    down = mail_down
     desk(down.test_client(), gym, PAT)
     refused = deliver_link_requests(
         session_factory, down.extensions["gymctl"].outreach, now=clock.now()
@@ -253,7 +244,7 @@ def test_a_refused_link_request_is_tried_again_behind_the_newer_ones_and_once_at
     later.user.email_verified_at = clock.now()
     session.commit()
     desk(down.test_client(), gym, "lee@example.test")
-    up = client_outreach(keyed_settings, mailbox, clock, session_factory)
+    up = client.application.extensions["gymctl"].outreach
 
     assert deliver_link_requests(session_factory, up, now=clock.now(), limit=1) == {
         "sent": 1,
@@ -267,21 +258,13 @@ def test_a_refused_link_request_is_tried_again_behind_the_newer_ones_and_once_at
 
 
 def test_a_link_request_the_gym_erased_before_its_email_is_never_sent(
-    keyed_settings, session_factory, clock, mailbox, session, gym, gym_b
+    client, mail_down, clock, mailbox, session, gym, gym_b
 ):
     """Erasure puts an erased address in the gym's invitations that name the person: a link
     request still unsent then reaches no one, and the sweep stops looking at it."""
     from gymctl.access.erasure import erase_personal_data
-    from gymctl.access.invitations import deliver_link_requests
-    from gymctl.providers.mail import SmtpMailer
 
-    down = create_app(
-        keyed_settings,
-        session_factory=session_factory,
-        clock=clock,
-        mailer=SmtpMailer("smtp://127.0.0.1:1", keyed_settings.mail_from),
-    ).test_client()
-    profile_id = uuid.UUID(desk(down, gym, PAT).json["userId"])
+    profile_id = uuid.UUID(desk(mail_down.test_client(), gym, PAT).json["userId"])
     erase_personal_data(
         session,
         session.get(Organization, gym.id),
@@ -291,19 +274,8 @@ def test_a_link_request_the_gym_erased_before_its_email_is_never_sent(
     )
     session.commit()
 
-    outreach = client_outreach(keyed_settings, mailbox, clock, session_factory)
-    assert deliver_link_requests(session_factory, outreach, now=clock.now()) == {
-        "sent": 0,
-        "failed": 0,
-    }
+    assert links_sent(client) == {"sent": 0, "failed": 0}
     assert read_mailbox(mailbox) == []
-
-
-def client_outreach(settings, mailbox, clock, session_factory):
-    """The outreach of an app whose mail server answers."""
-    mailer = MailboxMailer(mailbox, settings.mail_from, clock=clock)
-    app = create_app(settings, session_factory=session_factory, clock=clock, mailer=mailer)
-    return app.extensions["gymctl"].outreach
 
 
 def test_accepting_the_request_links_the_gyms_profile_and_keeps_what_each_gym_holds(
