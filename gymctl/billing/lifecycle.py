@@ -150,16 +150,19 @@ def _term_over(now: datetime) -> ColumnElement[bool]:
     """A card or cash plan's term is over, however it was paid (spec B 3, term_ended): by the
     card provider with no card to renew it and no renewal ahead, or with nothing left for the
     collector to charge (no next charge: `grant_period` sets none from the last renewal on, or
-    without an interval), a saved card or not; in cash with no renewal or at zero price (a
-    priced renewing one lapses into debt instead); on pay-later terms once paid (one term).
-    Rows of other providers or external billers are theirs to end: their card is not ours to
-    see."""
+    without an interval; or a zero price, which it never charges: a free plan of a fixed term
+    bought online saved a card and was given a next charge by its grant, and stayed active on
+    a period long over), a saved card or not (an open-ended free one rolls instead); in cash
+    with no renewal or at zero price (a priced renewing one lapses into debt instead); on
+    pay-later terms once paid (one term). Rows of other providers or external billers are
+    theirs to end: their card is not ours to see."""
     return or_(
         and_(
             S.c.payment_collection_method == CollectionMethod.card_provider.value,
             S.c.current_period_end <= now,
             or_(
                 S.c.next_charge_date.is_(None),
+                S.c.price_in_cents == 0,
                 and_(
                     S.c.payment_method_id.is_(None),
                     or_(S.c.renewal_end.is_(None), S.c.renewal_end <= now),
@@ -181,8 +184,8 @@ def _term_over(now: datetime) -> ColumnElement[bool]:
 
 def _term_end() -> ColumnElement[datetime]:
     """When `_term_over` ends a card plan's term: in cash its paid-through day; by the card
-    provider with a charge still ahead, the later of its period end and its renewal end; else
-    its period end."""
+    provider with a charge still ahead (a next charge at a price), the later of its period end
+    and its renewal end; else its period end."""
     return case(
         (
             S.c.payment_collection_method == CollectionMethod.cash.value,
@@ -192,6 +195,7 @@ def _term_end() -> ColumnElement[datetime]:
             and_(
                 S.c.payment_collection_method == CollectionMethod.card_provider.value,
                 S.c.next_charge_date.is_not(None),
+                S.c.price_in_cents > 0,
                 S.c.renewal_end > S.c.current_period_end,
             ),
             S.c.renewal_end,

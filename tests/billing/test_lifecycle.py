@@ -243,6 +243,41 @@ def test_zero_price_card_plan_with_a_fixed_term_ends(session, gym):
     assert subscription.status == SubscriptionStatus.term_ended
 
 
+def test_a_free_card_plan_of_a_fixed_term_ends_with_a_saved_card_and_a_next_charge(session, gym):
+    """Bought online, a free plan saved a card and its grant set a next charge at its period
+    end; the collector never charges a zero price, so nothing would ever move it: with a fixed
+    term it ends at its period end (term_ended), as without a card, its renewal end (which
+    only a charge would reach) or not."""
+    fixed = make_plan(session, gym.organization, PlanType.card, price_in_cents=0, open_ended=False)
+    card = make_card(session, gym)
+    bought_online = make_subscription(
+        session,
+        gym,
+        plan=fixed,
+        current_period_end=NOW,
+        next_charge_date=NOW,
+        payment_method_id=card.id,
+        renewal_end=NOW + 30 * DAY,
+    )
+    not_yet = make_subscription(
+        session,
+        gym,
+        plan=make_plan(
+            session, gym.organization, PlanType.card, price_in_cents=0, open_ended=False
+        ),
+        current_period_end=NOW + SECOND,
+        next_charge_date=NOW + SECOND,
+        payment_method_id=card.id,
+    )
+
+    summary = run_lifecycle(session, now=NOW)
+
+    assert (summary["term_ended"], summary["rolled"]) == (1, 0)
+    assert bought_online.status == SubscriptionStatus.term_ended
+    assert bought_online.ended_at == NOW
+    assert not_yet.status == SubscriptionStatus.active
+
+
 # --- debt: cash lapse and pay-later ----------------------------------------------------------
 
 
