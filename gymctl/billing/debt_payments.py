@@ -6,14 +6,13 @@ moves on with them.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from dateutil.relativedelta import relativedelta
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
-from gymctl.billing import attempts, codes, collector, debt
+from gymctl.billing import attempts, codes, collector, debt, plans
 from gymctl.billing.desk import transaction_json
 from gymctl.billing.refunds import issue_document
 from gymctl.billing.resolution import locked_subscription
@@ -21,7 +20,7 @@ from gymctl.bridge import mirror
 from gymctl.crypto import FieldCipher
 from gymctl.errors import conflict, not_found
 from gymctl.events import EventKind, emit
-from gymctl.models import PaymentTransaction, Subscription
+from gymctl.models import PaymentTransaction, Plan, Subscription
 from gymctl.models.billing import (
     AttemptKind,
     CollectionMethod,
@@ -174,12 +173,11 @@ def _restore(session: Session, subscription: Subscription, *, now: datetime) -> 
     elif subscription.payment_collection_method == CollectionMethod.cash:
         # The lapsed period is the one paid: it is the current period, which a notice ends
         # and a settlement prorates (they read current_period_end; left at the first period's
-        # end, a notice was "in the past" and the unused paid days refunded nothing).
+        # end, a notice was "in the past" and the unused paid days refunded nothing). A term
+        # as the plan was sold (`plans.term_from`): a plan of 90 days' validity took 30.
         start = subscription.cash_prepaid_through or now
-        subscription.cash_prepaid_through = (
-            start + relativedelta(months=subscription.interval_months)
-            if subscription.interval_months
-            else start + timedelta(days=30)
+        subscription.cash_prepaid_through = plans.term_from(
+            session.get(Plan, subscription.plan_id), start
         )
         subscription.current_period_start = start
         subscription.current_period_end = subscription.cash_prepaid_through

@@ -235,6 +235,16 @@ def presale_opening_day(session: Session, organization_id: uuid.UUID, now: datet
     return opening if opening is not None and opening > now else None
 
 
+def term_from(plan: Plan, start: datetime) -> datetime | None:
+    """The end of a term of `plan` sold at the desk from `start`: its validity, else its
+    interval; None for a plan with neither (sold for good: nothing lapses or ends)."""
+    if plan.validity_days:
+        return start + timedelta(days=plan.validity_days)
+    if plan.interval_months:
+        return start + relativedelta(months=plan.interval_months)
+    return None
+
+
 def grant_plan(
     session: Session,
     plan: Plan,
@@ -255,10 +265,7 @@ def grant_plan(
     )
     subscription.started_at = now
     subscription.current_period_start = now
-    if plan.validity_days:
-        subscription.current_period_end = now + timedelta(days=plan.validity_days)
-    elif plan.interval_months:
-        subscription.current_period_end = now + relativedelta(months=plan.interval_months)
+    subscription.current_period_end = term_from(plan, now)
     subscription.sessions_remaining = plan.sessions_quota
     if method == CollectionMethod.cash:
         subscription.cash_prepaid_through = subscription.current_period_end

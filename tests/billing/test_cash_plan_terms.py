@@ -156,3 +156,48 @@ def test_a_notice_after_a_free_cash_plans_own_end_is_overtaken_whichever_job_run
         "term_ended",
     )
     assert subscription.cancel_at_period_end is False
+
+
+def test_a_lapsed_cash_plan_of_a_validity_paid_at_the_desk_runs_for_its_validity_again(
+    session, session_factory, gym, tmp_path
+):
+    """Sold for 90 days' validity (no interval), it lapses into debt at its paid-through day;
+    the debt paid at the desk grants the next term as the plan was sold (`plans.term_from`),
+    90 days from the lapse, where it granted 30 whatever the plan said."""
+    sandbox = Sandbox(tmp_path)
+    plan = bf.make_plan(
+        session, gym.organization, PlanType.cash, interval_months=None, validity_days=90
+    )
+    subscription = plans.grant_plan(
+        session,
+        plan,
+        gym.membership,
+        method=CollectionMethod.cash,
+        now=START,
+        actor_user_id=gym.owner.id,
+    )
+    session.commit()
+    lapse = START + 90 * DAY
+    assert subscription.cash_prepaid_through == subscription.current_period_end == lapse
+
+    run_passes(session, session_factory, sandbox, since=START, until=lapse)
+    assert (subscription.status, subscription.debt_reason) == (
+        SubscriptionStatus.debt,
+        "cash_lapsed",
+    )
+    clear_debt_at_desk(
+        session,
+        organization_id=gym.organization.id,
+        subscription_id=subscription.id,
+        actor_user_id=gym.owner.id,
+        now=lapse + HOUR,
+        documents=LocalDocumentProvider(),
+    )
+    session.commit()
+
+    assert subscription.status == SubscriptionStatus.active
+    assert (subscription.current_period_start, subscription.current_period_end) == (
+        lapse,
+        lapse + 90 * DAY,
+    )
+    assert subscription.cash_prepaid_through == lapse + 90 * DAY
