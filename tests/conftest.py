@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import tempfile
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -120,12 +121,14 @@ def pg_url() -> Iterator[str]:
         connection.execute(drop)
         connection.execute(text(f"CREATE DATABASE {TEST_DB_NAME}"))
     url = make_url(_pg_admin_url()).set(database=TEST_DB_NAME).render_as_string(hide_password=False)
-    migrate.upgrade(url)
-    yield url
-    get_engine(url).dispose()
-    with admin.connect() as connection:
-        connection.execute(drop)
-    admin.dispose()
+    try:
+        migrate.upgrade(url)
+        yield url
+    finally:  # a migration that failed (the server out of lock slots, say) leaves none behind
+        get_engine(url).dispose()
+        with admin.connect() as connection:
+            connection.execute(drop)
+        admin.dispose()
 
 
 @pytest.fixture(scope="session")
@@ -302,3 +305,22 @@ def suite_app(settings, session_factory, clock, mailbox, card_server, tmp_path, 
     from tests.api.suite import build_app
 
     return build_app(settings, session_factory, clock, mailbox, card_server, tmp_path, fake_gym)
+
+
+def wait_for_a_lock_wait(engine: Engine, timeout: float = 10.0) -> None:
+    """Return once a session of the test database waits on a lock (PostgreSQL): the moment a
+    race test lets the holder go."""
+    deadline = time.monotonic() + timeout
+    with engine.connect() as probe:
+        while time.monotonic() < deadline:
+            waiting = probe.execute(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                )
+            ).scalar_one()
+            probe.rollback()
+            if waiting:
+                return
+            time.sleep(0.02)
+    raise AssertionError("nothing waited on a lock")

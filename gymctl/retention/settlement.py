@@ -466,7 +466,13 @@ def _notice_given_by(session: Session, subscription: Subscription) -> str:
 def period_end_sweep(
     factory: sessionmaker[Session], doors: Doors, *, now: datetime, limit: int = BATCH
 ) -> SweepResult:
-    """Settle every matured notice (one transaction each), then send the emails."""
+    """Settle every matured notice (one transaction each), then send the emails.
+
+    A notice whose rows another daemon holds is skipped, then tried once more after the others,
+    waiting for the lock this time: the holder may be settling another plan of the same member
+    (the membership row is locked first), and while it held that row for its next notice the
+    other daemon, having skipped this one, moved on: two sweeps at once each left it to the
+    other, and it waited a pass. Waiting is short: no lock is held across a provider call."""
     result = SweepResult()
     for settlement_id in unresolved_refunds(factory, limit=limit):  # a crash, a lost answer
         execution = execute_card_refund(factory, doors, settlement_id, now=now)
@@ -474,32 +480,50 @@ def period_end_sweep(
         result.owner_tasks += execution == "refund_failed"
     with factory() as session:
         due = matured(session, now=now, limit=limit)
-    for subscription_id in due:
-        with factory() as session:
-            subscription = lock_subscription(session, subscription_id, skip_locked=True)
-            if (
-                subscription is None
-                or not subscription.cancel_at_period_end
-                or subscription.status not in NOTICE_STATUSES
-                or subscription.cancellation_effective_at > now
-                or session.scalar(
-                    select(CancellationSettlement.id).where(
-                        CancellationSettlement.subscription_id == subscription_id
-                    )
-                )
-                is not None
-            ):
-                continue  # another daemon holds or settled it
-            settlement = settle_one(session, subscription, doors, now=now)
-            session.commit()
-        execution = settlement.execution
-        if execution == "refund_pending":
-            execution = execute_card_refund(factory, doors, settlement.id, now=now)
-        result.cancelled.append(str(subscription_id))
-        result.refunded += execution == "refunded"
-        result.owner_tasks += execution in ("refund_failed", "owner_task")
+    busy = [i for i in due if not _settle_matured(factory, doors, i, result, now=now, wait=False)]
+    for subscription_id in busy:
+        _settle_matured(factory, doors, subscription_id, result, now=now, wait=True)
     result.emailed = send_pending_emails(factory, doors.mailer, now=now, limit=limit)
     return result
+
+
+def _settle_matured(
+    factory: sessionmaker[Session],
+    doors: Doors,
+    subscription_id: uuid.UUID,
+    result: SweepResult,
+    *,
+    now: datetime,
+    wait: bool,
+) -> bool:
+    """Settle one matured notice and send its refund; False when another daemon holds its
+    rows (only without `wait`). A notice settled meanwhile, withdrawn or not yet effective is
+    left alone."""
+    with factory() as session:
+        subscription = lock_subscription(session, subscription_id, skip_locked=not wait)
+        if subscription is None:
+            return wait  # gone, or held by another daemon
+        if (
+            not subscription.cancel_at_period_end
+            or subscription.status not in NOTICE_STATUSES
+            or subscription.cancellation_effective_at > now
+            or session.scalar(
+                select(CancellationSettlement.id).where(
+                    CancellationSettlement.subscription_id == subscription_id
+                )
+            )
+            is not None
+        ):
+            return True  # another daemon settled it
+        settlement = settle_one(session, subscription, doors, now=now)
+        session.commit()
+    execution = settlement.execution
+    if execution == "refund_pending":
+        execution = execute_card_refund(factory, doors, settlement.id, now=now)
+    result.cancelled.append(str(subscription_id))
+    result.refunded += execution == "refunded"
+    result.owner_tasks += execution in ("refund_failed", "owner_task")
+    return True
 
 
 def unresolved_refunds(factory: sessionmaker[Session], *, limit: int) -> list[uuid.UUID]:

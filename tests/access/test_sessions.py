@@ -4,13 +4,12 @@ five minutes, cheap when fresh, and safe when two first requests race."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gymctl.access import sessions as sessions_module
@@ -24,7 +23,7 @@ from gymctl.access.sessions import (
 from gymctl.db import get_engine, session_factory
 from gymctl.models import AuditLog, UserSession
 from tests import factories
-from tests.conftest import NOW
+from tests.conftest import NOW, wait_for_a_lock_wait
 
 UA_MAC = "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 Chrome/120.0 Safari"
 UA_PHONE = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) Version/17.1 Mobile/1 Safari/6"
@@ -194,23 +193,6 @@ def test_the_cache_of_recent_writes_is_bounded():
     assert recent.get((4, "s")) is not None  # type: ignore[arg-type]
 
 
-def _wait_for_a_lock_wait(engine, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    with engine.connect() as probe:
-        while time.monotonic() < deadline:
-            waiting = probe.execute(
-                text(
-                    "SELECT count(*) FROM pg_stat_activity "
-                    "WHERE datname = current_database() AND wait_event_type = 'Lock'"
-                )
-            ).scalar_one()
-            probe.rollback()
-            if waiting:
-                return
-            time.sleep(0.02)
-    raise AssertionError("the second insert never waited on the first")
-
-
 def test_two_first_sights_at_once_end_with_one_row_and_a_usable_transaction(committed_pg):
     engine = get_engine(committed_pg)
     factory = session_factory(engine)
@@ -237,7 +219,7 @@ def test_two_first_sights_at_once_end_with_one_row_and_a_usable_transaction(comm
     thread = threading.Thread(target=second)
     thread.start()
     try:
-        _wait_for_a_lock_wait(engine)
+        wait_for_a_lock_wait(engine)
     finally:
         first.commit()
         first.close()

@@ -18,7 +18,7 @@ from gymctl.providers.mail import read_mailbox
 from gymctl.retention.settlement import period_end_sweep, settle_one
 from tests.billing import factories as bf
 from tests.billing.cards import connect_card_provider
-from tests.conftest import NOW
+from tests.conftest import NOW, wait_for_a_lock_wait
 from tests.retention.conftest import give_notice, paid_card_subscription
 
 D = timedelta(days=1)
@@ -101,3 +101,32 @@ def test_two_daemons_sweeping_at_once_settle_each_notice_once(committed_pg, card
         assert session.scalar(select(func.count()).select_from(CancellationSettlement)) == 3
     assert card_server.requests(REFUND) == 3
     assert sum(result.emailed for result in results) == 3
+
+
+def test_a_notice_skipped_while_another_daemon_held_its_member_is_settled_in_the_same_pass(
+    committed_pg, card_server, doors
+):
+    """PostgreSQL locks the membership first (spec B 4.1): a daemon settling another plan of
+    the same member holds this notice's rows too. The sweep skips it rather than wait, then
+    tries it once more after the others, waiting this time: two sweeps at once each left it
+    to the other, which had moved on (a notice matured and unsettled for a pass)."""
+    engine = get_engine(committed_pg)
+    factory = sessionmaker(bind=engine, expire_on_commit=False)
+    with factory() as session:
+        gym = bf.make_gym(session)
+        connect_card_provider(session, gym, since=NOW - 400 * D)
+        held = _matured(session, gym, card_server)
+        session.commit()
+    swept = []
+    with factory() as other_daemon:
+        assert lock_subscription(other_daemon, held.id) is not None
+        sweep = threading.Thread(
+            target=lambda: swept.append(period_end_sweep(factory, doors, now=NOW))
+        )
+        sweep.start()
+        wait_for_a_lock_wait(engine)  # skipped once, now waiting on the second try
+        other_daemon.rollback()
+    sweep.join()
+
+    assert swept[0].cancelled == [str(held.id)]
+    assert card_server.requests(REFUND) == 1
