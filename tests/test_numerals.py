@@ -13,11 +13,13 @@ import pytest
 from gymctl.branding.colour import is_hex
 from gymctl.errors import DomainError
 from gymctl.movements.clients import duration_seconds
-from gymctl.numerals import is_decimal
+from gymctl.numerals import MAX_DIGITS, is_decimal, whole_number
 from gymctl.providers import card_http, card_simulator, identity_admin
 from gymctl.providers.card import Terminal
 from gymctl.releases import branded_apps, requests
 
+# Past 4,300 digits int() raises ValueError rather than read them: a 500 on a query of nines.
+HUGE = "9" * 4301
 NOT_ASCII_DIGITS = ["\u00b2", "\u0967", "\u0663\u0660", "1\u00b2", ""]
 
 
@@ -65,3 +67,20 @@ def test_checks_of_a_whole_value_refuse_one_that_ends_in_a_newline():
         requests.validate_submission({"contactEmail": "owner@gym.example\n"})
     assert contact.value.code == "release_submission_invalid"
     assert requests.validate_submission({"contactEmail": "owner@gym.example"})
+
+
+@pytest.mark.parametrize("text", [*NOT_ASCII_DIGITS, "-1", HUGE, "1" + "0" * MAX_DIGITS])
+def test_a_whole_number_is_at_most_a_bigint_of_ascii_digits(text):
+    assert whole_number(text) is None
+    assert whole_number("0042") == 42
+    assert whole_number("9" * MAX_DIGITS) == 10**MAX_DIGITS - 1
+
+
+def test_numbers_too_long_to_read_from_a_peer_are_unreadable_not_an_exception():
+    """A Retry-After, a view count, an echoed terminal and the sandbox's terminal number of
+    4,301 digits each raised ValueError out of int()."""
+    now = datetime(2026, 11, 28, tzinfo=UTC)
+    assert identity_admin._retry_after(HUGE, now) is None
+    assert card_http._same_terminal(HUGE, Terminal(number="1", api_name="api")) is False
+    with pytest.raises(card_simulator._Refused):
+        card_simulator._terminal({"TerminalNumber": HUGE, "ApiName": "api"})

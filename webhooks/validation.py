@@ -19,7 +19,7 @@ from pydantic import (
     field_validator,
 )
 
-from gymctl.errors import invalid
+from gymctl.errors import invalid, unprocessable
 from webhooks import codes
 from webhooks.bodies import read_json
 
@@ -67,6 +67,14 @@ class Body(BaseModel):
             except OverflowError:
                 raise ValueError(f"{info.field_name} has no UTC time (out of range)") from None
         return value
+
+
+def explicit_utc(at: datetime) -> datetime:
+    """A body's instant in UTC; one with no offset is no instant: 422 timestamp_not_utc (the
+    billing routes' answer; a route that passed it on unchecked answered 500)."""
+    if at.tzinfo is None:
+        raise unprocessable(codes.TIMESTAMP_NOT_UTC, "give an explicit UTC time (Z or +00:00)")
+    return at.astimezone(UTC)
 
 
 def parse(model: type[M]) -> M:

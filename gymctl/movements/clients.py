@@ -14,7 +14,7 @@ import httpx
 
 from gymctl.config import Settings
 from gymctl.errors import DomainError
-from gymctl.numerals import is_decimal
+from gymctl.numerals import whole_number
 
 SEARCH_UNITS = 100  # spec B 8: a search costs 100 quota units
 DETAILS_UNITS = 1  # videos.list, per call
@@ -108,7 +108,7 @@ class VideoSearch:
             views = (item.get("statistics") or {}).get("viewCount", 0)
             duration = (item.get("contentDetails") or {}).get("duration", "")
             out[str(item.get("id"))] = Details(
-                duration_seconds(duration), int(views) if is_decimal(str(views)) else 0
+                duration_seconds(duration), whole_number(str(views)) or 0
             )
         return out
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from gymctl.numerals import is_decimal
+from gymctl.numerals import is_decimal, whole_number
 from gymctl.providers.card import (
     CardToken,
     ChargeResult,
@@ -324,8 +324,9 @@ def _int(value: Any) -> int | None:
 
 def _same_terminal(value: Any, terminal: Terminal) -> bool:
     echoed = _text(value)
-    if is_decimal(echoed) and is_decimal(terminal.number):
-        return int(echoed) == int(terminal.number)
+    number, own = whole_number(echoed), whole_number(terminal.number)
+    if number is not None and own is not None:
+        return number == own
     return echoed == terminal.number
 
 

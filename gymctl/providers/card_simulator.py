@@ -29,7 +29,7 @@ from enum import IntEnum, StrEnum
 from pathlib import Path
 from typing import Any
 
-from gymctl.numerals import is_decimal
+from gymctl.numerals import is_decimal, whole_number
 from gymctl.providers.card_wire import (
     API_PREFIX,
     CHARGE,
@@ -492,7 +492,7 @@ class CardSimulator:
 def _terminal(body: dict[str, Any]) -> str:
     """Any terminal number works; the ApiName must be present."""
     number, api_name = body.get("TerminalNumber"), body.get("ApiName")
-    if isinstance(number, bool) or not is_decimal(str(number)) or int(str(number)) <= 0:
+    if isinstance(number, bool) or not whole_number(str(number)):
         raise _Refused(Code.invalid_terminal, "TerminalNumber is not a terminal")
     if not isinstance(api_name, str) or not api_name:
         raise _Refused(Code.invalid_terminal, "ApiName is required")

@@ -29,7 +29,7 @@ from gymctl.db import READ_ONLY
 from gymctl.errors import DomainError
 from gymctl.models import User
 from gymctl.models.identity import same_address
-from gymctl.numerals import is_decimal
+from gymctl.numerals import is_decimal, whole_number
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
@@ -280,7 +280,7 @@ def _retry_after(value: str | None, now: datetime) -> int | None:
         return None
     value = value.strip()
     if is_decimal(value):
-        return int(value)
+        return whole_number(value)  # None past a BIGINT: no delay anyone meant
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError):

@@ -37,7 +37,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 from gymctl import clock as default_clock
 from gymctl.clock import Clock, ensure_utc
 from gymctl.errors import ConfigError
-from gymctl.numerals import is_decimal
+from gymctl.numerals import whole_number
 
 if TYPE_CHECKING:
     from gymctl.config import Settings  # config's production check loads this module
@@ -344,9 +344,7 @@ class FolderObjectStore:
         except ValueError:
             return False
         if isinstance(expires, str):
-            if not is_decimal(expires):
-                return False
-            expires = int(expires)
+            expires = whole_number(expires)
         if isinstance(expires, bool) or not isinstance(expires, int):
             return False
         if ensure_utc(now).timestamp() >= expires:

@@ -95,6 +95,9 @@ def test_the_preview_url_is_signed_fresh_and_serves_the_png(client, gym, clock):
     clock.set(NOW + timedelta(hours=1, seconds=1))
     expired = client.get(f"/storage/{path}")
     assert (expired.status_code, expired.json["code"]) == (403, "storage_signature_invalid")
+    key, query = path.split("?", 1)
+    huge = client.get(f"/storage/{key}?expires={'9' * 4301}&{query.split('&', 1)[1]}")
+    assert (huge.status_code, huge.json["code"]) == (403, "storage_signature_invalid")  # was 500
     clock.set(NOW + timedelta(seconds=30))  # the session token lives 60 s
     later = client.get(f"/organizations/{gym.id}/branding/assets", headers=gym[Role.coach].headers)
     assert later.status_code == 403  # coaches do not see branding

@@ -208,6 +208,35 @@ def test_desk_charge_refund_and_credit_note_over_http(client, session, gym, card
     assert (too_much.status_code, too_much.json["code"]) == (409, "refund_not_refundable")
 
 
+@pytest.mark.parametrize(
+    ("due", "status", "code"),
+    [
+        ("2026-12-01T09:00:00", 422, "timestamp_not_utc"),  # no offset: it answered 500
+        ("0001-01-01T00:00:00+14:00", 400, "invalid_body"),  # no UTC time
+    ],
+)
+def test_a_desk_sale_on_pay_later_terms_needs_a_due_instant(
+    client, session, gym, headers, due, status, code
+):
+    plan = bf.make_plan(session, gym.organization, PlanType.cash)
+    session.commit()
+    before = snapshot(session)
+
+    response = client.post(
+        f"/organizations/{gym.organization.id}/subscriptions",
+        json={
+            "userId": str(gym.member.id),
+            "planId": str(plan.id),
+            "method": "pay_later",
+            "paymentDueAt": due,
+        },
+        headers=headers(gym.owner),
+    )
+
+    assert (response.status_code, response.json["code"]) == (status, code)
+    assert snapshot(session) == before
+
+
 def test_debt_clearance_and_member_pay_debt(client, session, gym, card_server, headers):
 
     cash = bf.make_subscription(session, gym, PlanType.cash, in_debt_since=NOW)

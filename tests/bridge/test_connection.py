@@ -264,6 +264,9 @@ def test_a_key_no_header_can_carry_is_refused_over_http_and_nothing_is_called(
         ("/issues/123456/retry", "bridge_op_not_found", 404),
         ("/issues/99999999999999999999/dismiss", "bridge_op_not_found", 404),
         ("/issues/abc/retry", "bridge_op_not_found", 404),
+        # Past 4,300 digits int() raised ValueError: a 500 for retry, dismiss and link.
+        ("/issues/" + "9" * 4301 + "/retry", "bridge_op_not_found", 404),
+        ("/issues/" + "0" * 5000 + "/dismiss", "bridge_op_not_found", 404),
     ],
 )
 def test_route_refusals(owner_app, gym, path, code, status):
@@ -271,6 +274,16 @@ def test_route_refusals(owner_app, gym, path, code, status):
         f"/organizations/{gym.id}/bridge{path}", headers=gym[Role.owner].headers
     )
     assert (response.status_code, response.json["code"]) == (status, code)
+
+
+@pytest.mark.parametrize("cursor", ["9" * 4301, "-1", "\u00b2", "1" * 20])
+def test_an_issues_cursor_that_is_no_op_id_is_refused(owner_app, gym, cursor):
+    response = owner_app.get(
+        f"/organizations/{gym.id}/bridge/issues",
+        query_string={"cursor": cursor},
+        headers=gym[Role.owner].headers,
+    )
+    assert (response.status_code, response.json["code"]) == (400, "cursor_invalid")
 
 
 def test_a_bad_key_through_the_route_is_the_external_401(owner_app, gym, fake, session):

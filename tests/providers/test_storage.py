@@ -295,6 +295,7 @@ def test_folder_signature_refuses_expired_and_tampered(
     assert not verify(key, expires, "é" * 64, NOW)
     assert not verify(key, "-1", signature, NOW)
     assert not verify(key, "soon", signature, NOW)
+    assert not verify(key, "9" * 4301, signature, NOW)  # int() raised past 4,300 digits
     assert not verify("../etc/passwd", expires, signature, NOW)
 
     other = FolderObjectStore(folder_store.root, url_base=URL_BASE, secret=b"other", clock=clock)

@@ -14,7 +14,6 @@ from gymctl.access.memberships import membership_of, resolve_membership
 from gymctl.access.permissions import Action, Module
 from gymctl.billing import accounts, checkout, plans, webhooks
 from gymctl.billing import card_replacement as replacement
-from gymctl.clock import ensure_utc
 from gymctl.errors import invalid, not_found, unavailable, unprocessable
 from gymctl.models import Subscription
 from gymctl.models.billing import CollectionMethod, PlanType
@@ -23,7 +22,7 @@ from webhooks.access import membership, org_route, owner_route
 from webhooks.bodies import WEBHOOK_BODY_BYTES, body_limit, read_json
 from webhooks.context import auth, db, now, services
 from webhooks.guard import public
-from webhooks.validation import Body, parse
+from webhooks.validation import Body, explicit_utc, parse
 
 bp = Blueprint("billing", __name__)
 ORG = "/organizations/<uuid:org_id>"
@@ -271,7 +270,7 @@ def desk_sale(org_id: uuid.UUID):
     body = parse(DeskSaleBody)
     plan = plans.live_plan(db(), org_id, body.plan_id)
     member = membership_of(db(), org_id, body.user_id)
-    due = ensure_utc(body.payment_due_at) if body.payment_due_at else None
+    due = explicit_utc(body.payment_due_at) if body.payment_due_at else None
     subscription = plans.grant_plan(
         db(),
         plan,

@@ -28,13 +28,13 @@ from gymctl.billing import (
     verification,
 )
 from gymctl.billing.forecast_runs import ForecastRequest
-from gymctl.clock import day_start, ensure_utc
-from gymctl.errors import invalid, unprocessable
+from gymctl.clock import day_start
+from gymctl.errors import invalid
 from gymctl.providers.documents import default_document_provider
 from webhooks import codes
 from webhooks.access import membership, org_route, owner_route, platform_admin_route
 from webhooks.context import auth, db, handover, now, services
-from webhooks.validation import Body, Uuid4, parse, parse_query
+from webhooks.validation import Body, Uuid4, explicit_utc, parse, parse_query
 
 bp = Blueprint("billing_ops", __name__)
 ORG = "/organizations/<uuid:org_id>"
@@ -103,7 +103,7 @@ def repair_schedule(org_id: uuid.UUID, subscription_id: uuid.UUID):
         db(),
         organization_id=org_id,
         subscription_id=subscription_id,
-        expected_next_charge_at=_utc(expected) if expected else None,
+        expected_next_charge_at=explicit_utc(expected) if expected else None,
         operator_user_id=_operator_user_id(),
         now=now(),
         cipher=services().billing_cipher,
@@ -327,7 +327,7 @@ def edit_opening_day(org_id: uuid.UUID, subscription_id: uuid.UUID):
         db(),
         organization_id=org_id,
         subscription_id=subscription_id,
-        opening_day=_utc(body.opening_day),
+        opening_day=explicit_utc(body.opening_day),
         actor_user_id=membership().user_id,
         now=now(),
     )
@@ -373,15 +373,6 @@ def pay_debt(org_id: uuid.UUID, subscription_id: uuid.UUID):
 pay_debt.gymctl_access = ("own",)  # type: ignore[attr-defined]
 
 
-def _utc(at: datetime) -> datetime:
-    try:
-        return ensure_utc(at)
-    except ValueError:
-        raise unprocessable(
-            codes.TIMESTAMP_NOT_UTC, "give an explicit UTC time (Z or +00:00)"
-        ) from None
-
-
 # --- Billing forecast (platform admin; issue 24) ---------------------------------------------
 
 
@@ -416,7 +407,7 @@ class ForecastQuery(Body):
 
     def request(self) -> ForecastRequest:
         return ForecastRequest(
-            until=_utc(self.until),
+            until=explicit_utc(self.until),
             by=self.by,
             decline_rate=self.decline_rate,
             seed=self.seed,

@@ -16,9 +16,8 @@ from gymctl.errors import unprocessable
 from gymctl.numerals import is_decimal
 from webhooks import codes
 from webhooks.access import membership, org_route, owner_route
-from webhooks.blueprints.billing_ops import _utc
 from webhooks.context import db, now
-from webhooks.validation import Body, parse
+from webhooks.validation import Body, explicit_utc, parse
 
 bp = Blueprint("billing_settings", __name__)
 ORG = "/organizations/<uuid:org_id>"
@@ -80,8 +79,8 @@ def move_charge_date(org_id: uuid.UUID, subscription_id: uuid.UUID):
         db(),
         org_id,
         subscription_id,
-        expected=_utc(body.expected_next_charge_date),
-        to=_utc(body.next_charge_date) if body.next_charge_date else None,
+        expected=explicit_utc(body.expected_next_charge_date),
+        to=explicit_utc(body.next_charge_date) if body.next_charge_date else None,
         actor_user_id=membership().user_id,
         now=now(),
     )

@@ -14,7 +14,7 @@ from gymctl.bridge import classes, connection, cutover, inbound, inbox, queue
 from gymctl.errors import invalid, not_found
 from gymctl.ids import MAX_ROW_ID
 from gymctl.models.bridge import ConnectionStatus, OpStatus
-from gymctl.numerals import is_decimal
+from gymctl.numerals import whole_number
 from webhooks import codes
 from webhooks.access import membership, owner_route
 from webhooks.context import db, now, services
@@ -70,9 +70,10 @@ def disconnect(org_id):
 @owner_route
 def issues(org_id):
     cursor = request.args.get("cursor")
-    if cursor is not None and not is_decimal(cursor):
+    after = whole_number(cursor) if cursor is not None else None
+    if cursor is not None and after is None:
         raise invalid(codes.CURSOR_INVALID, "cursor is the last op id of the previous page")
-    after = min(int(cursor), MAX_ROW_ID) if cursor else None
+    after = min(after, MAX_ROW_ID) if after is not None else None
     parked = queue.list_ops(
         db(), org_id, status=OpStatus.parked, limit=INBOX_PAGE + 1, after_id=after
     )
@@ -96,9 +97,10 @@ def dismiss_external(org_id, issue_id):
 
 def _op_id(text: str) -> int:
     """Op ids are positive integers; anything else names no op."""
-    if not is_decimal(text) or int(text) > MAX_ROW_ID:
+    op_id = whole_number(text)
+    if op_id is None or op_id > MAX_ROW_ID:
         raise not_found(codes.BRIDGE_OP_NOT_FOUND, "no such sync op")
-    return int(text)
+    return op_id
 
 
 @bp.post("/issues/<op_id>/retry")
