@@ -7,10 +7,12 @@ also matches before a final newline, so "value\\n" passed each check that used r
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from email.message import Message
 
 import pytest
 
 from gymctl.branding.colour import is_hex
+from gymctl.bridge import client as bridge_client
 from gymctl.errors import DomainError
 from gymctl.movements.clients import duration_seconds
 from gymctl.numerals import MAX_DIGITS, is_decimal, whole_number
@@ -82,5 +84,22 @@ def test_numbers_too_long_to_read_from_a_peer_are_unreadable_not_an_exception():
     now = datetime(2026, 11, 28, tzinfo=UTC)
     assert identity_admin._retry_after(HUGE, now) is None
     assert card_http._same_terminal(HUGE, Terminal(number="1", api_name="api")) is False
+    long_terminal = Terminal(number="0" * 18 + "12345", api_name="api")  # 23 digits, as configured
+    assert card_http._same_terminal("12345", long_terminal) is True
+    assert card_simulator._terminal({"TerminalNumber": long_terminal.number, "ApiName": "api"}) == (
+        "12345"
+    )
     with pytest.raises(card_simulator._Refused):
         card_simulator._terminal({"TerminalNumber": HUGE, "ApiName": "api"})
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [("2.5", 2.5), ("1e400", 3600.0), ("inf", 3600.0), ("nan", None), ("-3", None), ("x", None)],
+)
+def test_the_external_systems_retry_after_is_a_bounded_pause(header, seconds):
+    """A 429's Retry-After of "1e400" was infinity: every later call of the process waited for
+    ever, and the dispatcher's timedelta of it raised OverflowError out of its pass."""
+    headers = Message()
+    headers["Retry-After"] = header
+    assert bridge_client._retry_after(headers) == seconds

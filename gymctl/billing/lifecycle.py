@@ -152,10 +152,10 @@ def _term_over(now: datetime) -> ColumnElement[bool]:
     collector to charge (no next charge: `grant_period` sets none from the last renewal on, or
     without an interval; or a zero price, which it never charges: a free plan of a fixed term
     bought online saved a card and was given a next charge by its grant, and stayed active on
-    a period long over), a saved card or not (an open-ended free one rolls instead); in cash
-    with no renewal or at zero price (a priced renewing one lapses into debt instead); on
-    pay-later terms once paid (one term). Rows of other providers or external billers are
-    theirs to end: their card is not ours to see."""
+    a period long over), a saved card or not (an open-ended free one without a renewal end
+    rolls instead); in cash with no renewal or at zero price (a priced renewing one lapses
+    into debt instead); on pay-later terms once paid (one term). Rows of other providers or
+    external billers are theirs to end: their card is not ours to see."""
     return or_(
         and_(
             S.c.payment_collection_method == CollectionMethod.card_provider.value,

@@ -390,11 +390,19 @@ def _kind(status: int) -> str:
     return CallFailure.rejected
 
 
+# The longest pause a 429's Retry-After is taken at: "1e400" read as infinity stopped every call
+# of the process for good (and its timedelta raised out of the dispatcher's pass).
+MAX_RETRY_AFTER = 3600.0
+
+
 def _retry_after(headers: http.client.HTTPMessage) -> float | None:
+    """Retry-After in seconds (a number: the external system sends no HTTP dates), at most
+    MAX_RETRY_AFTER; None for anything else (nan, a negative, not a number)."""
     try:
-        return float(headers["Retry-After"])
+        seconds = float(headers["Retry-After"])
     except (TypeError, ValueError):
         return None
+    return min(seconds, MAX_RETRY_AFTER) if seconds >= 0 else None  # nan compares False
 
 
 def _readable(sock: socket.socket) -> bool:

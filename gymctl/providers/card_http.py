@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from gymctl.numerals import is_decimal, whole_number
+from gymctl.numerals import is_decimal
 from gymctl.providers.card import (
     CardToken,
     ChargeResult,
@@ -324,9 +324,9 @@ def _int(value: Any) -> int | None:
 
 def _same_terminal(value: Any, terminal: Terminal) -> bool:
     echoed = _text(value)
-    number, own = whole_number(echoed), whole_number(terminal.number)
-    if number is not None and own is not None:
-        return number == own
+    if is_decimal(echoed) and is_decimal(terminal.number):
+        # The same number, leading zeros aside, read as digits: int() refuses 4,301 of them.
+        return echoed.lstrip("0") == terminal.number.lstrip("0")
     return echoed == terminal.number
 
 

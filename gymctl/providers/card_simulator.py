@@ -29,7 +29,7 @@ from enum import IntEnum, StrEnum
 from pathlib import Path
 from typing import Any
 
-from gymctl.numerals import is_decimal, whole_number
+from gymctl.numerals import is_decimal
 from gymctl.providers.card_wire import (
     API_PREFIX,
     CHARGE,
@@ -492,11 +492,14 @@ class CardSimulator:
 def _terminal(body: dict[str, Any]) -> str:
     """Any terminal number works; the ApiName must be present."""
     number, api_name = body.get("TerminalNumber"), body.get("ApiName")
-    if isinstance(number, bool) or not whole_number(str(number)):
+    text = "" if isinstance(number, bool) else str(number)
+    # A positive number of digits, as long as a gym's configured terminal may be (32), read as
+    # digits: int() refuses 4,301 of them.
+    if not (is_decimal(text) and len(text) <= 32 and text.lstrip("0")):
         raise _Refused(Code.invalid_terminal, "TerminalNumber is not a terminal")
     if not isinstance(api_name, str) or not api_name:
         raise _Refused(Code.invalid_terminal, "ApiName is required")
-    return str(int(str(number)))
+    return text.lstrip("0")
 
 
 def _page_head(page: sqlite3.Row) -> dict[str, Any]:

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, func, not_, select
+from sqlalchemy import bindparam, func, not_, select, text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
@@ -36,6 +37,7 @@ from gymctl.billing.refunds import begin_refund, execute_refund, refundable_amou
 from gymctl.bridge import mirror
 from gymctl.clock import LONG_AGO
 from gymctl.crypto import FieldCipher
+from gymctl.db import is_postgres
 from gymctl.events import EventKind, emit
 from gymctl.models import (
     CancellationNotice,
@@ -469,10 +471,10 @@ def period_end_sweep(
     """Settle every matured notice (one transaction each), then send the emails.
 
     A notice whose rows another daemon holds is skipped, then tried once more after the others,
-    waiting for the lock this time: the holder may be settling another plan of the same member
-    (the membership row is locked first), and while it held that row for its next notice the
-    other daemon, having skipped this one, moved on: two sweeps at once each left it to the
-    other, and it waited a pass. Waiting is short: no lock is held across a provider call."""
+    waiting for the lock this time (at most WAIT_FOR_ROWS): the holder may be settling another
+    plan of the same member (the membership row is locked first), and while it held that row
+    for its next notice the other daemon, having skipped this one, moved on: two sweeps at
+    once each left it to the other, and it waited a pass."""
     result = SweepResult()
     for settlement_id in unresolved_refunds(factory, limit=limit):  # a crash, a lost answer
         execution = execute_card_refund(factory, doors, settlement_id, now=now)
@@ -485,6 +487,13 @@ def period_end_sweep(
         _settle_matured(factory, doors, subscription_id, result, now=now, wait=True)
     result.emailed = send_pending_emails(factory, doors.mailer, now=now, limit=limit)
     return result
+
+
+# The second try's wait for rows another transaction holds: a settlement's, or the lifecycle's
+# hourly pass (up to 10,000 rows a step); a holder left idle in its transaction must not stop
+# the sweep for good.
+WAIT_FOR_ROWS = "30s"
+LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL's lock_not_available, lock_timeout's error
 
 
 def _settle_matured(
@@ -500,7 +509,14 @@ def _settle_matured(
     rows (only without `wait`). A notice settled meanwhile, withdrawn or not yet effective is
     left alone."""
     with factory() as session:
-        subscription = lock_subscription(session, subscription_id, skip_locked=not wait)
+        if wait and is_postgres(session):
+            session.execute(text(f"SET LOCAL lock_timeout = '{WAIT_FOR_ROWS}'"))
+        try:
+            subscription = lock_subscription(session, subscription_id, skip_locked=not wait)
+        except OperationalError as error:
+            if getattr(error.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE:
+                raise
+            return True  # held past the wait: the next pass takes it
         if subscription is None:
             return wait  # gone, or held by another daemon
         if (

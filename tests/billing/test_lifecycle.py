@@ -27,6 +27,7 @@ from gymctl.models.billing import (
     TransactionType,
 )
 from gymctl.providers.documents import LocalDocumentProvider
+from gymctl.retention.settlement import matured
 from tests.billing.factories import (
     make_billing_settings,
     make_card,
@@ -276,6 +277,31 @@ def test_a_free_card_plan_of_a_fixed_term_ends_with_a_saved_card_and_a_next_char
     assert bought_online.status == SubscriptionStatus.term_ended
     assert bought_online.ended_at == NOW
     assert not_yet.status == SubscriptionStatus.active
+
+
+def test_a_notice_after_a_free_fixed_terms_period_end_is_overtaken_not_matured(session, gym):
+    """Its term ends at its period end, not at a renewal end only a charge would reach: a
+    notice effective between the two comes after the plan's own end, so the pass ends the plan
+    then, and the period-end sweep never matures the notice (with the renewal end as the own
+    end the pass left the plan active for the notice, a period it never paid for)."""
+    fixed = make_plan(session, gym.organization, PlanType.card, price_in_cents=0, open_ended=False)
+    card = make_card(session, gym)
+    subscription = make_subscription(
+        session,
+        gym,
+        plan=fixed,
+        current_period_end=NOW,
+        next_charge_date=NOW,
+        payment_method_id=card.id,
+        renewal_end=NOW + 30 * DAY,
+        cancel_at_period_end=True,
+        cancellation_effective_at=NOW + 10 * DAY,
+    )
+
+    assert run_lifecycle(session, now=NOW)["term_ended"] == 1
+
+    assert (subscription.status, subscription.ended_at) == (SubscriptionStatus.term_ended, NOW)
+    assert matured(session, now=NOW + 10 * DAY) == []
 
 
 # --- debt: cash lapse and pay-later ----------------------------------------------------------

@@ -416,3 +416,17 @@ def test_after_three_model_failures_the_rest_wait_for_the_next_run(session, libr
     result = run_rank(session, library_settings)
     assert (result["summary"]["failed"], result["summary"]["pending"]) == (3, 2)
     assert len(fake.calls("/v1/chat/completions")) == 3
+
+
+def test_a_view_count_too_long_to_read_is_no_views_not_an_exception(
+    session, library_settings, fake
+):
+    """The search API's viewCount is text: 4,301 digits raised ValueError out of int() and
+    ended the discovery pass."""
+    row = movement(session, "air-squat", name="Air Squat")
+    fake.videos["Air Squat demo"] = [("huge", "c", 60, "9" * 4301), ("fine", "c", 60, "120")]
+
+    run_discover(session, library_settings)
+
+    views = {c["videoId"]: c["viewCount"] for c in row.video_candidates}
+    assert views == {"huge": 0, "fine": 120}

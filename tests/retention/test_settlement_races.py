@@ -15,6 +15,7 @@ from gymctl.models import CancellationSettlement, PaymentTransaction
 from gymctl.models.billing import TransactionType
 from gymctl.providers.card_http import REFUND
 from gymctl.providers.mail import read_mailbox
+from gymctl.retention import settlement
 from gymctl.retention.settlement import period_end_sweep, settle_one
 from tests.billing import factories as bf
 from tests.billing.cards import connect_card_provider
@@ -129,4 +130,26 @@ def test_a_notice_skipped_while_another_daemon_held_its_member_is_settled_in_the
     sweep.join()
 
     assert swept[0].cancelled == [str(held.id)]
+    assert card_server.requests(REFUND) == 1
+
+
+def test_a_notice_whose_rows_stay_held_past_the_wait_is_left_for_the_next_pass(
+    committed_pg, card_server, doors, monkeypatch
+):
+    """The second try waits at most WAIT_FOR_ROWS (lock_timeout): a holder left idle in its
+    transaction does not stop the sweep for good, and the next pass settles the notice."""
+    monkeypatch.setattr(settlement, "WAIT_FOR_ROWS", "200ms")
+    factory = sessionmaker(bind=get_engine(committed_pg), expire_on_commit=False)
+    with factory() as session:
+        gym = bf.make_gym(session)
+        connect_card_provider(session, gym, since=NOW - 400 * D)
+        held = _matured(session, gym, card_server)
+        session.commit()
+    with factory() as idle_holder:
+        assert lock_subscription(idle_holder, held.id) is not None
+        stalled = period_end_sweep(factory, doors, now=NOW)
+        idle_holder.rollback()
+
+    assert (stalled.cancelled, card_server.requests(REFUND)) == ([], 0)
+    assert period_end_sweep(factory, doors, now=NOW).cancelled == [str(held.id)]
     assert card_server.requests(REFUND) == 1
