@@ -244,32 +244,28 @@ def test_zero_price_card_plan_with_a_fixed_term_ends(session, gym):
     assert subscription.status == SubscriptionStatus.term_ended
 
 
+def _free_fixed_term_bought_online(session, gym, ends, **fields):
+    """A free card plan of a fixed term with the saved card and the next charge (at its period
+    end) that buying it through its page left it."""
+    fixed = make_plan(session, gym.organization, PlanType.card, price_in_cents=0, open_ended=False)
+    return make_subscription(
+        session,
+        gym,
+        plan=fixed,
+        current_period_end=ends,
+        next_charge_date=ends,
+        payment_method_id=make_card(session, gym).id,
+        **fields,
+    )
+
+
 def test_a_free_card_plan_of_a_fixed_term_ends_with_a_saved_card_and_a_next_charge(session, gym):
     """Bought online, a free plan saved a card and its grant set a next charge at its period
     end; the collector never charges a zero price, so nothing would ever move it: with a fixed
     term it ends at its period end (term_ended), as without a card, its renewal end (which
     only a charge would reach) or not."""
-    fixed = make_plan(session, gym.organization, PlanType.card, price_in_cents=0, open_ended=False)
-    card = make_card(session, gym)
-    bought_online = make_subscription(
-        session,
-        gym,
-        plan=fixed,
-        current_period_end=NOW,
-        next_charge_date=NOW,
-        payment_method_id=card.id,
-        renewal_end=NOW + 30 * DAY,
-    )
-    not_yet = make_subscription(
-        session,
-        gym,
-        plan=make_plan(
-            session, gym.organization, PlanType.card, price_in_cents=0, open_ended=False
-        ),
-        current_period_end=NOW + SECOND,
-        next_charge_date=NOW + SECOND,
-        payment_method_id=card.id,
-    )
+    bought_online = _free_fixed_term_bought_online(session, gym, NOW, renewal_end=NOW + 30 * DAY)
+    not_yet = _free_fixed_term_bought_online(session, gym, NOW + SECOND)
 
     summary = run_lifecycle(session, now=NOW)
 
@@ -284,15 +280,10 @@ def test_a_notice_after_a_free_fixed_terms_period_end_is_overtaken_not_matured(s
     notice effective between the two comes after the plan's own end, so the pass ends the plan
     then, and the period-end sweep never matures the notice (with the renewal end as the own
     end the pass left the plan active for the notice, a period it never paid for)."""
-    fixed = make_plan(session, gym.organization, PlanType.card, price_in_cents=0, open_ended=False)
-    card = make_card(session, gym)
-    subscription = make_subscription(
+    subscription = _free_fixed_term_bought_online(
         session,
         gym,
-        plan=fixed,
-        current_period_end=NOW,
-        next_charge_date=NOW,
-        payment_method_id=card.id,
+        NOW,
         renewal_end=NOW + 30 * DAY,
         cancel_at_period_end=True,
         cancellation_effective_at=NOW + 10 * DAY,
