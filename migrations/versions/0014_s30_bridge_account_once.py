@@ -58,6 +58,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.drop_index(
-        "uq_integration_connections_active_account", table_name="integration_connections"
-    )
+    op.drop_index("uq_integration_connections_active_account", table_name="integration_connections")

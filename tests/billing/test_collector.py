@@ -366,7 +366,7 @@ def test_presale_decline_enters_debt_without_active_owner(session, session_facto
 def test_a_presale_whose_opening_charge_was_declined_starts_when_its_debt_is_paid(
     session, session_factory, gym, sandbox
 ):
-    """"A presale holds no period, quota or credits before it is paid" (spec B 2.1): paid on
+    """ "A presale holds no period, quota or credits before it is paid" (spec B 2.1): paid on
     a retry of its debt, it is granted them then, as on its opening day. The grant took the
     status debt for a renewal: no start, no quota and no membership.activated."""
     opening = NOW + timedelta(days=3)
