@@ -36,6 +36,9 @@ class PageState(StrEnum):
     unknown_page = "unknown_page"  # code 5096 with an all-zero id
 
 
+TERMINAL_CHARS = 32  # the longest terminal number a gym's payment settings take
+
+
 @dataclass(frozen=True)
 class Terminal:
     """The organization's merchant account at the provider."""

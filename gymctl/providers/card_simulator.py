@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from gymctl.numerals import is_decimal
+from gymctl.providers.card import TERMINAL_CHARS
 from gymctl.providers.card_wire import (
     API_PREFIX,
     CHARGE,
@@ -493,9 +494,9 @@ def _terminal(body: dict[str, Any]) -> str:
     """Any terminal number works; the ApiName must be present."""
     number, api_name = body.get("TerminalNumber"), body.get("ApiName")
     text = "" if isinstance(number, bool) else str(number)
-    # A positive number of digits, as long as a gym's configured terminal may be (32), read as
+    # A positive number of digits, as long as a gym's configured terminal may be, read as
     # digits: int() refuses 4,301 of them.
-    if not (is_decimal(text) and len(text) <= 32 and text.lstrip("0")):
+    if not (is_decimal(text) and len(text) <= TERMINAL_CHARS and text.lstrip("0")):
         raise _Refused(Code.invalid_terminal, "TerminalNumber is not a terminal")
     if not isinstance(api_name, str) or not api_name:
         raise _Refused(Code.invalid_terminal, "ApiName is required")

@@ -35,8 +35,10 @@ def gym(session):
     return bf.make_gym(session, card_provider_since=NOW - timedelta(days=30))
 
 
-def _sold(session, gym, *, price: int, method: CollectionMethod, due=None):
-    plan = bf.make_plan(session, gym.organization, PlanType.cash, price_in_cents=price)
+def _sold(session, gym, *, price: int, method: CollectionMethod, due=None, **plan_fields):
+    plan = bf.make_plan(
+        session, gym.organization, PlanType.cash, price_in_cents=price, **plan_fields
+    )
     subscription = plans.grant_plan(
         session,
         plan,
@@ -48,6 +50,19 @@ def _sold(session, gym, *, price: int, method: CollectionMethod, due=None):
     )
     session.commit()
     return subscription
+
+
+def _paid_at_desk(session, gym, subscription, *, at):
+    """Staff take the whole debt at the desk (`clear_debt_at_desk`), committed."""
+    clear_debt_at_desk(
+        session,
+        organization_id=gym.organization.id,
+        subscription_id=subscription.id,
+        actor_user_id=gym.owner.id,
+        now=at,
+        documents=LocalDocumentProvider(),
+    )
+    session.commit()
 
 
 def test_a_cash_plan_sold_on_pay_later_terms_ends_once_paid_and_its_period_is_over(
@@ -65,15 +80,7 @@ def test_a_cash_plan_sold_on_pay_later_terms_ends_once_paid_and_its_period_is_ov
         SubscriptionStatus.debt,
         "payment_due",
     )
-    clear_debt_at_desk(
-        session,
-        organization_id=gym.organization.id,
-        subscription_id=subscription.id,
-        actor_user_id=gym.owner.id,
-        now=due + HOUR,
-        documents=LocalDocumentProvider(),
-    )
-    session.commit()
+    _paid_at_desk(session, gym, subscription, at=due + HOUR)
     assert (subscription.status, subscription.unpaid_amount_in_cents) == (
         SubscriptionStatus.active,
         0,
@@ -165,18 +172,14 @@ def test_a_lapsed_cash_plan_of_a_validity_paid_at_the_desk_runs_for_its_validity
     the debt paid at the desk grants the next term as the plan was sold (`plans.term_from`),
     90 days from the lapse, where it granted 30 whatever the plan said."""
     sandbox = Sandbox(tmp_path)
-    plan = bf.make_plan(
-        session, gym.organization, PlanType.cash, interval_months=None, validity_days=90
-    )
-    subscription = plans.grant_plan(
+    subscription = _sold(
         session,
-        plan,
-        gym.membership,
+        gym,
+        price=8000,
         method=CollectionMethod.cash,
-        now=START,
-        actor_user_id=gym.owner.id,
+        interval_months=None,
+        validity_days=90,
     )
-    session.commit()
     lapse = START + 90 * DAY
     assert subscription.cash_prepaid_through == subscription.current_period_end == lapse
 
@@ -185,15 +188,7 @@ def test_a_lapsed_cash_plan_of_a_validity_paid_at_the_desk_runs_for_its_validity
         SubscriptionStatus.debt,
         "cash_lapsed",
     )
-    clear_debt_at_desk(
-        session,
-        organization_id=gym.organization.id,
-        subscription_id=subscription.id,
-        actor_user_id=gym.owner.id,
-        now=lapse + HOUR,
-        documents=LocalDocumentProvider(),
-    )
-    session.commit()
+    _paid_at_desk(session, gym, subscription, at=lapse + HOUR)
 
     assert subscription.status == SubscriptionStatus.active
     assert (subscription.current_period_start, subscription.current_period_end) == (

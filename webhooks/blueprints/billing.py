@@ -17,6 +17,7 @@ from gymctl.billing import card_replacement as replacement
 from gymctl.errors import invalid, not_found, unavailable, unprocessable
 from gymctl.models import Subscription
 from gymctl.models.billing import CollectionMethod, PlanType
+from gymctl.providers.card import TERMINAL_CHARS
 from webhooks import codes
 from webhooks.access import membership, org_route, owner_route
 from webhooks.bodies import WEBHOOK_BODY_BYTES, body_limit, read_json
@@ -285,7 +286,7 @@ def desk_sale(org_id: uuid.UUID):
 
 class ProviderBody(Body):
     provider: str = Field(min_length=1, max_length=32, pattern=r"^[a-z][a-z0-9_]*$")
-    terminal: str | None = Field(None, max_length=32, pattern=r"^[0-9A-Za-z_-]*$")
+    terminal: str | None = Field(None, max_length=TERMINAL_CHARS, pattern=r"^[0-9A-Za-z_-]*$")
     api_name: str | None = Field(None, alias="apiName", max_length=200, pattern=TEXT)
     webhook_secret: str | None = Field(None, alias="webhookSecret", max_length=200, pattern=TEXT)
     webhook_signature_enforcement: bool | None = Field(None, alias="webhookSignatureEnforcement")

@@ -70,10 +70,11 @@ def disconnect(org_id):
 @owner_route
 def issues(org_id):
     cursor = request.args.get("cursor")
-    after = whole_number(cursor) if cursor is not None else None
+    after = None if cursor is None else whole_number(cursor)
     if cursor is not None and after is None:
         raise invalid(codes.CURSOR_INVALID, "cursor is the last op id of the previous page")
-    after = min(after, MAX_ROW_ID) if after is not None else None
+    if after is not None:
+        after = min(after, MAX_ROW_ID)
     parked = queue.list_ops(
         db(), org_id, status=OpStatus.parked, limit=INBOX_PAGE + 1, after_id=after
     )
