@@ -52,6 +52,8 @@ TECHNICAL_RETRY_DELAYS = (timedelta(minutes=5), timedelta(minutes=15), timedelta
 EXECUTING_GRACE = timedelta(seconds=90)  # spec B 8: an attempt this young may still be running
 PRESALE_CARD_AGE = timedelta(minutes=45)  # spec B 8: card saved 45 min after terminal_since
 LATE_POSITIVE_EVIDENCE = "late_positive_evidence"  # a collection hold: see release_hold
+NOT_CHARGED = "not_charged"  # billing_resolution.decision: the provider never charged it
+REOPENED = "reopened_by_late_evidence"  # the decision of one closed so but charged after all
 DEBT_RETRY_INTERVAL = timedelta(days=1)  # ours: a debt is retried daily until paid or cancelled
 FOLLOW_UP_DUE = timedelta(days=1)
 COLLECTABLE = (
@@ -76,6 +78,7 @@ class AppliedOutcome(StrEnum):
     already_resolved = "already_resolved"
     contradiction = "contradiction"
     not_charged = "not_charged"
+    late_positive_evidence = "late_positive_evidence"  # closed as not charged, charged after all
 
 
 @dataclass(frozen=True)
@@ -249,7 +252,7 @@ def _confirmed_non_charges(obligation: Any) -> tuple:
     return (
         PaymentTransaction.obligation_key == obligation,
         PaymentTransaction.status == TransactionStatus.failed,
-        PaymentTransaction.billing_resolution["decision"].as_string() == "not_charged",
+        PaymentTransaction.billing_resolution["decision"].as_string() == NOT_CHARGED,
     )
 
 
@@ -443,6 +446,9 @@ def apply_outcome(
         transaction = session.scalar(_LOCK_TRANSACTION, {"id": transaction_id})
         subscription = lock_subscription(session, transaction.subscription_id)
     if transaction.status != TransactionStatus.pending:
+        if result.outcome == Outcome.approved and closed_not_charged(transaction):
+            alert = late_positive_evidence(session, transaction, subscription, result, now=now)
+            return Applied(AppliedOutcome.late_positive_evidence, transaction.id, alert=alert)
         return Applied(AppliedOutcome.already_resolved, transaction.id)
     applied = _apply(session, transaction, subscription, result, now=now)
     release_hold(session, transaction, subscription, now=now)
@@ -489,6 +495,78 @@ def _apply(
     attempt["uncertainSince"] = attempt.get("uncertainSince") or now.isoformat()
     _save_attempt(transaction, attempt, now)
     return Applied(AppliedOutcome.pending, transaction.id)
+
+
+def closed_not_charged(transaction: PaymentTransaction) -> bool:
+    """Closed as never charged: a technical non-charge (failed) or a dismissal (cancelled)."""
+    return (
+        transaction.status in (TransactionStatus.failed, TransactionStatus.cancelled)
+        and (transaction.billing_resolution or {}).get("decision") == NOT_CHARGED
+    )
+
+
+def late_positive_evidence(
+    session: Session,
+    transaction: PaymentTransaction,
+    subscription: Subscription,
+    result: ChargeResult,
+    *,
+    now: datetime,
+) -> str:
+    """An attempt closed as not charged turns out charged (an operator's reconcile, or the
+    provider's answer to the charge itself arriving after a lookup said "not found"): back to
+    pending when no newer attempt holds the subscription (recovery then settles it by its
+    stored id), collection held, an audit row and an urgent follow-up. Never dropped: the
+    member's money is with the gym and the ledger must say so. The alert, for the caller."""
+    resolution = dict(transaction.billing_resolution or {})
+    # A dismissal recorded the owner's own pause; a technical non-charge records it now.
+    resolution.setdefault(
+        "ownerPaused", subscription.collection_paused and not subscription.collection_hold
+    )
+    resolution.update(
+        lateEvidenceAt=now.isoformat(),
+        lateEvidence={
+            "answer": result.outcome.value,
+            "providerTransactionId": result.transaction_id,
+        },
+    )
+    newer = unresolved_attempt(session, subscription.id)
+    if newer is None:
+        transaction.status = TransactionStatus.pending
+        # No longer a non-charge: its outcome is the provider's again (and once it settles or
+        # declines it is no confirmed non-charge either).
+        resolution["decision"] = REOPENED
+    transaction.billing_resolution = resolution
+    transaction.updated_at = now
+    subscription.collection_paused = True
+    subscription.collection_hold = LATE_POSITIVE_EVIDENCE
+    held = held_reason(subscription)
+    subscription.billing_alert = held  # raised by the caller: the collector does not again
+    subscription.updated_at = now
+    session.flush()
+    follow_up(
+        session,
+        transaction,
+        subscription,
+        reason="late_positive_evidence",
+        title="A payment closed as not charged was charged after all: reconcile it",
+        now=now,
+    )
+    emit(
+        session,
+        EventKind.audit,
+        "billing.late_positive_evidence",
+        at=now,
+        aggregate_type="payment_transaction",
+        aggregate_id=transaction.id,
+        organization_id=transaction.organization_id,
+        payload={
+            "subscriptionId": str(subscription.id),
+            "status": transaction.status.value,
+            "movedToPending": newer is None,
+        },
+    )
+    return held
 
 
 def executing_until(attempt: dict[str, Any]) -> datetime | None:
@@ -666,7 +744,7 @@ def _not_charged(
     transaction.status = TransactionStatus.failed
     transaction.billing_resolution = {
         **(transaction.billing_resolution or {}),
-        "decision": "not_charged",
+        "decision": NOT_CHARGED,
         "evidence": {"source": "provider_lookup", "answer": "not_found", "at": now.isoformat()},
     }
     transaction.updated_at = now

@@ -146,10 +146,15 @@ def catch_up(
 
 
 def daily_sweep(
-    factory: sessionmaker[Session], provider: CardProvider, *, now: datetime, cipher: FieldCipher
+    factory: sessionmaker[Session],
+    provider: CardProvider,
+    *,
+    now: datetime,
+    cipher: FieldCipher,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> Summary:
     """02:00 UTC: every due card-provider subscription of every organization."""
-    return _collect_due(factory, provider, now=now, cipher=cipher)
+    return _collect_due(factory, provider, now=now, cipher=cipher, monotonic=monotonic)
 
 
 def pending_attempts(session: Session) -> list[uuid.UUID]:
@@ -187,7 +192,12 @@ def recovery_due(session: Session, *, after: datetime | None = None) -> datetime
 
 
 def recover(
-    factory: sessionmaker[Session], provider: CardProvider, *, now: datetime, cipher: FieldCipher
+    factory: sessionmaker[Session],
+    provider: CardProvider,
+    *,
+    now: datetime,
+    cipher: FieldCipher,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> Summary:
     """Every 5 minutes: resolve pending attempts by asking the provider about their stored
     ids, then collect debts whose retry day has come."""
@@ -213,7 +223,12 @@ def recover(
         if applied.alert:
             summary.alert(applied.alert, transactionId=transaction_id)
     debts = _collect_due(
-        factory, provider, now=now, cipher=cipher, statuses=(SubscriptionStatus.debt,)
+        factory,
+        provider,
+        now=now,
+        cipher=cipher,
+        monotonic=monotonic,
+        statuses=(SubscriptionStatus.debt,),
     )
     return _merge(summary, debts)
 
@@ -283,19 +298,36 @@ def _collect_due(
         if per_organization is not None:
             due = due[:per_organization]
         for subscription_id in due:
-            if budget_seconds is not None and monotonic() - started >= budget_seconds:
+            ran = monotonic() - started
+            if budget_seconds is not None and ran >= budget_seconds:
                 summary.completed = False
                 summary.skipped += 1
                 continue
             summary.selected += 1
             try:
                 collect_subscription(
-                    factory, subscription_id, provider, now=now, cipher=cipher, summary=summary
+                    factory,
+                    subscription_id,
+                    provider,
+                    now=charging_at(now, ran),
+                    cipher=cipher,
+                    summary=summary,
                 )
             except Exception:
                 logger.exception("collecting subscription %s failed", subscription_id)
                 summary.errors += 1
     return summary
+
+
+def charging_at(now: datetime, ran: float) -> datetime:
+    """The instant a pass's charge begins: the pass's `now` advanced by the seconds it has run
+    (whole seconds: a pass of less than one keeps its tick's instant). The attempt's startedAt
+    is when it was stored, and its 90 s executing grace counts from there: a daily sweep of a
+    thousand renewals runs for many minutes, and an attempt stored late in it but stamped with
+    the sweep's 02:00 looked past its grace to the recovery pass running beside it, which then
+    asked the provider about a charge still on its way, took its "not found" for a confirmed
+    non-charge, and retried it under a new id: the member was charged twice."""
+    return now + timedelta(seconds=int(ran))
 
 
 def _collectable(statuses: tuple[SubscriptionStatus, ...]) -> list[Any]:

@@ -215,6 +215,12 @@ def forecast_jobs(provider: CardProvider, cipher: FieldCipher) -> tuple[Forecast
     doors = Doors(
         provider=provider, cipher=cipher, documents=LocalDocumentProvider(), mailer=NowhereMailer()
     )
+
+    # The forecast's clock stands still within a tick: a pass's charges all begin at its tick
+    # (collector.charging_at), and the catch-up's 30 s budget is never spent.
+    def stands() -> float:
+        return 0.0
+
     collector_due = _once_per_tick(lambda session, after: collector.next_due(session, after=after))
 
     def in_session(run: Callable[[Session, datetime], Any]) -> Callable[..., Any]:
@@ -238,7 +244,7 @@ def forecast_jobs(provider: CardProvider, cipher: FieldCipher) -> tuple[Forecast
             60,
             0,
             lambda factory, now: collector.catch_up(
-                factory, provider, now=now, cipher=cipher, monotonic=lambda: 0.0
+                factory, provider, now=now, cipher=cipher, monotonic=stands
             ),
             collects=True,
             due=collector_due,
@@ -248,7 +254,7 @@ def forecast_jobs(provider: CardProvider, cipher: FieldCipher) -> tuple[Forecast
             300,
             0,
             lambda factory, now: recovery.recovery_pass(
-                factory, provider, cipher, now=now, documents=doors.documents
+                factory, provider, cipher, now=now, documents=doors.documents, monotonic=stands
             ),
             collects=True,
             due=lambda session, after: recovery.recovery_due(session, after=after),
@@ -257,7 +263,9 @@ def forecast_jobs(provider: CardProvider, cipher: FieldCipher) -> tuple[Forecast
             "billing_daily",
             86400,
             2 * 3600,
-            lambda factory, now: collector.daily_sweep(factory, provider, now=now, cipher=cipher),
+            lambda factory, now: collector.daily_sweep(
+                factory, provider, now=now, cipher=cipher, monotonic=stands
+            ),
             collects=True,
             due=collector_due,
         ),

@@ -5,6 +5,8 @@ neither runs a step the other leaves out."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -25,8 +27,11 @@ def recovery_pass(
     *,
     now: datetime,
     documents: DocumentProvider,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> dict[str, Any]:
-    summary = collector.recover(factory, provider, now=now, cipher=cipher).as_dict()
+    summary = collector.recover(
+        factory, provider, now=now, cipher=cipher, monotonic=monotonic
+    ).as_dict()
     resumed = refunds.resume_refunds(factory, provider, cipher, now=now, documents=documents)
     desk = desk_resolution.recover_desk_charges(
         factory, provider, cipher, now=now, documents=documents

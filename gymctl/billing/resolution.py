@@ -31,8 +31,7 @@ from gymctl.models.billing import AttemptKind, TransactionStatus
 from gymctl.providers.card import CardProvider, ChargeResult, Outcome, ProviderUnavailable
 
 PROTECTED_KINDS = (AttemptKind.recurring, AttemptKind.manual, AttemptKind.debt)
-NOT_CHARGED = "not_charged"
-REOPENED = "reopened_by_late_evidence"
+NOT_CHARGED = attempts.NOT_CHARGED
 SETTLED = (
     TransactionStatus.completed,
     TransactionStatus.refund_pending,
@@ -172,7 +171,10 @@ def reconcile(
         if applied.alert:  # a contradiction, or a settlement review
             raise_alert(applied.alert, transactionId=transaction.id)
     elif is_dismissed(transaction) and result.outcome == Outcome.approved:
-        outcome = _late_positive_evidence(session, transaction, result, now=now)
+        subscription = session.get(Subscription, transaction.subscription_id)
+        held = attempts.late_positive_evidence(session, transaction, subscription, result, now=now)
+        raise_alert(held, transactionId=transaction.id, subscriptionId=subscription.id)
+        outcome = "late_positive_evidence"
     elif transaction.status != TransactionStatus.pending and not is_dismissed(transaction):
         outcome = "already_resolved"
     else:
@@ -340,54 +342,6 @@ def lookup(
             codes.BILLING_PROVIDER_UNAVAILABLE,
             "the card provider could not be asked; nothing changed",
         ) from None
-
-
-def _late_positive_evidence(
-    session: Session, transaction: PaymentTransaction, result: ChargeResult, *, now: datetime
-) -> str:
-    """A dismissed attempt turns out charged: back to pending (when no newer attempt holds the
-    subscription), collection held, an audit row, an alert and an urgent follow-up."""
-    subscription = session.get(Subscription, transaction.subscription_id)
-    resolution = dict(transaction.billing_resolution or {})
-    resolution.update(
-        lateEvidenceAt=now.isoformat(),
-        lateEvidence={
-            "answer": result.outcome.value,
-            "providerTransactionId": result.transaction_id,
-        },
-    )
-    newer = attempts.unresolved_attempt(session, subscription.id)
-    if newer is None:
-        transaction.status = TransactionStatus.pending
-        # No longer a dismissal: its outcome is the provider's again (and once it settles or
-        # declines it is no confirmed non-charge either).
-        resolution["decision"] = REOPENED
-    transaction.billing_resolution = resolution
-    transaction.updated_at = now
-    subscription.collection_paused = True
-    subscription.collection_hold = attempts.LATE_POSITIVE_EVIDENCE
-    held = attempts.held_reason(subscription)
-    subscription.billing_alert = held  # raised here: the collector does not raise it again
-    subscription.updated_at = now
-    session.flush()
-    raise_alert(held, transactionId=transaction.id, subscriptionId=subscription.id)
-    attempts.follow_up(
-        session,
-        transaction,
-        subscription,
-        reason="late_positive_evidence",
-        title="A dismissed payment was charged after all: reconcile it",
-        now=now,
-    )
-    audit(
-        session,
-        "billing.late_positive_evidence",
-        transaction,
-        None,
-        now,
-        movedToPending=newer is None,
-    )
-    return "late_positive_evidence"
 
 
 def audit(

@@ -1,0 +1,196 @@
+"""A long collector pass beside the recovery pass (spec B 8): an attempt's 90 s executing
+grace counts from when the attempt was stored, and a charge's answer that comes back after its
+attempt was closed as not charged is never dropped.
+
+A daily sweep of a thousand renewals runs for many minutes, each charge a provider call; the
+recovery job runs every 5 minutes beside it, in another daemon. Each provider call here first
+runs that recovery pass, at the moment the charge's request is still on its way (the provider
+has not seen it: a lookup says "not found"), then lets the charge through."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+
+from gymctl.billing import attempts, collector
+from gymctl.models import OutboxEvent, PaymentTransaction, Subscription, Task
+from gymctl.models.billing import PlanType, SubscriptionStatus, TransactionStatus
+from tests import factories
+from tests.billing import factories as bf
+from tests.billing.cards import Sandbox, save_test_card
+from tests.billing.factories import TEST_CIPHER
+from tests.conftest import NOW
+
+pytestmark = pytest.mark.embedded
+
+DUE = NOW - timedelta(hours=3)
+CHARGE_SECONDS = 600  # a slow provider: each charge's call takes ten minutes of the pass
+
+
+class RecoveryBeside:
+    """The sandbox provider, with a recovery pass run (at `recovery_at(n)` for the n-th charge,
+    None: none) while each charge's request is on its way; `ran` is the pass's own clock
+    (collector's `monotonic`), moved on by each call."""
+
+    def __init__(self, sandbox, session_factory, recovery_at):
+        self.sandbox = sandbox
+        self.session_factory = session_factory
+        self.recovery_at = recovery_at
+        self.ran = 0.0
+        self.charges = 0
+        self.recoveries: list[collector.Summary] = []
+
+    def monotonic(self) -> float:
+        return self.ran
+
+    def charge_token(self, terminal, **charge):
+        self.charges += 1
+        at = self.recovery_at(self.charges)
+        if at is not None:
+            self.recoveries.append(
+                collector.recover(
+                    self.session_factory, self.sandbox.provider, now=at, cipher=TEST_CIPHER
+                )
+            )
+        answer = self.sandbox.provider.charge_token(terminal, **charge)
+        self.ran += CHARGE_SECONDS
+        return answer
+
+    def __getattr__(self, name):
+        return getattr(self.sandbox.provider, name)
+
+
+def members_due(session, gym, sandbox, count):
+    subscriptions = []
+    for _ in range(count):
+        user = factories.user(session)
+        membership = factories.membership(session, user=user, organization=gym.organization)
+        card = save_test_card(session, gym, sandbox.provider, sandbox.simulator, user=user)
+        subscriptions.append(
+            bf.make_subscription(
+                session,
+                gym,
+                PlanType.card,
+                membership=membership,
+                payment_method_id=card.id,
+                next_charge_date=DUE,
+                current_period_end=DUE,
+                current_period_start=DUE - timedelta(days=30),
+            )
+        )
+    session.commit()
+    return subscriptions
+
+
+def ledger(session, subscription):
+    return session.scalars(
+        select(PaymentTransaction)
+        .where(PaymentTransaction.subscription_id == subscription.id)
+        .order_by(PaymentTransaction.created_at)
+        .execution_options(populate_existing=True)
+    ).all()
+
+
+def charged_by_the_provider(sandbox, session, subscription):
+    return sum(
+        sandbox.simulator.charge_count(t.billing_attempt["externalAttemptId"])
+        for t in ledger(session, subscription)
+    )
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    return Sandbox(tmp_path)
+
+
+@pytest.fixture
+def gym(session):
+    return bf.make_gym(session, card_provider_since=NOW - timedelta(days=30))
+
+
+def test_an_attempt_stored_late_in_a_long_sweep_is_inside_its_grace_for_the_recovery(
+    session, session_factory, gym, sandbox
+):
+    """ "EXECUTING_GRACE: an attempt this young may still be running" (spec B 8): young from
+    when it was stored. The sweep's second charge begins ten minutes into the 02:00 pass; a
+    recovery pass a minute after that finds its attempt pending and leaves it alone. Stamped
+    with the pass's 02:00, it looked eleven minutes old: the recovery asked the provider,
+    took "not found" for a confirmed non-charge, and the charge's approval was then dropped
+    while the technical retry charged the member again."""
+    first, second = members_due(session, gym, sandbox, 2)
+    provider = RecoveryBeside(
+        sandbox,
+        session_factory,
+        lambda n: NOW + timedelta(seconds=CHARGE_SECONDS + 60) if n == 2 else None,
+    )
+
+    summary = collector.daily_sweep(
+        session_factory, provider, now=NOW, cipher=TEST_CIPHER, monotonic=provider.monotonic
+    )
+
+    assert summary.charged == 2
+    (beside,) = provider.recoveries
+    assert (beside.pending, beside.resolved) == (1, 0)
+    began = []
+    for subscription in (first, second):
+        (transaction,) = ledger(session, subscription)
+        assert transaction.status == TransactionStatus.completed
+        assert transaction.billing_attempt["startedAt"] == transaction.created_at.isoformat()
+        began.append(transaction.created_at)
+        assert charged_by_the_provider(sandbox, session, subscription) == 1
+        session.refresh(subscription)
+        assert subscription.status == SubscriptionStatus.active
+        assert subscription.next_charge_date > NOW
+    # The charges began at 02:00 and ten minutes in (in the due scan's order).
+    assert sorted(began) == [NOW, NOW + timedelta(seconds=CHARGE_SECONDS)]
+
+
+def test_a_charge_answered_after_its_attempt_was_closed_as_not_charged_is_not_dropped(
+    session, session_factory, gym, sandbox
+):
+    """A provider slower than the grace: the recovery's lookup, two minutes in, finds nothing
+    and closes the attempt as a technical non-charge; then the charge's own answer comes back
+    approved. It reopens the attempt (no newer one holds the subscription), holds collection,
+    files an urgent follow-up and writes the audit row: the technical retry does not charge
+    the member again, and the next recovery settles the reopened attempt by its stored id."""
+    (subscription,) = members_due(session, gym, sandbox, 1)
+    provider = RecoveryBeside(sandbox, session_factory, lambda n: NOW + timedelta(minutes=2))
+
+    summary = collector.daily_sweep(
+        session_factory, provider, now=NOW, cipher=TEST_CIPHER, monotonic=lambda: 0.0
+    )
+
+    (beside,) = provider.recoveries
+    assert beside.resolved == 1  # closed as not charged while the charge was on its way
+    assert summary.charged == 0
+    assert [a["reason"] for a in summary.alerts] == ["collection_held:late_positive_evidence"]
+    (transaction,) = ledger(session, subscription)
+    assert transaction.status == TransactionStatus.pending
+    assert transaction.billing_resolution["decision"] == attempts.REOPENED
+    assert transaction.billing_resolution["lateEvidence"]["answer"] == "approved"
+    session.refresh(subscription)
+    assert subscription.collection_paused is True
+    assert subscription.collection_hold == attempts.LATE_POSITIVE_EVIDENCE
+    task = session.scalar(select(Task).where(Task.subject_id == str(transaction.id)))
+    assert (task.kind, task.priority) == ("payment_follow_up", "urgent")
+    audit = session.scalar(
+        select(OutboxEvent).where(OutboxEvent.name == "billing.late_positive_evidence")
+    )
+    assert audit.payload["movedToPending"] is True
+
+    # The technical retry's time comes: the reopened attempt holds the subscription.
+    retry = NOW + timedelta(minutes=10)
+    assert collector.catch_up(session_factory, sandbox.provider, now=retry, cipher=TEST_CIPHER)
+    assert charged_by_the_provider(sandbox, session, subscription) == 1
+    # The recovery asks about the stored id and settles it; the hold it put is lifted.
+    settled = collector.recover(session_factory, sandbox.provider, now=retry, cipher=TEST_CIPHER)
+    assert settled.charged == 1
+    (transaction,) = ledger(session, subscription)
+    assert transaction.status == TransactionStatus.completed
+    subscription = session.get(Subscription, subscription.id, populate_existing=True)
+    assert subscription.status == SubscriptionStatus.active
+    assert subscription.next_charge_date > NOW
+    assert (subscription.collection_paused, subscription.collection_hold) == (False, None)
+    assert charged_by_the_provider(sandbox, session, subscription) == 1
