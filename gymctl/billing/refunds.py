@@ -316,6 +316,8 @@ def execute_refund(
         )
     except ProviderUnavailable:
         result = None
+    if result is not None and result.outcome == Outcome.unknown:
+        result = None  # nothing known of it (a 608, say): sent again later, same unique id
     refund = _locked(session, refund_id)
     if refund.status != TransactionStatus.refund_pending:
         return refund  # another worker applied it first

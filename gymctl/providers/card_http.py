@@ -168,18 +168,7 @@ class HttpCardProvider:
             "ExternalUniqTranId": unique_id,
             "ExternalUniqTranIdResponse": True,
         }
-        data = self._post(REFUND, terminal, fields)
-        code = _int(data.get("ResponseCode"))
-        if code is None:
-            raise ProviderUnavailable(f"{REFUND}: the answer has no ResponseCode")
-        new_id = _transaction_id(data.get("NewTranzactionId"))
-        approved = code == OK and new_id is not None
-        return RefundResult(
-            outcome=Outcome.approved if approved else Outcome.declined,
-            transaction_id=new_id,
-            response_code=code,
-            description=_text(data.get("Description")),
-        )
+        return refund_result(self._post(REFUND, terminal, fields))
 
     def _post(self, endpoint: str, terminal: Terminal, fields: dict[str, Any]) -> dict[str, Any]:
         body = {
@@ -272,6 +261,27 @@ def charge_result(unique_id: str, data: dict[str, Any]) -> ChargeResult:
         amount_in_cents=amount_in_cents,
         currency=currency,
         terminal=_text(data.get("TerminalNumber")) or None,
+        response_code=code,
+        description=_text(data.get("Description")),
+    )
+
+
+def refund_result(data: dict[str, Any]) -> RefundResult:
+    """Map a refund's answer as a charge's is (`charge_result`): approved with its new deal id;
+    no ResponseCode, success without a deal id, or 608 (the id used before: say the first
+    request, still on its way when recovery sent it again) tell nothing of the refund, so
+    unknown, kept pending and sent again under the same id; any other code is a refusal."""
+    code = _int(data.get("ResponseCode"))
+    new_id = _transaction_id(data.get("NewTranzactionId"))
+    if code == OK and new_id is not None:
+        outcome = Outcome.approved
+    elif code is None or code in (OK, REUSED_UNIQUE_ID):
+        outcome = Outcome.unknown
+    else:
+        outcome = Outcome.declined
+    return RefundResult(
+        outcome=outcome,
+        transaction_id=new_id,
         response_code=code,
         description=_text(data.get("Description")),
     )

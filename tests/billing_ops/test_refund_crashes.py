@@ -16,7 +16,7 @@ from gymctl.billing.refunds import execute_refund, resume_refunds
 from gymctl.errors import DomainError
 from gymctl.models import PaymentTransaction
 from gymctl.models.billing import TransactionStatus
-from gymctl.providers.card_http import REFUND
+from gymctl.providers.card_http import REFUND, refund_result
 from tests.billing.factories import TEST_CIPHER
 from tests.billing.fake_card_provider import Fault
 from tests.billing_ops.helpers import committed_sale, paid_charge, store_refund
@@ -134,6 +134,48 @@ def test_recovery_leaves_a_refund_inside_the_executing_grace_alone(
     )
     assert counts["selected"] == 0
     assert card_server.requests(REFUND) == 0
+
+
+class ReusedIdWhileOnItsWay:
+    """The provider's answer to a refund sent again while the first request is still on its way:
+    608, the unique id used before (the real provider's code; the simulator answers the first
+    request's outcome instead, atomically), read through the client's own mapping."""
+
+    def __init__(self, provider):
+        self.provider = provider
+
+    def refund(self, terminal, **refund):
+        return refund_result({"ResponseCode": 608, "Description": "ExternalUniqTranId used"})
+
+    def __getattr__(self, name):
+        return getattr(self.provider, name)
+
+
+@pytest.mark.embedded
+def test_a_refund_answered_608_stays_pending_and_is_sent_again_under_its_id(
+    session, session_factory, gym, card_server, documents
+):
+    """608 says the id was used before, not how that refund ended: read as a refusal, the
+    refund was marked failed and the payment completed again while the first request
+    refunded the member (staff would then refund a second time)."""
+    sale = paid_charge(session, gym, card_server, amount=9900)
+    refund = _begin(session, documents, sale, 9900)
+    counts = resume_refunds(
+        session_factory,
+        ReusedIdWhileOnItsWay(card_server.provider()),
+        TEST_CIPHER,
+        now=LATER,
+        documents=documents,
+    )
+    assert counts == {"selected": 1, "refunded": 0, "failed": 0, "pending": 1}
+    assert _fresh(session_factory, refund.id).status == TransactionStatus.refund_pending
+    assert _fresh(session_factory, sale.id).status == TransactionStatus.refund_pending
+
+    counts = resume_refunds(
+        session_factory, card_server.provider(), TEST_CIPHER, now=LATER, documents=documents
+    )
+    assert counts["refunded"] == 1
+    assert [r.amount_in_cents for r in card_server.simulator.refunds()] == [9900]
 
 
 REFUNDER = """

@@ -42,6 +42,7 @@ from gymctl.providers.card_http import (
     cents,
     charge_result,
     major_units,
+    refund_result,
 )
 from gymctl.providers.card_sandbox import SandboxCardProvider, complete_page
 from gymctl.providers.card_simulator import CardSimulator, Code
@@ -357,6 +358,16 @@ def test_608_reads_as_unknown_never_as_a_decline() -> None:
     """608 says the id was used before, not how that charge ended."""
     answer = {"ResponseCode": 608, "Description": "ExternalUniqTranId was already used"}
     assert charge_result("attempt-1", answer).outcome is Outcome.unknown
+
+
+def test_a_refund_answer_reads_as_a_charge_answer_does() -> None:
+    """Approved only with its new deal id; 608, no code, or success without a deal id are
+    unknown (sent again under the same id); any other code a refusal."""
+    approved = refund_result({"ResponseCode": 0, "NewTranzactionId": 77})
+    assert (approved.outcome, approved.transaction_id) == (Outcome.approved, "77")
+    for unknown in ({"ResponseCode": 608}, {"ResponseCode": 0}, {"Description": "?"}):
+        assert refund_result(unknown).outcome is Outcome.unknown
+    assert refund_result({"ResponseCode": 9006}).outcome is Outcome.declined
 
 
 def test_cents_and_major_units_convert_exactly() -> None:
