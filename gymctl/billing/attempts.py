@@ -54,6 +54,9 @@ PRESALE_CARD_AGE = timedelta(minutes=45)  # spec B 8: card saved 45 min after te
 LATE_POSITIVE_EVIDENCE = "late_positive_evidence"  # a collection hold: see release_hold
 NOT_CHARGED = "not_charged"  # billing_resolution.decision: the provider never charged it
 REOPENED = "reopened_by_late_evidence"  # the decision of one closed so but charged after all
+# ...while a newer attempt held the subscription: not reopened yet (one pending attempt at a
+# time); an operator's reconcile reopens it once the newer one is resolved.
+CHARGED_AFTER_CLOSING = "charged_after_closing"
 DEBT_RETRY_INTERVAL = timedelta(days=1)  # ours: a debt is retried daily until paid or cancelled
 FOLLOW_UP_DUE = timedelta(days=1)
 COLLECTABLE = (
@@ -446,7 +449,7 @@ def apply_outcome(
         transaction = session.scalar(_LOCK_TRANSACTION, {"id": transaction_id})
         subscription = lock_subscription(session, transaction.subscription_id)
     if transaction.status != TransactionStatus.pending:
-        if result.outcome == Outcome.approved and closed_not_charged(transaction):
+        if result.outcome == Outcome.approved and reopenable(transaction):
             alert = late_positive_evidence(session, transaction, subscription, result, now=now)
             return Applied(AppliedOutcome.late_positive_evidence, transaction.id, alert=alert)
         return Applied(AppliedOutcome.already_resolved, transaction.id)
@@ -491,18 +494,28 @@ def _apply(
         decline(session, transaction, subscription, result, now=now)
         return Applied(AppliedOutcome.declined, transaction.id)
     if result.outcome == Outcome.not_found:
+        late = (transaction.billing_resolution or {}).get("lateEvidence") or {}
+        if late.get("answer") == Outcome.approved.value:
+            # Reopened on the provider's approval of this very id: a lookup that cannot find
+            # it now contradicts that, and closing it again would let the retry charge twice.
+            attempt["contradiction"] = {"field": "not_found_after_approval", "at": now.isoformat()}
+            _save_attempt(transaction, attempt, now)
+            return Applied(
+                AppliedOutcome.contradiction, transaction.id, alert="billing_contradiction"
+            )
         return _not_charged(session, transaction, subscription, now=now)
     attempt["uncertainSince"] = attempt.get("uncertainSince") or now.isoformat()
     _save_attempt(transaction, attempt, now)
     return Applied(AppliedOutcome.pending, transaction.id)
 
 
-def closed_not_charged(transaction: PaymentTransaction) -> bool:
-    """Closed as never charged: a technical non-charge (failed) or a dismissal (cancelled)."""
-    return (
-        transaction.status in (TransactionStatus.failed, TransactionStatus.cancelled)
-        and (transaction.billing_resolution or {}).get("decision") == NOT_CHARGED
-    )
+def reopenable(transaction: PaymentTransaction) -> bool:
+    """Closed as never charged (a technical non-charge, failed; a dismissal, cancelled), or
+    found charged after that while a newer attempt held the subscription: positive evidence
+    reopens it."""
+    return transaction.status in (TransactionStatus.failed, TransactionStatus.cancelled) and (
+        transaction.billing_resolution or {}
+    ).get("decision") in (NOT_CHARGED, CHARGED_AFTER_CLOSING)
 
 
 def late_positive_evidence(
@@ -531,11 +544,12 @@ def late_positive_evidence(
         },
     )
     newer = unresolved_attempt(session, subscription.id)
+    # No longer a non-charge either way (no technical failure to count, no retry to authorize).
     if newer is None:
-        transaction.status = TransactionStatus.pending
-        # No longer a non-charge: its outcome is the provider's again (and once it settles or
-        # declines it is no confirmed non-charge either).
+        transaction.status = TransactionStatus.pending  # its outcome is the provider's again
         resolution["decision"] = REOPENED
+    else:
+        resolution["decision"] = CHARGED_AFTER_CLOSING
     transaction.billing_resolution = resolution
     transaction.updated_at = now
     subscription.collection_paused = True

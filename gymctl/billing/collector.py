@@ -202,6 +202,7 @@ def recover(
     """Every 5 minutes: resolve pending attempts by asking the provider about their stored
     ids, then collect debts whose retry day has come."""
     summary = Summary()
+    started = monotonic()  # the debts' charges begin after the lookups (charging_at)
     with factory() as session:
         pending = pending_attempts(session)
     for transaction_id in pending:
@@ -228,6 +229,7 @@ def recover(
         now=now,
         cipher=cipher,
         monotonic=monotonic,
+        started=started,
         statuses=(SubscriptionStatus.debt,),
     )
     return _merge(summary, debts)
@@ -280,10 +282,12 @@ def _collect_due(
     organizations: int | None = None,
     per_organization: int | None = None,
     budget_seconds: float | None = None,
+    started: float | None = None,
     statuses: tuple[SubscriptionStatus, ...] = attempts.COLLECTABLE,
 ) -> Summary:
+    """Collect what is due; `started`: when the pass began on `monotonic` (now), if earlier."""
     summary = Summary()
-    started = monotonic()
+    started = monotonic() if started is None else started
     # The plan, then each organization's due list just before its turn: reads that take no
     # write lock on the embedded default (a writer there waits for nobody's scan).
     with factory() as session:

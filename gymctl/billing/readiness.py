@@ -200,6 +200,11 @@ def _obligation(subscription: Subscription) -> str:
     return attempts.obligation_of(subscription, attempts.kind_of(subscription))
 
 
+# Failed attempts that were no decline: the provider never received one (a technical
+# non-charge), or it charged after all (while a newer attempt held the subscription).
+NOT_DECLINES = (attempts.NOT_CHARGED, attempts.CHARGED_AFTER_CLOSING)
+
+
 def _attempt_history(
     session: Session, ids: Any, obligations: dict[uuid.UUID, str]
 ) -> dict[uuid.UUID, dict[str, Any]]:
@@ -210,13 +215,13 @@ def _attempt_history(
         return {}
     T = PaymentTransaction
     decision = func.coalesce(T.billing_resolution["decision"].as_string(), "")
-    not_charged = and_(T.status == TransactionStatus.failed, decision == "not_charged")
+    not_charged = and_(T.status == TransactionStatus.failed, decision == attempts.NOT_CHARGED)
     counts = (
         select(
             T.subscription_id,
             func.count().filter(T.status == TransactionStatus.pending).label("pending"),
             func.count()
-            .filter(and_(T.status == TransactionStatus.failed, decision != "not_charged"))
+            .filter(and_(T.status == TransactionStatus.failed, decision.not_in(NOT_DECLINES)))
             .label("declined"),
         )
         .where(T.subscription_id.in_(ids), T.attempt_kind.is_not(None))
@@ -262,7 +267,7 @@ def _latest_declines(session: Session, ids: Any) -> dict[uuid.UUID, dict[str, An
         row.subscription_id: row.billing_attempt or {}
         for row in latest
         if row.status == TransactionStatus.failed
-        and (row.billing_resolution or {}).get("decision") != "not_charged"
+        and (row.billing_resolution or {}).get("decision") not in NOT_DECLINES
     }
 
 

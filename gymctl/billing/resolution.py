@@ -133,7 +133,7 @@ def describe(session: Session, transaction: PaymentTransaction, *, now: datetime
         "state": state,
         "actions": {
             "reconcile": state in ("unresolved", "contradiction")
-            or (state.startswith("not_charged") and account),
+            or (state.startswith(("not_charged", "charged_after_closing")) and account),
             "confirmNoDebit": state == "unresolved",
             "authorizeRetry": state in ("not_charged_paused", "technical_non_charge"),
         },
@@ -155,8 +155,7 @@ def reconcile(
     no_verified_success (the provider knows nothing settled: left as it was),
     late_positive_evidence, already_resolved."""
     transaction = protected_transaction(session, organization_id, transaction_id)
-    dismissed = is_dismissed(transaction)
-    if transaction.status != TransactionStatus.pending and not dismissed:
+    if transaction.status != TransactionStatus.pending and not attempts.reopenable(transaction):
         return {"outcome": "already_resolved", **describe(session, transaction, now=now)}
     if transaction.status == TransactionStatus.pending:
         refuse_if_executing(transaction, now)
@@ -170,12 +169,12 @@ def reconcile(
         outcome = applied.outcome
         if applied.alert:  # a contradiction, or a settlement review
             raise_alert(applied.alert, transactionId=transaction.id)
-    elif is_dismissed(transaction) and result.outcome == Outcome.approved:
+    elif attempts.reopenable(transaction) and result.outcome == Outcome.approved:
         subscription = session.get(Subscription, transaction.subscription_id)
         held = attempts.late_positive_evidence(session, transaction, subscription, result, now=now)
         raise_alert(held, transactionId=transaction.id, subscriptionId=subscription.id)
         outcome = "late_positive_evidence"
-    elif transaction.status != TransactionStatus.pending and not is_dismissed(transaction):
+    elif transaction.status != TransactionStatus.pending and not attempts.reopenable(transaction):
         outcome = "already_resolved"
     else:
         outcome = "no_verified_success"
@@ -248,6 +247,8 @@ def _state(transaction: PaymentTransaction, *, now: datetime, account: bool) -> 
         return "unresolved" if account else "original_account_unavailable"
     if transaction.status in SETTLED:
         return "settled"
+    if resolution.get("decision") == attempts.CHARGED_AFTER_CLOSING:
+        return "charged_after_closing"
     if is_technical_non_charge(transaction):
         return (
             "technical_non_charge_retry_authorized"

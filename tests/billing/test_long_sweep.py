@@ -14,9 +14,10 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from gymctl.billing import attempts, collector
+from gymctl.billing import attempts, collector, readiness, resolution
 from gymctl.models import OutboxEvent, PaymentTransaction, Subscription, Task
 from gymctl.models.billing import PlanType, SubscriptionStatus, TransactionStatus
+from gymctl.providers.card import ChargeResult, Outcome
 from tests import factories
 from tests.billing import factories as bf
 from tests.billing.cards import Sandbox, save_test_card
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.embedded
 
 DUE = NOW - timedelta(hours=3)
 CHARGE_SECONDS = 600  # a slow provider: each charge's call takes ten minutes of the pass
+LOOKUP_SECONDS = 60  # ...and each lookup a minute
 
 
 class RecoveryBeside:
@@ -44,6 +46,10 @@ class RecoveryBeside:
 
     def monotonic(self) -> float:
         return self.ran
+
+    def lookup_charge(self, terminal, unique_id):
+        self.ran += LOOKUP_SECONDS
+        return self.sandbox.provider.lookup_charge(terminal, unique_id)
 
     def charge_token(self, terminal, **charge):
         self.charges += 1
@@ -182,7 +188,8 @@ def test_a_charge_answered_after_its_attempt_was_closed_as_not_charged_is_not_dr
 
     # The technical retry's time comes: the reopened attempt holds the subscription.
     retry = NOW + timedelta(minutes=10)
-    assert collector.catch_up(session_factory, sandbox.provider, now=retry, cipher=TEST_CIPHER)
+    busy = collector.catch_up(session_factory, sandbox.provider, now=retry, cipher=TEST_CIPHER)
+    assert (busy.selected, busy.charged) == (1, 0)
     assert charged_by_the_provider(sandbox, session, subscription) == 1
     # The recovery asks about the stored id and settles it; the hold it put is lifted.
     settled = collector.recover(session_factory, sandbox.provider, now=retry, cipher=TEST_CIPHER)
@@ -193,4 +200,148 @@ def test_a_charge_answered_after_its_attempt_was_closed_as_not_charged_is_not_dr
     assert subscription.status == SubscriptionStatus.active
     assert subscription.next_charge_date > NOW
     assert (subscription.collection_paused, subscription.collection_hold) == (False, None)
+    assert charged_by_the_provider(sandbox, session, subscription) == 1
+
+
+def test_a_debt_retried_by_the_recovery_after_its_lookups_begins_when_they_are_done(
+    session, session_factory, gym, sandbox
+):
+    """The recovery pass looks up every pending attempt first (up to 200, each a provider
+    call), then retries the debts whose day has come: its charges begin after the lookups,
+    and their attempts say so."""
+    *crashed, in_debt = members_due(session, gym, sandbox, 4)
+    for subscription in crashed:  # each left an attempt pending: stored, never sent
+        with session_factory() as worker:
+            attempts.begin_attempt(worker, subscription.id, now=DUE, cipher=TEST_CIPHER)
+            worker.commit()
+    in_debt.status, in_debt.debt_since = SubscriptionStatus.debt, DUE
+    in_debt.debt_amount_in_cents, in_debt.retry_at = in_debt.price_in_cents, DUE
+    session.commit()
+    provider = RecoveryBeside(sandbox, session_factory, lambda n: None)
+    at = NOW + timedelta(minutes=5)
+
+    summary = collector.recover(
+        session_factory, provider, now=at, cipher=TEST_CIPHER, monotonic=provider.monotonic
+    )
+
+    assert (summary.resolved, summary.charged) == (3, 1)
+    (debt,) = ledger(session, in_debt)
+    assert (
+        debt.billing_attempt["startedAt"]
+        == (at + 3 * timedelta(seconds=LOOKUP_SECONDS)).isoformat()
+    )
+
+
+def test_a_late_approval_with_a_newer_attempt_waits_for_it_and_is_reopened_by_reconcile(
+    session, session_factory, gym, sandbox
+):
+    """Only one attempt of a subscription is pending at a time: the first attempt's approval,
+    coming back after the technical retry's attempt was stored, cannot reopen it yet. It is
+    no technical non-charge any more (no retry to count or authorize), collection is held,
+    and once the newer attempt is resolved the operator's reconcile reopens it; the recovery
+    settles it by its stored id and lifts the hold. The member is charged once."""
+    (subscription,) = members_due(session, gym, sandbox, 1)
+    with session_factory() as first:
+        on_its_way = attempts.begin_attempt(first, subscription.id, now=NOW, cipher=TEST_CIPHER)
+        first.commit()
+    later = NOW + timedelta(minutes=2)
+    collector.recover(session_factory, sandbox.provider, now=later, cipher=TEST_CIPHER)
+    retry = later + attempts.TECHNICAL_RETRY_DELAYS[0]
+    with session_factory() as second:
+        newer = attempts.begin_attempt(second, subscription.id, now=retry, cipher=TEST_CIPHER)
+        assert newer.outcome == attempts.BeganOutcome.started
+        second.commit()
+    answer = attempts.send_attempt(on_its_way, sandbox.provider)  # arrives at last: approved
+
+    with session_factory() as applying:
+        applied = attempts.apply_outcome(applying, on_its_way.transaction_id, answer, now=retry)
+        applying.commit()
+
+    assert applied.outcome == attempts.AppliedOutcome.late_positive_evidence
+    first_row = session.get(PaymentTransaction, on_its_way.transaction_id, populate_existing=True)
+    assert first_row.status == TransactionStatus.failed
+    assert first_row.billing_resolution["decision"] == attempts.CHARGED_AFTER_CLOSING
+    obligation = first_row.obligation_key
+    assert attempts.technical_failures(session, obligation) == 0
+    seen = resolution.inspect(session, gym.organization.id, first_row.id, now=retry)
+    assert seen["state"] == "charged_after_closing"
+    assert seen["actions"] == {"reconcile": True, "confirmNoDebit": False, "authorizeRetry": False}
+    report = readiness.readiness(
+        session, gym.organization.id, now=retry, cipher=TEST_CIPHER, only=subscription.id
+    )
+    (item,) = report["items"]
+    assert item["retries"]["declinedAttempts"] == 0  # charged, not declined
+    assert item["retries"]["pendingAttempts"] == 1  # the newer one
+
+    # The newer attempt never reached the provider: the recovery closes it as not charged.
+    resolved_at = retry + timedelta(minutes=5)
+    collector.recover(session_factory, sandbox.provider, now=resolved_at, cipher=TEST_CIPHER)
+    with session_factory() as operator:
+        reconciled = resolution.reconcile(
+            operator,
+            sandbox.provider,
+            TEST_CIPHER,
+            organization_id=gym.organization.id,
+            transaction_id=first_row.id,
+            actor_user_id=None,
+            now=resolved_at,
+        )
+        operator.commit()
+    assert reconciled["outcome"] == "late_positive_evidence"
+    assert reconciled["state"] == "unresolved"
+    settled = collector.recover(
+        session_factory, sandbox.provider, now=resolved_at, cipher=TEST_CIPHER
+    )
+    assert settled.charged == 1
+    subscription = session.get(Subscription, subscription.id, populate_existing=True)
+    assert subscription.status == SubscriptionStatus.active
+    assert subscription.next_charge_date > NOW
+    assert (subscription.collection_paused, subscription.collection_hold) == (False, None)
+    assert charged_by_the_provider(sandbox, session, subscription) == 1
+
+
+class NotFoundOnce:
+    """The sandbox provider whose next lookup cannot find the id (an index lagging behind)."""
+
+    def __init__(self, provider):
+        self.provider = provider
+        self.left = 1
+
+    def lookup_charge(self, terminal, unique_id):
+        if self.left:
+            self.left -= 1
+            return ChargeResult(Outcome.not_found, unique_id)
+        return self.provider.lookup_charge(terminal, unique_id)
+
+    def __getattr__(self, name):
+        return getattr(self.provider, name)
+
+
+def test_a_reopened_attempt_the_provider_then_cannot_find_is_a_contradiction_not_a_non_charge(
+    session, session_factory, gym, sandbox
+):
+    """Reopened on the provider's approval of its own id, then a lookup says "not found":
+    closing it again would let the technical retry charge the member a second time. It stays
+    pending, held, as a contradiction, until a lookup finds the charge."""
+    (subscription,) = members_due(session, gym, sandbox, 1)
+    provider = RecoveryBeside(sandbox, session_factory, lambda n: NOW + timedelta(minutes=2))
+    collector.daily_sweep(
+        session_factory, provider, now=NOW, cipher=TEST_CIPHER, monotonic=lambda: 0.0
+    )
+    later = NOW + timedelta(minutes=10)
+
+    lagging = collector.recover(
+        session_factory, NotFoundOnce(sandbox.provider), now=later, cipher=TEST_CIPHER
+    )
+
+    assert [a["reason"] for a in lagging.alerts] == ["billing_contradiction"]
+    (transaction,) = ledger(session, subscription)
+    assert transaction.status == TransactionStatus.pending
+    assert transaction.billing_attempt["contradiction"]["field"] == "not_found_after_approval"
+    session.refresh(subscription)
+    assert subscription.collection_hold == attempts.LATE_POSITIVE_EVIDENCE
+    busy = collector.catch_up(session_factory, sandbox.provider, now=later, cipher=TEST_CIPHER)
+    assert (busy.selected, busy.charged) == (1, 0)
+    settled = collector.recover(session_factory, sandbox.provider, now=later, cipher=TEST_CIPHER)
+    assert settled.charged == 1
     assert charged_by_the_provider(sandbox, session, subscription) == 1
