@@ -323,15 +323,23 @@ def _collect_due(
     return summary
 
 
+# A charge's instant is the pass's clock to this step. The executing grace (90 s) less the
+# provider's timeout (30 s, GYMCTL_CARD_PROVIDER_TIMEOUT) leaves a minute: an attempt stamped up
+# to ten seconds early still outlives its call. A pass's first ten seconds keep its tick's
+# instant, the instant a test's fixed clock reads.
+CHARGING_STEP_SECONDS = 10
+
+
 def charging_at(now: datetime, ran: float) -> datetime:
-    """The instant a pass's charge begins: the pass's `now` advanced by the seconds it has run
-    (whole seconds: a pass of less than one keeps its tick's instant). The attempt's startedAt
-    is when it was stored, and its 90 s executing grace counts from there: a daily sweep of a
-    thousand renewals runs for many minutes, and an attempt stored late in it but stamped with
-    the sweep's 02:00 looked past its grace to the recovery pass running beside it, which then
-    asked the provider about a charge still on its way, took its "not found" for a confirmed
-    non-charge, and retried it under a new id: the member was charged twice."""
-    return now + timedelta(seconds=int(ran))
+    """The instant a pass's charge begins: the pass's `now` advanced by the time it has run,
+    down to CHARGING_STEP_SECONDS. The attempt's startedAt is when it was stored, and its 90 s
+    executing grace counts from there: a daily sweep of a thousand renewals runs for many
+    minutes, and an attempt stored late in it but stamped with the sweep's 02:00 looked past
+    its grace to the recovery pass running beside it, which then asked the provider about a
+    charge still on its way, took its "not found" for a confirmed non-charge, and retried it
+    under a new id: the member was charged twice."""
+    step = CHARGING_STEP_SECONDS
+    return now + timedelta(seconds=int(ran // step) * step)
 
 
 def _collectable(statuses: tuple[SubscriptionStatus, ...]) -> list[Any]:

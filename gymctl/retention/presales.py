@@ -146,7 +146,11 @@ def open_charge_failed_cases(session: Session, *, now: datetime, limit: int = BA
                 episode=subscription.debt_since.isoformat(),
                 status="open",
                 locale="en",
-                opened_at=now,
+                # Never before its episode began: a pass whose `now` is older than a decline
+                # committed while it ran (a collector's charge is stamped when it began, not
+                # at its pass's tick) would not see its own case (`_without_case` reads
+                # opened_at >= debt_since) and open it again, against the episode key.
+                opened_at=max(now, subscription.debt_since),
             )
         )
     opened = len(rows)

@@ -24,8 +24,6 @@ from tests.billing.cards import Sandbox, save_test_card
 from tests.billing.factories import TEST_CIPHER
 from tests.conftest import NOW
 
-pytestmark = pytest.mark.embedded
-
 DUE = NOW - timedelta(hours=3)
 CHARGE_SECONDS = 600  # a slow provider: each charge's call takes ten minutes of the pass
 LOOKUP_SECONDS = 60  # ...and each lookup a minute
@@ -116,6 +114,7 @@ def gym(session):
     return bf.make_gym(session, card_provider_since=NOW - timedelta(days=30))
 
 
+@pytest.mark.embedded
 def test_an_attempt_stored_late_in_a_long_sweep_is_inside_its_grace_for_the_recovery(
     session, session_factory, gym, sandbox
 ):
@@ -153,6 +152,7 @@ def test_an_attempt_stored_late_in_a_long_sweep_is_inside_its_grace_for_the_reco
     assert sorted(began) == [NOW, NOW + timedelta(seconds=CHARGE_SECONDS)]
 
 
+@pytest.mark.embedded
 def test_a_charge_answered_after_its_attempt_was_closed_as_not_charged_is_not_dropped(
     session, session_factory, gym, sandbox
 ):
@@ -203,6 +203,7 @@ def test_a_charge_answered_after_its_attempt_was_closed_as_not_charged_is_not_dr
     assert charged_by_the_provider(sandbox, session, subscription) == 1
 
 
+@pytest.mark.embedded
 def test_a_debt_retried_by_the_recovery_after_its_lookups_begins_when_they_are_done(
     session, session_factory, gym, sandbox
 ):
@@ -232,6 +233,7 @@ def test_a_debt_retried_by_the_recovery_after_its_lookups_begins_when_they_are_d
     )
 
 
+@pytest.mark.embedded
 def test_a_late_approval_with_a_newer_attempt_waits_for_it_and_is_reopened_by_reconcile(
     session, session_factory, gym, sandbox
 ):
@@ -317,6 +319,7 @@ class NotFoundOnce:
         return getattr(self.provider, name)
 
 
+@pytest.mark.embedded
 def test_a_reopened_attempt_the_provider_then_cannot_find_is_a_contradiction_not_a_non_charge(
     session, session_factory, gym, sandbox
 ):
@@ -345,3 +348,15 @@ def test_a_reopened_attempt_the_provider_then_cannot_find_is_a_contradiction_not
     settled = collector.recover(session_factory, sandbox.provider, now=later, cipher=TEST_CIPHER)
     assert settled.charged == 1
     assert charged_by_the_provider(sandbox, session, subscription) == 1
+
+
+def test_a_charge_begins_at_its_pass_clock_in_steps_of_ten_seconds():
+    """Up to ten seconds early: the grace (90 s) less the provider's timeout (30 s) leaves a
+    minute; a pass's first ten seconds keep its tick's instant."""
+    at = collector.charging_at
+    assert [at(NOW, ran) - NOW for ran in (0.0, 9.99, 10.0, 754.3)] == [
+        timedelta(0),
+        timedelta(0),
+        timedelta(seconds=10),
+        timedelta(seconds=750),
+    ]

@@ -196,3 +196,25 @@ def test_a_declined_presale_gets_one_case_per_episode_and_the_owner_is_emailed(
     later = OPENING + timedelta(days=30, hours=1)
     session.commit()
     assert presales.presale_cases_pass(session_factory, mailer, now=later)["opened"] == 1
+
+
+def test_a_decline_committed_after_the_pass_began_opens_one_case_not_one_a_pass(
+    session, session_factory, gym, mailer, mailbox
+):
+    """A pass's `now` is its tick; a collector pass stamps a charge with when it began, which
+    can be later (a daily sweep minutes in). The case opened for it is never dated before its
+    episode: dated at the tick, the next pass did not see it and opened the episode again
+    (the episode key refused that: the pass failed every five minutes)."""
+    subscription = _presale(session, gym)
+    subscription.status = SubscriptionStatus.debt
+    subscription.debt_since = OPENING + timedelta(minutes=7)  # declined seven minutes in
+    subscription.debt_amount_in_cents = 9900
+    subscription.retention_case_kind = "presale_charge_failed"
+    session.commit()
+    passes = [
+        presales.presale_cases_pass(session_factory, mailer, now=OPENING + timedelta(minutes=m))
+        for m in (5, 10)
+    ]
+    assert passes == [{"opened": 1, "notified": 1}, {"opened": 0, "notified": 0}]
+    (case,) = session.scalars(select(RetentionCase)).all()
+    assert case.opened_at == subscription.debt_since
