@@ -55,7 +55,16 @@ def file_task(
     session.execute(
         statement.on_conflict_do_update(
             index_elements=["organization_id", "kind", "subject_type", "subject_id"],
-            set_={"status": "open", "priority": priority, "due_at": due_at, "detail": detail},
+            # The latest filing says what is asked now (a payment's follow-up turns from
+            # "reconcile it" to "refund one of two" once it settles).
+            set_={
+                "status": "open",
+                "priority": priority,
+                "due_at": due_at,
+                "detail": detail,
+                "title": title[:300],
+                "data": data or {},
+            },
         )
     )
     session.flush()

@@ -57,8 +57,16 @@ REOPENED = "reopened_by_late_evidence"  # the decision of one closed so but char
 # ...while a newer attempt held the subscription: not reopened yet (one pending attempt at a
 # time); an operator's reconcile reopens it once the newer one is resolved.
 CHARGED_AFTER_CLOSING = "charged_after_closing"
+# The decisions of failed attempts that were no decline: the provider never received one (a
+# technical non-charge), or it charged after all.
+NOT_DECLINES = (NOT_CHARGED, CHARGED_AFTER_CLOSING)
 DEBT_RETRY_INTERVAL = timedelta(days=1)  # ours: a debt is retried daily until paid or cancelled
 FOLLOW_UP_DUE = timedelta(days=1)
+SETTLED = (
+    TransactionStatus.completed,
+    TransactionStatus.refund_pending,
+    TransactionStatus.refunded,
+)
 COLLECTABLE = (
     SubscriptionStatus.scheduled,
     SubscriptionStatus.active,
@@ -481,32 +489,42 @@ def _apply(
     if result.outcome == Outcome.approved:
         mismatch = _evidence_mismatch(attempt, result)
         if mismatch:
-            attempt["contradiction"] = {"field": mismatch, "at": now.isoformat()}
-            _save_attempt(transaction, attempt, now)
-            return Applied(
-                AppliedOutcome.contradiction, transaction.id, alert="billing_contradiction"
-            )
+            return _contradicted(transaction, attempt, mismatch, now)
         settle(session, transaction, subscription, result.transaction_id, now=now)
         review = transaction.billing_attempt.get("settlementReview")
         alert = f"settlement_review:{review['reason']}" if review else None
         return Applied(AppliedOutcome.charged, transaction.id, alert=alert)
+    if result.outcome in (Outcome.declined, Outcome.not_found) and approved_late(transaction):
+        # Reopened on the provider's approval of this very id: a lookup that now declines it or
+        # cannot find it contradicts that. Applied, it would open a debt or close it as not
+        # charged, lift the hold, and let a retry charge the member a second time.
+        return _contradicted(transaction, attempt, f"{result.outcome.value}_after_approval", now)
     if result.outcome == Outcome.declined:
         decline(session, transaction, subscription, result, now=now)
         return Applied(AppliedOutcome.declined, transaction.id)
     if result.outcome == Outcome.not_found:
-        late = (transaction.billing_resolution or {}).get("lateEvidence") or {}
-        if late.get("answer") == Outcome.approved.value:
-            # Reopened on the provider's approval of this very id: a lookup that cannot find
-            # it now contradicts that, and closing it again would let the retry charge twice.
-            attempt["contradiction"] = {"field": "not_found_after_approval", "at": now.isoformat()}
-            _save_attempt(transaction, attempt, now)
-            return Applied(
-                AppliedOutcome.contradiction, transaction.id, alert="billing_contradiction"
-            )
         return _not_charged(session, transaction, subscription, now=now)
     attempt["uncertainSince"] = attempt.get("uncertainSince") or now.isoformat()
     _save_attempt(transaction, attempt, now)
     return Applied(AppliedOutcome.pending, transaction.id)
+
+
+def approved_late(transaction: PaymentTransaction) -> bool:
+    """Reopened (or held) on the provider's approval of this attempt's own id."""
+    late = (transaction.billing_resolution or {}).get("lateEvidence") or {}
+    return late.get("answer") == Outcome.approved.value
+
+
+def _contradicted(
+    transaction: PaymentTransaction, attempt: dict[str, Any], field: str, now: datetime
+) -> Applied:
+    """The attempt stays pending as a contradiction; alerted when first recorded, not again
+    at every recovery pass that asks."""
+    if (attempt.get("contradiction") or {}).get("field") == field:
+        return Applied(AppliedOutcome.pending, transaction.id)
+    attempt["contradiction"] = {"field": field, "at": now.isoformat()}
+    _save_attempt(transaction, attempt, now)
+    return Applied(AppliedOutcome.contradiction, transaction.id, alert="billing_contradiction")
 
 
 def reopenable(transaction: PaymentTransaction) -> bool:
@@ -631,7 +649,9 @@ def settle(
     granted their period in the same transaction. Drift since the attempt began never holds
     back the ledger: it records settlementReview and files an urgent follow-up instead."""
     attempt = dict(transaction.billing_attempt)
-    review = _drift(attempt, subscription, transaction.attempt_kind)
+    review = _paid_twice(session, transaction) or _drift(
+        attempt, subscription, transaction.attempt_kind
+    )
     done = ["ledger"]
     granted = False  # a period granted: not for a debt paid on a plan that stays ended
     if review:
@@ -641,7 +661,11 @@ def settle(
             transaction,
             subscription,
             reason=review,
-            title=f"Payment settled but not granted ({review}): review the subscription",
+            title=(
+                "The member paid this charge twice: refund one of the two payments"
+                if review == PAID_TWICE
+                else f"Payment settled but not granted ({review}): review the subscription"
+            ),
             now=now,
         )
     elif ended_with_debt(subscription):
@@ -677,6 +701,26 @@ def settle(
             "granted": granted,
         },
     )
+
+
+PAID_TWICE = "paid_twice"
+
+
+def _paid_twice(session: Session, transaction: PaymentTransaction) -> str | None:
+    """A reopened attempt (charged after it was closed as not charged) whose obligation another
+    payment has settled since: the member paid twice, and staff refund one. Only a reopened
+    attempt can find one (an obligation has one pending attempt at a time, and a settled one
+    is not due again), so only it asks."""
+    if not (transaction.billing_resolution or {}).get("lateEvidenceAt"):
+        return None
+    other = session.scalar(
+        select(PaymentTransaction.id).where(
+            PaymentTransaction.obligation_key == transaction.obligation_key,
+            PaymentTransaction.id != transaction.id,
+            PaymentTransaction.status.in_(SETTLED),
+        )
+    )
+    return PAID_TWICE if other is not None else None
 
 
 def follow_up(

@@ -493,17 +493,12 @@ def period_start(at: datetime, start: datetime, by: str) -> datetime:
 def history_decline_rate(session: Session, organization_id: uuid.UUID, *, now: datetime) -> float:
     """The share of the organization's protected attempts of the last 90 days that were
     declined (technical not-charged failures excluded); 0 without attempts."""
-    settled = (
-        TransactionStatus.completed,
-        TransactionStatus.refund_pending,
-        TransactionStatus.refunded,
-    )
     rows = session.execute(
         select(PaymentTransaction.status, PaymentTransaction.billing_resolution).where(
             PaymentTransaction.organization_id == organization_id,
             PaymentTransaction.attempt_kind.is_not(None),
             PaymentTransaction.created_at >= now - HISTORY,
-            PaymentTransaction.status.in_((*settled, TransactionStatus.failed)),
+            PaymentTransaction.status.in_((*attempts.SETTLED, TransactionStatus.failed)),
         )
     ).all()
     answered = [
@@ -511,7 +506,7 @@ def history_decline_rate(session: Session, organization_id: uuid.UUID, *, now: d
         for status, resolution in rows
         if not (
             status == TransactionStatus.failed
-            and (resolution or {}).get("decision") == "not_charged"
+            and (resolution or {}).get("decision") in attempts.NOT_DECLINES
         )
     ]
     if not answered:

@@ -138,7 +138,7 @@ def confirm_no_debit(
         "retryRequested": confirmation.authorize_retry,
         "retryAuthorizedAt": now.isoformat() if confirmation.authorize_retry else None,
         # Whether collection was already paused by the owner before this hold.
-        "ownerPaused": subscription.collection_paused,
+        "ownerPaused": _owner_paused(subscription),
         "evidence": {
             **_confirmed(confirmation),  # both attestations true: checked above
             "providerLookup": {"answer": result.outcome.value, "at": now.isoformat()},
@@ -148,7 +148,7 @@ def confirm_no_debit(
     _hold_or_release(
         subscription,
         retry=confirmation.authorize_retry,
-        owner_paused=subscription.collection_paused,
+        owner_paused=_owner_paused(subscription),
         now=now,
     )
     audit(
@@ -199,7 +199,7 @@ def authorize_retry(
     owner_paused = (
         bool(resolution.get("ownerPaused"))
         if is_dismissed(transaction)
-        else subscription.collection_paused
+        else _owner_paused(subscription)
     )
     _hold_or_release(subscription, retry=True, owner_paused=owner_paused, now=now)
     audit(session, "billing.retry_authorized", transaction, actor_user_id, now)
@@ -223,6 +223,11 @@ def _check_dismissable(
         raise conflict(codes.BILLING_CONFIRMED_DECLINE, "this attempt was confirmed declined")
     if transaction.status != TransactionStatus.pending:
         raise conflict(codes.BILLING_ATTEMPT_NOT_PENDING, "this attempt is already resolved")
+    if attempts.approved_late(transaction):
+        raise conflict(
+            codes.BILLING_KNOWN_SUCCESS,
+            "the provider answered this attempt approved (it was reopened on that answer)",
+        )
     refuse_if_executing(transaction, now)
     attempt = transaction.billing_attempt
     if attempt.get("contradiction"):
@@ -313,13 +318,21 @@ def _evidence_of(resolution: dict[str, Any]) -> dict[str, Any]:
     return {**stored, "retryAuthorized": bool(resolution.get("retryRequested"))}
 
 
+def _owner_paused(subscription: Subscription) -> bool:
+    """The owner's own pause: a system hold (collection_hold: late positive evidence on another
+    attempt) pauses too, but is not the owner's and lifts by itself."""
+    return subscription.collection_paused and not subscription.collection_hold
+
+
 def _hold_or_release(
     subscription: Subscription, *, retry: bool, owner_paused: bool, now: datetime
 ) -> None:
     """Without an authorized retry the obligation stays held; with one the collector may try
     once more now, unless the owner had paused collection before this hold: releasing our
-    hold never lifts the owner's own pause."""
-    subscription.collection_paused = owner_paused or not retry
+    hold never lifts the owner's own pause, nor a system hold (`collection_hold`), which its
+    own resolution lifts."""
+    held = bool(subscription.collection_hold)
+    subscription.collection_paused = owner_paused or not retry or held
     subscription.billing_alert = None  # a new state: its block, if any, alerts anew
     if retry:
         subscription.retry_at = now

@@ -67,6 +67,7 @@ ISSUES: dict[str, tuple[str, str]] = {
     "unresolved_attempt": (BLOCKER, "resolve_transaction"),
     "technical_retries_exhausted": (BLOCKER, "resolve_transaction"),
     "collection_paused_by_owner": (REVIEW, "owner_decision"),
+    "collection_held": (BLOCKER, "resolve_transaction"),
     "retry_terms_changed": (REVIEW, "owner_decision"),
     "debt_open": (INFO, "collect_debt"),
 }
@@ -200,11 +201,6 @@ def _obligation(subscription: Subscription) -> str:
     return attempts.obligation_of(subscription, attempts.kind_of(subscription))
 
 
-# Failed attempts that were no decline: the provider never received one (a technical
-# non-charge), or it charged after all (while a newer attempt held the subscription).
-NOT_DECLINES = (attempts.NOT_CHARGED, attempts.CHARGED_AFTER_CLOSING)
-
-
 def _attempt_history(
     session: Session, ids: Any, obligations: dict[uuid.UUID, str]
 ) -> dict[uuid.UUID, dict[str, Any]]:
@@ -221,7 +217,9 @@ def _attempt_history(
             T.subscription_id,
             func.count().filter(T.status == TransactionStatus.pending).label("pending"),
             func.count()
-            .filter(and_(T.status == TransactionStatus.failed, decision.not_in(NOT_DECLINES)))
+            .filter(
+                and_(T.status == TransactionStatus.failed, decision.not_in(attempts.NOT_DECLINES))
+            )
             .label("declined"),
         )
         .where(T.subscription_id.in_(ids), T.attempt_kind.is_not(None))
@@ -267,7 +265,7 @@ def _latest_declines(session: Session, ids: Any) -> dict[uuid.UUID, dict[str, An
         row.subscription_id: row.billing_attempt or {}
         for row in latest
         if row.status == TransactionStatus.failed
-        and (row.billing_resolution or {}).get("decision") not in NOT_DECLINES
+        and (row.billing_resolution or {}).get("decision") not in attempts.NOT_DECLINES
     }
 
 
@@ -386,9 +384,13 @@ def _item(
             issues.append(_issue("technical_retries_exhausted"))
         due = charge_at is not None and charge_at <= now
         if subscription.collection_paused:
-            issues.append(_issue("collection_paused_by_owner"))
+            # A system hold (late positive evidence) is no owner's decision: a payment to resolve.
+            held = (
+                "collection_held" if subscription.collection_hold else "collection_paused_by_owner"
+            )
+            issues.append(_issue(held))
             if due:
-                pending_renewal.append("collection_paused_by_owner")
+                pending_renewal.append(held)
         last = history.get("lastNonCharge")
         amount = attempts.amount_of(subscription, attempts.kind_of(subscription))
         if last and not authorized and last != (amount, subscription.currency, terminal):

@@ -32,11 +32,7 @@ from gymctl.providers.card import CardProvider, ChargeResult, Outcome, ProviderU
 
 PROTECTED_KINDS = (AttemptKind.recurring, AttemptKind.manual, AttemptKind.debt)
 NOT_CHARGED = attempts.NOT_CHARGED
-SETTLED = (
-    TransactionStatus.completed,
-    TransactionStatus.refund_pending,
-    TransactionStatus.refunded,
-)
+SETTLED = attempts.SETTLED
 
 
 def organization_transaction(
@@ -134,7 +130,7 @@ def describe(session: Session, transaction: PaymentTransaction, *, now: datetime
         "actions": {
             "reconcile": state in ("unresolved", "contradiction")
             or (state.startswith(("not_charged", "charged_after_closing")) and account),
-            "confirmNoDebit": state == "unresolved",
+            "confirmNoDebit": state == "unresolved" and not attempts.approved_late(transaction),
             "authorizeRetry": state in ("not_charged_paused", "technical_non_charge"),
         },
     }

@@ -267,21 +267,21 @@ def charge_result(unique_id: str, data: dict[str, Any]) -> ChargeResult:
 
 
 def refund_result(data: dict[str, Any]) -> RefundResult:
-    """Map a refund's answer as a charge's is (`charge_result`): approved with its new deal id;
-    no ResponseCode, success without a deal id, or 608 (the id used before: say the first
-    request, still on its way when recovery sent it again) tell nothing of the refund, so
-    unknown, kept pending and sent again under the same id; any other code is a refusal."""
+    """Map a refund's answer. Success (0) is a refund, with its new deal id when the answer
+    gives one (unlike a charge's, which later refunds need, a refund's id is only its
+    reference). No ResponseCode, or 608 (the id used before: say the first request, still on
+    its way when recovery sent it again) tells nothing of the refund: unknown, kept pending
+    and sent again under the same id. Any other code is a refusal."""
     code = _int(data.get("ResponseCode"))
-    new_id = _transaction_id(data.get("NewTranzactionId"))
-    if code == OK and new_id is not None:
+    if code == OK:
         outcome = Outcome.approved
-    elif code is None or code in (OK, REUSED_UNIQUE_ID):
+    elif code is None or code == REUSED_UNIQUE_ID:
         outcome = Outcome.unknown
     else:
         outcome = Outcome.declined
     return RefundResult(
         outcome=outcome,
-        transaction_id=new_id,
+        transaction_id=_transaction_id(data.get("NewTranzactionId")),
         response_code=code,
         description=_text(data.get("Description")),
     )

@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from gymctl import ids
 from gymctl.access.memberships import owner_of
 from gymctl.billing.accounts import CARD_PROVIDER
-from gymctl.billing.attempts import emit_cancelled, lock_subscription
+from gymctl.billing.attempts import SETTLED, emit_cancelled, lock_subscription
 from gymctl.billing.lifecycle import ends_by_itself
 from gymctl.billing.refunds import begin_refund, execute_refund, refundable_amount
 from gymctl.bridge import mirror
@@ -69,11 +69,6 @@ log = logging.getLogger("gymctl.retention")
 OWNER_TASK_DUE = timedelta(days=3)  # spec B 8: refund task / notice
 BATCH = 200
 NOTICE = "notice"
-SETTLED = (
-    TransactionStatus.completed,
-    TransactionStatus.refund_pending,
-    TransactionStatus.refunded,
-)
 
 
 class StandingOrderError(Exception):

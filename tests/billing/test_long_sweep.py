@@ -9,12 +9,14 @@ has not seen it: a lookup says "not found"), then lets the charge through."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
 
-from gymctl.billing import attempts, collector, readiness, resolution
+from gymctl.billing import attempts, collector, no_debit, readiness, resolution
+from gymctl.errors import DomainError
 from gymctl.models import OutboxEvent, PaymentTransaction, Subscription, Task
 from gymctl.models.billing import PlanType, SubscriptionStatus, TransactionStatus
 from gymctl.providers.card import ChargeResult, Outcome
@@ -268,16 +270,51 @@ def test_a_late_approval_with_a_newer_attempt_waits_for_it_and_is_reopened_by_re
     seen = resolution.inspect(session, gym.organization.id, first_row.id, now=retry)
     assert seen["state"] == "charged_after_closing"
     assert seen["actions"] == {"reconcile": True, "confirmNoDebit": False, "authorizeRetry": False}
+    session.expire_all()  # read as a request would, afresh
     report = readiness.readiness(
         session, gym.organization.id, now=retry, cipher=TEST_CIPHER, only=subscription.id
     )
     (item,) = report["items"]
     assert item["retries"]["declinedAttempts"] == 0  # charged, not declined
     assert item["retries"]["pendingAttempts"] == 1  # the newer one
+    codes = {issue["code"] for issue in item["issues"]}
+    assert "collection_held" in codes  # the system's hold: a payment to resolve
+    assert "collection_paused_by_owner" not in codes
 
-    # The newer attempt never reached the provider: the recovery closes it as not charged.
+    # The newer attempt never reached the provider: the owner dismisses it, a retry
+    # authorized. The hold the first one's approval put is not the owner's to lift with it.
     resolved_at = retry + timedelta(minutes=5)
-    collector.recover(session_factory, sandbox.provider, now=resolved_at, cipher=TEST_CIPHER)
+    dismissed = session.get(PaymentTransaction, newer.transaction_id, populate_existing=True)
+    with session_factory() as owner:
+        no_debit.confirm_no_debit(
+            owner,
+            sandbox.provider,
+            TEST_CIPHER,
+            organization_id=gym.organization.id,
+            transaction_id=dismissed.id,
+            actor_user_id=gym.owner.id,
+            confirmation=no_debit.NoDebitConfirmation(
+                request_id=uuid.uuid4(),
+                provider_case_id="CASE-2",
+                confirmed_at=resolved_at - timedelta(minutes=1),
+                external_attempt_id=dismissed.billing_attempt["externalAttemptId"],
+                terminal=dismissed.billing_attempt["terminal"],
+                amount_in_cents=dismissed.amount_in_cents,
+                currency=dismissed.currency,
+                no_debit_occurred=True,
+                cannot_settle_later=True,
+                authorize_retry=True,
+            ),
+            now=resolved_at,
+        )
+        owner.commit()
+    session.refresh(subscription)
+    assert subscription.collection_paused is True
+    assert subscription.collection_hold == attempts.LATE_POSITIVE_EVIDENCE
+    busy = collector.catch_up(
+        session_factory, sandbox.provider, now=resolved_at, cipher=TEST_CIPHER
+    )
+    assert (busy.selected, busy.charged, busy.blocked) == (1, 0, 1)
     with session_factory() as operator:
         reconciled = resolution.reconcile(
             operator,
@@ -302,17 +339,19 @@ def test_a_late_approval_with_a_newer_attempt_waits_for_it_and_is_reopened_by_re
     assert charged_by_the_provider(sandbox, session, subscription) == 1
 
 
-class NotFoundOnce:
-    """The sandbox provider whose next lookup cannot find the id (an index lagging behind)."""
+class Lagging:
+    """The sandbox provider whose next `times` lookups answer `outcome` whatever it did (an
+    index lagging behind its own answers)."""
 
-    def __init__(self, provider):
+    def __init__(self, provider, outcome, times):
         self.provider = provider
-        self.left = 1
+        self.outcome = outcome
+        self.left = times
 
     def lookup_charge(self, terminal, unique_id):
         if self.left:
             self.left -= 1
-            return ChargeResult(Outcome.not_found, unique_id)
+            return ChargeResult(self.outcome, unique_id, response_code=5)
         return self.provider.lookup_charge(terminal, unique_id)
 
     def __getattr__(self, name):
@@ -320,29 +359,63 @@ class NotFoundOnce:
 
 
 @pytest.mark.embedded
-def test_a_reopened_attempt_the_provider_then_cannot_find_is_a_contradiction_not_a_non_charge(
-    session, session_factory, gym, sandbox
+@pytest.mark.parametrize("answer", [Outcome.not_found, Outcome.declined])
+def test_a_reopened_attempt_the_provider_then_cannot_find_or_declines_is_a_contradiction(
+    session, session_factory, gym, sandbox, answer
 ):
-    """Reopened on the provider's approval of its own id, then a lookup says "not found":
-    closing it again would let the technical retry charge the member a second time. It stays
-    pending, held, as a contradiction, until a lookup finds the charge."""
+    """Reopened on the provider's approval of its own id, then a lookup says "not found" (or
+    "declined"): closing it again (or opening a debt) would lift the hold and let a retry
+    charge the member a second time. It stays pending, held, a contradiction alerted once
+    (not at every pass that asks again), the owner cannot dismiss a known success, and it
+    settles when a lookup finds the charge."""
     (subscription,) = members_due(session, gym, sandbox, 1)
     provider = RecoveryBeside(sandbox, session_factory, lambda n: NOW + timedelta(minutes=2))
     collector.daily_sweep(
         session_factory, provider, now=NOW, cipher=TEST_CIPHER, monotonic=lambda: 0.0
     )
     later = NOW + timedelta(minutes=10)
+    lagging = Lagging(sandbox.provider, answer, times=3)
 
-    lagging = collector.recover(
-        session_factory, NotFoundOnce(sandbox.provider), now=later, cipher=TEST_CIPHER
-    )
+    passes = [
+        collector.recover(session_factory, lagging, now=later, cipher=TEST_CIPHER) for _ in range(2)
+    ]
 
-    assert [a["reason"] for a in lagging.alerts] == ["billing_contradiction"]
+    assert [[a["reason"] for a in p.alerts] for p in passes] == [["billing_contradiction"], []]
+    assert [(p.resolved, p.pending) for p in passes] == [(1, 0), (0, 1)]
     (transaction,) = ledger(session, subscription)
     assert transaction.status == TransactionStatus.pending
-    assert transaction.billing_attempt["contradiction"]["field"] == "not_found_after_approval"
+    field = f"{answer.value}_after_approval"
+    assert transaction.billing_attempt["contradiction"]["field"] == field
     session.refresh(subscription)
     assert subscription.collection_hold == attempts.LATE_POSITIVE_EVIDENCE
+    assert subscription.status == SubscriptionStatus.active  # no debt opened
+    seen = resolution.inspect(session, gym.organization.id, transaction.id, now=later)
+    assert seen["actions"]["confirmNoDebit"] is False
+    with session_factory() as owner, pytest.raises(DomainError) as refused:
+        no_debit.confirm_no_debit(
+            owner,
+            lagging,
+            TEST_CIPHER,
+            organization_id=gym.organization.id,
+            transaction_id=transaction.id,
+            actor_user_id=gym.owner.id,
+            confirmation=no_debit.NoDebitConfirmation(
+                request_id=uuid.uuid4(),
+                provider_case_id="CASE-1",
+                confirmed_at=later - timedelta(minutes=1),
+                external_attempt_id=transaction.billing_attempt["externalAttemptId"],
+                terminal=transaction.billing_attempt["terminal"],
+                amount_in_cents=transaction.amount_in_cents,
+                currency=transaction.currency,
+                no_debit_occurred=True,
+                cannot_settle_later=True,
+            ),
+            now=later,
+        )
+    # Refused: a known success; or, asked again and declined, the evidence contradicts itself.
+    known = "billing_known_success" if answer == Outcome.not_found else "billing_evidence_mismatch"
+    assert (refused.value.code, refused.value.status) == (known, 409)
+    assert ledger(session, subscription)[0].status == TransactionStatus.pending
     busy = collector.catch_up(session_factory, sandbox.provider, now=later, cipher=TEST_CIPHER)
     assert (busy.selected, busy.charged) == (1, 0)
     settled = collector.recover(session_factory, sandbox.provider, now=later, cipher=TEST_CIPHER)
@@ -360,3 +433,58 @@ def test_a_charge_begins_at_its_pass_clock_in_steps_of_ten_seconds():
         timedelta(seconds=10),
         timedelta(seconds=750),
     ]
+
+
+@pytest.mark.embedded
+def test_a_late_approval_reopened_after_the_newer_attempt_paid_asks_staff_to_refund_one(
+    session, session_factory, gym, sandbox
+):
+    """The first attempt's approval came back while the technical retry was pending, and the
+    retry then charged too: the member paid twice. Reopened and settled, the first payment is
+    in the ledger, grants nothing more, and its follow-up, filed as "reconcile it", now asks
+    staff to refund one of the two payments."""
+    (subscription,) = members_due(session, gym, sandbox, 1)
+    with session_factory() as first:
+        on_its_way = attempts.begin_attempt(first, subscription.id, now=NOW, cipher=TEST_CIPHER)
+        first.commit()
+    later = NOW + timedelta(minutes=2)
+    collector.recover(session_factory, sandbox.provider, now=later, cipher=TEST_CIPHER)
+    retry = later + attempts.TECHNICAL_RETRY_DELAYS[0]
+    with session_factory() as second:
+        newer = attempts.begin_attempt(second, subscription.id, now=retry, cipher=TEST_CIPHER)
+        second.commit()
+    for began in (on_its_way, newer):  # both reach the provider: both charge
+        answer = attempts.send_attempt(began, sandbox.provider)
+        with session_factory() as applying:
+            attempts.apply_outcome(applying, began.transaction_id, answer, now=retry)
+            applying.commit()
+    renewed = session.get(Subscription, subscription.id, populate_existing=True)
+    period_end = renewed.current_period_end
+
+    with session_factory() as operator:
+        resolution.reconcile(
+            operator,
+            sandbox.provider,
+            TEST_CIPHER,
+            organization_id=gym.organization.id,
+            transaction_id=on_its_way.transaction_id,
+            actor_user_id=None,
+            now=retry,
+        )
+        operator.commit()
+    collector.recover(session_factory, sandbox.provider, now=retry, cipher=TEST_CIPHER)
+
+    first_row, second_row = ledger(session, subscription)
+    assert (first_row.status, second_row.status) == (TransactionStatus.completed,) * 2
+    assert first_row.billing_attempt["settlementReview"]["reason"] == attempts.PAID_TWICE
+    (task,) = session.scalars(
+        select(Task)
+        .where(Task.subject_id == str(first_row.id))
+        .execution_options(populate_existing=True)
+    ).all()
+    assert task.title == "The member paid this charge twice: refund one of the two payments"
+    assert (task.status, task.data["reason"]) == ("open", attempts.PAID_TWICE)
+    subscription = session.get(Subscription, subscription.id, populate_existing=True)
+    assert subscription.current_period_end == period_end  # one period for the two payments
+    assert (subscription.collection_paused, subscription.collection_hold) == (False, None)
+    assert charged_by_the_provider(sandbox, session, subscription) == 2

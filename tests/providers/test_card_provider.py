@@ -360,12 +360,15 @@ def test_608_reads_as_unknown_never_as_a_decline() -> None:
     assert charge_result("attempt-1", answer).outcome is Outcome.unknown
 
 
-def test_a_refund_answer_reads_as_a_charge_answer_does() -> None:
-    """Approved only with its new deal id; 608, no code, or success without a deal id are
-    unknown (sent again under the same id); any other code a refusal."""
+def test_a_refund_answer_is_a_refund_a_refusal_or_unknown() -> None:
+    """Success is a refund, with or without its new deal id (its reference only: a sent-again
+    refund answered without one stayed pending for ever); 608 or no code tell nothing
+    (unknown: sent again under the same id, never a refusal); any other code a refusal."""
     approved = refund_result({"ResponseCode": 0, "NewTranzactionId": 77})
     assert (approved.outcome, approved.transaction_id) == (Outcome.approved, "77")
-    for unknown in ({"ResponseCode": 608}, {"ResponseCode": 0}, {"Description": "?"}):
+    bare = refund_result({"ResponseCode": 0})
+    assert (bare.outcome, bare.transaction_id) == (Outcome.approved, None)
+    for unknown in ({"ResponseCode": 608}, {"Description": "?"}):
         assert refund_result(unknown).outcome is Outcome.unknown
     assert refund_result({"ResponseCode": 9006}).outcome is Outcome.declined
 
