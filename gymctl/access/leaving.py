@@ -13,6 +13,8 @@ its own transaction.
   settled or a notice being settled at that moment commits first, and the plan is ended as it
   left it (a notice settled has already ended it), never from a copy read before.
 - Seats in sessions to come are given up as staff would give them up: the waitlist moves up.
+  Under the membership's row lock, which a booking holds shared: one in flight is given up
+  too, never left behind.
 Each change is mirrored to the bridge and written as the event it always writes.
 """
 
@@ -36,6 +38,9 @@ def end_holdings(
     session: Session, membership: Membership, *, actor_user_id: uuid.UUID | None, now: datetime
 ) -> dict[str, int]:
     """End the membership's live plans and give up its seats to come; the counts of each."""
+    # The membership's row lock first (billing's order): a booking in flight holds it shared
+    # (bookings.book), so it commits before the seats below are read, and its seat is in them.
+    session.scalar(select(Membership.id).where(Membership.id == membership.id).with_for_update())
     candidates = session.scalars(
         select(Subscription.id)
         .where(

@@ -107,6 +107,10 @@ def no_show_pass(session: Session, *, now: datetime, limit: int = PASS_LIMIT) ->
                     Booking.no_show_at.is_(None),
                 )
                 .order_by(Booking.created_at, Booking.id)
+                # Under their locks: a check-in in flight commits first and, read again, the
+                # booking no longer matches (a checked-in booking is never a no-show).
+                .with_for_update()
+                .execution_options(populate_existing=True)
             ).all()
             for booking in missing:
                 _no_show(session, booking, now=now)

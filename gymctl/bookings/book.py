@@ -2,9 +2,11 @@
 
 Every seat decision of a session happens under that session's row lock, taken before the
 booking's: the count of confirmed seats cannot change between reading it and writing the
-booking, so a full session never confirms one more. A booking is unique on (session,
-membership) across every status: booking again revives the cancelled or soft-deleted row
-under the same id.
+booking, so a full session never confirms one more. A booking is made under its membership's
+row lock too (shared), taken first as billing orders its locks (organization, membership,
+subscription, then session): a member removed meanwhile (access.leaving) either gives up the
+seat or is refused it, never keeps it. A booking is unique on (session, membership) across
+every status: booking again revives the cancelled or soft-deleted row under the same id.
 """
 
 from __future__ import annotations
@@ -79,6 +81,20 @@ def _open_for_booking(row: ClassSession, now: datetime) -> None:
         raise conflict(codes.SESSION_STARTED, "this session has already started")
 
 
+def _lock_active_member(session: Session, organization_id: uuid.UUID, member: Membership) -> None:
+    """The membership's row lock (shared: one member's bookings do not wait on each other) and
+    its status read under it, so a removal that committed first refuses the booking and one
+    that comes later waits for it (leaving.end_holdings then gives its seat up)."""
+    status = session.scalar(
+        select(Membership.status)
+        .where(Membership.id == member.id, Membership.organization_id == organization_id)
+        .with_for_update(read=True)
+    )
+    if status is not MembershipStatus.active:
+        # Staff book by user id: a suspended, cancelled or invited membership books nothing.
+        raise conflict(codes.MEMBERSHIP_NOT_ACTIVE, "only an active member books a class")
+
+
 def book(
     session: Session,
     organization_id: uuid.UUID,
@@ -88,14 +104,15 @@ def book(
     actor_user_id: uuid.UUID,
     now: datetime,
 ) -> Booking:
-    """Book `member` into the session: confirmed while seats remain, else waitlisted."""
-    if member.organization_id != organization_id or member.status != MembershipStatus.active:
-        # Staff book by user id: a suspended, cancelled or invited membership books nothing.
-        raise conflict(codes.MEMBERSHIP_NOT_ACTIVE, "only an active member books a class")
+    """Book `member` into the session: confirmed while seats remain, else waitlisted. A seat
+    left free beside a waitlist (its first members could not book when it freed: a debt past
+    its grace, say) goes to those waiting who may book now, before the newcomer."""
+    _lock_active_member(session, organization_id, member)
     row = class_session_of(session, organization_id, class_session_id)
-    _open_for_booking(row, now)
+    _open_for_booking(row, now)  # refused early, without waiting on the session's lock
     check_may_book(session, organization_id, member.user_id, now=now)
     row = class_session_of(session, organization_id, class_session_id, lock=True)
+    _open_for_booking(row, now)  # again under the lock: the class may have been cancelled
     existing = session.scalar(
         select(Booking)
         .where(Booking.class_session_id == row.id, Booking.membership_id == member.id)
@@ -109,6 +126,7 @@ def book(
             bookingId=str(existing.id),
             bookingStatus=existing.status.value,
         )
+    promote_waitlist(session, row, now=now)  # the waiting first, under the session's lock
     full = confirmed_count(session, row.id) >= row.capacity
     status = BookingStatus.waitlisted if full else BookingStatus.confirmed
     revived = existing is not None
@@ -166,12 +184,16 @@ def cancel(
     now: datetime,
 ) -> Booking:
     """Cancel a confirmed or waitlisted booking (the row is kept); a freed seat goes to the
-    first waitlisted. Members cancel until the session starts; staff at any time."""
+    first waitlisted. Members cancel until the session starts and before they check in;
+    staff at any time."""
     booking, row = _lock_pair(session, organization_id, booking_id)
     if not is_active(booking):
         raise conflict(codes.BOOKING_NOT_ACTIVE, "this booking is not active")
     if not by_staff and row.starts_at <= now:
         raise conflict(codes.SESSION_STARTED, "this session has already started")
+    if not by_staff and booking.checked_in_at is not None:
+        # The seat was used: cancelled, it would pass to the waitlist (more people than seats).
+        raise conflict(codes.BOOKING_CHECKED_IN, "you checked in: only staff cancel this booking")
     was_confirmed = booking.status == BookingStatus.confirmed
     booking.status = BookingStatus.cancelled
     booking.cancelled_at = now
@@ -242,13 +264,18 @@ def promote_waitlist(session: Session, row: ClassSession, *, now: datetime) -> l
         except DomainError:
             continue
         promoted.append(booking)
-        booking.status = BookingStatus.confirmed
-        booking.waitlisted_at = None
-        booking.updated_at = now
-        booking_event(session, "booking.promoted", booking, now=now)
-        mirror.booking_changed(session, booking, now=now)
+        promote(session, booking, now=now)
     session.flush()
     return promoted
+
+
+def promote(session: Session, booking: Booking, *, now: datetime) -> None:
+    """A waitlisted booking takes a seat: booking.promoted (spec B 3), mirrored as a booking."""
+    booking.status = BookingStatus.confirmed
+    booking.waitlisted_at = None
+    booking.updated_at = now
+    booking_event(session, "booking.promoted", booking, now=now)
+    mirror.booking_changed(session, booking, now=now)
 
 
 def seat_counts(session: Session, class_session_ids: list[uuid.UUID]) -> dict[uuid.UUID, dict]:

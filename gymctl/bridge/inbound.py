@@ -157,7 +157,14 @@ def booking_seen(session: Session, organization_id, row: EntityLink, now: dateti
 
 
 def class_removed(session: Session, organization_id, row: EntityLink, now: datetime) -> str:
-    target = session.get(ClassSession, uuid.UUID(row.platform_id))
+    # Under the session's row lock, as every seat decision of it: the roster read below is
+    # the one cancelled, and a booking waiting on the lock then finds the class cancelled.
+    target = session.scalar(
+        select(ClassSession)
+        .where(ClassSession.id == uuid.UUID(row.platform_id))
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
     if target is None or target.cancelled_at is not None:
         return "already_cancelled"
     active = [b for b in bookings.roster(session, target.id) if bookings.is_active(b)]
