@@ -521,7 +521,7 @@ def _contradicted(
     """The attempt stays pending as a contradiction; alerted when first recorded, not again
     at every recovery pass that asks."""
     if (attempt.get("contradiction") or {}).get("field") == field:
-        return Applied(AppliedOutcome.pending, transaction.id)
+        return Applied(AppliedOutcome.contradiction, transaction.id)
     attempt["contradiction"] = {"field": field, "at": now.isoformat()}
     _save_attempt(transaction, attempt, now)
     return Applied(AppliedOutcome.contradiction, transaction.id, alert="billing_contradiction")

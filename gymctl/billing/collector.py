@@ -216,8 +216,8 @@ def recover(
                 logger.exception("resolving attempt %s failed", transaction_id)
                 summary.errors += 1
                 continue
-        if applied.outcome == AppliedOutcome.pending:
-            summary.pending += 1
+        if applied.outcome in (AppliedOutcome.pending, AppliedOutcome.contradiction):
+            summary.pending += 1  # a contradiction stays pending too
         else:
             summary.resolved += 1
             summary.count(applied.outcome)
