@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.bookings import codes
+from gymctl.bookings import codes, quota
 from gymctl.bookings.book import booking_event, booking_of
 from gymctl.errors import conflict
 from gymctl.models import Booking, BookingStatus, ClassSession
@@ -86,7 +86,16 @@ def _no_show(session: Session, booking: Booking, *, now: datetime, actor=None) -
 
 def no_show_pass(session: Session, *, now: datetime, limit: int = PASS_LIMIT) -> dict[str, int]:
     """Every ended session whose attendance is open: mark the missing, then close it. Sessions
-    another daemon holds are skipped (SKIP LOCKED), never waited for."""
+    another daemon holds are skipped (SKIP LOCKED), never waited for. A booking still waitlisted
+    when its class ends never had a seat: the plan's session it spent is given back (quota),
+    its plan locked before the sessions (billing's order)."""
+    open_ended = (
+        select(ClassSession.id)
+        .where(ClassSession.attendance_closed_at.is_(None), ClassSession.ends_at <= now)
+        .order_by(ClassSession.ends_at, ClassSession.id)
+        .limit(limit)
+    )
+    quota.lock_plans_waiting(session, open_ended.scalar_subquery())
     ended = session.scalars(
         select(ClassSession)
         .where(ClassSession.attendance_closed_at.is_(None), ClassSession.ends_at <= now)
@@ -115,6 +124,11 @@ def no_show_pass(session: Session, *, now: datetime, limit: int = PASS_LIMIT) ->
             for booking in missing:
                 _no_show(session, booking, now=now)
             marked += len(missing)
+        for booking in session.scalars(
+            quota.waiting_in_ended(row.id).order_by(Booking.id).with_for_update()
+        ).all():
+            quota.give_back(session, booking, now=now)
+            booking.updated_at = now
         row.attendance_closed_at = now
     session.flush()
     return {"sessions": len(ended), "noShows": marked}

@@ -5,8 +5,10 @@ booking's: the count of confirmed seats cannot change between reading it and wri
 booking, so a full session never confirms one more. A booking is made under its membership's
 row lock too (shared), taken first as billing orders its locks (organization, membership,
 subscription, then session): a member removed meanwhile (access.leaving) either gives up the
-seat or is refused it, never keeps it. A booking is unique on (session, membership) across
-every status: booking again revives the cancelled or soft-deleted row under the same id.
+seat or is refused it, never keeps it. The plan that pays the seat (a pack's session, see
+bookings.quota) is locked between the two, by book() and by a cancel alike. A booking is
+unique on (session, membership) across every status: booking again revives the cancelled or
+soft-deleted row under the same id.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gymctl import ids
-from gymctl.bookings import codes
+from gymctl.bookings import codes, quota
 from gymctl.bookings.eligibility import check_may_book
 from gymctl.bookings.schedule import class_session_of
 from gymctl.bridge import mirror
@@ -95,6 +97,26 @@ def _lock_active_member(session: Session, organization_id: uuid.UUID, member: Me
         raise conflict(codes.MEMBERSHIP_NOT_ACTIVE, "only an active member books a class")
 
 
+def _already_booked(existing: Booking):
+    raise conflict(
+        codes.ALREADY_BOOKED,
+        "you are already booked into this session",
+        bookingId=str(existing.id),
+        bookingStatus=existing.status.value,
+    )
+
+
+def _refuse_if_booked(session: Session, class_session_id, membership_id) -> None:
+    """Unlocked: asked again under the session's lock."""
+    existing = session.scalar(
+        select(Booking).where(
+            Booking.class_session_id == class_session_id, Booking.membership_id == membership_id
+        )
+    )
+    if existing is not None and is_active(existing):
+        _already_booked(existing)
+
+
 def book(
     session: Session,
     organization_id: uuid.UUID,
@@ -111,6 +133,8 @@ def book(
     row = class_session_of(session, organization_id, class_session_id)
     _open_for_booking(row, now)  # refused early, without waiting on the session's lock
     check_may_book(session, organization_id, member.user_id, now=now)
+    _refuse_if_booked(session, row.id, member.id)  # before a plan's refusal: the truer answer
+    plan = quota.plan_for_seat(session, organization_id, member.user_id, row)  # locked
     row = class_session_of(session, organization_id, class_session_id, lock=True)
     _open_for_booking(row, now)  # again under the lock: the class may have been cancelled
     existing = session.scalar(
@@ -120,12 +144,7 @@ def book(
         .execution_options(populate_existing=True)
     )
     if existing is not None and is_active(existing):
-        raise conflict(
-            codes.ALREADY_BOOKED,
-            "you are already booked into this session",
-            bookingId=str(existing.id),
-            bookingStatus=existing.status.value,
-        )
+        _already_booked(existing)
     promote_waitlist(session, row, now=now)  # the waiting first, under the session's lock
     full = confirmed_count(session, row.id) >= row.capacity
     status = BookingStatus.waitlisted if full else BookingStatus.confirmed
@@ -150,9 +169,17 @@ def book(
     booking.status = status
     booking.waitlisted_at = now if full else None
     booking.updated_at = now
+    quota.spend(booking, plan, now=now)  # a waitlisted seat too: it is held for them
     session.flush()
+    spent = {"subscriptionId": str(booking.subscription_id)} if booking.subscription_id else {}
     booking_event(
-        session, "booking.created", booking, now=now, actor=actor_user_id, revived=revived
+        session,
+        "booking.created",
+        booking,
+        now=now,
+        actor=actor_user_id,
+        revived=revived,
+        **spent,
     )
     mirror.booking_changed(session, booking, now=now)
     return booking
@@ -168,10 +195,22 @@ def booking_of(session: Session, organization_id: uuid.UUID, booking_id, *, lock
 def _lock_pair(
     session: Session, organization_id: uuid.UUID, booking_id
 ) -> tuple[Booking, ClassSession]:
-    """The session's lock first, then the booking's: the order book() takes them in."""
+    """The plan the booking spent first (bookings.quota), then the session's lock, then the
+    booking's: the order book() takes them in."""
     booking = booking_of(session, organization_id, booking_id)
+    if booking.subscription_id is not None:
+        quota.lock_plan(session, booking.subscription_id)
     row = class_session_of(session, organization_id, booking.class_session_id, lock=True)
     return booking_of(session, organization_id, booking_id, lock=True), row
+
+
+def _give_back(session: Session, booking: Booking, row: ClassSession, *, now: datetime) -> dict:
+    """The plan's session back when the booking ends unused (bookings.quota.gives_back): the
+    event's extra field naming the plan, or none."""
+    if not quota.gives_back(booking, row, now=now):
+        return {}
+    returned = quota.give_back(session, booking, now=now)
+    return {"sessionReturnedTo": str(returned)} if returned else {}
 
 
 def cancel(
@@ -195,12 +234,13 @@ def cancel(
         # The seat was used: cancelled, it would pass to the waitlist (more people than seats).
         raise conflict(codes.BOOKING_CHECKED_IN, "you checked in: only staff cancel this booking")
     was_confirmed = booking.status == BookingStatus.confirmed
+    given_back = _give_back(session, booking, row, now=now)
     booking.status = BookingStatus.cancelled
     booking.cancelled_at = now
     booking.waitlisted_at = None
     booking.updated_at = now
     session.flush()
-    booking_event(session, "booking.cancelled", booking, now=now, actor=actor_user_id)
+    booking_event(session, "booking.cancelled", booking, now=now, actor=actor_user_id, **given_back)
     mirror.booking_changed(session, booking, now=now)
     if was_confirmed:
         promote_waitlist(session, row, now=now)
@@ -220,10 +260,11 @@ def remove(
     if booking.deleted_at is not None:
         raise conflict(codes.BOOKING_NOT_ACTIVE, "this booking was already removed")
     frees_seat = booking.status == BookingStatus.confirmed
+    given_back = _give_back(session, booking, row, now=now) if is_active(booking) else {}
     booking.deleted_at = now
     booking.updated_at = now
     session.flush()
-    booking_event(session, "booking.removed", booking, now=now, actor=actor_user_id)
+    booking_event(session, "booking.removed", booking, now=now, actor=actor_user_id, **given_back)
     mirror.booking_changed(session, booking, now=now)
     if frees_seat:
         promote_waitlist(session, row, now=now)

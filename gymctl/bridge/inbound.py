@@ -26,6 +26,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.bookings import book as bookings
+from gymctl.bookings import quota
 from gymctl.bridge import codes, cutover, entity_map, queue
 from gymctl.bridge.polling import Noticed
 from gymctl.errors import DomainError, conflict, not_found
@@ -159,6 +160,9 @@ def booking_seen(session: Session, organization_id, row: EntityLink, now: dateti
 def class_removed(session: Session, organization_id, row: EntityLink, now: datetime) -> str:
     # Under the session's row lock, as every seat decision of it: the roster read below is
     # the one cancelled, and a booking waiting on the lock then finds the class cancelled.
+    # The plans its bookings spent are locked before it (billing's order, as book() takes
+    # them): each cancel below gives a session back (bookings.quota).
+    quota.lock_plans_of_session(session, uuid.UUID(row.platform_id))
     target = session.scalar(
         select(ClassSession)
         .where(ClassSession.id == uuid.UUID(row.platform_id))

@@ -107,6 +107,11 @@ class Booking(IdMixin, Base):
         ForeignKey("memberships.id", ondelete="CASCADE"), index=True
     )
     user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    # The pack or drop-in whose session pays the seat (gymctl.bookings.quota); None on an
+    # unlimited plan, in a gym that books without plans, and once the session is given back.
+    subscription_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("subscriptions.id", ondelete="SET NULL"), index=True
+    )
     status: Mapped[BookingStatus] = mapped_column(
         Enum(
             BookingStatus,

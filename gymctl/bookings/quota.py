@@ -1,0 +1,190 @@
+"""Which plan pays a seat, and the session it spends (spec B 2.1: a plan holds "a period, quota
+or credits"; spec B 3: "pack or drop-in past validity -> expired").
+
+Only in a gym that requires a plan to book (plan_required_to_book). Among the member's plans
+that cover the class (bookable, not ended, and valid when it starts), an unlimited one books
+without spending; else the pack or drop-in with a session left whose period ends first spends
+one (-1), recorded on the booking (bookings.subscription_id). A waitlisted booking spends too:
+its seat is held, so its promotion asks nothing again. The session is given back (+1) when the
+booking ends unused: cancelled before the class starts and before a check-in, or its class
+cancelled, or still waitlisted when the class ends (the no-show pass); never for a no-show,
+an attended class or a confirmed booking cancelled after the start.
+
+A plan's period bounds the classes it books when the plan does not renew itself: a quota plan
+(its validity) or one without a renewal interval (a course, a gift: a fixed term). A renewing
+plan (card or cash, monthly) books the classes past its period end: it renews, and in debt the
+grace rules of eligibility apply (spec B 4.3).
+
+Locks in billing's fixed order (organization, membership, subscription, then session; see
+book.py): the chosen plan's row is locked before the session's, by book() and by a cancel.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.billing.accounts import billing_settings
+from gymctl.billing.plans import subscriptions_of
+from gymctl.bookings import codes
+from gymctl.bookings.eligibility import BOOKABLE
+from gymctl.db import is_postgres
+from gymctl.errors import conflict
+from gymctl.models import Booking, BookingStatus, ClassSession, Membership, Subscription
+
+
+def _bounded_by_period(row: Subscription) -> bool:
+    """A plan that does not renew itself ends with its period: a quota (pack, drop-in) or a
+    fixed term (no renewal interval)."""
+    return row.sessions_remaining is not None or row.interval_months is None
+
+
+def covers(row: Subscription, starts_at: datetime) -> bool:
+    """The plan is live and still valid when the class starts (a class starting at the very
+    end of its validity is the last one it covers)."""
+    if row.status not in BOOKABLE or row.ended_at is not None or row.deleted_at is not None:
+        return False
+    end = row.current_period_end
+    return end is None or not _bounded_by_period(row) or starts_at <= end
+
+
+def _order(row: Subscription) -> tuple:
+    """Unlimited first; then the quota plan whose period ends first (one without an end last).
+    Rows tie on the first two terms only with ends of one kind: all datetimes, or all None."""
+    end = row.current_period_end
+    return (row.sessions_remaining is not None, end is None, end or 0, str(row.id))
+
+
+def lock_plan(session: Session, subscription_id: uuid.UUID) -> Subscription | None:
+    """The plan's row lock, read fresh under it, after its membership's (shared, as book()
+    holds it). On the embedded default the write transaction already holds the database's one
+    write lock: the row is only read again."""
+    if is_postgres(session):
+        membership_id = session.scalar(
+            select(Subscription.membership_id).where(Subscription.id == subscription_id)
+        )
+        if membership_id is None:
+            return None
+        session.scalar(
+            select(Membership.id).where(Membership.id == membership_id).with_for_update(read=True)
+        )
+    return session.scalar(
+        select(Subscription)
+        .where(Subscription.id == subscription_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+
+
+def plan_for_seat(
+    session: Session, organization_id: uuid.UUID, user_id: uuid.UUID, row: ClassSession
+) -> Subscription | None:
+    """The plan that pays a seat in `row`, locked; None when the gym books without plans.
+    Raises 409 plan_ends_before_session when no plan covers the class, 409
+    plan_sessions_used_up when those that do have no session left. Spends nothing: `spend`."""
+    if not billing_settings(session, organization_id).plan_required_to_book:
+        return None
+    rows = subscriptions_of(session, organization_id, user_id)
+    live = [sub for sub in rows if sub.status in BOOKABLE and sub.ended_at is None]
+    covering = sorted((sub for sub in live if covers(sub, row.starts_at)), key=_order)
+    for candidate in covering:
+        if candidate.sessions_remaining is not None and candidate.sessions_remaining <= 0:
+            continue
+        # Read again under its lock: a booking that spent its last session meanwhile, or the
+        # lifecycle that ended it, committed first.
+        locked = lock_plan(session, candidate.id)
+        if locked is None or not covers(locked, row.starts_at):
+            continue
+        if locked.sessions_remaining is None or locked.sessions_remaining > 0:
+            return locked
+    if not covering:
+        ends = [sub.current_period_end for sub in live if sub.current_period_end is not None]
+        raise conflict(
+            codes.PLAN_ENDS_BEFORE_SESSION,
+            "your plan is not valid when this class starts",
+            planEndsAt=max(ends).isoformat() if ends else None,
+        )
+    raise conflict(codes.PLAN_SESSIONS_USED_UP, "your plan has no sessions left")
+
+
+def spend(booking: Booking, plan: Subscription | None, *, now: datetime) -> None:
+    """The booking takes a session of `plan` (its row locked by plan_for_seat); an unlimited
+    plan, or none, spends nothing and is not recorded."""
+    if plan is None or plan.sessions_remaining is None:
+        booking.subscription_id = None
+        return
+    plan.sessions_remaining -= 1
+    plan.updated_at = now
+    booking.subscription_id = plan.id
+
+
+def gives_back(booking: Booking, row: ClassSession, *, now: datetime) -> bool:
+    """The booking ends unused: still waitlisted (it never had a seat), its class cancelled,
+    or it ends before the class starts and before a check-in (a seat used, or one past its
+    start, is spent)."""
+    if booking.subscription_id is None or booking.checked_in_at is not None:
+        return False
+    if booking.status == BookingStatus.waitlisted or row.cancelled_at is not None:
+        return True
+    return row.starts_at > now
+
+
+def give_back(session: Session, booking: Booking, *, now: datetime) -> uuid.UUID | None:
+    """+1 on the plan the booking spent (whatever became of the plan since), and the booking
+    no longer records it: a session is given back once. The plan's id, or None."""
+    subscription_id = booking.subscription_id
+    booking.subscription_id = None
+    plan = lock_plan(session, subscription_id) if subscription_id else None
+    if plan is None or plan.sessions_remaining is None:
+        return None
+    plan.sessions_remaining += 1
+    plan.updated_at = now
+    return plan.id
+
+
+def lock_plans_of_session(session: Session, class_session_id: uuid.UUID) -> None:
+    """Lock the plans the session's active bookings spent, before the session's own lock is
+    taken (billing's order): a class cancelled gives each of them a session back."""
+    ids = session.scalars(
+        select(Booking.subscription_id)
+        .where(
+            Booking.class_session_id == class_session_id,
+            Booking.subscription_id.is_not(None),
+            Booking.deleted_at.is_(None),
+        )
+        .distinct()
+        .order_by(Booking.subscription_id)
+    ).all()
+    for subscription_id in ids:
+        lock_plan(session, subscription_id)
+
+
+def waiting_in_ended(class_session_id: uuid.UUID):
+    """The waitlisted bookings of a session that spent a plan's session."""
+    return select(Booking).where(
+        Booking.class_session_id == class_session_id,
+        Booking.status == BookingStatus.waitlisted,
+        Booking.deleted_at.is_(None),
+        Booking.subscription_id.is_not(None),
+    )
+
+
+def lock_plans_waiting(session: Session, ended) -> None:
+    """Lock the plans spent by bookings still waitlisted in the sessions `ended` (a select of
+    session ids), before any session's lock is taken (billing's order)."""
+    ids = session.scalars(
+        select(Booking.subscription_id)
+        .where(
+            Booking.class_session_id.in_(ended),
+            Booking.status == BookingStatus.waitlisted,
+            Booking.deleted_at.is_(None),
+            Booking.subscription_id.is_not(None),
+        )
+        .distinct()
+        .order_by(Booking.subscription_id)
+    ).all()
+    for subscription_id in ids:
+        lock_plan(session, subscription_id)
