@@ -1,7 +1,8 @@
 """An organization's billing settings (spec B 2.5): the grace before cancellation for
-non-payment, the lifecycle day (the day of the month the organization charges on) and the
-time zone its days are counted in. Reading is finance's; changing them is the owner's (they
-decide when members are cancelled).
+non-payment, the lifecycle day (the day of the month the organization charges on), the
+time zone its days are counted in, and whether a member needs a plan to book a class (then a
+pack or drop-in spends a session per booking: gymctl.bookings.quota). Reading is finance's;
+changing them is the owner's (they decide when members are cancelled).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def settings_json(row: BillingSettings) -> dict[str, Any]:
         "billingGraceDays": row.billing_grace_days,
         "billingLifecycleDay": row.billing_lifecycle_day,
         "timezone": row.timezone or "UTC",
+        "planRequiredToBook": row.plan_required_to_book,
     }
 
 
@@ -48,6 +50,7 @@ def update_settings(
     grace_days: int = KEEP,
     lifecycle_day: int | None = KEEP,
     timezone: str = KEEP,
+    plan_required_to_book: bool = KEEP,
     actor_user_id: uuid.UUID | None,
     now: datetime,
 ) -> dict[str, Any]:
@@ -76,6 +79,10 @@ def update_settings(
             raise unprocessable(
                 codes.TIMEZONE_INVALID, "give an IANA time zone such as Asia/Jerusalem"
             ) from None
+    if plan_required_to_book is not KEEP and type(plan_required_to_book) is not bool:
+        raise unprocessable(
+            codes.PLAN_REQUIRED_TO_BOOK_INVALID, "whether a plan is required to book: true or false"
+        )
     row = session.scalar(
         select(BillingSettings)
         .where(BillingSettings.organization_id == organization_id)
@@ -91,6 +98,8 @@ def update_settings(
         row.billing_lifecycle_day = lifecycle_day
     if timezone is not KEEP:
         row.timezone = timezone
+    if plan_required_to_book is not KEEP:
+        row.plan_required_to_book = plan_required_to_book
     after = settings_json(row)
     if after != before:
         emit(

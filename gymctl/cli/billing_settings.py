@@ -43,6 +43,11 @@ def settings_set(
         None, "--lifecycle-day", help="Day of the month the gym charges on (1-28), or none."
     ),
     timezone: str | None = typer.Option(None, "--timezone", help="IANA zone, e.g. Asia/Jerusalem."),
+    plan_required_to_book: bool | None = typer.Option(
+        None,
+        "--plan-required-to-book/--no-plan-required-to-book",
+        help="A member needs a plan to book (a pack or drop-in then spends a session a booking).",
+    ),
     operator: str = OPERATOR,
     dry_run: bool = DRY_RUN,
     as_json: bool = JSON_OPTION,
@@ -58,6 +63,8 @@ def settings_set(
         changes["grace_days"] = grace_days
     if timezone is not None:
         changes["timezone"] = timezone
+    if plan_required_to_book is not None:
+        changes["plan_required_to_book"] = plan_required_to_book
     if lifecycle_day is not None:
         if lifecycle_day.strip().lower() in ("none", "null", ""):
             changes["lifecycle_day"] = None

@@ -9,7 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gymctl.billing import attempts
+from gymctl.bookings import schedule
 from gymctl.models import Role
+from gymctl.models.billing import PlanType
 from tests.access import conftest as access
 from tests.access.conftest import snapshot
 from tests.billing import factories as bf
@@ -51,6 +53,7 @@ def test_finance_reads_the_settings_and_only_the_owner_changes_them(client, sess
         "billingGraceDays": 7,
         "billingLifecycleDay": None,
         "timezone": "UTC",
+        "planRequiredToBook": False,
     }
     for role in (Role.coach, Role.member):
         assert client.get(_settings(gym), headers=gym[role].headers).status_code == 403
@@ -68,7 +71,12 @@ def test_finance_reads_the_settings_and_only_the_owner_changes_them(client, sess
     )
 
     assert changed.status_code == 200, changed.json
-    expected = {"billingGraceDays": 3, "billingLifecycleDay": 5, "timezone": "Pacific/Kiritimati"}
+    expected = {
+        "billingGraceDays": 3,
+        "billingLifecycleDay": 5,
+        "timezone": "Pacific/Kiritimati",
+        "planRequiredToBook": False,
+    }
     assert changed.json["data"] == expected
     assert client.get(_settings(gym), headers=gym[Role.admin].headers).json["data"] == expected
     [audit] = audit_rows(session, "billing.settings_changed")
@@ -100,12 +108,51 @@ def test_finance_reads_the_settings_and_only_the_owner_changes_them(client, sess
         ({"billingLifecycleDay": 0}, 422, "billing_lifecycle_day_invalid"),
         ({"graceDays": 3}, 400, "invalid_body"),
         ({"billingGraceDays": 3, "timezone": "Nowhere/Else"}, 422, "timezone_invalid"),
+        ({"planRequiredToBook": "yes"}, 400, "invalid_body"),
+        ({"planRequiredToBook": 1}, 400, "invalid_body"),
+        ({"planRequiredToBook": None}, 400, "invalid_body"),
     ],
 )
 def test_bad_settings_are_refused_and_change_nothing(client, session, gym, body, status, code):
     before = snapshot(session)
     answer = client.patch(_settings(gym), json=body, headers=gym[Role.owner].headers)
     assert (answer.status_code, answer.json["code"]) == (status, code)
+    assert snapshot(session) == before
+
+
+def test_the_owner_requires_a_plan_to_book_and_a_drop_in_then_books_once(client, session, gym):
+    """The setting the booking rules read (a plan required; a pack or drop-in spends a
+    session a booking, gymctl.bookings.quota) is the owner's to change, over HTTP as from the
+    command line: without a door it was read by the rules and set by nothing."""
+    class_type = schedule.create_class_type(
+        session, gym.id, name="Open Gym", default_capacity=5, duration_minutes=60, now=NOW
+    )
+    first, second = (
+        schedule.schedule_session(session, class_type, starts_at=NOW + timedelta(hours=h), now=NOW)
+        for h in (2, 4)
+    )
+    member = gym[Role.member]
+    bf.make_subscription(session, gym, PlanType.drop_in, membership=member.membership)
+    session.commit()
+
+    def book(row):
+        url = f"/organizations/{gym.id}/sessions/{row.id}/book"
+        return client.post(url, headers=member.headers)
+
+    turned_on = client.patch(
+        _settings(gym), json={"planRequiredToBook": True}, headers=gym[Role.owner].headers
+    )
+    assert turned_on.json["data"]["planRequiredToBook"] is True
+    [audit] = audit_rows(session, "billing.settings_changed")
+    assert (
+        audit.data["before"]["planRequiredToBook"],
+        audit.data["after"]["planRequiredToBook"],
+    ) == (False, True)
+
+    assert book(first).status_code == 201
+    before = snapshot(session)
+    again = book(second)
+    assert (again.status_code, again.json["code"]) == (409, "plan_sessions_used_up")
     assert snapshot(session) == before
 
 

@@ -47,14 +47,21 @@ def test_settings_set_and_show_as_the_operator(world):
     org = str(gym.organization.id)
     changed = _run(
         "settings", "set", org, "--grace-days", "3", "--lifecycle-day", "5",
-        "--timezone", "Asia/Jerusalem", "--operator", str(gym.owner.id), "--json",
+        "--timezone", "Asia/Jerusalem", "--plan-required-to-book",
+        "--operator", str(gym.owner.id), "--json",
     )  # fmt: skip
     assert changed.exit_code == 0, changed.output
     assert json.loads(changed.stdout) == {
         "billingGraceDays": 3,
         "billingLifecycleDay": 5,
         "timezone": "Asia/Jerusalem",
+        "planRequiredToBook": True,
     }
+    off = _run(
+        "settings", "set", org, "--no-plan-required-to-book",
+        "--operator", str(gym.owner.id), "--json",
+    )  # fmt: skip
+    assert json.loads(off.stdout)["planRequiredToBook"] is False
     shown = json.loads(_run("settings", "show", gym.organization.slug, "--json").stdout)
     assert shown["timezone"] == "Asia/Jerusalem"
     with factory() as session:

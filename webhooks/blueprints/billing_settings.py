@@ -8,7 +8,7 @@ import uuid
 from datetime import datetime
 
 from flask import Blueprint, jsonify, request
-from pydantic import Field, StrictInt
+from pydantic import Field, StrictBool, StrictInt
 
 from gymctl.access.permissions import Action, Module
 from gymctl.billing import charge_dates, org_settings
@@ -33,6 +33,7 @@ class SettingsBody(Body):
     billing_grace_days: StrictInt = Field(0, alias="billingGraceDays")
     billing_lifecycle_day: StrictInt | None = Field(None, alias="billingLifecycleDay")
     timezone: str = Field("UTC", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_+/-]+$")
+    plan_required_to_book: StrictBool = Field(False, alias="planRequiredToBook")
 
 
 @bp.patch(f"{ORG}/billing/settings")
@@ -48,6 +49,9 @@ def patch_settings(org_id: uuid.UUID):
             body.billing_lifecycle_day if "billing_lifecycle_day" in given else org_settings.KEEP
         ),
         timezone=body.timezone if "timezone" in given else org_settings.KEEP,
+        plan_required_to_book=(
+            body.plan_required_to_book if "plan_required_to_book" in given else org_settings.KEEP
+        ),
         actor_user_id=membership().user_id,
         now=now(),
     )
