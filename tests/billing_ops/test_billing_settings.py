@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gymctl.billing import attempts
+from gymctl.billing import attempts, org_settings
 from gymctl.bookings import schedule
+from gymctl.errors import DomainError
 from gymctl.models import Role
 from gymctl.models.billing import PlanType
 from tests.access import conftest as access
@@ -291,3 +292,15 @@ def test_moving_a_charge_date_is_refused_and_nothing_changes(client, session, gy
         answer = _move(client, gym, row, role, **body)
         assert (answer.status_code, answer.json["code"]) == (status, code), (body, answer.json)
         assert snapshot(session) == before
+
+
+def test_a_setting_not_true_or_false_is_refused_by_the_domain_too(session, gym):
+    """The doors parse a boolean (HTTP strictly, the CLI as a flag); a caller of the domain
+    function with anything else is refused alike, nothing written."""
+    before = snapshot(session)
+    with pytest.raises(DomainError) as refused:
+        org_settings.update_settings(
+            session, gym.id, plan_required_to_book="yes", actor_user_id=None, now=NOW
+        )
+    assert (refused.value.code, refused.value.status) == ("plan_required_to_book_invalid", 422)
+    assert snapshot(session) == before
