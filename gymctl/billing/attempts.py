@@ -188,6 +188,32 @@ def ends_before_renewal() -> Any:
     )
 
 
+def audit(
+    session: Session,
+    action: str,
+    transaction: PaymentTransaction,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+    **payload: Any,
+) -> None:
+    """An audit row of a payment transaction (its subscription and status in the payload)."""
+    emit(
+        session,
+        EventKind.audit,
+        action,
+        at=now,
+        aggregate_type="payment_transaction",
+        aggregate_id=transaction.id,
+        organization_id=transaction.organization_id,
+        actor_user_id=actor_user_id,
+        payload={
+            "subscriptionId": str(transaction.subscription_id),
+            "status": transaction.status.value,
+            **payload,
+        },
+    )
+
+
 def held_reason(subscription: Subscription) -> str:
     """Why collection of a paused subscription is held: the system's hold names its cause
     (`collection_held:<hold>`, like settlement_review:<reason>), else it is the owner's."""
@@ -215,20 +241,14 @@ def release_hold(
     subscription.updated_at = now
     resolution["holdReleasedAt"] = now.isoformat()
     transaction.billing_resolution = resolution
-    emit(
+    audit(
         session,
-        EventKind.audit,
         "billing.collection_released",
-        at=now,
-        aggregate_type="payment_transaction",
-        aggregate_id=transaction.id,
-        organization_id=transaction.organization_id,
-        payload={
-            "subscriptionId": str(subscription.id),
-            "status": transaction.status.value,
-            "hold": LATE_POSITIVE_EVIDENCE,
-            "ownerPaused": subscription.collection_paused,
-        },
+        transaction,
+        None,
+        now,
+        hold=LATE_POSITIVE_EVIDENCE,
+        ownerPaused=subscription.collection_paused,
     )
 
 
@@ -584,19 +604,13 @@ def late_positive_evidence(
         title="A payment closed as not charged was charged after all: reconcile it",
         now=now,
     )
-    emit(
+    audit(
         session,
-        EventKind.audit,
         "billing.late_positive_evidence",
-        at=now,
-        aggregate_type="payment_transaction",
-        aggregate_id=transaction.id,
-        organization_id=transaction.organization_id,
-        payload={
-            "subscriptionId": str(subscription.id),
-            "status": transaction.status.value,
-            "movedToPending": newer is None,
-        },
+        transaction,
+        None,
+        now,
+        movedToPending=newer is None,
     )
     return held
 

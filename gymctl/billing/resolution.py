@@ -22,10 +22,10 @@ from sqlalchemy.orm import Session
 from gymctl.billing import attempts, codes
 from gymctl.billing.accounts import CARD_PROVIDER, terminal_of
 from gymctl.billing.alerts import raise_alert
+from gymctl.billing.attempts import audit
 from gymctl.crypto import FieldCipher
 from gymctl.db import organization_row, release_for_outside_call
 from gymctl.errors import conflict, not_found
-from gymctl.events import EventKind, emit
 from gymctl.models import Organization, PaymentProviderConfig, PaymentTransaction, Subscription
 from gymctl.models.billing import AttemptKind, TransactionStatus
 from gymctl.providers.card import CardProvider, ChargeResult, Outcome, ProviderUnavailable
@@ -339,28 +339,3 @@ def lookup(
             codes.BILLING_PROVIDER_UNAVAILABLE,
             "the card provider could not be asked; nothing changed",
         ) from None
-
-
-def audit(
-    session: Session,
-    action: str,
-    transaction: PaymentTransaction,
-    actor_user_id: uuid.UUID | None,
-    now: datetime,
-    **payload: Any,
-) -> None:
-    emit(
-        session,
-        EventKind.audit,
-        action,
-        at=now,
-        aggregate_type="payment_transaction",
-        aggregate_id=transaction.id,
-        organization_id=transaction.organization_id,
-        actor_user_id=actor_user_id,
-        payload={
-            "subscriptionId": str(transaction.subscription_id),
-            "status": transaction.status.value,
-            **payload,
-        },
-    )

@@ -90,6 +90,33 @@ def members_due(session, gym, sandbox, count):
     return subscriptions
 
 
+def dismiss(session, provider, gym, transaction, *, now, retry=False):
+    """The owner's confirm-no-debit of `transaction`, naming it exactly, confirmed a minute
+    before `now`."""
+    attempt = transaction.billing_attempt
+    return no_debit.confirm_no_debit(
+        session,
+        provider,
+        TEST_CIPHER,
+        organization_id=gym.organization.id,
+        transaction_id=transaction.id,
+        actor_user_id=gym.owner.id,
+        confirmation=no_debit.NoDebitConfirmation(
+            request_id=uuid.uuid4(),
+            provider_case_id="CASE-1",
+            confirmed_at=now - timedelta(minutes=1),
+            external_attempt_id=attempt["externalAttemptId"],
+            terminal=attempt["terminal"],
+            amount_in_cents=attempt["amountInCents"],
+            currency=attempt["currency"],
+            no_debit_occurred=True,
+            cannot_settle_later=True,
+            authorize_retry=retry,
+        ),
+        now=now,
+    )
+
+
 def ledger(session, subscription):
     return session.scalars(
         select(PaymentTransaction)
@@ -286,27 +313,7 @@ def test_a_late_approval_with_a_newer_attempt_waits_for_it_and_is_reopened_by_re
     resolved_at = retry + timedelta(minutes=5)
     dismissed = session.get(PaymentTransaction, newer.transaction_id, populate_existing=True)
     with session_factory() as owner:
-        no_debit.confirm_no_debit(
-            owner,
-            sandbox.provider,
-            TEST_CIPHER,
-            organization_id=gym.organization.id,
-            transaction_id=dismissed.id,
-            actor_user_id=gym.owner.id,
-            confirmation=no_debit.NoDebitConfirmation(
-                request_id=uuid.uuid4(),
-                provider_case_id="CASE-2",
-                confirmed_at=resolved_at - timedelta(minutes=1),
-                external_attempt_id=dismissed.billing_attempt["externalAttemptId"],
-                terminal=dismissed.billing_attempt["terminal"],
-                amount_in_cents=dismissed.amount_in_cents,
-                currency=dismissed.currency,
-                no_debit_occurred=True,
-                cannot_settle_later=True,
-                authorize_retry=True,
-            ),
-            now=resolved_at,
-        )
+        dismiss(owner, sandbox.provider, gym, dismissed, now=resolved_at, retry=True)
         owner.commit()
     session.refresh(subscription)
     assert subscription.collection_paused is True
@@ -392,26 +399,7 @@ def test_a_reopened_attempt_the_provider_then_cannot_find_or_declines_is_a_contr
     seen = resolution.inspect(session, gym.organization.id, transaction.id, now=later)
     assert seen["actions"]["confirmNoDebit"] is False
     with session_factory() as owner, pytest.raises(DomainError) as refused:
-        no_debit.confirm_no_debit(
-            owner,
-            lagging,
-            TEST_CIPHER,
-            organization_id=gym.organization.id,
-            transaction_id=transaction.id,
-            actor_user_id=gym.owner.id,
-            confirmation=no_debit.NoDebitConfirmation(
-                request_id=uuid.uuid4(),
-                provider_case_id="CASE-1",
-                confirmed_at=later - timedelta(minutes=1),
-                external_attempt_id=transaction.billing_attempt["externalAttemptId"],
-                terminal=transaction.billing_attempt["terminal"],
-                amount_in_cents=transaction.amount_in_cents,
-                currency=transaction.currency,
-                no_debit_occurred=True,
-                cannot_settle_later=True,
-            ),
-            now=later,
-        )
+        dismiss(owner, lagging, gym, transaction, now=later)
     # Refused: a known success; or, asked again and declined, the evidence contradicts itself.
     known = "billing_known_success" if answer == Outcome.not_found else "billing_evidence_mismatch"
     assert (refused.value.code, refused.value.status) == (known, 409)
