@@ -20,6 +20,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gymctl import ids
+from gymctl.access import codes as access_codes
 from gymctl.bookings import codes, quota
 from gymctl.bookings.eligibility import check_may_book
 from gymctl.bookings.schedule import class_session_of
@@ -85,13 +86,18 @@ def _open_for_booking(row: ClassSession, now: datetime) -> None:
 
 def _lock_active_member(session: Session, organization_id: uuid.UUID, member: Membership) -> None:
     """The membership's row lock (shared: one member's bookings do not wait on each other) and
-    its status read under it, so a removal that committed first refuses the booking and one
-    that comes later waits for it (leaving.end_holdings then gives its seat up)."""
+    its status and its gym's deletion read under it, so a removal or a gym's deletion that
+    committed first refuses the booking, and one that comes later waits for it
+    (leaving.end_holdings then gives its seat up)."""
     status = session.scalar(
         select(Membership.status)
         .where(Membership.id == member.id, Membership.organization_id == organization_id)
         .with_for_update(read=True)
     )
+    # A statement of its own, after the lock: PostgreSQL re-reads only the locked row of a
+    # statement that waited, so a join would still see the gym as it was before the wait.
+    if session.scalar(select(Organization.deleted_at).where(Organization.id == organization_id)):
+        raise not_found(access_codes.ORGANIZATION_NOT_FOUND, "the gym is deleted")
     if status is not MembershipStatus.active:
         # Staff book by user id: a suspended, cancelled or invited membership books nothing.
         raise conflict(codes.MEMBERSHIP_NOT_ACTIVE, "only an active member books a class")

@@ -225,6 +225,16 @@ def test_a_gym_deleted_while_a_member_books_gives_the_seat_up(scene):
     ]
 
 
+def test_a_booking_that_waited_on_a_gym_deletion_is_refused_organization_not_found(scene):
+    """'The gym disappears from every member's list': a booking that read the gym before its
+    deletion and waited on the membership's lock the deletion held reads the gym again under
+    that lock, and books nothing in a deleted gym."""
+    _, booker = race(scene.engine, scene.delete_gym, scene.book)
+
+    _refused(booker, "organization_not_found", 404)
+    assert scene.bookings() == []
+
+
 def test_a_member_checked_in_while_the_no_show_pass_runs_is_no_no_show(scene):
     """'Every confirmed booking without a check-in' is a no-show: the pass reads the bookings
     under their locks, so a check-in committed meanwhile is left out, never marked both."""
