@@ -133,7 +133,7 @@ def test_the_owner_requires_a_plan_to_book_and_a_drop_in_then_books_once(client,
         for h in (2, 4)
     )
     member = gym[Role.member]
-    bf.make_subscription(session, gym, PlanType.drop_in, membership=member.membership)
+    drop_in = bf.make_subscription(session, gym, PlanType.drop_in, membership=member.membership)
     session.commit()
 
     def book(row):
@@ -150,7 +150,9 @@ def test_the_owner_requires_a_plan_to_book_and_a_drop_in_then_books_once(client,
         audit.data["after"]["planRequiredToBook"],
     ) == (False, True)
 
-    assert book(first).status_code == 201
+    booked = book(first)
+    # The booking says which plan paid its seat.
+    assert (booked.status_code, booked.json["data"]["subscriptionId"]) == (201, str(drop_in.id))
     before = snapshot(session)
     again = book(second)
     assert (again.status_code, again.json["code"]) == (409, "plan_sessions_used_up")

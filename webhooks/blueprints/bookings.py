@@ -63,6 +63,9 @@ def booking_json(row: Booking) -> dict:
         "classSessionId": str(row.class_session_id),
         "userId": str(row.user_id),
         "status": row.status.value,
+        # The pack or drop-in whose session the seat spends (bookings.quota); null where the
+        # gym books without a plan.
+        "subscriptionId": str(row.subscription_id) if row.subscription_id else None,
         "waitlistedAt": _iso(row.waitlisted_at),
         "cancelledAt": _iso(row.cancelled_at),
         "checkedInAt": _iso(row.checked_in_at),
