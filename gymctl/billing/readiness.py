@@ -20,7 +20,7 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from gymctl.billing import attempts, codes
@@ -298,22 +298,37 @@ def _org_list(
     session: Session, organization_id: uuid.UUID, *, protected: bool, now: datetime
 ) -> tuple[list[dict[str, Any]], bool]:
     """Pending transactions of the organization, oldest first, capped (truncation marked).
-    Protected: stored v1 attempts whose outcome is unresolved; legacy: pending rows without a
-    protected attempt (older paths, desk requests)."""
+    Protected: stored v1 attempts whose outcome is unresolved, and those closed as not charged
+    that the provider charged after all while a newer attempt was pending (state
+    charged_after_closing: the gym holds the money, the ledger says failed, until a
+    reconcile); legacy: pending rows without a protected attempt (older paths, desk
+    requests)."""
     T = PaymentTransaction
-    kind = T.attempt_kind.is_not(None) if protected else T.attempt_kind.is_(None)
+    unresolved = T.status == TransactionStatus.pending
+    if protected:
+        kind = T.attempt_kind.is_not(None)
+        unresolved = or_(
+            unresolved,
+            and_(
+                T.status.in_((TransactionStatus.failed, TransactionStatus.cancelled)),
+                T.billing_resolution["decision"].as_string() == attempts.CHARGED_AFTER_CLOSING,
+            ),
+        )
+    else:
+        kind = T.attempt_kind.is_(None)
     rows = session.execute(
         select(
             T.id,
             T.subscription_id,
             T.attempt_kind,
+            T.status,
             T.amount_in_cents,
             T.currency,
             T.provider,
             T.created_at,
             T.billing_attempt,
         )
-        .where(T.organization_id == organization_id, T.status == TransactionStatus.pending, kind)
+        .where(T.organization_id == organization_id, unresolved, kind)
         .order_by(T.created_at, T.id)
         .limit(LIST_CAP + 1)
     ).all()
@@ -321,8 +336,11 @@ def _org_list(
     for row in rows[:LIST_CAP]:
         attempt = row.billing_attempt or {}
         started = attempt.get("startedAt")
+        pending = row.status == TransactionStatus.pending
         executing = (
-            started is not None and now - datetime.fromisoformat(started) < attempts.EXECUTING_GRACE
+            pending
+            and started is not None
+            and now - datetime.fromisoformat(started) < attempts.EXECUTING_GRACE
         )
         items.append(
             {
@@ -335,6 +353,7 @@ def _org_list(
                 "createdAt": row.created_at.isoformat(),
                 "externalAttemptId": attempt.get("externalAttemptId"),
                 "executing": executing,
+                "state": "pending" if pending else attempts.CHARGED_AFTER_CLOSING,
             }
         )
     return items, len(rows) > LIST_CAP

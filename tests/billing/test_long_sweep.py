@@ -307,6 +307,13 @@ def test_a_late_approval_with_a_newer_attempt_waits_for_it_and_is_reopened_by_re
     codes = {issue["code"] for issue in item["issues"]}
     assert "collection_held" in codes  # the system's hold: a payment to resolve
     assert "collection_paused_by_owner" not in codes
+    # The gym holds the member's money and the ledger says failed: the report's unresolved
+    # provider transactions name it beside the pending one, each with its state.
+    listed = report["unresolvedProviderTransactions"]["items"]
+    assert {(row["transactionId"], row["state"]) for row in listed} == {
+        (str(first_row.id), "charged_after_closing"),
+        (str(newer.transaction_id), "pending"),
+    }
 
     # The newer attempt never reached the provider: the owner dismisses it, a retry
     # authorized. The hold the first one's approval put is not the owner's to lift with it.
