@@ -774,6 +774,10 @@ def accept_invitation(
     if user.email_verified_at is None:
         # Opening the invitation email never releases a hold (spec A 5.3).
         raise forbidden(codes.INVITATION_HELD, "confirm your email address with the gym first")
+    if invitation.organization_id is None:
+        # An owner grant is claimed by creating the gym (gyms.create_gym), not here: accepting
+        # it consumed it with no gym, and gym creation then answered OWNER_INVITATION_REQUIRED.
+        return invitation
     _activate(session, invitation, user, now=now)
     return invitation
 
