@@ -18,7 +18,7 @@ from gymctl.errors import invalid
 from gymctl.events import EventKind, emit
 from gymctl.identity import codes
 from gymctl.identity.auth import user_by_identity
-from gymctl.identity.signup import mirror_verification, primary_email, read_sign_up, record_sign_up
+from gymctl.identity.signup import read_sign_up, record_sign_up
 from gymctl.models import IdentityWebhookDelivery, User
 from gymctl.models.identity import same_address
 from gymctl.models.integrity import UniqueViolation, unique_violation
@@ -181,14 +181,19 @@ def user_created(
 def user_updated(
     session: Session, data: dict[str, Any], *, now: datetime, settings: Settings
 ) -> str:
-    email, verified = primary_email(data)
+    sign_up = read_sign_up(settings, data, now=now)
+    email = sign_up.email
     user, created = find_or_create(
         session, _subject(data), now=now, email=email, image_url=data.get("image_url")
     )
     if (user.email or "").lower() != (email or "").lower():
         user.email_verified_at = None  # a new address is unproven until the provider says so
         user.email_verified_by = None
-    mirror_verification(user, verified, now=now)
+    if user.email_verified_at is None:
+        # Read as user.created reads it: deliveries are not ordered, and a join ticket in the
+        # user object makes the provider's flag count for nothing (spec A 5.3), also when this
+        # event comes first (it proved a join-ticket login that user.created then left proven).
+        record_sign_up(user, sign_up, now=now)
     user.email = email
     user.image_url = data.get("image_url")
     user.updated_at = now
