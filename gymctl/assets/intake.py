@@ -252,13 +252,23 @@ def point_stored(
     session.flush()
 
 
+def same_rules(slot: Slot) -> tuple[str, ...]:
+    """The slots whose normalized images `slot` may take (spec A 2.11): the icon is opaque and
+    square, the other three transparent; nothing is derived from a slot with other rules."""
+    if slot is Slot.icon:
+        return (Slot.icon.value,)
+    return tuple(s.value for s in Slot if s is not Slot.icon)
+
+
 def _asset_ids(
     session: Session, organization_id: uuid.UUID, keys: dict[Slot, str]
 ) -> dict[Slot, uuid.UUID | None]:
     return {
         slot: session.scalar(
             select(BrandAsset.id).where(
-                BrandAsset.key == key, BrandAsset.organization_id == organization_id
+                BrandAsset.key == key,
+                BrandAsset.organization_id == organization_id,
+                BrandAsset.slot.in_(same_rules(slot)),
             )
         )
         for slot, key in keys.items()
@@ -268,7 +278,9 @@ def _asset_ids(
 def _require(asset_id: uuid.UUID | None, slot: Slot) -> uuid.UUID:
     if asset_id is None:
         raise StoredAssetRefused(
-            "brand_asset_stored_invalid", "no stored asset has that key", slot=slot.value
+            "brand_asset_stored_invalid",
+            f"no stored asset normalized for a slot like {slot.value} has that key",
+            slot=slot.value,
         )
     return asset_id
 
