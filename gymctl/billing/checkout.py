@@ -21,6 +21,7 @@ from gymctl.access.memberships import membership_of
 from gymctl.billing import attempts, codes, plans
 from gymctl.billing.accounts import CARD_PROVIDER, active_config, save_card, terminal_of
 from gymctl.billing.alerts import raise_alert
+from gymctl.billing.resolution import original_account
 from gymctl.crypto import FieldCipher
 from gymctl.db import release_for_outside_call
 from gymctl.errors import DomainError, conflict, forbidden, unavailable
@@ -322,11 +323,21 @@ def apply_page(
             subscription.updated_at = now
             session.flush()
             return "completed"
-    revived = True
-    if subscription.status == SubscriptionStatus.cancelled and subscription.cancellation_reason in (
-        ABANDONED,
-        FAILED,
-    ):
+    revived, refusal = True, None
+    cancelled = subscription.status == SubscriptionStatus.cancelled
+    if cancelled and subscription.cancellation_reason not in (ABANDONED, FAILED):
+        # Cancelled otherwise (withdrawn by the member or staff after our page's time, before
+        # the abandoned sweep): only an abandoned or failed page is revived (spec B 3). The
+        # money taken is recorded on it and staff alerted, as for a plan sold out since.
+        revived, refusal = False, "late_completion_of_a_cancelled_plan"
+        if checkout.operation == CHARGE_AND_SAVE_CARD:
+            raise_alert(
+                "billing_contradiction",
+                detail=refusal,
+                checkoutId=checkout.id,
+                subscriptionId=subscription.id,
+            )
+    elif cancelled:
         # spec B 3: a late verified completion revives an abandoned checkout to scheduled,
         # unless the member holds the plan again since (plan_already_held holds on revival).
         # The slot its cancellation gave back is taken again; a plan sold out since, or held
@@ -376,6 +387,15 @@ def apply_page(
             attempts.grant_period(session, subscription, now=now)
         else:  # the money is recorded on the page's own (cancelled) subscription: staff refund it
             transaction.metadata_ = {**transaction.metadata_, "notRevived": refusal}
+            # A task on the staff's list, not only a log line: the member paid for no plan.
+            attempts.follow_up(
+                session,
+                transaction,
+                subscription,
+                reason=refusal,
+                title="A page was paid for a plan that was not revived: refund the member",
+                now=now,
+            )
     elif revived and checkout.amount_in_cents == 0 and subscription.opening_day is None:
         attempts.grant_period(session, subscription, now=now)  # a free plan: the card is enough
     session.flush()
@@ -391,14 +411,15 @@ def verify_and_apply(
     now: datetime,
     cipher: FieldCipher,
 ) -> tuple[str, Checkout | None]:
-    """Read the page back on the organization's terminal and apply it if it is ours.
+    """Read the page back on the organization's terminal that opened it (`_reading_account`)
+    and apply it if it is ours.
 
     Outcomes: completed / failed / already_* (applied), unverified (not our page),
     deal_not_found (5096), deal_not_finalized (still settling), provider_unreachable."""
-    config = active_config(session, organization_id)
-    if config is None or config.provider != CARD_PROVIDER or not config.terminal:
-        return "unverified", None
     checkout = checkout_by_page(session, organization_id, page_id)
+    config = _reading_account(session, organization_id, checkout)
+    if config is None:
+        return "unverified", None
     terminal = terminal_of(config, cipher)
     release_for_outside_call(session)  # only read so far: applied under the lock after
     try:
@@ -416,6 +437,23 @@ def verify_and_apply(
     ):
         return "deal_not_finalized", checkout
     return apply_page(session, checkout.id, page, now=now, cipher=cipher), checkout
+
+
+def _reading_account(
+    session: Session, organization_id: uuid.UUID, checkout: Checkout | None
+) -> PaymentProviderConfig | None:
+    """The merchant account a page is read back on: the terminal that opened it (a page is
+    only known there), by its kept credentials when the gym has moved terminal since, as a
+    refund or a reconcile asks the account that took the money; else the organization's
+    active card terminal (a page none of our checkouts names is then unverified)."""
+    if checkout is not None:
+        config = original_account(session, organization_id, checkout.terminal)
+        if config is not None:
+            return config
+    config = active_config(session, organization_id)
+    if config is None or config.provider != CARD_PROVIDER or not config.terminal:
+        return None
+    return config
 
 
 def abandoned_due(session: Session, *, after: datetime | None = None) -> datetime | None:

@@ -79,7 +79,7 @@ def member_actions(session: Session, subscription: Subscription) -> list[str]:
         actions.append("withdraw_notice")
     if subscription.status == SubscriptionStatus.scheduled:
         actions.append("withdraw_presale")
-        if change_targets(session, subscription):
+        if subscription.opening_day is not None and change_targets(session, subscription):
             actions.append("change_plan")
     return actions
 
@@ -97,7 +97,10 @@ def change_plan(
     subscription = lock_subscription(session, subscription_id)
     if subscription is None or subscription.organization_id != organization_id:
         raise not_found(codes.SUBSCRIPTION_NOT_FOUND, "no such subscription")
-    if subscription.status != SubscriptionStatus.scheduled:
+    if subscription.status != SubscriptionStatus.scheduled or subscription.opening_day is None:
+        # A scheduled row without an opening day is a purchase whose hosted page charges the
+        # plan's price: switched, a late completion of that page paid the old price for the new
+        # plan. Only a presale (charged on its opening day, at its plan's price) switches.
         raise conflict(codes.PLAN_CHANGE_UNAVAILABLE, "only a presale not yet started can switch")
     current = session.get(Plan, subscription.plan_id)
     target = live_plan(session, organization_id, target_plan_id)

@@ -14,7 +14,7 @@ from sqlalchemy.orm import sessionmaker
 from gymctl.billing import checkout
 from gymctl.db import get_engine
 from gymctl.errors import DomainError
-from gymctl.models import PaymentTransaction, Plan, Role, Subscription
+from gymctl.models import PaymentTransaction, Plan, Role, Subscription, Task
 from gymctl.models.billing import SubscriptionStatus
 from tests.access.conftest import gym, outsider  # noqa: F401 (fixtures)
 from tests.billing import factories as bf
@@ -115,6 +115,11 @@ def test_a_late_completion_after_a_repurchase_does_not_revive_a_second_holder(
     [taken] = session.scalars(select(PaymentTransaction)).all()  # the money is on the ledger
     assert str(taken.subscription_id) == first["subscription"]["id"]
     assert taken.metadata_["notRevived"] == "late_completion_of_a_plan_already_held"
+    (task,) = session.scalars(select(Task).where(Task.kind == "payment_follow_up")).all()
+    assert (task.subject_id, task.data["reason"]) == (
+        str(taken.id),
+        "late_completion_of_a_plan_already_held",
+    )
     alerts = [r.args["reason"] for r in caplog.records if r.name == "gymctl.billing.alerts"]
     assert "billing_contradiction" in alerts
 
@@ -147,6 +152,11 @@ def test_an_abandoned_checkout_gives_its_max_purchases_slot_back(
     assert revived.status == SubscriptionStatus.cancelled
     [taken] = session.scalars(select(PaymentTransaction)).all()
     assert taken.metadata_["notRevived"] == "late_completion_of_a_sold_out_plan"
+    (task,) = session.scalars(select(Task).where(Task.kind == "payment_follow_up")).all()
+    assert (task.subject_id, task.data["reason"]) == (
+        str(taken.id),
+        "late_completion_of_a_sold_out_plan",
+    )
     alerts = [r.args["reason"] for r in caplog.records if r.name == "gymctl.billing.alerts"]
     assert "billing_contradiction" in alerts
 
