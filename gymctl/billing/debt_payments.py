@@ -126,6 +126,7 @@ def pay_own_debt(
                 codes.PAY_DEBT_NOT_AVAILABLE,
                 "the debt cannot be charged now (an attempt is unresolved or collection is held)",
             )
+        asked_at = subscription.retry_at
         subscription.retry_at = now  # the member asks for the debt retry now
         session.commit()
     summary = collector.Summary()
@@ -143,12 +144,30 @@ def pay_own_debt(
         attempts.BeganOutcome.blocked,
         attempts.BeganOutcome.skipped,
     ):
+        _put_back_retry(factory, organization_id, subscription_id, asked_at, now=now)
         raise conflict(
             codes.PAY_DEBT_NOT_AVAILABLE,
             "the debt cannot be charged now (an attempt is unresolved or collection is held)",
             reason=(summary.alerts[0]["reason"] if summary.alerts else outcome),
         )
     return outcome
+
+
+def _put_back_retry(
+    factory: sessionmaker[Session],
+    organization_id: uuid.UUID,
+    subscription_id: uuid.UUID,
+    retry_at: datetime | None,
+    *,
+    now: datetime,
+) -> None:
+    """A refused payment changes nothing: the retry date it moved to now goes back, unless
+    something else has moved it since."""
+    with factory() as session:
+        subscription = locked_subscription(session, organization_id, subscription_id)
+        if subscription.retry_at == now:
+            subscription.retry_at = retry_at
+        session.commit()
 
 
 def _restore(session: Session, subscription: Subscription, *, now: datetime) -> None:

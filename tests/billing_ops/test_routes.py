@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from gymctl.models import PaymentTransaction, Role
+from gymctl.models import PaymentMethod, PaymentTransaction, Role
 from gymctl.models.billing import PlanType, TransactionStatus
 from tests import factories
 from tests.access.conftest import snapshot
@@ -251,6 +251,28 @@ def test_debt_clearance_and_member_pay_debt(client, session, gym, card_server, h
     assert (paid.status_code, paid.json["data"]["outcome"]) == (200, "charged")
     session.expire_all()
     assert session.get(type(card), card.id).debt_amount_in_cents == 0
+
+
+@pytest.mark.embedded
+def test_a_debt_the_collector_refuses_to_charge_is_refused_and_nothing_changes(
+    client, session, gym, card_server, headers
+):
+    """ "Refusals change nothing": the member's card is gone, so the collector blocks the debt
+    attempt after the route's own checks passed. The debt's retry date the member's request
+    moved to now went back with the 409 (it stayed, and the collector's passes then tried the
+    debt at every tick)."""
+    card = card_subscription(session, gym, card_server, in_debt_since=NOW - timedelta(days=1))
+    session.get(PaymentMethod, card.payment_method_id).deleted_at = NOW - timedelta(hours=1)
+    session.commit()
+    before = snapshot(session)
+
+    paid = client.post(
+        f"/organizations/{gym.organization.id}/subscriptions/{card.id}/pay-debt",
+        headers=headers(gym.member),
+    )
+
+    assert (paid.status_code, paid.json["code"]) == (409, "pay_debt_not_available")
+    assert snapshot(session) == before
 
 
 def test_readiness_and_repairs_are_platform_admin_routes(
