@@ -209,6 +209,17 @@ def _with_access(
     return operation
 
 
+def _require_unfinished(operation: ReleaseOperation) -> None:
+    """An operation's outcome is reported once: a later report or submit would append a second
+    record and move the platform's state away from what happened."""
+    if operation.status in RESULTS:
+        raise conflict(
+            codes.RELEASE_OPERATION_FINISHED,
+            f"this operation already reported its result ({operation.status})",
+            result=operation.status,
+        )
+
+
 def authorize_submit(
     session: Session, operation_id: uuid.UUID, access: str | None, *, now: datetime
 ) -> dict[str, Any]:
@@ -216,9 +227,12 @@ def authorize_submit(
     operation = _with_access(session, operation_id, access, now)
     if operation.kind != "internal_upload":
         raise conflict(codes.RELEASE_OPERATION_KIND_INVALID, "only internal uploads are submitted")
+    _require_unfinished(operation)
     candidate = session.get(ReleaseCandidate, operation.candidate_id)
     request = _require_still_current(session, candidate)
     approval = approvals.require_internal_upload(session, request, candidate, now=now)
+    if operation.status == "submitted":  # a retry whose answer was lost: recorded once
+        return {"authorized": True, "approvalExpiresAt": approval.expires_at.isoformat()}
     operation.submitted_at = now
     operation.status = "submitted"
     evidence.append(
@@ -250,6 +264,9 @@ def report_result(
     if result not in RESULTS:
         raise invalid(codes.RELEASE_RESULT_INVALID, "result is succeeded or failed")
     operation = _with_access(session, operation_id, access, now)
+    if operation.status == result:  # the same report again: answered, recorded once
+        return {"operationId": str(operation.id), "status": operation.status}
+    _require_unfinished(operation)
     candidate = session.get(ReleaseCandidate, operation.candidate_id)
     request = session.get(ReleaseRequest, candidate.release_request_id)
     evidence.append(
