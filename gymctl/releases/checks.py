@@ -12,6 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.errors import invalid
+from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.models.releases import BusinessCheck, ReleaseCandidate, ReleaseRequest
 from gymctl.releases import codes
 from gymctl.releases.requests import audit
@@ -44,16 +45,26 @@ def record(
     if status not in STATUSES:
         raise invalid(codes.RELEASE_CHECK_STATUS_INVALID, "status is passing or failing")
     key = (request.id, target, candidate.generation, check)
+    fields = {"status": status, "observed_at": now, "recorded_by_user_id": actor_user_id}
     row = session.get(BusinessCheck, key)
     if row is None:
-        row = BusinessCheck(
-            release_request_id=request.id,
-            target=target,
-            generation=candidate.generation,
-            check=check,
-        )
-        session.add(row)
-    row.status, row.observed_at, row.recorded_by_user_id = status, now, actor_user_id
+        # The first record of the check; the same check sent twice at once (a double tap, a
+        # retry) finds the first one's row and records this observation on it.
+        try:
+            with unique_violation("pk_release_business_checks"), session.begin_nested():
+                row = BusinessCheck(
+                    release_request_id=request.id,
+                    target=target,
+                    generation=candidate.generation,
+                    check=check,
+                    **fields,
+                )
+                session.add(row)
+                session.flush()
+        except UniqueViolation:
+            row = session.get(BusinessCheck, key, with_for_update=True, populate_existing=True)
+    for name, value in fields.items():
+        setattr(row, name, value)
     audit(
         session,
         request,
