@@ -61,8 +61,11 @@ URL = re.compile(r"https?://\S+")
 
 
 def slugify(name: str) -> str:
+    """The name's slug, cut to what `movements.slug` holds: a name may be 200 characters and
+    folding to ASCII may widen it ("\u3371" reads "hPa")."""
     text = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode().lower()
-    return re.sub(r"[^a-z0-9]+", "-", text.replace("'", "")).strip("-")
+    slug = re.sub(r"[^a-z0-9]+", "-", text.replace("'", "")).strip("-")
+    return slug[: TEXT_LIMITS["slug"]].rstrip("-")
 
 
 # A movement's pattern is what its primary muscle does; force splits the shoulder (press vs
