@@ -20,7 +20,6 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gymctl import ids
-from gymctl.access import codes as access_codes
 from gymctl.bookings import codes, quota
 from gymctl.bookings.eligibility import check_may_book
 from gymctl.bookings.schedule import class_session_of
@@ -97,7 +96,7 @@ def _lock_active_member(session: Session, organization_id: uuid.UUID, member: Me
     # A statement of its own, after the lock: PostgreSQL re-reads only the locked row of a
     # statement that waited, so a join would still see the gym as it was before the wait.
     if session.scalar(select(Organization.deleted_at).where(Organization.id == organization_id)):
-        raise not_found(access_codes.ORGANIZATION_NOT_FOUND, "the gym is deleted")
+        raise not_found(codes.ORGANIZATION_NOT_FOUND, "the gym is deleted")
     if status is not MembershipStatus.active:
         # Staff book by user id: a suspended, cancelled or invited membership books nothing.
         raise conflict(codes.MEMBERSHIP_NOT_ACTIVE, "only an active member books a class")
