@@ -267,6 +267,17 @@ def report_result(
     if operation.status == result:  # the same report again: answered, recorded once
         return {"operationId": str(operation.id), "status": operation.status}
     _require_unfinished(operation)
+    if (
+        operation.kind == "internal_upload"
+        and result == "succeeded"
+        and (operation.status != "submitted")
+    ):
+        # Spec A 3: the owner's approval is rechecked immediately before submit; an upload
+        # reported done without its submit skipped that recheck.
+        raise conflict(
+            codes.RELEASE_OPERATION_NOT_SUBMITTED,
+            "an internal upload succeeds only after its submit was authorized",
+        )
     candidate = session.get(ReleaseCandidate, operation.candidate_id)
     request = session.get(ReleaseRequest, candidate.release_request_id)
     evidence.append(

@@ -36,6 +36,21 @@ def _claimed(client, session, settings, gym, ci, kind):
     return operation, {"Authorization": f"Bearer {claimed.json['executorAccess']['token']}"}
 
 
+def _approve_upload(client, gym, candidate):
+    approved = owner_call(
+        client,
+        gym,
+        "POST",
+        "/releases/approvals",
+        json={
+            "purpose": "internal_upload",
+            "revision": 1,
+            "snapshotSha256": candidate.snapshot_sha256,
+        },
+    )
+    assert approved.status_code == 201, approved.json
+
+
 def _result(client, operation, headers, result):
     return client.post(
         f"/ci/releases/operations/{operation.id}/result", json={"result": result}, headers=headers
@@ -74,18 +89,7 @@ def test_a_finished_build_takes_no_second_result(
 def test_a_finished_internal_upload_is_not_submitted_again(
     client, session, settings, gym, candidate, ci, engine
 ):
-    approved = owner_call(
-        client,
-        gym,
-        "POST",
-        "/releases/approvals",
-        json={
-            "purpose": "internal_upload",
-            "revision": 1,
-            "snapshotSha256": candidate.snapshot_sha256,
-        },
-    )
-    assert approved.status_code == 201, approved.json
+    _approve_upload(client, gym, candidate)
     operation, headers = _claimed(client, session, settings, gym, ci, "internal_upload")
     submit = f"/ci/releases/operations/{operation.id}/submit"
     assert client.post(submit, headers=headers).status_code == 200
@@ -97,3 +101,23 @@ def test_a_finished_internal_upload_is_not_submitted_again(
     assert (again.status_code, again.json["code"]) == (409, "release_operation_finished")
     assert _evidence(session, operation) == ["submitted", "succeeded"]
     assert _ios_state(session) == "internal_upload_succeeded"
+
+
+@pytest.mark.embedded
+def test_an_internal_upload_never_submitted_cannot_succeed(
+    client, session, settings, gym, candidate, ci, engine
+):
+    """'The approval is rechecked immediately before submit' (spec A 3): an upload reported
+    succeeded without its submit skipped that recheck. Refused, nothing recorded; it may still
+    fail (a build that broke before submitting)."""
+    _approve_upload(client, gym, candidate)
+    operation, headers = _claimed(client, session, settings, gym, ci, "internal_upload")
+    before = _ios_state(session)
+
+    skipped = _result(client, operation, headers, "succeeded")
+
+    assert (skipped.status_code, skipped.json["code"]) == (409, "release_operation_not_submitted")
+    assert _evidence(session, operation) == []
+    assert _ios_state(session) == before
+    assert _result(client, operation, headers, "failed").status_code == 200
+    assert _evidence(session, operation) == ["failed"]
