@@ -686,6 +686,14 @@ def _end_pending_membership(session: Session, invitation: Invitation, *, now: da
         membership.updated_at = now
 
 
+def _raises(session: Session, membership: Membership, invitation: Invitation) -> bool:
+    """The invitation grants more than the active membership holds (one never lowers it), and
+    never a second owner (one per organization: spec A 2.7)."""
+    if invitation.role is Role.owner and owner_of(session, membership.organization_id):
+        return False
+    return invitation.role.rank > membership.role.rank
+
+
 def _activate(session: Session, invitation: Invitation, user: User, *, now: datetime) -> None:
     invitation.status = InvitationStatus.accepted
     invitation.accepted_at = now
@@ -707,7 +715,11 @@ def _activate(session: Session, invitation: Invitation, user: User, *, now: date
                 created_at=now,
             )
             session.add(membership)
-        if membership.status is not MembershipStatus.active:
+        if membership.status is not MembershipStatus.active or _raises(
+            session, membership, invitation
+        ):
+            # Accepting gives the role the staff granted: one who joined through the gym's
+            # public link meanwhile (a member) stayed a member with the invitation accepted.
             membership.role = invitation.role
         membership.status = MembershipStatus.active
         membership.invitation_held = False

@@ -8,7 +8,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
 from gymctl.access import codes, erased
@@ -17,6 +17,8 @@ from gymctl.access.leaving import end_holdings
 from gymctl.errors import conflict, forbidden, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import (
+    Invitation,
+    InvitationStatus,
     Membership,
     MembershipStatus,
     Organization,
@@ -25,6 +27,7 @@ from gymctl.models import (
     SalesGrant,
     User,
 )
+from gymctl.models.identity import same_address
 
 
 def resolve_membership(session: Session, org_id: uuid.UUID, user: User | None) -> Membership:
@@ -181,11 +184,39 @@ def end_membership(
     session: Session, membership: Membership, *, actor_user_id: uuid.UUID | None, now: datetime
 ) -> dict[str, int]:
     """The membership ends (cancelled), with its sales grant, its live plans and its seats to
-    come (leaving.end_holdings); the counts of those."""
+    come (leaving.end_holdings) and the gym's invitations still pending for the person; the
+    counts of those."""
     membership.status = MembershipStatus.cancelled
     membership.updated_at = now
     end_sales_grant(session, membership, actor_user_id=actor_user_id, now=now)
-    return end_holdings(session, membership, actor_user_id=actor_user_id, now=now)
+    ended = end_holdings(session, membership, actor_user_id=actor_user_id, now=now)
+    return {**ended, "invitationsRevoked": revoke_pending_invitations(session, membership, now=now)}
+
+
+def revoke_pending_invitations(session: Session, membership: Membership, *, now: datetime) -> int:
+    """The gym's invitations still pending for the membership's person are revoked with it: the
+    one that made a pending_invitation membership, accepted later, made the removed person a
+    member again. Taken after the membership's row lock (end_holdings), in erasure's order
+    (memberships, then invitations). A link request naming the person as the login is about
+    the gym's other profile of them, whose own membership stays as it is."""
+    person = session.get(User, membership.user_id)
+    match = [
+        (Invitation.user_id == membership.user_id) & Invitation.profile_user_id.is_(None),
+        Invitation.profile_user_id == membership.user_id,
+    ]
+    if person is not None and person.email:
+        # Sent before the address had a login: it names the person by address only.
+        match.append(Invitation.user_id.is_(None) & same_address(Invitation.email, person.email))
+    return session.execute(
+        update(Invitation)
+        .where(
+            Invitation.organization_id == membership.organization_id,
+            Invitation.status == InvitationStatus.pending,
+            or_(*match),
+        )
+        .values(status=InvitationStatus.revoked, revoked_at=now)
+        .execution_options(synchronize_session="fetch")
+    ).rowcount
 
 
 def end_sales_grant(

@@ -20,6 +20,12 @@ class Role(StrEnum):
     coach = "coach"
     member = "member"
 
+    @property
+    def rank(self) -> int:
+        """How much the role may do, for choosing between two of one person's (member 0,
+        owner 3): an invitation accepted or a link never lowers a role."""
+        return ("member", "coach", "admin", "owner").index(self.value)
+
 
 class MembershipStatus(StrEnum):
     active = "active"
