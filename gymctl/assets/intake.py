@@ -260,6 +260,17 @@ def same_rules(slot: Slot) -> tuple[str, ...]:
     return tuple(s.value for s in Slot if s is not Slot.icon)
 
 
+def require_same_rules(slot: Slot, asset: BrandAsset) -> None:
+    """A stored asset given by id goes only into a slot with the rules it was normalized for
+    (same_rules), refused as a key of another slot is on save."""
+    if asset.slot not in same_rules(slot):
+        raise StoredAssetRefused(
+            "brand_asset_stored_invalid",
+            f"that asset was normalized for {asset.slot}, not a slot like {slot.value}",
+            slot=slot.value,
+        )
+
+
 def _asset_ids(
     session: Session, organization_id: uuid.UUID, keys: dict[Slot, str]
 ) -> dict[Slot, uuid.UUID | None]:

@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from gymctl.assets.intake import require_same_rules
 from gymctl.assets.read_ahead import ReadAhead
 from gymctl.assets.types import Slot
 from gymctl.branding import codes
@@ -67,16 +68,17 @@ def logo_keys(
     session: Session, organization_id: uuid.UUID, logos: dict[str, Any]
 ) -> dict[str, str]:
     """slot -> asset id from the caller, as slot -> durable key (a stored asset's key never
-    changes)."""
+    changes). Each asset keeps the rules of the slot it was normalized for (spec A 2.11)."""
     keys = {}
     for slot, asset_id in logos.items():
         try:
-            Slot(slot)
+            kind = Slot(slot)
             asset = session.get(BrandAsset, uuid.UUID(str(asset_id)))
         except ValueError:
             raise invalid(codes.BRAND_LOGO_INVALID, f"{slot}: a slot and an asset id") from None
         if asset is None or asset.organization_id != organization_id:
             raise not_found(codes.BRAND_ASSET_NOT_FOUND, f"{slot}: no such brand asset")
+        require_same_rules(kind, asset)
         keys[slot] = asset.key
     return keys
 
@@ -188,13 +190,20 @@ def save_website_draft(
 
 
 def save_app_draft(
-    session: Session, organization_id: uuid.UUID, *, display_name: str | None, now: datetime
+    session: Session,
+    organization_id: uuid.UUID,
+    *,
+    display_name: str | Keep | None,
+    now: datetime,
 ) -> MemberAppDraft:
+    """Save the member app's draft settings. An absent (KEEP) display name keeps the draft's
+    value, as the brand save does; None clears it."""
     lock_branding(session, organization_id)
     draft = session.get(MemberAppDraft, organization_id) or MemberAppDraft(
         organization_id=organization_id
     )
-    draft.display_name = display_name
+    if display_name is not KEEP:
+        draft.display_name = display_name
     draft.updated_at = now
     session.add(draft)
     session.flush()

@@ -121,7 +121,17 @@ def save_website(org_id):
 
 
 class AppDraftBody(Body):
-    display_name: str | None = Field(None, alias="displayName", min_length=1, max_length=60)
+    display_name: str | None = Field(
+        None,
+        alias="displayName",
+        min_length=1,
+        max_length=60,
+        description="absent keeps the draft's display name; null clears it",
+    )
+
+    def kept(self) -> str | workspace.Keep | None:
+        """An absent displayName keeps the draft's value; an explicit null clears it."""
+        return self.display_name if "display_name" in self.model_fields_set else workspace.KEEP
 
 
 @bp.put(f"{WORKSPACE}/app")
@@ -129,7 +139,7 @@ class AppDraftBody(Body):
 @recorded("branding.app.save")
 def save_app(org_id):
     body = parse(AppDraftBody)
-    workspace.save_app_draft(db(), org_id, display_name=body.display_name, now=now())
+    workspace.save_app_draft(db(), org_id, display_name=body.kept(), now=now())
     return jsonify(workspace.channel(db(), org_id, "app"))
 
 
