@@ -13,7 +13,15 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from gymctl.models import Booking, Membership, MembershipStatus, Subscription, User
+from gymctl.access.leaving import end_holdings
+from gymctl.models import (
+    Booking,
+    Membership,
+    MembershipStatus,
+    SalesGrant,
+    Subscription,
+    User,
+)
 from gymctl.models.base import Base
 from gymctl.models.billing import PlanType, SubscriptionStatus
 
@@ -30,6 +38,7 @@ def fold_person(session: Session, source: User, target: User, *, now: datetime) 
     takes nothing with it, its plans and bookings moved first: the source's ends (cancelled,
     kept on the retired row with what the gym collected on it, as erasure keeps it); the
     target's, when it gives way (never active), is deleted, its place taken by the source's."""
+    ended = []
     kept = {
         membership.organization_id: membership
         for membership in session.scalars(select(Membership).where(Membership.user_id == target.id))
@@ -47,7 +56,10 @@ def fold_person(session: Session, source: User, target: User, *, now: datetime) 
             membership.user_id = target.id
         else:
             _fold_membership(session, membership, theirs, now=now)
+            if membership.status is MembershipStatus.active:
+                _keep_role(session, membership, theirs, now=now)
             membership.status = MembershipStatus.cancelled
+            ended.append(membership)
         membership.updated_at = now
     session.flush()
     _move_plans(session, source, target)
@@ -56,6 +68,8 @@ def fold_person(session: Session, source: User, target: User, *, now: datetime) 
             update(column.table).where(column == source.id).values({column.name: target.id})
         )
     session.flush()
+    for membership in ended:  # a seat the kept one holds too: given up, the waitlist moves up
+        end_holdings(session, membership, actor_user_id=None, now=now)
 
 
 def _fold_membership(
@@ -76,6 +90,24 @@ def _fold_membership(
         .values(membership_id=kept.id, user_id=kept.user_id, updated_at=now)
     )
     session.flush()
+
+
+def _keep_role(session: Session, source: Membership, kept: Membership, *, now: datetime) -> None:
+    """Both rows are active members of the gym: the one that goes on holds the higher role of
+    the two (a link lowers no one: a coach the gym invited stays a coach, an owner the owner),
+    and the dropped one's live sales grant where it has none."""
+    if source.role.rank > kept.role.rank:
+        kept.role = source.role
+        kept.updated_at = now
+    live = select(SalesGrant.id).where(
+        SalesGrant.membership_id == kept.id, SalesGrant.revoked_at.is_(None)
+    )
+    if session.scalar(live) is None:
+        session.execute(
+            update(SalesGrant)
+            .where(SalesGrant.membership_id == source.id, SalesGrant.revoked_at.is_(None))
+            .values(membership_id=kept.id)
+        )
 
 
 def _move_plans(session: Session, source: User, target: User) -> None:
