@@ -176,6 +176,15 @@ def _merge_in_order(
     for winner_id, loser_id in pairs:
         winner, loser = rows[winner_id], rows[loser_id]
         if loser.deleted_at is not None:
+            survivor = _survivor(session, loser)
+            if survivor is not None and survivor != winner.id:
+                raise conflict(
+                    codes.MERGE_LOSER_MERGED_ELSEWHERE,
+                    f"{loser.slug} was merged into another movement; its references are there",
+                    loserId=str(loser.id),
+                    mergedIntoId=str(loser.merged_into_id),
+                    survivorId=str(survivor),
+                )
             results.append(_outcome(winner, loser, "already_merged"))
         elif winner.deleted_at is not None:
             raise conflict(
@@ -189,6 +198,19 @@ def _merge_in_order(
                 results.append(_merge(session, vectors, winner, loser, now=now, actor=actor))
         progress.advance()
     return results
+
+
+def _survivor(session: Session, loser: Movement) -> uuid.UUID | None:
+    """Where a merged loser's references went: the end of its merged_into chain (None for a
+    row deleted without a merge)."""
+    seen, current = set(), loser
+    while current.merged_into_id is not None and current.id not in seen:
+        seen.add(current.id)
+        following = session.get(Movement, current.merged_into_id)
+        if following is None:
+            return current.merged_into_id
+        current = following
+    return None if current is loser else current.id
 
 
 def _outcome(winner: Movement, loser: Movement, outcome: str) -> dict[str, Any]:
