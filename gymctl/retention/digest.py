@@ -14,13 +14,14 @@ organization's digest again.
 from __future__ import annotations
 
 import logging
+import uuid
 from datetime import datetime
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.access import erased
-from gymctl.db import READ_ONLY, upsert_for
+from gymctl.db import READ_ONLY, each_committed, upsert_for
 from gymctl.events import EventKind, emit
 from gymctl.models import (
     Membership,
@@ -94,15 +95,18 @@ def send_digests(
             .group_by(RetentionCase.organization_id)
             .order_by(func.min(RetentionCase.opened_at))
         ).all()
-    sent = 0
-    for organization_id in organization_ids:
-        with factory() as session:
-            if _send_digest(session, mailer, organization_id, now=now, locale=locale):
-                session.commit()
-                sent += 1
-            else:
-                session.rollback()
-    return {"orgsChecked": len(organization_ids), "sent": sent}
+
+    def send(session: Session, organization_id: uuid.UUID) -> str:
+        # "failed" rolls the organization's day back: not claimed, retried by a later run.
+        sent = _send_digest(session, mailer, organization_id, now=now, locale=locale)
+        return "sent" if sent else "failed"
+
+    # A gym whose digest fails unexpectedly is logged and passed over: the gyms are taken
+    # oldest case first, so raising here left every gym behind it without its digest.
+    counts = each_committed(
+        factory, organization_ids, send, {"sent": 0, "failed": 0}, what="digest of organization"
+    )
+    return {"orgsChecked": len(organization_ids), "sent": counts["sent"]}
 
 
 def _send_digest(

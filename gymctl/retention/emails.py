@@ -30,11 +30,19 @@ _TEMPLATES = Environment(
 
 
 def render(name: str, locale: str | None, **context: Any) -> tuple[str, str]:
-    """(subject, body) of template `name` in `locale` (en when unsupported)."""
+    """(subject, body) of template `name` in `locale` (en when unsupported). A text value
+    (a gym's, a plan's or a member's name) is put on one line: a line break in one cut the
+    subject short, and a carriage return is refused in any mail header (the email was never
+    sent, and the sweep sending it stopped there)."""
     locale = locale if locale in LOCALES else DEFAULT_LOCALE
+    context = {key: _one_line(value) for key, value in context.items()}
     text = _TEMPLATES.get_template(f"{locale}/{name}.txt").render(**context)
     first, _, body = text.partition("\n")
     return first.removeprefix("Subject:").strip(), body.lstrip("\n")
+
+
+def _one_line(value: Any) -> Any:
+    return " ".join(value.split()) if isinstance(value, str) else value
 
 
 def send(

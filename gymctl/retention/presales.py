@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
 from gymctl.billing.attempts import emit_cancelled
+from gymctl.db import each_committed
 from gymctl.errors import conflict
 from gymctl.events import EventKind, emit
 from gymctl.models import Organization, Plan, RetentionCase, Subscription, User
@@ -231,18 +232,23 @@ def notify_pending(
             .order_by(RetentionCase.opened_at, RetentionCase.id)
             .limit(limit)
         ).all()
-    sent = 0
-    for case_id in waiting:
-        with factory() as session:
-            case = session.scalar(
-                select(RetentionCase)
-                .where(RetentionCase.id == case_id, *_not_notified())
-                .with_for_update(skip_locked=True)
-            )
-            if case is not None:  # else sent since, or another pass is sending it
-                sent += notify_case(session, mailer, case, now=now)
-                session.commit()
-    return sent
+
+    def notify(session: Session, case_id: uuid.UUID) -> str:
+        case = session.scalar(
+            select(RetentionCase)
+            .where(RetentionCase.id == case_id, *_not_notified())
+            .with_for_update(skip_locked=True)
+        )
+        if case is None:  # sent since, or another pass is sending it
+            return "skipped"
+        return "sent" if notify_case(session, mailer, case, now=now) else "unsent"
+
+    # A case whose email fails unexpectedly is logged and left for the next pass: it is the
+    # oldest, so raising here stopped every pass at it and no case behind it was ever sent.
+    counts = {"sent": 0, "unsent": 0, "skipped": 0, "failed": 0}
+    return each_committed(factory, waiting, notify, counts, what="presale case email of case")[
+        "sent"
+    ]
 
 
 # cases_waiting's statements, built once (the forecast asks after most ticks).

@@ -37,7 +37,7 @@ from gymctl.billing.refunds import begin_refund, execute_refund, refundable_amou
 from gymctl.bridge import mirror
 from gymctl.clock import LONG_AGO
 from gymctl.crypto import FieldCipher
-from gymctl.db import is_postgres
+from gymctl.db import each_committed, is_postgres
 from gymctl.events import EventKind, emit
 from gymctl.models import (
     CancellationNotice,
@@ -552,7 +552,6 @@ def unresolved_refunds(factory: sessionmaker[Session], *, limit: int) -> list[uu
 def send_pending_emails(
     factory: sessionmaker[Session], mailer: Mailer, *, now: datetime, limit: int = BATCH
 ) -> int:
-    sent = 0
     with factory() as session:
         pending = session.scalars(
             select(CancellationSettlement.id)
@@ -560,18 +559,23 @@ def send_pending_emails(
             .order_by(CancellationSettlement.created_at, CancellationSettlement.id)
             .limit(limit)
         ).all()
-    for settlement_id in pending:
-        with factory() as session:
-            settlement = session.scalar(
-                select(CancellationSettlement)
-                .where(
-                    CancellationSettlement.id == settlement_id,
-                    CancellationSettlement.email_sent_at.is_(None),
-                )
-                .with_for_update(skip_locked=True)
+
+    def send(session: Session, settlement_id: uuid.UUID) -> str:
+        settlement = session.scalar(
+            select(CancellationSettlement)
+            .where(
+                CancellationSettlement.id == settlement_id,
+                CancellationSettlement.email_sent_at.is_(None),
             )
-            if settlement is None:
-                continue
-            sent += send_ended_email(session, settlement, mailer, now=now)
-            session.commit()
-    return sent
+            .with_for_update(skip_locked=True)
+        )
+        if settlement is None:
+            return "skipped"
+        return "sent" if send_ended_email(session, settlement, mailer, now=now) else "unsent"
+
+    # An email that fails unexpectedly is logged and left for the next run: the oldest goes
+    # first, so raising here stopped every run at it and no member behind it was told.
+    counts = {"sent": 0, "unsent": 0, "skipped": 0, "failed": 0}
+    return each_committed(
+        factory, pending, send, counts, what="membership-ended email of settlement"
+    )["sent"]
