@@ -29,7 +29,7 @@ from gymctl.providers.event_sink import sink_from_url
 from gymctl.providers.identity_admin import identity_admin_from_settings
 from gymctl.providers.mail import mailer_from_settings
 from gymctl.providers.push import push_provider_from_settings
-from gymctl.relay import relay_events
+from gymctl.relay import prune_delivered, relay_events
 from gymctl.releases.candidates import supersede_stale
 from gymctl.releases.push_notices import push_notices
 from gymctl.retention import jobs as retention
@@ -135,6 +135,11 @@ def job_runs_prune(session: Session, now: datetime, settings: Settings) -> JobRe
     return {"deleted": deleted.rowcount}
 
 
+def outbox_prune(session: Session, now: datetime, settings: Settings) -> JobResult:
+    """Delivered outbox events gain a row per change, analytics and audit event: keep 30 days."""
+    return {"deleted": prune_delivered(session, now=now)}
+
+
 def rate_windows_prune(session: Session, now: datetime, settings: Settings) -> JobResult:
     """Rate-limit windows older than an hour are never read again (the longest is 10 minutes)."""
     return {"deleted": ratelimit.prune(session, now=now)}
@@ -195,6 +200,7 @@ JOBS: tuple[AnyJob, ...] = (
         "register the rows of queued roster imports, a chunk per transaction",
     ),
     Job("job_runs_prune", 3600, job_runs_prune, "delete job_runs rows older than 14 days"),
+    Job("outbox_prune", 300, outbox_prune, "delete outbox events delivered over 30 days ago"),
     Job("rate_windows_prune", 3600, rate_windows_prune, "delete rate-limit windows past an hour"),
     Job(
         "webhook_deliveries_prune",

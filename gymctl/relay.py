@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.db import READ_ONLY
@@ -33,6 +33,10 @@ from gymctl.providers.event_sink import EventSink, SinkError
 logger = logging.getLogger(__name__)
 
 MAX_ERROR_CHARS = 500
+# Delivered events are kept this long (the member emails and pushes read 2 days back; the
+# sink's consumers have their copy), then pruned at most PRUNE_BATCH a run.
+DELIVERED_KEPT = timedelta(days=30)
+PRUNE_BATCH = 10_000
 
 
 @dataclass(frozen=True)
@@ -123,3 +127,20 @@ def _error_text(error: Exception) -> str:
     # (a payload value), so only its type is kept.
     text = str(error) if isinstance(error, SinkError) else f"{type(error).__name__} from the sink"
     return text[:MAX_ERROR_CHARS]
+
+
+def prune_delivered(session: Session, *, now: datetime, limit: int = PRUNE_BATCH) -> int:
+    """Delete up to `limit` events delivered more than DELIVERED_KEPT ago, oldest first; an
+    undelivered event is never deleted. The newest event is kept whatever its age: the embedded
+    default's ids are SQLite rowids (no AUTOINCREMENT), and with the highest one gone the next
+    event would take an id again, one that consumers (dedupe by id) and the member emails and
+    pushes (keyed by it) have already seen."""
+    newest = select(func.max(OutboxEvent.id)).scalar_subquery()
+    oldest = (
+        select(OutboxEvent.id)
+        .where(OutboxEvent.delivered_at < now - DELIVERED_KEPT, OutboxEvent.id < newest)
+        .order_by(OutboxEvent.id)
+        .limit(limit)
+    )
+    statement = delete(OutboxEvent).where(OutboxEvent.id.in_(oldest.scalar_subquery()))
+    return session.execute(statement.execution_options(synchronize_session=False)).rowcount

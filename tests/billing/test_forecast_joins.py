@@ -68,6 +68,7 @@ NOT_FORECAST = {
     "member_imports": "roster imports",
     "link_requests": "emails asking a login to link a gym's profile",
     "job_runs_prune": "the runner's ledger",
+    "outbox_prune": "forgets delivered outbox events",
     "rate_windows_prune": "rate-limit windows",
     "webhook_deliveries_prune": "webhook replay keys",
     "movement_jobs": "the movement library",
