@@ -24,6 +24,7 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from daemons.jobs import AnyJob, JobResult, OwnTransactionsJob, select_jobs
@@ -192,6 +193,15 @@ def _claim_tick(
     with session_factory() as session:
         if session.get(JobRun, (job.name, tick)) is not None:
             return False
+        # Under the job's lock no other run of it is going, so a latest row still running is
+        # one whose daemon stopped between its claim and its close (killed, its database
+        # gone): it stayed "running" in the ledger for as long as the row was kept.
+        last = session.scalar(
+            select(JobRun).where(JobRun.job_name == job.name).order_by(JobRun.tick.desc()).limit(1)
+        )
+        if last is not None and last.status == "running":
+            last.status = "failed"
+            last.result = f"lost: its runner {last.runner} stopped before the run ended"
         session.add(
             JobRun(job_name=job.name, tick=tick, runner=runner, started_at=now, status="running")
         )
