@@ -22,16 +22,19 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
+from gymctl.billing.accounts import billing_settings
 from gymctl.bookings import book as bookings
 from gymctl.bookings import quota
+from gymctl.bookings.eligibility import BOOKABLE
 from gymctl.bridge import codes, cutover, entity_map, queue
 from gymctl.bridge.polling import Noticed
+from gymctl.db import is_postgres
 from gymctl.errors import DomainError, conflict, not_found
 from gymctl.events import EventKind, emit
-from gymctl.models import Booking, BookingStatus, ClassSession, Membership
+from gymctl.models import Booking, BookingStatus, ClassSession, Membership, Subscription
 from gymctl.models.bridge import BridgeIssue, EntityLink, EntityType, IntegrationConnection
 
 
@@ -243,8 +246,90 @@ HANDLERS = {
 }
 
 
+def lock_first(session: Session, organization_id: uuid.UUID, noticed: Noticed) -> None:
+    """The memberships, then the plans, that applying `noticed` will lock, locked before any
+    class session's (billing's order: organization, membership, subscription, then the
+    session). The changes are applied one after another in the poll's one transaction and
+    each takes a class session's lock: a member booked after that took the membership's lock
+    while holding a session's, the reverse order, and a member leaving meanwhile (the
+    membership's lock, then each seat's session) ended one side in a deadlock. So did a seat
+    of a leaving member cancelled or promoted here: the mirror's lock of the member's ops
+    (mirror._last_op), which the leaving member's first cancelled seat already held.
+
+    Locked: each member booked, each member whose seat is cancelled, each member waiting in a
+    class where a seat is freed or taken (a promotion), shared as book() takes a membership;
+    each plan a seat spends or gets back, as bookings.quota locks it. On the embedded default
+    the transaction already holds the database's one write lock: nothing to order."""
+    if not is_postgres(session):
+        return
+    booked: set[uuid.UUID] = set()  # members book() locks, with a plan of theirs
+    ending: set[uuid.UUID] = set()  # bookings cancelled: their plan gets its session back
+    removed: set[uuid.UUID] = set()  # classes cancelled with every active booking
+    seats: set[uuid.UUID] = set()  # classes whose waitlist a freed or taken seat promotes
+    for kind, row in noticed:
+        if kind == "booking_seen":
+            booked.add(uuid.UUID(row.data["memberId"]))
+            target = _session_of(session, organization_id, row.data["scheduleId"])
+            if target is not None:
+                seats.add(target.id)
+        elif kind == "booking_cancelled" and row.platform_id is not None:
+            ending.add(uuid.UUID(row.platform_id))
+        elif kind == "class_removed" and row.platform_id is not None:
+            removed.add(uuid.UUID(row.platform_id))
+    if ending:
+        seats |= set(
+            session.scalars(select(Booking.class_session_id).where(Booking.id.in_(ending)))
+        )
+    members, plans = set(booked), set()
+    if ending or removed or seats:
+        rows = session.execute(  # columns: the handlers read the rows fresh, under the locks
+            select(
+                Booking.id,
+                Booking.class_session_id,
+                Booking.membership_id,
+                Booking.subscription_id,
+                Booking.status,
+            ).where(
+                or_(Booking.id.in_(ending), Booking.class_session_id.in_(removed | seats)),
+                Booking.status.in_(bookings.ACTIVE),
+                Booking.deleted_at.is_(None),
+            )
+        ).all()
+        for booking_id, class_id, membership_id, plan, status in rows:
+            ends = booking_id in ending or class_id in removed
+            if ends or status is BookingStatus.waitlisted:
+                members.add(membership_id)
+            if ends and plan is not None:
+                plans.add(plan)
+    if booked and billing_settings(session, organization_id).plan_required_to_book:
+        plans |= set(
+            session.scalars(  # the plans bookings.quota.plan_for_seat may lock for a seat
+                select(Subscription.id).where(
+                    Subscription.membership_id.in_(booked),
+                    Subscription.status.in_(BOOKABLE),
+                    Subscription.ended_at.is_(None),
+                    Subscription.deleted_at.is_(None),
+                )
+            )
+        )
+    if plans:
+        members |= set(
+            session.scalars(select(Subscription.membership_id).where(Subscription.id.in_(plans)))
+        )
+    for membership_id in sorted(members):
+        session.scalar(
+            select(Membership.id).where(Membership.id == membership_id).with_for_update(read=True)
+        )
+    for subscription_id in sorted(plans):
+        session.scalar(
+            select(Subscription.id).where(Subscription.id == subscription_id).with_for_update()
+        )
+
+
 def apply(session: Session, connection: IntegrationConnection, noticed: Noticed, now) -> dict:
-    """Each noticed change, applied or raised; counts by kind and outcome."""
+    """Each noticed change, applied or raised; counts by kind and outcome. The locks they take
+    are ordered first (lock_first)."""
+    lock_first(session, connection.organization_id, noticed)
     counts: dict[str, int] = {}
     for kind, row in noticed:
         outcome = HANDLERS[kind](session, connection.organization_id, row, now)
