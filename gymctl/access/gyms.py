@@ -128,6 +128,15 @@ def delete_organization(
         now=now,
     )
     # Deleted first: a seat given up passes to no one (the waitlist of a deleted gym waits).
+    # Every membership's lock before any seat's session (billing's order, in id order): locked
+    # one by one as it went, a booking in flight held the next one shared while it waited for
+    # a session whose seat the deletion had just given up, and PostgreSQL ended one of them.
+    session.execute(
+        select(Membership.id)
+        .where(Membership.organization_id == organization.id)
+        .order_by(Membership.id)
+        .with_for_update()
+    ).all()
     for membership in session.scalars(
         select(Membership)
         .where(Membership.organization_id == organization.id)

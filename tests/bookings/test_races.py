@@ -235,6 +235,60 @@ def test_a_booking_that_waited_on_a_gym_deletion_is_refused_organization_not_fou
     assert scene.bookings() == []
 
 
+def test_a_gym_deleted_while_a_later_member_books_gives_both_seats_up_without_a_deadlock(
+    scene,
+):
+    """Billing's order, membership before session, in a gym's deletion too: it gave up one
+    member's seats (that class session's lock) and only then locked the next membership, which
+    a booking in flight held shared while it waited for that session: "deadlock detected".
+    The deletion locks its memberships first, so it waits for the booking and gives its seat
+    up with the others."""
+    with Session(scene.engine, expire_on_commit=False) as session:
+        first = scene.book(session)  # the gym's first member holds a seat in the class
+        later = add_member(session, session.get(Organization, scene.organization_id))
+        # The deletion reaches it after the first member.
+        later.created_at = session.get(Membership, scene.membership_id).created_at + timedelta(
+            minutes=1
+        )
+        session.commit()
+    factory = sessionmaker(bind=scene.engine, expire_on_commit=False)
+    holding, go = threading.Event(), threading.Event()
+
+    def booking(session: Session) -> Booking:
+        member = session.get(Membership, later.id)
+        book._lock_active_member(session, scene.organization_id, member)  # book()'s first lock
+        holding.set()
+        assert go.wait(20)
+        return book.book(
+            session,
+            scene.organization_id,
+            scene.session_id,
+            member,
+            actor_user_id=member.user_id,
+            now=NOW,
+        )
+
+    booker, deleter = Transaction(factory, booking), Transaction(factory, scene.delete_gym)
+    booker.release.set()
+    deleter.release.set()
+    booker.start()
+    try:
+        assert holding.wait(20)
+        deleter.start()
+        wait_for_a_lock_wait(scene.engine)  # the deletion waits on the later membership
+    finally:
+        go.set()
+        booker.join()
+        deleter.join()
+
+    assert booker.error is None, booker.error
+    assert deleter.error is None, deleter.error
+    assert {(b.id, b.status) for b in scene.bookings()} == {
+        (first.id, BookingStatus.cancelled),
+        (booker.result.id, BookingStatus.cancelled),
+    }
+
+
 def test_a_member_checked_in_while_the_no_show_pass_runs_is_no_no_show(scene):
     """'Every confirmed booking without a check-in' is a no-show: the pass reads the bookings
     under their locks, so a check-in committed meanwhile is left out, never marked both."""
