@@ -82,7 +82,13 @@ def _sweep_does_nothing(session, session_factory, doors, subscription, effective
     session.commit()
     assert period_end_due(session) is None
     result = period_end_sweep(session_factory, doors, now=effective + timedelta(hours=1))
-    assert result.as_dict() == {"cancelled": [], "refunded": 0, "ownerTasks": 0, "emailed": 0}
+    assert result.as_dict() == {
+        "cancelled": [],
+        "refunded": 0,
+        "ownerTasks": 0,
+        "emailed": 0,
+        "errors": 0,
+    }
     assert session.scalar(select(func.count()).select_from(CancellationSettlement)) == 0
     assert _events(session, subscription.id, "subscription.cancellation_settled") == []
 

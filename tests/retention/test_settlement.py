@@ -30,7 +30,7 @@ from gymctl.models.billing import (
 from gymctl.providers.card_http import REFUND
 from gymctl.providers.documents import LocalDocumentProvider
 from gymctl.providers.mail import MailError, read_mailbox
-from gymctl.retention import notices
+from gymctl.retention import notices, settlement
 from gymctl.retention.proration import prorated_refund, refund_days
 from gymctl.retention.settlement import period_end_sweep
 from tests.billing.factories import (
@@ -538,3 +538,41 @@ def test_a_charge_date_moved_before_the_period_end_does_not_collect_past_a_notic
         )
     ).all()
     assert charges == []
+
+
+@pytest.mark.embedded
+def test_a_notice_whose_settlement_fails_holds_back_no_other(
+    session, session_factory, gym, doors, monkeypatch, caplog
+):
+    """One notice's fault holds back no other (DESIGN: every sweep restart-safe): the matured
+    notices are taken oldest first, and one whose settlement raised stopped the sweep there at
+    every pass, so no member behind it was ever settled. It is logged and tried next pass."""
+    first, second = (
+        make_subscription(session, gym, PlanType.cash, current_period_end=NOW + 30 * D)
+        for _ in range(2)
+    )
+    _notice(session, gym, first, NOW)
+    _notice(session, gym, second, NOW + timedelta(minutes=1))
+    session.commit()
+    settle_one = settlement.settle_one
+
+    def faulty(session, subscription, doors, *, now):
+        if subscription.id == first.id:
+            raise RuntimeError("a fault in this notice's settlement")
+        return settle_one(session, subscription, doors, now=now)
+
+    monkeypatch.setattr(settlement, "settle_one", faulty)
+    at = NOW + timedelta(minutes=1)
+    with caplog.at_level("ERROR", logger="gymctl.retention"):
+        result = _sweep(session_factory, doors, at)
+
+    assert (result.cancelled, result.errors) == ([str(second.id)], 1)
+    assert any(str(first.id) in record.getMessage() for record in caplog.records)
+    session.expire_all()
+    assert (first.status, second.status) == (
+        SubscriptionStatus.active,
+        SubscriptionStatus.cancelled,
+    )
+
+    monkeypatch.setattr(settlement, "settle_one", settle_one)  # the fault is mended
+    assert _sweep(session_factory, doors, at + D).cancelled == [str(first.id)]
