@@ -282,23 +282,33 @@ def _claim(factory: sessionmaker[Session], at: datetime, done: dict[str, int]) -
                 error=f"its worker stopped {MAX_ATTEMPTS} times before it finished",
             )
         ).rowcount
-        run = session.scalar(
-            select(ForecastRun)
-            .where(or_(ForecastRun.status == ForecastRunStatus.queued, lost))
-            .order_by(ForecastRun.created_at, ForecastRun.id)
-            .limit(1)
-            .with_for_update(skip_locked=True)
-        )
-        if run is None:
+        while True:
+            run = session.scalar(
+                select(ForecastRun)
+                .where(or_(ForecastRun.status == ForecastRunStatus.queued, lost))
+                .order_by(ForecastRun.created_at, ForecastRun.id)
+                .limit(1)
+                .with_for_update(skip_locked=True)
+            )
+            if run is None:
+                session.commit()
+                return None
+            try:
+                request = ForecastRequest.of(run.parameters)
+            except (KeyError, TypeError, ValueError) as error:
+                # Stored by another release (a field added since): raised here, it stopped
+                # every pass at this run, the oldest, and no gym's forecast behind it ran.
+                run.status, run.finished_at = ForecastRunStatus.failed, at
+                run.error_code = codes.FORECAST_FAILED
+                run.error = f"its stored request no longer reads ({type(error).__name__})"
+                done["failed"] += 1
+                continue
+            run.status, run.attempts = ForecastRunStatus.running, run.attempts + 1
+            run.started_at = run.heartbeat_at = at
+            run.reached = None
+            claim = _Claim(run.id, run.attempts, run.organization_id, request)
             session.commit()
-            return None
-        run.status, run.attempts = ForecastRunStatus.running, run.attempts + 1
-        run.started_at = run.heartbeat_at = at
-        run.reached = None
-        request = ForecastRequest.of(run.parameters)
-        claim = _Claim(run.id, run.attempts, run.organization_id, request)
-        session.commit()
-        return claim
+            return claim
 
 
 def _heartbeat(

@@ -492,3 +492,29 @@ def test_a_forecast_that_crashes_fails_as_forecast_failed_and_the_next_run_goes_
     assert _work(session_factory)["succeeded"] == 1
     session.refresh(later)
     assert later.status == "succeeded"
+
+
+def test_a_run_whose_stored_request_no_longer_reads_fails_and_holds_back_no_other(
+    session, session_factory, gym
+):
+    """One run per pass, oldest first: a queued run whose stored parameters no longer read (a
+    run queued by an older release, a field added since) raised in the claim at every pass,
+    and no forecast of any gym behind it ever ran. It fails (forecast_failed) and the next is
+    claimed."""
+    stale = _queue(session, gym, days=30)
+    stale.parameters = {"until": stale.parameters["until"]}  # the other fields unknown to it
+    later = _queue(session, gym, days=30)
+    session.execute(
+        update(ForecastRun)
+        .where(ForecastRun.id == later.id)
+        .values(created_at=stale.created_at + timedelta(seconds=1))
+    )
+    session.commit()
+
+    done = _work(session_factory)
+
+    assert (done["failed"], done["succeeded"]) == (1, 1)
+    session.expire_all()
+    failed = session.get(ForecastRun, stale.id)
+    assert (failed.status, failed.error_code) == ("failed", "forecast_failed")
+    assert session.get(ForecastRun, later.id).status == "succeeded"
