@@ -287,10 +287,10 @@ JOBS: tuple[AnyJob, ...] = (
     ),
     OwnTransactionsJob(
         "retention_digest",
-        86400,
+        3600,
         retention.retention_digest,
-        "07:00 UTC: the retention digest to owners and admins, a gym per transaction",
-        offset_seconds=7 * 3600,
+        "hourly from 07:00 UTC: the day's retention digest to owners and admins, once per gym "
+        "and day (a refused one is sent the next hour), a gym per transaction",
     ),
     OwnTransactionsJob(
         "cancellation_sweep",

@@ -35,6 +35,7 @@ from gymctl.providers.mail import Mailer, MailError
 from gymctl.retention import emails
 
 log = logging.getLogger("gymctl.retention")
+DIGEST_HOUR = 7  # UTC: a day's digest is due from 07:00 (the daemon's job, hourly after)
 
 
 def _claim(session: Session, organization_id, day, *, recipients: int, cases: int, now) -> bool:

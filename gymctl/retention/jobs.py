@@ -15,7 +15,7 @@ from gymctl.providers.card_factory import card_provider_from_settings
 from gymctl.providers.documents import LocalDocumentProvider
 from gymctl.providers.mail import Mailer, mailer_from_settings
 from gymctl.retention.billing_emails import send_billing_emails
-from gymctl.retention.digest import send_digests
+from gymctl.retention.digest import DIGEST_HOUR, send_digests
 from gymctl.retention.escalation import escalate
 from gymctl.retention.presales import presale_cases_pass
 from gymctl.retention.refund_tasks import bump_overdue_refund_tasks
@@ -44,6 +44,11 @@ def retention_presale_cases(
 def retention_digest(
     factory: sessionmaker[Session], now: datetime, settings: Settings
 ) -> dict[str, Any]:
+    """Hourly from DIGEST_HOUR UTC: each gym's day is claimed once, and a day a mail failure
+    left unclaimed is sent by the next hour's run (once a day, the next run claimed the next
+    day and the refused one was never sent)."""
+    if now.hour < DIGEST_HOUR:
+        return {"orgsChecked": 0, "sent": 0}
     return send_digests(factory, mailer_from_settings(settings), now=now)
 
 

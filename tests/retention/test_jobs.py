@@ -94,3 +94,31 @@ def test_each_job_runs_its_sweep_and_a_second_run_does_nothing(
         assert not any(
             value for key, value in result.items() if key not in ("checked", "orgsChecked")
         ), (job.name, result)
+
+
+def test_a_digest_the_mail_server_refused_at_seven_is_sent_later_that_day(
+    session, session_factory, gym, tmp_path
+):
+    """'A mail failure unclaims its organization's day (the next run retries it)': the job ran
+    once a day, and the next run claimed the next day, so a refused day's digest was never
+    sent. It runs every hour from 07:00 UTC (each gym's day is claimed once)."""
+    (job,) = select_jobs(["retention_digest"])
+    home = {
+        "GYMCTL_ENV": "test",
+        "GYMCTL_HOME": str(tmp_path),
+        "GYMCTL_BILLING_ENCRYPTION_KEY": TEST_KEY,
+    }
+    settings = Settings(**home)
+    down = Settings(**home, GYMCTL_SMTP_URL="smtp://127.0.0.1:1")
+    give_notice(session, gym, make_subscription(session, gym, PlanType.cash))
+    session.commit()
+    seven = NOW.replace(hour=7)
+
+    assert job.run(session_factory, seven - timedelta(hours=1), settings)["sent"] == 0  # not yet
+    assert job.run(session_factory, seven, down)["sent"] == 0  # refused: the day unclaimed
+    step = timedelta(seconds=job.interval_seconds)
+    again = seven + step
+    assert again.date() == seven.date()
+    assert job.run(session_factory, again, settings)["sent"] == 1
+    assert job.run(session_factory, again + step, settings)["sent"] == 0  # once a day
+    assert len(read_mailbox(settings.mailbox_path)) == 1
