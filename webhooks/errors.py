@@ -7,7 +7,7 @@ import traceback
 
 from flask import Flask, g, jsonify, request
 from gunicorn.http.errors import NoMoreData, ParseException
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from gymctl.errors import DomainError
@@ -68,6 +68,14 @@ def register(app: Flask) -> None:
     # tracking through its got_request_exception signal), then arrive here as a 500.
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException):
+        if _database_busy(getattr(error, "original_exception", None)):
+            # Rolled back whole, nothing changed: the client may send it again.
+            response = jsonify(
+                code=codes.DATABASE_BUSY,
+                message="the database could not take this request now; send it again",
+            )
+            response.headers["Retry-After"] = "1"
+            return response, 503
         if error.code and error.code >= 500:
             return jsonify(code=codes.INTERNAL_ERROR, message="internal server error"), error.code
         response = jsonify(code=_code(error), message=error.description)
@@ -76,3 +84,16 @@ def register(app: Flask) -> None:
             if name.lower() != "content-type":
                 response.headers[name] = value
         return response, error.code
+
+
+# PostgreSQL's refusals of the moment: a deadlock it broke, a serialization conflict, a lock not
+# given within lock_timeout. The embedded default's is SQLite's "database is locked" after its
+# busy timeout.
+BUSY_SQLSTATES = ("40P01", "40001", "55P03")
+
+
+def _database_busy(error: BaseException | None) -> bool:
+    if not isinstance(error, OperationalError):
+        return False
+    sqlstate = getattr(error.orig, "sqlstate", None)
+    return sqlstate in BUSY_SQLSTATES or str(error.orig) == "database is locked"
