@@ -12,9 +12,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.errors import invalid
-from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.models.releases import BusinessCheck, ReleaseCandidate, ReleaseRequest
-from gymctl.releases import codes
+from gymctl.releases import codes, rows
 from gymctl.releases.requests import audit
 
 TARGETS = ("ios", "android")
@@ -44,27 +43,20 @@ def record(
         raise invalid(codes.RELEASE_CHECK_INVALID, f"checks: {', '.join(CHECKS)}")
     if status not in STATUSES:
         raise invalid(codes.RELEASE_CHECK_STATUS_INVALID, "status is passing or failing")
-    key = (request.id, target, candidate.generation, check)
-    fields = {"status": status, "observed_at": now, "recorded_by_user_id": actor_user_id}
-    row = session.get(BusinessCheck, key)
-    if row is None:
-        # The first record of the check; the same check sent twice at once (a double tap, a
-        # retry) finds the first one's row and records this observation on it.
-        try:
-            with unique_violation("pk_release_business_checks"), session.begin_nested():
-                row = BusinessCheck(
-                    release_request_id=request.id,
-                    target=target,
-                    generation=candidate.generation,
-                    check=check,
-                    **fields,
-                )
-                session.add(row)
-                session.flush()
-        except UniqueViolation:
-            row = session.get(BusinessCheck, key, with_for_update=True, populate_existing=True)
-    for name, value in fields.items():
-        setattr(row, name, value)
+    # The same check sent twice at once (a double tap, a retry): the second records this
+    # observation on the first one's row.
+    row = rows.write(
+        session,
+        BusinessCheck,
+        {
+            "release_request_id": request.id,
+            "target": target,
+            "generation": candidate.generation,
+            "check": check,
+        },
+        "pk_release_business_checks",
+        {"status": status, "observed_at": now, "recorded_by_user_id": actor_user_id},
+    )
     audit(
         session,
         request,
@@ -81,7 +73,7 @@ def states(
     session: Session, request: ReleaseRequest, generation: int | None
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """target -> check -> {status, observedAt}; everything missing without a candidate."""
-    rows = (
+    recorded = (
         session.scalars(
             select(BusinessCheck).where(
                 BusinessCheck.release_request_id == request.id,
@@ -91,7 +83,7 @@ def states(
         if generation is not None
         else []
     )
-    found = {(row.target, row.check): row for row in rows}
+    found = {(row.target, row.check): row for row in recorded}
     return {
         target: {
             check: (

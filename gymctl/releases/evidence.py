@@ -23,7 +23,7 @@ from gymctl.models.releases import (
     ReleasePlatformState,
     ReleaseRequest,
 )
-from gymctl.releases import approvals, codes
+from gymctl.releases import approvals, codes, rows
 from gymctl.releases.requests import audit
 
 PLATFORMS = ("ios", "android")
@@ -75,13 +75,15 @@ def set_state(
     *,
     now: datetime,
 ) -> ReleasePlatformState:
-    row = session.get(ReleasePlatformState, (request.id, platform))
-    if row is None:
-        row = ReleasePlatformState(release_request_id=request.id, platform=platform)
-        session.add(row)
-    row.candidate_id, row.state, row.updated_at = candidate.id, state, now
-    session.flush()
-    return row
+    """`candidate`'s platform is now at `state`. Created by its first write; two at once (two
+    dispatches, a dispatch and a report) leave one row, the later one's."""
+    return rows.write(
+        session,
+        ReleasePlatformState,
+        {"release_request_id": request.id, "platform": platform},
+        "pk_release_platform_states",
+        {"candidate_id": candidate.id, "state": state, "updated_at": now},
+    )
 
 
 def record_observed(
@@ -141,9 +143,18 @@ def evidence_of(session: Session, request: ReleaseRequest) -> list[ReleaseEviden
     )
 
 
-def platform_states(session: Session, request: ReleaseRequest) -> dict[str, str | None]:
-    rows = session.scalars(
-        select(ReleasePlatformState).where(ReleasePlatformState.release_request_id == request.id)
-    )
-    found = {row.platform: row.state for row in rows}
+def platform_states(
+    session: Session, request: ReleaseRequest, candidate: ReleaseCandidate | None
+) -> dict[str, str | None]:
+    """Where each platform stands with `candidate` (the tracker's: the current one): None for
+    a platform whose last state is another candidate's, as for every platform without one."""
+    found = {
+        row.platform: row.state
+        for row in session.scalars(
+            select(ReleasePlatformState).where(
+                ReleasePlatformState.release_request_id == request.id
+            )
+        )
+        if candidate is not None and row.candidate_id == candidate.id
+    }
     return {platform: found.get(platform) for platform in PLATFORMS}

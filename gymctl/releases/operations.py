@@ -260,7 +260,8 @@ def report_result(
     result: str,
     now: datetime,
 ) -> dict[str, Any]:
-    """The executor's outcome of its job: appended as evidence, the platform state follows."""
+    """The executor's outcome of its job: appended as evidence; the platform's state follows
+    while the operation's candidate is still the current one."""
     if result not in RESULTS:
         raise invalid(codes.RELEASE_RESULT_INVALID, "result is succeeded or failed")
     operation = _with_access(session, operation_id, access, now)
@@ -291,9 +292,12 @@ def report_result(
         now=now,
         operation_id=operation.id,
     )
-    evidence.set_state(
-        session, request, candidate, operation.platform, f"{operation.kind}_{result}", now=now
-    )
+    if is_current(session, request, candidate):
+        # A late result of a replaced candidate is its evidence only: the platform's state is
+        # where the current candidate stands (spec A 2.14).
+        evidence.set_state(
+            session, request, candidate, operation.platform, f"{operation.kind}_{result}", now=now
+        )
     operation.status = result
     session.flush()
     return {"operationId": str(operation.id), "status": operation.status}

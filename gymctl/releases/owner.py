@@ -71,7 +71,7 @@ def tracker(session: Session, organization_id: uuid.UUID, *, now: datetime) -> d
             )
         ],
         "checks": checks.states(session, request, generation),
-        "platforms": evidence.platform_states(session, request),
+        "platforms": evidence.platform_states(session, request, candidate),
         "evidence": [
             {
                 "platform": row.platform,

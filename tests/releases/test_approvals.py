@@ -186,7 +186,7 @@ def test_the_internal_upload_approval_expires_at_24_hours_and_is_rechecked_befor
         409,
     )
     assert operations.authorize_submit(session, operation.id, access, now=just_before)["authorized"]
-    assert evidence.platform_states(session, request)["ios"] == "internal_upload_submitted"
+    assert evidence.platform_states(session, request, current)["ios"] == "internal_upload_submitted"
 
 
 def test_dispatching_an_internal_upload_without_a_valid_approval_is_refused(
@@ -274,7 +274,7 @@ def test_observed_store_results_need_the_owners_approval_and_append_evidence(
     [row] = evidence.evidence_of(session, request)
     assert (row.kind, row.result, row.source) == ("public_release", "publicly_released", "admin")
     assert row.observed_at == NOW - timedelta(hours=1)
-    assert evidence.platform_states(session, request) == {
+    assert evidence.platform_states(session, request, current) == {
         "ios": None,
         "android": "publicly_released",
     }
@@ -347,7 +347,9 @@ def test_a_candidate_superseded_after_dispatch_is_neither_built_nor_uploaded(
         409,
     )
     request = session.scalar(select(ReleaseRequest))
-    assert evidence.platform_states(session, request)["ios"] == "internal_upload_dispatched"
+    assert (
+        evidence.platform_states(session, request, current)["ios"] == "internal_upload_dispatched"
+    )
 
 
 @pytest.mark.embedded

@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from gymctl.models.releases import ReleaseEvidence, ReleaseRequest
 from gymctl.releases import evidence, operations, switches
+from gymctl.releases.candidates import latest_candidate
 from tests.conftest import NOW
 from tests.releases.helpers import approved_intake, cut, owner_call
 
@@ -66,7 +67,8 @@ def _evidence(session, operation):
 
 def _ios_state(session):
     session.expire_all()
-    return evidence.platform_states(session, session.scalar(select(ReleaseRequest)))["ios"]
+    request = session.scalar(select(ReleaseRequest))
+    return evidence.platform_states(session, request, latest_candidate(session, request))["ios"]
 
 
 @pytest.mark.embedded
