@@ -24,20 +24,26 @@ from gymctl.models import (
 )
 from gymctl.models.base import Base
 from gymctl.models.billing import PlanType, SubscriptionStatus
+from gymctl.models.bridge import EntityLink, EntityType
 
 # Rows naming a person that stay with the row they name: one membership per gym (folded
 # below), one consent per document and one report per video (the kept row's stand), and the
 # retired row's own provider sessions (the ownership trail of that login).
 _NOT_MOVED = {"memberships", "legal_consents", "movement_video_reports", "user_sessions"}
+# A membership that stands as it is whatever the other row holds: active, or suspended by the
+# gym (a link never lifts a suspension, as a public link does not: decisions, join).
+_STANDING = (MembershipStatus.active, MembershipStatus.suspended)
+_NEVER_STARTED = (MembershipStatus.invited, MembershipStatus.pending_invitation)
 
 
 def fold_person(session: Session, source: User, target: User, *, now: datetime) -> None:
     """Everything `source` holds becomes `target`'s; `source` is then empty but for what stays
     (the caller retires it). Where both are members of one gym, one membership goes on: the
-    target's, unless only the source's is active (a link demotes no active member). The other
-    takes nothing with it, its plans and bookings moved first: the source's ends (cancelled,
-    kept on the retired row with what the gym collected on it, as erasure keeps it); the
-    target's, when it gives way (never active), is deleted, its place taken by the source's."""
+    target's, unless only the source's is active and the target's is not suspended (a link
+    demotes no active member, and lifts no suspension the gym decided). The other takes nothing
+    with it, its plans and bookings moved first, and ends (cancelled), kept on the retired row
+    with what the gym collected on it (its national id, its bridge links), as erasure keeps it;
+    but the target's is deleted when it never started and holds nothing (decisions s41)."""
     ended = []
     kept = {
         membership.organization_id: membership
@@ -47,13 +53,19 @@ def fold_person(session: Session, source: User, target: User, *, now: datetime) 
         theirs = kept.get(membership.organization_id)
         if theirs is None:
             membership.user_id = target.id
-        elif theirs.status is not MembershipStatus.active and (
-            membership.status is MembershipStatus.active
-        ):
+        elif theirs.status not in _STANDING and membership.status is MembershipStatus.active:
             _fold_membership(session, theirs, membership, now=now)
-            session.delete(theirs)
-            session.flush()
-            membership.user_id = target.id
+            if _never_started(session, theirs):
+                session.delete(theirs)
+                session.flush()
+                membership.user_id = target.id
+            else:
+                _trade_places(session, membership, theirs, source, now=now)
+                if theirs.status is not MembershipStatus.cancelled:
+                    theirs.status = MembershipStatus.cancelled
+                    ended.append(theirs)
+                theirs.invitation_held = False
+                theirs.updated_at = now
         else:
             _fold_membership(session, membership, theirs, now=now)
             if membership.status is MembershipStatus.active:
@@ -70,6 +82,44 @@ def fold_person(session: Session, source: User, target: User, *, now: datetime) 
     session.flush()
     for membership in ended:  # a seat the kept one holds too: given up, the waitlist moves up
         end_holdings(session, membership, actor_user_id=None, now=now)
+
+
+def _never_started(session: Session, membership: Membership) -> bool:
+    """An invitation not taken up that holds nothing once its plans and bookings moved: no
+    national id, no seat left (one of a class the other row booked too) and no twin at the
+    external system (a bridge link would name a deleted row)."""
+    if membership.status not in _NEVER_STARTED or membership.national_id_ciphertext:
+        return False
+    held = select(Booking.id).where(Booking.membership_id == membership.id).exists()
+    linked = (
+        select(EntityLink.id)
+        .where(
+            EntityLink.organization_id == membership.organization_id,
+            EntityLink.platform_id == str(membership.id),
+            EntityLink.entity_type.in_((EntityType.member, EntityType.staff)),
+        )
+        .exists()
+    )
+    return not session.scalar(select(held | linked))
+
+
+def _trade_places(
+    session: Session, goes_on: Membership, gives_way: Membership, source: User, *, now: datetime
+) -> None:
+    """The source's membership takes the target's place and the target's the retired row's,
+    kept whole (one membership a person and gym: a row that holds neither, for the swap)."""
+    target_id = gives_way.user_id
+    holder = User(signup_origin="fold", created_at=now, updated_at=now, deleted_at=now)
+    session.add(holder)
+    session.flush()
+    goes_on.user_id = holder.id
+    session.flush()
+    gives_way.user_id = source.id
+    session.flush()
+    goes_on.user_id = target_id
+    session.flush()
+    session.delete(holder)
+    session.flush()
 
 
 def _fold_membership(
