@@ -193,11 +193,15 @@ def _claim_tick(
     with session_factory() as session:
         if session.get(JobRun, (job.name, tick)) is not None:
             return False
-        # Under the job's lock no other run of it is going, so a latest row still running is
-        # one whose daemon stopped between its claim and its close (killed, its database
-        # gone): it stayed "running" in the ledger for as long as the row was kept.
+        # Under the job's lock no other run of it is going, so an earlier tick's latest row
+        # still running is one whose daemon stopped between its claim and its close (killed,
+        # its database gone): it stayed "running" in the ledger for as long as the row was
+        # kept. Earlier only: a rival that claims this very tick meanwhile is no lost run.
         last = session.scalar(
-            select(JobRun).where(JobRun.job_name == job.name).order_by(JobRun.tick.desc()).limit(1)
+            select(JobRun)
+            .where(JobRun.job_name == job.name, JobRun.tick < tick)
+            .order_by(JobRun.tick.desc())
+            .limit(1)
         )
         if last is not None and last.status == "running":
             last.status = "failed"
