@@ -32,6 +32,18 @@ def serve(
         "--timeout", str(timeout),
         "--worker-class", "webhooks.worker.JsonErrorWorker",
         "--access-logfile", "-",
+        *_no_control_socket(),
         "webhooks.app:create_app()",
     ]  # fmt: skip
     os.execv(sys.executable, argv)  # noqa: S606 (replace this process with gunicorn)
+
+
+def _no_control_socket() -> list[str]:
+    """gunicorn 25+ opens a control socket at ~/.gunicorn/gunicorn.ctl: outside GYMCTL_HOME, one
+    path for every server of the user (each new one unlinks the running one's), taking
+    `shutdown` and `worker kill`. Nothing here uses it; 25.1 can turn it off."""
+    from gunicorn.config import KNOWN_SETTINGS
+
+    if any(setting.name == "control_socket_disable" for setting in KNOWN_SETTINGS):
+        return ["--no-control-socket"]
+    return []
