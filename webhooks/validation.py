@@ -4,6 +4,7 @@ offending fields, and nothing is written. The body is read by the one JSON reade
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import UTC, datetime
 from typing import Annotated, TypeVar
@@ -67,6 +68,17 @@ class Body(BaseModel):
             except OverflowError:
                 raise ValueError(f"{info.field_name} has no UTC time (out of range)") from None
         return value
+
+
+_HEX = "[0-9a-fA-F]"
+_UUID_TEXT = re.compile(rf"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}")
+
+
+def uuid_text(text: str) -> uuid.UUID | None:
+    """A query's `format: uuid` in its canonical text, else None. uuid.UUID reads far more:
+    int(hex, 16) takes any Unicode decimal digit ("\u0661" * 32 was 11111111-1111-...), and
+    braces, a "urn:uuid:" prefix and hyphens anywhere are dropped first."""
+    return uuid.UUID(text) if _UUID_TEXT.fullmatch(text) else None
 
 
 def explicit_utc(at: datetime) -> datetime:

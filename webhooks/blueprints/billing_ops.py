@@ -34,7 +34,7 @@ from gymctl.providers.documents import default_document_provider
 from webhooks import codes
 from webhooks.access import membership, org_route, owner_route, platform_admin_route
 from webhooks.context import auth, db, handover, now, services
-from webhooks.validation import Body, Uuid4, explicit_utc, parse, parse_query
+from webhooks.validation import Body, Uuid4, explicit_utc, parse, parse_query, uuid_text
 
 bp = Blueprint("billing_ops", __name__)
 ORG = "/organizations/<uuid:org_id>"
@@ -57,10 +57,9 @@ def _operator_user_id() -> uuid.UUID | None:
 @platform_admin_route
 def billing_readiness(org_id: uuid.UUID):
     cursor = request.args.get("cursor")
-    try:
-        after = uuid.UUID(cursor) if cursor else None
-    except ValueError:
-        raise invalid(codes.CURSOR_INVALID, "the cursor is a subscription id") from None
+    after = uuid_text(cursor) if cursor else None
+    if cursor and after is None:
+        raise invalid(codes.CURSOR_INVALID, "the cursor is a subscription id")
     report = readiness.readiness(
         db(), org_id, now=now(), cipher=services().billing_cipher, cursor=after
     )

@@ -11,6 +11,7 @@ from gymctl.identity.me import current_user
 from gymctl.versioning import payload_schema
 from webhooks import codes
 from webhooks.context import auth, db, now, services
+from webhooks.validation import uuid_text
 
 bp = Blueprint("users", __name__)
 
@@ -19,10 +20,10 @@ def _organization_id() -> uuid.UUID | None:
     value = request.args.get("organizationId")
     if value is None:
         return None
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        raise invalid(codes.ORGANIZATION_ID_INVALID, "organizationId must be a UUID") from None
+    found = uuid_text(value)
+    if found is None:
+        raise invalid(codes.ORGANIZATION_ID_INVALID, "organizationId must be a UUID")
+    return found
 
 
 @bp.get("/users/me")
