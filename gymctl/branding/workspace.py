@@ -45,6 +45,7 @@ from gymctl.providers.storage import ObjectStore
 
 APP_WRITE_TOLERANCE = timedelta(seconds=1)
 MAX_BRAND_NAME = 200
+MAX_APP_NAME = 60  # the member app's display name
 
 
 class Keep(Enum):
@@ -136,8 +137,8 @@ def save_brand_draft(
     return draft
 
 
-def _brand_name(name: str | None) -> str | None:
-    """A name the brand shows (1 to 200 characters on one line); None clears it. The body
+def _brand_name(name: str | None, limit: int = MAX_BRAND_NAME) -> str | None:
+    """A name the brand shows (1 to `limit` characters on one line); None clears it. The body
     of the route refuses others; the command line passed '' and a newline through."""
     if name is None:
         return None
@@ -145,9 +146,9 @@ def _brand_name(name: str | None) -> str | None:
     # One line: no control character and no line or paragraph separator (a direction mark a
     # Hebrew name may hold stays).
     breaks = any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in name)
-    if not 1 <= len(name) <= MAX_BRAND_NAME or breaks:
+    if not 1 <= len(name) <= limit or breaks:
         raise invalid(
-            codes.BRAND_NAME_INVALID, f"a brand name is 1 to {MAX_BRAND_NAME} characters, one line"
+            codes.BRAND_NAME_INVALID, f"a brand name is 1 to {limit} characters, one line"
         )
     return name
 
@@ -203,7 +204,9 @@ def save_app_draft(
         organization_id=organization_id
     )
     if display_name is not KEEP:
-        draft.display_name = display_name
+        # The app's name on the device and in the native build's input: one line, as the
+        # brand's (a line break was saved and shipped).
+        draft.display_name = _brand_name(display_name, MAX_APP_NAME)
     draft.updated_at = now
     session.add(draft)
     session.flush()

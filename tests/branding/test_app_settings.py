@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gymctl.models import Role
+from gymctl.models import MemberAppDraft, Role
 
 pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
 
@@ -34,3 +34,17 @@ def test_an_explicit_null_display_name_clears_it(client, gym):
 
     assert cleared.status_code == 200, cleared.json
     assert cleared.json["draft"]["displayName"] is None
+
+
+@pytest.mark.parametrize("name", ["Iron\r\nGym", "Iron\u2028Gym", "Iron\x1bGym"])
+def test_a_display_name_is_one_line_as_a_brand_name_is(client, gym, session, name):
+    """The app's display name goes into the native build's input: one line, as the brand's
+    name (a line break was saved and shipped). The refusal changes nothing (a branding refusal
+    is recorded as api.request_failed, on purpose)."""
+    assert _save(client, gym, json={"displayName": "Iron"}).status_code == 200
+
+    refused = _save(client, gym, json={"displayName": name})
+
+    assert (refused.status_code, refused.json["code"]) == (400, "brand_name_invalid")
+    session.expire_all()
+    assert session.get(MemberAppDraft, gym.id).display_name == "Iron"
