@@ -479,9 +479,21 @@ def period_end_sweep(
         result.owner_tasks += execution == "refund_failed"
     with factory() as session:
         due = matured(session, now=now, limit=limit)
-    busy = [i for i in due if not _settle_isolated(factory, doors, i, result, now=now, wait=False)]
+
+    def settle(subscription_id: uuid.UUID, *, wait: bool) -> bool:
+        # One notice's fault is logged and counted, not raised: the notices are taken oldest
+        # first, and one whose settlement raised stopped every pass there (no member behind it
+        # was settled). Its transaction rolled back, it is tried next pass.
+        try:
+            return _settle_matured(factory, doors, subscription_id, result, now=now, wait=wait)
+        except Exception:
+            log.exception("settling the notice of subscription %s failed", subscription_id)
+            result.errors += 1
+            return True
+
+    busy = [i for i in due if not settle(i, wait=False)]
     for subscription_id in busy:
-        _settle_isolated(factory, doors, subscription_id, result, now=now, wait=True)
+        settle(subscription_id, wait=True)
     result.emailed = send_pending_emails(factory, doors.mailer, now=now, limit=limit)
     return result
 
@@ -491,26 +503,6 @@ def period_end_sweep(
 # the sweep for good.
 WAIT_FOR_ROWS = "30s"
 LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL's lock_not_available, lock_timeout's error
-
-
-def _settle_isolated(
-    factory: sessionmaker[Session],
-    doors: Doors,
-    subscription_id: uuid.UUID,
-    result: SweepResult,
-    *,
-    now: datetime,
-    wait: bool,
-) -> bool:
-    """_settle_matured, one notice's fault logged and counted rather than raised: the notices
-    are taken oldest first, and one whose settlement raised stopped every pass there (no
-    member behind it was settled). Its transaction rolled back, it is tried next pass."""
-    try:
-        return _settle_matured(factory, doors, subscription_id, result, now=now, wait=wait)
-    except Exception:
-        log.exception("settling the notice of subscription %s failed", subscription_id)
-        result.errors += 1
-        return True
 
 
 def _settle_matured(

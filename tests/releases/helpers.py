@@ -4,10 +4,12 @@ database triggers' tests."""
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 
 import pytest
-from sqlalchemy import insert
+from sqlalchemy import insert, text
 
 from gymctl.errors import DomainError
 from gymctl.models import Organization, Role
@@ -141,3 +143,29 @@ def inserted_candidate(connection, snap: dict) -> tuple[uuid.UUID, uuid.UUID]:
         )
     )
     return org_id, candidate_id
+
+
+def _waiting_on_a_lock(engine) -> bool:
+    with engine.connect() as connection:
+        return bool(connection.scalar(text("SELECT count(*) FROM pg_locks WHERE NOT granted")) or 0)
+
+
+def race_writes(engine, first, second_write) -> list[BaseException]:
+    """Run `second_write` in a thread until it waits on `first`'s uncommitted row, then commit
+    `first`; the errors the second writer met."""
+    errors: list[BaseException] = []
+
+    def race() -> None:
+        try:
+            second_write()
+        except BaseException as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=race)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not _waiting_on_a_lock(engine) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    first.commit()
+    thread.join(timeout=30)
+    return errors

@@ -5,18 +5,16 @@ retry): the second write records the owner's observation on the one row instead 
 
 from __future__ import annotations
 
-import threading
-import time
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import select
 
 from gymctl.db import get_engine, session_factory
 from gymctl.models.releases import BusinessCheck, ReleaseCandidate, ReleaseRequest
 from gymctl.releases import checks
 from tests.conftest import NOW
-from tests.releases.helpers import inserted_candidate
+from tests.releases.helpers import inserted_candidate, race_writes
 
 LATER = NOW + timedelta(minutes=1)
 
@@ -60,41 +58,24 @@ def test_a_check_whose_row_a_rival_wrote_first_is_updated(connection, session, m
     assert [(r.check, r.status) for r in rows] == [("store_listing_confirmed", "failing")]
 
 
-def _waiting_on_a_lock(engine) -> bool:
-    with engine.connect() as connection:
-        return bool(connection.scalar(text("SELECT count(*) FROM pg_locks WHERE NOT granted")) or 0)
-
-
 def test_the_same_check_recorded_twice_at_once_keeps_one_row(committed_pg):
     engine = get_engine(committed_pg)
     with engine.begin() as connection:
         _, candidate_id = inserted_candidate(connection, {"generation": 1})
     factory = session_factory(engine)
     first, second = factory(), factory()
-    errors: list[BaseException] = []
     try:
         _record(first, candidate_id, "passing")
-        other = second.get(ReleaseCandidate, candidate_id)
-        assert other is not None
+        assert second.get(ReleaseCandidate, candidate_id) is not None
 
         def second_write() -> None:
-            try:
-                _record(second, candidate_id, "failing", at=LATER)
-                second.commit()
-            except BaseException as error:
-                errors.append(error)
+            _record(second, candidate_id, "failing", at=LATER)
+            second.commit()
 
-        thread = threading.Thread(target=second_write)
-        thread.start()
-        deadline = time.monotonic() + 10
-        while not _waiting_on_a_lock(engine) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        first.commit()
-        thread.join(timeout=30)
+        assert race_writes(engine, first, second_write) == []
     finally:
         first.close()
         second.close()
-    assert errors == []
     with factory() as session:
         rows = session.scalars(select(BusinessCheck)).all()
         assert [(r.check, r.status) for r in rows] == [("store_listing_confirmed", "failing")]

@@ -6,19 +6,17 @@ operator)."""
 
 from __future__ import annotations
 
-import threading
-import time
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import select
 
 from gymctl.db import get_engine, session_factory
 from gymctl.models.releases import ReleaseCandidate, ReleasePlatformState, ReleaseRequest
 from gymctl.releases import evidence, operations
 from tests.conftest import NOW
 from tests.releases import test_operation_results
-from tests.releases.helpers import inserted_candidate
+from tests.releases.helpers import inserted_candidate, race_writes
 
 candidate = test_operation_results.candidate  # the fixture: a current candidate
 
@@ -59,40 +57,24 @@ def _set_state(session, candidate_id, state, at):
     return evidence.set_state(session, request, of, "ios", state, now=at)
 
 
-def _waiting_on_a_lock(engine) -> bool:
-    with engine.connect() as connection:
-        return bool(connection.scalar(text("SELECT count(*) FROM pg_locks WHERE NOT granted")) or 0)
-
-
 def test_two_first_writes_of_one_platform_at_once_keep_one_row(committed_pg):
     engine = get_engine(committed_pg)
     with engine.begin() as connection:
         _, candidate_id = inserted_candidate(connection, {"generation": 1})
     factory = session_factory(engine)
     first, second = factory(), factory()
-    errors: list[BaseException] = []
     try:
         _set_state(first, candidate_id, "build_dispatched", NOW)
         assert second.get(ReleaseCandidate, candidate_id) is not None
 
         def second_write() -> None:
-            try:
-                _set_state(second, candidate_id, "smoke_dispatched", LATER)
-                second.commit()
-            except BaseException as error:
-                errors.append(error)
+            _set_state(second, candidate_id, "smoke_dispatched", LATER)
+            second.commit()
 
-        thread = threading.Thread(target=second_write)
-        thread.start()
-        deadline = time.monotonic() + 10
-        while not _waiting_on_a_lock(engine) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        first.commit()
-        thread.join(timeout=30)
+        assert race_writes(engine, first, second_write) == []
     finally:
         first.close()
         second.close()
-    assert errors == []
     with factory() as session:
         rows = session.scalars(select(ReleasePlatformState)).all()
         assert [(r.platform, r.state, r.updated_at) for r in rows] == [

@@ -8,10 +8,7 @@ instead of failing its request with a unique-key error.
 
 from __future__ import annotations
 
-import threading
-import time
-
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 
 from gymctl.db import get_engine, session_factory
 from gymctl.models import AuditLog, OutboxEvent, Role, User
@@ -19,33 +16,7 @@ from gymctl.models.releases import CandidateSupersession, PushRegistration, Rele
 from gymctl.releases import candidates, push
 from tests import factories
 from tests.conftest import NOW
-from tests.releases.helpers import inserted_candidate
-
-
-def _waiting_on_a_lock(engine) -> bool:
-    with engine.connect() as connection:
-        return bool(connection.scalar(text("SELECT count(*) FROM pg_locks WHERE NOT granted")) or 0)
-
-
-def _race(engine, first, second_write) -> list[BaseException]:
-    """Run `second_write` in a thread until it waits on `first`'s uncommitted row, then commit
-    `first`; the errors the second writer met."""
-    errors: list[BaseException] = []
-
-    def race() -> None:
-        try:
-            second_write()
-        except BaseException as error:
-            errors.append(error)
-
-    thread = threading.Thread(target=race)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not _waiting_on_a_lock(engine) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    first.commit()
-    thread.join(timeout=30)
-    return errors
+from tests.releases.helpers import inserted_candidate, race_writes
 
 
 def test_two_transactions_superseding_one_candidate_write_it_once(committed_pg):
@@ -63,7 +34,7 @@ def test_two_transactions_superseding_one_candidate_write_it_once(committed_pg):
             candidates.supersede(second, other, "publish", now=NOW)
             second.commit()
 
-        assert _race(engine, first, second_write) == []
+        assert race_writes(engine, first, second_write) == []
     finally:
         first.close()
         second.close()
@@ -108,7 +79,7 @@ def test_one_device_registering_twice_at_once_keeps_one_registration(committed_p
             register(second, "android")
             second.commit()
 
-        assert _race(engine, first, second_write) == []
+        assert race_writes(engine, first, second_write) == []
     finally:
         first.close()
         second.close()
