@@ -169,3 +169,19 @@ def race_writes(engine, first, second_write) -> list[BaseException]:
     first.commit()
     thread.join(timeout=30)
     return errors
+
+
+def miss_first_get(monkeypatch, session, model):
+    """The session's first look for a `model` row finds none, as a writer's look does when it
+    runs just before a rival's row is committed; `.missed` says it happened."""
+    real_get = session.get
+
+    def get(wanted, key, **kwargs):
+        if wanted is model and not get.missed:
+            get.missed = True
+            return None
+        return real_get(wanted, key, **kwargs)
+
+    get.missed = False
+    monkeypatch.setattr(session, "get", get)
+    return get

@@ -14,7 +14,7 @@ from gymctl.db import get_engine, session_factory
 from gymctl.models.releases import BusinessCheck, ReleaseCandidate, ReleaseRequest
 from gymctl.releases import checks
 from tests.conftest import NOW
-from tests.releases.helpers import inserted_candidate, race_writes
+from tests.releases.helpers import inserted_candidate, miss_first_get, race_writes
 
 LATER = NOW + timedelta(minutes=1)
 
@@ -40,17 +40,10 @@ def test_a_check_whose_row_a_rival_wrote_first_is_updated(connection, session, m
     _record(session, candidate_id, "passing")
     session.commit()
     # This writer's look for the row ran just before the rival's row was committed.
-    real_get = session.get
-
-    def get(model, key, **kwargs):
-        if model is BusinessCheck and not getattr(get, "missed", False):
-            get.missed = True
-            return None
-        return real_get(model, key, **kwargs)
-
-    monkeypatch.setattr(session, "get", get)
+    get = miss_first_get(monkeypatch, session, BusinessCheck)
     row = _record(session, candidate_id, "failing", at=LATER)
     session.commit()
+    assert get.missed
     assert (row.status, row.observed_at) == ("failing", LATER)
     monkeypatch.undo()
     session.expire_all()

@@ -16,7 +16,7 @@ from gymctl.models.releases import ReleaseCandidate, ReleasePlatformState, Relea
 from gymctl.releases import evidence, operations
 from tests.conftest import NOW
 from tests.releases import test_operation_results
-from tests.releases.helpers import inserted_candidate, race_writes
+from tests.releases.helpers import inserted_candidate, miss_first_get, race_writes
 
 candidate = test_operation_results.candidate  # the fixture: a current candidate
 
@@ -35,15 +35,7 @@ def test_a_dispatch_whose_platform_row_a_rival_wrote_first_updates_it(
     operations.dispatch(session, settings, gym.id, kind="build", platform="ios", now=NOW)
     session.commit()
     # This dispatch's look for the platform's row ran just before the rival's was committed.
-    real_get = session.get
-
-    def get(model, key, **kwargs):
-        if model is ReleasePlatformState and not getattr(get, "missed", False):
-            get.missed = True
-            return None
-        return real_get(model, key, **kwargs)
-
-    monkeypatch.setattr(session, "get", get)
+    get = miss_first_get(monkeypatch, session, ReleasePlatformState)
     operations.dispatch(session, settings, gym.id, kind="smoke", platform="ios", now=LATER)
     session.commit()
     monkeypatch.undo()
