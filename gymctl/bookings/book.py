@@ -24,7 +24,7 @@ from gymctl.bookings import codes, quota
 from gymctl.bookings.eligibility import check_may_book
 from gymctl.bookings.schedule import class_session_of
 from gymctl.bridge import mirror
-from gymctl.db import organization_row
+from gymctl.db import is_postgres, organization_row
 from gymctl.errors import DomainError, conflict, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import (
@@ -140,6 +140,7 @@ def book(
     check_may_book(session, organization_id, member.user_id, now=now)
     _refuse_if_booked(session, row.id, member.id)  # before a plan's refusal: the truer answer
     plan = quota.plan_for_seat(session, organization_id, member.user_id, row)  # locked
+    lock_waiting_members(session, row.id)  # the waiting are served first: see promote_waitlist
     row = class_session_of(session, organization_id, class_session_id, lock=True)
     _open_for_booking(row, now)  # again under the lock: the class may have been cancelled
     existing = session.scalar(
@@ -205,8 +206,34 @@ def _lock_pair(
     booking = booking_of(session, organization_id, booking_id)
     if booking.subscription_id is not None:
         quota.lock_plan(session, booking.subscription_id)
+    lock_waiting_members(session, booking.class_session_id)
     row = class_session_of(session, organization_id, booking.class_session_id, lock=True)
     return booking_of(session, organization_id, booking_id, lock=True), row
+
+
+def lock_waiting_members(session: Session, class_session_id: uuid.UUID) -> None:
+    """The memberships waiting in the session, shared and in id order, before the session's
+    lock (billing's order, membership before session): a seat freed there promotes one of
+    them, and in a gym connected to the external system the promotion takes that member's
+    sync-op lock (mirror), which a member leaving at that moment holds while waiting for this
+    session. Held first, the leaving member's removal is waited for, not deadlocked with.
+    PostgreSQL's: the embedded default holds its one write lock already."""
+    if not is_postgres(session):
+        return
+    waiting = session.scalars(
+        select(Booking.membership_id)
+        .where(
+            Booking.class_session_id == class_session_id,
+            Booking.status == BookingStatus.waitlisted,
+            Booking.deleted_at.is_(None),
+        )
+        .distinct()
+        .order_by(Booking.membership_id)
+    ).all()
+    for membership_id in waiting:
+        session.scalar(
+            select(Membership.id).where(Membership.id == membership_id).with_for_update(read=True)
+        )
 
 
 def _give_back(session: Session, booking: Booking, row: ClassSession, *, now: datetime) -> dict:

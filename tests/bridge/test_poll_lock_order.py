@@ -280,3 +280,61 @@ class _Connection:
 
     def __init__(self, organization_id: uuid.UUID) -> None:
         self.organization_id = organization_id
+
+
+def test_a_cancel_that_may_promote_a_leaving_member_waits_for_them_first(scene):
+    """Billing's order at every door that promotes: a seat freed goes to the first waiting, and
+    in a gym connected to the external system the promotion takes that member's sync-op lock
+    (mirror._last_op). Taken under the class's lock, it waited for a member leaving at that
+    moment (who held it since their first seat given up) while they waited for the class:
+    "deadlock detected". The cancel takes the waiting members' locks before the class's."""
+    leaving_holds, go_on = threading.Event(), threading.Event()
+    leaver, staff = (Session(scene.engine, expire_on_commit=False) for _ in range(2))
+    w = scene.classes["w"]
+    seat = staff.scalar(
+        select(Booking.id).where(
+            Booking.class_session_id == w, Booking.status == BookingStatus.confirmed
+        )
+    )
+
+    def leave() -> dict[str, Any]:
+        # access.leaving: the membership's lock, then the seats one by one (C's first)
+        leaver.scalar(select(Membership.id).where(Membership.id == scene.leaver).with_for_update())
+        book.cancel(leaver, scene.organization_id, scene.first_seat, actor_user_id=scene.owner_id,
+                    by_staff=True, now=NOW)  # fmt: skip
+        leaving_holds.set()
+        assert go_on.wait(20)
+        member = leaver.get(Membership, scene.leaver)
+        result = end_membership(leaver, member, actor_user_id=scene.owner_id, now=NOW)
+        leaver.commit()
+        return result
+
+    def cancel() -> Booking:
+        cancelled = book.cancel(staff, scene.organization_id, seat, actor_user_id=scene.owner_id,
+                                by_staff=True, now=NOW)  # fmt: skip
+        staff.commit()
+        return cancelled
+
+    removal, cancelling = Step(leaver, leave), Step(staff, cancel)
+    try:
+        removal.start()
+        assert leaving_holds.wait(20), removal.error
+        cancelling.start()
+        wait_for_a_lock_wait(scene.engine)  # the cancel waits on what the leaving member holds
+        class_free = _session_lock_free(scene.engine, w)
+    finally:
+        go_on.set()
+        removal.join(30)
+        cancelling.join(30)
+
+    assert (removal.error, cancelling.error) == (None, None)  # was: "deadlock detected"
+    assert class_free, "the cancel held the class's lock while it waited for a member"
+    with Session(scene.engine) as session:
+        assert session.get(Membership, scene.leaver).status is MembershipStatus.cancelled
+        assert session.get(Booking, seat).status is BookingStatus.cancelled
+        kept = session.scalars(
+            select(Booking).where(
+                Booking.membership_id == scene.leaver, Booking.status.in_(book.ACTIVE)
+            )
+        ).all()
+        assert kept == []  # not promoted into W after leaving
