@@ -1,4 +1,4 @@
-"""Hostile query text on the billing operator routes (s47 hunt): a uuid the document gives as
+"""Hostile query text on the billing operator routes: a uuid the document gives as
 `format: uuid` is read from its canonical text only, not from whatever `uuid.UUID` takes."""
 
 from __future__ import annotations
