@@ -7,35 +7,22 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from pydantic import SecretStr
 from sqlalchemy import select
 
 from gymctl.access.compliance import national_id
-from gymctl.crypto import generate_key_setting
 from gymctl.models import Membership, MembershipStatus, Organization, Role
-from gymctl.providers.mail import MailboxMailer
 from tests import factories
+from tests.access import test_national_id as national
 from tests.access.conftest import signed_in
 from tests.access.test_email_ownership import desk
-from webhooks.app import create_app
 
 pytestmark = pytest.mark.embedded
 
+NATIONAL_ID = national.NATIONAL_ID
+keyed_settings = national.keyed_settings  # fixtures: settings with NATIONAL_ID_ENCRYPTION_KEY
+keyed_client = national.keyed_client
+
 PAT = "pat@example.test"
-NATIONAL_ID = "PT-19850317-7734"
-
-
-@pytest.fixture
-def keyed_settings(settings):
-    settings.national_id_encryption_key = SecretStr(generate_key_setting())
-    return settings
-
-
-@pytest.fixture
-def keyed_client(keyed_settings, session_factory, clock, mailbox):
-    mailer = MailboxMailer(mailbox, keyed_settings.mail_from, clock=clock)
-    app = create_app(keyed_settings, session_factory=session_factory, clock=clock, mailer=mailer)
-    return app.test_client()
 
 
 def held_by(session, gym, user_id) -> Membership:

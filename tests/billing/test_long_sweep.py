@@ -9,13 +9,12 @@ has not seen it: a lookup says "not found"), then lets the charge through."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
 
-from gymctl.billing import attempts, collector, no_debit, readiness, resolution
+from gymctl.billing import attempts, collector, readiness, resolution
 from gymctl.errors import DomainError
 from gymctl.models import OutboxEvent, PaymentTransaction, Subscription, Task
 from gymctl.models.billing import PlanType, SubscriptionStatus, TransactionStatus
@@ -24,6 +23,7 @@ from tests import factories
 from tests.billing import factories as bf
 from tests.billing.cards import Sandbox, save_test_card
 from tests.billing.factories import TEST_CIPHER
+from tests.billing_ops.helpers import dismiss
 from tests.conftest import NOW
 
 DUE = NOW - timedelta(hours=3)
@@ -88,33 +88,6 @@ def members_due(session, gym, sandbox, count):
         )
     session.commit()
     return subscriptions
-
-
-def dismiss(session, provider, gym, transaction, *, now, retry=False):
-    """The owner's confirm-no-debit of `transaction`, naming it exactly, confirmed a minute
-    before `now`."""
-    attempt = transaction.billing_attempt
-    return no_debit.confirm_no_debit(
-        session,
-        provider,
-        TEST_CIPHER,
-        organization_id=gym.organization.id,
-        transaction_id=transaction.id,
-        actor_user_id=gym.owner.id,
-        confirmation=no_debit.NoDebitConfirmation(
-            request_id=uuid.uuid4(),
-            provider_case_id="CASE-1",
-            confirmed_at=now - timedelta(minutes=1),
-            external_attempt_id=attempt["externalAttemptId"],
-            terminal=attempt["terminal"],
-            amount_in_cents=attempt["amountInCents"],
-            currency=attempt["currency"],
-            no_debit_occurred=True,
-            cannot_settle_later=True,
-            authorize_retry=retry,
-        ),
-        now=now,
-    )
 
 
 def ledger(session, subscription):

@@ -4,6 +4,7 @@ and pending protected attempts as a crashed collector leaves them."""
 from __future__ import annotations
 
 import threading
+import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -11,7 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import sessionmaker
 
 from gymctl import ids
-from gymctl.billing import attempts, desk, refunds
+from gymctl.billing import attempts, desk, no_debit, refunds
 from gymctl.billing.accounts import CARD_PROVIDER, save_card, saved_card
 from gymctl.billing.checkout import SAVE_CARD_ONLY
 from gymctl.db import get_engine
@@ -278,3 +279,30 @@ def race(threads: int, act) -> list[str]:
     for worker in workers:
         worker.join()
     return answers
+
+
+def dismiss(session, provider, gym, transaction, *, now=NOW, retry=False):
+    """The owner's confirm-no-debit of `transaction`, naming it exactly, confirmed a minute
+    before `now`."""
+    attempt = transaction.billing_attempt
+    return no_debit.confirm_no_debit(
+        session,
+        provider,
+        TEST_CIPHER,
+        organization_id=gym.organization.id,
+        transaction_id=transaction.id,
+        actor_user_id=gym.owner.id,
+        confirmation=no_debit.NoDebitConfirmation(
+            request_id=uuid.uuid4(),
+            provider_case_id="CASE-1",
+            confirmed_at=now - timedelta(minutes=1),
+            external_attempt_id=attempt["externalAttemptId"],
+            terminal=attempt["terminal"],
+            amount_in_cents=attempt["amountInCents"],
+            currency=attempt["currency"],
+            no_debit_occurred=True,
+            cannot_settle_later=True,
+            authorize_retry=retry,
+        ),
+        now=now,
+    )

@@ -4,7 +4,6 @@ pause as it stood); a held subscription alerts once per state change, not every 
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
 
 import pytest
@@ -18,37 +17,12 @@ from gymctl.models.billing import TransactionStatus
 from gymctl.providers.card_http import CHARGE
 from tests.billing.cards import TERMINAL
 from tests.billing.factories import TEST_CIPHER
-from tests.billing_ops.helpers import audit_rows, card_subscription, pending_attempt
+from tests.billing_ops.helpers import audit_rows, card_subscription, dismiss, pending_attempt
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.embedded
 
 MINUTE = timedelta(minutes=1)
-
-
-def _dismiss(session, gym, provider, transaction, *, retry: bool):
-    attempt = transaction.billing_attempt
-    return no_debit.confirm_no_debit(
-        session,
-        provider,
-        TEST_CIPHER,
-        organization_id=gym.organization.id,
-        transaction_id=transaction.id,
-        actor_user_id=gym.owner.id,
-        confirmation=no_debit.NoDebitConfirmation(
-            request_id=uuid.uuid4(),
-            provider_case_id="CASE-9",
-            confirmed_at=NOW - MINUTE,
-            external_attempt_id=attempt["externalAttemptId"],
-            terminal=attempt["terminal"],
-            amount_in_cents=attempt["amountInCents"],
-            currency=attempt["currency"],
-            no_debit_occurred=True,
-            cannot_settle_later=True,
-            authorize_retry=retry,
-        ),
-        now=NOW,
-    )
 
 
 def _reconcile(session, gym, provider, transaction, at=NOW):
@@ -80,7 +54,7 @@ def _reopened(session, gym, card_server, provider, *, owner_paused=False, retry=
     subscription = card_subscription(session, gym, card_server)
     transaction = pending_attempt(session, subscription, now=NOW - timedelta(minutes=5))
     subscription.collection_paused = owner_paused
-    _dismiss(session, gym, provider, transaction, retry=retry)
+    dismiss(session, provider, gym, transaction, retry=retry)
     _settles_late(session, provider, subscription, transaction)
     answer = _reconcile(session, gym, provider, transaction)
     assert answer["outcome"] == "late_positive_evidence"
@@ -138,7 +112,7 @@ def test_the_collector_names_the_late_evidence_hold_while_it_stands(
     the collector's block names its cause instead of blaming the owner."""
     subscription = card_subscription(session, gym, card_server)
     transaction = pending_attempt(session, subscription, now=NOW - timedelta(minutes=5))
-    _dismiss(session, gym, provider, transaction, retry=True)
+    dismiss(session, provider, gym, transaction, retry=True)
     _settles_late(session, provider, subscription, transaction)
     subscription.collection_hold = attempts.LATE_POSITIVE_EVIDENCE
     subscription.collection_paused = True

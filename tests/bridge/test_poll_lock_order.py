@@ -200,6 +200,24 @@ def _session_lock_free(engine, session_id: uuid.UUID) -> bool:
             probe.rollback()
 
 
+def _leaving(scene: Scene, leaver: Session, holds: threading.Event, go_on: threading.Event):
+    """The leaving member's removal (access.leaving): the membership's lock, then the seats one
+    by one; `holds` is set once the first (C's) is given up, and it goes on at `go_on`."""
+
+    def leave() -> dict[str, Any]:
+        leaver.scalar(select(Membership.id).where(Membership.id == scene.leaver).with_for_update())
+        book.cancel(leaver, scene.organization_id, scene.first_seat, actor_user_id=scene.owner_id,
+                    by_staff=True, now=NOW)  # fmt: skip
+        holds.set()
+        assert go_on.wait(20)
+        member = leaver.get(Membership, scene.leaver)
+        result = end_membership(leaver, member, actor_user_id=scene.owner_id, now=NOW)
+        leaver.commit()
+        return result
+
+    return leave
+
+
 CASES = {  # what the poll applies, and what it counts once the leaving member is gone
     "class_removed": {"class_removed:cancelled": 1},
     "booking_cancelled": {"booking_cancelled:already_inactive": 1},
@@ -222,25 +240,14 @@ def test_the_poll_waits_for_a_leaving_member_holding_no_class_session_lock(scene
     leaver = Session(scene.engine, expire_on_commit=False)
     poll = Session(scene.engine, expire_on_commit=False)
 
-    def leave() -> dict[str, Any]:
-        # access.leaving: the membership's lock, then the seats one by one (C's first)
-        leaver.scalar(select(Membership.id).where(Membership.id == scene.leaver).with_for_update())
-        book.cancel(leaver, scene.organization_id, scene.first_seat, actor_user_id=scene.owner_id,
-                    by_staff=True, now=NOW)  # fmt: skip
-        leaving_holds.set()
-        assert go_on.wait(20)
-        member = leaver.get(Membership, scene.leaver)
-        result = end_membership(leaver, member, actor_user_id=scene.owner_id, now=NOW)
-        leaver.commit()
-        return result
-
     def apply() -> dict[str, int]:
         noticed = scene.noticed(poll, case)
         counts = inbound.apply(poll, _Connection(scene.organization_id), noticed, NOW)
         poll.commit()
         return counts
 
-    removal, applying = Step(leaver, leave), Step(poll, apply)
+    removal = Step(leaver, _leaving(scene, leaver, leaving_holds, go_on))
+    applying = Step(poll, apply)
     try:
         removal.start()
         assert leaving_holds.wait(20), removal.error
@@ -297,25 +304,14 @@ def test_a_cancel_that_may_promote_a_leaving_member_waits_for_them_first(scene):
         )
     )
 
-    def leave() -> dict[str, Any]:
-        # access.leaving: the membership's lock, then the seats one by one (C's first)
-        leaver.scalar(select(Membership.id).where(Membership.id == scene.leaver).with_for_update())
-        book.cancel(leaver, scene.organization_id, scene.first_seat, actor_user_id=scene.owner_id,
-                    by_staff=True, now=NOW)  # fmt: skip
-        leaving_holds.set()
-        assert go_on.wait(20)
-        member = leaver.get(Membership, scene.leaver)
-        result = end_membership(leaver, member, actor_user_id=scene.owner_id, now=NOW)
-        leaver.commit()
-        return result
-
     def cancel() -> Booking:
         cancelled = book.cancel(staff, scene.organization_id, seat, actor_user_id=scene.owner_id,
                                 by_staff=True, now=NOW)  # fmt: skip
         staff.commit()
         return cancelled
 
-    removal, cancelling = Step(leaver, leave), Step(staff, cancel)
+    removal = Step(leaver, _leaving(scene, leaver, leaving_holds, go_on))
+    cancelling = Step(staff, cancel)
     try:
         removal.start()
         assert leaving_holds.wait(20), removal.error

@@ -7,10 +7,12 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 
 import pytest
 from sqlalchemy import insert, text
 
+from gymctl.db import session_factory
 from gymctl.errors import DomainError
 from gymctl.models import Organization, Role
 from gymctl.models.releases import BrandedApp, ReleaseCandidate, ReleaseRequest
@@ -148,6 +150,18 @@ def inserted_candidate(connection, snap: dict) -> tuple[uuid.UUID, uuid.UUID]:
 def _waiting_on_a_lock(engine) -> bool:
     with engine.connect() as connection:
         return bool(connection.scalar(text("SELECT count(*) FROM pg_locks WHERE NOT granted")) or 0)
+
+
+@contextmanager
+def two_writers(engine):
+    """Two sessions of `engine`, each its own transaction, closed after the race."""
+    factory = session_factory(engine)
+    first, second = factory(), factory()
+    try:
+        yield first, second
+    finally:
+        first.close()
+        second.close()
 
 
 def race_writes(engine, first, second_write) -> list[BaseException]:

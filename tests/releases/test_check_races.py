@@ -14,7 +14,7 @@ from gymctl.db import get_engine, session_factory
 from gymctl.models.releases import BusinessCheck, ReleaseCandidate, ReleaseRequest
 from gymctl.releases import checks
 from tests.conftest import NOW
-from tests.releases.helpers import inserted_candidate, miss_first_get, race_writes
+from tests.releases.helpers import inserted_candidate, miss_first_get, race_writes, two_writers
 
 LATER = NOW + timedelta(minutes=1)
 
@@ -56,8 +56,7 @@ def test_the_same_check_recorded_twice_at_once_keeps_one_row(committed_pg):
     with engine.begin() as connection:
         _, candidate_id = inserted_candidate(connection, {"generation": 1})
     factory = session_factory(engine)
-    first, second = factory(), factory()
-    try:
+    with two_writers(engine) as (first, second):
         _record(first, candidate_id, "passing")
         assert second.get(ReleaseCandidate, candidate_id) is not None
 
@@ -66,9 +65,6 @@ def test_the_same_check_recorded_twice_at_once_keeps_one_row(committed_pg):
             second.commit()
 
         assert race_writes(engine, first, second_write) == []
-    finally:
-        first.close()
-        second.close()
     with factory() as session:
         rows = session.scalars(select(BusinessCheck)).all()
         assert [(r.check, r.status) for r in rows] == [("store_listing_confirmed", "failing")]

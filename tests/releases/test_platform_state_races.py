@@ -16,7 +16,7 @@ from gymctl.models.releases import ReleaseCandidate, ReleasePlatformState, Relea
 from gymctl.releases import evidence, operations
 from tests.conftest import NOW
 from tests.releases import test_operation_results
-from tests.releases.helpers import inserted_candidate, miss_first_get, race_writes
+from tests.releases.helpers import inserted_candidate, miss_first_get, race_writes, two_writers
 
 candidate = test_operation_results.candidate  # the fixture: a current candidate
 
@@ -54,8 +54,7 @@ def test_two_first_writes_of_one_platform_at_once_keep_one_row(committed_pg):
     with engine.begin() as connection:
         _, candidate_id = inserted_candidate(connection, {"generation": 1})
     factory = session_factory(engine)
-    first, second = factory(), factory()
-    try:
+    with two_writers(engine) as (first, second):
         _set_state(first, candidate_id, "build_dispatched", NOW)
         assert second.get(ReleaseCandidate, candidate_id) is not None
 
@@ -64,9 +63,6 @@ def test_two_first_writes_of_one_platform_at_once_keep_one_row(committed_pg):
             second.commit()
 
         assert race_writes(engine, first, second_write) == []
-    finally:
-        first.close()
-        second.close()
     with factory() as session:
         rows = session.scalars(select(ReleasePlatformState)).all()
         assert [(r.platform, r.state, r.updated_at) for r in rows] == [

@@ -16,7 +16,7 @@ from gymctl.models.releases import CandidateSupersession, PushRegistration, Rele
 from gymctl.releases import candidates, push
 from tests import factories
 from tests.conftest import NOW
-from tests.releases.helpers import inserted_candidate, race_writes
+from tests.releases.helpers import inserted_candidate, race_writes, two_writers
 
 
 def test_two_transactions_superseding_one_candidate_write_it_once(committed_pg):
@@ -24,8 +24,7 @@ def test_two_transactions_superseding_one_candidate_write_it_once(committed_pg):
     with engine.begin() as connection:
         _, candidate_id = inserted_candidate(connection, {"generation": 1})
     factory = session_factory(engine)
-    first, second = factory(), factory()
-    try:
+    with two_writers(engine) as (first, second):
         # Both passed refresh_current's "not superseded yet" check.
         candidates.supersede(first, first.get(ReleaseCandidate, candidate_id), "config", now=NOW)
         other = second.get(ReleaseCandidate, candidate_id)
@@ -35,9 +34,6 @@ def test_two_transactions_superseding_one_candidate_write_it_once(committed_pg):
             second.commit()
 
         assert race_writes(engine, first, second_write) == []
-    finally:
-        first.close()
-        second.close()
     with factory() as session:
         rows = session.scalars(select(CandidateSupersession)).all()
         assert [(row.candidate_id, row.reason) for row in rows] == [(candidate_id, "config")]
@@ -56,7 +52,6 @@ def test_one_device_registering_twice_at_once_keeps_one_registration(committed_p
         factories.membership(session, user=person, organization=gym, role=Role.member)
         session.commit()
         gym_id, person_id = gym.id, person.id
-    first, second = factory(), factory()
     container = settings.multi_org_app_id
 
     def register(session, platform):
@@ -72,7 +67,7 @@ def test_one_device_registering_twice_at_once_keeps_one_registration(committed_p
             now=NOW,
         )
 
-    try:
+    with two_writers(engine) as (first, second):
         register(first, "ios")
 
         def second_write() -> None:
@@ -80,9 +75,6 @@ def test_one_device_registering_twice_at_once_keeps_one_registration(committed_p
             second.commit()
 
         assert race_writes(engine, first, second_write) == []
-    finally:
-        first.close()
-        second.close()
     with factory() as session:
         rows = session.scalars(select(PushRegistration)).all()
         assert [(row.app_id, row.platform, row.user_id) for row in rows] == [
