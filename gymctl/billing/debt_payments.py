@@ -144,7 +144,10 @@ def pay_own_debt(
         attempts.BeganOutcome.blocked,
         attempts.BeganOutcome.skipped,
     ):
-        _put_back_retry(factory, organization_id, subscription_id, asked_at, now=now)
+        if outcome == attempts.BeganOutcome.blocked:
+            # Blocked (no card, retries exhausted): this request's own refusal. Busy or
+            # skipped means another request is charging the debt, and the date is its own.
+            _put_back_retry(factory, organization_id, subscription_id, asked_at, now=now)
         raise conflict(
             codes.PAY_DEBT_NOT_AVAILABLE,
             "the debt cannot be charged now (an attempt is unresolved or collection is held)",
