@@ -77,11 +77,7 @@ def confirm_no_debit(
     transaction = protected_transaction(session, organization_id, transaction_id)
     _require_owner(session, organization_id, actor_user_id)
     if _replay_of(session, transaction, confirmation):
-        return {
-            "outcome": "not_charged",
-            "replayed": True,
-            **describe(session, transaction, now=now),
-        }
+        return _replayed(session, transaction, now=now)
     # The provider first: only an attempt that is no longer pending needs no asking (its own
     # veto answers), and an attempt whose merchant account is gone cannot be asked.
     result = (
@@ -91,6 +87,10 @@ def confirm_no_debit(
     )
     transaction = lock_transaction(session, transaction)
     _require_owner(session, organization_id, actor_user_id)  # rechecked under the lock
+    # And the request id: a request carrying it may have committed while this one asked the
+    # provider (the organization's lock orders them; both had found it unused).
+    if _replay_of(session, transaction, confirmation):
+        return _replayed(session, transaction, now=now)
     if (
         result is not None
         and transaction.status == TransactionStatus.pending
@@ -267,17 +267,26 @@ def _check_dismissable(
         )
 
 
+def _replayed(
+    session: Session, transaction: PaymentTransaction, *, now: datetime
+) -> dict[str, Any]:
+    return {"outcome": "not_charged", "replayed": True, **describe(session, transaction, now=now)}
+
+
 def _replay_of(
     session: Session, transaction: PaymentTransaction, confirmation: NoDebitConfirmation
 ) -> bool:
     """True for a replay of the confirmation that closed this attempt; 409
-    billing_request_id_reused for the same request id with any other evidence or attempt."""
+    billing_request_id_reused for the same request id with any other evidence or attempt.
+    Read fresh: under the billing lock it must see what a concurrent request committed."""
     request_id = str(confirmation.request_id)
     used_on = session.scalar(
-        select(PaymentTransaction).where(
+        select(PaymentTransaction)
+        .where(
             PaymentTransaction.organization_id == transaction.organization_id,
             PaymentTransaction.billing_resolution["requestId"].as_string() == request_id,
         )
+        .execution_options(populate_existing=True)
     )
     if used_on is None:
         return False
