@@ -33,7 +33,7 @@ from gymctl.crypto import FieldCipher
 from gymctl.db import release_for_outside_call
 from gymctl.errors import conflict, not_found, unavailable, unprocessable
 from gymctl.events import EventKind, emit
-from gymctl.models import PaymentTransaction
+from gymctl.models import Checkout, PaymentTransaction
 from gymctl.models.billing import TransactionStatus, TransactionType
 from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.providers.card import CardProvider, Outcome, ProviderUnavailable
@@ -262,10 +262,10 @@ def _locked(session: Session, transaction_id: uuid.UUID) -> PaymentTransaction |
 
 
 def _refunding_terminal(session: Session, original: PaymentTransaction) -> str:
-    took_it = (original.billing_attempt or {}).get("terminal")
+    took_it = _terminal_that_took(session, original)
     if took_it is not None:  # the terminal that took it, even if since replaced
         config = original_account(session, original.organization_id, took_it)
-    else:  # a hosted-page payment: the organization's terminal
+    else:  # no terminal on record (an older row): the organization's terminal
         config = active_config(session, original.organization_id)
     if config is None or config.provider != CARD_PROVIDER or not config.terminal:
         raise conflict(
@@ -273,6 +273,21 @@ def _refunding_terminal(session: Session, original: PaymentTransaction) -> str:
             "the merchant account that took this payment is no longer connected",
         )
     return config.terminal
+
+
+def _terminal_that_took(session: Session, original: PaymentTransaction) -> str | None:
+    """Its attempt's terminal, else its hosted page's (a page payment has no attempt): the
+    provider knows a deal only on the terminal that made it, not on one the gym moved to."""
+    took_it = (original.billing_attempt or {}).get("terminal")
+    checkout_id = (original.metadata_ or {}).get("checkoutId")
+    if took_it is None and checkout_id:
+        took_it = session.scalar(
+            select(Checkout.terminal).where(
+                Checkout.id == uuid.UUID(checkout_id),
+                Checkout.organization_id == original.organization_id,
+            )
+        )
+    return took_it
 
 
 def pending_refund_of(session: Session, original_id: uuid.UUID) -> PaymentTransaction | None:
