@@ -65,12 +65,7 @@ def file_credit_note(
     sale = organization_transaction(session, organization_id, sale_id, lock=True)
     existing = by_key(session, organization_id, request.idempotency_key)
     if existing is not None:
-        if (existing.metadata_ or {}).get("request") != request.fingerprint(sale.id):
-            raise conflict(
-                codes.IDEMPOTENCY_KEY_REUSED,
-                "this idempotency key was used for a different request",
-            )
-        return _answer(existing, sale, replayed=True)
+        return _replay(existing, sale, request)
     # Any payment is a sale here, a renewal's or a presale's opening-day charge as much as a
     # desk sale: the collector writes those as `recurring`, and refunds take them too.
     if sale.type == TransactionType.refund or sale.status not in (
@@ -119,9 +114,10 @@ def file_credit_note(
             session.add(note)  # inside the savepoint: begin_nested flushes what is pending first
             session.flush()
     except UniqueViolation:
-        # The same key was filed by a request racing this one: answer its outcome.
+        # The same key was stored by a request racing this one: its outcome if it was this
+        # request, else refused (a race on another sale held another sale's lock).
         existing = by_key(session, organization_id, request.idempotency_key)
-        return _answer(existing, sale, replayed=True)
+        return _replay(existing, sale, request)
     issue_document(
         session,
         documents,
@@ -151,6 +147,18 @@ def file_credit_note(
     )
     session.flush()
     return _answer(note, sale, replayed=False)
+
+
+def _replay(
+    existing: PaymentTransaction, sale: PaymentTransaction, request: CreditNoteRequest
+) -> dict[str, Any]:
+    """The stored answer of this very request under its key; any other request is refused."""
+    if (existing.metadata_ or {}).get("request") != request.fingerprint(sale.id):
+        raise conflict(
+            codes.IDEMPOTENCY_KEY_REUSED,
+            "this idempotency key was used for a different request",
+        )
+    return _answer(existing, sale, replayed=True)
 
 
 def _answer(note: PaymentTransaction, sale: PaymentTransaction, *, replayed: bool):
