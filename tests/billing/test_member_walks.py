@@ -1,8 +1,9 @@
 """Seeded walks through a member's billing life: the member, the owner and the daemons' sweeps
 act in an order drawn from a seed (buy, a card that approves or declines, time passing with
-the sweeps, pay a debt, give and withdraw notice, book and cancel), on PostgreSQL and on the
-embedded default. The scripted lives (test_member_life.py) check one story's every value;
-these check, after every step of many stories, what must hold in all of them:
+the sweeps, pay a debt, give and withdraw notice, book and cancel; the owner gives money back
+by a refund or a credit note), on PostgreSQL and on the embedded default. The scripted lives
+(test_member_life.py) check one story's every value; these check, after every step of many
+stories, what must hold in all of them:
 
 - no answer is a 500, and every refusal is JSON with a code (DESIGN: a 400-class answer);
 - no sweep fails: its summary counts no error and nothing is logged at ERROR (a sweep that
@@ -11,6 +12,7 @@ these check, after every step of many stories, what must hold in all of them:
   is one a crash would have left, and nothing here crashes);
 - an obligation (a period's renewal, a debt) is settled at most once, unless a follow-up task
   tells staff to refund the second payment (spec B 8: never charge the member twice);
+- no payment is given back beyond its amount (refunds and credit notes together, spec B 4.3);
 - a subscription's debt columns agree with its status: in debt it owes an amount since a day,
   and only a plan in debt or ended owes one (spec B 3).
 
@@ -30,7 +32,7 @@ from sqlalchemy import select
 from gymctl.billing import lifecycle
 from gymctl.clock import ensure_utc
 from gymctl.models import PaymentTransaction, Subscription, Task
-from gymctl.models.billing import SubscriptionStatus, TransactionStatus
+from gymctl.models.billing import SubscriptionStatus, TransactionStatus, TransactionType
 from gymctl.retention.settlement import period_end_sweep
 from tests.access.conftest import gym, outsider  # noqa: F401 (fixtures)
 from tests.billing.cards import APPROVE, DECLINE
@@ -50,6 +52,7 @@ STEPS = 28
 WAITS = (1, 20, 26, 24 * 3, 24 * 10, 24 * 31)
 GRACE_DAYS = 7  # spec B 2.5: billing_grace_days' default (the walk leaves it)
 DEBT_REFUSAL = "booking_blocked_debt"
+GIVEN_BACK = {TransactionStatus.refunded, TransactionStatus.refund_pending}
 OWING_STATUSES = {SubscriptionStatus.debt, SubscriptionStatus.past_due}
 
 
@@ -164,6 +167,33 @@ class Walk(Life):
         rows = [self.session.get(Subscription, uuid.UUID(s)) for s in self.subscriptions]
         return [ensure_utc(r.debt_since) for r in rows if r.debt_amount_in_cents and r.debt_since]
 
+    def give_back(self, rng: random.Random) -> None:
+        """The owner gives money back on one of the member's payments: a card refund or a
+        credit note, of an amount that may exceed what is left (which must be refused)."""
+        how = rng.choice(("refund", "credit-note"))
+        self.session.expire_all()
+        paid = self.session.scalars(
+            select(PaymentTransaction.id, PaymentTransaction.amount_in_cents).where(
+                PaymentTransaction.organization_id == self.org.id,
+                PaymentTransaction.status == TransactionStatus.completed,
+                PaymentTransaction.type != TransactionType.refund,
+            )
+        ).all()
+        amount = rng.choice((1000, 12500, 25000, 26000))
+        self.steps.append(f"{how}({amount})")
+        if not paid:
+            return
+        sale = rng.choice(sorted(paid))
+        path = f"/payments/transactions/{sale}"
+        if how == "refund":
+            body = {"amountInCents": amount, "reason": "walk"}
+            self.answer("POST", f"{path}/refund", self.owner, json=body)
+        else:
+            body = {"idempotencyKey": str(uuid.uuid4()), "amountInCents": amount}
+            self.answer(
+                "POST", f"{path}/credit-notes", self.owner, json=body | {"cashReturned": True}
+            )
+
     # --- what holds after every step -----------------------------------------------------------
 
     def check(self) -> None:
@@ -172,6 +202,15 @@ class Walk(Life):
             select(PaymentTransaction).where(PaymentTransaction.organization_id == self.org.id)
         ).all()
         pending = [t.id for t in rows if t.status == TransactionStatus.pending]
+        given_back = Counter()
+        for t in rows:
+            if t.type == TransactionType.refund and t.status in GIVEN_BACK:
+                given_back[(t.metadata_ or {}).get("refundedTransactionId")] += t.amount_in_cents
+        for t in rows:
+            assert given_back[str(t.id)] <= t.amount_in_cents, (
+                self.steps,
+                f"{given_back[str(t.id)]} given back on a payment of {t.amount_in_cents}",
+            )
         assert not pending, (self.steps, "attempts left pending", pending)
         settled = Counter(
             t.obligation_key
@@ -221,6 +260,7 @@ def test_a_seeded_members_walk_keeps_the_money_rules(walk, seed, caplog):
         (walk.pay, 2),
         (walk.notice, 2),
         (walk.booking, 2),
+        (walk.give_back, 2),
     )
     steps = [step for step, weight in moves for _ in range(weight)]
     walk.steps.append("start")
