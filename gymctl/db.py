@@ -233,6 +233,33 @@ def release_for_outside_call(session: Session) -> None:
     session.rollback()
 
 
+_WROTE = "gymctl_transaction_wrote"  # session.info: the open transaction has written
+
+
+@event.listens_for(Session, "after_flush")
+def _flushed(session: Session, _context: Any) -> None:
+    session.info[_WROTE] = True
+
+
+@event.listens_for(Session, "do_orm_execute")
+def _executed(state: Any) -> None:
+    if state.is_insert or state.is_update or state.is_delete:
+        state.session.info[_WROTE] = True
+
+
+@event.listens_for(Session, "after_transaction_end")
+def _ended(session: Session, transaction: Any) -> None:
+    if transaction.parent is None:
+        session.info.pop(_WROTE, None)
+
+
+def transaction_wrote(session: Session) -> bool:
+    """The session's open transaction holds writes (flushed or not): a helper that commits
+    would commit its caller's writes with its own, and the caller's later failure could no
+    longer take them back (one unit of work, one transaction)."""
+    return bool(session.new or session.dirty or session.deleted or session.info.get(_WROTE))
+
+
 def session_factory(engine: Engine | None = None) -> sessionmaker[Session]:
     engine = engine or get_engine()
     with _engines_guard:

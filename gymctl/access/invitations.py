@@ -35,7 +35,7 @@ from gymctl.access.grants import require_grant, require_invitation_handling
 from gymctl.access.memberships import end_sales_grant, owner_of
 from gymctl.bridge import mirror
 from gymctl.config import Settings
-from gymctl.db import advisory_lock, release_for_outside_call
+from gymctl.db import advisory_lock, release_for_outside_call, transaction_wrote
 from gymctl.errors import (
     bad_gateway,
     conflict,
@@ -194,15 +194,22 @@ def create_invitation(
 
     No write lock is held while the identity provider or the mail server answers (decisions
     s41, s42): the checks read, the provider is asked, the checks run again on fresh rows and
-    the invitation is stored and COMMITTED (with whatever the caller wrote before), then its
-    email goes out and the send is recorded (the caller commits that). A refused email
-    withdraws the invitation, committed, before answering 502 mail_failed: it keeps nothing
-    once the refusal is answered. A crash between the commit and the email leaves it pending
-    and unsent (sendCount 0): a resend sends it."""
+    the invitation is stored and COMMITTED, then its email goes out and the send is recorded
+    (the caller commits that). A refused email withdraws the invitation, committed, before
+    answering 502 mail_failed: it keeps nothing once the refusal is answered. A crash between
+    the commit and the email leaves it pending and unsent (sendCount 0): a resend sends it.
+
+    A caller whose transaction already wrote (a command that seeds, then invites) keeps its
+    one unit of work: nothing is committed here, the invitation and its email's record join
+    the caller's transaction, and the caller's rollback (a refused email, a later step's
+    failure) takes back its own rows with the invitation. Its email then goes out before
+    that commit: the price of a unit of work the caller chose to hold open."""
     email = normalize_email(email)
     org_id = organization.id if organization else None
+    joined = transaction_wrote(session)  # the invitation joins the caller's unit of work
     check_new(session, organization_id=org_id, actor=actor, email=email, role=role)
     asked = ask_provider(session, outreach, email, now=now)
+    session.flush()  # a caller's pending writes are kept through the expiry below
     session.expire_all()  # read again, as they are now (PostgreSQL kept the first reads)
     store_new(
         session,
@@ -214,12 +221,14 @@ def create_invitation(
         role=role,
         now=now,
     )
-    session.commit()  # stored before an email names it
+    if not joined:
+        session.commit()  # stored before an email names it
     try:
         return deliver(session, outreach, asked.invitation_id, now=now)
     except MailError as error:
         withdraw(session, asked.invitation_id)
-        session.commit()
+        if not joined:
+            session.commit()
         raise bad_gateway(codes.MAIL_FAILED, str(error)) from None
 
 
@@ -391,6 +400,29 @@ def withdraw(session: Session, invitation_id: uuid.UUID) -> None:
 
 def _locked(session: Session, invitation_id: uuid.UUID) -> Invitation | None:
     return session.get(Invitation, invitation_id, with_for_update=True, populate_existing=True)
+
+
+def _locked_in_order(
+    session: Session, invitation: Invitation, user_id: uuid.UUID | None
+) -> Invitation:
+    """The invitation, locked and read afresh before its status decides anything: an accept
+    and a revoke at once each read it pending, and the later one wrote over the first (a
+    revoked staff role held as an active membership). Erasure's order: the person's membership
+    of the gym first, then the invitation."""
+    if invitation.organization_id is not None and user_id is not None:
+        session.scalar(
+            select(Membership)
+            .where(
+                Membership.organization_id == invitation.organization_id,
+                Membership.user_id == user_id,
+            )
+            .with_for_update(of=Membership)
+            .execution_options(populate_existing=True)
+        )
+    locked = _locked(session, invitation.id)
+    if locked is None:
+        raise not_found(codes.INVITATION_NOT_FOUND, "no such invitation")
+    return locked
 
 
 def _refuse_member(session: Session, org_id: uuid.UUID, user_id: uuid.UUID) -> None:
@@ -612,6 +644,7 @@ def revoke_invitation(
 ) -> Invitation:
     invitation = _invitation(session, actor.organization_id, invitation_id)
     require_invitation_handling(actor.role, invitation.role)
+    invitation = _locked_in_order(session, invitation, invitation.user_id)
     _require_pending(invitation)
     invitation.status = InvitationStatus.revoked
     invitation.revoked_at = now
@@ -776,6 +809,7 @@ def accept_invitation(
         invitation = None
     if invitation is None:
         raise not_found(codes.INVITATION_NOT_FOUND, "no such invitation")
+    invitation = _locked_in_order(session, invitation, user.id)
     if invitation.token_version != ticket.version:
         raise invalid(codes.TICKET_INVALID, "a newer invitation email replaced this link")
     _require_pending(invitation)
@@ -814,12 +848,15 @@ def accept_on_sign_up(session: Session, user: User, *, now: datetime) -> int:
     if not user.email:
         return 0
     pending = session.scalars(
-        select(Invitation).where(
+        select(Invitation)
+        .where(
             same_address(Invitation.email, user.email),
             Invitation.status == InvitationStatus.pending,
             Invitation.expires_at > now,
             Invitation.organization_id.is_not(None),
         )
+        .with_for_update(of=Invitation)  # a revoke meanwhile is seen (_locked_in_order)
+        .execution_options(populate_existing=True)
     ).all()
     for invitation in pending:
         if user.email_verified_at is None:
