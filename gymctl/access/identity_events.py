@@ -24,7 +24,8 @@ def user_created(
     session: Session, data: dict[str, Any], *, now: datetime, settings: Settings
 ) -> str:
     user, outcome = users.user_created(session, data, now=now, settings=settings)
-    accept_on_sign_up(session, user, now=now)
+    if outcome != users.IGNORED:  # a deleted login accepts nothing
+        accept_on_sign_up(session, user, now=now)
     return outcome
 
 

@@ -151,7 +151,11 @@ def user_created(
     session: Session, data: dict[str, Any], *, now: datetime, settings: Settings
 ) -> tuple[User, str]:
     """The login and its outcome; accepting the invitations sent to it is access's rule,
-    composed above both (gymctl/access/identity_events.py)."""
+    composed above both (gymctl/access/identity_events.py). A deleted login stays deleted
+    (`_gone`): its outcome is "ignored" and nothing is accepted for it."""
+    gone = _gone(session, data)
+    if gone is not None:
+        return gone, IGNORED
     sign_up = read_sign_up(settings, data, now=now)
     user, created = find_or_create(
         session,
@@ -181,6 +185,8 @@ def user_created(
 def user_updated(
     session: Session, data: dict[str, Any], *, now: datetime, settings: Settings
 ) -> str:
+    if _gone(session, data) is not None:
+        return IGNORED
     sign_up = read_sign_up(settings, data, now=now)
     email = sign_up.email
     user, created = find_or_create(
@@ -204,10 +210,10 @@ def user_updated(
 def user_deleted(
     session: Session, data: dict[str, Any], *, now: datetime, settings: Settings
 ) -> str:
-    """Soft-delete without calling the provider again (it is the one that deleted the login)."""
-    user = user_by_identity(session, _subject(data))
-    if user is None:
-        return "ignored"
+    """Soft-delete without calling the provider again (it is the one that deleted the login).
+    A login without a row yet gets one, deleted (a tombstone): a user.created retried after
+    this delivery would otherwise make a live row for it and accept its invitations."""
+    user = find_or_create(session, _subject(data), now=now)[0]
     if user.deleted_at is None:
         user.deleted_at = now
         user.updated_at = now
@@ -221,6 +227,16 @@ def user_deleted(
         )
     return "deleted"
 
+
+def _gone(session: Session, data: dict[str, Any]) -> User | None:
+    """The login's row when user.deleted soft-deleted it. Deliveries are not ordered (one that
+    failed is retried after those that followed it): a late user.created or user.updated of a
+    deleted login wrote its address back, and user.created accepted its invitations."""
+    user = user_by_identity(session, _subject(data))
+    return user if user is not None and user.deleted_at is not None else None
+
+
+IGNORED = "ignored"  # the outcome of an event that changes nothing
 
 Handler = Callable[..., str]  # (session, data, *, now, settings) -> outcome
 
@@ -287,7 +303,7 @@ def apply_identity_event(
             session.add(delivery)
     except UniqueViolation:
         return "duplicate"
-    outcome = handler(session, data, now=now, settings=settings) if handler else "ignored"
+    outcome = handler(session, data, now=now, settings=settings) if handler else IGNORED
     delivery.outcome = outcome
     log.info("identity event %s applied: %s", event_type, outcome)
     return outcome
