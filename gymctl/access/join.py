@@ -37,10 +37,12 @@ from gymctl.models import (
     Task,
     User,
 )
+from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.tasks import file_task
 
 JOIN_TICKET_LIFETIME = timedelta(days=2)
 PAYMENT_FOLLOW_UP_DUE = timedelta(hours=4)
+MEMBERSHIP_KEY = "uq_memberships_organization_id_user_id"  # one membership per gym and person
 # What anyone holding a link may trigger, per (link, organization) in ANONYMOUS_WINDOW: a join
 # form costs a provider account lookup, a failed checkout files an urgent staff task.
 ANONYMOUS_WINDOW = timedelta(minutes=10)
@@ -374,24 +376,21 @@ def join_signed_in(
 ) -> tuple[Membership, bool]:
     """A signed-in person joins through a link as a member; (membership, joined now)."""
     link, organization = eligible_link(session, token)
-    membership = session.scalar(
-        select(Membership).where(
-            Membership.organization_id == organization.id, Membership.user_id == user.id
-        )
-    )
-    if membership is not None and membership.invitation_held:
+    membership = _membership(session, organization.id, user.id)
+    if membership is None:
+        membership = _first_membership(session, organization.id, user.id, now=now)
+        if membership is None:  # joined twice at once: the first join's row answers
+            return _membership(session, organization.id, user.id), False
+    elif membership.invitation_held:
         raise forbidden(
             codes.INVITATION_HELD,
             "a staff invitation to this address is held until the gym confirms it",
         )
-    if membership is not None and membership.status is MembershipStatus.active:
+    elif membership.status is MembershipStatus.active:
         return membership, False
-    if membership is not None and membership.status is MembershipStatus.suspended:
+    elif membership.status is MembershipStatus.suspended:
         # A public link never lifts a suspension the gym decided.
         raise forbidden(codes.MEMBERSHIP_SUSPENDED, "this membership is suspended; ask the gym")
-    if membership is None:
-        membership = Membership(organization_id=organization.id, user_id=user.id, created_at=now)
-        session.add(membership)
     # Whoever comes back through a public link comes back as a member, whatever they were.
     membership.role = Role.member
     membership.status = MembershipStatus.active
@@ -421,6 +420,39 @@ def join_signed_in(
     session.flush()
     mirror.member_created(session, membership, now=now)
     return membership, True
+
+
+def _membership(session: Session, org_id: uuid.UUID, user_id: uuid.UUID) -> Membership | None:
+    """The person's membership of the gym, locked: a second join at once of a returning
+    member waits and reads it active (a repeat), not cancelled (joined again)."""
+    return session.scalar(
+        select(Membership)
+        .where(Membership.organization_id == org_id, Membership.user_id == user_id)
+        .with_for_update(of=Membership)
+        .execution_options(populate_existing=True)
+    )
+
+
+def _first_membership(
+    session: Session, org_id: uuid.UUID, user_id: uuid.UUID, *, now: datetime
+) -> Membership | None:
+    """The person's first membership of the gym, or None when a join at once (a double tap, the
+    app's retry) stored it first: both read none, and the second insert broke the gym's one
+    membership per person (a 500) where a repeat answers 200."""
+    membership = Membership(
+        organization_id=org_id,
+        user_id=user_id,
+        role=Role.member,
+        status=MembershipStatus.active,
+        created_at=now,
+        updated_at=now,
+    )
+    try:
+        with unique_violation(MEMBERSHIP_KEY), session.begin_nested():
+            session.add(membership)
+    except UniqueViolation:
+        return None
+    return membership
 
 
 def checkout_task_title(email: str | None) -> str:
