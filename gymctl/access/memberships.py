@@ -117,6 +117,17 @@ def change_role(
     target = membership_of(session, actor.organization_id, target_user_id)
     if target.id == actor.id:
         raise forbidden(codes.ROLE_CHANGE_SELF, "you cannot change your own role")
+    # Both rows locked (in id order) and read as they are now: two transfers at once each read
+    # the caller as the owner, and the gym had two owners (spec A 2.7: one per organization).
+    session.scalars(
+        select(Membership)
+        .where(Membership.id.in_((actor.id, target.id)))
+        .order_by(Membership.id)
+        .with_for_update(of=Membership)
+        .execution_options(populate_existing=True)
+    ).all()
+    if actor.status is not MembershipStatus.active:
+        raise not_found(codes.ORGANIZATION_NOT_FOUND, "no active membership in that organization")
     require_role_change(actor.role, target.role, new_role)
     if target.status is not MembershipStatus.active:
         raise conflict(codes.MEMBER_NOT_ACTIVE, "only an active member's role can change")
