@@ -20,7 +20,11 @@ from gymctl.events import EventKind, emit
 from gymctl.models import RetentionCase, RetentionContact
 from gymctl.models.retention import SAVED, CaseKind, RetentionOutcome
 from gymctl.retention import codes
-from gymctl.retention.notices import refuse_if_externally_billed, withdraw_notice
+from gymctl.retention.notices import (
+    refuse_if_externally_billed,
+    subscription_for_update,
+    withdraw_notice,
+)
 from gymctl.retention.overtaken import close_case
 
 CHANNELS = ("phone", "email", "message", "in_person")
@@ -132,9 +136,17 @@ def record_outcome(
     now: datetime,
 ) -> RetentionCase:
     """Staff record a saved_* outcome; on a presale case also lost_contacted or
-    lost_no_contact (a notice's lost_* is set by the sweep that ends the plan)."""
+    lost_no_contact (a notice's lost_* is set by the sweep that ends the plan).
+
+    The case is read again under its row lock, taken after its subscription's (the fixed
+    order: membership, subscription, then the case, as the notice's writers take them): read
+    unlocked, two outcomes at once both closed it, the second overwriting the first, and one
+    read before the member withdrew and gave notice again withdrew the new notice."""
     case = case_of(session, organization_id, case_id)
     notice = case.kind == CaseKind.cancellation_notice.value
+    if notice:
+        subscription_for_update(session, organization_id, case.subscription_id)
+    case = case_of(session, organization_id, case_id, lock=True)
     allowed = set(SAVED) - {RetentionOutcome.saved_member_withdrew}
     if not notice:
         allowed |= {RetentionOutcome.lost_contacted, RetentionOutcome.lost_no_contact}
