@@ -5,14 +5,17 @@
 
 Escalating raises the review task (urgent, due now) and writes retention.case_escalated; the
 stage's timestamp on the case makes a second run escalate nothing new. A case whose plan ended
-another way is closed as its ending closes it (`overtaken.end_overtaken_notice`).
+another way is closed as its ending closes it (`overtaken.end_overtaken_notice`). A run takes
+only cases with something due (at most BATCH): the open cases before a due one, escalated or
+quiet, never hold it back.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from gymctl.events import EventKind, emit
@@ -48,15 +51,41 @@ def _escalate(session: Session, case: RetentionCase, stage: str, *, now: datetim
     )
 
 
+def _open_notice_cases() -> list[Any]:
+    return [
+        RetentionCase.status == "open",
+        RetentionCase.kind == CaseKind.cancellation_notice.value,
+    ]
+
+
+def _due(now: datetime) -> Any:
+    """A case with something left to do at `now` (the checks below, in SQL): the batch takes
+    only these, so cases escalated already or quiet for months never fill it."""
+    return or_(
+        Subscription.status.not_in(NOTICE_STATUSES),
+        Subscription.cancel_at_period_end.is_not(True),
+        and_(
+            RetentionCase.escalated_unacknowledged_at.is_(None),
+            RetentionCase.acknowledged_at.is_(None),
+            RetentionCase.sla_due_at <= now,
+        ),
+        and_(
+            RetentionCase.escalated_ending_soon_at.is_(None),
+            RetentionCase.last_contact_at.is_(None),
+            Subscription.cancellation_effective_at <= now + ENDING_SOON,
+        ),
+    )
+
+
 def escalate(session: Session, *, now: datetime, limit: int = BATCH) -> dict[str, int]:
     """{checked, escalated}: open notice cases looked at, escalations written this run."""
+    checked = session.scalar(
+        select(func.count()).select_from(RetentionCase).where(*_open_notice_cases())
+    )
     rows = session.execute(
         select(RetentionCase, Subscription.cancellation_effective_at, Subscription)
         .join(Subscription, Subscription.id == RetentionCase.subscription_id)
-        .where(
-            RetentionCase.status == "open",
-            RetentionCase.kind == CaseKind.cancellation_notice.value,
-        )
+        .where(*_open_notice_cases(), _due(now))
         .order_by(RetentionCase.opened_at, RetentionCase.id)
         .limit(limit)
         .with_for_update(of=RetentionCase, skip_locked=True)
@@ -85,4 +114,4 @@ def escalate(session: Session, *, now: datetime, limit: int = BATCH) -> dict[str
             _escalate(session, case, "ending_soon", now=now)
             escalated += 1
     session.flush()
-    return {"checked": len(rows), "escalated": escalated}
+    return {"checked": checked, "escalated": escalated}
