@@ -74,7 +74,7 @@ def _lines(session: Session, organization_id, now: datetime) -> list[dict]:
         {
             "member": erased.ERASED_NAME if user.id in gone else emails.display_name(user),
             "kind": case.kind,
-            "ends": ends.date().isoformat() if ends else "-",
+            "ends": emails.local_day(session, organization_id, ends) if ends else "-",
             "overdue": case.acknowledged_at is None
             and case.sla_due_at is not None
             and case.sla_due_at <= now,

@@ -7,6 +7,7 @@ A template's first line is `Subject: ...`; the rest is the plain-text body.
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.access.memberships import owner_of
+from gymctl.billing.accounts import billing_settings
+from gymctl.clock import zone
 from gymctl.models import Membership, MembershipStatus, Role, User
 from gymctl.providers.mail import Mailer, OutgoingEmail
 from gymctl.retention.copy import DEFAULT_LOCALE, LOCALES
@@ -55,6 +58,13 @@ def send(
 
 def money(amount_in_cents: int, currency: str) -> str:
     return f"{amount_in_cents // 100}.{amount_in_cents % 100:02d} {currency}"
+
+
+def local_day(session: Session, organization_id: uuid.UUID, at: datetime) -> str:
+    """The day of instant `at` in the gym's own calendar (spec B 2.5 timezone), as an email
+    tells it: a plan ending at 01:30 in Jerusalem ended that day, not on the UTC day before."""
+    settings = billing_settings(session, organization_id)
+    return at.astimezone(zone(settings.timezone or "UTC")).date().isoformat()
 
 
 def display_name(user: User | None) -> str:

@@ -173,11 +173,13 @@ def notify_case(session: Session, mailer: Mailer, case: RetentionCase, *, now: d
     plan = session.get(Plan, subscription.plan_id)
     member = session.get(User, case.user_id)
     gym = session.get(Organization, case.organization_id)
+    # Days in the gym's calendar, of the withdrawal or the decline (not of this send: a
+    # refused email is sent again later).
     context = {
         "gym": gym.name,
         "member": emails.display_name(member),
         "plan": plan.name,
-        "on": now.date().isoformat(),
+        "on": emails.local_day(session, case.organization_id, case.opened_at),
     }
     if case.kind == CaseKind.presale_withdrawal.value:
         context["by"] = "by the member" if case.owner_user_id is None else "by staff"
@@ -185,7 +187,8 @@ def notify_case(session: Session, mailer: Mailer, case: RetentionCase, *, now: d
     else:
         amount = subscription.debt_amount_in_cents or subscription.price_in_cents
         context["amount"] = emails.money(amount, subscription.currency)
-        context["on"] = (subscription.debt_since or now).date().isoformat()
+        declined = subscription.debt_since or case.opened_at
+        context["on"] = emails.local_day(session, case.organization_id, declined)
         name = "presale_charge_failed"
     try:
         emails.send(mailer, to=address, name=name, locale=case.locale, tag=name, **context)

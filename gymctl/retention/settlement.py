@@ -201,6 +201,20 @@ def last_charge(session: Session, subscription: Subscription) -> PaymentTransact
     )
 
 
+def left_of(session: Session, charge: PaymentTransaction) -> int:
+    """What is left of the charge to give back: less refunds and credit notes, and less a
+    refund on its way (refund_pending: the provider may have paid it). Counting only completed
+    refunds owed the member money a staff refund in flight was already returning."""
+    in_flight = session.scalar(
+        select(func.coalesce(func.sum(PaymentTransaction.amount_in_cents), 0)).where(
+            PaymentTransaction.type == TransactionType.refund,
+            PaymentTransaction.status == TransactionStatus.refund_pending,
+            PaymentTransaction.metadata_["refundedTransactionId"].as_string() == str(charge.id),
+        )
+    )
+    return refundable_amount(charge) - int(in_flight)
+
+
 def _owner_task(
     session: Session,
     subscription: Subscription,
@@ -266,7 +280,7 @@ def settle_one(
     days = refund_days(effective, subscription.current_period_end, subscription.cash_pauses)
     amount = prorated_refund(charge_cents, days)
     if charge is not None:
-        amount = min(amount, refundable_amount(charge))
+        amount = min(amount, left_of(session, charge))
     if amount <= 0:
         mode, execution = "none", "nothing_owed"
     elif charge.provider == CARD_PROVIDER and charge.provider_transaction_id:
@@ -435,7 +449,7 @@ def send_ended_email(
             tag="membership_ended",
             gym=gym.name,
             member=emails.display_name(member),
-            ended_on=settlement.effective_at.date().isoformat(),
+            ended_on=emails.local_day(session, gym.id, settlement.effective_at),
             given_by=_notice_given_by(session, subscription),
             refund_state=REFUND_STATE.get(settlement.execution, "processing"),
             amount=emails.money(settlement.amount_in_cents, settlement.currency),
