@@ -307,8 +307,9 @@ def promote_waitlist(session: Session, row: ClassSession, *, now: datetime) -> l
     """Confirm the first waitlisted bookings while seats are free (caller holds the session
     lock); each promotion writes booking.promoted. None after the session started. A turn
     comes to one who may book now, as `book` would have it: an active member the booking
-    rules do not refuse (a membership that ended, a debt past its grace). One who may not
-    keeps their place in the line and is passed over, rather than given the seat."""
+    rules do not refuse (a membership that ended, a debt past its grace, a plan that no longer
+    covers the class). One who may not keeps their place in the line and is passed over,
+    rather than given the seat."""
     if row.cancelled_at is not None or row.starts_at <= now:
         return []
     if session.get(Organization, row.organization_id).deleted_at is not None:
@@ -335,6 +336,8 @@ def promote_waitlist(session: Session, row: ClassSession, *, now: datetime) -> l
         try:
             check_may_book(session, row.organization_id, booking.user_id, now=now)
         except DomainError:
+            continue
+        if not quota.still_covered(session, row.organization_id, booking.user_id, row):
             continue
         promoted.append(booking)
         promote(session, booking, now=now)

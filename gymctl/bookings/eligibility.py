@@ -4,7 +4,8 @@
   debt_since, ends at the organization's midnight; a debt left open on a plan that has ended
   too), or holding a plan cancelled for non-payment while any plan has open debt. Inside the
   grace the member still books (a failed charge is retried; existing bookings stay).
-- 409 plan_not_started: the only live plans are unstarted presales.
+- 409 plan_not_started: the only live plans are unstarted presales (scheduled, or in debt
+  after a declined opening charge: unpaid either way).
 - 409 plan_required_to_book: the organization requires a plan and the member holds none.
 """
 
@@ -39,6 +40,16 @@ BOOKABLE = (SubscriptionStatus.active, SubscriptionStatus.past_due, Subscription
 
 def _awaiting_payment(row: Subscription) -> bool:
     return row.status == SubscriptionStatus.scheduled and row.opening_day is None
+
+
+def unstarted(row: Subscription) -> bool:
+    """A presale not paid yet: scheduled, or in debt since its opening charge was declined
+    (never granted: no start). It holds no period, quota or credits (spec B 2.1), so it books
+    nothing, least of all as a plan without a quota."""
+    if row.status == SubscriptionStatus.scheduled:
+        return True
+    declined = row.status == SubscriptionStatus.debt and row.opening_day is not None
+    return declined and row.started_at is None
 
 
 def _cancelled_for_non_payment(row: Subscription) -> bool:
@@ -99,7 +110,7 @@ def check_may_book(
     # presale); until then it holds nothing, and refused nothing either (an open page kept a
     # member of a gym that books without plans from booking, "not started" with no start).
     live = [row for row in rows if row.status in LIVE and not _awaiting_payment(row)]
-    if live and all(row.status == SubscriptionStatus.scheduled for row in live):
+    if live and all(unstarted(row) for row in live):
         openings = [row.opening_day for row in live if row.opening_day is not None]
         raise conflict(
             codes.PLAN_NOT_STARTED,
@@ -107,7 +118,7 @@ def check_may_book(
             startsAt=min(openings).isoformat() if openings else None,
         )
     # A paused (frozen) plan is live but books nothing until it resumes.
-    bookable = [row for row in live if row.status in BOOKABLE]
+    bookable = [row for row in live if row.status in BOOKABLE and not unstarted(row)]
     if not bookable and settings.plan_required_to_book:
         raise conflict(codes.PLAN_REQUIRED_TO_BOOK, "this gym requires a plan to book a class")
     return bookable[0] if bookable else None

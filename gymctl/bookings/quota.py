@@ -11,9 +11,11 @@ cancelled, or still waitlisted when the class ends (the no-show pass); never for
 an attended class or a confirmed booking cancelled after the start.
 
 A plan's period bounds the classes it books when the plan does not renew itself: a quota plan
-(its validity) or one without a renewal interval (a course, a gift: a fixed term). A renewing
-plan (card or cash, monthly) books the classes past its period end: it renews, and in debt the
-grace rules of eligibility apply (spec B 4.3).
+(its validity), one without a renewal interval (a course, a gift: a fixed term), one on
+pay-later terms, or a card plan the collector charges no more (its renewal end reached). A
+renewing plan (card or cash, monthly) books the classes past its period end: it renews, and in
+debt the grace rules of eligibility apply (spec B 4.3); under notice it renews no more and
+books up to the notice's effective date.
 
 Locks in billing's fixed order (organization, membership, subscription, then session; see
 book.py): the chosen plan's row is locked before the session's, by book() and by a cancel.
@@ -30,31 +32,56 @@ from sqlalchemy.orm import Session
 from gymctl.billing.accounts import billing_settings
 from gymctl.billing.plans import subscriptions_of
 from gymctl.bookings import codes
-from gymctl.bookings.eligibility import BOOKABLE
+from gymctl.bookings.eligibility import BOOKABLE, unstarted
 from gymctl.db import is_postgres
 from gymctl.errors import conflict
 from gymctl.models import Booking, BookingStatus, ClassSession, Membership, Subscription
+from gymctl.models.billing import CollectionMethod
 
 
 def _bounded_by_period(row: Subscription) -> bool:
-    """A plan that does not renew itself ends with its period: a quota (pack, drop-in) or a
-    fixed term (no renewal interval)."""
-    return row.sessions_remaining is not None or row.interval_months is None
+    """A plan that does not renew itself ends with its period: a quota (pack, drop-in), a
+    fixed term (no renewal interval), one on pay-later terms (one term), or a priced card plan
+    with no next charge (its renewal end reached): the lifecycle ends those two at their period
+    end (term_ended; a free card plan rolls on instead)."""
+    if row.sessions_remaining is not None or row.interval_months is None:
+        return True
+    if row.payment_collection_method == CollectionMethod.pay_later:
+        return True
+    return (
+        row.payment_collection_method == CollectionMethod.card_provider
+        and row.price_in_cents > 0
+        and row.next_charge_date is None
+    )
+
+
+def covered_until(row: Subscription) -> datetime | None:
+    """The last instant a class of the plan may start, None when it renews without end: its
+    period end when it does not renew itself, and a notice's effective date (a plan under
+    notice renews no more: the period-end sweep cancels it then), whichever comes first."""
+    ends = []
+    if row.current_period_end is not None and _bounded_by_period(row):
+        ends.append(row.current_period_end)
+    if row.cancel_at_period_end and row.cancellation_effective_at is not None:
+        ends.append(row.cancellation_effective_at)
+    return min(ends) if ends else None
 
 
 def covers(row: Subscription, starts_at: datetime) -> bool:
     """The plan is live and still valid when the class starts (a class starting at the very
     end of its validity is the last one it covers)."""
-    if row.status not in BOOKABLE or row.ended_at is not None or row.deleted_at is not None:
+    if row.status not in BOOKABLE or unstarted(row):
+        return False  # a presale in debt after its declined opening charge holds no quota
+    if row.ended_at is not None or row.deleted_at is not None:
         return False
-    end = row.current_period_end
-    return end is None or not _bounded_by_period(row) or starts_at <= end
+    end = covered_until(row)
+    return end is None or starts_at <= end
 
 
 def _order(row: Subscription) -> tuple:
-    """Unlimited first; then the quota plan whose period ends first (one without an end last).
+    """Unlimited first; then the quota plan whose cover ends first (one without an end last).
     Rows tie on the first two terms only with ends of one kind: all datetimes, or all None."""
-    end = row.current_period_end
+    end = covered_until(row)
     return (row.sessions_remaining is not None, end is None, end or 0, str(row.id))
 
 
@@ -88,7 +115,11 @@ def plan_for_seat(
     if not billing_settings(session, organization_id).plan_required_to_book:
         return None
     rows = subscriptions_of(session, organization_id, user_id)
-    live = [sub for sub in rows if sub.status in BOOKABLE and sub.ended_at is None]
+    live = [
+        sub
+        for sub in rows
+        if sub.status in BOOKABLE and sub.ended_at is None and not unstarted(sub)
+    ]
     covering = sorted((sub for sub in live if covers(sub, row.starts_at)), key=_order)
     for candidate in covering:
         if candidate.sessions_remaining is not None and candidate.sessions_remaining <= 0:
@@ -101,13 +132,26 @@ def plan_for_seat(
         if locked.sessions_remaining is None or locked.sessions_remaining > 0:
             return locked
     if not covering:
-        ends = [sub.current_period_end for sub in live if sub.current_period_end is not None]
+        ends = [end for end in map(covered_until, live) if end is not None]
         raise conflict(
             codes.PLAN_ENDS_BEFORE_SESSION,
             "your plan is not valid when this class starts",
             planEndsAt=max(ends).isoformat() if ends else None,
         )
     raise conflict(codes.PLAN_SESSIONS_USED_UP, "your plan has no sessions left")
+
+
+def still_covered(
+    session: Session, organization_id: uuid.UUID, user_id: uuid.UUID, row: ClassSession
+) -> bool:
+    """A plan of the member still covers the class (always, where the gym books without
+    plans): a waitlisted booking's plan may have come under notice or ended since it waited,
+    and booking now would be refused plan_ends_before_session. Read unlocked, as the
+    eligibility rules a promotion asks are; its session, if it spent one, stays spent."""
+    if not billing_settings(session, organization_id).plan_required_to_book:
+        return True
+    rows = subscriptions_of(session, organization_id, user_id)
+    return any(covers(sub, row.starts_at) for sub in rows)
 
 
 def spend(booking: Booking, plan: Subscription | None, *, now: datetime) -> None:

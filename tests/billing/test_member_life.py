@@ -434,7 +434,8 @@ def test_a_presale_members_life_then_the_desk_a_refund_and_a_credit_note(life):
 
 def test_a_presale_declined_on_the_opening_day_is_mailed_once_and_paid_from_the_app(life):
     """The opening day's charge declines: the member is told once (the presale email covers the
-    debt notice), the owner gets the case; a new card and pay-debt open the membership."""
+    debt notice), the owner gets the case, and the unpaid presale books nothing; a new card and
+    pay-debt open the membership, which then books."""
     opening = NOW + timedelta(days=10)
     life.session.add(BillingSettings(organization_id=life.org.id, opening_day=opening))
     life.session.commit()
@@ -458,9 +459,10 @@ def test_a_presale_declined_on_the_opening_day_is_mailed_once_and_paid_from_the_
     assert "by 2026-12-08" in sent[0][2]
     assert life.new_mail() == []  # once: the debt notice is the presale email
     klass = life.klass(opening + timedelta(days=20))
-    # Inside the grace days the member still books (spec B 3, 4.3: blocked beyond them).
-    early = life.book(klass, 201)["data"]["id"]
-    life.call("POST", f"/bookings/{early}/cancel", life.member, 200, json={})
+    # Inside the grace days a debt does not block booking (spec B 3, 4.3), but this plan was
+    # never paid: a presale "holds no period, quota or credits before it is paid" (spec B 2.1),
+    # so the member, whose only live plan it is, is refused plan_not_started (spec B 7).
+    assert life.book(klass, 409)["code"] == "plan_not_started"
 
     # The next day, a new card and the debt paid from the app: charged once, the membership
     # opens, no email.
