@@ -111,8 +111,8 @@ def _already_booked(existing: Booking):
     )
 
 
-def _refuse_if_booked(session: Session, class_session_id, membership_id) -> None:
-    """Unlocked: asked again under the session's lock."""
+def _refuse_if_booked(session: Session, class_session_id, membership_id) -> Booking | None:
+    """Unlocked: asked again under the session's lock. The row a booking would revive."""
     existing = session.scalar(
         select(Booking).where(
             Booking.class_session_id == class_session_id, Booking.membership_id == membership_id
@@ -120,6 +120,7 @@ def _refuse_if_booked(session: Session, class_session_id, membership_id) -> None
     )
     if existing is not None and is_active(existing):
         _already_booked(existing)
+    return existing
 
 
 def book(
@@ -138,8 +139,11 @@ def book(
     row = class_session_of(session, organization_id, class_session_id)
     _open_for_booking(row, now)  # refused early, without waiting on the session's lock
     check_may_book(session, organization_id, member.user_id, now=now)
-    _refuse_if_booked(session, row.id, member.id)  # before a plan's refusal: the truer answer
+    # Before a plan's refusal: the truer answer.
+    revives = _refuse_if_booked(session, row.id, member.id)
     plan = quota.plan_for_seat(session, organization_id, member.user_id, row)  # locked
+    if revives is not None and revives.subscription_id is not None:
+        quota.lock_plan(session, revives.subscription_id)  # given back below: before the session
     lock_waiting_members(session, row.id)  # the waiting are served first: see promote_waitlist
     row = class_session_of(session, organization_id, class_session_id, lock=True)
     _open_for_booking(row, now)  # again under the lock: the class may have been cancelled
@@ -167,6 +171,9 @@ def book(
         session.add(booking)
     else:
         booking = existing
+        # A row ended after its check-in kept its session spent; revived, its check-in is
+        # cleared and it spends anew: the session it recorded comes back first (once).
+        quota.give_back(session, booking, now=now)
         booking.cancelled_at = None
         booking.checked_in_at = None
         booking.checkin_method = None
