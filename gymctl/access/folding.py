@@ -7,6 +7,7 @@ their id) and never deleted with a membership (plans and bookings cascade from o
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +15,8 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from gymctl.access.leaving import end_holdings
+from gymctl.access.memberships import end_sales_grant
+from gymctl.bridge import mirror
 from gymctl.models import (
     Booking,
     Membership,
@@ -44,7 +47,7 @@ def fold_person(session: Session, source: User, target: User, *, now: datetime) 
     with it, its plans and bookings moved first, and ends (cancelled), kept on the retired row
     with what the gym collected on it (its national id, its bridge links), as erasure keeps it;
     but the target's is deleted when it never started and holds nothing (decisions s41)."""
-    ended = []
+    ended, moved = [], []
     kept = {
         membership.organization_id: membership
         for membership in session.scalars(select(Membership).where(Membership.user_id == target.id))
@@ -54,7 +57,7 @@ def fold_person(session: Session, source: User, target: User, *, now: datetime) 
         if theirs is None:
             membership.user_id = target.id
         elif theirs.status not in _STANDING and membership.status is MembershipStatus.active:
-            _fold_membership(session, theirs, membership, now=now)
+            moved.append(_fold_membership(session, theirs, membership, now=now))
             if _never_started(session, theirs):
                 session.delete(theirs)
                 session.flush()
@@ -67,7 +70,7 @@ def fold_person(session: Session, source: User, target: User, *, now: datetime) 
                 theirs.invitation_held = False
                 theirs.updated_at = now
         else:
-            _fold_membership(session, membership, theirs, now=now)
+            moved.append(_fold_membership(session, membership, theirs, now=now))
             if membership.status is MembershipStatus.active:
                 _keep_role(session, membership, theirs, now=now)
             membership.status = MembershipStatus.cancelled
@@ -80,8 +83,14 @@ def fold_person(session: Session, source: User, target: User, *, now: datetime) 
             update(column.table).where(column == source.id).values({column.name: target.id})
         )
     session.flush()
+    for dropped, goes_on, plans, seats in moved:  # the bridge follows them to the kept member
+        mirror.member_folded(session, dropped, goes_on, now=now)
+        mirror.holdings_moved(session, goes_on.organization_id, dropped.id, plans, seats, now=now)
     for membership in ended:  # a seat the kept one holds too: given up, the waitlist moves up
         end_holdings(session, membership, actor_user_id=None, now=now)
+        # A grant the kept one did not take (it holds its own) ends with the membership, as it
+        # does at any end: left live, it would outlast the role it was granted for.
+        end_sales_grant(session, membership, actor_user_id=None, now=now)
 
 
 def _never_started(session: Session, membership: Membership) -> bool:
@@ -124,22 +133,27 @@ def _trade_places(
 
 def _fold_membership(
     session: Session, source: Membership, kept: Membership, *, now: datetime
-) -> None:
+) -> tuple[Membership, Membership, list[uuid.UUID], list[uuid.UUID]]:
     """The source membership's plans and bookings move to the kept one, so ending or deleting the
     emptied source takes nothing with it (but a booking of a session the kept one booked too:
-    the person holds one seat of it)."""
-    session.execute(
+    the person holds one seat of it). Returns both and the ids moved, for the
+    bridge's mirror (their copies there stand at the source's external user)."""
+    plans = session.scalars(
         update(Subscription)
         .where(Subscription.membership_id == source.id)
         .values(membership_id=kept.id, updated_at=now)
-    )
+        .returning(Subscription.id)
+    ).all()
     booked = select(Booking.class_session_id).where(Booking.membership_id == kept.id)
-    session.execute(
+    seats = session.scalars(
         update(Booking)
         .where(Booking.membership_id == source.id, Booking.class_session_id.not_in(booked))
         .values(membership_id=kept.id, user_id=kept.user_id, updated_at=now)
-    )
+        .returning(Booking.id)
+        .execution_options(synchronize_session="fetch")
+    ).all()
     session.flush()
+    return source, kept, list(plans), list(seats)
 
 
 def _keep_role(session: Session, source: Membership, kept: Membership, *, now: datetime) -> None:

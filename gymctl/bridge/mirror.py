@@ -29,7 +29,7 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import bindparam, exists, func, select
 from sqlalchemy.orm import Session
 
-from gymctl.bridge import queue
+from gymctl.bridge import entity_map, queue
 from gymctl.bridge.payloads import member_key
 from gymctl.bridge.polling import timezone_of
 from gymctl.db import advisory_lock, is_postgres
@@ -277,7 +277,7 @@ def subscription_changed(session: Session, subscription: Subscription, *, now: d
     if want != "live":  # the payload names the dates the membership last had
         dates = had_dates or {"startDate": _local_date(now, ZoneInfo("UTC")).isoformat()}
     payload = {"memberId": str(membership.id), "subscriptionId": str(subscription.id), **dates}
-    dedupe = f"{op_type.value}:{subscription.id}:{count}"
+    dedupe = f"{op_type.value}:{membership.id}:{subscription.id}:{count}"
     _enqueue(session, organization_id, op_type, payload, now, dedupe)
 
 
@@ -378,5 +378,81 @@ def booking_changed(session: Session, booking: Booking, *, now: datetime) -> Non
     class_key, spare = _class_key(session, booking, op_type)
     if class_key is not None and op_type is OpType.booking_create:
         payload["spareSeats"] = spare
-    dedupe = f"{op_type.value}:{booking.id}:{count}"
+    dedupe = f"{op_type.value}:{booking.membership_id}:{booking.id}:{count}"
     _enqueue(session, organization_id, op_type, payload, now, dedupe, class_key)
+
+
+# -- a fold -----------------------------------------------------------------------------------
+
+
+def member_folded(session: Session, source: Membership, kept: Membership, *, now: datetime) -> None:
+    """A fold ended `source` and keeps `kept`, both the person's in one gym (access.folding).
+    The external user that stood for the source is the person's: it now stands for the kept
+    member when that one has none (its own user.create found that user, the source's, and
+    parked as identity_conflict; it is sent again and finds it linked). So the kept member's
+    plans and seats reach the person there, and a booking the person makes there is theirs."""
+    organization_id = kept.organization_id
+    if kept.role is not Role.member or not connected(session, organization_id):
+        return
+    session.flush()
+    twin = entity_map.find(session, organization_id, EntityType.member, source.id)
+    if twin is None or entity_map.find(session, organization_id, EntityType.member, kept.id):
+        return
+    if is_postgres(session):  # the kept member's ops decide on this link: under their lock
+        advisory_lock(session, f"bridge:aggregate:{member_key(kept.id)}")
+    twin.platform_id, twin.updated_at = str(kept.id), now
+    waiting = session.scalar(
+        select(SyncOp).where(
+            SyncOp.dedupe_key == f"user.create:{kept.id}", SyncOp.status == OpStatus.parked
+        )
+    )
+    if waiting is not None:
+        queue.retry(session, waiting.id, now=now)
+    session.flush()
+
+
+def holdings_moved(
+    session: Session,
+    organization_id: uuid.UUID,
+    source_id: uuid.UUID,
+    subscription_ids: list[uuid.UUID],
+    booking_ids: list[uuid.UUID],
+    *,
+    now: datetime,
+) -> None:
+    """A fold moved plans and seats from membership `source_id` to the one that goes on
+    (access.folding). Their copies at the external system stand at the source's external user:
+    each ends there, in the source's order, and is mirrored again under the member that holds
+    it now (its own order; the kept member's assign or booking also ends a copy still standing
+    at the other user, so either order ends right: see operations). Dedupe keys name the member,
+    so the kept member's first op of a moved row is not taken for the source's."""
+    if not (subscription_ids or booking_ids) or not connected(session, organization_id):
+        return
+    session.flush()
+    key = member_key(source_id)
+    for subscription_id in subscription_ids:
+        last, count = _last_op(session, organization_id, key, MEMBERSHIP_OPS, "subscriptionId",
+                               subscription_id)  # fmt: skip
+        have, dates = _membership_state(last)
+        if have != "none":
+            op_type = OpType.membership_cancel
+            dates = dates or {"startDate": _local_date(now, ZoneInfo("UTC")).isoformat()}
+            payload = {"memberId": str(source_id), "subscriptionId": str(subscription_id),
+                       **dates}  # fmt: skip
+            dedupe = f"{op_type.value}:{source_id}:{subscription_id}:{count}"
+            _enqueue(session, organization_id, op_type, payload, now, dedupe)
+        subscription_changed(session, session.get(Subscription, subscription_id), now=now)
+    for booking_id in booking_ids:
+        booking = session.get(Booking, booking_id)
+        held = session.get(ClassSession, booking.class_session_id)
+        if held.starts_at <= now or held.cancelled_at is not None:
+            continue  # a class held or called off: its registration there is history, left be
+        last, count = _last_op(session, organization_id, key, BOOKING_OPS, "bookingId", booking_id)
+        if last is not None and last.op_type is OpType.booking_create:
+            op_type = OpType.booking_cancel
+            payload = {"memberId": str(source_id), "bookingId": str(booking_id),
+                       "sessionId": str(booking.class_session_id)}  # fmt: skip
+            class_key, _spare = _class_key(session, booking, op_type)
+            dedupe = f"{op_type.value}:{source_id}:{booking_id}:{count}"
+            _enqueue(session, organization_id, op_type, payload, now, dedupe, class_key)
+        booking_changed(session, booking, now=now)

@@ -358,18 +358,29 @@ def _assign(ctx: OpContext, op: SyncOp, payload: MembershipPayload, *, retried: 
     return "assigned"
 
 
+def _others(current: Known, member_id: uuid.UUID) -> bool:
+    """The link stands at another member's external user: a fold moved its platform row to
+    the member this op is about (access.folding; mirror.holdings_moved)."""
+    return current.data.get("memberId", str(member_id)) != str(member_id)
+
+
 def membership_assign(ctx: OpContext, op: SyncOp, payload: MembershipPayload) -> str:
     current = ctx.lookup(EntityType.membership, payload.subscription_id)
     if current is not None and current.data.get("status") == "active":
-        return "already_assigned"
+        if not _others(current, payload.member_id):
+            return "already_assigned"
+        _end(ctx, payload, "cancelled", anyone=True)  # left at the folded member's user
     return _assign(ctx, op, payload, retried=op.attempts > 1)
 
 
-def _end(ctx: OpContext, payload: MembershipPayload, status: str) -> bool:
-    """Cancel the subscription's bridge membership if it is live; False if none was."""
+def _end(ctx: OpContext, payload: MembershipPayload, status: str, *, anyone: bool = False) -> bool:
+    """Cancel the subscription's bridge membership if it is live at this member's user (or at
+    `anyone`'s); False if none was."""
     current = ctx.lookup(EntityType.membership, payload.subscription_id)
     if current is None or current.data.get("status") != "active":
         return False
+    if not anyone and _others(current, payload.member_id):
+        return False  # moved to the member a fold kept, whose ops follow it
     try:
         ctx.client.cancel_membership(current.external_id)
     except ExternalCallError as error:
@@ -406,7 +417,7 @@ def membership_update(ctx: OpContext, op: SyncOp, payload: MembershipPayload) ->
         )
     ):
         return "already_updated"
-    if status not in ("active", "replaced"):
+    if status not in ("active", "replaced") or _others(current, payload.member_id):
         return "not_live"
     _end(ctx, payload, "replaced")
     return _assign(ctx, op, payload, retried=op.attempts > 1 or status == "replaced")
@@ -460,7 +471,9 @@ def booking_create(ctx: OpContext, op: SyncOp, payload: BookingPayload) -> str:
     echo personal data), so any 4xx asks; one with no registration behind it still parks."""
     current = ctx.lookup(EntityType.booking, payload.booking_id)
     if current is not None and current.data.get("status") == "booked":
-        return "already_booked"  # a cancelled link is a booking revived: booked again
+        if not _others(current, payload.member_id):
+            return "already_booked"  # a cancelled link is a booking revived: booked again
+        _cancel_registration(ctx, payload, current)  # left at the folded member's user
     user = _member(ctx, payload.member_id)
     bridge = ctx.lookup(ACTIVE_BRIDGE, payload.member_id)
     if bridge is None:
@@ -495,6 +508,13 @@ def booking_cancel(ctx: OpContext, op: SyncOp, payload: BookingPayload) -> str:
     current = ctx.lookup(EntityType.booking, payload.booking_id)
     if current is None or current.data.get("status") != "booked":
         return "nothing_to_cancel"
+    if _others(current, payload.member_id):
+        return "nothing_to_cancel"  # moved to the member a fold kept, whose ops follow it
+    _cancel_registration(ctx, payload, current)
+    return "cancelled"
+
+
+def _cancel_registration(ctx: OpContext, payload: BookingPayload, current: Known) -> None:
     try:
         ctx.client.cancel_booking(current.external_id)
     except ExternalCallError as error:
@@ -502,7 +522,6 @@ def booking_cancel(ctx: OpContext, op: SyncOp, payload: BookingPayload) -> str:
             raise
     ctx.link(EntityType.booking, payload.booking_id, current.external_id, {"status": "cancelled"})
     ctx.nudge_reconcile()
-    return "cancelled"
 
 
 def schedule_coach(ctx: OpContext, op: SyncOp, payload: CoachPayload) -> str:
