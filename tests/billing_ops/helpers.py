@@ -284,7 +284,6 @@ def race(threads: int, act) -> list[str]:
 def dismiss(session, provider, gym, transaction, *, now=NOW, retry=False):
     """The owner's confirm-no-debit of `transaction`, naming it exactly, confirmed a minute
     before `now`."""
-    attempt = transaction.billing_attempt
     return no_debit.confirm_no_debit(
         session,
         provider,
@@ -292,17 +291,26 @@ def dismiss(session, provider, gym, transaction, *, now=NOW, retry=False):
         organization_id=gym.organization.id,
         transaction_id=transaction.id,
         actor_user_id=gym.owner.id,
-        confirmation=no_debit.NoDebitConfirmation(
-            request_id=uuid.uuid4(),
-            provider_case_id="CASE-1",
-            confirmed_at=now - timedelta(minutes=1),
-            external_attempt_id=attempt["externalAttemptId"],
-            terminal=attempt["terminal"],
-            amount_in_cents=attempt["amountInCents"],
-            currency=attempt["currency"],
-            no_debit_occurred=True,
-            cannot_settle_later=True,
-            authorize_retry=retry,
-        ),
+        confirmation=confirmation_of(transaction, now=now, retry=retry),
         now=now,
+    )
+
+
+def confirmation_of(
+    transaction, *, now=NOW, request_id=None, retry=False
+) -> no_debit.NoDebitConfirmation:
+    """A confirm-no-debit body naming `transaction`'s attempt exactly, confirmed a minute
+    before `now`, under `request_id` (a new one by default)."""
+    attempt = transaction.billing_attempt
+    return no_debit.NoDebitConfirmation(
+        request_id=request_id or uuid.uuid4(),
+        provider_case_id="CASE-1",
+        confirmed_at=now - timedelta(minutes=1),
+        external_attempt_id=attempt["externalAttemptId"],
+        terminal=attempt["terminal"],
+        amount_in_cents=attempt["amountInCents"],
+        currency=attempt["currency"],
+        no_debit_occurred=True,
+        cannot_settle_later=True,
+        authorize_retry=retry,
     )

@@ -22,7 +22,12 @@ from gymctl.models.billing import TransactionStatus
 from tests import factories
 from tests.billing import factories as bf
 from tests.billing.factories import TEST_CIPHER
-from tests.billing_ops.helpers import audit_rows, card_subscription, pending_attempt
+from tests.billing_ops.helpers import (
+    audit_rows,
+    card_subscription,
+    confirmation_of,
+    pending_attempt,
+)
 from tests.conftest import NOW
 
 
@@ -61,21 +66,6 @@ def _two_attempts(url, card_server):
     return factory, gym, found
 
 
-def _confirmation(transaction, request_id) -> no_debit.NoDebitConfirmation:
-    attempt = transaction.billing_attempt
-    return no_debit.NoDebitConfirmation(
-        request_id=request_id,
-        provider_case_id="CASE-7",
-        confirmed_at=NOW - timedelta(minutes=1),
-        external_attempt_id=attempt["externalAttemptId"],
-        terminal=attempt["terminal"],
-        amount_in_cents=attempt["amountInCents"],
-        currency=attempt["currency"],
-        no_debit_occurred=True,
-        cannot_settle_later=True,
-    )
-
-
 def _at_once(factory, gym, provider, transactions, request_id) -> list[str]:
     """Each transaction's confirm-no-debit in its own thread and session, committed."""
     answers: list[str] = []
@@ -90,7 +80,7 @@ def _at_once(factory, gym, provider, transactions, request_id) -> list[str]:
                     organization_id=gym.organization.id,
                     transaction_id=transaction.id,
                     actor_user_id=gym.owner.id,
-                    confirmation=_confirmation(transaction, request_id),
+                    confirmation=confirmation_of(transaction, request_id=request_id),
                     now=NOW,
                 )
                 session.commit()
