@@ -1,7 +1,8 @@
 """repair-schedule (spec B 4.1): a presale's first charge missing or set before it may happen
 moves to max(opening day, subscription start), and the period, quota and credit fields a presale
-must not hold are cleared. Moves no money. The operator names the value they saw
-(expectedNextChargeAt) so a report read before a change never repairs the changed row.
+must not hold are cleared (also when its date is right: readiness's presale_holds_period sends
+the operator here, and refusing it left no door). Moves no money. The operator names the value
+they saw (expectedNextChargeAt) so a report read before a change never repairs the changed row.
 """
 
 from __future__ import annotations
@@ -69,20 +70,23 @@ def repair_schedule(
     opening = subscription.opening_day or billing_settings(session, organization_id).opening_day
     start = subscription.started_at or subscription.created_at
     floor = max(day for day in (opening, start) if day is not None)
-    if subscription.next_charge_date is not None and subscription.next_charge_date >= floor:
+    on_time = subscription.next_charge_date is not None and subscription.next_charge_date >= floor
+    holds = _held(subscription)
+    if on_time and not any(value is not None for value in holds.values()):
         raise conflict(
             codes.BILLING_SCHEDULE_NOT_ANOMALOUS,
-            "the first charge is already at or after its floor",
+            "the first charge is already at or after its floor and the presale holds no period",
             floor=floor.isoformat(),
         )
     before = {
         "nextChargeAt": _iso(subscription.next_charge_date),
-        "currentPeriodStart": _iso(subscription.current_period_start),
-        "currentPeriodEnd": _iso(subscription.current_period_end),
-        "sessionsRemaining": subscription.sessions_remaining,
-        "credits": subscription.credits,
+        "currentPeriodStart": _iso(holds["currentPeriodStart"]),
+        "currentPeriodEnd": _iso(holds["currentPeriodEnd"]),
+        "sessionsRemaining": holds["sessionsRemaining"],
+        "credits": holds["credits"],
     }
-    subscription.next_charge_date = floor
+    if not on_time:  # a date at or after the floor stays: only the held fields were wrong
+        subscription.next_charge_date = floor
     subscription.current_period_start = None
     subscription.current_period_end = None
     subscription.sessions_remaining = None
@@ -94,12 +98,22 @@ def repair_schedule(
         subscription=subscription,
         operator=operator,
         body={"expectedNextChargeAt": _iso(expected_next_charge_at)},
-        result={"before": before, "after": {"nextChargeAt": floor.isoformat()}},
+        result={"before": before, "after": {"nextChargeAt": _iso(subscription.next_charge_date)}},
         now=now,
     )
     session.flush()
     item = readiness(session, organization_id, now=now, cipher=cipher, only=subscription.id)
     return {"data": {"item": item["items"][0]}}
+
+
+def _held(subscription) -> dict[str, Any]:
+    """The period, quota and credit fields a presale must not hold, as they are."""
+    return {
+        "currentPeriodStart": subscription.current_period_start,
+        "currentPeriodEnd": subscription.current_period_end,
+        "sessionsRemaining": subscription.sessions_remaining,
+        "credits": subscription.credits,
+    }
 
 
 def _iso(at: datetime | None) -> str | None:

@@ -257,6 +257,30 @@ def test_a_missing_or_too_early_first_charge_moves_to_the_floor(session, gym, ca
     assert organization.actor_user_id == gym.owner.id
 
 
+def test_a_presale_holding_a_period_on_a_right_date_is_cleared_and_keeps_its_date(
+    session, gym, card_server
+):
+    """Readiness sends presale_holds_period to repair_schedule, whose repair "clears period,
+    quota and credit fields a presale must not hold" (spec B 4.1): with the first charge
+    already at its floor there is nothing to move, but those fields are still the anomaly, so
+    the repair clears them and keeps the date (it refused billing_schedule_not_anomalous, and
+    no door was left for what readiness reported)."""
+    subscription, _ = presale_with_checkout(session, gym, card_server, opening=OPENING)
+    subscription.next_charge_date = OPENING + timedelta(days=1)  # after the floor: kept
+    subscription.current_period_start = NOW
+    subscription.current_period_end = NOW + timedelta(days=30)
+    subscription.sessions_remaining = 10
+
+    answer = _repair(session, gym, subscription, OPENING + timedelta(days=1))
+
+    assert subscription.next_charge_date == OPENING + timedelta(days=1)
+    assert (subscription.current_period_start, subscription.current_period_end) == (None, None)
+    assert subscription.sessions_remaining is None
+    codes = {issue["code"] for issue in answer["data"]["item"]["issues"]}
+    assert "presale_holds_period" not in codes
+    assert len(_audits(session)) == 2
+
+
 def test_repair_schedule_refusals_change_nothing(session, gym, card_server):
     subscription, _ = presale_with_checkout(session, gym, card_server, opening=OPENING)
     cases = [
