@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from gymctl.access import codes
 from gymctl.access.leaving import end_holdings
-from gymctl.errors import conflict, forbidden, not_found, unprocessable
+from gymctl.errors import DomainError, conflict, forbidden, not_found, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import (
     Invitation,
@@ -25,6 +25,7 @@ from gymctl.models import (
     User,
 )
 from gymctl.models.identity import same_address
+from gymctl.models.integrity import UniqueViolation, unique_violation
 
 SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 
@@ -64,10 +65,15 @@ def create_gym(
     if not SLUG.fullmatch(slug or ""):
         raise unprocessable(codes.SLUG_INVALID, "lowercase letters, digits and hyphens")
     if session.scalar(select(Organization.id).where(Organization.slug == slug)) is not None:
-        raise conflict(codes.SLUG_TAKEN, "that address is taken")
+        raise _slug_taken()
     organization = Organization(name=name.strip(), slug=slug, created_at=now)
-    session.add(organization)
-    session.flush()
+    try:
+        # Two creations at once both read the slug free: the second insert breaks the key (a
+        # 500 on PostgreSQL) and answers as the check does, its savepoint writing nothing.
+        with unique_violation("uq_organizations_slug"), session.begin_nested():
+            session.add(organization)
+    except UniqueViolation:
+        raise _slug_taken() from None
     session.add(
         Membership(
             organization_id=organization.id,
@@ -95,6 +101,10 @@ def create_gym(
     )
     session.flush()
     return organization
+
+
+def _slug_taken() -> DomainError:
+    return conflict(codes.SLUG_TAKEN, "that address is taken")
 
 
 def complete_onboarding(
