@@ -26,6 +26,7 @@ from gymctl.access import codes
 from gymctl.access.invitations import Outreach, normalize_email, request_link
 from gymctl.access.memberships import active_member_count, end_sales_grant
 from gymctl.bridge import mirror
+from gymctl.db import advisory_lock
 from gymctl.errors import DomainError, conflict, not_found, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import (
@@ -109,6 +110,10 @@ def register_member(
     request fails."""
     email = normalize_email(email)
     org_id = registrar.organization.id
+    # The gym's look for the person and its insert, one at a time: two at once (a double submit,
+    # a second desk) each read no one, and each made a profile (no unique key on addresses).
+    session.connection()  # the write transaction first (db.advisory_lock on SQLite)
+    advisory_lock(session, f"registrations:{org_id}")
     people = _people(session, email)
     if _unproven_login(people):
         raise _refuse_unverified(session, registrar, email, role=role, now=now)
