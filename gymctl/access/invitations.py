@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import literal, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
@@ -628,8 +628,15 @@ def describe(invitation: Invitation) -> dict[str, Any]:
 
 
 def _invitation(session: Session, org_id: uuid.UUID, invitation_id: uuid.UUID) -> Invitation:
+    """One of the gym's invitations, as listed: a link request is not one (the gym may not
+    learn the login exists; a resend mailed it and answered `existingAccount`), so its id
+    answers as an unknown one."""
     invitation = session.get(Invitation, invitation_id)
-    if invitation is None or invitation.organization_id != org_id:
+    if (
+        invitation is None
+        or invitation.organization_id != org_id
+        or invitation.profile_user_id is not None
+    ):
         raise not_found(codes.INVITATION_NOT_FOUND, "no such invitation")
     return invitation
 
@@ -815,7 +822,7 @@ def accept_invitation(
     _require_pending(invitation)
     if invitation.expires_at <= now:
         raise gone(codes.TICKET_EXPIRED, "the invitation has expired")
-    if (user.email or "").lower() != invitation.email.lower():
+    if not _same_address(session, user.email or "", invitation.email):
         raise forbidden(codes.INVITATION_OTHER_ADDRESS, "this invitation is for another address")
     if user.email_verified_at is None:
         # Opening the invitation email never releases a hold (spec A 5.3).
@@ -826,6 +833,13 @@ def accept_invitation(
         return invitation
     _activate(session, invitation, user, now=now)
     return invitation
+
+
+def _same_address(session: Session, one: str, other: str) -> bool:
+    """The two addresses compared as every lookup compares them (`same_address`): by Python's
+    str.lower() the app accepted on SQLite an invitation that sign-up, folding only ASCII, did
+    not find."""
+    return bool(session.scalar(select(same_address(literal(one), other))))
 
 
 def _hold(session: Session, invitation: Invitation, user: User, *, now: datetime) -> None:
