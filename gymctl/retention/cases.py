@@ -95,6 +95,14 @@ def log_contact(
         raise unprocessable(codes.CONTACT_IN_FUTURE, "a contact is logged after it happened")
     case = case_of(session, organization_id, case_id, lock=True)
     _open(case)
+    if contacted_at < case.opened_at:
+        # A contact from before the case is not about it: taken, it acknowledged the case,
+        # stopped the ending-soon escalation and made the outcome lost_contacted.
+        raise unprocessable(
+            codes.CONTACT_BEFORE_CASE_OPENED,
+            "a contact is logged about a case that was already open",
+            openedAt=case.opened_at.isoformat(),
+        )
     contact = RetentionContact(
         id=ids.new_id(),
         case_id=case.id,

@@ -3,6 +3,7 @@
 Listed in docs/error-codes.md (python -m gymctl.error_codes); tests/test_error_codes.py
 checks every raised code is declared here and the listing is current."""
 
+CONTACT_BEFORE_CASE_OPENED = "contact_before_case_opened"
 CONTACT_CHANNEL_INVALID = "contact_channel_invalid"
 CONTACT_IN_FUTURE = "contact_in_future"
 EXTERNALLY_BILLED = "externally_billed"
