@@ -5,17 +5,21 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from gymctl import ids
 from gymctl.bookings import codes
 from gymctl.db import organization_row
-from gymctl.errors import not_found, unprocessable
+from gymctl.errors import invalid, not_found, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import ClassSession, ClassType
+from gymctl.text import one_line
 
 MAX_CAPACITY = 1000
+# The sessions a page of the schedule holds: its seat counts are read with a bind parameter a
+# session, and PostgreSQL takes at most 65,535 in a statement.
+SESSIONS_PAGE = 500
 # A schedule looks at most two years ahead and one back (backfilling a missed class).
 SCHEDULE_AHEAD = timedelta(days=731)
 SCHEDULE_BACK = timedelta(days=366)
@@ -35,6 +39,8 @@ def create_class_type(
         raise unprocessable(codes.CAPACITY_INVALID, f"capacity is 0 to {MAX_CAPACITY}")
     if duration_minutes < 1:
         raise unprocessable(codes.DURATION_INVALID, "a class lasts at least a minute")
+    if not one_line(name):  # the schedule, rosters and emails show it on one
+        raise invalid(codes.CLASS_TYPE_NAME_INVALID, "a class type's name is one line")
     row = ClassType(
         id=ids.new_id(),
         organization_id=organization_id,
@@ -117,19 +123,30 @@ def schedule_session(
 
 
 def sessions_between(
-    session: Session, organization_id: uuid.UUID, start: datetime, end: datetime
+    session: Session,
+    organization_id: uuid.UUID,
+    start: datetime,
+    end: datetime,
+    *,
+    after: ClassSession | None = None,
+    limit: int | None = None,
 ) -> list[ClassSession]:
-    return list(
-        session.scalars(
-            select(ClassSession)
-            .where(
-                ClassSession.organization_id == organization_id,
-                ClassSession.starts_at >= start,
-                ClassSession.starts_at < end,
-            )
-            .order_by(ClassSession.starts_at, ClassSession.id)
-        )
+    """The sessions starting in [start, end), by start then id; after `after` (a page's last,
+    the next page's cursor) and at most `limit` when given."""
+    query = select(ClassSession).where(
+        ClassSession.organization_id == organization_id,
+        ClassSession.starts_at >= start,
+        ClassSession.starts_at < end,
     )
+    if after is not None:
+        query = query.where(
+            or_(
+                ClassSession.starts_at > after.starts_at,
+                and_(ClassSession.starts_at == after.starts_at, ClassSession.id > after.id),
+            )
+        )
+    query = query.order_by(ClassSession.starts_at, ClassSession.id).limit(limit)
+    return list(session.scalars(query))
 
 
 def class_session_of(

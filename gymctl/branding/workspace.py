@@ -13,7 +13,6 @@ server-computed pending flags.
 
 from __future__ import annotations
 
-import unicodedata
 import uuid
 from datetime import datetime, timedelta
 from enum import Enum
@@ -42,6 +41,7 @@ from gymctl.models import (
     WebsiteRevision,
 )
 from gymctl.providers.storage import ObjectStore
+from gymctl.text import one_line
 
 APP_WRITE_TOLERANCE = timedelta(seconds=1)
 MAX_BRAND_NAME = 200
@@ -143,10 +143,7 @@ def _brand_name(name: str | None, limit: int = MAX_BRAND_NAME) -> str | None:
     if name is None:
         return None
     name = name.strip()
-    # One line: no control character and no line or paragraph separator (a direction mark a
-    # Hebrew name may hold stays).
-    breaks = any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in name)
-    if not 1 <= len(name) <= limit or breaks:
+    if not 1 <= len(name) <= limit or not one_line(name):
         raise invalid(
             codes.BRAND_NAME_INVALID, f"a brand name is 1 to {limit} characters, one line"
         )

@@ -20,7 +20,7 @@ from webhooks import codes
 from webhooks.access import membership, org_route
 from webhooks.blueprints.cancellations import aware_utc
 from webhooks.context import auth, db, now
-from webhooks.validation import Body, parse
+from webhooks.validation import Body, parse, uuid_text
 
 bp = Blueprint("bookings", __name__)
 ORG = "/organizations/<uuid:org_id>"
@@ -157,15 +157,35 @@ def _window() -> tuple[datetime, datetime]:
     return start, end
 
 
+def _cursor(org_id: uuid.UUID) -> ClassSession | None:
+    """The query's cursor: the last session of the previous page, this gym's."""
+    raw = request.args.get("cursor")
+    if raw is None:
+        return None
+    session_id = uuid_text(raw)
+    row = db().get(ClassSession, session_id) if session_id else None
+    if row is None or row.organization_id != org_id:
+        raise invalid(codes.CURSOR_INVALID, "cursor is the last session id of the previous page")
+    return row
+
+
 @bp.get(f"{ORG}/sessions")
 def list_sessions(org_id: uuid.UUID):
-    """The schedule between from and to (default: the next 14 days) with seat counts."""
+    """The schedule between from and to (default: the next 14 days) with seat counts, a page
+    (schedule.SESSIONS_PAGE) at a time: nextCursor, when more follow, asks for the next."""
     resolve_membership(db(), org_id, auth().user)
     start, end = _window()
-    rows = schedule.sessions_between(db(), org_id, start, end)
+    page = schedule.SESSIONS_PAGE
+    rows = schedule.sessions_between(
+        db(), org_id, start, end, after=_cursor(org_id), limit=page + 1
+    )
+    more, rows = len(rows) > page, rows[:page]
     counts = book.seat_counts(db(), [row.id for row in rows])
     empty = {"confirmed": 0, "waitlisted": 0}
-    return jsonify(data=[session_json(row, counts.get(row.id, empty)) for row in rows])
+    return jsonify(
+        data=[session_json(row, counts.get(row.id, empty)) for row in rows],
+        nextCursor=str(rows[-1].id) if more else None,
+    )
 
 
 list_sessions.gymctl_access = ("own",)  # type: ignore[attr-defined]
