@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session, lazyload
 from gymctl import ids
 from gymctl.billing import debt, plans
 from gymctl.billing.accounts import CARD_PROVIDER, active_config, saved_card, terminal_of
+from gymctl.bookings import book
 from gymctl.bridge import mirror
 from gymctl.crypto import FieldCipher
 from gymctl.db import is_postgres
@@ -915,7 +916,8 @@ def end_plan(
 ) -> None:
     """End a plan at once (cancelled for `reason`): nothing renews or is retried, a notice
     still running ends with it (overtaken), the bridge membership follows,
-    subscription.cancelled is written. Its debt columns are the caller's."""
+    subscription.cancelled is written, the seats no other plan covers are given up. Its debt
+    columns are the caller's."""
     subscription.status = SubscriptionStatus.cancelled
     subscription.cancellation_reason = reason
     subscription.cancelled_at = now
@@ -926,6 +928,7 @@ def end_plan(
     end_overtaken_notice(session, subscription, now=now)
     mirror.subscription_changed(session, subscription, now=now)
     emit_cancelled(session, subscription, reason=reason, now=now, **payload)
+    book.give_up_uncovered(session, subscription, now=now)  # the seats it alone paid for
 
 
 def emit_cancelled(

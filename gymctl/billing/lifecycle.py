@@ -40,11 +40,13 @@ from gymctl.billing import attempts
 from gymctl.billing.days import day_n_ends
 from gymctl.billing.debt import CASH_LAPSED, NOTICE_CANCELLED, NOTICE_OPENED, PAYMENT_DUE
 from gymctl.billing.transitions import (
+    NON_PAYMENT,
     S,
     Transition,
     run_transition,
     utc_wall_clock,
 )
+from gymctl.bookings import book
 from gymctl.bridge import mirror
 from gymctl.clock import ensure_utc
 from gymctl.models import BillingSettings, Checkout, PaymentTransaction, Subscription
@@ -62,7 +64,6 @@ from gymctl.retention.overtaken import end_overtaken_notice
 # the summary names the transitions that left rows behind). 10,000 rows keep each statement's
 # row locks to well under a second on PostgreSQL.
 MAX_ROWS_PER_TRANSITION = 10_000
-NON_PAYMENT = "non_payment"
 
 _PT = PaymentTransaction.__table__
 _CHECKOUTS = Checkout.__table__
@@ -542,7 +543,8 @@ def _anything_due() -> Any:
 
 
 def _nothing_moved() -> dict[str, Any]:
-    return {"opened": 0, **{t.name: 0 for t in TRANSITIONS}, "events": 0, "more": []}
+    summary = {"opened": 0, **{t.name: 0 for t in TRANSITIONS}, "events": 0, "more": []}
+    return {**summary, "seatsGivenUp": 0}
 
 
 def run_lifecycle(
@@ -572,10 +574,30 @@ def run_lifecycle(
         if moved.more:
             more.append(transition.name)
     session.expire_all()
+    seats = 0
     if any(summary[name] for name in ("cancelled", *_OWN_ENDS)):
         events += _end_overtaken_notices(session, now=now)
+        seats = _give_up_seats(session, now=now)
     mirror.subscriptions_moved(session, now=now)
-    return {**summary, "events": events, "more": more}
+    return {**summary, "events": events, "more": more, "seatsGivenUp": seats}
+
+
+def _give_up_seats(session: Session, *, now: datetime) -> int:
+    """The seats to come of the plans this pass ended that no other plan covers are given up
+    in its transaction (`bookings.book.give_up_uncovered`), in gyms that require a plan to
+    book. The pass holds the plans' rows already (set-based: their memberships are locked
+    after them, shared). The seats given up."""
+    rows = session.scalars(
+        select(Subscription)
+        .join(BillingSettings, BillingSettings.organization_id == Subscription.organization_id)
+        .where(
+            Subscription.status.in_(ENDED),
+            Subscription.ended_at == now,
+            BillingSettings.plan_required_to_book.is_(True),
+        )
+        .order_by(Subscription.membership_id, Subscription.id)
+    ).all()
+    return sum(book.give_up_uncovered(session, row, now=now) for row in rows)
 
 
 def _end_overtaken_notices(session: Session, *, now: datetime) -> int:

@@ -47,6 +47,9 @@ from gymctl.models.base import UTCDateTime
 
 S = Subscription.__table__
 _OUTBOX = OutboxEvent.__table__
+# The reason of a plan the lifecycle cancels for non-payment. Here, not in the lifecycle: the
+# booking rules read it, and the lifecycle calls into bookings (a plan's end gives up seats).
+NON_PAYMENT = "non_payment"
 
 
 def _ctid() -> ColumnElement[Any]:

@@ -20,6 +20,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gymctl import ids
+from gymctl.billing.accounts import billing_settings
+from gymctl.billing.plans import subscriptions_of
 from gymctl.bookings import codes, quota
 from gymctl.bookings.eligibility import check_may_book
 from gymctl.bookings.schedule import class_session_of
@@ -34,6 +36,7 @@ from gymctl.models import (
     Membership,
     MembershipStatus,
     Organization,
+    Subscription,
 )
 
 ACTIVE = (BookingStatus.confirmed, BookingStatus.waitlisted)
@@ -218,19 +221,20 @@ def _lock_pair(
     return booking_of(session, organization_id, booking_id, lock=True), row
 
 
-def lock_waiting_members(session: Session, class_session_id: uuid.UUID) -> None:
+def lock_waiting_members(session: Session, *class_session_ids: uuid.UUID) -> None:
     """The memberships waiting in the session, shared and in id order, before the session's
     lock (billing's order, membership before session): a seat freed there promotes one of
     them, and in a gym connected to the external system the promotion takes that member's
     sync-op lock (mirror), which a member leaving at that moment holds while waiting for this
     session. Held first, the leaving member's removal is waited for, not deadlocked with.
+    Several sessions at once: their members in one id order, before any of their locks.
     PostgreSQL's: the embedded default holds its one write lock already."""
     if not is_postgres(session):
         return
     waiting = session.scalars(
         select(Booking.membership_id)
         .where(
-            Booking.class_session_id == class_session_id,
+            Booking.class_session_id.in_(class_session_ids),
             Booking.status == BookingStatus.waitlisted,
             Booking.deleted_at.is_(None),
         )
@@ -260,10 +264,11 @@ def cancel(
     actor_user_id: uuid.UUID,
     by_staff: bool,
     now: datetime,
+    **extra,
 ) -> Booking:
     """Cancel a confirmed or waitlisted booking (the row is kept); a freed seat goes to the
     first waitlisted. Members cancel until the session starts and before they check in;
-    staff at any time."""
+    staff at any time. `extra` goes into booking.cancelled (why, when the system cancels)."""
     booking, row = _lock_pair(session, organization_id, booking_id)
     if not is_active(booking):
         raise conflict(codes.BOOKING_NOT_ACTIVE, "this booking is not active")
@@ -279,11 +284,80 @@ def cancel(
     booking.waitlisted_at = None
     booking.updated_at = now
     session.flush()
-    booking_event(session, "booking.cancelled", booking, now=now, actor=actor_user_id, **given_back)
+    booking_event(
+        session,
+        "booking.cancelled",
+        booking,
+        now=now,
+        actor=actor_user_id,
+        **given_back,
+        **extra,
+    )
     mirror.booking_changed(session, booking, now=now)
     if was_confirmed:
         promote_waitlist(session, row, now=now)
     return booking
+
+
+def give_up_uncovered(session: Session, subscription: Subscription, *, now: datetime) -> int:
+    """The plan just ended: in a gym that requires a plan to book, the member's confirmed or
+    waitlisted seats in classes to come that no live plan of theirs covers now are given up as
+    staff give one up (cancel: the waitlist moves up, an unused session comes back), in the
+    ending's transaction. A monthly plan booked past its period end (it renews), so ending
+    otherwise left those seats held. A class started, or a seat checked in to, is left as it
+    is; a membership that ended gives up all its seats itself (access.leaving.end_holdings).
+    The caller holds the plan's lock (lock_subscription); the rest follow in billing's order:
+    the membership (shared), the plans the seats spent, the waiting members, then each
+    session. The seats given up."""
+    if not billing_settings(session, subscription.organization_id).plan_required_to_book:
+        return 0
+    status = session.scalar(
+        select(Membership.status)
+        .where(Membership.id == subscription.membership_id)
+        .with_for_update(read=True)
+    )
+    if status not in (MembershipStatus.active, MembershipStatus.suspended):
+        return 0
+    seats = session.execute(
+        select(
+            Booking.id, Booking.subscription_id, Booking.class_session_id, ClassSession.starts_at
+        )
+        .join(ClassSession, ClassSession.id == Booking.class_session_id)
+        .where(
+            Booking.membership_id == subscription.membership_id,
+            Booking.status.in_(ACTIVE),
+            Booking.deleted_at.is_(None),
+            Booking.checked_in_at.is_(None),
+            ClassSession.cancelled_at.is_(None),
+            ClassSession.starts_at > now,
+        )
+        .order_by(ClassSession.starts_at, Booking.id)
+    ).all()
+    plans = subscriptions_of(session, subscription.organization_id, subscription.user_id)
+    uncovered = [
+        seat for seat in seats if not any(quota.covers(plan, seat.starts_at) for plan in plans)
+    ]
+    for plan_id in sorted({seat.subscription_id for seat in uncovered if seat.subscription_id}):
+        quota.lock_plan(session, plan_id)
+    lock_waiting_members(session, *{seat.class_session_id for seat in uncovered})
+    given_up = 0
+    for seat in uncovered:
+        try:
+            cancel(
+                session,
+                subscription.organization_id,
+                seat.id,
+                actor_user_id=None,
+                by_staff=True,
+                now=now,
+                planEnded=str(subscription.id),
+            )
+        except DomainError as error:
+            if error.code != codes.BOOKING_NOT_ACTIVE:
+                raise
+            continue  # its member's cancel committed first: nothing left to give up
+        given_up += 1
+    return given_up
 
 
 def remove(

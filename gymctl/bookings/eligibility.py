@@ -20,8 +20,8 @@ from sqlalchemy.orm import Session
 from gymctl.billing.accounts import billing_settings
 from gymctl.billing.days import grace_ends
 from gymctl.billing.debt import debt_reason
-from gymctl.billing.lifecycle import NON_PAYMENT
 from gymctl.billing.plans import subscriptions_of
+from gymctl.billing.transitions import NON_PAYMENT
 from gymctl.bookings import codes
 from gymctl.errors import conflict
 from gymctl.models import BillingSettings, Subscription

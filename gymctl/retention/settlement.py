@@ -34,6 +34,7 @@ from gymctl.billing.accounts import CARD_PROVIDER
 from gymctl.billing.attempts import SETTLED, emit_cancelled, lock_subscription
 from gymctl.billing.lifecycle import ends_by_itself
 from gymctl.billing.refunds import begin_refund, execute_refund, refundable_amount
+from gymctl.bookings import book
 from gymctl.bridge import mirror
 from gymctl.clock import LONG_AGO
 from gymctl.crypto import FieldCipher
@@ -260,6 +261,7 @@ def settle_one(
     subscription.cancellation_reason = subscription.cancellation_reason or NOTICE
     subscription.updated_at = now
     mirror.subscription_changed(session, subscription, now=now)
+    book.give_up_uncovered(session, subscription, now=now)  # it renews no more: its seats after
     close_case(session, case, outcome, now=now)
     try:
         standing_order = doors.standing_orders(session, subscription)
