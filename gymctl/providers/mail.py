@@ -36,7 +36,12 @@ _OWN_HEADERS = frozenset({"from", "to", "subject", "date", "message-id", "mime-v
 
 class MailError(RuntimeError):
     """A message was not handed over. The message names the server and the cause, never the
-    credentials or the recipients, so it is safe to log and to store."""
+    credentials or the recipients, so it is safe to log and to store. `permanent`: the server
+    refused it for good (5xx for every recipient): sent again, it is refused again."""
+
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
 
 
 @dataclass(frozen=True)
@@ -151,7 +156,9 @@ class SmtpMailer:
         except (smtplib.SMTPException, OSError) as error:
             # Neither str(error) nor the chained cause: a refused-recipients error carries the
             # addresses, and an AUTH exchange may echo what was sent.
-            raise MailError(f"SMTP {self.where} failed: {_describe(error)}") from None
+            raise MailError(
+                f"SMTP {self.where} failed: {_describe(error)}", permanent=_refused_for_good(error)
+            ) from None
         return str(message["Message-ID"])
 
     @property
@@ -161,6 +168,18 @@ class SmtpMailer:
 
     def __repr__(self) -> str:
         return f"SmtpMailer({self.where!r})"
+
+
+def _refused_for_good(error: BaseException) -> bool:
+    """A 5xx answer to the message, or to each of its recipients; anything else (a 4xx, a
+    server down, a timeout) may pass later."""
+    if isinstance(error, smtplib.SMTPRecipientsRefused):
+        replies = [code for code, _ in error.recipients.values()]
+    elif isinstance(error, smtplib.SMTPResponseException):
+        replies = [error.smtp_code]
+    else:
+        return False
+    return bool(replies) and all(500 <= code < 600 for code in replies)
 
 
 def _describe(error: BaseException) -> str:

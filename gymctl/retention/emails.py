@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from gymctl.access.memberships import owner_of
 from gymctl.billing.accounts import billing_settings
 from gymctl.clock import zone
+from gymctl.events import EventKind, emit
 from gymctl.models import Membership, MembershipStatus, Role, User
 from gymctl.providers.mail import Mailer, OutgoingEmail
 from gymctl.retention.copy import DEFAULT_LOCALE, LOCALES
@@ -54,6 +55,30 @@ def send(
     """Render and hand over; raises MailError (the caller decides what a failure means)."""
     subject, body = render(name, locale, **context)
     return mailer.send(OutgoingEmail(to=to, subject=subject, text=body, tag=tag))
+
+
+def give_up(
+    session: Session,
+    *,
+    email: str,
+    reason: str,
+    aggregate_type: str,
+    aggregate_id: uuid.UUID,
+    organization_id: uuid.UUID,
+    now: datetime,
+) -> None:
+    """Record an email that can never be sent (no address, or refused for good): its queue
+    marks it done and stops retrying it, so it no longer fills the oldest-first batch."""
+    emit(
+        session,
+        EventKind.audit,
+        "retention.email_given_up",
+        at=now,
+        aggregate_type=aggregate_type,
+        aggregate_id=aggregate_id,
+        organization_id=organization_id,
+        payload={"email": email, "reason": reason},
+    )
 
 
 def money(amount_in_cents: int, currency: str) -> str:

@@ -5,7 +5,7 @@ it is cancelled, gives its plan place back, and opens a presale_withdrawal case.
 opening-day charge was declined (the collector marks it presale_charge_failed) gets a case
 too, opened by the presale cases pass (every 5 minutes). Both cases email the case owner,
 falling back to the organization's active owner; the email is retried until it is handed over
-(notified_at).
+(notified_at), unless it can never be sent (no address, refused for good): that is given up.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from gymctl.billing.attempts import emit_cancelled
 from gymctl.db import each_committed
 from gymctl.errors import conflict
 from gymctl.events import EventKind, emit
-from gymctl.models import Organization, Plan, RetentionCase, Subscription, User
+from gymctl.models import AuditLog, Organization, Plan, RetentionCase, Subscription, User
 from gymctl.models.billing import SubscriptionStatus
 from gymctl.models.retention import CaseKind
 from gymctl.providers.mail import Mailer, MailError
@@ -35,6 +35,7 @@ from gymctl.retention.plan_change import charge_in_flight
 
 log = logging.getLogger("gymctl.retention")
 WITHDRAWAL = "presale_withdrawal"
+WITHDRAWN = "subscription.presale_withdrawn"  # the audit of a withdrawal: who, which case
 BATCH = 500
 
 
@@ -89,7 +90,7 @@ def withdraw_presale(
     emit(
         session,
         EventKind.audit,
-        "subscription.presale_withdrawn",
+        WITHDRAWN,
         at=now,
         aggregate_type="subscription",
         aggregate_id=subscription.id,
@@ -163,11 +164,15 @@ PRESALE_KINDS = (CaseKind.presale_withdrawal.value, CaseKind.presale_charge_fail
 
 
 def notify_case(session: Session, mailer: Mailer, case: RetentionCase, *, now: datetime) -> bool:
-    """Email the case owner (else the active owner); True once handed over."""
+    """Email the case owner (else the active owner); True once handed over. One that can
+    never be sent (no address, refused for good) is given up; a temporary failure is retried."""
     if case.notified_at is not None:
         return True
+    withdrawal = case.kind == CaseKind.presale_withdrawal.value
+    name = "presale_withdrawn" if withdrawal else "presale_charge_failed"
     address = emails.case_owner_address(session, case.organization_id, case.owner_user_id)
     if address is None:
+        _give_up(session, case, name, "no_address", now=now)
         return False
     subscription = session.get(Subscription, case.subscription_id)
     plan = session.get(Plan, subscription.plan_id)
@@ -181,22 +186,53 @@ def notify_case(session: Session, mailer: Mailer, case: RetentionCase, *, now: d
         "plan": plan.name,
         "on": emails.local_day(session, case.organization_id, case.opened_at),
     }
-    if case.kind == CaseKind.presale_withdrawal.value:
-        context["by"] = "by the member" if case.owner_user_id is None else "by staff"
-        name = "presale_withdrawn"
+    if withdrawal:
+        context["by"] = "by the member" if _withdrawn_by_member(session, case) else "by staff"
     else:
         amount = subscription.debt_amount_in_cents or subscription.price_in_cents
         context["amount"] = emails.money(amount, subscription.currency)
         declined = subscription.debt_since or case.opened_at
         context["on"] = emails.local_day(session, case.organization_id, declined)
-        name = "presale_charge_failed"
     try:
         emails.send(mailer, to=address, name=name, locale=case.locale, tag=name, **context)
     except MailError as error:
-        log.warning("presale case email not sent, retried next pass: %s", error)
+        if error.permanent:
+            _give_up(session, case, name, str(error), now=now)
+        else:
+            log.warning("presale case email not sent, retried next pass: %s", error)
         return False
     case.notified_at = now
     return True
+
+
+def _give_up(
+    session: Session, case: RetentionCase, name: str, reason: str, *, now: datetime
+) -> None:
+    """notified_at ends the retries; the audit says it was given up, not sent."""
+    log.warning("presale case email given up: %s", reason)
+    case.notified_at = now
+    emails.give_up(
+        session,
+        email=name,
+        reason=reason,
+        aggregate_type="retention_case",
+        aggregate_id=case.id,
+        organization_id=case.organization_id,
+        now=now,
+    )
+
+
+def _withdrawn_by_member(session: Session, case: RetentionCase) -> bool:
+    """Who withdrew, as the withdrawal recorded it (its audit row): the case owner, which
+    the member's withdrawal left empty, is set by whoever of staff takes the case later."""
+    withdrawals = session.scalars(
+        select(AuditLog.data).where(
+            AuditLog.action == WITHDRAWN,
+            AuditLog.target_type == "subscription",
+            AuditLog.target_id == str(case.subscription_id),
+        )
+    )
+    return any(data.get("caseId") == str(case.id) and data["byMember"] for data in withdrawals)
 
 
 def notify_withdrawal(

@@ -12,7 +12,8 @@ Per subscription, in one transaction under its row lock:
    the original outcome, never a second refund); any other payment becomes an owner task due
    in 3 days; a refund that throws becomes a high-priority owner task.
 Then, after the commit, the membership-ended email with the refund's real state: the only
-email about it. An email not handed over is retried by the next run.
+email about it. An email not handed over is retried by the next run; one that can never be
+sent (nobody to tell, refused for good) is given up.
 """
 
 from __future__ import annotations
@@ -427,11 +428,13 @@ REFUND_STATE = {
 def send_ended_email(
     session: Session, settlement: CancellationSettlement, mailer: Mailer, *, now: datetime
 ) -> bool:
-    """The membership-ended email, telling the refund as it stands; True once handed over."""
+    """The membership-ended email, telling the refund as it stands; True once handed over.
+    One that can never be sent (nobody to tell, refused for good) is given up; a temporary
+    failure is retried."""
     subscription = session.get(Subscription, settlement.subscription_id)
     member = session.get(User, subscription.user_id)
     if member is None or not member.email or member.deleted_at is not None:
-        settlement.email_sent_at = now  # nobody to tell; never retried
+        _give_up_email(session, settlement, "no_address", now=now)
         return False
     case = session.scalar(
         select(RetentionCase)
@@ -457,11 +460,32 @@ def send_ended_email(
             amount=emails.money(settlement.amount_in_cents, settlement.currency),
         )
     except MailError as error:
-        log.warning("membership-ended email not sent, retried next run: %s", error)
+        if error.permanent:
+            _give_up_email(session, settlement, str(error), now=now)
+        else:
+            log.warning("membership-ended email not sent, retried next run: %s", error)
         return False
     settlement.email_sent_at = now
     settlement.updated_at = now
     return True
+
+
+def _give_up_email(
+    session: Session, settlement: CancellationSettlement, reason: str, *, now: datetime
+) -> None:
+    """email_sent_at ends the retries; the audit says it was given up, not sent."""
+    log.warning("membership-ended email given up: %s", reason)
+    settlement.email_sent_at = now
+    settlement.updated_at = now
+    emails.give_up(
+        session,
+        email="membership_ended",
+        reason=reason,
+        aggregate_type="cancellation_settlement",
+        aggregate_id=settlement.id,
+        organization_id=settlement.organization_id,
+        now=now,
+    )
 
 
 def _notice_given_by(session: Session, subscription: Subscription) -> str:
