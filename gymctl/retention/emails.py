@@ -6,6 +6,7 @@ A template's first line is `Subject: ...`; the rest is the plain-text body.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +24,7 @@ from gymctl.models import Membership, MembershipStatus, Role, User
 from gymctl.providers.mail import Mailer, OutgoingEmail
 from gymctl.retention.copy import DEFAULT_LOCALE, LOCALES
 
+log = logging.getLogger("gymctl.retention")
 _TEMPLATES = Environment(
     loader=FileSystemLoader(Path(__file__).parent / "templates"),
     undefined=StrictUndefined,
@@ -69,6 +71,7 @@ def give_up(
 ) -> None:
     """Record an email that can never be sent (no address, or refused for good): its queue
     marks it done and stops retrying it, so it no longer fills the oldest-first batch."""
+    log.warning("%s email given up: %s", email, reason)
     emit(
         session,
         EventKind.audit,

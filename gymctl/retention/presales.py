@@ -209,7 +209,6 @@ def _give_up(
     session: Session, case: RetentionCase, name: str, reason: str, *, now: datetime
 ) -> None:
     """notified_at ends the retries; the audit says it was given up, not sent."""
-    log.warning("presale case email given up: %s", reason)
     case.notified_at = now
     emails.give_up(
         session,

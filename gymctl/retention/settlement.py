@@ -474,7 +474,6 @@ def _give_up_email(
     session: Session, settlement: CancellationSettlement, reason: str, *, now: datetime
 ) -> None:
     """email_sent_at ends the retries; the audit says it was given up, not sent."""
-    log.warning("membership-ended email given up: %s", reason)
     settlement.email_sent_at = now
     settlement.updated_at = now
     emails.give_up(
