@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -307,12 +308,17 @@ def suite_app(settings, session_factory, clock, mailbox, card_server, tmp_path, 
     return build_app(settings, session_factory, clock, mailbox, card_server, tmp_path, fake_gym)
 
 
-def wait_for_a_lock_wait(engine: Engine, timeout: float = 10.0) -> None:
+def wait_for_a_lock_wait(
+    engine: Engine, timeout: float = 10.0, *, rival: threading.Thread | None = None
+) -> None:
     """Return once a session of the test database waits on a lock (PostgreSQL): the moment a
-    race test lets the holder go."""
+    race test lets the holder go. With `rival`, also once that thread has ended without
+    waiting (it lost the race before reaching the lock)."""
     deadline = time.monotonic() + timeout
     with engine.connect() as probe:
         while time.monotonic() < deadline:
+            if rival is not None and not rival.is_alive():
+                return
             waiting = probe.execute(
                 text(
                     "SELECT count(*) FROM pg_stat_activity "

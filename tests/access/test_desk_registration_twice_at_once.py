@@ -5,34 +5,16 @@ each read no one under the address and each made a profile, and the gym had the 
 from __future__ import annotations
 
 import threading
-import time
 
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 
 from gymctl.access.registrations import Registrar, register_member
 from gymctl.db import get_engine, session_factory
 from gymctl.models import AuditLog, Membership, Organization, Role, User
 from tests import factories
-from tests.conftest import NOW
+from tests.conftest import NOW, wait_for_a_lock_wait
 
 ADDRESS = "twice.desk@example.test"
-
-
-def _waits_or_ends(engine, thread: threading.Thread, timeout: float = 10.0) -> None:
-    """Return once the rival waits on a lock, or has ended without waiting (the race lost)."""
-    deadline = time.monotonic() + timeout
-    with engine.connect() as probe:
-        while thread.is_alive() and time.monotonic() < deadline:
-            waiting = probe.execute(
-                text(
-                    "SELECT count(*) FROM pg_stat_activity "
-                    "WHERE datname = current_database() AND wait_event_type = 'Lock'"
-                )
-            ).scalar_one()
-            probe.rollback()
-            if waiting:
-                return
-            time.sleep(0.02)
 
 
 def test_a_second_desk_registration_while_the_first_commits_is_a_repeat(committed_pg):
@@ -67,7 +49,7 @@ def test_a_second_desk_registration_while_the_first_commits_is_a_repeat(committe
         )
         thread = threading.Thread(target=second)
         thread.start()
-        _waits_or_ends(engine, thread)
+        wait_for_a_lock_wait(engine, rival=thread)
         first.commit()
     thread.join(timeout=30)
 
