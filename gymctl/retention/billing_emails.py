@@ -79,14 +79,15 @@ def send_billing_emails(
         lambda session, event_id: _email(
             session, mailer, session.get(OutboxEvent, event_id), now=now
         ),
-        {"sent": 0, "failed": 0, "skipped": 0},
+        {"sent": 0, "failed": 0, "skipped": 0, "givenUp": 0},
         what="billing email of event",
     )
 
 
 def _email(session: Session, mailer: Mailer, event: OutboxEvent, *, now: datetime) -> str:
     """Record the event's email, then hand it over; "failed" (the caller rolls the record
-    back), "sent", or "skipped" (nobody to tell, or another run recorded it first)."""
+    back), "sent", "skipped" (nobody to tell, or another run recorded it first), or
+    "givenUp" (the mail server refused it for good: recorded as not sent, audited)."""
     subscription_id = uuid.UUID(event.payload.get("subscriptionId") or event.aggregate_id)
     subscription = session.get(Subscription, subscription_id)
     kind = {
@@ -101,7 +102,8 @@ def _email(session: Session, mailer: Mailer, event: OutboxEvent, *, now: datetim
     if member is None or not member.email or member.deleted_at is not None:
         _record(session, event, subscription, kind, sent=None, now=now)
         return "skipped"
-    if not _record(session, event, subscription, kind, sent=now, now=now):
+    record = _record(session, event, subscription, kind, sent=now, now=now)
+    if record is None:
         return "skipped"
     try:
         emails.send(
@@ -113,30 +115,41 @@ def _email(session: Session, mailer: Mailer, event: OutboxEvent, *, now: datetim
             **_context(session, subscription, event, member),
         )
     except MailError as error:
-        log.warning("billing email %s not sent, retried next run: %s", kind, error)
-        return "failed"
+        if not error.permanent:
+            log.warning("billing email %s not sent, retried next run: %s", kind, error)
+            return "failed"
+        record.sent_at = None  # recorded, so no run tries it again; not sent
+        emails.give_up(
+            session,
+            email=f"billing_{kind}",
+            reason=str(error),
+            aggregate_type="subscription",
+            aggregate_id=subscription.id,
+            organization_id=subscription.organization_id,
+            now=now,
+        )
+        return "givenUp"
     return "sent"
 
 
-def _record(session, event, subscription, kind, *, sent, now) -> bool:
-    """The event's record, written now (before any handover); False when another run recorded
+def _record(session, event, subscription, kind, *, sent, now) -> MemberEmail | None:
+    """The event's record, written now (before any handover); None when another run recorded
     it first (the event's unique key made this one wait for that one's commit)."""
+    record = MemberEmail(
+        id=ids.new_id(),
+        outbox_event_id=event.id,
+        organization_id=subscription.organization_id,
+        subscription_id=subscription.id,
+        kind=kind,
+        sent_at=sent,
+        created_at=now,
+    )
     try:
         with unique_violation("uq_member_emails_outbox_event_id"), session.begin_nested():
-            session.add(
-                MemberEmail(
-                    id=ids.new_id(),
-                    outbox_event_id=event.id,
-                    organization_id=subscription.organization_id,
-                    subscription_id=subscription.id,
-                    kind=kind,
-                    sent_at=sent,
-                    created_at=now,
-                )
-            )
+            session.add(record)
     except UniqueViolation:
-        return False
-    return True
+        return None
+    return record
 
 
 def _context(session, subscription, event, member) -> dict[str, Any]:

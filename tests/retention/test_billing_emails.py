@@ -46,7 +46,12 @@ def test_debt_opened_then_cancelled_for_non_payment_each_email_the_member_once(
     subscription = bf.make_subscription(session, gym, PlanType.cash, cash_prepaid_through=NOW)
     run_lifecycle(session, now=NOW)
 
-    assert send(session, session_factory, mailer, now=NOW) == {"sent": 1, "failed": 0, "skipped": 0}
+    assert send(session, session_factory, mailer, now=NOW) == {
+        "sent": 1,
+        "failed": 0,
+        "skipped": 0,
+        "givenUp": 0,
+    }
     assert send(session, session_factory, mailer, now=NOW)["sent"] == 0
     [(subject, body)] = _bodies(mailbox)
     assert subject == f"A payment to {gym.organization.name} is outstanding"
@@ -80,7 +85,12 @@ def test_a_presale_decline_emails_the_member_once_about_the_opening_day(
 
     counts = send(session, session_factory, mailer, now=NOW)
 
-    assert counts == {"sent": 1, "failed": 0, "skipped": 1}  # the debt notice is covered
+    assert counts == {
+        "sent": 1,
+        "failed": 0,
+        "skipped": 1,
+        "givenUp": 0,
+    }  # the debt notice is covered
     [(subject, body)] = _bodies(mailbox)
     assert subject == f"Your opening-day payment to {gym.organization.name} did not go through"
     assert "99.00 ILS" in body
@@ -98,7 +108,12 @@ def test_the_member_reads_it_in_the_language_of_their_notice_and_a_failure_is_re
         def send(self, email):
             raise MailError("smtp down")
 
-    assert send(session, session_factory, Down(), now=NOW) == {"sent": 0, "failed": 1, "skipped": 0}
+    assert send(session, session_factory, Down(), now=NOW) == {
+        "sent": 0,
+        "failed": 1,
+        "skipped": 0,
+        "givenUp": 0,
+    }
     assert session.scalars(select(MemberEmail)).all() == []
     assert send(session, session_factory, mailer, now=NOW)["sent"] == 1
     [(subject, _)] = _bodies(mailbox)
@@ -169,6 +184,7 @@ def test_a_run_stopped_midway_keeps_the_emails_it_sent(committed_database, maile
         "sent": 2,
         "failed": 0,
         "skipped": 0,
+        "givenUp": 0,
     }
     recipients = [m["To"] for m in read_mailbox(mailbox)]
     assert len(recipients) == len(set(recipients)) == 4  # each member once
@@ -193,6 +209,7 @@ def test_a_notice_that_fails_holds_back_no_other(committed_database, mailer, mai
         "sent": 3,
         "failed": 1,
         "skipped": 0,
+        "givenUp": 0,
     }
     assert send_billing_emails(factory, mailer, now=NOW)["sent"] == 1
     assert len({m["To"] for m in read_mailbox(mailbox)}) == 4
@@ -250,7 +267,7 @@ def test_two_runs_at_once_email_each_notice_once(committed_pg, mailbox, clock):
         first.join(10)
         second.join(10)
     assert results == {
-        "first": {"sent": 1, "failed": 0, "skipped": 0},
-        "second": {"sent": 0, "failed": 0, "skipped": 1},
+        "first": {"sent": 1, "failed": 0, "skipped": 0, "givenUp": 0},
+        "second": {"sent": 0, "failed": 0, "skipped": 1, "givenUp": 0},
     }
     assert len(read_mailbox(mailbox)) == 1

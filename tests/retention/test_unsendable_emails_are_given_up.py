@@ -12,10 +12,12 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from gymctl.models import AuditLog, CancellationSettlement
+from gymctl.billing.lifecycle import run_lifecycle
+from gymctl.models import AuditLog, CancellationSettlement, MemberEmail
 from gymctl.models.billing import PlanType, SubscriptionStatus
 from gymctl.providers.mail import SmtpMailer, read_mailbox
 from gymctl.retention import presales, settlement
+from gymctl.retention.billing_emails import send_billing_emails
 from tests import factories
 from tests.billing.factories import make_gym, make_plan, make_subscription
 from tests.conftest import NOW
@@ -161,4 +163,54 @@ def test_a_membership_ended_email_refused_for_now_is_retried(
         )
         == 1
     )
+    assert _given_up(session) == []
+
+
+def _two_members_in_debt(session, gym) -> None:
+    """Two cash members whose prepaid time ran out: the lifecycle opens each a debt, whose
+    notice is a member billing email; the first member's address is refused."""
+    for address in (REFUSED, "kept@members.example"):
+        member = factories.membership(
+            session, user=factories.user(session, email=address), organization=gym.organization
+        )
+        make_subscription(session, gym, PlanType.cash, membership=member, cash_prepaid_through=NOW)
+    run_lifecycle(session, now=NOW)
+    session.commit()
+
+
+@pytest.mark.parametrize("refusing", ["550 no such user"], indirect=True)
+def test_a_member_billing_email_refused_for_good_is_given_up_not_retried_for_its_lookback(
+    session, session_factory, gym, refusing
+):
+    """The member billing emails keep each notice LOOKBACK (2 days) and retried a refused one
+    every run for all of it; refused for good (5xx), it is recorded as not sent and given up."""
+    server, mailer = refusing
+    _two_members_in_debt(session, gym)
+
+    first = send_billing_emails(session_factory, mailer, now=NOW)
+    later = send_billing_emails(session_factory, mailer, now=NOW + timedelta(minutes=5))
+
+    assert first == {"sent": 1, "failed": 0, "skipped": 0, "givenUp": 1}
+    assert later == {"sent": 0, "failed": 0, "skipped": 0, "givenUp": 0}
+    assert server.tries == 1  # never tried again
+    session.expire_all()
+    kept = session.scalars(select(MemberEmail).where(MemberEmail.sent_at.is_(None))).all()
+    assert [row.kind for row in kept] == ["debt_opened"]  # recorded, not sent
+    [record] = _given_up(session)
+    assert record.target_type == "subscription"
+    assert record.target_id == str(kept[0].subscription_id)
+    assert record.data["email"] == "billing_debt_opened"
+    assert REFUSED not in str(record.data)
+
+
+@pytest.mark.parametrize("refusing", ["450 mailbox busy, try later"], indirect=True)
+def test_a_member_billing_email_refused_for_now_is_retried(session, session_factory, gym, refusing):
+    server, mailer = refusing
+    _two_members_in_debt(session, gym)
+
+    first = send_billing_emails(session_factory, mailer, now=NOW)
+    send_billing_emails(session_factory, mailer, now=NOW + timedelta(minutes=5))
+
+    assert first == {"sent": 1, "failed": 1, "skipped": 0, "givenUp": 0}
+    assert server.tries == 2
     assert _given_up(session) == []
