@@ -8,7 +8,7 @@ withdraws the notice as staff's act, so it is refused on externally billed organ
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -28,6 +28,9 @@ from gymctl.retention.notices import (
 from gymctl.retention.overtaken import close_case
 
 CHANNELS = ("phone", "email", "message", "in_person")
+
+# How far ahead of ours a staff device's clock may be: a contact logged "now" on it is ours.
+CLOCK_SKEW = timedelta(minutes=2)
 
 
 def case_of(
@@ -91,8 +94,9 @@ def log_contact(
     if channel not in CHANNELS:
         raise unprocessable(codes.CONTACT_CHANNEL_INVALID, "unknown channel")
     contacted_at = contacted_at or now
-    if contacted_at > now:
+    if contacted_at > now + CLOCK_SKEW:
         raise unprocessable(codes.CONTACT_IN_FUTURE, "a contact is logged after it happened")
+    contacted_at = min(contacted_at, now)  # a device's clock a little ahead: it is now
     case = case_of(session, organization_id, case_id, lock=True)
     _open(case)
     if contacted_at < case.opened_at:

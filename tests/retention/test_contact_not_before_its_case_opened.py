@@ -57,7 +57,7 @@ def test_a_contact_in_the_future_is_refused_and_one_from_the_opening_on_is_logge
     before = snapshot(session)
     ahead = client.post(
         f"{case_url}/contacts",
-        json={"channel": "phone", "contactedAt": (NOW + timedelta(minutes=1)).isoformat()},
+        json={"channel": "phone", "contactedAt": (NOW + timedelta(minutes=3)).isoformat()},
         headers=admin,
     )
     assert (ahead.status_code, ahead.json["code"]) == (422, "contact_in_future")
@@ -69,3 +69,20 @@ def test_a_contact_in_the_future_is_refused_and_one_from_the_opening_on_is_logge
     )
     assert logged.status_code == 201, logged.json
     assert logged.json["data"]["lastContactAt"] == NOW.isoformat()
+
+
+def test_a_contact_a_device_logs_a_little_ahead_of_our_clock_is_logged_at_our_now(
+    client, session, gym, case_url
+):
+    """A staff device whose clock runs up to two minutes ahead (cases.CLOCK_SKEW) logs "now":
+    refused, the contact could not be logged at all; it is ours, never after it."""
+    admin = gym[Role.admin].headers
+    logged = client.post(
+        f"{case_url}/contacts",
+        json={"channel": "phone", "contactedAt": (NOW + timedelta(seconds=90)).isoformat()},
+        headers=admin,
+    )
+    assert logged.status_code == 201, logged.json
+    case = client.get(case_url, headers=admin).json["data"]
+    assert (case["acknowledgedAt"], case["lastContactAt"]) == (NOW.isoformat(), NOW.isoformat())
+    assert [c["contactedAt"] for c in case["contacts"]] == [NOW.isoformat()]
