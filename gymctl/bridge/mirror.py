@@ -27,6 +27,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from sqlalchemy import bindparam, exists, func, select
+from sqlalchemy import update as sa_update
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import entity_map, queue
@@ -45,6 +46,7 @@ from gymctl.models import (
 from gymctl.models.billing import Subscription, SubscriptionStatus
 from gymctl.models.bridge import (
     UNFINISHED,
+    WAITING,
     EntityLink,
     EntityType,
     IntegrationConnection,
@@ -390,7 +392,9 @@ def member_folded(session: Session, source: Membership, kept: Membership, *, now
     The external user that stood for the source is the person's: it now stands for the kept
     member when that one has none (its own user.create found that user, the source's, and
     parked as identity_conflict; it is sent again and finds it linked). So the kept member's
-    plans and seats reach the person there, and a booking the person makes there is theirs."""
+    plans and seats reach the person there, and a booking the person makes there is theirs.
+    It then carries the kept member's name and email (a user.update, which also replaces the
+    source's waiting ones: they would carry the retired row's details)."""
     organization_id = kept.organization_id
     if kept.role is not Role.member or not connected(session, organization_id):
         return
@@ -409,6 +413,61 @@ def member_folded(session: Session, source: Membership, kept: Membership, *, now
     if waiting is not None:
         queue.retry(session, waiting.id, now=now)
     session.flush()
+    update = queue.enqueue(
+        session,
+        organization_id=organization_id,
+        op_type=OpType.user_update,
+        payload=_member_payload(kept, session.get(User, kept.user_id)),
+        now=now,
+    )
+    if update is not None:
+        session.execute(
+            sa_update(SyncOp)
+            .where(
+                SyncOp.aggregate_key == member_key(source.id),
+                SyncOp.op_type == OpType.user_update,
+                SyncOp.status.in_(WAITING),
+            )
+            .values(
+                status=OpStatus.superseded,
+                superseded_by_id=update.id,
+                completed_at=now,
+                updated_at=now,
+            )
+            .execution_options(synchronize_session=False)
+        )
+
+
+def member_retired(session: Session, source: Membership, *, now: datetime) -> None:
+    """A fold ended `source`, its person going on as another member of the gym (access.folding,
+    after holdings_moved). An external user that still stands for it (the kept member had its
+    own, so member_folded handed nothing over) is one person's second user there, named by an
+    ended membership: it is deactivated there (spec B 4.6 writes no deletes), after the plans
+    and seats given up there (earlier ops of its aggregate). A user.create still on its way is
+    followed; a parked one is left to the owner (nothing would pass it)."""
+    organization_id = source.organization_id
+    if not connected(session, organization_id):
+        return
+    session.flush()
+    linked = entity_map.find(session, organization_id, EntityType.member, source.id)
+    if linked is None and not session.scalar(
+        select(
+            exists().where(
+                SyncOp.dedupe_key == f"user.create:{source.id}",
+                SyncOp.status.in_((*WAITING, OpStatus.in_flight)),
+            )
+        )
+    ):
+        return
+    payload = {**_member_payload(source, session.get(User, source.user_id)), "active": False}
+    queue.enqueue(
+        session,
+        organization_id=organization_id,
+        op_type=OpType.user_update,
+        payload=payload,
+        now=now,
+        dedupe_key=f"user.deactivate:{source.id}",
+    )
 
 
 def holdings_moved(

@@ -316,8 +316,28 @@ def user_create(ctx: OpContext, op: SyncOp, payload: MemberPayload) -> str:
 
 
 def user_update(ctx: OpContext, op: SyncOp, payload: MemberPayload) -> str:
-    ctx.client.update_user(_member(ctx, payload.member_id).external_id, payload.fields())
+    user = _member(ctx, payload.member_id)
+    if payload.active is False:
+        return _deactivate(ctx, payload, user)
+    ctx.client.update_user(user.external_id, payload.fields())
     return "updated"
+
+
+def _deactivate(ctx: OpContext, payload: MemberPayload, user: Known) -> str:
+    """The external user of a member a fold ended (mirror.member_retired) is deactivated,
+    once the plans and seats its member held were given up there (earlier ops of its
+    aggregate). Not while memberships still live on it: the gym's own (priced ones the bridge
+    never writes) would be cut off; the owner merges the two users there, then retries."""
+    live = [held for held in ctx.client.user_memberships(user.external_id) if held.get("active")]
+    if live:
+        raise Park(
+            "external_user_in_use",
+            f"the folded member's external user still holds {len(live)} live membership(s) "
+            "there: merge it with the kept member's user there, then retry or dismiss",
+        )
+    ctx.client.update_user(user.external_id, payload.fields())
+    ctx.link(EntityType.member, payload.member_id, user.external_id, {"status": "deactivated"})
+    return "deactivated"
 
 
 def _assign(ctx: OpContext, op: SyncOp, payload: MembershipPayload, *, retried: bool) -> str:

@@ -45,9 +45,15 @@ class MemberPayload(_Payload):
     last_name: str = Field("", max_length=200, pattern=TEXT)
     email: str | None = Field(None, max_length=320, pattern=TEXT)
     phone: str | None = Field(None, max_length=40, pattern=TEXT)
+    # user.update only: False deactivates the external user of a member a fold ended (its
+    # person goes on as another member there; spec B 4.6 writes no deletes). Only the flag is
+    # sent then (see operations.user_update).
+    active: bool | None = None
 
     def fields(self) -> dict[str, Any]:
         """The external system's user fields."""
+        if self.active is False:
+            return {"active": False}
         sent = {"first_name": self.first_name, "last_name": self.last_name, "email": self.email}
         if self.phone:
             sent["phone"] = self.phone
