@@ -24,14 +24,47 @@ import uuid
 from datetime import datetime
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from gymctl.billing.attempts import end_plan, lock_subscription
 from gymctl.bookings import book
 from gymctl.bookings.eligibility import LIVE
-from gymctl.models import Booking, ClassSession, Membership, Subscription
+from gymctl.db import is_postgres
+from gymctl.models import Booking, BookingStatus, ClassSession, Membership, Subscription
 
 MEMBERSHIP_ENDED = "membership_ended"
+
+
+def lock_leaving(session: Session, membership: Membership, *, now: datetime) -> None:
+    """The memberships a leaving member's seats touch, in one id order, before anything else:
+    their own (exclusively) and the members waiting in the classes they hold seats in
+    (shared, as bookings.book.lock_waiting_members takes them before a class's lock). Their
+    own first and the others' later, two members each waiting in a class where the other
+    holds a seat each held their own and waited for the other's: PostgreSQL ended one (503).
+    Call it before the membership row is written. PostgreSQL's: the embedded default holds
+    its one write lock already."""
+    if not is_postgres(session):
+        return
+    seat = aliased(Booking)
+    waiting = session.scalars(
+        select(Booking.membership_id)
+        .join(seat, seat.class_session_id == Booking.class_session_id)
+        .join(ClassSession, ClassSession.id == seat.class_session_id)
+        .where(
+            seat.membership_id == membership.id,
+            seat.status.in_(book.ACTIVE),
+            seat.deleted_at.is_(None),
+            ClassSession.starts_at > now,
+            Booking.status == BookingStatus.waitlisted,
+            Booking.deleted_at.is_(None),
+        )
+    ).all()
+    for membership_id in sorted({membership.id, *waiting}):
+        session.scalar(
+            select(Membership.id)
+            .where(Membership.id == membership_id)
+            .with_for_update(read=membership_id != membership.id)
+        )
 
 
 def end_holdings(
@@ -40,7 +73,7 @@ def end_holdings(
     """End the membership's live plans and give up its seats to come; the counts of each."""
     # The membership's row lock first (billing's order): a booking in flight holds it shared
     # (bookings.book), so it commits before the seats below are read, and its seat is in them.
-    session.scalar(select(Membership.id).where(Membership.id == membership.id).with_for_update())
+    lock_leaving(session, membership, now=now)
     candidates = session.scalars(
         select(Subscription.id)
         .where(

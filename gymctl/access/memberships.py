@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from gymctl.access import codes, erased
 from gymctl.access.grants import require_grant, require_role_change
-from gymctl.access.leaving import end_holdings
+from gymctl.access.leaving import end_holdings, lock_leaving
 from gymctl.errors import conflict, forbidden, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import (
@@ -196,7 +196,8 @@ def end_membership(
 ) -> dict[str, int]:
     """The membership ends (cancelled), with its sales grant, its live plans and its seats to
     come (leaving.end_holdings) and the gym's invitations still pending for the person; the
-    counts of those."""
+    counts of those. Every membership its seats touch is locked first (lock_leaving)."""
+    lock_leaving(session, membership, now=now)
     membership.status = MembershipStatus.cancelled
     membership.updated_at = now
     end_sales_grant(session, membership, actor_user_id=actor_user_id, now=now)

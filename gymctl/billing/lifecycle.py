@@ -12,6 +12,7 @@ the grace's end is left to the period-end sweep, which settles it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from datetime import datetime
@@ -21,6 +22,7 @@ from dateutil.relativedelta import relativedelta
 from sqlalchemy import (
     ColumnElement,
     Integer,
+    Uuid,
     and_,
     bindparam,
     case,
@@ -33,8 +35,10 @@ from sqlalchemy import (
     or_,
     select,
     true,
+    union_all,
 )
-from sqlalchemy.orm import Session
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.orm import Session, aliased
 
 from gymctl.billing import attempts
 from gymctl.billing.days import day_n_ends
@@ -49,7 +53,17 @@ from gymctl.billing.transitions import (
 from gymctl.bookings import book
 from gymctl.bridge import mirror
 from gymctl.clock import ensure_utc
-from gymctl.models import BillingSettings, Checkout, PaymentTransaction, Subscription
+from gymctl.db import is_postgres
+from gymctl.models import (
+    BillingSettings,
+    Booking,
+    BookingStatus,
+    Checkout,
+    ClassSession,
+    Membership,
+    PaymentTransaction,
+    Subscription,
+)
 from gymctl.models.base import UTCDateTime
 from gymctl.models.billing import (
     CheckoutStatus,
@@ -563,12 +577,13 @@ def run_lifecycle(
     session.flush()
     if not session.scalar(_anything_due(), {"now": now}):
         return _nothing_moved()
+    held = _lock_members_first(session, now=now, limit=limit)
     opened, left = open_free_presales(session, now=now, limit=limit)
     summary: dict[str, Any] = {"opened": opened}
     events = opened  # each opening writes membership.activated
     more: list[str] = ["opened"] if left else []
     for transition in TRANSITIONS:
-        moved = run_transition(session, transition, now, limit)
+        moved = run_transition(session, _only_held(transition, held), now, limit)
         summary[transition.name] = moved.rows
         events += moved.events
         if moved.more:
@@ -577,17 +592,100 @@ def run_lifecycle(
     seats = 0
     if any(summary[name] for name in ("cancelled", *_OWN_ENDS)):
         events += _end_overtaken_notices(session, now=now)
-        seats = _give_up_seats(session, now=now)
+        seats = _give_up_seats(session, held, now=now)
     mirror.subscriptions_moved(session, now=now)
     return {**summary, "events": events, "more": more, "seatsGivenUp": seats}
 
 
-def _give_up_seats(session: Session, *, now: datetime) -> int:
+# The steps that end a plan (its seats to come are given up, `_give_up_seats`), and those that
+# open a debt the pass may cancel for non-payment in the same run.
+_ENDS = ("cancelled", *_OWN_ENDS)
+_MAY_END = ("cash_lapsed", "payment_due", *_ENDS)
+_REQUIRED = _SETTINGS.alias("required")  # apart from _WITH_SETTINGS's own join
+
+
+def _plan_required(organization_id: Any) -> ColumnElement[bool]:
+    return exists().where(
+        _REQUIRED.c.organization_id == organization_id,
+        _REQUIRED.c.plan_required_to_book.is_(True),
+    )
+
+
+def _among(column: Any, held: frozenset) -> ColumnElement[bool]:
+    """`column` is one of `held`: one array parameter, however many (PostgreSQL takes 65,535
+    parameters in a statement)."""
+    return column == func.any(literal(sorted(held), postgresql.ARRAY(Uuid())))
+
+
+def _lock_members_first(session: Session, *, now: datetime, limit: int) -> frozenset | None:
+    """Billing's lock order (spec B 4.1: organization, membership, subscription, then a
+    class session) for the seats the pass gives up: the steps lock the plans they move, and a
+    seat given up needs its member's membership, the plans it spent, the members waiting in
+    its class, then the class. Taken after the plans, a removal holding the membership and
+    waiting for the plan (or for a class the pass held) deadlocked with the pass. So, before
+    any plan's lock and in one id order: the memberships of the rows the ending steps (and
+    the debt steps before them) may move, at most `limit` a step, in gyms that require a plan
+    to book, and the members waiting in the classes they hold seats in; shared, as a booking
+    holds them. The ids held; None on the embedded default (one writer, no row locks)."""
+    if not is_postgres(session):
+        return None
+    candidates = union_all(
+        *(
+            select(S.c.membership_id.label("id"))
+            .select_from(t.source)
+            .where(t.where(now), _plan_required(S.c.organization_id))
+            .order_by(t.oldest_first, S.c.id)
+            .limit(limit)
+            for t in TRANSITIONS
+            if t.name in _MAY_END
+        )
+    ).subquery()
+    seat = aliased(Booking)
+    waiting = (
+        select(Booking.membership_id)
+        .join(seat, seat.class_session_id == Booking.class_session_id)
+        .join(ClassSession, ClassSession.id == seat.class_session_id)
+        .where(
+            seat.membership_id.in_(select(candidates.c.id)),
+            seat.status.in_(book.ACTIVE),
+            seat.deleted_at.is_(None),
+            ClassSession.starts_at > now,
+            Booking.status == BookingStatus.waitlisted,
+            Booking.deleted_at.is_(None),
+        )
+    )
+    held = session.scalars(
+        select(Membership.id)
+        .where(or_(Membership.id.in_(select(candidates.c.id)), Membership.id.in_(waiting)))
+        .order_by(Membership.id)
+        .with_for_update(read=True)
+    ).all()
+    return frozenset(held)
+
+
+def _only_held(transition: Transition, held: frozenset | None) -> Transition:
+    """An ending step moves, in a gym that requires a plan to book, only the plans whose
+    membership the pass holds: one that came due since (or beyond the first `limit`) waits
+    for the next pass, as a row another worker holds does."""
+    if held is None or transition.name not in _ENDS:
+        return transition
+    where = transition.where
+    return dataclasses.replace(
+        transition,
+        where=lambda now: and_(
+            where(now),
+            or_(_among(S.c.membership_id, held), not_(_plan_required(S.c.organization_id))),
+        ),
+    )
+
+
+def _give_up_seats(session: Session, held: frozenset | None, *, now: datetime) -> int:
     """The seats to come of the plans this pass ended that no other plan covers are given up
     in its transaction (`bookings.book.give_up_uncovered`), in gyms that require a plan to
-    book. The pass holds the plans' rows already (set-based: their memberships are locked
-    after them, shared). The seats given up."""
-    rows = session.scalars(
+    book, all of them in one call: every lock before the first class's. On PostgreSQL those of
+    the members the pass locked first (`_lock_members_first`), which are all of them unless
+    the gym came to require a plan during the pass. The seats given up."""
+    query = (
         select(Subscription)
         .join(BillingSettings, BillingSettings.organization_id == Subscription.organization_id)
         .where(
@@ -596,8 +694,10 @@ def _give_up_seats(session: Session, *, now: datetime) -> int:
             BillingSettings.plan_required_to_book.is_(True),
         )
         .order_by(Subscription.membership_id, Subscription.id)
-    ).all()
-    return sum(book.give_up_uncovered(session, row, now=now) for row in rows)
+    )
+    if held is not None:
+        query = query.where(_among(Subscription.membership_id, held))
+    return book.give_up_uncovered(session, *session.scalars(query).all(), now=now)
 
 
 def _end_overtaken_notices(session: Session, *, now: datetime) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -299,49 +300,25 @@ def cancel(
     return booking
 
 
-def give_up_uncovered(session: Session, subscription: Subscription, *, now: datetime) -> int:
-    """The plan just ended: in a gym that requires a plan to book, the member's confirmed or
+def give_up_uncovered(session: Session, *subscriptions: Subscription, now: datetime) -> int:
+    """The plans just ended: in a gym that requires a plan to book, each member's confirmed or
     waitlisted seats in classes to come that no live plan of theirs covers now are given up as
     staff give one up (cancel: the waitlist moves up, an unused session comes back), in the
     ending's transaction. A monthly plan booked past its period end (it renews), so ending
     otherwise left those seats held. A class started, or a seat checked in to, is left as it
     is; a membership that ended gives up all its seats itself (access.leaving.end_holdings).
-    The caller holds the plan's lock (lock_subscription); the rest follow in billing's order:
-    the membership (shared), the plans the seats spent, the waiting members, then each
-    session. The seats given up."""
-    if not billing_settings(session, subscription.organization_id).plan_required_to_book:
-        return 0
-    status = session.scalar(
-        select(Membership.status)
-        .where(Membership.id == subscription.membership_id)
-        .with_for_update(read=True)
-    )
-    if status not in (MembershipStatus.active, MembershipStatus.suspended):
-        return 0
-    seats = session.execute(
-        select(
-            Booking.id, Booking.subscription_id, Booking.class_session_id, ClassSession.starts_at
-        )
-        .join(ClassSession, ClassSession.id == Booking.class_session_id)
-        .where(
-            Booking.membership_id == subscription.membership_id,
-            Booking.status.in_(ACTIVE),
-            Booking.deleted_at.is_(None),
-            Booking.checked_in_at.is_(None),
-            ClassSession.cancelled_at.is_(None),
-            ClassSession.starts_at > now,
-        )
-        .order_by(ClassSession.starts_at, Booking.id)
-    ).all()
-    plans = subscriptions_of(session, subscription.organization_id, subscription.user_id)
-    uncovered = [
-        seat for seat in seats if not any(quota.covers(plan, seat.starts_at) for plan in plans)
-    ]
-    for plan_id in sorted({seat.subscription_id for seat in uncovered if seat.subscription_id}):
+    The caller holds each membership (lock_subscription, or the lifecycle's first step) and
+    plan; the rest follow in billing's order, every lock of every plan's seats before the
+    first class's: the memberships (shared), the plans the seats spent, the waiting members,
+    then each session. The seats given up."""
+    uncovered: list[tuple[Any, Subscription]] = []
+    for subscription in subscriptions:
+        uncovered += [(seat, subscription) for seat in _uncovered(session, subscription, now)]
+    for plan_id in sorted({seat.subscription_id for seat, _ in uncovered if seat.subscription_id}):
         quota.lock_plan(session, plan_id)
-    lock_waiting_members(session, *{seat.class_session_id for seat in uncovered})
+    lock_waiting_members(session, *{seat.class_session_id for seat, _ in uncovered})
     given_up = 0
-    for seat in uncovered:
+    for seat, subscription in uncovered:
         try:
             cancel(
                 session,
@@ -358,6 +335,37 @@ def give_up_uncovered(session: Session, subscription: Subscription, *, now: date
             continue  # its member's cancel committed first: nothing left to give up
         given_up += 1
     return given_up
+
+
+def _uncovered(session: Session, subscription: Subscription, now: datetime) -> list[Any]:
+    """The seats to come of the plan's member that no live plan of theirs covers, read under
+    the membership's lock (shared); none where the gym books without plans."""
+    if not billing_settings(session, subscription.organization_id).plan_required_to_book:
+        return []
+    status = session.scalar(
+        select(Membership.status)
+        .where(Membership.id == subscription.membership_id)
+        .with_for_update(read=True)
+    )
+    if status not in (MembershipStatus.active, MembershipStatus.suspended):
+        return []
+    seats = session.execute(
+        select(
+            Booking.id, Booking.subscription_id, Booking.class_session_id, ClassSession.starts_at
+        )
+        .join(ClassSession, ClassSession.id == Booking.class_session_id)
+        .where(
+            Booking.membership_id == subscription.membership_id,
+            Booking.status.in_(ACTIVE),
+            Booking.deleted_at.is_(None),
+            Booking.checked_in_at.is_(None),
+            ClassSession.cancelled_at.is_(None),
+            ClassSession.starts_at > now,
+        )
+        .order_by(ClassSession.starts_at, Booking.id)
+    ).all()
+    plans = subscriptions_of(session, subscription.organization_id, subscription.user_id)
+    return [seat for seat in seats if not any(quota.covers(plan, seat.starts_at) for plan in plans)]
 
 
 def remove(
