@@ -323,6 +323,64 @@ def transaction_authorize_retry(
     _resolve(no_debit.authorize_retry, organization, transaction, operator, dry_run, as_json)
 
 
+@transaction_app.command("settle-contradiction")
+def transaction_settle_contradiction(
+    organization: str = ORG,
+    transaction: uuid.UUID = TRANSACTION,
+    decision: str = typer.Option(
+        ..., "--decision", help="accept (the provider's amount is the payment) or refund (all)."
+    ),
+    amount_in_cents: int = typer.Option(
+        ..., "--amount-in-cents", help="What the provider took, as the alert or show reported."
+    ),
+    currency: str = typer.Option(..., "--currency"),
+    operator: str = OPERATOR,
+    dry_run: bool = DRY_RUN,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Settle a page or desk charge the provider approved at another amount (asks the provider
+    again by the stored ids; a dry run asks too, then keeps and sends nothing)."""
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.billing import contradictions
+    from gymctl.billing.codes import CONTRADICTION_DECISION_INVALID
+    from gymctl.providers.documents import default_document_provider
+
+    one_of(decision, contradictions.DECISIONS, "--decision", CONTRADICTION_DECISION_INVALID)
+    provider, cipher = _services()
+    documents = default_document_provider()
+    with _unit(dry_run) as session:
+        gym = resolve_organization(session, organization)
+        answer = contradictions.settle_contradiction(
+            session,
+            provider,
+            cipher,
+            organization_id=gym.id,
+            transaction_id=transaction,
+            decision=decision,
+            amount_in_cents=amount_in_cents,
+            currency=currency,
+            actor_user_id=operator_id(session, operator),
+            now=clock.now(),
+            documents=documents,
+        )
+    if not dry_run:  # committed: the stored refund is sent now
+        with _unit() as session:
+            answer = contradictions.send_stored_refund(
+                session, provider, cipher, answer, now=clock.now(), documents=documents
+            )
+    if as_json:
+        print_json(answer)
+        return
+    summary = {
+        "outcome": answer["outcome"] + (" [dry run]" if dry_run else ""),
+        "status": answer["transaction"]["status"],
+        "amount": f"{answer['transaction']['amountInCents'] / 100:.2f} "
+        f"{answer['transaction']['currency']}",
+        "refund": (answer.get("refund") or {}).get("status") or answer["refundTransactionId"],
+    }
+    render_mapping({k: v for k, v in summary.items() if v is not None}, title=str(transaction))
+
+
 def _resolve(
     action: Callable[..., dict[str, Any]],
     organization: str,

@@ -30,12 +30,17 @@ DRY_RUN = typer.Option(False, "--dry-run", help="Do everything, then roll back: 
 @contextmanager
 def unit(dry_run: bool = False) -> Iterator[Session]:
     """One unit of work. A refusal that wrote its own audit record (a vetoed confirmation keeps
-    the settlement it applied) is committed before it reaches the top-level handler."""
+    the settlement it applied) is committed before it reaches the top-level handler. A dry run
+    is rolled back and raises no billing alert: an alert pages someone, which no rollback
+    undoes (the command still shows what it would raise: a contradiction, a veto)."""
+    from contextlib import nullcontext
+
+    from gymctl.billing.alerts import silenced
     from gymctl.config import get_settings
     from gymctl.db import get_engine, session_factory
 
     factory = session_factory(get_engine(get_settings().resolved_database_url))
-    with factory() as session:
+    with factory() as session, silenced() if dry_run else nullcontext():
         try:
             yield session
         except DomainError as error:

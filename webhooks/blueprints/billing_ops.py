@@ -14,6 +14,7 @@ from pydantic import BeforeValidator, Field, WithJsonSchema
 from gymctl.access.memberships import resolve_membership
 from gymctl.access.permissions import Action, Module
 from gymctl.billing import (
+    contradictions,
     credit_notes,
     debt_payments,
     desk,
@@ -187,6 +188,45 @@ def authorize_retry(org_id: uuid.UUID, transaction_id: uuid.UUID):
         actor_user_id=membership().user_id,
         now=now(),
     )
+    return jsonify(data=answer)
+
+
+class SettleContradictionBody(Body):
+    decision: Literal["accept", "refund"]
+    amount_in_cents: int = Field(alias="amountInCents", ge=1, le=100_000_000, strict=True)
+    currency: str = Field(pattern=CURRENCY)
+
+
+@bp.post(f"{TX}/settle-contradiction")
+@org_route(Module.finance, Action.manage)
+def settle_contradiction(org_id: uuid.UUID, transaction_id: uuid.UUID):
+    """A page or desk charge the provider approved at another amount: accept the provider's
+    amount, or refund it all (stored, committed, then sent)."""
+    body = parse(SettleContradictionBody)
+    session, documents = db(), default_document_provider()
+    answer = contradictions.settle_contradiction(
+        session,
+        services().card_provider,
+        services().billing_cipher,
+        organization_id=org_id,
+        transaction_id=transaction_id,
+        decision=body.decision,
+        amount_in_cents=body.amount_in_cents,
+        currency=body.currency,
+        actor_user_id=membership().user_id,
+        now=now(),
+        documents=documents,
+    )
+    session.commit()  # the refund is stored before the provider is asked to make it
+    answer = contradictions.send_stored_refund(
+        session,
+        services().card_provider,
+        services().billing_cipher,
+        answer,
+        now=now(),
+        documents=documents,
+    )
+    session.commit()
     return jsonify(data=answer)
 
 

@@ -1,0 +1,330 @@
+"""The operator's door for a billing contradiction (spec B 6: "billing contradictions"; 2.2: "A
+pending billing attempt means the local outcome is unresolved"): a hosted checkout page or a
+desk charge the provider approved at another amount (or currency) than the one stored. The
+money is held by the gym, so the row stays pending, and reconcile, refund and the ordinary
+dismiss all refuse it. An operator settles it with one of two decisions:
+
+- accept: the gym takes what the provider took as the payment: the charge is recorded completed
+  at the provider's amount (the stored amount kept in billingResolution); a checkout's page
+  completes as a verified completion would (card saved, the plan's period granted), a desk
+  charge gets its document. An overcharge is then given back with the ordinary refund.
+- refund: the gym gives all of it back: recorded completed at the provider's amount (the ledger
+  holds what was taken), then a full refund stored in the same transaction and sent by the door
+  after the commit (the refund protocol: stored before the provider is called, resent under
+  its own id by recovery); a checkout's page fails and its unpaid plan is cancelled.
+
+The operator states the amount and currency the provider took; the provider is asked again by
+the stored ids (the desk charge's external attempt id, the page's id, on the terminal that took
+it; a read, never a charge) and the decision applies only if it still says so. Refusals change
+nothing. Settling twice with the same decision answers already_settled (replayed), with the
+other one 409 billing_contradiction_settled.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.billing import attempts, codes, refunds
+from gymctl.billing.accounts import save_card, terminal_of
+from gymctl.billing.checkout import FAILED, _cancel_unpaid
+from gymctl.billing.desk import DESK_CHARGE, transaction_json
+from gymctl.billing.resolution import organization_transaction, original_account
+from gymctl.crypto import FieldCipher
+from gymctl.db import release_for_outside_call
+from gymctl.errors import conflict, unprocessable
+from gymctl.models import Checkout, Organization, PaymentTransaction
+from gymctl.models.billing import CheckoutStatus, SubscriptionStatus, TransactionStatus
+from gymctl.providers.card import CardProvider, Outcome, PageState, ProviderUnavailable
+from gymctl.providers.documents import TAX_INVOICE_AND_RECEIPT, DocumentProvider
+
+ACCEPT = "accept"
+REFUND = "refund"
+DECISIONS = (ACCEPT, REFUND)
+SETTLED = "contradiction_settled"  # billingResolution.decision
+
+
+def settle_contradiction(
+    session: Session,
+    provider: CardProvider,
+    cipher: FieldCipher,
+    *,
+    organization_id: uuid.UUID,
+    transaction_id: uuid.UUID,
+    decision: str,
+    amount_in_cents: int,
+    currency: str,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+    documents: DocumentProvider,
+) -> dict[str, Any]:
+    """Settle a contradicted charge by `decision`. Answers {outcome: accepted | refund_stored |
+    already_settled, replayed, transaction, resolution, refundTransactionId}. A stored refund is
+    the caller's to send after its commit (`refunds.execute_refund`). Refusals: 404
+    transaction_not_found; 409 billing_no_contradiction, billing_contradiction_settled,
+    billing_attempt_not_pending, billing_evidence_mismatch (the provider says otherwise now),
+    billing_contradiction_not_acceptable (the page's plan is no longer waiting for its payment:
+    refund it), billing_original_account_unavailable, billing_provider_unavailable; 422
+    contradiction_decision_invalid, amount_invalid."""
+    if decision not in DECISIONS:
+        raise unprocessable(
+            codes.CONTRADICTION_DECISION_INVALID,
+            "decision is accept or refund",
+            decisions=list(DECISIONS),
+        )
+    if isinstance(amount_in_cents, bool) or amount_in_cents <= 0:
+        raise unprocessable(codes.AMOUNT_INVALID, "the amount must be a positive whole of cents")
+    currency = currency.upper()
+    transaction = _contradicted(session, organization_id, transaction_id)
+    answered = _already(session, transaction, decision)
+    if answered is not None:
+        return answered
+    taken = _ask_provider(session, provider, cipher, transaction)
+    if (taken["amountInCents"], taken["currency"]) != (amount_in_cents, currency):
+        raise conflict(
+            codes.BILLING_EVIDENCE_MISMATCH,
+            "the provider reports another amount or currency than the one stated; nothing changed",
+            providerAmountInCents=taken["amountInCents"],
+            providerCurrency=taken["currency"],
+        )
+    # Locks in a fixed order: organization, the page's checkout (as a page's completion takes
+    # it before the plan), membership and subscription, the charge.
+    session.scalar(
+        select(Organization.id)
+        .where(Organization.id == organization_id)
+        .with_for_update(key_share=True)
+    )
+    checkout = _checkout_of(session, transaction, lock=True)
+    subscription = (
+        attempts.lock_subscription(session, transaction.subscription_id)
+        if transaction.subscription_id
+        else None
+    )
+    transaction = organization_transaction(session, organization_id, transaction_id, lock=True)
+    answered = _already(session, transaction, decision)  # settled meanwhile
+    if answered is not None:
+        return answered
+    waiting = subscription is not None and subscription.status == SubscriptionStatus.scheduled
+    if checkout is not None and decision == ACCEPT and not waiting:
+        raise conflict(
+            codes.BILLING_CONTRADICTION_NOT_ACCEPTABLE,
+            "the plan this page paid for is no longer waiting for its payment: refund it",
+        )
+    attempt = transaction.billing_attempt or {}
+    expected = {"amountInCents": attempt.get("amountInCents"), "currency": attempt.get("currency")}
+    transaction.status = TransactionStatus.completed
+    transaction.amount_in_cents = taken["amountInCents"]
+    transaction.currency = taken["currency"]
+    transaction.provider_transaction_id = (
+        taken["transactionId"] or transaction.provider_transaction_id
+    )
+    transaction.billing_resolution = {
+        "decision": SETTLED,
+        "settlement": decision,
+        "at": now.isoformat(),
+        "decidedByUserId": str(actor_user_id) if actor_user_id else None,
+        "expected": expected,
+        "taken": {"amountInCents": taken["amountInCents"], "currency": taken["currency"]},
+    }
+    transaction.updated_at = now
+    if checkout is not None:
+        _settle_page(session, checkout, subscription, transaction, taken, decision, now, cipher)
+    else:
+        refunds.issue_document(session, documents, transaction, TAX_INVOICE_AND_RECEIPT, now=now)
+    refund = None
+    if decision == REFUND:
+        refund = refunds.begin_refund(
+            session,
+            transaction=transaction,
+            amount_cents=transaction.amount_in_cents,
+            reason="billing contradiction: the provider took another amount; given back",
+            actor_user_id=actor_user_id,
+            now=now,
+            documents=documents,
+            source="contradiction_refund",
+        )
+        transaction.billing_resolution = {
+            **transaction.billing_resolution,
+            "refundTransactionId": str(refund.id),
+        }
+    attempts.audit(
+        session,
+        "billing.contradiction_settled",
+        transaction,
+        actor_user_id,
+        now,
+        settlement=decision,
+        expected=expected,
+        taken=transaction.billing_resolution["taken"],
+        refundTransactionId=str(refund.id) if refund else None,
+    )
+    session.flush()
+    return _answer(
+        session, transaction, "accepted" if decision == ACCEPT else "refund_stored", replayed=False
+    )
+
+
+def _contradicted(
+    session: Session, organization_id: uuid.UUID, transaction_id: uuid.UUID
+) -> PaymentTransaction:
+    """A desk charge or a page's charge that holds (or held, settled here) a contradiction."""
+    transaction = organization_transaction(session, organization_id, transaction_id)
+    metadata, attempt = transaction.metadata_ or {}, transaction.billing_attempt or {}
+    ours = metadata.get("source") == DESK_CHARGE or (
+        metadata.get("checkoutId") and transaction.attempt_kind is None
+    )
+    if not (ours and attempt.get("contradiction")):
+        raise conflict(
+            codes.BILLING_NO_CONTRADICTION,
+            "this payment holds no contradiction to settle (a protected attempt is reconciled)",
+        )
+    return transaction
+
+
+def _already(
+    session: Session, transaction: PaymentTransaction, decision: str
+) -> dict[str, Any] | None:
+    """The answer for a charge no longer pending: a replay, or a refusal."""
+    if transaction.status == TransactionStatus.pending:
+        return None
+    resolution = transaction.billing_resolution or {}
+    if resolution.get("decision") != SETTLED:
+        raise conflict(
+            codes.BILLING_ATTEMPT_NOT_PENDING,
+            "this charge is resolved already",
+            transactionStatus=transaction.status.value,
+        )
+    if resolution.get("settlement") != decision:
+        raise conflict(
+            codes.BILLING_CONTRADICTION_SETTLED,
+            "this contradiction was settled with another decision",
+            settlement=resolution.get("settlement"),
+        )
+    return _answer(session, transaction, "already_settled", replayed=True)
+
+
+def _ask_provider(
+    session: Session, provider: CardProvider, cipher: FieldCipher, transaction: PaymentTransaction
+) -> dict[str, Any]:
+    """What the provider took, asked again by the stored ids on the terminal that took it."""
+    attempt = transaction.billing_attempt or {}
+    config = original_account(session, transaction.organization_id, attempt.get("terminal"))
+    if config is None:
+        raise conflict(
+            codes.BILLING_ORIGINAL_ACCOUNT_UNAVAILABLE,
+            "the merchant account that took this charge is no longer connected",
+        )
+    on_terminal = terminal_of(config, cipher)
+    page_id = (transaction.metadata_ or {}).get("pageId")
+    release_for_outside_call(session)  # a read: applied under the locks after
+    try:
+        if attempt.get("externalAttemptId"):  # a desk charge, by its stored attempt id
+            result = provider.lookup_charge(on_terminal, attempt["externalAttemptId"])
+            approved = result.outcome == Outcome.approved
+            amount, currency, deal = result.amount_in_cents, result.currency, result.transaction_id
+            token = None
+        else:  # a page's charge, by its page
+            page = provider.get_page(on_terminal, page_id)
+            approved = page.state == PageState.succeeded and page.transaction_id is not None
+            amount, currency, deal = page.amount_in_cents, page.currency, page.transaction_id
+            token = page.token
+    except ProviderUnavailable:
+        raise conflict(
+            codes.BILLING_PROVIDER_UNAVAILABLE,
+            "the card provider could not be asked; nothing changed",
+        ) from None
+    if not approved:
+        raise conflict(
+            codes.BILLING_EVIDENCE_MISMATCH,
+            "the provider no longer reports this charge approved: reconcile it; nothing changed",
+        )
+    return {
+        "amountInCents": amount if amount is not None else transaction.amount_in_cents,
+        "currency": (currency or transaction.currency).upper(),
+        "transactionId": deal,
+        "token": token,
+    }
+
+
+def _checkout_of(
+    session: Session, transaction: PaymentTransaction, *, lock: bool
+) -> Checkout | None:
+    checkout_id = (transaction.metadata_ or {}).get("checkoutId")
+    if not checkout_id:
+        return None
+    query = select(Checkout).where(
+        Checkout.id == uuid.UUID(checkout_id),
+        Checkout.organization_id == transaction.organization_id,
+    )
+    if lock:
+        query = query.with_for_update().execution_options(populate_existing=True)
+    return session.scalar(query)
+
+
+def _settle_page(session, checkout, subscription, transaction, taken, decision, now, cipher):
+    """The page's own outcome: accepted, it completes as a verified completion would (card
+    saved, period granted, effects done); refunded, it fails and its unpaid plan is cancelled."""
+    checkout.completed_at = now
+    checkout.metadata_ = {**(checkout.metadata_ or {}), "contradictionSettled": decision}
+    if decision == REFUND:
+        checkout.status = CheckoutStatus.failed
+        if subscription is not None:
+            _cancel_unpaid(session, subscription, reason=FAILED, now=now)
+        return
+    checkout.status = CheckoutStatus.completed
+    checkout.provider_transaction_id = transaction.provider_transaction_id
+    if taken["token"] is not None:
+        method = save_card(
+            session,
+            organization_id=checkout.organization_id,
+            user_id=checkout.user_id,
+            card=taken["token"],
+            terminal=checkout.terminal,
+            now=now,
+            cipher=cipher,
+        )
+        subscription.payment_method_id = method.id
+    attempts.grant_period(session, subscription, now=now)
+    subscription.updated_at = now
+    transaction.effects = {"done": ["ledger", "subscription", "membership"], "at": now.isoformat()}
+
+
+def _answer(
+    session: Session, transaction: PaymentTransaction, outcome: str, *, replayed: bool
+) -> dict[str, Any]:
+    resolution = transaction.billing_resolution or {}
+    keys = ("decision", "settlement", "at", "expected", "taken", "refundTransactionId")
+    return {
+        "outcome": outcome,
+        "replayed": replayed,
+        "transaction": transaction_json(transaction),
+        "resolution": {key: resolution.get(key) for key in keys} if resolution else None,
+        "refundTransactionId": resolution.get("refundTransactionId"),
+    }
+
+
+def send_stored_refund(
+    session: Session,
+    provider: CardProvider,
+    cipher: FieldCipher,
+    answer: dict[str, Any],
+    *,
+    now: datetime,
+    documents: DocumentProvider,
+) -> dict[str, Any]:
+    """After the caller committed a refund decision: send the stored refund once (steps 2 and
+    3 of the refund protocol) and add its row to the answer. Not refunded yet (the provider
+    unreachable, or it refused) is no refusal of the settlement: the answer shows the refund's
+    status; recovery resends a pending one under its own id, a refused one is refunded again
+    with the ordinary refund."""
+    refund_id = answer.get("refundTransactionId")
+    if not refund_id:
+        return answer
+    refund = refunds.execute_refund(
+        session, provider, cipher, uuid.UUID(refund_id), now=now, documents=documents
+    )
+    return {**answer, "refund": transaction_json(refund)}
