@@ -2,6 +2,9 @@
 
 Staff mark either; after each session ends a daemon pass marks every confirmed booking without
 a check-in as a no-show and closes the session's attendance, so a second pass marks nothing.
+The same pass closes the waitlists no promotion can reach any more (the class started or was
+cancelled): a booking is confirmed, waitlisted or cancelled (spec B 2.4), so those waiting
+become cancelled rather than pending for ever.
 """
 
 from __future__ import annotations
@@ -9,11 +12,12 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from gymctl.bookings import codes, quota
 from gymctl.bookings.book import booking_event, booking_of
+from gymctl.bridge import mirror
 from gymctl.errors import conflict
 from gymctl.models import Booking, BookingStatus, ClassSession
 from gymctl.models.bookings import CheckinMethod
@@ -84,18 +88,77 @@ def _no_show(session: Session, booking: Booking, *, now: datetime, actor=None) -
     booking_event(session, "booking.no_show", booking, now=now, actor=actor)
 
 
-def no_show_pass(session: Session, *, now: datetime, limit: int = PASS_LIMIT) -> dict[str, int]:
-    """Every ended session whose attendance is open: mark the missing, then close it. Sessions
-    another daemon holds are skipped (SKIP LOCKED), never waited for. A booking still waitlisted
-    when its class ends never had a seat: the plan's session it spent is given back (quota),
-    its plan locked before the sessions (billing's order)."""
-    open_ended = (
+WAITLIST_CLOSED = "waitlist_closed"  # booking.cancelled's reason: never promoted
+
+
+def close_waitlists(session: Session, *, now: datetime, limit: int = PASS_LIMIT) -> int:
+    """Cancel the waitlisted bookings of sessions that started or were cancelled: none is ever
+    promoted there (book.promote_waitlist), so "waitlisted" would read as pending for ever.
+    Each becomes cancelled (cancelled_at = now), gives back the plan's session it held
+    (quota: it never had a seat) and writes booking.cancelled with reason waitlist_closed.
+    Plans are locked before the sessions (billing's order), sessions another daemon holds are
+    skipped (SKIP LOCKED). A second pass finds nothing waiting. The bookings closed."""
+    closing = (
         select(ClassSession.id)
-        .where(ClassSession.attendance_closed_at.is_(None), ClassSession.ends_at <= now)
-        .order_by(ClassSession.ends_at, ClassSession.id)
+        .where(
+            or_(ClassSession.starts_at <= now, ClassSession.cancelled_at.is_not(None)),
+            select(Booking.id)
+            .where(
+                Booking.class_session_id == ClassSession.id,
+                Booking.status == BookingStatus.waitlisted,
+                Booking.deleted_at.is_(None),
+            )
+            .exists(),
+        )
+        .order_by(ClassSession.starts_at, ClassSession.id)
         .limit(limit)
     )
-    quota.lock_plans_waiting(session, open_ended.scalar_subquery())
+    ids = session.scalars(closing).all()
+    if not ids:
+        return 0
+    quota.lock_plans_waiting(session, ids)
+    rows = session.scalars(
+        select(ClassSession)
+        .where(ClassSession.id.in_(ids))
+        .order_by(ClassSession.starts_at, ClassSession.id)
+        .with_for_update(skip_locked=True)
+    ).all()
+    closed = 0
+    for row in rows:
+        waiting = session.scalars(
+            select(Booking)
+            .where(
+                Booking.class_session_id == row.id,
+                Booking.status == BookingStatus.waitlisted,
+                Booking.deleted_at.is_(None),
+            )
+            .order_by(Booking.id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        ).all()
+        for booking in waiting:
+            returned = quota.give_back(session, booking, now=now)
+            booking.status = BookingStatus.cancelled
+            booking.cancelled_at = now
+            booking.waitlisted_at = None
+            booking.updated_at = now
+            session.flush()
+            extra = {"sessionReturnedTo": str(returned)} if returned else {}
+            booking_event(
+                session, "booking.cancelled", booking, now=now, reason=WAITLIST_CLOSED, **extra
+            )
+            mirror.booking_changed(session, booking, now=now)  # never mirrored: queues nothing
+        closed += len(waiting)
+    session.flush()
+    return closed
+
+
+def no_show_pass(session: Session, *, now: datetime, limit: int = PASS_LIMIT) -> dict[str, int]:
+    """Close the waitlists of started or cancelled sessions (close_waitlists), then, for every
+    ended session whose attendance is open: mark the missing, then close it. Sessions another
+    daemon holds are skipped (SKIP LOCKED), never waited for. Called by the daemons' job
+    booking_no_shows (every 5 minutes) in the job's one transaction."""
+    closed = close_waitlists(session, now=now, limit=limit)
     ended = session.scalars(
         select(ClassSession)
         .where(ClassSession.attendance_closed_at.is_(None), ClassSession.ends_at <= now)
@@ -124,11 +187,6 @@ def no_show_pass(session: Session, *, now: datetime, limit: int = PASS_LIMIT) ->
             for booking in missing:
                 _no_show(session, booking, now=now)
             marked += len(missing)
-        for booking in session.scalars(
-            quota.waiting_in_ended(row.id).order_by(Booking.id).with_for_update()
-        ).all():
-            quota.give_back(session, booking, now=now)
-            booking.updated_at = now
         row.attendance_closed_at = now
     session.flush()
-    return {"sessions": len(ended), "noShows": marked}
+    return {"sessions": len(ended), "noShows": marked, "waitlistsClosed": closed}

@@ -145,7 +145,10 @@ def book(
     check_may_book(session, organization_id, member.user_id, now=now)
     # Before a plan's refusal: the truer answer.
     revives = _refuse_if_booked(session, row.id, member.id)
-    plan = quota.plan_for_seat(session, organization_id, member.user_id, row)  # locked
+    # A revived row may still hold a session (staff cancelled it after its check-in): given
+    # back below before this one is spent, it counts as one left of its plan.
+    held = revives.subscription_id if revives is not None else None
+    plan = quota.plan_for_seat(session, organization_id, member.user_id, row, held=held)
     if revives is not None and revives.subscription_id is not None:
         quota.lock_plan(session, revives.subscription_id)  # given back below: before the session
     lock_waiting_members(session, row.id)  # the waiting are served first: see promote_waitlist
@@ -159,6 +162,9 @@ def book(
     )
     if existing is not None and is_active(existing):
         _already_booked(existing)
+    still_held = existing.subscription_id if existing is not None else None
+    if plan is not None and held is not None and still_held != held:
+        quota.refuse_if_used_up(plan)  # the session `held` counted on was given back meanwhile
     promote_waitlist(session, row, now=now)  # the waiting first, under the session's lock
     full = confirmed_count(session, row.id) >= row.capacity
     status = BookingStatus.waitlisted if full else BookingStatus.confirmed

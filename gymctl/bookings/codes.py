@@ -13,6 +13,8 @@ CAPACITY_INVALID = "capacity_invalid"
 CHECKIN_NOT_OPEN = "checkin_not_open"
 CLASS_TYPE_NAME_INVALID = "class_type_name_invalid"
 CLASS_TYPE_NOT_FOUND = "class_type_not_found"
+# ours (spec A 2.7: only staff coach): 422, a session's coach is an active owner, admin or coach
+COACH_INELIGIBLE = "coach_ineligible"
 DURATION_INVALID = "duration_invalid"
 MEMBERSHIP_NOT_ACTIVE = "membership_not_active"
 ORGANIZATION_NOT_FOUND = "organization_not_found"

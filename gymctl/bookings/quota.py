@@ -7,8 +7,11 @@ without spending; else the pack or drop-in with a session left whose period ends
 one (-1), recorded on the booking (bookings.subscription_id). A waitlisted booking spends too:
 its seat is held, so its promotion asks nothing again. The session is given back (+1) when the
 booking ends unused: cancelled before the class starts and before a check-in, or its class
-cancelled, or still waitlisted when the class ends (the no-show pass); never for a no-show,
-an attended class or a confirmed booking cancelled after the start.
+cancelled, or still waitlisted when its waitlist closes (the class started or was cancelled:
+attendance.close_waitlists); never for a no-show, an attended class or a confirmed booking
+cancelled after the start. A revived booking that still records its plan (staff cancelled it
+after a check-in) gives that session back before it spends one: it may book on the plan's
+"last" session, which is its own.
 
 A plan's period bounds the classes it books when the plan does not renew itself: a quota plan
 (its validity), one without a renewal interval (a course, a gift: a fixed term), one on
@@ -107,11 +110,23 @@ def lock_plan(session: Session, subscription_id: uuid.UUID) -> Subscription | No
 
 
 def plan_for_seat(
-    session: Session, organization_id: uuid.UUID, user_id: uuid.UUID, row: ClassSession
+    session: Session,
+    organization_id: uuid.UUID,
+    user_id: uuid.UUID,
+    row: ClassSession,
+    *,
+    held: uuid.UUID | None = None,
 ) -> Subscription | None:
     """The plan that pays a seat in `row`, locked; None when the gym books without plans.
     Raises 409 plan_ends_before_session when no plan covers the class, 409
-    plan_sessions_used_up when those that do have no session left. Spends nothing: `spend`."""
+    plan_sessions_used_up when those that do have no session left. `held`: the plan whose
+    session the revived booking still records (given back before `spend`): it counts as one
+    left. Spends nothing: `spend`."""
+
+    def left(plan: Subscription) -> bool:
+        extra = 1 if plan.id == held else 0
+        return plan.sessions_remaining is None or plan.sessions_remaining + extra > 0
+
     if not billing_settings(session, organization_id).plan_required_to_book:
         return None
     rows = subscriptions_of(session, organization_id, user_id)
@@ -122,14 +137,14 @@ def plan_for_seat(
     ]
     covering = sorted((sub for sub in live if covers(sub, row.starts_at)), key=_order)
     for candidate in covering:
-        if candidate.sessions_remaining is not None and candidate.sessions_remaining <= 0:
+        if not left(candidate):
             continue
         # Read again under its lock: a booking that spent its last session meanwhile, or the
         # lifecycle that ended it, committed first.
         locked = lock_plan(session, candidate.id)
         if locked is None or not covers(locked, row.starts_at):
             continue
-        if locked.sessions_remaining is None or locked.sessions_remaining > 0:
+        if left(locked):
             return locked
     if not covering:
         ends = [end for end in map(covered_until, live) if end is not None]
@@ -139,6 +154,12 @@ def plan_for_seat(
             planEndsAt=max(ends).isoformat() if ends else None,
         )
     raise conflict(codes.PLAN_SESSIONS_USED_UP, "your plan has no sessions left")
+
+
+def refuse_if_used_up(plan: Subscription) -> None:
+    """409 plan_sessions_used_up when the locked plan has no session left to spend."""
+    if plan.sessions_remaining is not None and plan.sessions_remaining <= 0:
+        raise conflict(codes.PLAN_SESSIONS_USED_UP, "your plan has no sessions left")
 
 
 def still_covered(
@@ -206,19 +227,10 @@ def lock_plans_of_session(session: Session, class_session_id: uuid.UUID) -> None
         lock_plan(session, subscription_id)
 
 
-def waiting_in_ended(class_session_id: uuid.UUID):
-    """The waitlisted bookings of a session that spent a plan's session."""
-    return select(Booking).where(
-        Booking.class_session_id == class_session_id,
-        Booking.status == BookingStatus.waitlisted,
-        Booking.deleted_at.is_(None),
-        Booking.subscription_id.is_not(None),
-    )
-
-
 def lock_plans_waiting(session: Session, ended) -> None:
-    """Lock the plans spent by bookings still waitlisted in the sessions `ended` (a select of
-    session ids), before any session's lock is taken (billing's order)."""
+    """Lock the plans spent by bookings still waitlisted in the sessions `ended` (session ids,
+    or a select of them) whose waitlist closes, before any session's lock is taken (billing's
+    order)."""
     ids = session.scalars(
         select(Booking.subscription_id)
         .where(

@@ -13,7 +13,7 @@ from gymctl.bookings import codes
 from gymctl.db import organization_row
 from gymctl.errors import invalid, not_found, unprocessable
 from gymctl.events import EventKind, emit
-from gymctl.models import ClassSession, ClassType
+from gymctl.models import ClassSession, ClassType, Membership, MembershipStatus, Role
 from gymctl.text import one_line
 
 MAX_CAPACITY = 1000
@@ -72,6 +72,24 @@ def live_class_type(session: Session, organization_id: uuid.UUID, class_type_id)
     return row
 
 
+# Who may coach a class (spec A 2.7: the coach role holds sessions and bookings; owner and admin
+# do all a coach does). A plain member coaches nothing, nor does a membership not active.
+COACH_ROLES = (Role.owner, Role.admin, Role.coach)
+
+
+def check_coach(session: Session, organization_id: uuid.UUID, user_id: uuid.UUID) -> None:
+    """422 coach_ineligible unless `user_id` holds an active staff membership of the gym."""
+    row = session.scalar(
+        select(Membership).where(
+            Membership.organization_id == organization_id, Membership.user_id == user_id
+        )
+    )
+    if row is None or row.status != MembershipStatus.active or row.role not in COACH_ROLES:
+        raise unprocessable(
+            codes.COACH_INELIGIBLE, "a class is coached by an active coach, admin or owner"
+        )
+
+
 def schedule_session(
     session: Session,
     class_type: ClassType,
@@ -96,6 +114,8 @@ def schedule_session(
     ends_at = ends_at or starts_at + timedelta(minutes=class_type.duration_minutes)
     if ends_at <= starts_at:
         raise unprocessable(codes.SESSION_TIMES_INVALID, "a session ends after it starts")
+    if coach_user_id is not None:
+        check_coach(session, class_type.organization_id, coach_user_id)
     row = ClassSession(
         id=ids.new_id(),
         organization_id=class_type.organization_id,

@@ -232,6 +232,7 @@ CAPABILITY = {
     ("GET", "/sessions"): "own",
     ("POST", "/sessions/<uuid:session_id>/book"): "own",
     ("GET", "/sessions/<uuid:session_id>/bookings"): "programming",
+    ("POST", "/sessions/<uuid:session_id>/cancel"): "programming",
     ("POST", "/bookings/<uuid:booking_id>/cancel"): "own",
     ("DELETE", "/bookings/<uuid:booking_id>"): "programming",
     ("POST", "/bookings/<uuid:booking_id>/check-in"): "checkins",
@@ -255,6 +256,9 @@ CAPABILITY = {
     ("POST", "/retention/cases/<uuid:case_id>/outcome"): "member_billing",
     ("GET", "/payments/billing/transactions/<uuid:transaction_id>"): "finance",
     ("POST", "/payments/billing/transactions/<uuid:transaction_id>/reconcile"): "finance",
+    ("POST", "/payments/billing/transactions/<uuid:transaction_id>/settle-contradiction"): (
+        "finance"
+    ),
     ("POST", "/payments/billing/transactions/<uuid:transaction_id>/confirm-no-debit"): "owner_only",
     ("POST", "/payments/billing/transactions/<uuid:transaction_id>/authorize-retry"): "owner_only",
     ("POST", "/payments/transactions/<uuid:transaction_id>/dismiss"): "finance",

@@ -196,6 +196,9 @@ CALLS = {
     ("GET", "/sessions/<uuid:session_id>/bookings"): lambda t, r: Call(
         {"session_id": t.ids["session"]}
     ),
+    ("POST", "/sessions/<uuid:session_id>/cancel"): lambda t, r: Call(
+        {"session_id": t.ids["session"]}
+    ),
     ("POST", "/bookings/<uuid:booking_id>/cancel"): lambda t, r: Call(
         {"booking_id": t.ids["booking"][r]}
     ),
@@ -378,7 +381,14 @@ CALLS = {
 
 # Routes with no recipe yet, each with what it would need (checked current by the suites):
 # none now; a new route without a recipe lands here with its reason.
-UNCOVERED: dict[tuple[str, str], str] = {}
+UNCOVERED: dict[tuple[str, str], str] = {
+    (
+        "POST",
+        "/payments/billing/transactions/<uuid:transaction_id>/settle-contradiction",
+    ): "its success needs a charge the card provider took at another amount than stored, and "
+    "the provider confirming it again: tests/billing_ops/test_contradictions_door.py reaches it "
+    "and refuses another gym's id there",
+}
 
 
 def path_of(tenant: Tenant, rule: str, call: Call) -> str:

@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from gymctl.bookings import attendance
 from gymctl.errors import DomainError
-from gymctl.models import OutboxEvent
+from gymctl.models import BookingStatus, OutboxEvent
 from gymctl.models.bookings import CheckinMethod
 from tests.bookings.conftest import TOMORROW, add_member, book_seat, cancel_own
 from tests.conftest import NOW
@@ -90,11 +90,18 @@ def test_the_pass_after_the_session_marks_the_missing_once(session, gym, class_s
     assert attendance.no_show_pass(session, now=AFTER - timedelta(minutes=1)) == {
         "sessions": 0,
         "noShows": 0,
+        "waitlistsClosed": 1,  # the class started: no seat comes to the waiting any more
     }
-    assert attendance.no_show_pass(session, now=AFTER) == {"sessions": 1, "noShows": 1}
+    assert waiting.status == BookingStatus.cancelled
+    assert attendance.no_show_pass(session, now=AFTER) == {
+        "sessions": 1,
+        "noShows": 1,
+        "waitlistsClosed": 0,
+    }
     assert (absent.no_show_at, attended.no_show_at, waiting.no_show_at) == (AFTER, None, None)
     assert attendance.no_show_pass(session, now=AFTER + timedelta(hours=1)) == {
         "sessions": 0,
         "noShows": 0,
+        "waitlistsClosed": 0,
     }
     assert _names(session).count("booking.no_show") == 1

@@ -328,7 +328,8 @@ def test_a_member_leaving_gives_the_sessions_of_their_seats_back(session, gym, r
 def test_a_booking_still_waitlisted_when_the_class_ends_has_its_session_back(
     session, gym, required
 ):
-    """Waiting is no seat: the no-show pass gives the session back (and marks no no-show)."""
+    """Waiting is no seat: the no-show pass closes the waitlist (cancelled: it never had a
+    seat) and gives the session back (and marks no no-show)."""
     (a,) = _sessions(session, gym, 1, capacity=1)
     other = add_member(session, gym.organization)
     make_subscription(session, gym, PlanType.card, membership=other)
@@ -339,10 +340,10 @@ def test_a_booking_still_waitlisted_when_the_class_ends_has_its_session_back(
 
     result = attendance.no_show_pass(session, now=a.ends_at + timedelta(minutes=1))
 
-    assert result == {"sessions": 1, "noShows": 1}  # the other member's seat
+    assert result == {"sessions": 1, "noShows": 1, "waitlistsClosed": 1}  # the other's seat
     session.refresh(waiting)
     assert (waiting.status, waiting.subscription_id, waiting.no_show_at) == (
-        BookingStatus.waitlisted,
+        BookingStatus.cancelled,
         None,
         None,
     )

@@ -311,7 +311,10 @@ def test_a_member_checked_in_while_the_no_show_pass_runs_is_no_no_show(scene):
         scene.engine, check_in, lambda session: attendance.no_show_pass(session, now=ended)
     )
 
-    assert (daemon.error, daemon.result) == (None, {"sessions": 1, "noShows": 0})
+    assert (daemon.error, daemon.result) == (
+        None,
+        {"sessions": 1, "noShows": 0, "waitlistsClosed": 0},
+    )
     [stored] = scene.bookings()
     assert (stored.checked_in_at, stored.no_show_at) == (ended, None)
     assert "booking.no_show" not in scene.event_names(booking.id)

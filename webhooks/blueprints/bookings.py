@@ -11,7 +11,7 @@ from pydantic import Field
 
 from gymctl.access.memberships import membership_of, resolve_membership
 from gymctl.access.permissions import Action, Module, can
-from gymctl.bookings import attendance, book, schedule
+from gymctl.bookings import attendance, book, cancel_class, schedule
 from gymctl.clock import ensure_utc
 from gymctl.errors import forbidden, invalid, not_found
 from gymctl.models import Booking, ClassSession, ClassType
@@ -127,6 +127,18 @@ def schedule_session(org_id: uuid.UUID):
         now=now(),
     )
     return jsonify(data=session_json(row)), 201
+
+
+@bp.post(f"{ORG}/sessions/<uuid:session_id>/cancel")
+@org_route(Module.programming, Action.manage)
+def cancel_session(org_id: uuid.UUID, session_id: uuid.UUID):
+    """Staff cancel a class before it starts: its bookings are cancelled (the members told by
+    booking.cancelled, reason session_cancelled), pack sessions given back."""
+    row, cancelled = cancel_class.cancel_session(
+        db(), org_id, session_id, actor_user_id=membership().user_id, now=now()
+    )
+    counts = book.seat_counts(db(), [row.id]).get(row.id, {"confirmed": 0, "waitlisted": 0})
+    return jsonify(data=session_json(row, counts), cancelledBookings=cancelled)
 
 
 def _window() -> tuple[datetime, datetime]:
