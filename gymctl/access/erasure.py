@@ -33,6 +33,7 @@ from gymctl.access.memberships import end_membership, membership_of
 from gymctl.bridge.payloads import member_key
 from gymctl.errors import conflict
 from gymctl.events import EventKind, emit
+from gymctl.identity.users import address_keys
 from gymctl.models import (
     AuditLog,
     Invitation,
@@ -72,9 +73,9 @@ def erase_personal_data(
     if membership.role is Role.owner:
         raise conflict(codes.ERASURE_OWNER, "the owner's own data cannot be erased from their gym")
     person = session.get(User, target_user_id)
-    # Lower-cased for the lists read in Python; the database folds its own columns and the
-    # address as given the same way (same_address).
-    address = (person.email or "").lower()
+    # The lists read in Python (a bulk invite's) compare by address_keys, the columns by
+    # same_address: one rule (str.lower() missed 'ipek@' for 'İpek@' and took 'i\u0307pek@').
+    address = (person.email or "").strip()
     # The gym's queued work first: a worker holds a bulk invite (or an import) locked while it
     # invites an address (or registers rows), writing invitations, users and memberships, so
     # erasure waits for that step's commit rather than scrub around it or lock in the other
@@ -142,7 +143,7 @@ def _unsent_person_ops(session: Session, membership: Membership) -> int:
 def _submissions(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:
     match = [JoinSubmission.user_id == person.id]
     if address:
-        match.append(same_address(JoinSubmission.email, person.email))
+        match.append(same_address(JoinSubmission.email, address))
     return session.execute(
         update(JoinSubmission)
         .where(JoinSubmission.organization_id == org_id, or_(*match))
@@ -153,7 +154,7 @@ def _submissions(session: Session, org_id: uuid.UUID, person: User, address: str
 def _leads(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:
     match = [Lead.converted_user_id == person.id]
     if address:
-        match.append(same_address(Lead.email, person.email))
+        match.append(same_address(Lead.email, address))
     return session.execute(
         update(Lead)
         .where(Lead.organization_id == org_id, or_(*match))
@@ -165,7 +166,7 @@ def _invitations(session: Session, org_id: uuid.UUID, person: User, address: str
     # The gym's profile's link request names the person by profile too, whatever its address.
     match = [Invitation.user_id == person.id, Invitation.profile_user_id == person.id]
     if address:
-        match.append(same_address(Invitation.email, person.email))
+        match.append(same_address(Invitation.email, address))
     return session.execute(
         update(Invitation)
         .where(Invitation.organization_id == org_id, or_(*match))
@@ -179,17 +180,21 @@ def _bulk_invites(session: Session, org_id: uuid.UUID, person: User, address: st
     if not address:
         return 0
     erased = _erased_address(person.id)
-
-    def named(email: str) -> bool:
-        return email.strip().lower() == address
-
-    changed = 0
-    for batch in session.scalars(
+    batches = session.scalars(
         select(InvitationBatch)
         .where(InvitationBatch.organization_id == org_id)
         .order_by(InvitationBatch.id)  # one order for every locker: no deadlock between them
         .with_for_update()
-    ):
+    ).all()
+    listed = {email for batch in batches for email in batch.emails}
+    listed |= {result["email"] for batch in batches for result in batch.results}
+    keys = address_keys(session, [address, *listed])
+
+    def named(email: str) -> bool:
+        return keys[email] == keys[address]
+
+    changed = 0
+    for batch in batches:
         if not any(named(email) for email in batch.emails):
             continue
         batch.emails = [erased if named(email) else email for email in batch.emails]
@@ -212,7 +217,7 @@ def _import_rows(session: Session, org_id: uuid.UUID, person: User, address: str
         update(MemberImportRow)
         .where(
             MemberImportRow.import_id.in_(imports),
-            same_address(func.trim(MemberImportRow.email), person.email),
+            same_address(func.trim(MemberImportRow.email), address),
         )
         .values(email=_erased_address(person.id), name=ERASED)
     ).rowcount
@@ -226,7 +231,7 @@ def _tasks(session: Session, org_id: uuid.UUID, person: User, address: str) -> i
         select(Task).where(
             Task.organization_id == org_id,
             Task.subject_type == "join_checkout",
-            same_address(Task.data["email"].as_string(), person.email),
+            same_address(Task.data["email"].as_string(), address),
         )
     ).all()
     for row in rows:
@@ -240,7 +245,7 @@ def _audit_rows(session: Session, org_id: uuid.UUID, person: User, address: str)
     refused registration), keep what happened, not the private fields (addresses, IPs)."""
     about = (AuditLog.target_type == "user") & (AuditLog.target_id == str(person.id))
     if address:
-        about = about | same_address(AuditLog.data["email"].as_string(), person.email)
+        about = about | same_address(AuditLog.data["email"].as_string(), address)
     rows = session.scalars(select(AuditLog).where(AuditLog.organization_id == org_id, about)).all()
     for row in rows:
         row.data = {k: v for k, v in (row.data or {}).items() if k not in ("email", "ip")}

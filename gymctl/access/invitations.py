@@ -24,10 +24,10 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from sqlalchemy import literal, or_, select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from gymctl import ids
+from gymctl import ids, ratelimit
 from gymctl.access import codes, tickets
 from gymctl.access.erased import ERASED_DOMAIN, is_erased_address
 from gymctl.access.folding import fold_person
@@ -46,7 +46,7 @@ from gymctl.errors import (
     unprocessable,
 )
 from gymctl.events import EventKind, emit
-from gymctl.identity.users import find_or_create
+from gymctl.identity.users import find_or_create, is_same_address
 from gymctl.models import (
     Invitation,
     InvitationStatus,
@@ -66,6 +66,11 @@ DEFAULT_FRONTEND = "http://localhost:3000"
 FIRST_VERSION = 1  # of an invitation's token; a resend bumps it
 LINK_REQUEST_BATCH = 200  # link requests a sweep sends
 LINK_REQUEST_RETRY = timedelta(minutes=5)  # after a try the mail server refused
+# Resends of one invitation (decisions s48): staff resent without any limit, so a script could
+# mail an address as often as it liked. A person who lost the email needs one or two.
+RESENDS_PER_HOUR = 3
+RESENDS_PER_DAY = 10
+DAY = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -687,6 +692,7 @@ def resend_invitation(
     require_invitation_handling(actor.role, invitation.role)
     invitation = _locked(session, invitation_id)  # two resends at once bump one after the other
     _require_pending(invitation)
+    _count_resend(session, invitation, now=now)
     former = (invitation.token_version, invitation.expires_at)
     invitation.token_version += 1
     invitation.expires_at = now + timedelta(days=outreach.settings.invitation_ttl_days)
@@ -697,6 +703,15 @@ def resend_invitation(
         _restore(session, invitation_id, former)
         session.commit()
         raise bad_gateway(codes.MAIL_FAILED, str(error)) from None
+
+
+def _count_resend(session: Session, invitation: Invitation, *, now: datetime) -> None:
+    """Count the resend against the invitation's hour and day (the one rate limiter: a refused
+    resend still spends its budget, and the door commits that alone); 429 rate_limited with
+    retryAfter past either, before anything is changed or sent."""
+    for window, limit in ((timedelta(hours=1), RESENDS_PER_HOUR), (DAY, RESENDS_PER_DAY)):
+        key = f"invitations.resend:{invitation.id}:{int(window.total_seconds())}"
+        ratelimit.hit(session, key, limit=limit, window=window, now=now)
 
 
 def _restore(session: Session, invitation_id: uuid.UUID, former: tuple[int, datetime]) -> None:
@@ -822,7 +837,9 @@ def accept_invitation(
     _require_pending(invitation)
     if invitation.expires_at <= now:
         raise gone(codes.TICKET_EXPIRED, "the invitation has expired")
-    if not _same_address(session, user.email or "", invitation.email):
+    # As every lookup compares (is_same_address): by Python's str.lower() the app accepted on
+    # SQLite an invitation that sign-up, folding only ASCII, did not find.
+    if not is_same_address(session, user.email or "", invitation.email):
         raise forbidden(codes.INVITATION_OTHER_ADDRESS, "this invitation is for another address")
     if user.email_verified_at is None:
         # Opening the invitation email never releases a hold (spec A 5.3).
@@ -833,13 +850,6 @@ def accept_invitation(
         return invitation
     _activate(session, invitation, user, now=now)
     return invitation
-
-
-def _same_address(session: Session, one: str, other: str) -> bool:
-    """The two addresses compared as every lookup compares them (`same_address`): by Python's
-    str.lower() the app accepted on SQLite an invitation that sign-up, folding only ASCII, did
-    not find."""
-    return bool(session.scalar(select(same_address(literal(one), other))))
 
 
 def _hold(session: Session, invitation: Invitation, user: User, *, now: datetime) -> None:

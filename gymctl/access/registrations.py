@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, literal, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gymctl.access import codes
@@ -29,6 +29,7 @@ from gymctl.bridge import mirror
 from gymctl.db import advisory_lock
 from gymctl.errors import DomainError, conflict, not_found, unprocessable
 from gymctl.events import EventKind, emit
+from gymctl.identity.users import address_keys
 from gymctl.models import (
     ACTIVE_MEMBER_CAP,
     Lead,
@@ -305,24 +306,29 @@ def plan_import(
     exceed the tier's cap."""
     planned: list[tuple[str, str]] = []
     invalid: list[dict[str, Any]] = []
-    seen: set[str] = set()
+    readable: list[tuple[int, str, str]] = []
     for number, row in enumerate(rows, start=2):
         if any("\x00" in value for value in row.values()):
             invalid.append({"row": number, "reason": "nul_character"})
             continue
         try:
-            email = normalize_email(row["email"])
+            readable.append((number, normalize_email(row["email"]), row.get("name") or ""))
         except DomainError:
             invalid.append({"row": number, "reason": "email_invalid"})
-            continue
-        if email.lower() in seen:
+    # A repeated address as every lookup reads it (address_keys): by str.lower() two rows of
+    # one address went through (the second then found the first's person), or two were refused.
+    keys = address_keys(session, (email for _, email, _ in readable))
+    seen: set[str] = set()
+    for number, email, name in readable:
+        if keys[email] in seen:
             invalid.append({"row": number, "reason": "duplicate"})
             continue
-        if len(row.get("name") or "") > NAME_CHARS:
+        if len(name) > NAME_CHARS:
             invalid.append({"row": number, "reason": "name_too_long"})
             continue
-        seen.add(email.lower())
-        planned.append((email, row.get("name") or ""))
+        seen.add(keys[email])
+        planned.append((email, name))
+    invalid.sort(key=lambda refusal: refusal["row"])
     check_cap(session, organization, [*(email for email, _ in planned), *waiting])
     return ImportPlan(planned, invalid)
 
@@ -346,7 +352,7 @@ def check_cap(session: Session, organization: Organization, emails: list[str]) -
 def _newcomers(session: Session, org_id: uuid.UUID, emails: list[str]) -> int:
     """Set-based, 500 addresses a statement: a roster asks a handful of questions, not two a
     row."""
-    lowered = sorted(set(_folded(session, emails)))
+    lowered = sorted(set(address_keys(session, emails).values()))
     left_out: set[str] = set()
     address = func.lower(User.email)
     for start in range(0, len(lowered), 500):
@@ -373,18 +379,6 @@ def _newcomers(session: Session, org_id: uuid.UUID, emails: list[str]) -> int:
             )
         )
     return sum(1 for email in lowered if email not in left_out)
-
-
-def _folded(session: Session, emails: list[str]) -> list[str]:
-    """The addresses as the database's lower() folds them (500 a statement), as the lookups
-    compare them (`same_address`): folded by str.lower() instead, 'Élodie@x.test' never met
-    its own stored row on SQLite and counted as a newcomer."""
-    given = sorted(set(emails))
-    folded: list[str] = []
-    for start in range(0, len(given), 500):
-        chunk = given[start : start + 500]
-        folded += session.execute(select(*(func.lower(literal(a)) for a in chunk))).one()
-    return folded
 
 
 def import_row(

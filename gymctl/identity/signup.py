@@ -44,7 +44,11 @@ def primary_email(data: dict[str, Any]) -> tuple[str | None, bool]:
     if chosen is None:
         return None, False
     verification = chosen.get("verification") or {}
-    return chosen.get("email_address"), verification.get("status") == "verified"
+    # Surrounding whitespace is no part of an address: kept padded, the row was found by no
+    # lookup of its address (every door stores and asks for the address stripped).
+    address = chosen.get("email_address")
+    address = (address.strip() or None) if isinstance(address, str) else address
+    return address, verification.get("status") == "verified"
 
 
 def read_sign_up(settings: Settings, data: dict[str, Any], *, now: datetime) -> SignUp:

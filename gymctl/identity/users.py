@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, Field, ValidationError
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, literal, select
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import mirror
@@ -25,6 +25,29 @@ from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.providers.identity_admin import IdentityAdmin, IdentityAdminError
 
 log = logging.getLogger("gymctl.identity")
+
+KEYS_PER_STATEMENT = 500
+
+
+def address_keys(session: Session, addresses: Iterable[str]) -> dict[str, str]:
+    """Each address (surrounding whitespace aside) as `same_address` folds it, asked of the
+    database (500 a statement): two addresses are one exactly when their keys are equal, in
+    Python as in every lookup. str.lower() folds otherwise than either engine's lower() ('İ'
+    becomes 'i' and a combining dot; SQLite folds ASCII alone), so erasure, a roster's
+    duplicates and a changed address each disagreed with sign-up (decisions s48)."""
+    given = sorted(set(addresses))
+    keys: dict[str, str] = {}
+    for start in range(0, len(given), KEYS_PER_STATEMENT):
+        chunk = given[start : start + KEYS_PER_STATEMENT]
+        folded = session.execute(select(*(func.lower(literal(a.strip())) for a in chunk))).one()
+        keys.update(zip(chunk, folded, strict=True))
+    return keys
+
+
+def is_same_address(session: Session, one: str, other: str) -> bool:
+    """`one` and `other` are one address by `address_keys`' rule."""
+    keys = address_keys(session, (one, other))
+    return keys[one] == keys[other]
 
 
 def find_or_create(
@@ -192,7 +215,7 @@ def user_updated(
     user, created = find_or_create(
         session, _subject(data), now=now, email=email, image_url=data.get("image_url")
     )
-    if (user.email or "").lower() != (email or "").lower():
+    if not is_same_address(session, user.email or "", email or ""):
         user.email_verified_at = None  # a new address is unproven until the provider says so
         user.email_verified_by = None
     if user.email_verified_at is None:
