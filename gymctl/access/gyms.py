@@ -43,7 +43,10 @@ def resolve_organization(session: Session, ref: str) -> Organization:
 
 def create_gym(
     session: Session, user: User, *, name: str, slug: str, now: datetime
-) -> Organization:
+) -> tuple[Organization, bool]:
+    """The gym created on the caller's owner grant, and whether it is new: the same name and
+    address asked again by the person whose grant created that gym (a form sent twice, a retry
+    after a lost answer) is that creation, answered again with nothing written."""
     grant = None
     if user.email and user.email_verified_at is not None:
         grant = session.scalar(
@@ -59,6 +62,9 @@ def create_gym(
             .limit(1)
         )
     if grant is None:
+        created = _created_by(session, user, name=name, slug=slug)
+        if created is not None:
+            return created, False
         raise forbidden(codes.OWNER_INVITATION_REQUIRED, "creating a gym needs an owner invitation")
     if not (name or "").strip():
         raise unprocessable(codes.NAME_REQUIRED, "the gym needs a name")
@@ -100,7 +106,24 @@ def create_gym(
         payload={"slug": slug, "ownerGrantId": str(grant.id)},
     )
     session.flush()
-    return organization
+    return organization, True
+
+
+def _created_by(session: Session, user: User, *, name: str, slug: str) -> Organization | None:
+    """The live gym of this name and address that the user's own owner grant created."""
+    return session.scalar(
+        select(Organization)
+        .join(Invitation, Invitation.organization_id == Organization.id)
+        .where(
+            Organization.slug == slug,
+            Organization.name == (name or "").strip(),
+            Organization.deleted_at.is_(None),
+            Invitation.role == Role.owner,
+            Invitation.status == InvitationStatus.accepted,
+            Invitation.accepted_user_id == user.id,
+        )
+        .limit(1)
+    )
 
 
 def _slug_taken() -> DomainError:

@@ -124,6 +124,37 @@ def test_an_owner_grant_is_claimed_once(client, session, owner_grant, future_own
     assert snapshot(session) == before
 
 
+def test_a_creation_sent_twice_answers_the_gym_it_created_and_creates_nothing_more(
+    client, session, owner_grant, future_owner
+):
+    """A double-submitted form, or a client's retry after a lost answer: the grant is used, so
+    the second one was 403 OWNER_INVITATION_REQUIRED and the owner was told they may not
+    create the gym they had just created. The same name and address by the person whose grant
+    created it is that creation again: 200, the same gym."""
+    first = create(client, future_owner)
+    assert first.status_code == 201
+    before = snapshot(session)
+
+    again = create(client, future_owner)
+
+    assert (again.status_code, again.json) == (200, first.json)
+    assert snapshot(session) == before
+
+
+def test_another_gym_or_another_person_is_not_a_repeat_of_a_creation(
+    client, session, owner_grant, future_owner, outsider
+):
+    assert create(client, future_owner).status_code == 201
+    before = snapshot(session)
+
+    other_name = create(client, future_owner, name="Another Name")
+    by_another = create(client, outsider)
+
+    assert (other_name.status_code, other_name.json["code"]) == (403, "OWNER_INVITATION_REQUIRED")
+    assert (by_another.status_code, by_another.json["code"]) == (403, "OWNER_INVITATION_REQUIRED")
+    assert snapshot(session) == before
+
+
 def test_an_unproven_email_cannot_claim_an_owner_grant(client, session, idp, owner_grant):
     unproven = signed_in(
         idp, session, identity_id="user_unproven", email=FUTURE_OWNER, verified=False

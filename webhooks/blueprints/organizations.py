@@ -67,10 +67,11 @@ class CreateGym(Body):
 @bp.post("")
 def create_gym():
     body = parse(CreateGym)
-    organization = gyms.create_gym(
+    organization, created = gyms.create_gym(
         db(), signed_in_user(), name=body.name, slug=body.slug, now=now()
     )
-    return jsonify(id=str(organization.id), name=organization.name, slug=organization.slug), 201
+    answer = jsonify(id=str(organization.id), name=organization.name, slug=organization.slug)
+    return answer, 201 if created else 200
 
 
 @bp.delete(ORG)
