@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from gymctl.assets import codes
 from gymctl.assets.pipeline import normalize
 from gymctl.assets.types import AssetRefused, Slot, Transform
+from gymctl.branding.lock import lock_branding
 from gymctl.db import release_for_outside_call
 from gymctl.errors import DomainError, invalid, not_found
 from gymctl.events import EventKind, emit
@@ -299,6 +300,10 @@ def _require(asset_id: uuid.UUID | None, slot: Slot) -> uuid.UUID:
 def _point_draft(
     session: Session, organization_id: uuid.UUID, slot: Slot, asset_id: uuid.UUID, *, now: datetime
 ) -> None:
+    """Under the gym's branding lock, as every other draft write: two uploads into one slot at
+    once (a double tap, a retry after the client's timeout) both read no row and both inserted
+    it, the second a 500 on the key; and a restore or publish reads the slots it locked."""
+    lock_branding(session, organization_id)
     row = session.get(MemberAppDraftAsset, (organization_id, slot.value))
     if row is None:
         row = MemberAppDraftAsset(organization_id=organization_id, slot=slot.value)

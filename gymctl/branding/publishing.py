@@ -30,6 +30,7 @@ from gymctl.assets.read_ahead import ReadAhead
 from gymctl.assets.types import Slot
 from gymctl.branding import codes, minisites
 from gymctl.branding.derive import brand as derive_brand
+from gymctl.branding.lock import lock_branding
 from gymctl.branding.palette import Palette
 from gymctl.branding.published import (
     latest_app_version,
@@ -44,7 +45,6 @@ from gymctl.branding.workspace import (
     CHANNELS,
     app_draft_written_at,
     brand_pending,
-    lock_branding,
     save_app_draft,
 )
 from gymctl.db import session_scope

@@ -25,11 +25,11 @@ from gymctl.assets.intake import require_same_rules
 from gymctl.assets.read_ahead import ReadAhead
 from gymctl.assets.types import Slot
 from gymctl.branding import codes
+from gymctl.branding.lock import lock_branding
 from gymctl.branding.palette import Palette, brand_identity
 from gymctl.branding.published import latest_app_version, latest_revision, live_app_version
 from gymctl.branding.rechecks import rechecked_then_locked
 from gymctl.branding.website import CONTENT_SCHEMA, parse_content
-from gymctl.db import advisory_lock
 from gymctl.errors import invalid, not_found
 from gymctl.models import (
     BrandAsset,
@@ -82,15 +82,6 @@ def logo_keys(
         require_same_rules(kind, asset)
         keys[slot] = asset.key
     return keys
-
-
-def lock_branding(session: Session, organization_id: uuid.UUID) -> None:
-    """The gym's branding, one writer at a time until the transaction ends: a publish, a
-    restore and each draft save (two saves at once computed one website revision, or both
-    inserted the first draft row: the second failed on PostgreSQL). The write transaction
-    first (db.advisory_lock on the embedded default)."""
-    session.connection()
-    advisory_lock(session, f"branding:{organization_id}")
 
 
 def save_brand_draft(

@@ -1,5 +1,5 @@
 """Two saves of one gym's drafts at once on PostgreSQL (decisions s43): each save takes the
-gym's branding lock (`workspace.lock_branding`), as publish and restore do. Without it the
+gym's branding lock (`branding.lock.lock_branding`), as publish and restore do. Without it the
 second save read before the first committed: it computed the same website revision, or
 inserted the first brand or app draft row again, and failed on the key once the first
 committed."""
