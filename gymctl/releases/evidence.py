@@ -23,7 +23,7 @@ from gymctl.models.releases import (
     ReleasePlatformState,
     ReleaseRequest,
 )
-from gymctl.releases import approvals, codes, rows
+from gymctl.releases import approvals, checks, codes, rows
 from gymctl.releases.requests import audit
 
 PLATFORMS = ("ios", "android")
@@ -34,6 +34,7 @@ OBSERVED = {
     "store_review_rejected": ("store_review", approvals.STORE_REVIEW),
     "publicly_released": ("public_release", approvals.PUBLIC_RELEASE),
 }
+SUBMITTED = "store_review_submitted"  # the one the checks gate: the others report the store
 
 
 def append(
@@ -109,6 +110,14 @@ def record_observed(
         raise conflict(
             codes.RELEASE_APPROVAL_MISSING,
             f"the owner has not approved {purpose.replace('_', ' ')} of this candidate",
+        )
+    if result == SUBMITTED and not checks.all_passing(session, request, candidate.generation):
+        # The approval rested on the four checks passing on both targets; one the owner marked
+        # failing since withdraws it until it passes again. What the store answered to an
+        # earlier submission is still recorded.
+        raise conflict(
+            codes.RELEASE_CHECKS_INCOMPLETE,
+            "a business check is no longer passing: the owner must confirm it before submitting",
         )
     row = append(
         session,

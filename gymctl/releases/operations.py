@@ -209,6 +209,22 @@ def _with_access(
     return operation
 
 
+def _is_newest(session: Session, operation: ReleaseOperation) -> bool:
+    """No later dispatch of the candidate's platform overtook `operation`: only then does its
+    submit or outcome say where the platform stands (an operator who dispatched again, or two
+    at once, left an older one in flight; its late outcome is its evidence only)."""
+    newer = session.scalar(
+        select(ReleaseOperation.id)
+        .where(
+            ReleaseOperation.candidate_id == operation.candidate_id,
+            ReleaseOperation.platform == operation.platform,
+            ReleaseOperation.created_at > operation.created_at,
+        )
+        .limit(1)
+    )
+    return newer is None
+
+
 def _require_unfinished(operation: ReleaseOperation) -> None:
     """An operation's outcome is reported once: a later report or submit would append a second
     record and move the platform's state away from what happened."""
@@ -246,9 +262,10 @@ def authorize_submit(
         now=now,
         operation_id=operation.id,
     )
-    evidence.set_state(
-        session, request, candidate, operation.platform, "internal_upload_submitted", now=now
-    )
+    if _is_newest(session, operation):
+        evidence.set_state(
+            session, request, candidate, operation.platform, "internal_upload_submitted", now=now
+        )
     return {"authorized": True, "approvalExpiresAt": approval.expires_at.isoformat()}
 
 
@@ -292,9 +309,10 @@ def report_result(
         now=now,
         operation_id=operation.id,
     )
-    if is_current(session, request, candidate):
-        # A late result of a replaced candidate is its evidence only: the platform's state is
-        # where the current candidate stands (spec A 2.14).
+    if is_current(session, request, candidate) and _is_newest(session, operation):
+        # A late result of a replaced candidate, or of an operation a newer dispatch of the
+        # platform overtook, is its evidence only: the platform's state is where the current
+        # candidate's newest operation stands (spec A 2.14).
         evidence.set_state(
             session, request, candidate, operation.platform, f"{operation.kind}_{result}", now=now
         )
