@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session, lazyload
 from gymctl.access import codes
 from gymctl.access.erased import ERASED_DOMAIN, ERASURE_ACTION
 from gymctl.access.join import checkout_task_title
+from gymctl.access.leaving import lock_leaving
 from gymctl.access.memberships import end_membership, membership_of
 from gymctl.bridge.payloads import member_key
 from gymctl.errors import conflict
@@ -82,6 +83,10 @@ def erase_personal_data(
     # order; each worker holds one job, so batches then imports makes no cycle.
     bulk_invites = _bulk_invites(session, organization.id, person, address)
     import_rows = _import_rows(session, organization.id, person, address)
+    # Every membership the member's seats touch, in one id order, before its own is read
+    # again: locked first alone, the members waiting in its classes came after it (in
+    # end_membership), and two members each waiting for the other's seat deadlocked.
+    lock_leaving(session, membership, now=now)
     # Read again under its lock, as that address's commit left it (without its organization,
     # which the mapping joins in: FOR UPDATE refuses an outer join).
     session.scalar(
