@@ -128,7 +128,9 @@ def status(
 def ops(
     organization: str = typer.Argument(..., help="Organization id or slug."),
     status_filter: str | None = typer.Option(
-        None, "--status", help="pending, in_flight, done, failed, parked or dismissed."
+        None,
+        "--status",
+        help="pending, in_flight, succeeded, failed, parked, superseded or dismissed.",
     ),
     limit: int = typer.Option(100, "--limit", "-n", min=1, max=1000),
     as_json: bool = JSON,

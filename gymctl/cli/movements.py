@@ -49,7 +49,14 @@ class Bars:
 @contextmanager
 def bars() -> Iterator[Bars]:
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, TimeElapsedColumn(), console=err_console, transient=True) as progress:
+    # Off a terminal a bar draws nothing but leaves a blank line on stderr: none at all there.
+    with Progress(
+        *columns,
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=not err_console.is_terminal,
+    ) as progress:
         yield Bars(progress)
 
 
@@ -246,9 +253,31 @@ def discover_command(
     as_json: bool = JSON,
 ) -> None:
     """Search video candidates (quota-limited; never removes anything)."""
+    _require_targets(movement_id, slug)
     with bars() as progress:
         result = _discover(limit, slug, movement_id, force, progress)
-    _show(result, as_json, "video discovery")
+    if not (as_json and "error" in result):
+        _show(result, as_json, "video discovery")
+    _stopped(result, result)
+
+
+def _require_targets(ids: list[uuid.UUID] | None, slugs: list[str] | None) -> None:
+    """`--id` / `--slug` naming no live canonical movement are refused before any search or
+    score (movement_not_found)."""
+    if ids or slugs:
+        from gymctl.db import session_scope
+        from gymctl.movements.targets import require_targets
+
+        with session_scope() as session:
+            require_targets(session, ids=ids, slugs=slugs)
+
+
+def _stopped(found: dict[str, Any], answer: dict[str, Any]) -> None:
+    """A discovery the search API stopped exits 1 with its code and the answer beside it (with
+    --json that is the one document; else the table is on stdout already)."""
+    from gymctl.movements.discovery import refuse_if_stopped
+
+    refuse_if_stopped(found, answer)
 
 
 def _discover(limit, slug, ids, force, progress) -> dict[str, Any]:
@@ -320,6 +349,7 @@ def rank_command(
     as_json: bool = JSON,
 ) -> None:
     """Score candidates with the model and pick each movement's video."""
+    _require_targets(None, slug)
     with bars() as progress:
         result = _rank(dry_run, limit, slug, include_uncovered, progress)
     _show_rank(result, as_json)
@@ -337,14 +367,18 @@ def refresh_command(
     as_json: bool = JSON,
 ) -> None:
     """Discover then rank; --dry-run affects only the ranking."""
+    _require_targets(None, slug)
     with bars() as progress:
         found = _discover(limit, slug, None, force, progress)
         ranked = _rank(dry_run, limit, slug, include_uncovered, progress)
+    answer = {"discover": found, "rank": ranked}
     if as_json:
-        print_json({"discover": found, "rank": ranked})
-        return
-    _show(found, False, "video discovery")
-    _show_rank(ranked, False)
+        if "error" not in found:
+            print_json(answer)
+    else:
+        _show(found, False, "video discovery")
+        _show_rank(ranked, False)
+    _stopped(found, answer)
 
 
 @video.command("verify")
@@ -478,5 +512,6 @@ def job_command(
     from gymctl.db import session_scope
     from gymctl.movements import jobs
 
+    one_of(queue, dict.fromkeys(jobs.QUEUES.values()), "QUEUE")
     with session_scope() as session:
         print_json(jobs.get_job(session, queue, job_id))

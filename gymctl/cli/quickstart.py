@@ -145,7 +145,7 @@ def quickstart(
     )
     console.print(
         f"movement library file in storage: {library} "
-        f"(seed it with: gymctl movements seed {library})",
+        f"(seed it with: gymctl movements seed {library} --operator user_demo_owner)",
         highlight=False,
     )
     console.print("\nStart the API:  [bold]gymctl serve[/bold]   then, in another terminal:\n")

@@ -19,7 +19,9 @@ from sqlalchemy.orm import Session
 
 from gymctl.config import Settings
 from gymctl.db import advisory_lock
+from gymctl.errors import unavailable
 from gymctl.models import Movement, VideoSearchQuota
+from gymctl.movements import codes
 from gymctl.movements.clients import (
     DETAILS_UNITS,
     SEARCH_UNITS,
@@ -202,3 +204,11 @@ def _save(
         movement.video_candidates = [*(movement.video_candidates or []), *new]
         movement.updated_at = now
     return len(new)
+
+
+def refuse_if_stopped(result: dict[str, Any], answer: dict[str, Any]) -> None:
+    """A pass the search API stopped (down, or refusing the key) kept what it found, but did
+    not do its work: for a door that tells success by its exit status (the command line), a
+    refusal carrying the answer beside its code."""
+    if "error" in result:
+        raise unavailable(codes.VIDEO_SEARCH_UNAVAILABLE, result["error"], **answer)

@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gymctl.errors import not_found
 from gymctl.models import Movement
+from gymctl.movements import codes
 from gymctl.movements.references import referenced_ids
 
 
@@ -33,3 +35,26 @@ def canonical_rows(
     rows = list(session.scalars(query.order_by(Movement.slug)))
     uses = referenced_ids(session)
     return sorted(rows, key=lambda m: -uses.get(m.id, 0))
+
+
+def require_targets(
+    session: Session, *, ids: Sequence[uuid.UUID] | None, slugs: Sequence[str] | None
+) -> None:
+    """Refuse ids and slugs a pass was asked for that name no live canonical movement (a typo,
+    a merged loser, a gym's own movement): a pass filtered by them works on nothing, which
+    must not read as "nothing left to do"."""
+    live = (Movement.organization_id.is_(None), Movement.deleted_at.is_(None))
+    missing: dict[str, list[str]] = {}
+    if ids:
+        found = set(session.scalars(select(Movement.id).where(Movement.id.in_(list(ids)), *live)))
+        if gone := [str(i) for i in dict.fromkeys(ids) if i not in found]:
+            missing["ids"] = gone
+    if slugs:
+        found_slugs = set(
+            session.scalars(select(Movement.slug).where(Movement.slug.in_(list(slugs)), *live))
+        )
+        if gone := [s for s in dict.fromkeys(slugs) if s not in found_slugs]:
+            missing["slugs"] = gone
+    if missing:
+        names = ", ".join(name for group in missing.values() for name in group)
+        raise not_found(codes.MOVEMENT_NOT_FOUND, f"no canonical movement {names}", **missing)
