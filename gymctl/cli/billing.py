@@ -203,7 +203,7 @@ def repair_schedule_command(
     expected: str = typer.Option(
         ...,
         "--expected-next-charge-at",
-        help="The next charge the report showed: an ISO UTC time, or none.",
+        help="The next charge the report showed: an ISO UTC time, or none (empty is refused).",
     ),
     operator: str = OPERATOR,
     dry_run: bool = DRY_RUN,
@@ -214,7 +214,7 @@ def repair_schedule_command(
     from gymctl.billing import repair
 
     _, cipher = _services()
-    stated = None if expected.strip().lower() in ("none", "null", "") else _instant(expected)
+    stated = None if expected.strip().lower() in ("none", "null") else _instant(expected)
     with _unit(dry_run) as session:
         gym = resolve_organization(session, organization)
         answer = repair.repair_schedule(

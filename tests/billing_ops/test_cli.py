@@ -87,6 +87,18 @@ def test_repair_schedule_dry_run_keeps_nothing_then_repairs(world):
     assert nobody.exception.code == "operator_user_required"
 
 
+def test_repair_schedule_refuses_an_empty_expected_charge(world):
+    """`--expected-next-charge-at "$NEXT"` with NEXT unset states nothing: it was read as
+    "none", so the guard against a stale report passed on a schedule nobody read."""
+    factory, gym, presale, _ = world
+    args = ["repair-schedule", gym.organization.slug, str(presale.id)]
+    empty = _run(*args, "--expected-next-charge-at", "", "--operator", str(gym.owner.id))
+    assert isinstance(empty.exception, DomainError)
+    assert (empty.exception.code, empty.exception.status) == ("timestamp_not_utc", 400)
+    with factory() as session:
+        assert session.get(Subscription, presale.id).next_charge_date is None
+
+
 def test_verify_account_from_the_cli(world):
     factory, gym, presale, _ = world
     answer = _run(
