@@ -1,7 +1,10 @@
 """Push fanout (spec A 6.4): what a member must know now reaches the devices their gym's app
-registered, in the language the app registered with. Today one event: a waitlisted booking
-promoted to a seat (`booking.promoted`), which the member may never see before the class
-otherwise. Delivery revalidates each registration at send time (`push.deliver`).
+registered, in the language the app registered with. What they may never see before the class
+otherwise: a waitlisted booking promoted to a seat (`booking.promoted`), and a seat or a place
+in line lost without their asking (`booking.cancelled` because staff cancelled the class, the
+waitlist closed at its start, or the plan that paid it ended; staff cancelling or removing the
+booking). A booking the member cancelled themselves is never pushed (the event's actor is its
+member). Delivery revalidates each registration at send time (`push.deliver`).
 
 Each event is pushed once in normal operation, keyed by its outbox id (`push_notices`), in
 three steps so that no transaction is open while the push service answers (on the embedded
@@ -12,10 +15,11 @@ provider error deletes the claim: the next run tries again. A claim a stopped ru
 between its claim and its outcome) is taken again once LEASE has passed, so a push is never
 lost and is at least once: a stop before the push delays it, a stop after it pushes that event
 twice. An outcome is written only to the run's own claim (the record's id), so a run whose
-claim was taken over changes nothing. A booking that is no longer a confirmed seat of a class
-still ahead (the member cancelled meanwhile, the class was cancelled or has begun) is recorded
-and not pushed. Events older than LOOKBACK are left alone, so a first run after an upgrade does
-not push the history.
+claim was taken over changes nothing. Nothing false or idle is pushed, only recorded: a
+promotion whose booking is no longer a confirmed seat of a class still ahead (the member
+cancelled meanwhile, the class was cancelled or has begun), a lost seat booked again since, or
+one whose class is over. Events older than LOOKBACK are left alone, so a first run after an
+upgrade does not push the history.
 """
 
 from __future__ import annotations
@@ -26,11 +30,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import ColumnElement, and_, delete, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
 from gymctl.billing.accounts import billing_settings
+from gymctl.bookings.attendance import WAITLIST_CLOSED
+from gymctl.bookings.book import is_active
+from gymctl.bookings.cancel_class import SESSION_CANCELLED
 from gymctl.clock import zone
 from gymctl.db import READ_ONLY
 from gymctl.events import unsettled
@@ -45,7 +52,9 @@ logger = logging.getLogger(__name__)
 
 BATCH = 200
 LOOKBACK = timedelta(days=2)
-KINDS = {"booking.promoted": "booking_promoted"}  # outbox event -> template push_<kind>
+PROMOTED, CANCELLED, REMOVED = "booking.promoted", "booking.cancelled", "booking.removed"
+# booking.cancelled's reasons, each told in its own words (template push_<kind>)
+REASONS = {SESSION_CANCELLED: "class_cancelled", WAITLIST_CLOSED: "waitlist_closed"}
 CLAIMED = -1  # `sent` of a record whose push is under way (its outcome not yet written)
 LEASE = timedelta(minutes=10)  # a claim older than this was left by a stopped run
 
@@ -65,12 +74,13 @@ class Claim:
 def push_notices(
     factory: sessionmaker[Session], provider: PushProvider, *, now: datetime, limit: int = BATCH
 ) -> dict[str, int]:
-    """Push every event of KINDS not yet pushed, and every claim a stopped run left (module
-    doc): how many reached a device, reached none (no registration may receive, or the seat is
-    gone), failed (retried next run), or were claimed by another run first."""
+    """Push every event `_pushed_events` selects not yet pushed, and every claim a stopped run
+    left (module doc): how many reached a device, reached none (no registration may receive, or
+    nothing true or of use is left to tell), failed (retried next run), or were claimed by
+    another run first."""
     pending = unsettled(
         factory,
-        OutboxEvent.name.in_(KINDS),
+        _pushed_events(),
         PushNotice.outbox_event_id,
         since=now - LOOKBACK,
         limit=limit,
@@ -79,6 +89,42 @@ def push_notices(
     for event_id in sorted({*_abandoned(factory, now=now, limit=limit), *pending})[:limit]:
         counts[_push_one(factory, provider, event_id, now=now)] += 1
     return counts
+
+
+def _pushed_events() -> ColumnElement[bool]:
+    """The events a member is pushed: every promotion; a cancel the system made (the class
+    cancelled, the waitlist closed, the plan ended) or staff made; a removal of a seat still
+    held. Never one whose actor is the booking's own member (their own act)."""
+    payload = OutboxEvent.payload
+    actor, member = payload["actorUserId"].as_string(), payload["userId"].as_string()
+    by_another = or_(actor.is_(None), actor != member)
+    return or_(
+        OutboxEvent.name == PROMOTED,
+        and_(
+            OutboxEvent.name == CANCELLED,
+            by_another,
+            or_(
+                payload["reason"].as_string().in_(REASONS),
+                payload["planEnded"].as_string().is_not(None),
+                actor.is_not(None),  # staff; the bridge's cancels carry no actor: not pushed
+            ),
+        ),
+        and_(
+            OutboxEvent.name == REMOVED,
+            actor.is_not(None),
+            actor != member,
+            payload["status"].as_string() != "cancelled",  # a cancelled row tidied away
+        ),
+    )
+
+
+def _kind(event: OutboxEvent) -> str:
+    """What the push tells (its template push_<kind>) of an event `_pushed_events` selects."""
+    if event.name == PROMOTED:
+        return "booking_promoted"
+    if event.payload.get("reason") in REASONS:
+        return REASONS[event.payload["reason"]]
+    return "plan_ended" if event.payload.get("planEnded") else "booking_cancelled"
 
 
 def _abandoned(factory: sessionmaker[Session], *, now: datetime, limit: int) -> list[int]:
@@ -164,7 +210,7 @@ def _claim(session: Session, event: OutboxEvent, *, now: datetime) -> Claim | st
         outbox_event_id=event.id,
         organization_id=event.organization_id,
         user_id=user_id,
-        kind=KINDS[event.name],
+        kind=_kind(event),
         sent=CLAIMED,
         created_at=now,
     )
@@ -174,46 +220,62 @@ def _claim(session: Session, event: OutboxEvent, *, now: datetime) -> Claim | st
             session.flush()
     except UniqueViolation:
         return "skipped"
-    context = _seat(session, uuid.UUID(event.aggregate_id), now=now)
-    if context is None:
+    found = _seat(session, event, record.kind, now=now)
+    if found is None:
         record.sent = 0
         return "unreached"
-    title, body = render(f"push_{record.kind}", _locale(session, event, user_id), **context)
+    template, context = found
+    title, body = render(f"push_{template}", _locale(session, event, user_id), **context)
+    data = {"event": event.name, "bookingId": event.aggregate_id}
+    if record.kind != "booking_promoted":
+        data["notice"] = record.kind
     return Claim(
         record_id=record.id,
         organization_id=event.organization_id,
         user_id=user_id,
         title=title,
         body=body.strip(),
-        data={"event": event.name, "bookingId": event.aggregate_id},
+        data=data,
     )
 
 
-def _seat(session: Session, booking_id: uuid.UUID, *, now: datetime) -> dict[str, Any] | None:
-    """What the push says of a promoted booking, while it is still a confirmed seat of a class
-    that has not begun or been cancelled; None otherwise (nothing true to tell)."""
+def _seat(
+    session: Session, event: OutboxEvent, kind: str, *, now: datetime
+) -> tuple[str, dict[str, Any]] | None:
+    """The template and what the push says of the event's booking while it is still true and
+    of use; None otherwise (recorded, not pushed). A promotion: still a confirmed seat of a
+    class that has not begun or been cancelled. A seat lost: not booked again since (a booking
+    is revived under its id), and its class not over yet."""
     found = session.execute(
         select(Booking, ClassSession, ClassType)
         .join(ClassSession, ClassSession.id == Booking.class_session_id)
         .join(ClassType, ClassType.id == ClassSession.class_type_id)
-        .where(Booking.id == booking_id)
+        .where(Booking.id == uuid.UUID(event.aggregate_id))
     ).first()
     if found is None:
         return None
-    booking, row, kind = found
-    if (
-        booking.status != BookingStatus.confirmed
-        or booking.deleted_at is not None
-        or row.cancelled_at is not None
-        or row.starts_at <= now
-    ):
+    booking, row, class_type = found
+    if kind == "booking_promoted":
+        true = (
+            booking.status == BookingStatus.confirmed
+            and booking.deleted_at is None
+            and row.cancelled_at is None
+            and row.starts_at > now
+        )
+    else:
+        true = not is_active(booking) and row.ends_at > now
+    if not true:
         return None
+    if kind == "waitlist_closed" and row.cancelled_at is not None:
+        kind = "class_cancelled"  # closed because the class was called off, not begun
     local = zone(billing_settings(session, booking.organization_id).timezone or "UTC")
     gym = session.get(Organization, booking.organization_id)
-    return {
+    return kind, {
         "gym": gym.name,
-        "class_name": kind.name,
+        "class_name": class_type.name,
         "when": f"{row.starts_at.astimezone(local):%Y-%m-%d %H:%M}",
+        # a pack's session given back; not said where the plan itself ended
+        "session_back": kind != "plan_ended" and "sessionReturnedTo" in event.payload,
     }
 
 
