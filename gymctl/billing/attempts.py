@@ -664,9 +664,7 @@ def settle(
     granted their period in the same transaction. Drift since the attempt began never holds
     back the ledger: it records settlementReview and files an urgent follow-up instead."""
     attempt = dict(transaction.billing_attempt)
-    review = _paid_twice(session, transaction) or _drift(
-        attempt, subscription, transaction.attempt_kind
-    )
+    review = settlement_review(session, transaction, subscription)
     done = ["ledger"]
     granted = False  # a period granted: not for a debt paid on a plan that stays ended
     if review:
@@ -719,6 +717,17 @@ def settle(
 
 
 PAID_TWICE = "paid_twice"
+
+
+def settlement_review(
+    session: Session, transaction: PaymentTransaction, subscription: Subscription
+) -> str | None:
+    """Why the attempt's outcome may no longer apply to its obligation as it stands: paid
+    twice, or the obligation drifted since the attempt began (debt_changed,
+    retry_date_changed); None when it applies."""
+    return _paid_twice(session, transaction) or _drift(
+        transaction.billing_attempt or {}, subscription, transaction.attempt_kind
+    )
 
 
 def _paid_twice(session: Session, transaction: PaymentTransaction) -> str | None:
@@ -779,18 +788,7 @@ def decline(
     transaction.updated_at = now
     subscription.decline_count += 1
     presale = subscription.status == SubscriptionStatus.scheduled
-    if subscription.status in COLLECTABLE and subscription.status != SubscriptionStatus.debt:
-        debt.open_debt(
-            session,
-            subscription,
-            amount_in_cents=transaction.amount_in_cents,
-            reason=debt.CHARGE_FAILED,
-            since=now,
-            now=now,
-        )
-    subscription.retry_at = now + DEBT_RETRY_INTERVAL
-    if presale:
-        subscription.retention_case_kind = "presale_charge_failed"
+    leave_unpaid(session, subscription, amount_in_cents=transaction.amount_in_cents, now=now)
     emit(
         session,
         EventKind.domain,
@@ -807,6 +805,26 @@ def decline(
             "presale": presale,
         },
     )
+
+
+def leave_unpaid(
+    session: Session, subscription: Subscription, *, amount_in_cents: int, now: datetime
+) -> None:
+    """An obligation a charge did not pay, left as a decline leaves it: debt opened (day 0 =
+    now; a debt keeps its own), retried daily, a presale's case kind set."""
+    presale = subscription.status == SubscriptionStatus.scheduled
+    if subscription.status in COLLECTABLE and subscription.status != SubscriptionStatus.debt:
+        debt.open_debt(
+            session,
+            subscription,
+            amount_in_cents=amount_in_cents,
+            reason=debt.CHARGE_FAILED,
+            since=now,
+            now=now,
+        )
+    subscription.retry_at = now + DEBT_RETRY_INTERVAL
+    if presale:
+        subscription.retention_case_kind = "presale_charge_failed"
 
 
 def _not_charged(

@@ -13,11 +13,29 @@ dismiss all refuse it. An operator settles it with one of two decisions:
   after the commit (the refund protocol: stored before the provider is called, resent under
   its own id by recovery); a checkout's page fails and its unpaid plan is cancelled.
 
+A protected collector attempt (recurring, manual or debt) the provider approved at another
+amount, currency or terminal than the attempt stored, or reopened on a late approval and then
+contradicted, is settled by the same door (reconcile waits for the provider to agree with the
+stored terms, which it never will):
+
+- accept: the obligation is settled at the provider's amount as the charge would have settled
+  it (`attempts.settle`: the period granted or the debt cleared, once; drift reviewed as ever);
+  no document, as a collected charge files none.
+- refund: recorded completed at the provider's amount, a full refund stored and sent as above,
+  and the obligation left unpaid as a decline leaves it (`attempts.leave_unpaid`: debt opened
+  with day 0 at the decision, a debt keeping its own, retried daily), unless another payment
+  settled it since (paid twice: nothing is owed) or it drifted (reviewed, with a follow-up).
+  The card declined nothing: no decline is counted, no charge_failed event.
+
+Either way a late-evidence hold the attempt put is lifted (its outcome is known).
+
 The operator states the amount and currency the provider took; the provider is asked again by
-the stored ids (the desk charge's external attempt id, the page's id, on the terminal that took
-it; a read, never a charge) and the decision applies only if it still says so. Refusals change
-nothing. Settling twice with the same decision answers already_settled (replayed), with the
-other one 409 billing_contradiction_settled.
+the stored ids (the desk charge's or the attempt's external attempt id, the page's id, on the
+terminal that took it; a read, never a charge) and the decision applies only if it still says
+so. Money the provider reports on another terminal is settled (and refunded) on that terminal,
+when the organization has an account there. Refusals change nothing. Settling twice with the
+same decision answers already_settled (replayed), with the other one 409
+billing_contradiction_settled.
 """
 
 from __future__ import annotations
@@ -33,7 +51,7 @@ from gymctl.billing import attempts, codes, refunds
 from gymctl.billing.accounts import save_card, terminal_of
 from gymctl.billing.checkout import FAILED, _cancel_unpaid
 from gymctl.billing.desk import DESK_CHARGE, transaction_json
-from gymctl.billing.resolution import organization_transaction, original_account
+from gymctl.billing.resolution import PROTECTED_KINDS, organization_transaction, original_account
 from gymctl.crypto import FieldCipher
 from gymctl.db import release_for_outside_call
 from gymctl.errors import conflict, unprocessable
@@ -91,6 +109,12 @@ def settle_contradiction(
             providerAmountInCents=taken["amountInCents"],
             providerCurrency=taken["currency"],
         )
+    if original_account(session, organization_id, taken["terminal"]) is None:
+        raise conflict(
+            codes.BILLING_ORIGINAL_ACCOUNT_UNAVAILABLE,
+            "the provider reports this charge on a terminal the organization has no account on",
+            providerTerminal=taken["terminal"],
+        )
     # Locks in a fixed order: organization, the page's checkout (as a page's completion takes
     # it before the plan), membership and subscription, the charge.
     session.scalar(
@@ -116,24 +140,34 @@ def settle_contradiction(
         )
     attempt = transaction.billing_attempt or {}
     expected = {"amountInCents": attempt.get("amountInCents"), "currency": attempt.get("currency")}
-    transaction.status = TransactionStatus.completed
     transaction.amount_in_cents = taken["amountInCents"]
     transaction.currency = taken["currency"]
-    transaction.provider_transaction_id = (
-        taken["transactionId"] or transaction.provider_transaction_id
-    )
+    deal = taken["transactionId"] or transaction.provider_transaction_id
+    if transaction.attempt_kind is not None:  # a collector attempt: its obligation
+        _settle_obligation(session, transaction, subscription, deal, decision, expected, now)
+    transaction.status = TransactionStatus.completed
+    transaction.provider_transaction_id = deal
+    if transaction.attempt_kind is not None:
+        attempts.release_hold(session, transaction, subscription, now=now)
     transaction.billing_resolution = {
+        # A reopened attempt's evidence and hold are kept (release_hold recorded its release).
+        **(transaction.billing_resolution or {}),
         "decision": SETTLED,
         "settlement": decision,
         "at": now.isoformat(),
         "decidedByUserId": str(actor_user_id) if actor_user_id else None,
         "expected": expected,
         "taken": {"amountInCents": taken["amountInCents"], "currency": taken["currency"]},
+        **(
+            {"takenOnTerminal": taken["terminal"]}
+            if taken["terminal"] != attempt.get("terminal")
+            else {}
+        ),
     }
     transaction.updated_at = now
     if checkout is not None:
         _settle_page(session, checkout, subscription, transaction, taken, decision, now, cipher)
-    else:
+    elif transaction.attempt_kind is None:  # a desk charge gets its document
         refunds.issue_document(session, documents, transaction, TAX_INVOICE_AND_RECEIPT, now=now)
     refund = None
     if decision == REFUND:
@@ -147,6 +181,9 @@ def settle_contradiction(
             documents=documents,
             source="contradiction_refund",
         )
+        if refund.billing_attempt.get("terminal") != taken["terminal"]:
+            # The provider knows a deal only on the terminal that made it.
+            refund.billing_attempt = {**refund.billing_attempt, "terminal": taken["terminal"]}
         transaction.billing_resolution = {
             **transaction.billing_resolution,
             "refundTransactionId": str(refund.id),
@@ -174,15 +211,55 @@ def _contradicted(
     """A desk charge or a page's charge that holds (or held, settled here) a contradiction."""
     transaction = organization_transaction(session, organization_id, transaction_id)
     metadata, attempt = transaction.metadata_ or {}, transaction.billing_attempt or {}
-    ours = metadata.get("source") == DESK_CHARGE or (
-        metadata.get("checkoutId") and transaction.attempt_kind is None
+    collector = (
+        transaction.attempt_kind in PROTECTED_KINDS
+        and attempt.get("protocol") == attempts.PROTOCOL
+        and transaction.subscription_id is not None
+    )
+    ours = (
+        collector
+        or metadata.get("source") == DESK_CHARGE
+        or (metadata.get("checkoutId") and transaction.attempt_kind is None)
     )
     if not (ours and attempt.get("contradiction")):
         raise conflict(
             codes.BILLING_NO_CONTRADICTION,
-            "this payment holds no contradiction to settle (a protected attempt is reconciled)",
+            "this payment holds no contradiction to settle",
         )
     return transaction
+
+
+def _settle_obligation(session, transaction, subscription, deal, decision, expected, now):
+    """A collector attempt's obligation. Accepted, it is settled as the charge would have
+    settled it. Refunded, it is left unpaid as a decline leaves it (at the stored amount, what
+    the obligation is), unless another payment settled it since (nothing is owed) or it
+    drifted since the attempt began (a review and an urgent follow-up, as a settlement's)."""
+    if decision == ACCEPT:
+        attempts.settle(session, transaction, subscription, deal, now=now)
+    else:
+        review = attempts.settlement_review(session, transaction, subscription)
+        if review and review != attempts.PAID_TWICE:
+            transaction.billing_attempt = {
+                **transaction.billing_attempt,
+                "settlementReview": {"reason": review, "at": now.isoformat()},
+            }
+            attempts.follow_up(
+                session,
+                transaction,
+                subscription,
+                reason=review,
+                title=f"Payment refunded but not reopened as owed ({review}): review the "
+                "subscription",
+                now=now,
+            )
+        elif not review:
+            attempts.leave_unpaid(
+                session, subscription, amount_in_cents=expected["amountInCents"], now=now
+            )
+        transaction.effects = {"done": ["ledger"], "at": now.isoformat()}
+    if subscription.billing_alert == "billing_contradiction":
+        subscription.billing_alert = None  # a new state: its block, if any, alerts anew
+    subscription.updated_at = now
 
 
 def _already(
@@ -222,16 +299,16 @@ def _ask_provider(
     page_id = (transaction.metadata_ or {}).get("pageId")
     release_for_outside_call(session)  # a read: applied under the locks after
     try:
-        if attempt.get("externalAttemptId"):  # a desk charge, by its stored attempt id
+        if attempt.get("externalAttemptId"):  # a desk charge or an attempt, by its stored id
             result = provider.lookup_charge(on_terminal, attempt["externalAttemptId"])
             approved = result.outcome == Outcome.approved
             amount, currency, deal = result.amount_in_cents, result.currency, result.transaction_id
-            token = None
+            token, terminal = None, result.terminal
         else:  # a page's charge, by its page
             page = provider.get_page(on_terminal, page_id)
             approved = page.state == PageState.succeeded and page.transaction_id is not None
             amount, currency, deal = page.amount_in_cents, page.currency, page.transaction_id
-            token = page.token
+            token, terminal = page.token, None
     except ProviderUnavailable:
         raise conflict(
             codes.BILLING_PROVIDER_UNAVAILABLE,
@@ -247,6 +324,7 @@ def _ask_provider(
         "currency": (currency or transaction.currency).upper(),
         "transactionId": deal,
         "token": token,
+        "terminal": terminal or attempt.get("terminal"),
     }
 
 

@@ -338,8 +338,9 @@ def transaction_settle_contradiction(
     dry_run: bool = DRY_RUN,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Settle a page or desk charge the provider approved at another amount (asks the provider
-    again by the stored ids; a dry run asks too, then keeps and sends nothing)."""
+    """Settle a page, desk charge or collector attempt the provider approved at other terms
+    (asks the provider again by the stored ids; a dry run asks too, then keeps and sends
+    nothing)."""
     from gymctl.access.gyms import resolve_organization
     from gymctl.billing import contradictions
     from gymctl.billing.codes import CONTRADICTION_DECISION_INVALID

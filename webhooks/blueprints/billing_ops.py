@@ -200,8 +200,8 @@ class SettleContradictionBody(Body):
 @bp.post(f"{TX}/settle-contradiction")
 @org_route(Module.finance, Action.manage)
 def settle_contradiction(org_id: uuid.UUID, transaction_id: uuid.UUID):
-    """A page or desk charge the provider approved at another amount: accept the provider's
-    amount, or refund it all (stored, committed, then sent)."""
+    """A page, desk charge or collector attempt the provider approved at other terms: accept
+    the provider's amount, or refund it all (stored, committed, then sent)."""
     body = parse(SettleContradictionBody)
     session, documents = db(), default_document_provider()
     answer = contradictions.settle_contradiction(
