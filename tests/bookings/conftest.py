@@ -1,5 +1,5 @@
 """A gym (the root fixture's) with a class type and a session tomorrow morning; helpers to add
-members, book them and let them cancel."""
+members, book them and let them cancel, in the domain or through the API."""
 
 from __future__ import annotations
 
@@ -43,6 +43,34 @@ def cancel_own(session, gym, booking: Booking, at=NOW) -> Booking:
         by_staff=False,
         now=at,
     )
+
+
+def schedule_over_http(client, gym, *, capacity=1, starts_at=TOMORROW, name="Strength 101"):
+    """A class type and one session of it, made by the gym's coach through the API (the access
+    tests' gym): the session's JSON."""
+    coach = gym[Role.coach].headers
+    kind = client.post(
+        f"/organizations/{gym.id}/class-types",
+        json={"name": name, "defaultCapacity": capacity, "durationMinutes": 45},
+        headers=coach,
+    )
+    assert kind.status_code == 201, kind.json
+    row = client.post(
+        f"/organizations/{gym.id}/sessions",
+        json={"classTypeId": kind.json["data"]["id"], "startsAt": starts_at.isoformat()},
+        headers=coach,
+    )
+    assert row.status_code == 201, row.json
+    return row.json["data"]
+
+
+def book_over_http(client, gym, session_id, role) -> dict:
+    """The person of `role` books themselves through the API: the booking's JSON."""
+    answer = client.post(
+        f"/organizations/{gym.id}/sessions/{session_id}/book", json={}, headers=gym[role].headers
+    )
+    assert answer.status_code == 201, answer.json
+    return answer.json["data"]
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from tests import factories
 from tests.access import conftest as access
 from tests.access.conftest import snapshot
 from tests.billing.factories import make_billing_settings, make_subscription
-from tests.bookings.conftest import TOMORROW
+from tests.bookings.conftest import TOMORROW, book_over_http, schedule_over_http
 
 pytestmark = pytest.mark.embedded
 
@@ -26,29 +26,7 @@ gym = access.gym
 
 @pytest.fixture
 def class_session(client, gym):
-    coach = gym[Role.coach].headers
-    kind = client.post(
-        f"/organizations/{gym.id}/class-types",
-        json={"name": "Strength 101", "defaultCapacity": 1, "durationMinutes": 45},
-        headers=coach,
-    ).json["data"]
-    row = client.post(
-        f"/organizations/{gym.id}/sessions",
-        json={"classTypeId": kind["id"], "startsAt": TOMORROW.isoformat()},
-        headers=coach,
-    )
-    assert row.status_code == 201, row.json
-    return row.json["data"]
-
-
-def _book(client, gym, class_session, role):
-    answer = client.post(
-        f"/organizations/{gym.id}/sessions/{class_session['id']}/book",
-        json={},
-        headers=gym[role].headers,
-    )
-    assert answer.status_code == 201, answer.json
-    return answer.json["data"]
+    return schedule_over_http(client, gym)
 
 
 def _cancel(client, gym, session_id, role=Role.coach):
@@ -64,8 +42,8 @@ def test_staff_cancel_a_class_and_its_bookings(engine, client, session, gym, cla
     )
     make_subscription(session, gym, PlanType.card, membership=gym[Role.admin].membership)
     session.commit()
-    seat = _book(client, gym, class_session, Role.member)
-    waiting = _book(client, gym, class_session, Role.admin)
+    seat = book_over_http(client, gym, class_session["id"], Role.member)
+    waiting = book_over_http(client, gym, class_session["id"], Role.admin)
     assert waiting["status"] == "waitlisted"
     session.refresh(pack)
     assert pack.sessions_remaining == 2
@@ -133,7 +111,7 @@ def test_cancelling_twice_or_after_the_start_is_refused(
 
 
 def test_members_and_other_gyms_cannot_cancel_a_class(engine, client, session, gym, class_session):
-    _book(client, gym, class_session, Role.member)
+    book_over_http(client, gym, class_session["id"], Role.member)
     elsewhere = factories.make_gym(session)
     session.commit()
     before = snapshot(session)

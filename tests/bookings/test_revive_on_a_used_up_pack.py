@@ -20,7 +20,7 @@ from gymctl.models.bookings import CheckinMethod
 from tests.access import conftest as access
 from tests.access.conftest import snapshot
 from tests.billing.factories import make_billing_settings, make_subscription
-from tests.bookings.conftest import TOMORROW
+from tests.bookings.conftest import TOMORROW, schedule_over_http
 
 pytestmark = pytest.mark.embedded
 
@@ -35,18 +35,7 @@ def setup(client, session, gym):
         session, gym, PlanType.pack, membership=gym[Role.member].membership, sessions_remaining=1
     )
     session.commit()
-    coach = gym[Role.coach].headers
-    kind = client.post(
-        f"/organizations/{gym.id}/class-types",
-        json={"name": "Strength 101", "defaultCapacity": 5, "durationMinutes": 45},
-        headers=coach,
-    ).json["data"]
-    row = client.post(
-        f"/organizations/{gym.id}/sessions",
-        json={"classTypeId": kind["id"], "startsAt": TOMORROW.isoformat()},
-        headers=coach,
-    ).json["data"]
-    return pack, row
+    return pack, schedule_over_http(client, gym, capacity=5)
 
 
 def _as(idp, role, at):

@@ -18,38 +18,18 @@ from gymctl.models import Booking, BookingStatus, OutboxEvent, Role
 from gymctl.models.billing import PlanType
 from tests.access import conftest as access
 from tests.billing.factories import make_billing_settings, make_subscription
-from tests.bookings.conftest import TOMORROW, add_member, book_seat
+from tests.bookings.conftest import (
+    TOMORROW,
+    add_member,
+    book_over_http,
+    book_seat,
+    schedule_over_http,
+)
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.embedded
 
 gym = access.gym
-
-
-def _class(client, gym, capacity=1, starts_at=TOMORROW):
-    coach = gym[Role.coach].headers
-    kind = client.post(
-        f"/organizations/{gym.id}/class-types",
-        json={"name": "Strength 101", "defaultCapacity": capacity, "durationMinutes": 45},
-        headers=coach,
-    )
-    row = client.post(
-        f"/organizations/{gym.id}/sessions",
-        json={"classTypeId": kind.json["data"]["id"], "startsAt": starts_at.isoformat()},
-        headers=coach,
-    )
-    assert row.status_code == 201, row.json
-    return row.json["data"]
-
-
-def _book(client, gym, class_session, role):
-    answer = client.post(
-        f"/organizations/{gym.id}/sessions/{class_session['id']}/book",
-        json={},
-        headers=gym[role].headers,
-    )
-    assert answer.status_code == 201, answer.json
-    return answer.json["data"]
 
 
 def _roster(client, gym, class_session) -> dict[str, str]:
@@ -61,9 +41,9 @@ def _roster(client, gym, class_session) -> dict[str, str]:
 
 
 def test_a_waitlisted_booking_is_cancelled_once_its_class_starts(engine, client, session, gym):
-    class_session = _class(client, gym)
-    seat = _book(client, gym, class_session, Role.member)
-    waiting = _book(client, gym, class_session, Role.admin)
+    class_session = schedule_over_http(client, gym)
+    seat = book_over_http(client, gym, class_session["id"], Role.member)
+    waiting = book_over_http(client, gym, class_session["id"], Role.admin)
     assert waiting["status"] == "waitlisted"
 
     before = attendance.no_show_pass(session, now=TOMORROW - timedelta(minutes=1))

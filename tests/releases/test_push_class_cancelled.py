@@ -21,12 +21,12 @@ from gymctl.models import Role, Subscription
 from gymctl.models.billing import PlanType
 from gymctl.models.releases import PushNotice
 from tests.billing.factories import make_billing_settings, make_subscription
+from tests.bookings.conftest import TOMORROW, book_over_http, schedule_over_http
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
 
 IOS_ID = "com.gymctl.gym.iron-temple"
-TOMORROW = NOW + timedelta(days=1)
 WHEN = TOMORROW.strftime("%Y-%m-%d %H:%M")  # the suite's gym keeps UTC
 SOON = NOW + timedelta(minutes=1)
 NOTHING = {"pushed": 0, "unreached": 0, "failed": 0, "skipped": 0}
@@ -39,30 +39,6 @@ def _register(client, gym, role, locale):
         headers={**gym[role].headers, "X-Locale": locale},
     )
     assert answer.status_code == 201, answer.json
-
-
-def _class(client, gym, name="Strength 101", capacity=1):
-    coach = gym[Role.coach].headers
-    kind = client.post(
-        f"/organizations/{gym.id}/class-types",
-        json={"name": name, "defaultCapacity": capacity, "durationMinutes": 45},
-        headers=coach,
-    )
-    row = client.post(
-        f"/organizations/{gym.id}/sessions",
-        json={"classTypeId": kind.json["data"]["id"], "startsAt": TOMORROW.isoformat()},
-        headers=coach,
-    )
-    assert row.status_code == 201, row.json
-    return row.json["data"]["id"]
-
-
-def _book(client, gym, class_id, role):
-    answer = client.post(
-        f"/organizations/{gym.id}/sessions/{class_id}/book", json={}, headers=gym[role].headers
-    )
-    assert answer.status_code == 201, answer.json
-    return answer.json["data"]
 
 
 def _cancel_class(client, gym, class_id):
@@ -101,9 +77,9 @@ def test_a_class_staff_cancel_is_pushed_to_each_booked_member_once_in_their_lang
     session.commit()
     _register(client, gym, Role.member, "es")
     _register(client, gym, Role.admin, "en")
-    class_id = _class(client, gym)
-    seat = _book(client, gym, class_id, Role.member)
-    waiting = _book(client, gym, class_id, Role.admin)
+    class_id = schedule_over_http(client, gym)["id"]
+    seat = book_over_http(client, gym, class_id, Role.member)
+    waiting = book_over_http(client, gym, class_id, Role.admin)
     assert waiting["status"] == "waitlisted"
 
     _cancel_class(client, gym, class_id)
@@ -135,9 +111,9 @@ def test_a_waitlist_closed_when_its_class_starts_is_pushed_by_the_no_show_pass(
     """The member waited in Hebrew; the class began with no seat freed: the no-show pass
     closes the waitlist and the member hears they are off it, not "waitlisted" for ever."""
     _register(client, gym, Role.member, "he")
-    class_id = _class(client, gym)
-    _book(client, gym, class_id, Role.admin)
-    waiting = _book(client, gym, class_id, Role.member)
+    class_id = schedule_over_http(client, gym)["id"]
+    book_over_http(client, gym, class_id, Role.admin)
+    waiting = book_over_http(client, gym, class_id, Role.member)
     assert waiting["status"] == "waitlisted"
     started = TOMORROW + timedelta(minutes=5)
 
@@ -165,8 +141,11 @@ def test_a_seat_staff_cancelled_or_removed_is_pushed(
     client, session, session_factory, settings, gym, branded
 ):
     _register(client, gym, Role.member, "en")
-    cancelled = _book(client, gym, _class(client, gym, "Strength 101"), Role.member)
-    removed = _book(client, gym, _class(client, gym, "Mobility"), Role.member)
+    one, other = (
+        schedule_over_http(client, gym, name=n)["id"] for n in ("Strength 101", "Mobility")
+    )
+    cancelled = book_over_http(client, gym, one, Role.member)
+    removed = book_over_http(client, gym, other, Role.member)
 
     _cancel_booking(client, gym, cancelled["id"], Role.coach)
     answer = client.delete(
@@ -198,7 +177,7 @@ def test_a_seat_given_up_because_the_plan_ended_is_pushed(
     )
     session.commit()
     _register(client, gym, Role.member, "en")
-    seat = _book(client, gym, _class(client, gym), Role.member)
+    seat = book_over_http(client, gym, schedule_over_http(client, gym)["id"], Role.member)
 
     attempts.end_plan(
         session, session.get(Subscription, pack.id), reason=attempts.SUPERSEDED, now=SOON
@@ -224,7 +203,7 @@ def test_a_booking_the_member_cancelled_themselves_is_never_pushed(
 ):
     """Their own act, on the device in their hand: nothing to push, nothing to record."""
     _register(client, gym, Role.member, "en")
-    seat = _book(client, gym, _class(client, gym), Role.member)
+    seat = book_over_http(client, gym, schedule_over_http(client, gym)["id"], Role.member)
 
     _cancel_booking(client, gym, seat["id"], Role.member)
     outcome = member_pushes(session_factory, SOON, settings)
@@ -241,11 +220,12 @@ def test_a_cancel_no_longer_true_or_too_late_is_recorded_and_not_pushed(
     ("cancelled" would be false); a class cancelled while the job was down is over by the time
     it runs (nothing left to act on). Both are settled, neither pushed."""
     _register(client, gym, Role.member, "en")
-    rebooked = _book(client, gym, _class(client, gym, "Strength 101"), Role.member)
+    one = schedule_over_http(client, gym, name="Strength 101")["id"]
+    rebooked = book_over_http(client, gym, one, Role.member)
     _cancel_booking(client, gym, rebooked["id"], Role.coach)
-    assert _book(client, gym, rebooked["classSessionId"], Role.member)["id"] == rebooked["id"]
-    late = _class(client, gym, "Mobility")
-    _book(client, gym, late, Role.member)
+    assert book_over_http(client, gym, one, Role.member)["id"] == rebooked["id"]
+    late = schedule_over_http(client, gym, name="Mobility")["id"]
+    book_over_http(client, gym, late, Role.member)
     _cancel_class(client, gym, late)
 
     outcome = member_pushes(session_factory, TOMORROW + timedelta(hours=1), settings)
