@@ -23,7 +23,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import exists, func, or_, select, update
 from sqlalchemy.orm import Session, lazyload
 
 from gymctl.access import codes
@@ -50,7 +50,7 @@ from gymctl.models import (
     Task,
     User,
 )
-from gymctl.models.bridge import OpStatus, OpType, SyncOp
+from gymctl.models.bridge import EntityLink, EntityType, OpStatus, OpType, SyncOp
 from gymctl.models.identity import same_address
 
 ERASED = "erased"
@@ -131,7 +131,15 @@ def erase_personal_data(
 def _unsent_person_ops(session: Session, membership: Membership) -> int:
     """The bridge's unsent user.create / user.update of the person (their name and address,
     queued while the connection was down or parked): withdrawn (superseded), never sent after
-    the erasure. Ops sent already are the external system's to erase."""
+    the erasure. Ops sent already are the external system's to erase. The deactivation the
+    membership's end queued (bridge.mirror.member_retired: the member id and the flag, no
+    personal data) goes on while an external user stands for the person (linked, or its create
+    in flight): withdrawing it left them an active user there, named by an erased member."""
+    kept = []
+    if _external_user_there(session, membership):
+        kept.append(
+            or_(SyncOp.dedupe_key.is_(None), ~SyncOp.dedupe_key.startswith("user.deactivate:"))
+        )
     withdrawn = session.execute(
         update(SyncOp)
         .where(
@@ -139,10 +147,29 @@ def _unsent_person_ops(session: Session, membership: Membership) -> int:
             SyncOp.aggregate_key == member_key(membership.id),
             SyncOp.op_type.in_((OpType.user_create, OpType.user_update)),
             SyncOp.status.in_((OpStatus.pending, OpStatus.failed, OpStatus.parked)),
+            *kept,
         )
         .values(status=OpStatus.superseded, last_error="withdrawn: personal data erased")
     )
     return withdrawn.rowcount
+
+
+def _external_user_there(session: Session, membership: Membership) -> bool:
+    return bool(
+        session.scalar(
+            select(
+                exists().where(
+                    EntityLink.organization_id == membership.organization_id,
+                    EntityLink.entity_type == EntityType.member,
+                    EntityLink.platform_id == str(membership.id),
+                )
+                | exists().where(
+                    SyncOp.dedupe_key == f"user.create:{membership.id}",
+                    SyncOp.status == OpStatus.in_flight,
+                )
+            )
+        )
+    )
 
 
 def _submissions(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:

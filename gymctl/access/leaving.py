@@ -15,7 +15,8 @@ its own transaction.
 - Seats in sessions to come are given up as staff would give them up: the waitlist moves up.
   Under the membership's row lock, which a booking holds shared: one in flight is given up
   too, never left behind.
-Each change is mirrored to the bridge and written as the event it always writes.
+Each change is mirrored to the bridge and written as the event it always writes; last, the
+member's external user is deactivated there (bridge.mirror.member_retired).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from sqlalchemy.orm import Session, aliased
 from gymctl.billing.attempts import end_plan, lock_subscription
 from gymctl.bookings import book
 from gymctl.bookings.eligibility import LIVE
+from gymctl.bridge import mirror
 from gymctl.db import is_postgres
 from gymctl.models import Booking, BookingStatus, ClassSession, Membership, Subscription
 
@@ -111,5 +113,8 @@ def end_holdings(
             by_staff=True,
             now=now,
         )
+    # Last, behind the plans and seats it gave up there: the member's external user names no
+    # one the gym serves now (deactivated there; made active again if they come back).
+    mirror.member_retired(session, membership, now=now)
     session.flush()
     return {"plansEnded": plans, "seatsGivenUp": len(seats)}

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import codes, entity_map
@@ -29,6 +29,7 @@ from gymctl.crypto import FieldCipher, Keyring
 from gymctl.db import release_for_outside_call
 from gymctl.errors import DomainError, bad_gateway, conflict, invalid, not_found, unavailable
 from gymctl.events import EventKind, emit
+from gymctl.identity.users import address_keys
 from gymctl.models import Membership, MembershipStatus, Role, User
 from gymctl.models.bridge import (
     EXTERNAL_GYM,
@@ -295,15 +296,18 @@ def import_roster(
             _store_roster_row(session, organization_id, row, now)
             fetched += 1
         session.commit()
-    roster: dict[str, list[str]] = {}
-    for entry in session.scalars(
-        select(RosterEntry).where(RosterEntry.organization_id == organization_id)
-    ):
-        if entry.email:
-            roster.setdefault(entry.email.lower(), []).append(entry.external_id)
-    outcome = {"fetched": fetched, "linked": 0, "alreadyLinked": 0, "ambiguous": 0, "unmatched": 0}
+    # The external system's addresses meet ours by the project's one rule (address_keys, the
+    # database's fold; decisions s48): str.lower() on theirs against SQL lower() on ours found
+    # no one for 'Élodie@' on the embedded default (SQLite folds ASCII alone).
+    entries = [
+        (entry.email, entry.external_id)
+        for entry in session.scalars(
+            select(RosterEntry).where(RosterEntry.organization_id == organization_id)
+        )
+        if entry.email
+    ]
     members = session.execute(
-        select(Membership.id, func.lower(User.email))
+        select(Membership.id, User.email)
         .join(User, User.id == Membership.user_id)
         .where(
             Membership.organization_id == organization_id,
@@ -311,8 +315,15 @@ def import_roster(
             Membership.status == MembershipStatus.active,
         )
     ).all()
+    keys = address_keys(
+        session, [email for email, _ in entries] + [email for _, email in members if email]
+    )
+    roster: dict[str, list[str]] = {}
+    for email, external_id in entries:
+        roster.setdefault(keys[email], []).append(external_id)
+    outcome = {"fetched": fetched, "linked": 0, "alreadyLinked": 0, "ambiguous": 0, "unmatched": 0}
     for membership_id, email in members:
-        matches = roster.get(email or "", [])
+        matches = roster.get(keys[email], []) if email else []
         if entity_map.find(session, organization_id, EntityType.member, membership_id):
             outcome["alreadyLinked"] += 1
         elif len(matches) == 1 and not entity_map.find_external(

@@ -2,7 +2,8 @@
 
 For members, bridge memberships and the poll window's bookings: missing on either side,
 different, and orphaned (a link whose platform entity is gone or ended while the external one
-lives on). Ids and field names only: no names, emails or phone numbers in the report.
+lives on: a member's external user deactivated there does not). Ids and field names only: no
+names, emails or phone numbers in the report.
 
 Cost at the external system: the users' pages, one schedule read, and one memberships read per
 member whose link says it holds a live bridge membership (at the organization's rate).
@@ -21,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from gymctl.bridge.client import ExternalGymClient
 from gymctl.bridge.polling import timezone_of, window
+from gymctl.identity.users import address_keys
 from gymctl.models import Booking, BookingStatus, Membership, MembershipStatus, User
 from gymctl.models.billing import Subscription
 from gymctl.models.bridge import EntityLink, EntityType
@@ -94,25 +96,39 @@ def compare(
     section: dict[str, list] = {"missingExternally": [], "different": [], "orphaned": [],
                                 "notLinked": []}  # fmt: skip
     linked_users = set()
+    rows = []
     for link in members:
         linked_users.add(link.external_id)
         member = session.get(Membership, uuid.UUID(link.platform_id)) if link.platform_id else None
-        user = session.get(User, member.user_id) if member else None
+        rows.append((link, member, session.get(User, member.user_id) if member else None))
+    # Theirs is the address we sent (or the one an import matched ours to): the same address
+    # by the project's one rule (identity.users.address_keys, the database's fold), as ours
+    # are compared with each other; str.lower() folds otherwise (decisions s48).
+    keys = address_keys(
+        session,
+        [(user.email or "") for _link, _member, user in rows if user is not None]
+        + [(there.get("email") or "") for there in found.users.values()],
+    )
+    for link, member, user in rows:
         there = found.users.get(link.external_id)
         if there is None:
             section["missingExternally"].append({"memberId": link.platform_id,
                                                  "externalId": link.external_id})  # fmt: skip
         elif member is None or member.status is not MembershipStatus.active:
-            section["orphaned"].append({"memberId": link.platform_id,
-                                        "externalId": link.external_id})  # fmt: skip
+            # Ended here: its external user is deactivated there (mirror.member_retired, the
+            # link kept and marked). Only one that is still active there lives on.
+            if there.get("active", True) is not False:
+                section["orphaned"].append({"memberId": link.platform_id,
+                                            "externalId": link.external_id})  # fmt: skip
         else:
             first, last = _name(user)
             fields = [
                 name
                 for name, ours, theirs in (
-                    ("email", (user.email or "").lower(), (there.get("email") or "").lower()),
+                    ("email", keys[user.email or ""], keys[there.get("email") or ""]),
                     ("firstName", first, there.get("first_name") or ""),
                     ("lastName", last, there.get("last_name") or ""),
+                    ("active", True, there.get("active", True) is not False),
                 )
                 if ours != theirs
             ]

@@ -114,13 +114,19 @@ def _mirrored(session: Session, membership: Membership) -> bool:
 
 def member_created(session: Session, membership: Membership, *, now: datetime) -> None:
     """A member joined (desk registration, import, join link, accepted invitation): the
-    external user is searched for, else created. Staff are not mirrored."""
+    external user is searched for, else created. Staff are not mirrored. A member who comes
+    back (their membership row again) has their external user already: when their leaving
+    deactivated it there (member_retired), it is made active again with their current name
+    and email."""
     if membership.role is not Role.member or membership.status is not MembershipStatus.active:
         return
     if not connected(session, membership.organization_id):
         return
     session.flush()
     user = session.get(User, membership.user_id)
+    if _mirrored(session, membership):
+        _reactivate(session, membership, user, now=now)
+        return
     queue.enqueue(
         session,
         organization_id=membership.organization_id,
@@ -152,13 +158,85 @@ def member_updated(session: Session, user: User, *, now: datetime) -> None:
         if not _mirrored(session, membership):
             member_created(session, membership, now=now)
             continue
+        payload = _member_payload(membership, user)
+        activation = _activation(session, membership)
+        if _deactivated(activation):
+            # Retired there while its membership reads active (its gym was deleted): the
+            # details wait for the member's return (member_created sends them).
+            continue
+        if activation is not None:
+            # It replaces a waiting user.update, which may be the reactivation of a member who
+            # came back: it carries that state too (the member is active).
+            payload["active"] = True
         queue.enqueue(
             session,
             organization_id=membership.organization_id,
             op_type=OpType.user_update,
-            payload=_member_payload(membership, user),
+            payload=payload,
             now=now,
         )
+
+
+# -- a member who leaves, and comes back ------------------------------------------------------
+
+_DEACTIVATE, _REACTIVATE = "user.deactivate", "user.reactivate"
+
+
+def _activation(session: Session, membership: Membership) -> SyncOp | None:
+    """The member's last user.update standing that set their external user's active flag (a
+    deactivation or a reactivation), under the aggregate's lock; None when none did."""
+    if is_postgres(session):
+        advisory_lock(session, f"bridge:aggregate:{member_key(membership.id)}")
+    ops = session.scalars(
+        select(SyncOp)
+        .where(
+            SyncOp.organization_id == membership.organization_id,
+            SyncOp.aggregate_key == member_key(membership.id),
+            SyncOp.op_type == OpType.user_update,
+            SyncOp.status.not_in(_GONE),
+        )
+        .order_by(SyncOp.id.desc())
+    )
+    return next((op for op in ops if "active" in op.payload), None)
+
+
+def _deactivated(op: SyncOp | None) -> bool:
+    return op is not None and op.payload.get("active") is False
+
+
+def _flag_count(session: Session, membership: Membership, prefix: str) -> int:
+    """How many ops of the kind the member had: the next one's dedupe key."""
+    return session.scalar(
+        select(func.count())
+        .select_from(SyncOp)
+        .where(
+            SyncOp.organization_id == membership.organization_id,
+            SyncOp.aggregate_key == member_key(membership.id),
+            SyncOp.dedupe_key.startswith(f"{prefix}:{membership.id}:"),
+        )
+    )
+
+
+def _reactivate(session: Session, membership: Membership, user: User, *, now: datetime) -> None:
+    """The member came back: an external user their leaving deactivated (or was about to) is
+    made active again, carrying their current name and email. It replaces a deactivation not
+    yet sent, and one parked as external_user_in_use (moot: the member is back)."""
+    last = _activation(session, membership)
+    if not _deactivated(last):
+        return
+    count = _flag_count(session, membership, _REACTIVATE)
+    op = queue.enqueue(
+        session,
+        organization_id=membership.organization_id,
+        op_type=OpType.user_update,
+        payload={**_member_payload(membership, user), "active": True},
+        now=now,
+        dedupe_key=f"{_REACTIVATE}:{membership.id}:{count}",
+    )
+    if op is not None and last.status is OpStatus.parked:
+        last.status, last.superseded_by_id = OpStatus.superseded, op.id
+        last.completed_at = last.updated_at = now
+        session.flush()
 
 
 # -- state comparison -------------------------------------------------------------------------
@@ -439,12 +517,17 @@ def member_folded(session: Session, source: Membership, kept: Membership, *, now
 
 
 def member_retired(session: Session, source: Membership, *, now: datetime) -> None:
-    """A fold ended `source`, its person going on as another member of the gym (access.folding,
-    after holdings_moved). An external user that still stands for it (the kept member had its
-    own, so member_folded handed nothing over) is one person's second user there, named by an
-    ended membership: it is deactivated there (spec B 4.6 writes no deletes), after the plans
-    and seats given up there (earlier ops of its aggregate). A user.create still on its way is
-    followed; a parked one is left to the owner (nothing would pass it)."""
+    """`source` ended: removed by staff, erased, its login deleted, its gym deleted
+    (access.leaving.end_holdings, after its plans and seats ended), or a fold ended it, its
+    person going on as another member (access.folding, after holdings_moved). An external user
+    that still stands for it names no one the gym serves: it is deactivated there (a
+    user.update with active false; spec B 4.6 writes no deletes), after the plans and seats
+    given up there (earlier ops of its aggregate), and parked as external_user_in_use while
+    the gym's own memberships still live on it. The link is kept (marked deactivated): a
+    member who comes back is made active again (member_created). A user.create still on its
+    way is followed; a parked one is left to the owner (nothing would pass it). Only the
+    member id and the flag are stored: erasure keeps it (no personal data), and it sends
+    nothing else."""
     organization_id = source.organization_id
     if not connected(session, organization_id):
         return
@@ -459,14 +542,16 @@ def member_retired(session: Session, source: Membership, *, now: datetime) -> No
         )
     ):
         return
-    payload = {**_member_payload(source, session.get(User, source.user_id)), "active": False}
+    if _deactivated(_activation(session, source)):
+        return  # already on its way, or done: a second end (a fold's, then its holdings')
+    count = _flag_count(session, source, _DEACTIVATE)
     queue.enqueue(
         session,
         organization_id=organization_id,
         op_type=OpType.user_update,
-        payload=payload,
+        payload={"memberId": str(source.id), "active": False},
         now=now,
-        dedupe_key=f"user.deactivate:{source.id}",
+        dedupe_key=f"{_DEACTIVATE}:{source.id}:{count}",
     )
 
 

@@ -316,24 +316,33 @@ def user_create(ctx: OpContext, op: SyncOp, payload: MemberPayload) -> str:
 
 
 def user_update(ctx: OpContext, op: SyncOp, payload: MemberPayload) -> str:
-    user = _member(ctx, payload.member_id)
     if payload.active is False:
+        user = ctx.lookup(EntityType.member, payload.member_id)
+        if user is None:  # its create was withdrawn or given up: nothing there to deactivate
+            return "not_mirrored"
         return _deactivate(ctx, payload, user)
+    user = _member(ctx, payload.member_id)
     ctx.client.update_user(user.external_id, payload.fields())
+    if payload.active and user.data.get("status") == "deactivated":
+        ctx.link(EntityType.member, payload.member_id, user.external_id, {"status": "active"})
+        return "reactivated"
     return "updated"
 
 
 def _deactivate(ctx: OpContext, payload: MemberPayload, user: Known) -> str:
-    """The external user of a member a fold ended (mirror.member_retired) is deactivated,
-    once the plans and seats its member held were given up there (earlier ops of its
-    aggregate). Not while memberships still live on it: the gym's own (priced ones the bridge
-    never writes) would be cut off; the owner merges the two users there, then retries."""
+    """The external user of a member whose membership ended (mirror.member_retired) is
+    deactivated, once the plans and seats its member held were given up there (earlier ops of
+    its aggregate). Not while memberships still live on it: the gym's own (priced ones the
+    bridge never writes) would be cut off; the owner ends them there (or, after a fold, merges
+    the person's two users there), then retries or dismisses. The link stays, marked: a member
+    who comes back is made active again on it."""
     live = [held for held in ctx.client.user_memberships(user.external_id) if held.get("active")]
     if live:
         raise Park(
             "external_user_in_use",
-            f"the folded member's external user still holds {len(live)} live membership(s) "
-            "there: merge it with the kept member's user there, then retry or dismiss",
+            f"the ended member's external user still holds {len(live)} live membership(s) "
+            "there: end them there (after a fold: merge it with the kept member's user), "
+            "then retry or dismiss",
         )
     ctx.client.update_user(user.external_id, payload.fields())
     ctx.link(EntityType.member, payload.member_id, user.external_id, {"status": "deactivated"})

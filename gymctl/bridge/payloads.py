@@ -12,7 +12,7 @@ import uuid
 from datetime import date
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from gymctl.bridge import codes
@@ -41,22 +41,36 @@ class MemberPayload(_Payload):
     waiting one). The phone is used for identity search and sent, never stored in rosters."""
 
     member_id: uuid.UUID
-    first_name: str = Field(min_length=1, max_length=200, pattern=TEXT)
-    last_name: str = Field("", max_length=200, pattern=TEXT)
+    # Required but in a deactivation, which carries no personal data (see `active`).
+    first_name: str | None = Field(None, min_length=1, max_length=200, pattern=TEXT)
+    last_name: str | None = Field(None, max_length=200, pattern=TEXT)
     email: str | None = Field(None, max_length=320, pattern=TEXT)
     phone: str | None = Field(None, max_length=40, pattern=TEXT)
-    # user.update only: False deactivates the external user of a member a fold ended (its
-    # person goes on as another member there; spec B 4.6 writes no deletes). Only the flag is
-    # sent then (see operations.user_update).
+    # user.update only: False deactivates the external user of a member whose membership ended
+    # (mirror.member_retired; spec B 4.6 writes no deletes): only the flag is stored and sent.
+    # True makes it active again, with the member's details (a member who came back).
     active: bool | None = None
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _named(cls, data: Any, handler: Any) -> MemberPayload:
+        parsed = handler(data)
+        if parsed.first_name is None and parsed.active is not False:
+            raise ValidationError.from_exception_data(
+                cls.__name__, [{"type": "missing", "loc": ("firstName",), "input": data}]
+            )
+        return parsed
 
     def fields(self) -> dict[str, Any]:
         """The external system's user fields."""
         if self.active is False:
             return {"active": False}
-        sent = {"first_name": self.first_name, "last_name": self.last_name, "email": self.email}
+        sent = {"first_name": self.first_name, "last_name": self.last_name or "",
+                "email": self.email}  # fmt: skip
         if self.phone:
             sent["phone"] = self.phone
+        if self.active:
+            sent["active"] = True
         return sent
 
 

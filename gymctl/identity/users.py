@@ -189,9 +189,14 @@ def user_created(
         link_email=sign_up.proven,
     )
     if not created:
+        previous = user.email
         user.email = sign_up.email or user.email
         user.image_url = data.get("image_url") or user.image_url
         user.updated_at = now
+        if user.email != previous:
+            # As user.updated does: the gyms that mirror the person send the address there
+            # (the exact string: the external system keeps what it was sent).
+            mirror.member_updated(session, user, now=now)
     record_sign_up(user, sign_up, now=now)
     emit(
         session,
