@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from gymctl import ids
 from gymctl.db import upsert_for
+from gymctl.events import EventKind, emit
 from gymctl.models import Task
 
 
@@ -78,3 +79,54 @@ def file_task(
         )
         .execution_options(populate_existing=True)
     )
+
+
+def close_task(
+    session: Session,
+    *,
+    organization_id: uuid.UUID,
+    kind: str,
+    subject_type: str,
+    subject_id: str,
+    now: datetime,
+    because: str,
+    reason: str | None = None,
+    actor_user_id: uuid.UUID | None = None,
+) -> Task | None:
+    """Mark the subject's open task done: what it asked is resolved. With `reason`, only the
+    task filed for that reason: a later filing on the same subject asks something else (a
+    payment's "reconcile it" turned "refund one of two") and stays open. Audited (task.done,
+    on the task, saying `because`); the task closed, or None when none was open."""
+    task = session.scalar(
+        select(Task)
+        .where(
+            Task.organization_id == organization_id,
+            Task.kind == kind,
+            Task.subject_type == subject_type,
+            Task.subject_id == subject_id,
+            Task.status == "open",
+            Task.deleted_at.is_(None),
+        )
+        .with_for_update()
+    )
+    if task is None or (reason is not None and (task.data or {}).get("reason") != reason):
+        return None
+    task.status = "done"
+    task.data = {**(task.data or {}), "doneAt": now.isoformat(), "doneBecause": because}
+    emit(
+        session,
+        EventKind.audit,
+        "task.done",
+        at=now,
+        aggregate_type="task",
+        aggregate_id=task.id,
+        organization_id=organization_id,
+        actor_user_id=actor_user_id,
+        payload={
+            "kind": kind,
+            "subjectType": subject_type,
+            "subjectId": subject_id,
+            "because": because,
+        },
+    )
+    return task

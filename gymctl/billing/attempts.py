@@ -24,7 +24,7 @@ from typing import Any
 
 from dateutil.relativedelta import relativedelta
 from sqlalchemy import bindparam, func, select
-from sqlalchemy.orm import Session, lazyload
+from sqlalchemy.orm import Session, aliased, lazyload
 
 from gymctl import ids
 from gymctl.billing import debt, plans
@@ -34,7 +34,16 @@ from gymctl.bridge import mirror
 from gymctl.crypto import FieldCipher
 from gymctl.db import is_postgres
 from gymctl.events import EventKind, emit
-from gymctl.models import Membership, PaymentMethod, PaymentTransaction, Plan, Subscription
+from gymctl.models import (
+    Booking,
+    BookingStatus,
+    ClassSession,
+    Membership,
+    PaymentMethod,
+    PaymentTransaction,
+    Plan,
+    Subscription,
+)
 from gymctl.models.billing import (
     AttemptKind,
     CollectionMethod,
@@ -46,7 +55,7 @@ from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.models.organizations import MembershipStatus
 from gymctl.providers.card import CardProvider, ChargeResult, Outcome, ProviderUnavailable, Terminal
 from gymctl.retention.overtaken import end_overtaken_notice
-from gymctl.tasks import file_task
+from gymctl.tasks import close_task, file_task
 
 PROTOCOL = 1
 TECHNICAL_RETRY_DELAYS = (timedelta(minutes=5), timedelta(minutes=15), timedelta(minutes=60))
@@ -62,6 +71,7 @@ CHARGED_AFTER_CLOSING = "charged_after_closing"
 # technical non-charge), or it charged after all.
 NOT_DECLINES = (NOT_CHARGED, CHARGED_AFTER_CLOSING)
 DEBT_RETRY_INTERVAL = timedelta(days=1)  # ours: a debt is retried daily until paid or cancelled
+FOLLOW_UP = "payment_follow_up"  # the staff task kind of a payment to look at
 FOLLOW_UP_DUE = timedelta(days=1)
 SETTLED = (
     TransactionStatus.completed,
@@ -114,18 +124,31 @@ class Applied:
 
 
 def lock_subscription(
-    session: Session, subscription_id: uuid.UUID, *, skip_locked: bool = False
+    session: Session,
+    subscription_id: uuid.UUID,
+    *,
+    skip_locked: bool = False,
+    may_end_at: datetime | None = None,
 ) -> Subscription | None:
     """Locks in the fixed order organization, membership, subscription (spec B 4.1): the
     membership row first, then the subscription. None when another worker holds it. On the
     embedded default the transaction already holds the database's one write lock (BEGIN
-    IMMEDIATE, gymctl.db): there are no row locks to order, so the subscription is only read."""
+    IMMEDIATE, gymctl.db): there are no row locks to order, so the subscription is only read.
+
+    `may_end_at` (now), for a path that may end the plan (a settlement superseding it): the
+    seats it gives up then lock the members waiting in their classes (shared, after this
+    membership), so those whose ids come first are taken first, shared and in id order, as a
+    removal takes every membership its seats touch (access.leaving.lock_leaving): one id
+    order. Taken after their own, a charge ending A's plan and B's removal, each waiting in a
+    class where the other holds a seat, deadlocked. It waits for them (not with skip_locked)."""
     membership_of, lock_membership, lock = _LOCKS[skip_locked]
     if not is_postgres(session):
         return session.scalar(lock, {"id": subscription_id})
     membership_id = session.scalar(membership_of, {"id": subscription_id})
     if membership_id is None:
         return None
+    if may_end_at is not None:
+        session.scalars(_LOCK_WAITING_FIRST, {"id": membership_id, "now": may_end_at}).all()
     if session.scalar(lock_membership, {"id": membership_id}) is None:
         return None
     return session.scalar(lock, {"id": subscription_id})
@@ -145,6 +168,30 @@ _LOCKS = {
     )
     for skip_locked in (False, True)
 }
+_SEAT = aliased(Booking)
+# The members waiting in the classes to come the membership holds seats in, whose ids come
+# before its own: what give_up_uncovered locks (shared) of those, in id order.
+_LOCK_WAITING_FIRST = (
+    select(Membership.id)
+    .where(
+        Membership.id.in_(
+            select(Booking.membership_id)
+            .join(_SEAT, _SEAT.class_session_id == Booking.class_session_id)
+            .join(ClassSession, ClassSession.id == _SEAT.class_session_id)
+            .where(
+                _SEAT.membership_id == bindparam("id"),
+                _SEAT.status.in_(book.ACTIVE),
+                _SEAT.deleted_at.is_(None),
+                ClassSession.starts_at > bindparam("now"),
+                Booking.status == BookingStatus.waitlisted,
+                Booking.deleted_at.is_(None),
+            )
+        ),
+        Membership.id < bindparam("id"),
+    )
+    .order_by(Membership.id)
+    .with_for_update(read=True)
+)
 
 
 def is_due(subscription: Subscription, now: datetime) -> bool:
@@ -228,13 +275,22 @@ def release_hold(
 ) -> None:
     """The attempt late positive evidence reopened is resolved (settled, declined or confirmed
     never received): its outcome is known, so the hold it put is lifted, back to the owner's
-    own pause as it stood when the attempt was dismissed."""
+    own pause as it stood when the attempt was dismissed, and its "reconcile it" follow-up is
+    done (one a settlement refiled for a review asks something else: it stays open)."""
     resolution = dict(transaction.billing_resolution or {})
-    if (
-        transaction.status == TransactionStatus.pending
-        or not resolution.get("lateEvidenceAt")
-        or subscription.collection_hold != LATE_POSITIVE_EVIDENCE
-    ):
+    if transaction.status == TransactionStatus.pending or not resolution.get("lateEvidenceAt"):
+        return
+    close_task(
+        session,
+        organization_id=transaction.organization_id,
+        kind=FOLLOW_UP,
+        subject_type="payment_transaction",
+        subject_id=str(transaction.id),
+        reason=LATE_POSITIVE_EVIDENCE,
+        because=f"payment_{transaction.status.value}",
+        now=now,
+    )
+    if subscription.collection_hold != LATE_POSITIVE_EVIDENCE:
         return
     subscription.collection_paused = bool(resolution.get("ownerPaused"))
     subscription.collection_hold = None
@@ -471,7 +527,9 @@ def apply_outcome(
     write lock already, so it reads the transaction first and the subscription it names."""
     if is_postgres(session):
         subscription = lock_subscription(
-            session, session.scalar(_SUBSCRIPTION_OF, {"id": transaction_id})
+            session,
+            session.scalar(_SUBSCRIPTION_OF, {"id": transaction_id}),
+            may_end_at=now,  # a settlement may supersede the plan (end_superseded)
         )
         transaction = session.scalar(_LOCK_TRANSACTION, {"id": transaction_id})
     else:
@@ -601,7 +659,7 @@ def late_positive_evidence(
         session,
         transaction,
         subscription,
-        reason="late_positive_evidence",
+        reason=LATE_POSITIVE_EVIDENCE,
         title="A payment closed as not charged was charged after all: reconcile it",
         now=now,
     )
@@ -760,7 +818,7 @@ def follow_up(
     file_task(
         session,
         organization_id=transaction.organization_id,
-        kind="payment_follow_up",
+        kind=FOLLOW_UP,
         subject_type="payment_transaction",
         subject_id=str(transaction.id),
         title=title,

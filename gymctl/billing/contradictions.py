@@ -27,7 +27,8 @@ stored terms, which it never will):
   settled it since (paid twice: nothing is owed) or it drifted (reviewed, with a follow-up).
   The card declined nothing: no decline is counted, no charge_failed event.
 
-Either way a late-evidence hold the attempt put is lifted (its outcome is known).
+Either way a late-evidence hold the attempt put is lifted and its "reconcile it" follow-up
+task done (its outcome is known).
 
 The operator states the amount and currency the provider took; the provider is asked again by
 the stored ids (the desk charge's or the attempt's external attempt id, the page's id, on the
@@ -50,8 +51,12 @@ from sqlalchemy.orm import Session
 from gymctl.billing import attempts, codes, refunds
 from gymctl.billing.accounts import save_card, terminal_of
 from gymctl.billing.checkout import FAILED, _cancel_unpaid
-from gymctl.billing.desk import DESK_CHARGE, transaction_json
-from gymctl.billing.resolution import PROTECTED_KINDS, organization_transaction, original_account
+from gymctl.billing.desk import transaction_json
+from gymctl.billing.resolution import (
+    holds_contradiction,
+    organization_transaction,
+    original_account,
+)
 from gymctl.crypto import FieldCipher
 from gymctl.db import release_for_outside_call
 from gymctl.errors import conflict, unprocessable
@@ -124,7 +129,7 @@ def settle_contradiction(
     )
     checkout = _checkout_of(session, transaction, lock=True)
     subscription = (
-        attempts.lock_subscription(session, transaction.subscription_id)
+        attempts.lock_subscription(session, transaction.subscription_id, may_end_at=now)
         if transaction.subscription_id
         else None
     )
@@ -208,20 +213,10 @@ def settle_contradiction(
 def _contradicted(
     session: Session, organization_id: uuid.UUID, transaction_id: uuid.UUID
 ) -> PaymentTransaction:
-    """A desk charge or a page's charge that holds (or held, settled here) a contradiction."""
+    """A collector attempt, a desk charge or a page's charge that holds (or held, settled here)
+    a contradiction."""
     transaction = organization_transaction(session, organization_id, transaction_id)
-    metadata, attempt = transaction.metadata_ or {}, transaction.billing_attempt or {}
-    collector = (
-        transaction.attempt_kind in PROTECTED_KINDS
-        and attempt.get("protocol") == attempts.PROTOCOL
-        and transaction.subscription_id is not None
-    )
-    ours = (
-        collector
-        or metadata.get("source") == DESK_CHARGE
-        or (metadata.get("checkoutId") and transaction.attempt_kind is None)
-    )
-    if not (ours and attempt.get("contradiction")):
+    if not holds_contradiction(transaction):
         raise conflict(
             codes.BILLING_NO_CONTRADICTION,
             "this payment holds no contradiction to settle",

@@ -27,6 +27,7 @@ from gymctl.billing.accounts import CARD_PROVIDER, active_config, saved_card, te
 from gymctl.billing.idempotency import UNIQUE_KEY, by_key, require_uuid4
 from gymctl.billing.refunds import issue_document
 from gymctl.billing.resolution import (
+    DESK_CHARGE,
     organization_transaction,
     original_account,
     refuse_if_protected,
@@ -46,8 +47,6 @@ from gymctl.providers.card import (
     ProviderUnavailable,
 )
 from gymctl.providers.documents import TAX_INVOICE_AND_RECEIPT, DocumentProvider
-
-DESK_CHARGE = "desk_charge"
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ attempt whose outcome the collector could not settle on its own.
   back to pending (audit, alert, collection held again).
 
 The owner's confirm-no-debit and authorize-retry live in `no_debit`. Only persisted protocol v1
-recurring, manual and debt attempts are accepted.
+recurring, manual and debt attempts are accepted; inspect also shows a hosted page's or a desk
+charge's billing contradiction, which the settle-contradiction door (`contradictions`) settles.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from gymctl.providers.card import CardProvider, ChargeResult, Outcome, ProviderU
 PROTECTED_KINDS = (AttemptKind.recurring, AttemptKind.manual, AttemptKind.debt)
 NOT_CHARGED = attempts.NOT_CHARGED
 SETTLED = attempts.SETTLED
+DESK_CHARGE = "desk_charge"  # metadata.source of a desk charge (billing.desk's, named here)
 
 
 def organization_transaction(
@@ -47,16 +49,38 @@ def organization_transaction(
     return transaction
 
 
+def is_protected(transaction: PaymentTransaction) -> bool:
+    """A persisted protocol v1 recurring, manual or debt attempt of a subscription."""
+    return (
+        transaction.attempt_kind in PROTECTED_KINDS
+        and (transaction.billing_attempt or {}).get("protocol") == attempts.PROTOCOL
+        and transaction.subscription_id is not None
+    )
+
+
+def contradiction_door_takes(transaction: PaymentTransaction) -> bool:
+    """A payment the settle-contradiction door (billing.contradictions) settles when it holds
+    a contradiction: a protected attempt, a desk charge, or a hosted page's charge."""
+    metadata = transaction.metadata_ or {}
+    return (
+        is_protected(transaction)
+        or metadata.get("source") == DESK_CHARGE
+        or bool(metadata.get("checkoutId") and transaction.attempt_kind is None)
+    )
+
+
+def holds_contradiction(transaction: PaymentTransaction) -> bool:
+    """Holds (or held, settled by the door) a contradiction the door takes."""
+    return bool((transaction.billing_attempt or {}).get("contradiction")) and (
+        contradiction_door_takes(transaction)
+    )
+
+
 def protected_transaction(
     session: Session, organization_id: uuid.UUID, transaction_id: uuid.UUID, *, lock: bool = False
 ) -> PaymentTransaction:
     transaction = organization_transaction(session, organization_id, transaction_id, lock=lock)
-    attempt = transaction.billing_attempt or {}
-    if (
-        transaction.attempt_kind not in PROTECTED_KINDS
-        or attempt.get("protocol") != attempts.PROTOCOL
-        or transaction.subscription_id is None
-    ):
+    if not is_protected(transaction):
         raise conflict(
             codes.BILLING_ATTEMPT_NOT_PROTECTED,
             "only persisted v1 recurring, manual and debt attempts are resolved here",
@@ -67,8 +91,16 @@ def protected_transaction(
 def inspect(
     session: Session, organization_id: uuid.UUID, transaction_id: uuid.UUID, *, now: datetime
 ) -> dict[str, Any]:
-    """The attempt, its resolution, a typed state and the action hints; no provider call."""
-    transaction = protected_transaction(session, organization_id, transaction_id)
+    """The attempt, its resolution, a typed state and the action hints; no provider call. A
+    page's or a desk charge's contradiction is shown too: the settle-contradiction door
+    settles it here (a desk charge's other states are its own route's)."""
+    transaction = organization_transaction(session, organization_id, transaction_id)
+    if not (is_protected(transaction) or holds_contradiction(transaction)):
+        raise conflict(
+            codes.BILLING_ATTEMPT_NOT_PROTECTED,
+            "only persisted v1 recurring, manual and debt attempts, and billing "
+            "contradictions, are resolved here",
+        )
     return describe(session, transaction, now=now)
 
 
@@ -77,15 +109,22 @@ def describe(session: Session, transaction: PaymentTransaction, *, now: datetime
     resolution = transaction.billing_resolution or {}
     account = original_account_available(session, transaction)
     state = _state(transaction, now=now, account=account)
-    subscription = session.get(Subscription, transaction.subscription_id)
+    protected = is_protected(transaction)
+    subscription = (
+        session.get(Subscription, transaction.subscription_id)
+        if transaction.subscription_id
+        else None
+    )
     return {
         "transaction": {
             "id": str(transaction.id),
-            "subscriptionId": str(transaction.subscription_id),
+            "subscriptionId": (
+                str(transaction.subscription_id) if transaction.subscription_id else None
+            ),
             "userId": str(transaction.user_id) if transaction.user_id else None,
             "type": transaction.type.value,
             "status": transaction.status.value,
-            "kind": transaction.attempt_kind.value,
+            "kind": transaction.attempt_kind.value if transaction.attempt_kind else None,
             "amountInCents": transaction.amount_in_cents,
             "currency": transaction.currency,
             "providerTransactionId": transaction.provider_transaction_id,
@@ -127,11 +166,22 @@ def describe(session: Session, transaction: PaymentTransaction, *, now: datetime
             else None
         ),
         "state": state,
+        # Availability hints (spec B 4.2), not authorization: the routes decide. A page or a
+        # desk charge is only settled by the door here (a desk charge reconciles on its own
+        # route; a page is not looked up by an attempt id).
         "actions": {
-            "reconcile": state in ("unresolved", "contradiction")
-            or (state.startswith(("not_charged", "charged_after_closing")) and account),
-            "confirmNoDebit": state == "unresolved" and not attempts.approved_late(transaction),
-            "authorizeRetry": state in ("not_charged_paused", "technical_non_charge"),
+            "reconcile": protected
+            and (
+                state in ("unresolved", "contradiction")
+                or (state.startswith(("not_charged", "charged_after_closing")) and account)
+            ),
+            "confirmNoDebit": protected
+            and state == "unresolved"
+            and not attempts.approved_late(transaction),
+            "authorizeRetry": protected and state in ("not_charged_paused", "technical_non_charge"),
+            "settleContradiction": state == "contradiction"
+            and account
+            and contradiction_door_takes(transaction),
         },
     }
 
@@ -156,7 +206,8 @@ def reconcile(
     if transaction.status == TransactionStatus.pending:
         refuse_if_executing(transaction, now)
     result = lookup(session, provider, cipher, transaction)
-    transaction = lock_transaction(session, transaction)
+    # Its settlement may supersede the plan: the first lock of the membership orders them.
+    transaction = lock_transaction(session, transaction, may_end_at=now)
     if transaction.status == TransactionStatus.pending and result.outcome in (
         Outcome.approved,
         Outcome.declined,
@@ -199,16 +250,21 @@ def refuse_if_protected(transaction: PaymentTransaction) -> None:
 
 
 def lock_billing(
-    session: Session, organization_id: uuid.UUID, subscription_id: uuid.UUID
+    session: Session,
+    organization_id: uuid.UUID,
+    subscription_id: uuid.UUID,
+    *,
+    may_end_at: datetime | None = None,
 ) -> Subscription | None:
     """The shared billing lock, in the fixed order organization, membership, subscription
-    (FOR NO KEY UPDATE on the organization: inserts that reference it are not blocked)."""
+    (FOR NO KEY UPDATE on the organization: inserts that reference it are not blocked);
+    `may_end_at` as attempts.lock_subscription takes it."""
     session.scalar(
         select(Organization.id)
         .where(Organization.id == organization_id)
         .with_for_update(key_share=True)
     )
-    return attempts.lock_subscription(session, subscription_id)
+    return attempts.lock_subscription(session, subscription_id, may_end_at=may_end_at)
 
 
 def locked_subscription(
@@ -227,8 +283,12 @@ def locked_subscription(
     return lock_billing(session, organization_id, subscription_id)
 
 
-def lock_transaction(session: Session, transaction: PaymentTransaction) -> PaymentTransaction:
-    lock_billing(session, transaction.organization_id, transaction.subscription_id)
+def lock_transaction(
+    session: Session, transaction: PaymentTransaction, *, may_end_at: datetime | None = None
+) -> PaymentTransaction:
+    lock_billing(
+        session, transaction.organization_id, transaction.subscription_id, may_end_at=may_end_at
+    )
     return protected_transaction(session, transaction.organization_id, transaction.id, lock=True)
 
 

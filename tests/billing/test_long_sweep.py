@@ -269,7 +269,12 @@ def test_a_late_approval_with_a_newer_attempt_waits_for_it_and_is_reopened_by_re
     assert attempts.technical_failures(session, obligation) == 0
     seen = resolution.inspect(session, gym.organization.id, first_row.id, now=retry)
     assert seen["state"] == "charged_after_closing"
-    assert seen["actions"] == {"reconcile": True, "confirmNoDebit": False, "authorizeRetry": False}
+    assert seen["actions"] == {
+        "reconcile": True,
+        "confirmNoDebit": False,
+        "authorizeRetry": False,
+        "settleContradiction": False,
+    }
     session.expire_all()  # read as a request would, afresh
     report = readiness.readiness(
         session, gym.organization.id, now=retry, cipher=TEST_CIPHER, only=subscription.id

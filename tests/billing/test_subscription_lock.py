@@ -58,7 +58,9 @@ def test_apply_outcome_locks_in_order_on_postgresql_and_reads_the_ledger_row_fir
     session, statements
 ):
     """Step 3 takes the subscription before the transaction on PostgreSQL (its look-up, the
-    membership, the subscription, then the ledger row); the embedded default, already holding
+    members waiting in its member's classes whose ids come first, as a settlement superseding
+    the plan gives its seats up: test_locks_end_plan.py, the membership, the subscription, then
+    the ledger row); the embedded default, already holding
     its one write lock, reads the ledger row and the subscription it names: two reads in
     all on the decline path."""
     gym = bf.make_gym(session)
@@ -82,11 +84,13 @@ def test_apply_outcome_locks_in_order_on_postgresql_and_reads_the_ledger_row_fir
         assert reads == [
             "payment_transactions",
             "subscriptions",
+            "memberships",  # the waiting members first (shared): none here
             "memberships",
             "subscriptions",
             "payment_transactions",
         ]
-        assert "FOR UPDATE" in statements.text[4]
+        assert "FOR SHARE" in statements.text[2]
+        assert "FOR UPDATE" in statements.text[5]
     else:
         assert reads == ["payment_transactions", "subscriptions"]
     assert session.get(Subscription, subscription.id).status == SubscriptionStatus.debt

@@ -101,7 +101,12 @@ def test_inspect_types_the_state_and_hints_without_calling_the_provider(session,
     view = resolution.inspect(session, gym.organization.id, transaction.id, now=NOW)
 
     assert view["state"] == "unresolved"
-    assert view["actions"] == {"reconcile": True, "confirmNoDebit": True, "authorizeRetry": False}
+    assert view["actions"] == {
+        "reconcile": True,
+        "confirmNoDebit": True,
+        "authorizeRetry": False,
+        "settleContradiction": False,
+    }
     assert view["attempt"]["externalAttemptId"] == transaction.billing_attempt["externalAttemptId"]
     assert card_server.requests(LOOKUP_CHARGE) == 0
     young = resolution.inspect(

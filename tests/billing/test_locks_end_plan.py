@@ -1,0 +1,119 @@
+"""A charge ending a member's plan while another member is removed, on PostgreSQL with real
+commits across connections. The charge locks its member's membership exclusively
+(attempts.lock_subscription), and the plan it ends gives up the seats it alone paid for
+(bookings.book.give_up_uncovered), locking the members waiting in those classes shared after
+it. A removal locks every membership its member's seats touch in one id order first
+(access.leaving.lock_leaving). With each member waiting in a class where the other holds a seat
+and the removed one's id first, each held its own and waited for the other's: "deadlock
+detected". The charge now takes the waiting members whose ids come before its member's before
+its member's own lock: one id order."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import sessionmaker
+
+from gymctl.access.memberships import remove_member
+from gymctl.billing import attempts
+from gymctl.db import get_engine
+from gymctl.models import Booking, BookingStatus, Membership, MembershipStatus, Plan, Subscription
+from gymctl.models.billing import PlanType, SubscriptionStatus
+from gymctl.providers.card import ChargeResult, Outcome
+from tests.billing import factories as bf
+from tests.billing.cards import connect_card_provider
+from tests.billing.factories import TEST_CIPHER, make_billing_settings
+from tests.billing.test_locks_lifecycle import class_at, locks, run_together
+from tests.billing_ops.helpers import card_subscription
+from tests.bookings.conftest import add_member, book_seat
+from tests.conftest import NOW
+from tests.factories import Gym, make_gym
+
+D = timedelta(days=1)
+
+
+def test_a_charge_ending_a_plan_and_a_removal_with_mutual_waits_both_commit(
+    committed_pg, card_server
+):
+    """Member A's debt is paid while A holds the plan again (the debt's plan ends, superseded,
+    and A's seat it alone covered is given up); staff remove member B at that moment. A holds a
+    seat in one class where B waits; B holds a seat in another where A waits; B's id first.
+    Both commit."""
+    engine = get_engine(committed_pg)
+    factory = sessionmaker(bind=engine, expire_on_commit=False)
+    with factory() as session:
+        gym = make_gym(session)
+        make_billing_settings(session, gym.organization, plan_required_to_book=True)
+        connect_card_provider(session, gym, since=NOW - 30 * D)
+        removed, ending = sorted(
+            (add_member(session, gym.organization), add_member(session, gym.organization)),
+            key=lambda membership: membership.id,
+        )
+        in_debt = card_subscription(session, Gym.of(ending), card_server, in_debt_since=NOW - 2 * D)
+        held_again = bf.make_subscription(
+            session, Gym.of(ending), PlanType.card, plan=session.get(Plan, in_debt.plan_id)
+        )
+        bf.make_subscription(session, Gym.of(removed), PlanType.card)
+        theirs = class_at(session, gym, NOW + 20 * D, capacity=1)
+        others = class_at(session, gym, NOW + 21 * D, capacity=1)
+        seat = book_seat(session, gym, theirs, ending)
+        book_seat(session, gym, others, removed)
+        book_seat(session, gym, theirs, removed, at=NOW + timedelta(seconds=1))
+        book_seat(session, gym, others, ending, at=NOW + timedelta(seconds=1))
+        # The plan held again is under notice: it covers no class after its effective date,
+        # so the seat the debt's plan covered is given up when that plan ends.
+        held_again.cancel_at_period_end = True
+        held_again.cancellation_effective_at = NOW + 10 * D
+        session.commit()
+        later = NOW + timedelta(hours=1)
+        began = attempts.begin_attempt(session, in_debt.id, now=later, cipher=TEST_CIPHER)
+        assert began.outcome == "started", began
+        session.commit()
+    approved = ChargeResult(
+        outcome=Outcome.approved,
+        unique_id=began.attempt["externalAttemptId"],
+        transaction_id="deal-1",
+        amount_in_cents=began.attempt["amountInCents"],
+        currency=began.attempt["currency"],
+        terminal=began.attempt["terminal"],
+    )
+
+    def charge() -> None:
+        with factory() as worker:
+            applied = attempts.apply_outcome(worker, began.transaction_id, approved, now=later)
+            assert applied.outcome == "charged", applied
+            worker.commit()
+
+    def removal() -> None:
+        with factory() as staff:
+            remove_member(
+                staff, gym.organization.id, removed.user_id, actor=gym.owner_membership,
+                actor_user_id=gym.owner.id, now=later,
+            )  # fmt: skip
+            staff.commit()
+
+    errors = run_together(
+        engine,
+        {
+            "charge": (locks("memberships", removed.id), charge),
+            "removal": (locks("memberships", ending.id), removal),
+        },
+    )
+
+    assert errors == []
+    with factory() as session:
+        ended = session.get(Subscription, in_debt.id)
+        assert (ended.status, ended.cancellation_reason) == (
+            SubscriptionStatus.cancelled,
+            "superseded",
+        )
+        assert session.get(Membership, removed.id).status is MembershipStatus.cancelled
+        assert session.get(Booking, seat.id).status is BookingStatus.cancelled
+        left = session.scalars(
+            select(Booking.id).where(
+                Booking.membership_id == removed.id,
+                Booking.status != BookingStatus.cancelled,
+            )
+        ).all()
+        assert left == []

@@ -1,0 +1,289 @@
+"""Two gaps of protected transaction resolution (spec B 3, 4.2, 6):
+
+- An attempt reopened on late positive evidence files an urgent payment_follow_up ("reconcile
+  it"); nothing closed it once the attempt was resolved (reconcile settling it, or the
+  settle-contradiction door), so the staff's list kept a task for a payment already settled.
+  The transaction that resolves the attempt now marks it done, audited (task.done).
+- Inspect (GET .../payments/billing/transactions/:id, `gymctl billing transaction show`) offered
+  only reconcile for a contradicted attempt and answered 409 billing_attempt_not_protected for a
+  page's or a desk charge's contradiction: the operator could not see the door that settles it.
+  Every payment the door settles is now shown with its typed state and a settleContradiction
+  hint."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import sessionmaker
+from typer.testing import CliRunner
+
+from gymctl.cli.billing import app as billing_app
+from gymctl.db import get_engine
+from gymctl.models import PaymentTransaction, Task
+from gymctl.models.billing import TransactionStatus
+from gymctl.models.organizations import Role
+from tests.access.conftest import gym as access_gym  # noqa: F401 (fixture)
+from tests.billing import factories as bf
+from tests.billing.cards import connect_card_provider
+from tests.billing.factories import TEST_KEY
+from tests.billing.test_checkout_webhooks import app  # noqa: F401 (fixture: the fake provider)
+from tests.billing_ops.helpers import audit_rows, card_subscription, sent_attempt
+from tests.billing_ops.test_attempt_contradictions_door import (
+    _contradicted,
+    _reconciled,
+    _settle,
+    _url,
+)
+from tests.billing_ops.test_contradictions_door import (
+    LATER,
+    _desk_contradiction,
+    _org_url,
+    _page_contradiction,
+    org,  # noqa: F401 (fixture)
+)
+from tests.billing_ops.test_routes import headers  # noqa: F401 (fixture)
+from tests.conftest import NOW
+
+pytestmark = pytest.mark.embedded  # as the resolution and contradiction doors' own tests
+
+FOLLOW_UP = "payment_follow_up"
+
+
+def _closed_as_not_charged(session, transaction) -> None:
+    """A technical non-charge the provider charged after all: reconcile finds it approved."""
+    transaction.status = TransactionStatus.failed
+    transaction.billing_resolution = {"decision": "not_charged"}
+    session.commit()
+
+
+def _follow_up(session, transaction) -> Task:
+    session.expire_all()
+    return session.scalar(
+        select(Task).where(
+            Task.kind == FOLLOW_UP,
+            Task.subject_type == "payment_transaction",
+            Task.subject_id == str(transaction.id),
+        )
+    )
+
+
+# --- the late-evidence follow-up is done when the attempt is resolved -------------------
+
+
+def test_the_late_evidence_follow_up_is_done_when_reconcile_settles_the_attempt(
+    client,
+    session,
+    gym,
+    card_server,
+    headers,  # noqa: F811 (the fixture)
+):
+    subscription = card_subscription(session, gym, card_server)
+    transaction = sent_attempt(session, subscription, card_server)
+    _closed_as_not_charged(session, transaction)
+    owner = headers(gym.owner)
+    assert _reconciled(client, gym, transaction.id, owner) == "late_positive_evidence"
+    task = _follow_up(session, transaction)
+    assert (task.status, task.priority, task.data["reason"]) == (
+        "open",
+        "urgent",
+        "late_positive_evidence",
+    )
+
+    assert _reconciled(client, gym, transaction.id, owner) == "charged"
+
+    task = _follow_up(session, transaction)
+    assert task.status == "done"
+    assert task.data["doneBecause"] == "payment_completed"
+    [done] = audit_rows(session, "task.done")
+    assert (done.target_type, done.target_id) == ("task", str(task.id))
+    assert done.data["subjectId"] == str(transaction.id)
+    # A second reconcile finds it resolved and touches the task no more.
+    assert _reconciled(client, gym, transaction.id, owner) == "already_resolved"
+    assert len(audit_rows(session, "task.done")) == 1
+
+
+def test_the_late_evidence_follow_up_is_done_when_the_contradiction_door_settles_it(
+    client,
+    session,
+    gym,
+    card_server,
+    headers,  # noqa: F811 (the fixture)
+):
+    transaction, taken = _contradicted(session, gym, card_server)
+    _closed_as_not_charged(session, transaction)
+    owner = headers(gym.owner)
+    assert _reconciled(client, gym, transaction.id, owner) == "late_positive_evidence"
+    assert _reconciled(client, gym, transaction.id, owner) == "contradiction"
+    assert _follow_up(session, transaction).status == "open"  # still to be looked at
+
+    settled = _settle(client, gym, transaction.id, owner, "refund", taken)
+    assert settled.status_code == 200, settled.json
+
+    task = _follow_up(session, transaction)
+    assert task.status == "done"
+    [done] = audit_rows(session, "task.done")
+    assert done.target_id == str(task.id)
+
+
+# --- inspect shows every payment the door settles, with the hint ------------------------
+
+
+def test_a_contradicted_attempt_is_shown_with_the_settle_contradiction_hint(
+    client,
+    session,
+    gym,
+    card_server,
+    headers,  # noqa: F811 (the fixture)
+):
+    transaction, taken = _contradicted(session, gym, card_server)
+    owner = headers(gym.owner)
+    assert _reconciled(client, gym, transaction.id, owner) == "contradiction"
+
+    shown = client.get(_url(gym, transaction.id), headers=owner)
+    assert shown.status_code == 200, shown.json
+    data = shown.json["data"]
+    assert data["state"] == "contradiction"
+    assert data["actions"] == {
+        "reconcile": True,  # the provider may still come to agree with the stored terms
+        "confirmNoDebit": False,
+        "authorizeRetry": False,
+        "settleContradiction": True,
+    }
+
+    assert _settle(client, gym, transaction.id, owner, "accept", taken).status_code == 200
+    after = client.get(_url(gym, transaction.id), headers=owner).json["data"]
+    assert after["state"] == "settled"
+    assert after["actions"]["settleContradiction"] is False
+
+
+def test_an_unresolved_attempt_offers_no_settle_contradiction(
+    client,
+    session,
+    gym,
+    card_server,
+    headers,  # noqa: F811 (the fixture)
+):
+    subscription = card_subscription(session, gym, card_server)
+    transaction = sent_attempt(session, subscription, card_server)
+    session.commit()
+    shown = client.get(_url(gym, transaction.id), headers=headers(gym.owner))
+    assert shown.status_code == 200, shown.json
+    assert shown.json["data"]["state"] == "unresolved"
+    assert shown.json["data"]["actions"]["settleContradiction"] is False
+
+
+def test_a_pages_contradiction_is_shown_with_its_state_and_hint(
+    client,
+    org,  # noqa: F811 (the fixture)
+    card_server,
+    session,
+):
+    bought, transaction_id = _page_contradiction(client, org, card_server, session)
+    owner = org[Role.owner].headers
+
+    shown = client.get(_org_url(org, transaction_id), headers=owner)
+    assert shown.status_code == 200, shown.json
+    data = shown.json["data"]
+    assert data["state"] == "contradiction"
+    assert data["actions"] == {
+        "reconcile": False,  # a page is not looked up by an attempt id: only the door settles it
+        "confirmNoDebit": False,
+        "authorizeRetry": False,
+        "settleContradiction": True,
+    }
+    assert data["transaction"]["kind"] is None
+    assert data["transaction"]["subscriptionId"] == bought["subscription"]["id"]
+    assert data["attempt"]["contradiction"]["field"] == "amount"
+
+    body = {"decision": "refund", "amountInCents": 25000, "currency": "ILS"}
+    settled = client.post(
+        f"{_org_url(org, transaction_id)}/settle-contradiction", json=body, headers=owner
+    )
+    assert settled.status_code == 200, settled.json
+    after = client.get(_org_url(org, transaction_id), headers=owner).json["data"]
+    assert (after["state"], after["actions"]["settleContradiction"]) == ("settled", False)
+    assert after["resolution"]["decision"] == "contradiction_settled"
+
+
+def test_a_desk_charges_contradiction_is_shown_with_its_state_and_hint(
+    client,
+    clock,
+    idp,
+    session,
+    session_factory,
+    gym,
+    card_server,
+    provider,
+    documents,
+):
+    transaction_id = _desk_contradiction(
+        session, session_factory, gym, card_server, provider, documents
+    )
+    clock.set(LATER)
+    owner = {"Authorization": f"Bearer {idp.token(gym.owner.identity_id, now=LATER)}"}
+    org_url = f"/organizations/{gym.organization.id}"
+    reconciled = client.post(
+        f"{org_url}/payments/desk-charges/{transaction_id}/reconcile", headers=owner
+    )
+    assert reconciled.json["data"]["outcome"] == "contradiction", reconciled.json
+
+    shown = client.get(_url(gym, transaction_id), headers=owner)
+    assert shown.status_code == 200, shown.json
+    data = shown.json["data"]
+    assert data["state"] == "contradiction"
+    assert data["actions"]["settleContradiction"] is True
+    assert data["actions"]["reconcile"] is False  # its reconcile is the desk charge's own route
+    assert (data["transaction"]["subscriptionId"], data["transaction"]["kind"]) == (None, None)
+
+
+def test_a_desk_charge_without_a_contradiction_is_still_not_protected(
+    client,
+    session,
+    gym,
+    card_server,
+    headers,  # noqa: F811 (the fixture)
+):
+    """Inspect widens to what the settle-contradiction door takes, no further."""
+    subscription = card_subscription(session, gym, card_server)
+    transaction = sent_attempt(session, subscription, card_server)
+    transaction.attempt_kind = None
+    transaction.subscription_id = None
+    transaction.metadata_ = {**(transaction.metadata_ or {}), "source": "desk_charge"}
+    session.commit()
+    shown = client.get(_url(gym, transaction.id), headers=headers(gym.owner))
+    assert (shown.status_code, shown.json["code"]) == (409, "billing_attempt_not_protected")
+
+
+def test_the_cli_shows_a_contradicted_attempt_with_the_settle_contradiction_hint(
+    committed_database, card_server, monkeypatch
+):
+    monkeypatch.setenv("GYMCTL_DATABASE_URL", committed_database)
+    monkeypatch.setenv("GYMCTL_CARD_PROVIDER_URL", card_server.url)
+    monkeypatch.setenv("GYMCTL_BILLING_ENCRYPTION_KEY", TEST_KEY)
+    factory = sessionmaker(bind=get_engine(committed_database), expire_on_commit=False)
+    with factory() as session:
+        gym = bf.make_gym(session)
+        connect_card_provider(session, gym, since=NOW - timedelta(days=30))
+        session.commit()
+        transaction, _ = _contradicted(session, gym, card_server)
+        org, owner = str(gym.organization.id), str(gym.owner.id)
+    found = CliRunner().invoke(
+        billing_app,
+        ["transaction", "reconcile", org, str(transaction.id), "--operator", owner, "--json"],
+    )
+    assert json.loads(found.stdout)["outcome"] == "contradiction", found.output
+    shown = CliRunner().invoke(
+        billing_app, ["transaction", "show", org, str(transaction.id), "--json"]
+    )
+    assert shown.exit_code == 0, shown.output
+    view = json.loads(shown.stdout)
+    assert view["state"] == "contradiction"
+    assert view["actions"]["settleContradiction"] is True
+    table = CliRunner().invoke(billing_app, ["transaction", "show", org, str(transaction.id)])
+    assert table.exit_code == 0, table.output
+    assert "settleContradiction" in table.output
+    with factory() as session:
+        assert session.get(PaymentTransaction, transaction.id).status == TransactionStatus.pending
