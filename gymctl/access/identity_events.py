@@ -15,17 +15,97 @@ from sqlalchemy.orm import Session
 from gymctl.access.invitations import accept_on_sign_up
 from gymctl.access.memberships import end_membership
 from gymctl.config import Settings
-from gymctl.identity import users
+from gymctl.db import advisory_lock
+from gymctl.errors import invalid
+from gymctl.events import EventKind, emit
+from gymctl.identity import codes, users
 from gymctl.identity.auth import user_by_identity
-from gymctl.models import Membership, MembershipStatus, Role
+from gymctl.models import Membership, MembershipStatus, Role, User
+
+MAX_SYNCED_AT = 2**63 - 1  # users.identity_synced_at is a BIGINT
+
+
+def _updated_at(data: dict[str, Any]) -> int | None:
+    """The provider's updated_at (milliseconds) of this user object: what orders snapshots.
+    Absent or null reads as unknown (applied as sent); any other non-integer is refused, as a
+    malformed field is, rather than trusted for ordering."""
+    value = data.get("updated_at")
+    if value is None:
+        return None
+    if type(value) is not int or not 0 <= value <= MAX_SYNCED_AT:
+        raise invalid(codes.WEBHOOK_PAYLOAD_INVALID, "the user's updated_at is not milliseconds")
+    return value
+
+
+def _older(user: User | None, updated_at: int | None) -> bool:
+    """The row already holds this snapshot or a newer one (deliveries are not ordered: one that
+    failed is retried after those that followed it)."""
+    return (
+        user is not None
+        and updated_at is not None
+        and user.identity_synced_at is not None
+        and updated_at <= user.identity_synced_at
+    )
+
+
+def _locked(session: Session, identity_id: str) -> User | None:
+    """The login's row, read under the login's lock (to the end of the transaction): two
+    deliveries of one login under different ids are applied one after the other, each seeing
+    what the other committed, also when there is no row yet to lock."""
+    advisory_lock(session, f"identity-login:{identity_id}")
+    return session.scalar(
+        select(User)
+        .where(User.identity_id == identity_id)
+        .execution_options(populate_existing=True)
+    )
+
+
+def _synced(user: User | None, updated_at: int | None) -> None:
+    if user is not None and updated_at is not None:
+        user.identity_synced_at = max(updated_at, user.identity_synced_at or 0)
 
 
 def user_created(
     session: Session, data: dict[str, Any], *, now: datetime, settings: Settings
 ) -> str:
+    """Once per login: the same event under a new delivery id (a provider's resend, a replay
+    from its dashboard) is ignored. One older than what user.updated already wrote keeps the
+    row's fields and only signs the login up (s48)."""
+    updated_at = _updated_at(data)
+    existing = _locked(session, data["id"])
+    if existing is not None and existing.signed_up_at is not None:
+        return users.IGNORED
+    if _older(existing, updated_at) and existing.deleted_at is None:
+        existing.signed_up_at = now
+        emit(
+            session,
+            EventKind.analytics,
+            "user_signed_up",
+            at=now,
+            aggregate_type="user",
+            aggregate_id=existing.id,
+            payload={"linked": True},
+        )
+        accept_on_sign_up(session, existing, now=now)
+        return "linked"
     user, outcome = users.user_created(session, data, now=now, settings=settings)
     if outcome != users.IGNORED:  # a deleted login accepts nothing
+        user.signed_up_at = now
+        _synced(user, updated_at)
         accept_on_sign_up(session, user, now=now)
+    return outcome
+
+
+def user_updated(
+    session: Session, data: dict[str, Any], *, now: datetime, settings: Settings
+) -> str:
+    """A user object older than the one the row holds writes nothing (s48)."""
+    updated_at = _updated_at(data)
+    if _older(_locked(session, data["id"]), updated_at):
+        return users.IGNORED
+    outcome = users.user_updated(session, data, now=now, settings=settings)
+    if outcome != users.IGNORED:  # a deleted login's row is left as it was
+        _synced(user_by_identity(session, data["id"]), updated_at)
     return outcome
 
 
@@ -50,6 +130,7 @@ def user_deleted(
 HANDLERS: dict[str, users.Handler] = {
     **users.HANDLERS,
     "user.created": user_created,
+    "user.updated": user_updated,
     "user.deleted": user_deleted,
 }
 

@@ -6,7 +6,16 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, ForeignKey, Index, String, UniqueConstraint, Uuid, func
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    ForeignKey,
+    Index,
+    String,
+    UniqueConstraint,
+    Uuid,
+    func,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from gymctl import clock
@@ -35,6 +44,11 @@ class User(IdMixin, Base):
     created_at: Mapped[datetime] = mapped_column(default=clock.now)
     updated_at: Mapped[datetime] = mapped_column(default=clock.now)
     deleted_at: Mapped[datetime | None]
+    # The identity provider's webhooks (spec A 6.1) arrive unordered and may come again under a
+    # new delivery id: when user.created was applied (its sign-up effects happen once), and the
+    # provider's updated_at (ms) of the newest user object applied (an older one writes nothing).
+    signed_up_at: Mapped[datetime | None]
+    identity_synced_at: Mapped[int | None] = mapped_column(BigInteger)
 
     __table_args__ = (Index("ix_users_email_lower", func.lower(email)),)
 

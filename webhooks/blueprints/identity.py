@@ -26,6 +26,15 @@ def identity_webhook():
     secret = services().settings.identity_webhook_secret
     if secret is None:
         raise unavailable(codes.WEBHOOK_NOT_CONFIGURED, "IDENTITY_WEBHOOK_SECRET is unset")
+    try:
+        webhook_signature.decode_secret(secret.get_secret_value())
+    except ValueError:
+        # A setting that cannot sign anything is not configured: 503 (the provider retries
+        # once it is fixed), not a ValueError from inside the check on every delivery (a 500).
+        log.error("IDENTITY_WEBHOOK_SECRET is not whsec_ followed by base64")
+        raise unavailable(
+            codes.WEBHOOK_NOT_CONFIGURED, "IDENTITY_WEBHOOK_SECRET is not whsec_ + base64"
+        ) from None
     body = request.get_data(cache=False)
     try:
         delivery = webhook_signature.verify(
