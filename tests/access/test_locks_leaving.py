@@ -4,29 +4,52 @@ those classes first (shared, as every door that may promote does): with the remo
 own membership locked first and the others' after it, two members each waiting in a class
 where the other holds a seat each held their own and waited for the other's, and PostgreSQL
 ended one ("deadlock detected", answered 503 database_busy). The removal now locks every
-membership it touches in one id order (its own exclusively) before anything else."""
+membership it touches in one id order (its own exclusively) before anything else. Erasure
+ends the membership the same way, but had locked the member's own membership before it, so
+the waiting members came after it, out of id order: it takes the same locks first now."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import sessionmaker
 
+from gymctl.access.erasure import erase_personal_data
 from gymctl.access.memberships import remove_member
 from gymctl.db import get_engine
-from gymctl.models import Booking, BookingStatus, Membership, MembershipStatus
-from tests.billing.test_locks_lifecycle import class_at, locks, run_together
+from gymctl.models import Booking, BookingStatus, Membership, MembershipStatus, Organization
 from tests.bookings.conftest import add_member, book_seat
 from tests.conftest import NOW
 from tests.factories import make_gym
+from tests.lock_order import class_at, locks, run_together
 
 D = timedelta(days=1)
 
 
-def test_two_members_each_waiting_for_the_others_seat_leave_at_once(committed_pg):
-    """Each holds a seat in one class and waits in the other's: staff remove both at the same
-    moment. Both removals commit, every seat of the two is given up."""
+def _removed(factory, gym, member, now) -> None:
+    with factory() as staff:
+        remove_member(
+            staff, gym.organization.id, member.user_id, actor=gym.owner_membership,
+            actor_user_id=gym.owner.id, now=now,
+        )  # fmt: skip
+        staff.commit()
+
+
+def _erased(factory, gym, member, now) -> None:
+    with factory() as staff:
+        organization = staff.get(Organization, gym.organization.id)
+        erase_personal_data(
+            staff, organization, member.user_id, actor_user_id=gym.owner.id, now=now
+        )
+        staff.commit()
+
+
+@pytest.mark.parametrize("leave", [_removed, _erased], ids=["removed", "erased"])
+def test_two_members_each_waiting_for_the_others_seat_leave_at_once(committed_pg, leave):
+    """Each holds a seat in one class and waits in the other's: staff remove (or erase) both
+    at the same moment. Both commit, every seat of the two is given up."""
     engine = get_engine(committed_pg)
     factory = sessionmaker(bind=engine, expire_on_commit=False)
     with factory() as session:
@@ -41,22 +64,11 @@ def test_two_members_each_waiting_for_the_others_seat_leave_at_once(committed_pg
         session.commit()
     later = NOW + timedelta(hours=1)
 
-    def removal(member):
-        def remove() -> None:
-            with factory() as staff:
-                remove_member(
-                    staff, gym.organization.id, member.user_id, actor=gym.owner_membership,
-                    actor_user_id=gym.owner.id, now=later,
-                )  # fmt: skip
-                staff.commit()
-
-        return remove
-
     errors = run_together(
         engine,
         {
-            "one": (locks("memberships", two.id), removal(one)),
-            "two": (locks("memberships", one.id), removal(two)),
+            "one": (locks("memberships", two.id), lambda: leave(factory, gym, one, later)),
+            "two": (locks("memberships", one.id), lambda: leave(factory, gym, two, later)),
         },
     )
 

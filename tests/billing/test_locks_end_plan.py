@@ -24,11 +24,11 @@ from gymctl.providers.card import ChargeResult, Outcome
 from tests.billing import factories as bf
 from tests.billing.cards import connect_card_provider
 from tests.billing.factories import TEST_CIPHER, make_billing_settings
-from tests.billing.test_locks_lifecycle import class_at, locks, run_together
 from tests.billing_ops.helpers import card_subscription
 from tests.bookings.conftest import add_member, book_seat
 from tests.conftest import NOW
 from tests.factories import Gym, make_gym
+from tests.lock_order import class_at, locks, run_together
 
 D = timedelta(days=1)
 
