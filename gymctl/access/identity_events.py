@@ -16,25 +16,10 @@ from gymctl.access.invitations import accept_on_sign_up
 from gymctl.access.memberships import end_membership
 from gymctl.config import Settings
 from gymctl.db import advisory_lock
-from gymctl.errors import invalid
 from gymctl.events import EventKind, emit
-from gymctl.identity import codes, users
+from gymctl.identity import users
 from gymctl.identity.auth import user_by_identity
 from gymctl.models import Membership, MembershipStatus, Role, User
-
-MAX_SYNCED_AT = 2**63 - 1  # users.identity_synced_at is a BIGINT
-
-
-def _updated_at(data: dict[str, Any]) -> int | None:
-    """The provider's updated_at (milliseconds) of this user object: what orders snapshots.
-    Absent or null reads as unknown (applied as sent); any other non-integer is refused, as a
-    malformed field is, rather than trusted for ordering."""
-    value = data.get("updated_at")
-    if value is None:
-        return None
-    if type(value) is not int or not 0 <= value <= MAX_SYNCED_AT:
-        raise invalid(codes.WEBHOOK_PAYLOAD_INVALID, "the user's updated_at is not milliseconds")
-    return value
 
 
 def _older(user: User | None, updated_at: int | None) -> bool:
@@ -71,7 +56,7 @@ def user_created(
     """Once per login: the same event under a new delivery id (a provider's resend, a replay
     from its dashboard) is ignored. One older than what user.updated already wrote keeps the
     row's fields and only signs the login up (s48)."""
-    updated_at = _updated_at(data)
+    updated_at = users.updated_at_of(data)
     existing = _locked(session, data["id"])
     if existing is not None and existing.signed_up_at is not None:
         return users.IGNORED
@@ -100,7 +85,7 @@ def user_updated(
     session: Session, data: dict[str, Any], *, now: datetime, settings: Settings
 ) -> str:
     """A user object older than the one the row holds writes nothing (s48)."""
-    updated_at = _updated_at(data)
+    updated_at = users.updated_at_of(data)
     if _older(_locked(session, data["id"]), updated_at):
         return users.IGNORED
     outcome = users.user_updated(session, data, now=now, settings=settings)

@@ -50,6 +50,21 @@ def is_same_address(session: Session, one: str, other: str) -> bool:
     return keys[one] == keys[other]
 
 
+MAX_SYNCED_AT = 2**63 - 1  # users.identity_synced_at is a BIGINT
+
+
+def updated_at_of(data: dict[str, Any]) -> int | None:
+    """The provider's updated_at (milliseconds) of this user object: what orders snapshots.
+    Absent or null reads as unknown (applied as sent); any other non-integer is refused, as a
+    malformed field is, rather than trusted for ordering."""
+    value = data.get("updated_at")
+    if value is None:
+        return None
+    if type(value) is not int or not 0 <= value <= MAX_SYNCED_AT:
+        raise invalid(codes.WEBHOOK_PAYLOAD_INVALID, "the user's updated_at is not milliseconds")
+    return value
+
+
 def find_or_create(
     session: Session,
     identity_id: str,

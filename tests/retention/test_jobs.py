@@ -78,7 +78,7 @@ def test_each_job_runs_its_sweep_and_a_second_run_does_nothing(
         "retention_presale_cases": {"opened": 0, "notified": 0},
         "retention_digest": {"orgsChecked": 1, "sent": 1},
         "refund_task_sweep": {"bumped": []},
-        "booking_no_shows": {"sessions": 1, "noShows": 1},
+        "booking_no_shows": {"sessions": 1, "noShows": 1, "waitlistsClosed": 0},
     }
     for job in select_jobs(NAMES):
         first = _run(job, session_factory, settings)
