@@ -1,5 +1,6 @@
 """Fixtures of the billing operator tools: a gym on the card provider (the fake provider on
-loopback), a member's saved card, a paid card charge, and the local document provider."""
+loopback), a member's saved card, a paid card charge, the local document provider, and `org`,
+the access tests' gym selling a card plan through hosted pages."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from datetime import timedelta
 import pytest
 
 from gymctl.providers.documents import LocalDocumentProvider
+from tests.access.conftest import gym as access_gym  # noqa: F401 (fixture)
 from tests.billing import factories as bf
 from tests.billing.conftest import card_server  # noqa: F401 (fixture)
 from tests.conftest import NOW
@@ -26,3 +28,10 @@ def provider(card_server):  # noqa: F811
 @pytest.fixture
 def documents() -> LocalDocumentProvider:
     return LocalDocumentProvider()
+
+
+@pytest.fixture
+def org(access_gym, client, card_server):  # noqa: F811
+    from tests.billing.test_checkout_webhooks import org as make_org
+
+    return make_org.__wrapped__(access_gym, client, card_server)

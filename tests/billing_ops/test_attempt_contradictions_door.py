@@ -14,12 +14,10 @@ from datetime import timedelta
 
 import pytest
 from sqlalchemy import func, select
-from sqlalchemy.orm import sessionmaker
 from typer.testing import CliRunner
 
 from gymctl.billing import refunds
 from gymctl.cli.billing import app as billing_app
-from gymctl.db import get_engine
 from gymctl.models import (
     AuditLog,
     OutboxEvent,
@@ -31,49 +29,25 @@ from gymctl.models.billing import SubscriptionStatus, TransactionStatus, Transac
 from gymctl.providers.card_http import CHARGE, LOOKUP_CHARGE, REFUND
 from tests.billing import factories as bf
 from tests.billing.cards import connect_card_provider
-from tests.billing.factories import TEST_CIPHER, TEST_KEY
+from tests.billing.factories import TEST_CIPHER
 from tests.billing.fake_card_provider import Fault
 from tests.billing.test_checkout_webhooks import app  # noqa: F401 (fixture: the fake provider)
+from tests.billing_ops.contradictions import (
+    cli_gym,
+    contradicted_attempt,
+    reconciled,
+    settle,
+)
 from tests.billing_ops.helpers import (
     DUE,
     Crash,
     audit_rows,
-    card_subscription,
     dies,
-    sent_attempt,
 )
 from tests.billing_ops.test_routes import headers  # noqa: F401 (fixture)
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.embedded  # as the page and desk contradiction door's own tests
-
-
-def _contradicted(session, gym, card_server, **fields):
-    """A charge the provider took at the subscription's price whose answer was lost; the stored
-    attempt says 1 cent, so every lookup finds a contradiction. (the row, what was taken)"""
-    subscription = card_subscription(session, gym, card_server, **fields)
-    attempt = sent_attempt(session, subscription, card_server)
-    taken = attempt.amount_in_cents
-    attempt.billing_attempt = {**attempt.billing_attempt, "amountInCents": 1}
-    attempt.amount_in_cents = 1
-    session.commit()
-    return attempt, taken
-
-
-def _url(gym, transaction_id, suffix="") -> str:
-    org = gym.organization.id
-    return f"/organizations/{org}/payments/billing/transactions/{transaction_id}{suffix}"
-
-
-def _reconciled(client, gym, transaction_id, owner) -> str:
-    answer = client.post(_url(gym, transaction_id, "/reconcile"), headers=owner)
-    assert answer.status_code == 200, answer.json
-    return answer.json["data"]["outcome"]
-
-
-def _settle(client, gym, transaction_id, owner, decision, amount, currency="ILS"):
-    body = {"decision": decision, "amountInCents": amount, "currency": currency}
-    return client.post(_url(gym, transaction_id, "/settle-contradiction"), json=body, headers=owner)
 
 
 def _state(session) -> tuple:
@@ -114,18 +88,18 @@ def test_a_renewal_taken_at_another_amount_is_accepted_and_its_period_granted_on
     card_server,
     headers,  # noqa: F811 (the fixture)
 ):
-    transaction, taken = _contradicted(session, gym, card_server)
+    transaction, taken = contradicted_attempt(session, gym, card_server)
     owner = headers(gym.owner)
-    assert _reconciled(client, gym, transaction.id, owner) == "contradiction"
-    assert _reconciled(client, gym, transaction.id, owner) == "contradiction"  # it never agrees
+    assert reconciled(client, gym, transaction.id, owner) == "contradiction"
+    assert reconciled(client, gym, transaction.id, owner) == "contradiction"  # it never agrees
 
     before = _state(session)
-    stale = _settle(client, gym, transaction.id, owner, "accept", 1)
+    stale = settle(client, gym, transaction.id, owner, "accept", 1)
     assert (stale.status_code, stale.json["code"]) == (409, "billing_evidence_mismatch")
     assert stale.json["providerAmountInCents"] == taken
     assert _state(session) == before
 
-    settled = _settle(client, gym, transaction.id, owner, "accept", taken)
+    settled = settle(client, gym, transaction.id, owner, "accept", taken)
     assert settled.status_code == 200, settled.json
     data = settled.json["data"]
     assert (data["outcome"], data["transaction"]["status"]) == ("accepted", "completed")
@@ -145,10 +119,10 @@ def test_a_renewal_taken_at_another_amount_is_accepted_and_its_period_granted_on
     assert audited.actor_user_id == gym.owner.id
     granted = subscription.current_period_end
 
-    again = _settle(client, gym, transaction.id, owner, "accept", taken)
+    again = settle(client, gym, transaction.id, owner, "accept", taken)
     assert (again.status_code, again.json["data"]["outcome"]) == (200, "already_settled")
     assert again.json["data"]["replayed"] is True
-    other = _settle(client, gym, transaction.id, owner, "refund", taken)
+    other = settle(client, gym, transaction.id, owner, "refund", taken)
     assert (other.status_code, other.json["code"]) == (409, "billing_contradiction_settled")
     session.expire_all()
     assert session.get(Subscription, row.subscription_id).current_period_end == granted
@@ -169,11 +143,11 @@ def test_a_renewal_refunded_in_full_leaves_the_obligation_unpaid_as_a_decline_wo
     card_server,
     headers,  # noqa: F811 (the fixture)
 ):
-    transaction, taken = _contradicted(session, gym, card_server)
+    transaction, taken = contradicted_attempt(session, gym, card_server)
     owner = headers(gym.owner)
-    assert _reconciled(client, gym, transaction.id, owner) == "contradiction"
+    assert reconciled(client, gym, transaction.id, owner) == "contradiction"
 
-    settled = _settle(client, gym, transaction.id, owner, "refund", taken)
+    settled = settle(client, gym, transaction.id, owner, "refund", taken)
     assert settled.status_code == 200, settled.json
     data = settled.json["data"]
     assert data["outcome"] == "refund_stored"
@@ -190,9 +164,9 @@ def test_a_renewal_refunded_in_full_leaves_the_obligation_unpaid_as_a_decline_wo
     assert subscription.retry_at == NOW + timedelta(days=1)
     assert subscription.decline_count == 0  # the card declined nothing
 
-    again = _settle(client, gym, transaction.id, owner, "refund", taken)
+    again = settle(client, gym, transaction.id, owner, "refund", taken)
     assert (again.status_code, again.json["data"]["outcome"]) == (200, "already_settled")
-    other = _settle(client, gym, transaction.id, owner, "accept", taken)
+    other = settle(client, gym, transaction.id, owner, "accept", taken)
     assert (other.status_code, other.json["code"]) == (409, "billing_contradiction_settled")
     assert card_server.requests(REFUND) == 1
     kinds = session.scalars(
@@ -208,13 +182,13 @@ def test_a_debt_charge_taken_at_another_amount_is_accepted_and_the_debt_cleared(
     card_server,
     headers,  # noqa: F811 (the fixture)
 ):
-    transaction, taken = _contradicted(
+    transaction, taken = contradicted_attempt(
         session, gym, card_server, in_debt_since=NOW - timedelta(days=2)
     )
     assert transaction.attempt_kind.value == "debt"
     owner = headers(gym.owner)
-    assert _reconciled(client, gym, transaction.id, owner) == "contradiction"
-    settled = _settle(client, gym, transaction.id, owner, "accept", taken)
+    assert reconciled(client, gym, transaction.id, owner) == "contradiction"
+    settled = settle(client, gym, transaction.id, owner, "accept", taken)
     assert settled.status_code == 200, settled.json
     session.expire_all()
     subscription = session.get(Subscription, transaction.subscription_id)
@@ -231,17 +205,17 @@ def test_a_reopened_attempt_then_contradicted_is_accepted_and_its_hold_lifted(
 ):
     """Closed as never charged, reopened on the provider's approval (collection held), then
     contradicted by the amount the provider reports: the hold stayed for ever."""
-    transaction, taken = _contradicted(session, gym, card_server)
+    transaction, taken = contradicted_attempt(session, gym, card_server)
     transaction.status = TransactionStatus.failed
     transaction.billing_resolution = {"decision": "not_charged"}
     session.commit()
     owner = headers(gym.owner)
-    assert _reconciled(client, gym, transaction.id, owner) == "late_positive_evidence"
-    assert _reconciled(client, gym, transaction.id, owner) == "contradiction"
+    assert reconciled(client, gym, transaction.id, owner) == "late_positive_evidence"
+    assert reconciled(client, gym, transaction.id, owner) == "contradiction"
     session.expire_all()
     assert session.get(Subscription, transaction.subscription_id).collection_paused
 
-    settled = _settle(client, gym, transaction.id, owner, "accept", taken)
+    settled = settle(client, gym, transaction.id, owner, "accept", taken)
     assert settled.status_code == 200, settled.json
     session.expire_all()
     subscription = session.get(Subscription, transaction.subscription_id)
@@ -256,32 +230,32 @@ def test_refusals_change_nothing(
     card_server,
     headers,  # noqa: F811 (the fixture)
 ):
-    transaction, taken = _contradicted(session, gym, card_server)
+    transaction, taken = contradicted_attempt(session, gym, card_server)
     other = bf.make_gym(session)
     connect_card_provider(session, other, since=NOW - timedelta(days=30))
-    theirs, _ = _contradicted(session, other, card_server)
+    theirs, _ = contradicted_attempt(session, other, card_server)
     owner = headers(gym.owner)
-    assert _reconciled(client, gym, transaction.id, owner) == "contradiction"
+    assert reconciled(client, gym, transaction.id, owner) == "contradiction"
     before = _state(session)
     lookups = card_server.requests(LOOKUP_CHARGE)
 
-    foreign = _settle(client, gym, theirs.id, owner, "refund", taken)
+    foreign = settle(client, gym, theirs.id, owner, "refund", taken)
     assert (foreign.status_code, foreign.json["code"]) == (404, "transaction_not_found")
-    wrong = _settle(client, gym, transaction.id, owner, "give-back", taken)
+    wrong = settle(client, gym, transaction.id, owner, "give-back", taken)
     assert (wrong.status_code, wrong.json["code"]) == (400, "invalid_body")
     assert card_server.requests(LOOKUP_CHARGE) == lookups  # refused before asking anyone
-    currency = _settle(client, gym, transaction.id, owner, "refund", taken, "USD")
+    currency = settle(client, gym, transaction.id, owner, "refund", taken, "USD")
     assert (currency.status_code, currency.json["code"]) == (409, "billing_evidence_mismatch")
-    stale = _settle(client, gym, transaction.id, owner, "refund", taken + 1)
+    stale = settle(client, gym, transaction.id, owner, "refund", taken + 1)
     assert (stale.status_code, stale.json["code"]) == (409, "billing_evidence_mismatch")
     card_server.inject(LOOKUP_CHARGE, Fault.error, times=None)
-    unreachable = _settle(client, gym, transaction.id, owner, "refund", taken)
+    unreachable = settle(client, gym, transaction.id, owner, "refund", taken)
     assert (unreachable.status_code, unreachable.json["code"]) == (
         409,
         "billing_provider_unavailable",
     )
     card_server.clear_faults()
-    member = _settle(client, gym, transaction.id, headers(gym.member), "refund", taken)
+    member = settle(client, gym, transaction.id, headers(gym.member), "refund", taken)
     assert member.status_code == 403
     assert _state(session) == before
     assert card_server.requests(REFUND) == 0
@@ -297,12 +271,12 @@ def test_a_crash_before_the_refund_is_sent_leaves_it_stored_for_recovery(
     monkeypatch,
     headers,  # noqa: F811 (the fixture)
 ):
-    transaction, taken = _contradicted(session, gym, card_server)
+    transaction, taken = contradicted_attempt(session, gym, card_server)
     owner = headers(gym.owner)
-    assert _reconciled(client, gym, transaction.id, owner) == "contradiction"
+    assert reconciled(client, gym, transaction.id, owner) == "contradiction"
     dies(monkeypatch, refunds, "execute_refund", after=False)
     with pytest.raises(Crash):
-        _settle(client, gym, transaction.id, owner, "refund", taken)
+        settle(client, gym, transaction.id, owner, "refund", taken)
     monkeypatch.undo()  # the restart
     session.expire_all()
     row = session.get(PaymentTransaction, transaction.id)
@@ -320,7 +294,7 @@ def test_a_crash_before_the_refund_is_sent_leaves_it_stored_for_recovery(
     session.expire_all()
     assert session.get(PaymentTransaction, transaction.id).status == TransactionStatus.refunded
     assert card_server.requests(REFUND) == 1
-    replay = _settle(client, gym, transaction.id, owner, "refund", taken)
+    replay = settle(client, gym, transaction.id, owner, "refund", taken)
     assert replay.json["data"]["outcome"] == "already_settled"
     assert card_server.requests(REFUND) == 1
 
@@ -328,15 +302,8 @@ def test_a_crash_before_the_refund_is_sent_leaves_it_stored_for_recovery(
 def test_the_cli_refunds_a_contradicted_renewal_and_its_dry_run_keeps_nothing(
     committed_database, card_server, monkeypatch
 ):
-    monkeypatch.setenv("GYMCTL_DATABASE_URL", committed_database)
-    monkeypatch.setenv("GYMCTL_CARD_PROVIDER_URL", card_server.url)
-    monkeypatch.setenv("GYMCTL_BILLING_ENCRYPTION_KEY", TEST_KEY)
-    factory = sessionmaker(bind=get_engine(committed_database), expire_on_commit=False)
-    with factory() as session:
-        gym = bf.make_gym(session)
-        connect_card_provider(session, gym, since=NOW - timedelta(days=30))
-        session.commit()
-        transaction, taken = _contradicted(session, gym, card_server)
+    with cli_gym(committed_database, card_server, monkeypatch) as (factory, session, gym):
+        transaction, taken = contradicted_attempt(session, gym, card_server)
         org, owner = str(gym.organization.id), str(gym.owner.id)
     found = CliRunner().invoke(
         billing_app,
@@ -381,12 +348,12 @@ def test_a_debt_charge_refunded_keeps_the_debt_and_its_day_0(
 ):
     """As a debt retry's decline does (spec B 3: day N counted from debt_since)."""
     since = NOW - timedelta(days=2)
-    transaction, taken = _contradicted(session, gym, card_server, in_debt_since=since)
+    transaction, taken = contradicted_attempt(session, gym, card_server, in_debt_since=since)
     session.expire_all()
     owed = session.get(Subscription, transaction.subscription_id).debt_amount_in_cents
     owner = headers(gym.owner)
-    assert _reconciled(client, gym, transaction.id, owner) == "contradiction"
-    settled = _settle(client, gym, transaction.id, owner, "refund", taken)
+    assert reconciled(client, gym, transaction.id, owner) == "contradiction"
+    settled = settle(client, gym, transaction.id, owner, "refund", taken)
     assert settled.status_code == 200, settled.json
     assert settled.json["data"]["refund"]["status"] == "refunded"
     session.expire_all()

@@ -9,17 +9,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import timedelta
 
 import pytest
 from sqlalchemy import func, select
-from sqlalchemy.orm import sessionmaker
 from typer.testing import CliRunner
 
-from gymctl.billing.desk import DeskChargeRequest
 from gymctl.cli.billing import app as billing_app
-from gymctl.db import get_engine
-from gymctl.errors import DomainError
 from gymctl.models import AuditLog, Checkout, OutboxEvent, PaymentTransaction, Subscription
 from gymctl.models.billing import (
     CheckoutStatus,
@@ -29,39 +24,20 @@ from gymctl.models.billing import (
 )
 from gymctl.models.organizations import Role
 from gymctl.providers.card_http import CHARGE, REFUND
-from tests.access.conftest import gym as access_gym  # noqa: F401 (fixture)
 from tests.billing import factories as bf
-from tests.billing.cards import APPROVE, connect_card_provider
-from tests.billing.factories import TEST_KEY
-from tests.billing.fake_card_provider import Fault
 from tests.billing.test_checkout_webhooks import app, create_plan, purchase, webhook  # noqa: F401
-from tests.billing_ops.helpers import audit_rows, card_of, charge_at_desk
+from tests.billing_ops.contradictions import (
+    LATER,
+    cli_gym,
+    desk_contradiction,
+    org_url,
+    page_contradiction,
+    transaction_url,
+)
+from tests.billing_ops.helpers import audit_rows
 from tests.billing_ops.test_routes import headers  # noqa: F401 (fixture)
-from tests.conftest import NOW
 
 pytestmark = pytest.mark.embedded  # the demo gym sells card plans and charges at the desk
-
-LATER = NOW + timedelta(minutes=5)
-
-
-def _desk_contradiction(session, session_factory, gym, card_server, provider, documents):
-    """A desk charge of 45.00 whose answer was lost; the provider's record says 40.00 was asked
-    (the stored request says 45.00): its reconcile finds a contradiction."""
-    card_of(session, gym, card_server)
-    session.commit()
-    card_server.inject(CHARGE, Fault.answer_lost)
-    request = DeskChargeRequest(uuid.uuid4(), gym.member.id, 4500, "ILS", "protein bar")
-    with pytest.raises(DomainError) as pending:
-        charge_at_desk(session_factory, gym, provider, documents, request)
-    transaction = session.get(PaymentTransaction, uuid.UUID(pending.value.details["transactionId"]))
-    transaction.billing_attempt = {**transaction.billing_attempt, "amountInCents": 4000}
-    transaction.amount_in_cents = 4000
-    session.commit()
-    return transaction.id
-
-
-def _url(gym, transaction_id) -> str:
-    return f"/organizations/{gym.organization.id}/payments/billing/transactions/{transaction_id}"
 
 
 def _state(session) -> tuple[int, ...]:
@@ -85,7 +61,7 @@ def test_a_desk_charge_taken_at_another_amount_is_accepted_at_the_providers_amou
     provider,
     documents,
 ):
-    transaction_id = _desk_contradiction(
+    transaction_id = desk_contradiction(
         session, session_factory, gym, card_server, provider, documents
     )
     clock.set(LATER)
@@ -107,7 +83,7 @@ def test_a_desk_charge_taken_at_another_amount_is_accepted_at_the_providers_amou
 
     before = _state(session)
     stale = client.post(
-        f"{_url(gym, transaction_id)}/settle-contradiction",
+        f"{transaction_url(gym, transaction_id)}/settle-contradiction",
         json={"decision": "accept", "amountInCents": 4000, "currency": "ILS"},
         headers=owner,
     )
@@ -116,7 +92,7 @@ def test_a_desk_charge_taken_at_another_amount_is_accepted_at_the_providers_amou
     assert _state(session) == before
 
     settled = client.post(
-        f"{_url(gym, transaction_id)}/settle-contradiction",
+        f"{transaction_url(gym, transaction_id)}/settle-contradiction",
         json={"decision": "accept", "amountInCents": 4500, "currency": "ILS"},
         headers=owner,
     )
@@ -134,13 +110,13 @@ def test_a_desk_charge_taken_at_another_amount_is_accepted_at_the_providers_amou
     assert audited.actor_user_id == gym.owner.id
 
     again = client.post(
-        f"{_url(gym, transaction_id)}/settle-contradiction",
+        f"{transaction_url(gym, transaction_id)}/settle-contradiction",
         json={"decision": "accept", "amountInCents": 4500, "currency": "ILS"},
         headers=owner,
     )
     assert (again.status_code, again.json["data"]["outcome"]) == (200, "already_settled")
     other = client.post(
-        f"{_url(gym, transaction_id)}/settle-contradiction",
+        f"{transaction_url(gym, transaction_id)}/settle-contradiction",
         json={"decision": "refund", "amountInCents": 4500, "currency": "ILS"},
         headers=owner,
     )
@@ -155,42 +131,15 @@ def test_a_desk_charge_taken_at_another_amount_is_accepted_at_the_providers_amou
     assert card_server.requests(CHARGE) == 1  # asked again, never charged again
 
 
-def _page_contradiction(client, org, card_server, session):
-    """A member's page paid 250.00 where the checkout asked 300.00 (issue 19's contradiction)."""
-    plan = create_plan(client, org)  # 250.00 ILS
-    bought = purchase(client, org, plan).json["data"]
-    row = session.get(Checkout, uuid.UUID(bought["checkout"]["id"]))
-    row.amount_in_cents = 30000
-    session.commit()
-    card_server.complete_page(bought["checkout"]["pageId"], APPROVE)
-    assert webhook(client, org, bought["checkout"]["pageId"]).json["outcome"] == (
-        "billing_contradiction"
-    )
-    session.expire_all()
-    [taken] = session.scalars(select(PaymentTransaction)).all()
-    return bought, taken.id
-
-
-def _org_url(org, transaction_id) -> str:
-    return f"/organizations/{org.id}/payments/billing/transactions/{transaction_id}"
-
-
-@pytest.fixture
-def org(access_gym, client, card_server):  # noqa: F811
-    from tests.billing.test_checkout_webhooks import org as make_org
-
-    return make_org.__wrapped__(access_gym, client, card_server)
-
-
 def test_a_page_taken_at_another_amount_is_refunded_in_full_once(
     client,
     org,
     card_server,
     session,
 ):
-    bought, transaction_id = _page_contradiction(client, org, card_server, session)
+    bought, transaction_id = page_contradiction(client, org, card_server, session)
     owner = org[Role.owner].headers
-    reconciled = client.post(f"{_org_url(org, transaction_id)}/reconcile", headers=owner)
+    reconciled = client.post(f"{org_url(org, transaction_id)}/reconcile", headers=owner)
     assert (reconciled.status_code, reconciled.json["code"]) == (
         409,
         "billing_attempt_not_protected",
@@ -198,7 +147,7 @@ def test_a_page_taken_at_another_amount_is_refunded_in_full_once(
 
     body = {"decision": "refund", "amountInCents": 25000, "currency": "ILS"}
     settled = client.post(
-        f"{_org_url(org, transaction_id)}/settle-contradiction", json=body, headers=owner
+        f"{org_url(org, transaction_id)}/settle-contradiction", json=body, headers=owner
     )
     assert settled.status_code == 200, settled.json
     data = settled.json["data"]
@@ -214,7 +163,7 @@ def test_a_page_taken_at_another_amount_is_refunded_in_full_once(
     assert subscription.status == SubscriptionStatus.cancelled
 
     again = client.post(
-        f"{_org_url(org, transaction_id)}/settle-contradiction", json=body, headers=owner
+        f"{org_url(org, transaction_id)}/settle-contradiction", json=body, headers=owner
     )
     assert (again.status_code, again.json["data"]["outcome"]) == (200, "already_settled")
     assert card_server.requests(REFUND) == 1
@@ -230,9 +179,9 @@ def test_a_page_taken_at_another_amount_is_accepted_and_its_plan_paid(
     card_server,
     session,
 ):
-    bought, transaction_id = _page_contradiction(client, org, card_server, session)
+    bought, transaction_id = page_contradiction(client, org, card_server, session)
     settled = client.post(
-        f"{_org_url(org, transaction_id)}/settle-contradiction",
+        f"{org_url(org, transaction_id)}/settle-contradiction",
         json={"decision": "accept", "amountInCents": 25000, "currency": "ILS"},
         headers=org[Role.admin].headers,
     )
@@ -268,10 +217,10 @@ def test_hostile_bodies_are_400_and_change_nothing(
     session,
     body,
 ):
-    _, transaction_id = _page_contradiction(client, org, card_server, session)
+    _, transaction_id = page_contradiction(client, org, card_server, session)
     before = _state(session)
     answer = client.post(
-        f"{_org_url(org, transaction_id)}/settle-contradiction",
+        f"{org_url(org, transaction_id)}/settle-contradiction",
         json=body,
         headers=org[Role.owner].headers,
     )
@@ -293,15 +242,21 @@ def test_a_payment_without_a_contradiction_or_of_another_gym_is_refused(
     session.commit()
     body = {"decision": "accept", "amountInCents": 100, "currency": "ILS"}
     plain = client.post(
-        f"{_url(gym, ours.id)}/settle-contradiction", json=body, headers=headers(gym.owner)
+        f"{transaction_url(gym, ours.id)}/settle-contradiction",
+        json=body,
+        headers=headers(gym.owner),
     )
     assert (plain.status_code, plain.json["code"]) == (409, "billing_no_contradiction")
     foreign = client.post(
-        f"{_url(gym, theirs.id)}/settle-contradiction", json=body, headers=headers(gym.owner)
+        f"{transaction_url(gym, theirs.id)}/settle-contradiction",
+        json=body,
+        headers=headers(gym.owner),
     )
     assert (foreign.status_code, foreign.json["code"]) == (404, "transaction_not_found")
     member = client.post(
-        f"{_url(gym, ours.id)}/settle-contradiction", json=body, headers=headers(gym.member)
+        f"{transaction_url(gym, ours.id)}/settle-contradiction",
+        json=body,
+        headers=headers(gym.member),
     )
     assert member.status_code == 403
 
@@ -309,15 +264,8 @@ def test_a_payment_without_a_contradiction_or_of_another_gym_is_refused(
 def test_the_cli_settles_a_desk_contradiction_and_its_dry_run_keeps_nothing(
     committed_database, card_server, monkeypatch, documents, caplog
 ):
-    monkeypatch.setenv("GYMCTL_DATABASE_URL", committed_database)
-    monkeypatch.setenv("GYMCTL_CARD_PROVIDER_URL", card_server.url)
-    monkeypatch.setenv("GYMCTL_BILLING_ENCRYPTION_KEY", TEST_KEY)
-    factory = sessionmaker(bind=get_engine(committed_database), expire_on_commit=False)
-    with factory() as session:
-        gym = bf.make_gym(session)
-        connect_card_provider(session, gym, since=NOW - timedelta(days=30))
-        session.commit()
-        transaction_id = _desk_contradiction(
+    with cli_gym(committed_database, card_server, monkeypatch) as (factory, session, gym):
+        transaction_id = desk_contradiction(
             session, factory, gym, card_server, card_server.provider(), documents
         )
         org, owner = str(gym.organization.id), str(gym.owner.id)

@@ -9,22 +9,20 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from sqlalchemy.orm import sessionmaker
 from typer.testing import CliRunner
 
 from gymctl.billing.desk import DeskChargeRequest
 from gymctl.billing.desk_resolution import recover_desk_charges
 from gymctl.cli.billing import app as billing_app
-from gymctl.db import get_engine
 from gymctl.errors import DomainError
 from gymctl.models import PaymentTransaction
 from gymctl.models.billing import TransactionStatus
 from gymctl.providers.card_http import CHARGE, LOOKUP_CHARGE
 from tests.billing import factories as bf
-from tests.billing.cards import connect_card_provider
-from tests.billing.factories import TEST_CIPHER, TEST_KEY
+from tests.billing.factories import TEST_CIPHER
 from tests.billing.fake_card_provider import Fault
 from tests.billing.test_checkout_webhooks import app  # noqa: F401 (fixture)
+from tests.billing_ops.contradictions import cli_gym
 from tests.billing_ops.helpers import audit_rows, card_of, charge_at_desk
 from tests.billing_ops.test_routes import headers  # noqa: F401 (fixture)
 from tests.conftest import NOW
@@ -120,14 +118,7 @@ def test_recovery_resolves_a_pending_desk_charge_past_the_grace(
 def test_the_cli_shows_and_reconciles_a_pending_desk_charge(
     committed_pg, card_server, monkeypatch, documents
 ):
-    monkeypatch.setenv("GYMCTL_DATABASE_URL", committed_pg)
-    monkeypatch.setenv("GYMCTL_CARD_PROVIDER_URL", card_server.url)
-    monkeypatch.setenv("GYMCTL_BILLING_ENCRYPTION_KEY", TEST_KEY)
-    factory = sessionmaker(bind=get_engine(committed_pg), expire_on_commit=False)
-    with factory() as session:
-        gym = bf.make_gym(session)
-        connect_card_provider(session, gym, since=NOW - timedelta(days=30))
-        session.commit()
+    with cli_gym(committed_pg, card_server, monkeypatch) as (factory, session, gym):
         transaction_id = _lost_charge(
             session, factory, gym, card_server, card_server.provider(), documents
         )

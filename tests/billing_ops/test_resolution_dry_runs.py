@@ -10,35 +10,21 @@ import uuid
 from datetime import timedelta
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import sessionmaker
 from typer.testing import CliRunner
 
 from gymctl.cli.billing import app as billing_app
-from gymctl.db import get_engine
 from gymctl.errors import DomainError
 from gymctl.models import AuditLog, OutboxEvent, PaymentTransaction, Task
 from gymctl.models.billing import TransactionStatus
-from tests.billing import factories as bf
-from tests.billing.cards import connect_card_provider
-from tests.billing.factories import TEST_KEY
-from tests.billing_ops.helpers import card_subscription, sent_attempt
+from tests.billing_ops.contradictions import cli_gym, contradicted_attempt
 from tests.conftest import NOW
 
 
 def _world(url, card_server, monkeypatch):
     """A renewal the provider charged for another amount than the one stored: its reconcile,
     or the owner's confirm-no-debit, finds a contradiction (the alert billing_contradiction)."""
-    monkeypatch.setenv("GYMCTL_DATABASE_URL", url)
-    monkeypatch.setenv("GYMCTL_CARD_PROVIDER_URL", card_server.url)
-    monkeypatch.setenv("GYMCTL_BILLING_ENCRYPTION_KEY", TEST_KEY)
-    factory = sessionmaker(bind=get_engine(url), expire_on_commit=False)
-    with factory() as session:
-        gym = bf.make_gym(session)
-        connect_card_provider(session, gym, since=NOW - timedelta(days=30))
-        attempt = sent_attempt(session, card_subscription(session, gym, card_server), card_server)
-        attempt.billing_attempt = {**attempt.billing_attempt, "amountInCents": 1}
-        attempt.amount_in_cents = 1
-        session.commit()
+    with cli_gym(url, card_server, monkeypatch) as (factory, session, gym):
+        attempt, _ = contradicted_attempt(session, gym, card_server)
     return factory, gym, attempt
 
 

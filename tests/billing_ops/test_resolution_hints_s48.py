@@ -13,39 +13,29 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
-from sqlalchemy.orm import sessionmaker
 from typer.testing import CliRunner
 
 from gymctl.cli.billing import app as billing_app
-from gymctl.db import get_engine
 from gymctl.models import PaymentTransaction, Task
 from gymctl.models.billing import TransactionStatus
 from gymctl.models.organizations import Role
-from tests.access.conftest import gym as access_gym  # noqa: F401 (fixture)
-from tests.billing import factories as bf
-from tests.billing.cards import connect_card_provider
-from tests.billing.factories import TEST_KEY
 from tests.billing.test_checkout_webhooks import app  # noqa: F401 (fixture: the fake provider)
-from tests.billing_ops.helpers import audit_rows, card_subscription, sent_attempt
-from tests.billing_ops.test_attempt_contradictions_door import (
-    _contradicted,
-    _reconciled,
-    _settle,
-    _url,
-)
-from tests.billing_ops.test_contradictions_door import (
+from tests.billing_ops.contradictions import (
     LATER,
-    _desk_contradiction,
-    _org_url,
-    _page_contradiction,
-    org,  # noqa: F401 (fixture)
+    cli_gym,
+    contradicted_attempt,
+    desk_contradiction,
+    org_url,
+    page_contradiction,
+    reconciled,
+    settle,
+    transaction_url,
 )
+from tests.billing_ops.helpers import audit_rows, card_subscription, sent_attempt
 from tests.billing_ops.test_routes import headers  # noqa: F401 (fixture)
-from tests.conftest import NOW
 
 pytestmark = pytest.mark.embedded  # as the resolution and contradiction doors' own tests
 
@@ -84,7 +74,7 @@ def test_the_late_evidence_follow_up_is_done_when_reconcile_settles_the_attempt(
     transaction = sent_attempt(session, subscription, card_server)
     _closed_as_not_charged(session, transaction)
     owner = headers(gym.owner)
-    assert _reconciled(client, gym, transaction.id, owner) == "late_positive_evidence"
+    assert reconciled(client, gym, transaction.id, owner) == "late_positive_evidence"
     task = _follow_up(session, transaction)
     assert (task.status, task.priority, task.data["reason"]) == (
         "open",
@@ -92,7 +82,7 @@ def test_the_late_evidence_follow_up_is_done_when_reconcile_settles_the_attempt(
         "late_positive_evidence",
     )
 
-    assert _reconciled(client, gym, transaction.id, owner) == "charged"
+    assert reconciled(client, gym, transaction.id, owner) == "charged"
 
     task = _follow_up(session, transaction)
     assert task.status == "done"
@@ -101,7 +91,7 @@ def test_the_late_evidence_follow_up_is_done_when_reconcile_settles_the_attempt(
     assert (done.target_type, done.target_id) == ("task", str(task.id))
     assert done.data["subjectId"] == str(transaction.id)
     # A second reconcile finds it resolved and touches the task no more.
-    assert _reconciled(client, gym, transaction.id, owner) == "already_resolved"
+    assert reconciled(client, gym, transaction.id, owner) == "already_resolved"
     assert len(audit_rows(session, "task.done")) == 1
 
 
@@ -112,14 +102,14 @@ def test_the_late_evidence_follow_up_is_done_when_the_contradiction_door_settles
     card_server,
     headers,  # noqa: F811 (the fixture)
 ):
-    transaction, taken = _contradicted(session, gym, card_server)
+    transaction, taken = contradicted_attempt(session, gym, card_server)
     _closed_as_not_charged(session, transaction)
     owner = headers(gym.owner)
-    assert _reconciled(client, gym, transaction.id, owner) == "late_positive_evidence"
-    assert _reconciled(client, gym, transaction.id, owner) == "contradiction"
+    assert reconciled(client, gym, transaction.id, owner) == "late_positive_evidence"
+    assert reconciled(client, gym, transaction.id, owner) == "contradiction"
     assert _follow_up(session, transaction).status == "open"  # still to be looked at
 
-    settled = _settle(client, gym, transaction.id, owner, "refund", taken)
+    settled = settle(client, gym, transaction.id, owner, "refund", taken)
     assert settled.status_code == 200, settled.json
 
     task = _follow_up(session, transaction)
@@ -138,11 +128,11 @@ def test_a_contradicted_attempt_is_shown_with_the_settle_contradiction_hint(
     card_server,
     headers,  # noqa: F811 (the fixture)
 ):
-    transaction, taken = _contradicted(session, gym, card_server)
+    transaction, taken = contradicted_attempt(session, gym, card_server)
     owner = headers(gym.owner)
-    assert _reconciled(client, gym, transaction.id, owner) == "contradiction"
+    assert reconciled(client, gym, transaction.id, owner) == "contradiction"
 
-    shown = client.get(_url(gym, transaction.id), headers=owner)
+    shown = client.get(transaction_url(gym, transaction.id), headers=owner)
     assert shown.status_code == 200, shown.json
     data = shown.json["data"]
     assert data["state"] == "contradiction"
@@ -153,8 +143,8 @@ def test_a_contradicted_attempt_is_shown_with_the_settle_contradiction_hint(
         "settleContradiction": True,
     }
 
-    assert _settle(client, gym, transaction.id, owner, "accept", taken).status_code == 200
-    after = client.get(_url(gym, transaction.id), headers=owner).json["data"]
+    assert settle(client, gym, transaction.id, owner, "accept", taken).status_code == 200
+    after = client.get(transaction_url(gym, transaction.id), headers=owner).json["data"]
     assert after["state"] == "settled"
     assert after["actions"]["settleContradiction"] is False
 
@@ -169,7 +159,7 @@ def test_an_unresolved_attempt_offers_no_settle_contradiction(
     subscription = card_subscription(session, gym, card_server)
     transaction = sent_attempt(session, subscription, card_server)
     session.commit()
-    shown = client.get(_url(gym, transaction.id), headers=headers(gym.owner))
+    shown = client.get(transaction_url(gym, transaction.id), headers=headers(gym.owner))
     assert shown.status_code == 200, shown.json
     assert shown.json["data"]["state"] == "unresolved"
     assert shown.json["data"]["actions"]["settleContradiction"] is False
@@ -177,14 +167,14 @@ def test_an_unresolved_attempt_offers_no_settle_contradiction(
 
 def test_a_pages_contradiction_is_shown_with_its_state_and_hint(
     client,
-    org,  # noqa: F811 (the fixture)
+    org,
     card_server,
     session,
 ):
-    bought, transaction_id = _page_contradiction(client, org, card_server, session)
+    bought, transaction_id = page_contradiction(client, org, card_server, session)
     owner = org[Role.owner].headers
 
-    shown = client.get(_org_url(org, transaction_id), headers=owner)
+    shown = client.get(org_url(org, transaction_id), headers=owner)
     assert shown.status_code == 200, shown.json
     data = shown.json["data"]
     assert data["state"] == "contradiction"
@@ -200,10 +190,10 @@ def test_a_pages_contradiction_is_shown_with_its_state_and_hint(
 
     body = {"decision": "refund", "amountInCents": 25000, "currency": "ILS"}
     settled = client.post(
-        f"{_org_url(org, transaction_id)}/settle-contradiction", json=body, headers=owner
+        f"{org_url(org, transaction_id)}/settle-contradiction", json=body, headers=owner
     )
     assert settled.status_code == 200, settled.json
-    after = client.get(_org_url(org, transaction_id), headers=owner).json["data"]
+    after = client.get(org_url(org, transaction_id), headers=owner).json["data"]
     assert (after["state"], after["actions"]["settleContradiction"]) == ("settled", False)
     assert after["resolution"]["decision"] == "contradiction_settled"
 
@@ -219,7 +209,7 @@ def test_a_desk_charges_contradiction_is_shown_with_its_state_and_hint(
     provider,
     documents,
 ):
-    transaction_id = _desk_contradiction(
+    transaction_id = desk_contradiction(
         session, session_factory, gym, card_server, provider, documents
     )
     clock.set(LATER)
@@ -230,7 +220,7 @@ def test_a_desk_charges_contradiction_is_shown_with_its_state_and_hint(
     )
     assert reconciled.json["data"]["outcome"] == "contradiction", reconciled.json
 
-    shown = client.get(_url(gym, transaction_id), headers=owner)
+    shown = client.get(transaction_url(gym, transaction_id), headers=owner)
     assert shown.status_code == 200, shown.json
     data = shown.json["data"]
     assert data["state"] == "contradiction"
@@ -253,22 +243,15 @@ def test_a_desk_charge_without_a_contradiction_is_still_not_protected(
     transaction.subscription_id = None
     transaction.metadata_ = {**(transaction.metadata_ or {}), "source": "desk_charge"}
     session.commit()
-    shown = client.get(_url(gym, transaction.id), headers=headers(gym.owner))
+    shown = client.get(transaction_url(gym, transaction.id), headers=headers(gym.owner))
     assert (shown.status_code, shown.json["code"]) == (409, "billing_attempt_not_protected")
 
 
 def test_the_cli_shows_a_contradicted_attempt_with_the_settle_contradiction_hint(
     committed_database, card_server, monkeypatch
 ):
-    monkeypatch.setenv("GYMCTL_DATABASE_URL", committed_database)
-    monkeypatch.setenv("GYMCTL_CARD_PROVIDER_URL", card_server.url)
-    monkeypatch.setenv("GYMCTL_BILLING_ENCRYPTION_KEY", TEST_KEY)
-    factory = sessionmaker(bind=get_engine(committed_database), expire_on_commit=False)
-    with factory() as session:
-        gym = bf.make_gym(session)
-        connect_card_provider(session, gym, since=NOW - timedelta(days=30))
-        session.commit()
-        transaction, _ = _contradicted(session, gym, card_server)
+    with cli_gym(committed_database, card_server, monkeypatch) as (factory, session, gym):
+        transaction, _ = contradicted_attempt(session, gym, card_server)
         org, owner = str(gym.organization.id), str(gym.owner.id)
     found = CliRunner().invoke(
         billing_app,
