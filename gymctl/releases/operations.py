@@ -13,7 +13,8 @@ operation was dispatched with does the API answer, once (the nonce is single use
 Before an internal upload is submitted to the store, the executor asks again: the owner's
 internal-upload approval is rechecked at that instant (it lapses after 24 hours). A candidate a
 publish, config or intake revision superseded after the dispatch is neither built (the claim of a
-build or upload job) nor uploaded (the submit): `release_candidate_stale`.
+build or upload job) nor uploaded (the submit): `release_candidate_stale`. A nonce not yet
+claimed when the operator dispatched the platform again claims nothing (`ci_nonce_invalid`).
 """
 
 from __future__ import annotations
@@ -149,6 +150,12 @@ def claim(
         raise forbidden(codes.CI_NONCE_INVALID, "the dispatch nonce does not match")
     if operation.nonce_used_at is not None:
         raise conflict(codes.CI_NONCE_USED, "this dispatch nonce was already used")
+    if not _is_newest(session, operation):
+        # A re-dispatch replaces a run that never claimed: a late start of it would build
+        # beside the newer one, whose outcome alone moves the platform's state.
+        raise forbidden(
+            codes.CI_NONCE_INVALID, "a later dispatch of this platform replaced this operation"
+        )
     wrong = ci_access.mismatched(claims, operation.ci)
     if wrong:
         raise forbidden(
@@ -210,9 +217,10 @@ def _with_access(
 
 
 def _is_newest(session: Session, operation: ReleaseOperation) -> bool:
-    """No later dispatch of the candidate's platform overtook `operation`: only then does its
-    submit or outcome say where the platform stands (an operator who dispatched again, or two
-    at once, left an older one in flight; its late outcome is its evidence only)."""
+    """No later dispatch of the candidate's platform overtook `operation`: only then may it
+    still be claimed, and do its submit or outcome say where the platform stands (an operator
+    who dispatched again, or two at once, left an older one in flight; its late outcome is its
+    evidence only)."""
     newer = session.scalar(
         select(ReleaseOperation.id)
         .where(

@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 
 from gymctl.releases import operations
+from tests.access.conftest import snapshot
 from tests.conftest import NOW
 from tests.releases import test_operation_results
 from tests.releases.test_operation_results import _claimed, _evidence, _ios_state, _result
@@ -27,6 +28,31 @@ def _claim(client, ci, operation, nonce):
     )
     assert claimed.status_code == 200, claimed.json
     return {"Authorization": f"Bearer {claimed.json['executorAccess']['token']}"}
+
+
+@pytest.mark.embedded
+def test_an_overtaken_operation_never_claimed_claims_nothing(
+    client, session, settings, gym, candidate, ci, engine
+):
+    older, older_nonce = operations.dispatch(
+        session, settings, gym.id, kind="build", platform="ios", now=NOW
+    )
+    newer, nonce = operations.dispatch(
+        session, settings, gym.id, kind="build", platform="ios", now=NOW + timedelta(minutes=1)
+    )
+    session.commit()
+    before = snapshot(session)
+
+    late = client.post(
+        "/ci/releases/claim",
+        json={"operationId": str(older.id), "dispatchNonce": older_nonce},
+        headers={"Authorization": f"Bearer {ci.token(NOW)}"},
+    )
+
+    assert (late.status_code, late.json["code"]) == (403, "ci_nonce_invalid")
+    assert "executorAccess" not in late.json
+    assert snapshot(session) == before
+    _claim(client, ci, newer, nonce)  # the re-dispatched run gets in
 
 
 @pytest.mark.embedded
