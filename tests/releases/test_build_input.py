@@ -61,7 +61,27 @@ def test_a_stored_object_that_changed_since_publish_is_refused(
     store.delete(data["assets"]["icon"]["key"])
     with pytest.raises(DomainError) as gone:
         build_input(session, store, settings, gym.id)
-    assert gone.value.code in ("brand_asset_stored_invalid", "release_asset_missing")
+    assert (gone.value.code, gone.value.status) == ("release_asset_missing", 409)
+
+
+def test_a_published_asset_that_is_gone_is_missing_not_invalid(
+    client, session, store, branded, gym, platform_admin
+):
+    route = f"/admin/organizations/{gym.id}/releases/build-input"
+    keys = client.get(route, headers=platform_admin.headers).json["brand"]["assets"]
+    store.delete(keys["logo"])
+    before = snapshot(session)
+    gone = client.get(route, headers=platform_admin.headers)
+    assert (gone.status_code, gone.json["code"], gone.json["asset"]) == (
+        409,
+        "release_asset_missing",
+        "logo",
+    )
+    assert snapshot(session) == before
+    # An object still there but no longer a PNG is what the publish recheck calls invalid.
+    store.put(keys["logo"], b"GIF89a", content_type="image/gif")
+    typed = client.get(route, headers=platform_admin.headers)
+    assert (typed.status_code, typed.json["code"]) == (400, "brand_asset_stored_invalid")
 
 
 def test_the_folder_stores_download_urls_are_signed_short_lived_and_never_stored(
