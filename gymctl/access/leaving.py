@@ -15,7 +15,11 @@ its own transaction.
 - Seats in sessions to come are given up as staff would give them up: the waitlist moves up.
   Under the membership's row lock, which a booking holds shared: one in flight is given up
   too, never left behind.
-Each change is mirrored to the bridge and written as the event it always writes; last, the
+- Classes to come that a leaving member of staff coaches are left without a coach, for staff
+  to assign another (a coach is active staff: schedule.check_coach); those that started keep
+  who coached them. Counted in the caller's record, not mirrored (the bridge's schedule.coach
+  names a coach; there is none to name).
+Each plan and seat is mirrored to the bridge and written as the event it always writes; last, the
 member's external user is deactivated there (bridge.mirror.member_retired).
 """
 
@@ -28,7 +32,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, aliased
 
 from gymctl.billing.attempts import end_plan, lock_subscription
-from gymctl.bookings import book
+from gymctl.bookings import book, schedule
 from gymctl.bookings.eligibility import LIVE
 from gymctl.bridge import mirror
 from gymctl.db import is_postgres
@@ -72,7 +76,8 @@ def lock_leaving(session: Session, membership: Membership, *, now: datetime) -> 
 def end_holdings(
     session: Session, membership: Membership, *, actor_user_id: uuid.UUID | None, now: datetime
 ) -> dict[str, int]:
-    """End the membership's live plans and give up its seats to come; the counts of each."""
+    """End the membership's live plans, give up its seats to come and, once no longer staff,
+    the classes to come it coaches; the counts of each."""
     # The membership's row lock first (billing's order): a booking in flight holds it shared
     # (bookings.book), so it commits before the seats below are read, and its seat is in them.
     lock_leaving(session, membership, now=now)
@@ -113,8 +118,11 @@ def end_holdings(
             by_staff=True,
             now=now,
         )
+    uncoached = schedule.release_coach(
+        session, membership.organization_id, membership.user_id, now=now
+    )
     # Last, behind the plans and seats it gave up there: the member's external user names no
     # one the gym serves now (deactivated there; made active again if they come back).
     mirror.member_retired(session, membership, now=now)
     session.flush()
-    return {"plansEnded": plans, "seatsGivenUp": len(seats)}
+    return {"plansEnded": plans, "seatsGivenUp": len(seats), "sessionsUncoached": uncoached}

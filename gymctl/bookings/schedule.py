@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
 
 from gymctl import ids
@@ -77,17 +77,43 @@ def live_class_type(session: Session, organization_id: uuid.UUID, class_type_id)
 COACH_ROLES = (Role.owner, Role.admin, Role.coach)
 
 
-def check_coach(session: Session, organization_id: uuid.UUID, user_id: uuid.UUID) -> None:
-    """422 coach_ineligible unless `user_id` holds an active staff membership of the gym."""
+def may_coach(session: Session, organization_id: uuid.UUID, user_id: uuid.UUID) -> bool:
+    """`user_id` holds an active staff membership of the gym."""
     row = session.scalar(
         select(Membership).where(
             Membership.organization_id == organization_id, Membership.user_id == user_id
         )
     )
-    if row is None or row.status != MembershipStatus.active or row.role not in COACH_ROLES:
+    return row is not None and row.status == MembershipStatus.active and row.role in COACH_ROLES
+
+
+def check_coach(session: Session, organization_id: uuid.UUID, user_id: uuid.UUID) -> None:
+    """422 coach_ineligible unless `user_id` may coach in the gym."""
+    if not may_coach(session, organization_id, user_id):
         raise unprocessable(
             codes.COACH_INELIGIBLE, "a class is coached by an active coach, admin or owner"
         )
+
+
+def release_coach(
+    session: Session, organization_id: uuid.UUID, user_id: uuid.UUID, *, now: datetime
+) -> int:
+    """A person no longer on the gym's staff coaches none of its classes to come: those
+    sessions show no coach, for staff to assign another. Classes that started keep who
+    coached them, and cancelled ones who was to. The count of sessions left without a coach."""
+    if may_coach(session, organization_id, user_id):
+        return 0
+    return session.execute(
+        update(ClassSession)
+        .where(
+            ClassSession.organization_id == organization_id,
+            ClassSession.coach_user_id == user_id,
+            ClassSession.cancelled_at.is_(None),
+            ClassSession.starts_at > now,
+        )
+        .values(coach_user_id=None)
+        .execution_options(synchronize_session="fetch")
+    ).rowcount
 
 
 def schedule_session(

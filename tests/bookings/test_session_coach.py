@@ -2,15 +2,16 @@
 holds the sessions and bookings of the programming domain; owner and admin do everything a
 coach does). A plain member, or a membership that is not active (removed, suspended,
 invited), is refused 422 coach_ineligible; another gym's person or an unknown id 404
-member_not_found; nothing is written."""
+member_not_found; nothing is written. A coach who leaves coaches no class to come."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import select
 
-from gymctl.models import MembershipStatus, Role
+from gymctl.models import AuditLog, MembershipStatus, Role
 from tests import factories
 from tests.access import conftest as access
 from tests.access.conftest import snapshot
@@ -32,10 +33,10 @@ def class_type(client, gym):
     return answer.json["data"]
 
 
-def _schedule(client, gym, class_type, coach):
+def _schedule(client, gym, class_type, coach, start=START):
     return client.post(
         f"/organizations/{gym.id}/sessions",
-        json={"classTypeId": class_type["id"], "startsAt": START, "coachUserId": coach},
+        json={"classTypeId": class_type["id"], "startsAt": start, "coachUserId": coach},
         headers=gym[Role.admin].headers,
     )
 
@@ -82,3 +83,27 @@ def test_another_gyms_coach_or_a_bad_id_is_refused(engine, client, session, gym,
         answer = _schedule(client, gym, class_type, bad)
         assert 400 <= answer.status_code < 500, (bad, answer.json)
     assert snapshot(session) == before
+
+
+def test_a_removed_coach_coaches_no_class_to_come(engine, client, session, gym, class_type):
+    """Staff see "no coach" and assign another; a class that took place keeps its coach."""
+    coach, admin = str(gym[Role.coach].user.id), str(gym[Role.admin].user.id)
+    yesterday = (NOW - timedelta(days=1)).isoformat()
+    held = _schedule(client, gym, class_type, coach, start=yesterday).json["data"]["id"]
+    coming = _schedule(client, gym, class_type, coach).json["data"]["id"]
+    others = _schedule(client, gym, class_type, admin).json["data"]["id"]
+
+    removed = client.delete(
+        f"/organizations/{gym.id}/members/{coach}", headers=gym[Role.owner].headers
+    )
+
+    assert removed.status_code == 200, removed.json
+    listed = client.get(
+        f"/organizations/{gym.id}/sessions",
+        query_string={"from": yesterday, "to": (NOW + timedelta(days=2)).isoformat()},
+        headers=gym[Role.admin].headers,
+    )
+    coaches = {row["id"]: row["coachUserId"] for row in listed.json["data"]}
+    assert coaches == {held: coach, coming: None, others: admin}
+    record = session.scalar(select(AuditLog).where(AuditLog.action == "membership.removed"))
+    assert record.data["sessionsUncoached"] == 1
