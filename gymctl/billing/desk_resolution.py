@@ -19,7 +19,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from gymctl.billing import attempts, codes
 from gymctl.billing.accounts import CARD_PROVIDER, terminal_of
 from gymctl.billing.desk import DESK_CHARGE, answer_of, apply_result, transaction_json
-from gymctl.billing.resolution import organization_transaction, original_account
+from gymctl.billing.resolution import (
+    organization_transaction,
+    original_account,
+    original_account_available,
+    settles_contradiction,
+)
 from gymctl.crypto import FieldCipher
 from gymctl.db import release_for_outside_call
 from gymctl.errors import DomainError, conflict, not_found
@@ -50,16 +55,15 @@ def inspect_desk_charge(
 
 def describe(session: Session, transaction: PaymentTransaction, *, now: datetime) -> dict[str, Any]:
     attempt = transaction.billing_attempt or {}
+    account = original_account_available(session, transaction)
     state = answer_of(transaction, replayed=False)["outcome"]
     if state == "pending":
         if _executing(transaction, now):
             state = "executing"
         elif attempt.get("contradiction"):
             state = "contradiction"
-        elif original_account(session, transaction.organization_id, attempt.get("terminal")):
-            state = "unresolved"
         else:
-            state = "original_account_unavailable"
+            state = "unresolved" if account else "original_account_unavailable"
     return {
         "transaction": transaction_json(transaction),
         "attempt": {
@@ -75,7 +79,10 @@ def describe(session: Session, transaction: PaymentTransaction, *, now: datetime
             )
         },
         "state": state,
-        "actions": {"reconcile": state in ("unresolved", "contradiction")},
+        "actions": {
+            "reconcile": state in ("unresolved", "contradiction"),
+            "settleContradiction": settles_contradiction(transaction, state, account=account),
+        },
     }
 
 

@@ -69,6 +69,12 @@ def contradiction_door_takes(transaction: PaymentTransaction) -> bool:
     )
 
 
+def settles_contradiction(transaction: PaymentTransaction, state: str, *, account: bool) -> bool:
+    """The settleContradiction hint, inspect's and the desk charge route's: a contradiction the
+    door takes, on a merchant account still connected (the door asks the provider there)."""
+    return state == "contradiction" and account and contradiction_door_takes(transaction)
+
+
 def holds_contradiction(transaction: PaymentTransaction) -> bool:
     """Holds (or held, settled by the door) a contradiction the door takes."""
     return bool((transaction.billing_attempt or {}).get("contradiction")) and (
@@ -179,9 +185,7 @@ def describe(session: Session, transaction: PaymentTransaction, *, now: datetime
             and state == "unresolved"
             and not attempts.approved_late(transaction),
             "authorizeRetry": protected and state in ("not_charged_paused", "technical_non_charge"),
-            "settleContradiction": state == "contradiction"
-            and account
-            and contradiction_door_takes(transaction),
+            "settleContradiction": settles_contradiction(transaction, state, account=account),
         },
     }
 

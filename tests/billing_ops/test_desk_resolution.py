@@ -58,7 +58,7 @@ def test_an_operator_inspects_and_reconciles_a_pending_desk_charge_by_its_id_ove
     assert seen.status_code == 200, seen.json
     assert (seen.json["data"]["state"], seen.json["data"]["actions"]) == (
         "executing",
-        {"reconcile": False},
+        {"reconcile": False, "settleContradiction": False},
     )
     early = client.post(f"{url}/reconcile", headers=headers(gym.owner))
     assert (early.status_code, early.json["code"]) == (409, "billing_attempt_executing")
