@@ -135,12 +135,13 @@ def lock_subscription(
     embedded default the transaction already holds the database's one write lock (BEGIN
     IMMEDIATE, gymctl.db): there are no row locks to order, so the subscription is only read.
 
-    `may_end_at` (now), for a path that may end the plan (a settlement superseding it): the
-    seats it gives up then lock the members waiting in their classes (shared, after this
-    membership), so those whose ids come first are taken first, shared and in id order, as a
-    removal takes every membership its seats touch (access.leaving.lock_leaving): one id
-    order. Taken after their own, a charge ending A's plan and B's removal, each waiting in a
-    class where the other holds a seat, deadlocked. It waits for them (not with skip_locked)."""
+    `may_end_at` (now), for a path that may end the plan (a settlement superseding it, a
+    matured notice): the seats it gives up then lock the members waiting in their classes
+    (shared, after this membership), so those whose ids come first are taken first, shared
+    and in id order, as a removal takes every membership its seats touch
+    (access.leaving.lock_leaving): one id order. Taken after their own, a charge ending A's
+    plan and B's removal, each waiting in a class where the other holds a seat, deadlocked.
+    It waits for them even with skip_locked: skipped, they would be locked after its own."""
     membership_of, lock_membership, lock = _LOCKS[skip_locked]
     if not is_postgres(session):
         return session.scalar(lock, {"id": subscription_id})

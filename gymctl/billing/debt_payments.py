@@ -46,8 +46,10 @@ def clear_debt_at_desk(
 ) -> dict[str, Any]:
     """Staff take the whole debt in cash (or another manual method): a completed manual payment
     with its document, and the debt columns restored (spec B 3). The period the debt stood for
-    is granted as the collector would, so nothing charges it again."""
-    subscription = locked_subscription(session, organization_id, subscription_id)
+    is granted as the collector would, so nothing charges it again. A plan the member holds
+    again ends instead (superseded), giving up its seats: billing's lock order for a path
+    that may end a plan (`may_end_at`)."""
+    subscription = locked_subscription(session, organization_id, subscription_id, may_end_at=now)
     if not debt.owes(subscription):
         raise conflict(codes.SUBSCRIPTION_NOT_IN_DEBT, "this subscription owes nothing")
     if attempts.unresolved_attempt(session, subscription.id) is not None:

@@ -272,9 +272,14 @@ def lock_billing(
 
 
 def locked_subscription(
-    session: Session, organization_id: uuid.UUID, subscription_id: uuid.UUID
+    session: Session,
+    organization_id: uuid.UUID,
+    subscription_id: uuid.UUID,
+    *,
+    may_end_at: datetime | None = None,
 ) -> Subscription:
-    """A live subscription of the organization (404 otherwise) under the billing lock."""
+    """A live subscription of the organization (404 otherwise) under the billing lock;
+    `may_end_at` as attempts.lock_subscription takes it."""
     belongs = session.scalar(
         select(Subscription.id).where(
             Subscription.id == subscription_id,
@@ -284,7 +289,7 @@ def locked_subscription(
     )
     if belongs is None:
         raise not_found(codes.SUBSCRIPTION_NOT_FOUND, "no such subscription in this organization")
-    return lock_billing(session, organization_id, subscription_id)
+    return lock_billing(session, organization_id, subscription_id, may_end_at=may_end_at)
 
 
 def lock_transaction(

@@ -560,7 +560,10 @@ def _settle_matured(
         if wait and is_postgres(session):
             session.execute(text(f"SET LOCAL lock_timeout = '{WAIT_FOR_ROWS}'"))
         try:
-            subscription = lock_subscription(session, subscription_id, skip_locked=not wait)
+            # It ends the plan and gives up its seats: billing's order for that (`may_end_at`).
+            subscription = lock_subscription(
+                session, subscription_id, skip_locked=not wait, may_end_at=now
+            )
         except OperationalError as error:
             if getattr(error.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE:
                 raise

@@ -1,26 +1,31 @@
-"""A charge ending a member's plan while another member is removed, on PostgreSQL with real
-commits across connections. The charge locks its member's membership exclusively
+"""A debt paid on a plan the member holds again ends that plan (superseded) while another
+member is removed, on PostgreSQL with real commits across connections: through the collector's
+charge (`attempts.apply_outcome`), the member's own payment (`debt_payments.pay_own_debt`) and
+the desk's (`debt_payments.clear_debt_at_desk`). Each locks its member's membership exclusively
 (attempts.lock_subscription), and the plan it ends gives up the seats it alone paid for
 (bookings.book.give_up_uncovered), locking the members waiting in those classes shared after
 it. A removal locks every membership its member's seats touch in one id order first
 (access.leaving.lock_leaving). With each member waiting in a class where the other holds a seat
 and the removed one's id first, each held its own and waited for the other's: "deadlock
-detected". The charge now takes the waiting members whose ids come before its member's before
-its member's own lock: one id order."""
+detected". A path that may end the plan takes the waiting members whose ids come before its
+member's before its member's own lock (`may_end_at`): one id order."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import sessionmaker
 
 from gymctl.access.memberships import remove_member
 from gymctl.billing import attempts
+from gymctl.billing.debt_payments import clear_debt_at_desk, pay_own_debt
 from gymctl.db import get_engine
 from gymctl.models import Booking, BookingStatus, Membership, MembershipStatus, Plan, Subscription
 from gymctl.models.billing import PlanType, SubscriptionStatus
 from gymctl.providers.card import ChargeResult, Outcome
+from gymctl.providers.documents import LocalDocumentProvider
 from tests.billing import factories as bf
 from tests.billing.cards import connect_card_provider
 from tests.billing.factories import TEST_CIPHER, make_billing_settings
@@ -31,10 +36,67 @@ from tests.factories import Gym, make_gym
 from tests.lock_order import class_at, locks, run_together
 
 D = timedelta(days=1)
+LATER = NOW + timedelta(hours=1)
 
 
-def test_a_charge_ending_a_plan_and_a_removal_with_mutual_waits_both_commit(
-    committed_pg, card_server
+def _collector_charges(factory, card_server, gym, in_debt):
+    """The collector's debt attempt, stored before the race; the flow applies its approval."""
+    with factory() as session:
+        began = attempts.begin_attempt(session, in_debt.id, now=LATER, cipher=TEST_CIPHER)
+        assert began.outcome == "started", began
+        session.commit()
+    approved = ChargeResult(
+        outcome=Outcome.approved,
+        unique_id=began.attempt["externalAttemptId"],
+        transaction_id="deal-1",
+        amount_in_cents=began.attempt["amountInCents"],
+        currency=began.attempt["currency"],
+        terminal=began.attempt["terminal"],
+    )
+
+    def charge() -> None:
+        with factory() as worker:
+            applied = attempts.apply_outcome(worker, began.transaction_id, approved, now=LATER)
+            assert applied.outcome == "charged", applied
+            worker.commit()
+
+    return charge
+
+
+def _member_pays(factory, card_server, gym, in_debt):
+    """The member pays the debt with the saved card (the pay-debt door)."""
+
+    def pay() -> None:
+        outcome = pay_own_debt(
+            factory, card_server.provider(timeout=5.0), organization_id=gym.organization.id,
+            subscription_id=in_debt.id, user_id=in_debt.user_id, now=LATER, cipher=TEST_CIPHER,
+        )  # fmt: skip
+        assert outcome == "charged", outcome
+
+    return pay
+
+
+def _desk_clears(factory, card_server, gym, in_debt):
+    """Staff take the debt in cash at the desk (the clear-debt door)."""
+
+    def clear() -> None:
+        with factory() as staff:
+            clear_debt_at_desk(
+                staff, organization_id=gym.organization.id, subscription_id=in_debt.id,
+                actor_user_id=gym.owner.id, now=LATER, documents=LocalDocumentProvider(),
+            )  # fmt: skip
+            staff.commit()
+
+    return clear
+
+
+@pytest.mark.parametrize(
+    "paying",
+    [_collector_charges, _member_pays, _desk_clears],
+    ids=["collector", "member", "desk"],
+)
+def test_a_debt_paid_ending_a_plan_and_a_removal_with_mutual_waits_both_commit(
+    committed_pg, card_server, paying
 ):
     """Member A's debt is paid while A holds the plan again (the debt's plan ends, superseded,
     and A's seat it alone covered is given up); staff remove member B at that moment. A holds a
@@ -66,37 +128,20 @@ def test_a_charge_ending_a_plan_and_a_removal_with_mutual_waits_both_commit(
         held_again.cancel_at_period_end = True
         held_again.cancellation_effective_at = NOW + 10 * D
         session.commit()
-        later = NOW + timedelta(hours=1)
-        began = attempts.begin_attempt(session, in_debt.id, now=later, cipher=TEST_CIPHER)
-        assert began.outcome == "started", began
-        session.commit()
-    approved = ChargeResult(
-        outcome=Outcome.approved,
-        unique_id=began.attempt["externalAttemptId"],
-        transaction_id="deal-1",
-        amount_in_cents=began.attempt["amountInCents"],
-        currency=began.attempt["currency"],
-        terminal=began.attempt["terminal"],
-    )
-
-    def charge() -> None:
-        with factory() as worker:
-            applied = attempts.apply_outcome(worker, began.transaction_id, approved, now=later)
-            assert applied.outcome == "charged", applied
-            worker.commit()
+    pay = paying(factory, card_server, gym, in_debt)
 
     def removal() -> None:
         with factory() as staff:
             remove_member(
                 staff, gym.organization.id, removed.user_id, actor=gym.owner_membership,
-                actor_user_id=gym.owner.id, now=later,
+                actor_user_id=gym.owner.id, now=LATER,
             )  # fmt: skip
             staff.commit()
 
     errors = run_together(
         engine,
         {
-            "charge": (locks("memberships", removed.id), charge),
+            "pay": (locks("memberships", removed.id), pay),
             "removal": (locks("memberships", ending.id), removal),
         },
     )
