@@ -185,10 +185,7 @@ def settle_contradiction(
             now=now,
             documents=documents,
             source="contradiction_refund",
-        )
-        if refund.billing_attempt.get("terminal") != taken["terminal"]:
-            # The provider knows a deal only on the terminal that made it.
-            refund.billing_attempt = {**refund.billing_attempt, "terminal": taken["terminal"]}
+        )  # on the terminal that took it: takenOnTerminal, above (refunds reads it)
         transaction.billing_resolution = {
             **transaction.billing_resolution,
             "refundTransactionId": str(refund.id),

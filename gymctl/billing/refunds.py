@@ -276,9 +276,13 @@ def _refunding_terminal(session: Session, original: PaymentTransaction) -> str:
 
 
 def _terminal_that_took(session: Session, original: PaymentTransaction) -> str | None:
-    """Its attempt's terminal, else its hosted page's (a page payment has no attempt): the
-    provider knows a deal only on the terminal that made it, not on one the gym moved to."""
-    took_it = (original.billing_attempt or {}).get("terminal")
+    """The terminal a settled contradiction found it on (billing.contradictions: the provider
+    reported it on another than asked), else its attempt's, else its hosted page's (a page
+    payment has no attempt): the provider knows a deal only on the terminal that made it, not
+    on one the gym moved to."""
+    took_it = (original.billing_resolution or {}).get("takenOnTerminal") or (
+        original.billing_attempt or {}
+    ).get("terminal")
     checkout_id = (original.metadata_ or {}).get("checkoutId")
     if took_it is None and checkout_id:
         took_it = session.scalar(

@@ -66,6 +66,7 @@ class FakeCardProvider:
         self._scripts: dict[str, list[_Script]] = {endpoint: [] for endpoint in ENDPOINTS}
         self._requests: Counter[str] = Counter()
         self._received: dict[str, list[Any]] = {endpoint: [] for endpoint in ENDPOINTS}
+        self._lookups_from: dict[str, str] = {}  # asked terminal -> the one that answers
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._clients: list[HttpCardProvider] = []
@@ -92,6 +93,13 @@ class FakeCardProvider:
         script = _Script(fault, times, default if seconds is None else seconds, status)
         with self._lock:
             self._scripts[endpoint].append(script)
+
+    def answer_lookups_from(self, asked: str, terminal: str) -> None:
+        """A charge lookup asked on terminal `asked` is answered with what `terminal` holds, its
+        deal reported on `terminal`: a provider that finds a charge on another terminal of the
+        merchant than the one asked."""
+        with self._lock:
+            self._lookups_from[asked] = terminal
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -156,12 +164,25 @@ class FakeCardProvider:
                     scripts.pop(0)
             return script
 
+    def _answered_on(self, endpoint: str, raw: bytes) -> bytes:
+        """The request as the simulator answers it: a lookup on the terminal that answers."""
+        if endpoint != LOOKUP_CHARGE:
+            return raw
+        body = json.loads(raw)
+        with self._lock:
+            terminal = self._lookups_from.get(str(body.get("TerminalNumber")))
+        return (
+            raw if terminal is None else json.dumps({**body, "TerminalNumber": terminal}).encode()
+        )
+
 
 def _handler(fake: FakeCardProvider) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            script = fake._take(urlsplit(self.path).path.removeprefix(API_PREFIX), raw)
+            endpoint = urlsplit(self.path).path.removeprefix(API_PREFIX)
+            script = fake._take(endpoint, raw)
+            raw = fake._answered_on(endpoint, raw)
             fault = script.fault if script else None
             if script is not None and fault in (Fault.delay, Fault.hang):
                 fake._closing.wait(script.seconds)
