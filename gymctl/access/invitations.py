@@ -15,12 +15,14 @@ gym registered a login's address) is stored with the registration and emailed by
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import unicodedata
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 from urllib.parse import urlencode
 
@@ -46,7 +48,7 @@ from gymctl.errors import (
     unprocessable,
 )
 from gymctl.events import EventKind, emit
-from gymctl.identity.users import find_or_create, is_same_address
+from gymctl.identity.users import address_keys, find_or_create, is_same_address
 from gymctl.models import (
     Invitation,
     InvitationStatus,
@@ -66,11 +68,14 @@ DEFAULT_FRONTEND = "http://localhost:3000"
 FIRST_VERSION = 1  # of an invitation's token; a resend bumps it
 LINK_REQUEST_BATCH = 200  # link requests a sweep sends
 LINK_REQUEST_RETRY = timedelta(minutes=5)  # after a try the mail server refused
-# Resends of one invitation (decisions s48): staff resent without any limit, so a script could
-# mail an address as often as it liked. A person who lost the email needs one or two.
+# Resends (decisions s48): staff resent without any limit, so a script could mail an address as
+# often as it liked. A person who lost the email needs one or two. The budget is the address's in
+# the gym, an invitation's own email included (`_count_email`): revoking and inviting again
+# neither refills it nor mails past it.
 RESENDS_PER_HOUR = 3
 RESENDS_PER_DAY = 10
 DAY = timedelta(days=1)
+EMAIL_WINDOWS = ((timedelta(hours=1), RESENDS_PER_HOUR + 1), (DAY, RESENDS_PER_DAY + 1))
 
 
 @dataclass(frozen=True)
@@ -213,6 +218,9 @@ def create_invitation(
     org_id = organization.id if organization else None
     joined = transaction_wrote(session)  # the invitation joins the caller's unit of work
     check_new(session, organization_id=org_id, actor=actor, email=email, role=role)
+    _count_email(session, org_id, email, now=now)
+    if not joined:
+        session.commit()  # the count stands whatever follows (and holds no lock meanwhile)
     asked = ask_provider(session, outreach, email, now=now)
     session.flush()  # a caller's pending writes are kept through the expiry below
     session.expire_all()  # read again, as they are now (PostgreSQL kept the first reads)
@@ -272,14 +280,24 @@ def check_new(
         raise conflict(codes.INVITATION_PENDING, "a pending invitation exists; resend it")
 
 
+def find_account(session: Session, outreach: Outreach, email: str) -> Account | None:
+    """The provider's account holding `email` by the one address rule (`address_keys` on
+    `session`), asked with no write lock held (decisions s41): on the embedded default the
+    read transaction ends before the call and again after the fold (a slot the next call
+    takes would otherwise be taken in it, holding the lock through that call)."""
+    release_for_outside_call(session)
+    account = outreach.identity_admin.find_account(email, partial(address_keys, session))
+    release_for_outside_call(session)
+    return account
+
+
 def ask_provider(session: Session, outreach: Outreach, email: str, *, now: datetime) -> Asked:
     """The identity provider, asked with no write lock held: the caller's transaction, which
     only read, ends first (db.release_for_outside_call; its rows expire). An address without
     an account gets the provider's invitation now, under the id its row will have; one whose
     row is then refused or never stored is an invitation no one is sent to (the provider
     mails nothing: notify is off), its redirect naming no stored invitation."""
-    release_for_outside_call(session)
-    account = outreach.identity_admin.find_account(email)
+    account = find_account(session, outreach, email)
     invitation_id = ids.new_id()
     expires_at = now + timedelta(days=outreach.settings.invitation_ttl_days)
     provider_invitation_id = None
@@ -692,7 +710,7 @@ def resend_invitation(
     require_invitation_handling(actor.role, invitation.role)
     invitation = _locked(session, invitation_id)  # two resends at once bump one after the other
     _require_pending(invitation)
-    _count_resend(session, invitation, now=now)
+    _count_email(session, invitation.organization_id, invitation.email, now=now)
     former = (invitation.token_version, invitation.expires_at)
     invitation.token_version += 1
     invitation.expires_at = now + timedelta(days=outreach.settings.invitation_ttl_days)
@@ -705,13 +723,21 @@ def resend_invitation(
         raise bad_gateway(codes.MAIL_FAILED, str(error)) from None
 
 
-def _count_resend(session: Session, invitation: Invitation, *, now: datetime) -> None:
-    """Count the resend against the invitation's hour and day (the one rate limiter: a refused
-    resend still spends its budget, and the door commits that alone); 429 rate_limited with
-    retryAfter past either, before anything is changed or sent."""
-    for window, limit in ((timedelta(hours=1), RESENDS_PER_HOUR), (DAY, RESENDS_PER_DAY)):
-        key = f"invitations.resend:{invitation.id}:{int(window.total_seconds())}"
-        ratelimit.hit(session, key, limit=limit, window=window, now=now)
+def _count_email(
+    session: Session, organization_id: uuid.UUID | None, email: str, *, now: datetime
+) -> None:
+    """Count an invitation email (a new invitation's or a resend) against the address's hour
+    and day in the gym (the one rate limiter: a refused try still spends its budget, and the
+    door commits that alone); 429 rate_limited with retryAfter past either, before anything is
+    changed or sent. Keyed by the address as every lookup folds it (`address_keys`), hashed to
+    fit the key column: per invitation, a revoke and a new invitation got a fresh budget."""
+    folded = address_keys(session, [email])[email]
+    address = hashlib.sha256(folded.encode()).hexdigest()
+    for window, limit in EMAIL_WINDOWS:
+        key = f"invitations.email:{organization_id or 'owner-grants'}:{address}"
+        ratelimit.hit(
+            session, f"{key}:{int(window.total_seconds())}", limit=limit, window=window, now=now
+        )
 
 
 def _restore(session: Session, invitation_id: uuid.UUID, former: tuple[int, datetime]) -> None:

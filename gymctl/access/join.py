@@ -19,12 +19,18 @@ from sqlalchemy.orm import Session
 
 from gymctl import ids, ratelimit
 from gymctl.access import codes, tickets
-from gymctl.access.invitations import Outreach, frontend, linked_login, normalize_email
+from gymctl.access.invitations import (
+    Outreach,
+    find_account,
+    frontend,
+    linked_login,
+    normalize_email,
+)
 from gymctl.access.memberships import end_sales_grant
 from gymctl.bridge import mirror
-from gymctl.db import release_for_outside_call
 from gymctl.errors import conflict, forbidden, not_found, unprocessable
 from gymctl.events import EventKind, emit
+from gymctl.identity.users import address_keys
 from gymctl.models import (
     JoinLink,
     JoinSubmission,
@@ -361,8 +367,7 @@ def request_invite(
 def _has_account(session: Session, outreach: Outreach, email: str) -> bool:
     if linked_login(session, email) is not None:
         return True
-    release_for_outside_call(session)  # the lookup holds no write lock (decisions s41)
-    return outreach.identity_admin.find_account(email) is not None
+    return find_account(session, outreach, email) is not None
 
 
 def join_signed_in(
@@ -485,8 +490,10 @@ def checkout_failed(
         now=now,
         data={"reason": (reason or "")[:200]},
     )
-    # One task per link and address; the address is hashed to fit the subject column.
-    digest = hashlib.sha256((email or "anonymous").lower().encode()).hexdigest()[:32]
+    # One task per link and address, folded as every lookup folds it (by str.lower() 'İpek@'
+    # and 'ipek@', one address to PostgreSQL, filed two); hashed to fit the subject column.
+    folded = address_keys(session, [email])[email] if email else "anonymous"
+    digest = hashlib.sha256(folded.encode()).hexdigest()[:32]
     subject = f"{link.id}:{digest}"
     return file_task(
         session,

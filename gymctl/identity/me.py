@@ -25,6 +25,7 @@ from gymctl.models import (
     Organization,
     User,
 )
+from gymctl.models.identity import same_address
 from gymctl.providers.identity_admin import IdentityAdmin
 
 
@@ -74,7 +75,7 @@ _ME = (
         # Spec A 5.3: is there a profile a gym created under this address, not yet linked?
         exists()
         .where(
-            func.lower(_PROFILE.email) == func.lower(bindparam("email")),
+            same_address(_PROFILE.email, bindparam("email")),
             _PROFILE.identity_id.is_(None),
             _PROFILE.deleted_at.is_(None),
             ~awaiting_consent(_PROFILE.id),

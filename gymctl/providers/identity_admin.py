@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
@@ -25,7 +25,7 @@ from gymctl import clock as default_clock
 from gymctl import ratelimit
 from gymctl.clock import Clock
 from gymctl.config import ConfigError
-from gymctl.db import READ_ONLY
+from gymctl.db import READ_ONLY, storable_text
 from gymctl.errors import DomainError
 from gymctl.models import User
 from gymctl.models.identity import same_address
@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
     from gymctl.config import Settings
 
+# identity.users.address_keys bound to the caller's session: the one address rule, which this
+# module cannot import (identity.users imports it).
+AddressKeys = Callable[[Iterable[str]], Mapping[str, str]]
 RATE_LIMITED = "rate_limited"
 PROVIDER_ERROR = "identity_provider_error"
 INVITATIONS_PER_WINDOW = 100  # spec A 8: identity invitations, 100 per hour per instance
@@ -76,8 +79,9 @@ class Account:
 
 
 class IdentityAdmin(Protocol):
-    def find_account(self, email: str) -> Account | None:
-        """The provider account holding this address (case-insensitive), or None."""
+    def find_account(self, email: str, keys: AddressKeys) -> Account | None:
+        """The provider account holding this address by the one address rule (`keys`), or
+        None."""
         ...
 
     def create_invitation(
@@ -153,24 +157,30 @@ class HttpIdentityAdmin:
         if _REDACT_QUERIES not in httpx_logger.filters:
             httpx_logger.addFilter(_REDACT_QUERIES)
 
-    def find_account(self, email: str) -> Account | None:
+    def find_account(self, email: str, keys: AddressKeys) -> Account | None:
         response = self._call("GET", "/v1/users", "account lookup", params={"email_address": email})
         users = _json(response, "account lookup")
         if not isinstance(users, list):
             raise IdentityAdminError("account lookup: the provider's answer is not a list")
-        wanted = email.lower()
-        found: list[Account] = []
-        for user in users:
-            for address in _addresses(user):
-                if str(address.get("email_address", "")).lower() == wanted:
-                    verification = address.get("verification") or {}
-                    found.append(
-                        Account(
-                            identity_id=str(user["id"]),
-                            email=str(address["email_address"]),
-                            email_verified=verification.get("status") == "verified",
-                        )
-                    )
+        held = [
+            (str(user["id"]), address["email_address"], address.get("verification") or {})
+            for user in users
+            for address in _addresses(user)
+            if isinstance(address.get("email_address"), str)
+            and storable_text(address["email_address"])
+        ]
+        # Folded as every lookup folds: str.lower() took 'i\u0307pek@' for 'İpek@' and missed
+        # 'ipek@', which PostgreSQL's sign-up reads as that address.
+        folded = keys([email, *(held_email for _, held_email, _ in held)])
+        found = [
+            Account(
+                identity_id=identity_id,
+                email=held_email,
+                email_verified=verification.get("status") == "verified",
+            )
+            for identity_id, held_email, verification in held
+            if folded[held_email] == folded[email]
+        ]
         # A verified holder of the address wins over a login that never proved it.
         found.sort(key=lambda account: not account.email_verified)
         return found[0] if found else None
@@ -301,7 +311,8 @@ class LocalIdentityAdmin:
         self._session_factory = session_factory
         self._platform_admins = frozenset(platform_admins)
 
-    def find_account(self, email: str) -> Account | None:
+    def find_account(self, email: str, keys: AddressKeys) -> Account | None:
+        """`same_address` in SQL: the fold `keys` names, asked of the rows themselves."""
         with self._session_factory() as session:
             # Read-only: on SQLite it must not wait for the caller's own write transaction.
             session.connection(execution_options=READ_ONLY)

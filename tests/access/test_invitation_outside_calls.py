@@ -61,11 +61,11 @@ def _while_looking_up(monkeypatch, app, meanwhile):
     admin = _outreach(app).identity_admin
     lookup, ran = admin.find_account, []
 
-    def looked_up(email):
+    def looked_up(email, keys):
         if not ran:
             ran.append(None)  # `meanwhile` looks up too: it is not run again
             ran[0] = _aside(meanwhile)
-        return lookup(email)
+        return lookup(email, keys)
 
     monkeypatch.setattr(admin, "find_account", looked_up)
     return ran

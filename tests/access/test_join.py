@@ -226,9 +226,9 @@ def test_the_join_form_counts_and_commits_before_the_providers_lookup(
     seen: list[str] = []
     lookup = HttpIdentityAdmin.find_account
 
-    def looked_up(self, email):
+    def looked_up(self, email, keys):
         seen.append("lookup")
-        return lookup(self, email)
+        return lookup(self, email, keys)
 
     def statement(conn, cursor, text, *_):
         if text.lstrip().upper().startswith("INSERT INTO RATE_WINDOWS"):

@@ -3,6 +3,7 @@ its per-instance invitation limit, bulk invites after a 429, and the embedded de
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -15,6 +16,7 @@ from sqlalchemy import func, select
 from gymctl import db, migrate
 from gymctl.clock import FixedClock
 from gymctl.config import ConfigError, Settings
+from gymctl.identity.users import address_keys
 from gymctl.models import RateWindow
 from gymctl.providers.identity_admin import (
     INVITATION_KEY,
@@ -39,35 +41,41 @@ def admin(idp, clock: FixedClock):
     client.close()
 
 
+@pytest.fixture
+def keys(session):
+    """The one address rule the callers pass (identity.users.address_keys)."""
+    return functools.partial(address_keys, session)
+
+
 def invite(session, admin, email: str = "new.person@example.test") -> str:
     return admin.create_invitation(session, email, redirect_url=REDIRECT, metadata=METADATA)
 
 
-def test_lookup_finds_a_verified_account_case_insensitively(admin, idp) -> None:
+def test_lookup_finds_a_verified_account_case_insensitively(keys, admin, idp) -> None:
     idp.add_account("user_ann", "Ann.Member@Example.test")
-    assert admin.find_account("ann.member@example.TEST") == Account(
+    assert admin.find_account("ann.member@example.TEST", keys) == Account(
         identity_id="user_ann", email="Ann.Member@Example.test", email_verified=True
     )
     assert idp.admin_requests == 1
 
 
-def test_lookup_of_an_unknown_address_is_none(admin, idp) -> None:
+def test_lookup_of_an_unknown_address_is_none(keys, admin, idp) -> None:
     idp.add_account("user_ann", "ann@example.test")
-    assert admin.find_account("nobody@example.test") is None
+    assert admin.find_account("nobody@example.test", keys) is None
 
 
-def test_lookup_reports_an_unproven_email(admin, idp) -> None:
+def test_lookup_reports_an_unproven_email(keys, admin, idp) -> None:
     idp.add_account("user_joiner", "joiner@example.test", verified=False)
-    account = admin.find_account("joiner@example.test")
+    account = admin.find_account("joiner@example.test", keys)
     assert account is not None
     assert account.identity_id == "user_joiner"
     assert account.email_verified is False
 
 
-def test_lookup_prefers_the_verified_holder(admin, idp) -> None:
+def test_lookup_prefers_the_verified_holder(keys, admin, idp) -> None:
     idp.add_account("user_unproven", "shared@example.test", verified=False)
     idp.add_account("user_proven", "shared@example.test", verified=True)
-    account = admin.find_account("shared@example.test")
+    account = admin.find_account("shared@example.test", keys)
     assert account is not None
     assert account.identity_id == "user_proven"
 
@@ -96,11 +104,11 @@ def test_private_metadata_of_a_platform_admin_and_of_others(admin, idp) -> None:
     assert admin.private_metadata("user/../v1/jwks") == {}  # the id stays one path segment
 
 
-def test_the_bearer_secret_is_checked(session, idp, clock) -> None:
+def test_the_bearer_secret_is_checked(keys, session, idp, clock) -> None:
     idp.add_account("user_ann", "ann@example.test")
     wrong = HttpIdentityAdmin(idp.url, "sk_test_wrong", clock=clock)
     with pytest.raises(IdentityAdminError, match="answered 401"):
-        wrong.find_account("ann@example.test")
+        wrong.find_account("ann@example.test", keys)
     with pytest.raises(IdentityAdminError, match="answered 401"):
         invite(session, wrong)
     with pytest.raises(IdentityAdminError, match="answered 401"):
@@ -109,7 +117,7 @@ def test_the_bearer_secret_is_checked(session, idp, clock) -> None:
 
 
 def test_101st_invitation_within_the_hour_is_refused_without_a_call(
-    session, admin, idp, clock
+    keys, session, admin, idp, clock
 ) -> None:
     for n in range(100):
         clock.set(NOW + timedelta(seconds=30 * n))  # spread over 49.5 minutes
@@ -125,7 +133,7 @@ def test_101st_invitation_within_the_hour_is_refused_without_a_call(
     assert refused.value.to_json()["retryAfter"] == 630
 
     # Lookups and metadata reads do not spend the invitation budget (the admin guard needs them).
-    assert admin.find_account("person1@example.test") is None
+    assert admin.find_account("person1@example.test", keys) is None
     assert admin.private_metadata("user_x") == {}
 
     clock.set(NOW + timedelta(hours=1))  # the first invitation left the window
@@ -321,21 +329,21 @@ def _until(condition, seconds: float = 10.0) -> None:
         time.sleep(0.01)
 
 
-def test_a_provider_429_is_rate_limited_with_retry_after(session, admin, idp) -> None:
+def test_a_provider_429_is_rate_limited_with_retry_after(keys, session, admin, idp) -> None:
     idp.answer_429_after = 0
     with pytest.raises(RateLimited) as refused:
         invite(session, admin)
     assert refused.value.retry_after == 60
     assert refused.value.code == "rate_limited"
     with pytest.raises(RateLimited):
-        admin.find_account("ann@example.test")
+        admin.find_account("ann@example.test", keys)
     assert idp.invitations == []
 
 
-def test_a_500_is_an_identity_admin_error(session, admin, idp) -> None:
+def test_a_500_is_an_identity_admin_error(keys, session, admin, idp) -> None:
     idp.admin_status = 500
     for call in (
-        lambda: admin.find_account("ann@example.test"),
+        lambda: admin.find_account("ann@example.test", keys),
         lambda: invite(session, admin, "ann@example.test"),
         lambda: admin.private_metadata("user_ann"),
     ):
@@ -348,21 +356,21 @@ def test_a_500_is_an_identity_admin_error(session, admin, idp) -> None:
         assert failed.value.status == 502
 
 
-def test_a_timeout_is_an_identity_admin_error(idp, clock) -> None:
+def test_a_timeout_is_an_identity_admin_error(keys, idp, clock) -> None:
     idp.admin_delay = 1.0
     admin = HttpIdentityAdmin(idp.url, idp.SECRET_KEY, clock=clock, timeout=0.2)
     with pytest.raises(IdentityAdminError, match="ReadTimeout") as failed:
-        admin.find_account("slow@example.test")
+        admin.find_account("slow@example.test", keys)
     assert "slow@example.test" not in str(failed.value)
     assert failed.value.__cause__ is None
     assert failed.value.__suppress_context__
 
 
-def test_provider_down_or_unreachable_is_an_identity_admin_error(idp, clock) -> None:
+def test_provider_down_or_unreachable_is_an_identity_admin_error(keys, idp, clock) -> None:
     idp.down = True
     admin = HttpIdentityAdmin(idp.url, idp.SECRET_KEY, clock=clock)
     with pytest.raises(IdentityAdminError, match="answered 503"):
-        admin.find_account("ann@example.test")
+        admin.find_account("ann@example.test", keys)
     idp.close()
     with pytest.raises(IdentityAdminError, match="ConnectError"):
         admin.private_metadata("user_ann")
@@ -373,15 +381,15 @@ def test_the_default_timeout_is_five_seconds(idp) -> None:
     assert admin._timeout == 5.0
 
 
-def test_emails_never_reach_the_logs(session, admin, idp, caplog) -> None:
+def test_emails_never_reach_the_logs(keys, session, admin, idp, caplog) -> None:
     email = "private.person@example.test"
     idp.add_account("user_private", email)
     with caplog.at_level(logging.DEBUG):
-        admin.find_account(email)
+        admin.find_account(email, keys)
         invite(session, admin, email)
         idp.admin_status = 500
         with pytest.raises(IdentityAdminError):
-            admin.find_account(email)
+            admin.find_account(email, keys)
     logged = "\n".join(
         caplog.handler.format(record) + json.dumps(vars(record), default=str)
         for record in caplog.records
@@ -396,22 +404,22 @@ def test_emails_never_reach_the_logs(session, admin, idp, caplog) -> None:
 
 
 @pytest.mark.embedded
-def test_local_lookup_matches_linked_live_rows_case_insensitively(session, session_factory):
+def test_local_lookup_matches_linked_live_rows_case_insensitively(keys, session, session_factory):
     factories.user(session, identity_id="user_ann", email="Ann@Example.test", email_verified_at=NOW)
     factories.user(session, identity_id="user_bo", email="bo@example.test")  # unproven address
     factories.user(session, identity_id=None, email="gym.created@example.test")  # no login yet
     factories.user(session, identity_id="user_gone", email="gone@example.test", deleted_at=NOW)
     local = LocalIdentityAdmin(session_factory, [])
 
-    assert local.find_account("ann@example.TEST") == Account(
+    assert local.find_account("ann@example.TEST", keys) == Account(
         identity_id="user_ann", email="Ann@Example.test", email_verified=True
     )
-    assert local.find_account("bo@example.test") == Account(
+    assert local.find_account("bo@example.test", keys) == Account(
         identity_id="user_bo", email="bo@example.test", email_verified=False
     )
-    assert local.find_account("gym.created@example.test") is None
-    assert local.find_account("gone@example.test") is None
-    assert local.find_account("nobody@example.test") is None
+    assert local.find_account("gym.created@example.test", keys) is None
+    assert local.find_account("gone@example.test", keys) is None
+    assert local.find_account("nobody@example.test", keys) is None
 
 
 def test_local_invitation_and_metadata(session, session_factory) -> None:
@@ -431,7 +439,7 @@ def _settings(**values) -> Settings:
     )
 
 
-def test_identity_admin_from_settings_picks_each(idp, session_factory, clock) -> None:
+def test_identity_admin_from_settings_picks_each(keys, idp, session_factory, clock) -> None:
     configured = {"IDENTITY_API_URL": idp.url, "IDENTITY_SECRET_KEY": idp.SECRET_KEY}
 
     http = identity_admin_from_settings(
@@ -439,7 +447,7 @@ def test_identity_admin_from_settings_picks_each(idp, session_factory, clock) ->
     )
     assert isinstance(http, HttpIdentityAdmin)
     idp.add_account("user_ann", "ann@example.test")
-    assert http.find_account("ann@example.test") is not None  # wired to the provider and key
+    assert http.find_account("ann@example.test", keys) is not None  # wired to the provider and key
 
     auto = identity_admin_from_settings(_settings(**configured), session_factory)
     assert isinstance(auto, HttpIdentityAdmin)
