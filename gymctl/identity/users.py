@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
@@ -14,7 +15,7 @@ from sqlalchemy.orm import Session
 from gymctl.bridge import mirror
 from gymctl.config import Settings
 from gymctl.db import storable_text
-from gymctl.errors import invalid
+from gymctl.errors import DomainError, invalid
 from gymctl.events import EventKind, emit
 from gymctl.identity import codes
 from gymctl.identity.auth import user_by_identity
@@ -175,6 +176,10 @@ def first_request(
     )
     if created:
         record_sign_up(user, sign_up, now=now)
+        # The webhooks' order (s48): an older user object delivered after this one writes
+        # nothing. A malformed updated_at orders nothing (the webhook refuses it; this is a read).
+        with contextlib.suppress(DomainError):
+            user.identity_synced_at = updated_at_of(data)
     return user
 
 
