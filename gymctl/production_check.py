@@ -4,8 +4,8 @@ first national id). `Settings.check()` runs it; `serve`, `daemons run`, `db upgr
 app factory and `gymctl config check` call that.
 
 Each rule reuses the parser that later reads the setting (the keyring, the storage and event
-sink URLs, the SMTP URL, the PEM key), so the check and the use cannot disagree. Problems name
-the setting and never echo a secret's value.
+sink URLs, the SMTP URL, the PEM key, the identity webhook's secret), so the check and the use
+cannot disagree. Problems name the setting and never echo a secret's value.
 """
 
 from __future__ import annotations
@@ -109,6 +109,10 @@ def _formats(settings: Settings, problems: list[str]) -> None:
     ):
         if url and not _is_http_url(url):
             problems.append(f"{name} must be an http(s) URL with a host")
+    webhook_secret = secret(settings.identity_webhook_secret)
+    if webhook_secret is not None and not _is_webhook_secret(webhook_secret):
+        # The webhook's own parse: since s48 such a secret answers 503 to every delivery.
+        problems.append("IDENTITY_WEBHOOK_SECRET is not whsec_ followed by base64")
     jwt_key = secret(settings.identity_jwt_key)
     if jwt_key is not None and not _is_public_key(jwt_key):
         problems.append("IDENTITY_JWT_KEY is not a PEM public key (-----BEGIN PUBLIC KEY-----)")
@@ -128,6 +132,16 @@ def _formats(settings: Settings, problems: list[str]) -> None:
 def _is_http_url(url: str) -> bool:
     parts = urlsplit(url)
     return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def _is_webhook_secret(value: str) -> bool:
+    from gymctl.identity.webhook_secret import decode_secret
+
+    try:
+        decode_secret(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _is_public_key(pem: str) -> bool:

@@ -9,7 +9,6 @@ DomainError with a code and status 400, never a 500.
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import hmac
 from collections.abc import Mapping
@@ -19,10 +18,10 @@ from datetime import UTC, datetime, timedelta
 from gymctl.db import storable_text
 from gymctl.errors import DomainError, invalid
 from gymctl.identity import codes
+from gymctl.identity.webhook_secret import decode_secret
 from gymctl.models import IdentityWebhookDelivery
 
 TOLERANCE = timedelta(minutes=5)
-SECRET_PREFIX = "whsec_"  # noqa: S105 (a format prefix, not a secret)
 # The id is the replay key we store (identity_webhook_deliveries.id): a longer one cannot be kept.
 MAX_ID_CHARS = IdentityWebhookDelivery.__table__.c.id.type.length
 MAX_TIMESTAMP_CHARS = 20  # seconds since the epoch; a longer number is no date we accept
@@ -37,17 +36,6 @@ class VerifiedDelivery:
 
 def _refuse(code: str, message: str) -> DomainError:
     return invalid(code, message)
-
-
-def decode_secret(secret: str) -> bytes:
-    raw = secret.removeprefix(SECRET_PREFIX)
-    try:
-        key = base64.b64decode(raw + "=" * (-len(raw) % 4), validate=True)
-    except binascii.Error as error:
-        raise ValueError("the webhook secret is not base64 after its whsec_ prefix") from error
-    if not key:
-        raise ValueError("the webhook secret is empty")
-    return key
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:

@@ -350,7 +350,7 @@ def test_in_production_the_hook_routes_do_not_exist_whatever_the_header(
         GYMCTL_ENV="production",
         GYMCTL_DATABASE_URL="postgresql+psycopg://unused@127.0.0.1/none",
         IDENTITY_JWT_KEY=settings.identity_jwt_key.get_secret_value(),
-        IDENTITY_WEBHOOK_SECRET="whsec_x",
+        IDENTITY_WEBHOOK_SECRET="whsec_c2VjcmV0",
         IDENTITY_PUBLISHABLE_KEY="pk_live_Y2xlcmsuZ3ltLmV4YW1wbGUk",  # clerk.gym.example$
         INVITE_SECRET="i" * 40,
         GYMCTL_BILLING_ENCRYPTION_KEY=TEST_KEY,
