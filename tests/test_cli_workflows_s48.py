@@ -43,7 +43,7 @@ def test_a_video_pass_naming_no_movement_is_refused(seeded):
     for command in (("video", "discover"), ("video", "rank"), ("video", "refresh")):
         typo = gymctl(
             env, "movements", *command, "--slug", "barbell-squat", "--slug", "no-such-lift",
-            "--json", check=False,
+            *OPERATOR, "--json", check=False,
         )  # fmt: skip
         assert typo.returncode == 1, typo.stdout + typo.stderr
         refused = json.loads(typo.stdout)
@@ -51,11 +51,14 @@ def test_a_video_pass_naming_no_movement_is_refused(seeded):
         assert refused["slugs"] == ["no-such-lift"]
     unknown = "00000000-0000-4000-8000-000000000000"
     by_id = gymctl(
-        env | SEARCH_DOWN, "movements", "video", "discover", "--id", unknown, check=False
-    )
+        env | SEARCH_DOWN, "movements", "video", "discover", "--id", unknown, *OPERATOR,
+        check=False,
+    )  # fmt: skip
     assert by_id.returncode == 1
     assert f"error movement_not_found: no canonical movement {unknown}" in by_id.stderr
-    known = gymctl(env, "movements", "video", "discover", "--slug", "barbell-squat", "--json")
+    known = gymctl(
+        env, "movements", "video", "discover", "--slug", "barbell-squat", *OPERATOR, "--json"
+    )
     assert json.loads(known.stdout)["remaining"] == 1
 
 
@@ -64,14 +67,17 @@ def test_a_search_outage_exits_1_with_the_counts(seeded):
     exits 1 with the provider's code, not 0 as if the run had done its work."""
     env, _, _ = seeded
     down = gymctl(
-        env | SEARCH_DOWN, "movements", "video", "discover", "--limit", "2", "--json",
+        env | SEARCH_DOWN, "movements", "video", "discover", "--limit", "2", *OPERATOR, "--json",
         check=False,
     )  # fmt: skip
     assert down.returncode == 1, down.stdout + down.stderr
     answer = json.loads(down.stdout)
     assert answer["code"] == "video_search_unavailable"
     assert (answer["searched"], answer["remaining"]) == (0, 873)
-    table = gymctl(env | SEARCH_DOWN, "movements", "video", "discover", "--limit", "2", check=False)
+    table = gymctl(
+        env | SEARCH_DOWN, "movements", "video", "discover", "--limit", "2", *OPERATOR,
+        check=False,
+    )  # fmt: skip
     assert table.returncode == 1
     assert "remaining" in table.stdout
     assert "error video_search_unavailable:" in table.stderr
@@ -160,7 +166,7 @@ def test_a_json_refusal_of_a_command_with_progress_bars_leaves_stderr_empty(home
     for args in (
         ("movements", "seed", "libraries/none.json", *OPERATOR, "--json"),
         ("movements", "merge", "not-a-pair", *OPERATOR, "--json"),
-        ("movements", "cues", "--dry-run", "--json"),
+        ("movements", "cues", "--dry-run", *OPERATOR, "--json"),
     ):
         answered = gymctl(home_env, *args, check=False)
         assert answered.stderr == "", args

@@ -250,26 +250,31 @@ def discover_command(
     slug: list[str] | None = typer.Option(None, "--slug"),
     movement_id: list[uuid.UUID] | None = typer.Option(None, "--id"),
     force: bool = typer.Option(False, "--force", help="Search covered movements too."),
+    operator: str = OPERATOR,
     as_json: bool = JSON,
 ) -> None:
     """Search video candidates (quota-limited; never removes anything)."""
-    _require_targets(movement_id, slug)
+    actor = _actor(operator, movement_id, slug)
     with bars() as progress:
-        result = _discover(limit, slug, movement_id, force, progress)
+        result = _discover(limit, slug, movement_id, force, actor, progress)
     if not (as_json and "error" in result):
         _show(result, as_json, "video discovery")
     _stopped(result, result)
 
 
-def _require_targets(ids: list[uuid.UUID] | None, slugs: list[str] | None) -> None:
-    """`--id` / `--slug` naming no live canonical movement are refused before any search or
-    score (movement_not_found)."""
-    if ids or slugs:
-        from gymctl.db import session_scope
-        from gymctl.movements.targets import require_targets
+def _actor(
+    operator: str, ids: list[uuid.UUID] | None = None, slugs: list[str] | None = None
+) -> uuid.UUID:
+    """The operator a pass is audited as, resolved with its `--id` / `--slug` before any search,
+    score or generation (the pass commits as it goes): no user is operator_user_required, a
+    name of no live canonical movement movement_not_found."""
+    from gymctl.db import session_scope
+    from gymctl.movements.targets import require_targets
 
-        with session_scope() as session:
-            require_targets(session, ids=ids, slugs=slugs)
+    with session_scope() as session:
+        actor = operator_id(session, operator)
+        require_targets(session, ids=ids, slugs=slugs)
+    return actor
 
 
 def _stopped(found: dict[str, Any], answer: dict[str, Any]) -> None:
@@ -280,7 +285,7 @@ def _stopped(found: dict[str, Any], answer: dict[str, Any]) -> None:
     refuse_if_stopped(found, answer)
 
 
-def _discover(limit, slug, ids, force, progress) -> dict[str, Any]:
+def _discover(limit, slug, ids, force, actor, progress) -> dict[str, Any]:
     from gymctl.db import session_scope
     from gymctl.movements import discovery
 
@@ -295,12 +300,13 @@ def _discover(limit, slug, ids, force, progress) -> dict[str, Any]:
             ids=ids,
             slugs=slug,
             force=force,
+            actor_user_id=actor,
             progress=progress,
             checkpoint=session.commit,
         )
 
 
-def _rank(dry_run, limit, slug, include_uncovered, progress) -> dict[str, Any]:
+def _rank(dry_run, limit, slug, include_uncovered, actor, progress) -> dict[str, Any]:
     from gymctl.db import session_scope
     from gymctl.movements import ranking
 
@@ -315,6 +321,7 @@ def _rank(dry_run, limit, slug, include_uncovered, progress) -> dict[str, Any]:
             limit=limit,
             slugs=slug,
             include_uncovered=include_uncovered,
+            actor_user_id=actor,
             progress=progress,
             checkpoint=session.commit,
         )
@@ -346,12 +353,13 @@ def rank_command(
     limit: int | None = typer.Option(None, "--limit", min=1, max=100_000),
     slug: list[str] | None = typer.Option(None, "--slug"),
     include_uncovered: bool = typer.Option(False, "--include-uncovered"),
+    operator: str = OPERATOR,
     as_json: bool = JSON,
 ) -> None:
     """Score candidates with the model and pick each movement's video."""
-    _require_targets(None, slug)
+    actor = _actor(operator, slugs=slug)
     with bars() as progress:
-        result = _rank(dry_run, limit, slug, include_uncovered, progress)
+        result = _rank(dry_run, limit, slug, include_uncovered, actor, progress)
     _show_rank(result, as_json)
 
 
@@ -364,13 +372,14 @@ def refresh_command(
     slug: list[str] | None = typer.Option(None, "--slug"),
     force: bool = typer.Option(False, "--force"),
     include_uncovered: bool = typer.Option(False, "--include-uncovered"),
+    operator: str = OPERATOR,
     as_json: bool = JSON,
 ) -> None:
     """Discover then rank; --dry-run affects only the ranking."""
-    _require_targets(None, slug)
+    actor = _actor(operator, slugs=slug)
     with bars() as progress:
-        found = _discover(limit, slug, None, force, progress)
-        ranked = _rank(dry_run, limit, slug, include_uncovered, progress)
+        found = _discover(limit, slug, None, force, actor, progress)
+        ranked = _rank(dry_run, limit, slug, include_uncovered, actor, progress)
     answer = {"discover": found, "rank": ranked}
     if as_json:
         if "error" not in found:
@@ -413,6 +422,7 @@ def cues_command(
     dry_run: bool = DRY_RUN,
     rebuild: bool = typer.Option(False, "--rebuild", help="Rewrite rows that have them too."),
     limit: int | None = typer.Option(None, "--limit", min=1, max=100_000),
+    operator: str = OPERATOR,
     as_json: bool = JSON,
 ) -> None:
     """Write cues (3), common faults (2) and scaling options (2) with the chat model."""
@@ -420,6 +430,7 @@ def cues_command(
     from gymctl.movements import cues
 
     library = _library()
+    actor = _actor(operator)
     with bars() as progress, session_scope() as session:
         result = cues.write_cues(
             session,
@@ -428,6 +439,7 @@ def cues_command(
             dry_run=dry_run,
             rebuild=rebuild,
             limit=limit,
+            actor_user_id=actor,
             progress=progress,
             checkpoint=session.commit,
         )
@@ -437,6 +449,7 @@ def cues_command(
 @app.command("thumbnails")
 def thumbnails_command(
     force: bool = typer.Option(False, "--force", help="Regenerate existing thumbnails too."),
+    operator: str = OPERATOR,
     as_json: bool = JSON,
 ) -> None:
     """Generate missing thumbnails into the public images bucket."""
@@ -444,6 +457,7 @@ def thumbnails_command(
     from gymctl.movements import thumbnails
 
     library = _library()
+    actor = _actor(operator)
     reason = thumbnails.disabled_reason(library.settings, library.images)
     if reason or library.images is None:
         _show({"generated": 0, "disabled": reason}, as_json, "thumbnails")
@@ -466,6 +480,7 @@ def thumbnails_command(
                         movement_id=row.id,
                         force=force,
                         now=clock.now(),
+                        actor_user_id=actor,
                         checkpoint=session.commit,
                     )
                 )

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from gymctl.config import Settings
 from gymctl.db import advisory_lock
 from gymctl.errors import unavailable
+from gymctl.events import EventKind, emit
 from gymctl.models import Movement, VideoSearchQuota
 from gymctl.movements import codes
 from gymctl.movements.clients import (
@@ -60,6 +61,7 @@ def discover(
     ids: Sequence[uuid.UUID] | None = None,
     slugs: Sequence[str] | None = None,
     force: bool = False,
+    actor_user_id: uuid.UUID | None = None,
     progress: Progress = SILENT,
     checkpoint: Checkpoint = keep,
 ) -> dict[str, Any]:
@@ -114,7 +116,18 @@ def discover(
             break
         result["searched"] += 1
         progress.advance()
-    return {**result, **_coverage(rows)}
+    result.update(_coverage(rows))
+    emit(
+        session,
+        EventKind.audit,
+        "movements.videos_discovered",
+        at=now,
+        aggregate_type="movement_library",
+        aggregate_id="canonical",
+        actor_user_id=actor_user_id,
+        payload=result,
+    )
+    return result
 
 
 def _quota(session: Session, day: date) -> VideoSearchQuota:

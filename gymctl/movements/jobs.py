@@ -152,11 +152,11 @@ def run_job(
             actor_user_id=actor,
             checkpoint=checkpoint,
         ),
-        "thumbnail": lambda: _thumbnail(session, library, p, now, checkpoint),
-        "video_discover": lambda: _discover(session, library, p, now, checkpoint),
+        "thumbnail": lambda: _thumbnail(session, library, p, now, actor, checkpoint),
+        "video_discover": lambda: _discover(session, library, p, now, actor, checkpoint),
         "video_rank": lambda: _rank(session, library, p, now, actor, checkpoint),
         "video_refresh": lambda: {
-            "discover": _discover(session, library, p, now, checkpoint),
+            "discover": _discover(session, library, p, now, actor, checkpoint),
             "rank": _rank(session, library, p, now, actor, checkpoint),
         },
         "cues": lambda: cues.write_cues(
@@ -173,7 +173,12 @@ def run_job(
 
 
 def _thumbnail(
-    session: Session, library: Library, p: dict, now: datetime, checkpoint: Checkpoint
+    session: Session,
+    library: Library,
+    p: dict,
+    now: datetime,
+    actor: uuid.UUID | None,
+    checkpoint: Checkpoint,
 ) -> dict[str, Any]:
     reason = thumbnails.disabled_reason(library.settings, library.images)
     if reason or library.images is None:
@@ -186,12 +191,18 @@ def _thumbnail(
         movement_id=_uuid(p["movementId"]),
         force=p.get("force", False),
         now=now,
+        actor_user_id=actor,
         checkpoint=checkpoint,
     )
 
 
 def _discover(
-    session: Session, library: Library, p: dict, now: datetime, checkpoint: Checkpoint
+    session: Session,
+    library: Library,
+    p: dict,
+    now: datetime,
+    actor: uuid.UUID | None,
+    checkpoint: Checkpoint,
 ) -> dict[str, Any]:
     return discovery.discover(
         session,
@@ -202,6 +213,7 @@ def _discover(
         ids=[_uuid(i) for i in p.get("ids") or []],
         slugs=p.get("slugs"),
         force=p.get("force", False),
+        actor_user_id=actor,
         checkpoint=checkpoint,
     )
 

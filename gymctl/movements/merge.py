@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from gymctl.db import advisory_lock, release_for_outside_call
 from gymctl.errors import conflict, invalid, not_found
 from gymctl.events import EventKind, emit
-from gymctl.models import Movement
+from gymctl.models import AuditLog, Movement
 from gymctl.movements import codes
 from gymctl.movements.aliases import fold, merge_aliases
 from gymctl.movements.embeddings import Embedder, embed_movements, embedding_parts
@@ -286,7 +286,9 @@ def alias_change(
     now: datetime,
     actor_user_id: uuid.UUID | None = None,
 ) -> dict[str, Any]:
-    """Remove every spelling of the term from the source row's aliases, then re-embed it."""
+    """Remove every spelling of the term from the source row's aliases, then re-embed it. Run
+    again (an operator re-runs a command after a lost terminal) it answers already_removed and
+    changes nothing; a term the row never held stays alias_not_found."""
     term = fold(alias)
     if not term:
         raise invalid(codes.ALIAS_INVALID, "the alias folds to nothing")
@@ -300,17 +302,19 @@ def alias_change(
         raise conflict(codes.ALIAS_IS_NAME, "the term is the movement's own name, not an alias")
     before = list(source.aliases or [])
     after = [a for a in before if fold(a) != term]
-    if len(after) == len(before):
+    removed = [a for a in before if fold(a) == term]
+    if not removed and not _removed_before(session, source.id, term):
         raise not_found(codes.ALIAS_NOT_FOUND, f"{source.slug} holds no spelling of {alias!r}")
     result = {
         "sourceId": str(source.id),
         "term": term,
-        "removed": [a for a in before if fold(a) == term],
+        "removed": removed,
         "before": before,
         "after": after,
         "dryRun": dry_run,
+        "outcome": "already_removed" if not removed else "would_remove" if dry_run else "removed",
     }
-    if dry_run:
+    if dry_run or not removed:
         return result
     source.aliases = after
     source.updated_at = now
@@ -329,12 +333,28 @@ def alias_change(
     return result
 
 
+def _removed_before(session: Session, movement_id: uuid.UUID, term: str) -> bool:
+    """Whether an earlier alias change took the term off this row (its audit row says so)."""
+    changes = session.scalars(
+        select(AuditLog.data).where(
+            AuditLog.target_type == "movement",
+            AuditLog.target_id == str(movement_id),
+            AuditLog.action == "movements.alias_changed",
+        )
+    )
+    return any(data.get("term") == term for data in changes)
+
+
 def _without(
     views: dict[uuid.UUID, SimpleNamespace], source_id: uuid.UUID, term: str
 ) -> list[SimpleNamespace]:
-    """The source row as the alias change will leave it (none when the locked run refuses)."""
+    """The source row as the alias change will leave it (none when the locked run refuses or
+    has nothing to remove)."""
     source = views.get(source_id)
     if source is None or source.deleted_at:
         return []
-    source.aliases = [a for a in source.aliases or [] if fold(a) != term]
+    aliases = [a for a in source.aliases or [] if fold(a) != term]
+    if len(aliases) == len(source.aliases or []):
+        return []
+    source.aliases = aliases
     return [source]

@@ -27,6 +27,7 @@ from gymctl.errors import DomainError, conflict, invalid, too_large
 from gymctl.events import EventKind, emit
 from gymctl.models import Movement, MovementJob
 from gymctl.movements import codes
+from gymctl.movements.audit import audit
 from gymctl.movements.clients import ImageGenerator
 from gymctl.movements.own import owned_movement
 from gymctl.movements.units import Checkpoint, fresh, keep
@@ -111,6 +112,7 @@ def generate_thumbnail(
     movement_id: uuid.UUID,
     force: bool,
     now: datetime,
+    actor_user_id: uuid.UUID | None = None,
     checkpoint: Checkpoint = keep,
 ) -> dict[str, Any]:
     """Generate and store the image with no transaction open (units.py), then set the URL on
@@ -130,6 +132,8 @@ def generate_thumbnail(
         return {"movementId": str(movement_id), "skipped": "not a live canonical movement"}
     movement.thumbnail_url = public_url(settings, key)
     movement.updated_at = now
+    payload = {"thumbnailUrl": movement.thumbnail_url}
+    audit(session, movement, "movements.thumbnail_generated", now, actor_user_id, payload)
     return {
         "movementId": str(movement.id),
         "slug": movement.slug,

@@ -81,7 +81,7 @@ def test_seed_duplicates_merge_and_alias_change_from_the_command_line(home_env):
         "movements",
         "alias-change",
         pair["a"]["id"],
-        "Smith machine decline press",
+        "no such alias",
         *OPERATOR,
         check=False,
     )
@@ -110,7 +110,9 @@ def test_seed_duplicates_merge_and_alias_change_from_the_command_line(home_env):
 
     collisions = json.loads(gymctl(home_env, "movements", "alias-collisions", "--json").stdout)
     assert any(c["term"] == "squatwithband" for c in collisions["aliasCollisions"])
-    disabled = json.loads(gymctl(home_env, "movements", "video", "discover", "--json").stdout)
+    disabled = json.loads(
+        gymctl(home_env, "movements", "video", "discover", *OPERATOR, "--json").stdout
+    )
     assert disabled["disabled"].startswith("video search is disabled")
     table = gymctl(home_env, "movements", "duplicates")
     assert "1 candidate pairs" in table.stdout
