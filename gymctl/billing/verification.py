@@ -5,7 +5,8 @@ Moves no money; a transport failure changes nothing.
 
 The deal reference comes from the subscription's token-only checkout: its page id
 (billingCheckout.pageId), else metadata.lowProfileId, else its provider transaction id; older
-checkouts kept none, and then the operator supplies the page id.
+checkouts kept none, and then the operator supplies the page id. A page id given for a checkout
+that kept another is refused (billing_evidence_mismatch), never silently set aside.
 """
 
 from __future__ import annotations
@@ -67,12 +68,21 @@ def verify_account(
             codes.BILLING_ACCOUNT_EVIDENCE_MISSING,
             "the subscription has no token-only checkout to verify the card against",
         )
-    deal = (
+    kept = (
         checkout.page_id
         or (checkout.metadata_ or {}).get("lowProfileId")
         or checkout.provider_transaction_id
-        or low_profile_id
     )
+    if kept and low_profile_id and low_profile_id != kept:
+        raise conflict(
+            codes.BILLING_EVIDENCE_MISMATCH,
+            f"lowProfileId {low_profile_id!r} is not the deal the checkout kept ({kept!r}); "
+            "give it only for a checkout that kept none. Nothing changed",
+            field="lowProfileId",
+            given=low_profile_id,
+            kept=kept,
+        )
+    deal = kept or low_profile_id
     method = (
         session.get(PaymentMethod, subscription.payment_method_id)
         if subscription.payment_method_id
