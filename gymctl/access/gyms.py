@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from gymctl.access import codes
 from gymctl.access.leaving import end_holdings
+from gymctl.bridge.connection import wind_down
 from gymctl.errors import DomainError, conflict, forbidden, not_found, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import (
@@ -149,7 +150,8 @@ def delete_organization(
     """Soft delete: the gym disappears from every member's list and its links stop answering.
     What it serves ends with it, the first time: every membership's live plans and seats to
     come (leaving.end_holdings: the collector charged on for a gym no one could reach), and its
-    pending invitations are revoked (one accepted later made a member of a deleted gym)."""
+    pending invitations are revoked (one accepted later made a member of a deleted gym). Its
+    bridge sends what that queued there, then stops (bridge.connection.wind_down)."""
     if organization.deleted_at is not None:
         return organization
     _stamp_once(
@@ -184,6 +186,8 @@ def delete_organization(
         )
         .values(status=InvitationStatus.revoked, revoked_at=now)
     )
+    # Its bridge sends the ops queued above, polls nothing, then is disconnected.
+    wind_down(session, organization.id, now=now)
     session.flush()
     return organization
 

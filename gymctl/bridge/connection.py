@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import codes, entity_map
@@ -30,14 +30,17 @@ from gymctl.db import release_for_outside_call
 from gymctl.errors import DomainError, bad_gateway, conflict, invalid, not_found, unavailable
 from gymctl.events import EventKind, emit
 from gymctl.identity.users import address_keys
-from gymctl.models import Membership, MembershipStatus, Role, User
+from gymctl.models import Membership, MembershipStatus, Organization, Role, User
 from gymctl.models.bridge import (
     EXTERNAL_GYM,
+    WAITING,
     ConnectionStatus,
     EntityType,
     IntegrationConnection,
+    OpStatus,
     Origin,
     RosterEntry,
+    SyncOp,
 )
 from gymctl.models.integrity import UniqueViolation, unique_violation
 
@@ -255,9 +258,10 @@ def disconnect(
     *,
     now: datetime,
     actor_user_id: uuid.UUID | None = None,
+    because: str | None = None,
 ) -> IntegrationConnection:
     """Revoke: the key and the stored external roster are purged. Queued ops stay (nothing is
-    lost); they are sent again only after a new connect."""
+    lost); they are sent again only after a new connect. `because`: why, when no one asked."""
     connection = require_connection(session, organization_id)
     connection.status = ConnectionStatus.revoked
     connection.credentials_ciphertext = None
@@ -277,9 +281,40 @@ def disconnect(
         aggregate_id=connection.id,
         organization_id=organization_id,
         actor_user_id=actor_user_id,
-        payload={"rosterPurged": purged},
+        payload={"rosterPurged": purged, **({"because": because} if because else {})},
     )
     return connection
+
+
+ORGANIZATION_DELETED = "organization_deleted"
+
+
+def wind_down(session: Session, organization_id: uuid.UUID, *, now: datetime) -> bool:
+    """Whether the gym was deleted (access.gyms.delete_organization). A deleted gym's bridge
+    only sends what is queued: the deletion's own ops (its members' plans and seats given up
+    there, their users deactivated: leaving.end_holdings) and any before them. It polls
+    nothing (a booking made there would be placed in a gym no one reaches), and it is
+    disconnected once no op is waiting or in flight, or at once under a refused key (no owner
+    can paste another): the key is purged, nothing is retried, the account is free for
+    another gym. Called at the deletion and by the dispatcher."""
+    deleted = session.scalar(
+        select(Organization.deleted_at).where(Organization.id == organization_id)
+    )
+    connection = find_connection(session, organization_id)
+    if deleted is None or connection is None or connection.status is ConnectionStatus.revoked:
+        return deleted is not None
+    connection.schedule_poll_due_at = connection.reconcile_due_at = None
+    unsent = session.scalar(
+        select(
+            exists().where(
+                SyncOp.organization_id == organization_id,
+                SyncOp.status.in_((*WAITING, OpStatus.in_flight)),
+            )
+        )
+    )
+    if connection.status is ConnectionStatus.error or not unsent:
+        disconnect(session, organization_id, now=now, because=ORGANIZATION_DELETED)
+    return True
 
 
 def import_roster(

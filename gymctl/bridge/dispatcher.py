@@ -39,11 +39,13 @@ from gymctl.bridge.client import (
 )
 from gymctl.bridge.connection import (
     ACTIVE_ACCOUNT,
+    ORGANIZATION_DELETED,
     account_in_use,
     activate,
     check_account,
     find_connection,
     open_client,
+    wind_down,
 )
 from gymctl.bridge.operations import Defer, Disconnected, OpContext, Park, Retry, perform
 from gymctl.bridge.polling import serve_polls
@@ -144,6 +146,12 @@ def drain(
     ):
         summary.stopped = "not_connected"
         return summary
+    # A deleted gym's bridge sends what is queued, polls nothing, and is then disconnected.
+    deleted = wind_down(session, organization_id, now=clock.now())
+    session.commit()
+    if connection.status is ConnectionStatus.revoked:
+        summary.stopped = ORGANIZATION_DELETED
+        return summary
     throttle = Throttle(policy.rate)
     try:
         with open_client(connection, settings, throttle, policy.timeout, pool) as client:
@@ -191,8 +199,13 @@ def drain(
                 if context.connection.status is ConnectionStatus.error:
                     summary.stopped = "unauthorized"
                     break
-            if summary.stopped is None:
+            if summary.stopped is None and not deleted:
                 summary.polls = _polls(session, connection, client, clock, summary)
+        if deleted:
+            wind_down(session, organization_id, now=clock.now())
+            session.commit()
+            if connection.status is ConnectionStatus.revoked:
+                summary.stopped = ORGANIZATION_DELETED
     finally:
         summary.requests = throttle.calls
         _record_run(session, organization_id, summary, clock.now())

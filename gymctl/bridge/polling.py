@@ -25,6 +25,7 @@ from gymctl.bridge import entity_map
 from gymctl.bridge.client import ExternalGymClient
 from gymctl.bridge.payloads import member_key
 from gymctl.events import EventKind, emit
+from gymctl.models import Organization
 from gymctl.models.billing import BillingSettings
 from gymctl.models.bridge import (
     ConnectionStatus,
@@ -41,11 +42,17 @@ WINDOWDAYS = 14
 
 def mark_due(session: Session, column: str, *, now: datetime) -> int:
     """Ask every active connection's dispatcher for a poll (`schedule_poll_due_at`) or a
-    reconcile (`reconcile_due_at`); an earlier request still waiting is kept."""
+    reconcile (`reconcile_due_at`); an earlier request still waiting is kept. A deleted gym's
+    bridge polls nothing (connection.wind_down)."""
     field = getattr(IntegrationConnection, column)
+    deleted = select(Organization.id).where(Organization.deleted_at.is_not(None))
     result = session.execute(
         update(IntegrationConnection)
-        .where(IntegrationConnection.status == ConnectionStatus.active, field.is_(None))
+        .where(
+            IntegrationConnection.status == ConnectionStatus.active,
+            field.is_(None),
+            IntegrationConnection.organization_id.not_in(deleted),  # winding down: no polls
+        )
         .values({column: now})
         .execution_options(synchronize_session=False)
     )
