@@ -31,7 +31,7 @@ from sqlalchemy import update as sa_update
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import entity_map, queue
-from gymctl.bridge.payloads import member_key
+from gymctl.bridge.payloads import dump, member_key, parse_payload
 from gymctl.bridge.polling import timezone_of
 from gymctl.db import advisory_lock, is_postgres
 from gymctl.models import (
@@ -96,12 +96,13 @@ def _member_payload(membership: Membership, user: User) -> dict[str, Any]:
 
 
 def _mirrored(session: Session, membership: Membership) -> bool:
-    """The member has an external user, or one is on its way."""
+    """The member has an external user, or one is on its way (a create an erasure withdrew
+    before it was sent is not: access.erasure)."""
     key = f"user.create:{membership.id}"
     return bool(
         session.scalar(
             select(
-                exists().where(SyncOp.dedupe_key == key)
+                exists().where(SyncOp.dedupe_key == key, SyncOp.status != OpStatus.superseded)
                 | exists().where(
                     EntityLink.organization_id == membership.organization_id,
                     EntityLink.entity_type == EntityType.member,
@@ -127,14 +128,23 @@ def member_created(session: Session, membership: Membership, *, now: datetime) -
     if _mirrored(session, membership):
         _reactivate(session, membership, user, now=now)
         return
-    queue.enqueue(
+    payload = _member_payload(membership, user)
+    op = queue.enqueue(
         session,
         organization_id=membership.organization_id,
         op_type=OpType.user_create,
-        payload=_member_payload(membership, user),
+        payload=payload,
         now=now,
         dedupe_key=f"user.create:{membership.id}",
     )
+    if op is not None and op.status is OpStatus.superseded:
+        # Withdrawn by an erasure before it was sent; the member is back: it goes after all,
+        # with their details now (one create a member: every check reads it by its key).
+        op.payload = dump(parse_payload(OpType.user_create, payload))
+        op.status, op.run_after = OpStatus.pending, now
+        op.superseded_by_id = op.completed_at = op.issue_code = op.last_error = None
+        op.updated_at = now
+        session.flush()
 
 
 def _ensure_member(session: Session, membership: Membership, *, now: datetime) -> None:
@@ -519,7 +529,8 @@ def member_folded(session: Session, source: Membership, kept: Membership, *, now
 def member_retired(session: Session, source: Membership, *, now: datetime) -> None:
     """`source` ended: removed by staff, erased, its login deleted, its gym deleted
     (access.leaving.end_holdings, after its plans and seats ended), or a fold ended it, its
-    person going on as another member (access.folding, after holdings_moved). An external user
+    person going on as another member (access.folding, after holdings_moved and the seats of
+    classes the kept member holds too, which end_holdings gives up). An external user
     that still stands for it names no one the gym serves: it is deactivated there (a
     user.update with active false; spec B 4.6 writes no deletes), after the plans and seats
     given up there (earlier ops of its aggregate), and parked as external_user_in_use while

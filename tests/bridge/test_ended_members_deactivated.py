@@ -207,6 +207,35 @@ def test_a_member_back_while_their_deactivation_is_parked_is_released_from_it(
     assert account.users[there]["active"] is True
 
 
+def test_a_member_erased_before_their_user_was_sent_is_mirrored_when_they_rejoin(
+    client, session, gym, bridged, account, fake, bridge_settings, clock
+):
+    """The erasure withdrew the member's user.create before any dispatcher sent it (it held
+    their name and address); they join again: the create goes after all, with their details
+    now, and their plan and seats follow it there."""
+    member = gym[Role.member]
+    mirror.member_created(session, member.membership, now=NOW)
+    session.commit()
+    response = client.post(
+        f"/organizations/{gym.id}/members/{member.user.id}/erasure",
+        headers=gym[Role.owner].headers,
+    )
+    assert response.status_code == 200, response.json
+    run(session, gym.id, bridge_settings, clock)
+    assert account.users == {}
+
+    _rejoin(client, session, gym)
+    run(session, gym.id, bridge_settings, clock)
+
+    (there,) = account.users
+    assert (account.users[there]["email"], account.users[there]["active"]) == (
+        session.get(User, member.user.id).email, True
+    )  # fmt: skip
+    assert entity_map.find(session, gym.id, EntityType.member, member.membership.id) is not None
+    assert _parked(session) == []
+    assert fake.calls_to("PATCH /v3/users") == []
+
+
 def test_a_member_who_leaves_twice_is_deactivated_twice(
     client, session, gym, bridged, account, bridge_settings, clock
 ):
