@@ -12,8 +12,9 @@ Nothing noticed is dropped: each case ends in one of the two, in the poll's tran
 - A linked class removed there: before its series' cutover (see cutover) the platform session
   is cancelled with its bookings; from it on, an issue (class_removed).
 - The coach changed there: before the cutover the platform session takes the coach when the
-  entity map links that staff member, else an issue (coach_unmapped); from it on, the
-  platform's coach is sent back there (schedule.coach).
+  entity map links that staff member, else an issue (coach_unmapped); one who is no longer
+  active staff here leaves the session without a coach, and an issue (coach_ineligible);
+  from it on, the platform's coach is sent back there (schedule.coach).
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from sqlalchemy.orm import Session
 
 from gymctl.billing.accounts import billing_settings
 from gymctl.bookings import book as bookings
-from gymctl.bookings import quota
+from gymctl.bookings import quota, schedule
+from gymctl.bookings.cancel_class import SESSION_CANCELLED
+from gymctl.bookings.codes import COACH_INELIGIBLE
 from gymctl.bookings.eligibility import BOOKABLE
 from gymctl.bridge import codes, cutover, entity_map, queue
 from gymctl.bridge.polling import Noticed
@@ -182,9 +185,9 @@ def class_removed(session: Session, organization_id, row: EntityLink, now: datet
         return "issue"
     # Before its series' cutover the external system's timetable stands: the class is off.
     target.cancelled_at = now  # first: a cancel below promotes no one into a cancelled class
-    for booking in active:
+    for booking in active:  # the gym called it off, as staff do here: its members are pushed
         bookings.cancel(session, organization_id, booking.id, actor_user_id=None,
-                        by_staff=True, now=now)  # fmt: skip
+                        by_staff=True, now=now, reason=SESSION_CANCELLED)  # fmt: skip
     _audit(session, "bridge.class_cancelled_externally", organization_id, "class_session",
            target.id, {"externalClassId": row.external_id, "cancelledBookings": len(active)},
            now)  # fmt: skip
@@ -209,10 +212,21 @@ def coach_changed(session: Session, organization_id, row: EntityLink, now: datet
                     {"externalClassId": row.external_id, "sessionId": str(target.id),
                      "externalCoachId": coach}, now=now)  # fmt: skip
         return "issue"
-    if target.coach_user_id != membership.user_id:
-        target.coach_user_id = membership.user_id
+    # A linked coach who is no longer active staff here (left, or made a member) coaches
+    # nothing (schedule.may_coach): the class keeps no coach, not them nor the one replaced
+    # there, and the owner hears of it.
+    eligible = schedule.may_coach(session, organization_id, membership.user_id)
+    coach_user_id = membership.user_id if eligible else None
+    if target.coach_user_id != coach_user_id:
+        target.coach_user_id = coach_user_id
         _audit(session, "bridge.coach_changed_externally", organization_id, "class_session",
-               target.id, {"externalCoachId": coach}, now)  # fmt: skip
+               target.id, {"externalCoachId": coach, "coachEligible": eligible}, now)  # fmt: skip
+    if not eligible:
+        raise_issue(session, organization_id, COACH_INELIGIBLE, row.external_id,
+                    {"externalClassId": row.external_id, "sessionId": str(target.id),
+                     "externalCoachId": coach, "memberId": str(membership.id)},
+                    now=now)  # fmt: skip
+        return "issue"
     return "applied"
 
 

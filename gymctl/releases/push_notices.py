@@ -106,7 +106,7 @@ def _pushed_events() -> ColumnElement[bool]:
             or_(
                 payload["reason"].as_string().in_(REASONS),
                 payload["planEnded"].as_string().is_not(None),
-                actor.is_not(None),  # staff; the bridge's cancels carry no actor: not pushed
+                actor.is_not(None),  # staff; a booking the bridge saw gone there has none
             ),
         ),
         and_(

@@ -10,12 +10,22 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import select
 
+from daemons.jobs import member_pushes
 from gymctl.bookings import book, schedule
 from gymctl.bridge import cutover, entity_map, inbound, mirror
 from gymctl.errors import DomainError
-from gymctl.models import AuditLog, Booking, BookingStatus, ClassSession, Role
+from gymctl.models import (
+    AuditLog,
+    Booking,
+    BookingStatus,
+    ClassSession,
+    MembershipStatus,
+    OutboxEvent,
+    Role,
+)
 from gymctl.models.billing import PlanType
 from gymctl.models.bridge import EntityType, Origin, SyncOp
+from gymctl.models.releases import PushNotice
 from tests import factories
 from tests.billing.factories import make_plan, make_subscription
 from tests.bridge.conftest import run
@@ -174,6 +184,26 @@ def test_before_its_series_cutover_a_class_removed_there_is_cancelled_here(
 
 
 @pytest.mark.embedded
+def test_a_class_removed_there_cancels_its_bookings_as_a_class_cancel_and_they_are_pushed(
+    session, session_factory, settings, org, connected, fake, account, bridge_settings, clock,
+    scene,
+):  # fmt: skip
+    """The gym called the class off there: its members lost their seats without asking, as
+    when staff cancel a class here (reason session_cancelled), so the push sweep tells them
+    (none of this member's devices is registered: recorded as reaching none)."""
+    account.classes.pop(scene.external_class)
+    account.registrations.clear()
+    _reconcile(session, connected, org, bridge_settings, clock)
+
+    (event,) = session.scalars(
+        select(OutboxEvent).where(OutboxEvent.name == "booking.cancelled")
+    ).all()
+    assert event.payload["reason"] == "session_cancelled"
+    assert member_pushes(session_factory, clock.now(), settings)["unreached"] == 1
+    assert session.scalar(select(PushNotice.outbox_event_id)) == event.id
+
+
+@pytest.mark.embedded
 def test_from_the_cutover_a_coach_changed_there_is_changed_back(
     session, org, connected, fake, account, bridge_settings, clock, scene
 ):
@@ -243,6 +273,35 @@ def test_a_coach_changed_there_is_taken_when_the_staff_member_is_linked(
     account.classes[scene.external_class]["coach_id"] = 77  # no one we know
     _reconcile(session, connected, org, bridge_settings, clock)
     assert [i.kind for i in inbound.open_issues(session, org.id)] == ["coach_unmapped"]
+
+
+@pytest.mark.embedded
+def test_a_coach_changed_there_to_one_who_left_leaves_the_class_without_a_coach(
+    session, org, connected, fake, account, bridge_settings, clock, scene
+):
+    """The external system names a linked coach who is no longer active staff here: the class
+    does not take them (schedule.check_coach's rule), nor keep the coach replaced there; the
+    owner hears of it (coach_ineligible)."""
+    current = factories.membership(session, user=factories.user(session, name="Coach Ada"),
+                                   organization=org, role=Role.coach)  # fmt: skip
+    gone = factories.membership(session, user=factories.user(session, name="Coach Kim"),
+                                organization=org, role=Role.coach)  # fmt: skip
+    entity_map.link(session, org.id, EntityType.staff, platform_id=gone.id, external_id="42",
+                    origin=Origin.manual, now=NOW)  # fmt: skip
+    scene.session_row.coach_user_id = current.user_id
+    gone.status = MembershipStatus.cancelled  # Kim left the gym
+    session.commit()
+    account.classes[scene.external_class]["coach_id"] = 42
+
+    summary = _reconcile(session, connected, org, bridge_settings, clock)
+
+    assert summary.polls["applied"] == {"coach_changed:issue": 1}
+    session.refresh(scene.session_row)
+    assert scene.session_row.coach_user_id is None
+    (issue,) = inbound.open_issues(session, org.id)
+    assert (issue.kind, issue.details["externalCoachId"]) == ("coach_ineligible", "42")
+    (audit,) = _audits(session, "bridge.coach_changed_externally")
+    assert audit.data["coachEligible"] is False
 
 
 @pytest.mark.embedded
