@@ -86,5 +86,6 @@ def link(
          organization_id=organization_id, actor_user_id=actor_user_id,
          payload={"opId": op.id, "externalId": external_id,
                   **({"operator": operator} if operator else {})})  # fmt: skip
-    return queue.retry(session, op.id, now=now, organization_id=organization_id,
-                       actor_user_id=actor_user_id)  # fmt: skip
+    retried, _queued = queue.retry(session, op.id, now=now, organization_id=organization_id,
+                                   actor_user_id=actor_user_id)  # fmt: skip
+    return retried

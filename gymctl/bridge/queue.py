@@ -364,12 +364,15 @@ def retry(
     now: datetime,
     organization_id: uuid.UUID | None = None,
     actor_user_id: uuid.UUID | None = None,
-) -> SyncOp:
+) -> tuple[SyncOp, bool]:
     """A parked op (or one waiting on the ladder) back to pending now. A parked op starts the
     ladder again, but counted as attempted once: it may have been applied before it parked,
     so its next attempt searches the external system before it creates (a create is never
-    sent blind twice)."""
+    sent blind twice). The op, and whether it was queued already (pending or in flight: a
+    second retry, a double click), which answers as done and changes nothing."""
     op = get_op(session, op_id, organization_id)
+    if op.status in (OpStatus.pending, OpStatus.in_flight):
+        return op, True
     if op.status not in (OpStatus.parked, OpStatus.failed):
         raise conflict(codes.BRIDGE_OP_NOT_RETRYABLE, f"op {op_id} is {op.status.value}")
     if op.status is OpStatus.parked:
@@ -379,7 +382,7 @@ def retry(
     op.run_after = now
     op.updated_at = now
     _audit(session, "bridge.op_retried", op, now, actor_user_id)
-    return op
+    return op, False
 
 
 def dismiss(

@@ -53,12 +53,17 @@ def _operator_write(
 
 
 def _op_action(action: str, op_id: int, operator: str, as_json: bool) -> None:
-    """retry or dismiss one op (queue.retry, queue.dismiss), audited under the operator."""
+    """retry or dismiss one op (queue.retry, queue.dismiss), audited under the operator. A
+    retry of an op queued already succeeds and says so (alreadyQueued), as a repeat should."""
     from gymctl.bridge import queue
 
     with _operator_write(operator) as (session, _, actor):
-        op = getattr(queue, action)(session, op_id, now=clock.now(), actor_user_id=actor)
-        row = queue.describe(op)
+        if action == "retry":
+            op, queued = queue.retry(session, op_id, now=clock.now(), actor_user_id=actor)
+            row = {**queue.describe(op), "alreadyQueued": queued}
+        else:
+            op = queue.dismiss(session, op_id, now=clock.now(), actor_user_id=actor)
+            row = queue.describe(op)
     render_mapping(row, title=f"op {op_id}", as_json=as_json)
 
 

@@ -1,5 +1,6 @@
 """`gymctl bridge ...` end to end on the embedded default (SQLite), against the fake on
-loopback: connect, dispatch, status, the parked op's retry, a refused dismiss."""
+loopback: connect, dispatch, status, the parked op's retry (twice: the second says it is
+queued already), a refused dismiss."""
 
 from __future__ import annotations
 
@@ -78,7 +79,9 @@ def test_an_operator_connects_dispatches_and_retries_a_parked_op(home_env, fake)
     retried = json.loads(
         gymctl(env, "bridge", "retry", str(parked_id), "--operator", "user_ops", "--json").stdout
     )
-    assert retried["status"] == "pending"
+    assert (retried["status"], retried["alreadyQueued"]) == ("pending", False)
+    again = gymctl(env, "bridge", "retry", str(parked_id), "--operator", "user_ops", "--json")
+    assert json.loads(again.stdout)["alreadyQueued"] is True  # exit 0: queued, as asked
     gymctl(env, "bridge", "dispatch", "--once", "--json")
     status = json.loads(gymctl(env, "bridge", "status", "iron-temple", "--json").stdout)
     assert (status["parked"], status["byStatus"]["succeeded"]) == (0, 2)

@@ -178,7 +178,8 @@ def test_operator_retry_and_dismiss_of_parked_ops(session, bridged):
     (op,) = _claim(session, bridged)
     _record(session, op, queue.parked(op, issue="rejected", error="422"))
     session.commit()
-    retried = queue.retry(session, op.id, now=NOW, organization_id=bridged.id)
+    retried, queued = queue.retry(session, op.id, now=NOW, organization_id=bridged.id)
+    assert not queued
     # Counted as attempted once: the retried op searches before it creates.
     assert (retried.status, retried.attempts, retried.issue_code) == (OpStatus.pending, 1, None)
     (op,) = _claim(session, bridged)

@@ -1,13 +1,18 @@
-"""An operator's retry never sends a create blind, and a membership update touches only the
-memberships the entity map says are ours."""
+"""An operator's retry never sends a create blind, a second retry of an op queued again is
+told so (not refused), and a membership update touches only the memberships the entity map
+says are ours."""
 
 from __future__ import annotations
 
 import uuid
 
+from sqlalchemy import func, select
+
 from gymctl.bridge import enqueue, entity_map, queue
+from gymctl.bridge.connection import connect
+from gymctl.models import AuditLog, Role
 from gymctl.models.bridge import EntityType, OpStatus
-from tests.bridge.conftest import member_payload, run
+from tests.bridge.conftest import API_KEY, member_payload, run
 from tests.conftest import NOW
 
 
@@ -37,6 +42,32 @@ def test_an_operator_retry_of_a_parked_create_searches_before_it_creates(
     assert fake.duplicates == []
     link = entity_map.find(session, org.id, EntityType.member, op.payload["memberId"])
     assert link.external_id == applied
+
+
+def test_an_owner_retrying_an_op_twice_is_told_it_is_queued_already(
+    client, session, gym, account, bridge_settings
+):
+    """A double click, or a retry sent again after a lost answer: the op is queued, as asked.
+    Retried once, audited once; an op sent already is still refused."""
+    connect(session, gym.id, API_KEY, settings=bridge_settings, now=NOW)
+    op = _queue(session, gym.organization, "user.create", member_payload())
+    op.status, op.attempts, op.issue_code = OpStatus.parked, 6, "retries_exhausted"
+    session.commit()
+    path = f"/organizations/{gym.id}/bridge/issues/{op.id}/retry"
+    owner = gym[Role.owner].headers
+
+    first, second = client.post(path, headers=owner), client.post(path, headers=owner)
+
+    assert (first.status_code, first.json["alreadyQueued"]) == (200, False)
+    assert (second.status_code, second.json["alreadyQueued"]) == (200, True)
+    assert second.json["op"]["status"] == "pending"
+    retried = select(func.count()).where(AuditLog.action == "bridge.op_retried")
+    assert session.scalar(retried) == 1
+    session.refresh(op)
+    op.status = OpStatus.succeeded
+    session.commit()
+    sent = client.post(path, headers=owner)
+    assert (sent.status_code, sent.json["code"]) == (409, "bridge_op_not_retryable")
 
 
 def _assigned(session, org, bridge_settings, clock) -> tuple[dict, str]:

@@ -107,10 +107,10 @@ def _op_id(text: str) -> int:
 @bp.post("/issues/<op_id>/retry")
 @owner_route
 def retry(org_id, op_id):
-    op = queue.retry(
+    op, queued = queue.retry(
         db(), _op_id(op_id), now=now(), organization_id=org_id, actor_user_id=membership().user_id
     )
-    return jsonify(op=queue.describe(op))
+    return jsonify(op=queue.describe(op), alreadyQueued=queued)
 
 
 class Cutover(Body):
