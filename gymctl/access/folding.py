@@ -86,12 +86,13 @@ def fold_person(session: Session, source: User, target: User, *, now: datetime) 
     for dropped, goes_on, plans, seats in moved:  # the bridge follows them to the kept member
         mirror.member_folded(session, dropped, goes_on, now=now)
         mirror.holdings_moved(session, goes_on.organization_id, dropped.id, plans, seats, now=now)
-        mirror.member_retired(session, dropped, now=now)
     for membership in ended:  # a seat the kept one holds too: given up, the waitlist moves up
         end_holdings(session, membership, actor_user_id=None, now=now)
         # A grant the kept one did not take (it holds its own) ends with the membership, as it
         # does at any end: left live, it would outlast the role it was granted for.
         end_sales_grant(session, membership, actor_user_id=None, now=now)
+    for dropped, *_ in moved:  # last: after every seat given up there, end_holdings' too
+        mirror.member_retired(session, dropped, now=now)
 
 
 def _never_started(session: Session, membership: Membership) -> bool:

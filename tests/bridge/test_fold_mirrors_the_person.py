@@ -6,20 +6,25 @@ the bridge "mirrors members ... so that both stay consistent").
   carries the kept member's name and email (a user.update in the fold's transaction).
 - Both had one: the dropped member's is deactivated there (PATCH /v3/users, never a delete:
   spec B 4.6), after its plans and seats were given up there; but not when the gym's own
-  memberships still live on it (an owner issue: the gym merges the two users there).
+  memberships still live on it (an owner issue: the gym merges the two users there), and
+  after the seat it held in a class the kept member booked too was given up there.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from sqlalchemy import select
 
+from gymctl.bookings import book, schedule
 from gymctl.bridge import mirror
 from gymctl.models import Role
 from gymctl.models.billing import PlanType
 from gymctl.models.bridge import EntityLink, EntityType, OpStatus, OpType, SyncOp
 from tests import factories
 from tests.billing.factories import make_plan, make_subscription
+from tests.bookings.conftest import TOMORROW
 from tests.bridge.conftest import run
 from tests.conftest import NOW
 from tests.factories import Gym
@@ -158,3 +163,38 @@ def test_a_dropped_external_user_the_gym_still_sells_to_there_is_left_active_as_
         (OpType.user_update, "external_user_in_use")
     ]
     assert fake.calls_to("PATCH /v3/users") == []
+
+
+def test_the_dropped_members_seat_in_a_class_both_booked_is_given_up_there_before_its_user(
+    session, org, connected, account, fake, bridge_settings, clock, client, idp
+):
+    """Both rows booked one class: the person holds one seat of it, the kept member's, so the
+    dropped member's stays with it and is given up as the membership ends. Its cancel there
+    goes before the dropped member's user is deactivated (its user's last op), not after."""
+    _profile, desk = _desk_profile(session, org, mirrored=True)
+    plan = make_plan(session, org, PlanType.cash)
+    mirror.subscription_changed(
+        session, make_subscription(session, Gym.of(desk), plan=plan), now=NOW
+    )
+    _login_user, joined = _login(session, org, with_plan=True)
+    kind = schedule.create_class_type(session, org.id, name="WOD", default_capacity=5,
+                                      duration_minutes=60, now=NOW)  # fmt: skip
+    row = schedule.schedule_session(session, kind, starts_at=TOMORROW, now=NOW)
+    there_class = fake.add_class(account, TOMORROW.date().isoformat(),
+                                 time=TOMORROW.strftime("%H:%M"))  # fmt: skip
+    for member in (desk, joined):
+        book.book(session, org.id, row.id, member, actor_user_id=member.user_id, now=NOW)
+    session.commit()
+    for minutes in (0, 2):  # the first run polls, the second books (the class now linked)
+        clock.set(NOW + timedelta(minutes=minutes))
+        run(session, org.id, bridge_settings, clock)
+    dropped_there = _external_user(session, org, joined)
+    assert fake.effects[dropped_there][-1] == f"book:{there_class}"
+
+    signed_in = {"Authorization": f"Bearer {idp.token('user_pat', now=clock.now())}"}
+    assert client.get("/users/me", headers=signed_in).status_code == 200
+    clock.set(NOW + timedelta(minutes=4))
+    run(session, org.id, bridge_settings, clock)
+
+    assert fake.effects[dropped_there][-2:] == [f"cancel:{there_class}", "updated:None"]
+    assert account.users[dropped_there]["active"] is False
