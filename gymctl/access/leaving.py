@@ -29,14 +29,14 @@ import uuid
 from datetime import datetime
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 
-from gymctl.billing.attempts import end_plan, lock_subscription
+from gymctl.billing.attempts import end_plan, lock_subscription, waiting_in_classes_of
 from gymctl.bookings import book, schedule
 from gymctl.bookings.eligibility import LIVE
 from gymctl.bridge import mirror
 from gymctl.db import is_postgres
-from gymctl.models import Booking, BookingStatus, ClassSession, Membership, Subscription
+from gymctl.models import Booking, ClassSession, Membership, Subscription
 
 MEMBERSHIP_ENDED = "membership_ended"
 
@@ -51,20 +51,7 @@ def lock_leaving(session: Session, membership: Membership, *, now: datetime) -> 
     its one write lock already."""
     if not is_postgres(session):
         return
-    seat = aliased(Booking)
-    waiting = session.scalars(
-        select(Booking.membership_id)
-        .join(seat, seat.class_session_id == Booking.class_session_id)
-        .join(ClassSession, ClassSession.id == seat.class_session_id)
-        .where(
-            seat.membership_id == membership.id,
-            seat.status.in_(book.ACTIVE),
-            seat.deleted_at.is_(None),
-            ClassSession.starts_at > now,
-            Booking.status == BookingStatus.waitlisted,
-            Booking.deleted_at.is_(None),
-        )
-    ).all()
+    waiting = session.scalars(waiting_in_classes_of(membership.id, now)).all()
     for membership_id in sorted({membership.id, *waiting}):
         session.scalar(
             select(Membership.id)

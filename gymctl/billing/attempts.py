@@ -23,7 +23,7 @@ from enum import StrEnum
 from typing import Any
 
 from dateutil.relativedelta import relativedelta
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import Select, bindparam, func, select
 from sqlalchemy.orm import Session, aliased, lazyload
 
 from gymctl import ids
@@ -169,25 +169,40 @@ _LOCKS = {
     )
     for skip_locked in (False, True)
 }
-_SEAT = aliased(Booking)
-# The members waiting in the classes to come the membership holds seats in, whose ids come
-# before its own: what give_up_uncovered locks (shared) of those, in id order.
+
+
+def waiting_in_classes_of(holders: Any, now: Any) -> Select:
+    """The members waiting in the classes to come that `holders` (one membership id, or a
+    select of them) hold seats in: a seat given up there may promote them, so every path that
+    may give those seats up (a plan ending, a member leaving, the lifecycle pass) locks them,
+    shared, in the one id order it takes its own membership in."""
+    seat = aliased(Booking)
+    held = (
+        seat.membership_id.in_(holders)
+        if isinstance(holders, Select)
+        else seat.membership_id == holders
+    )
+    return (
+        select(Booking.membership_id)
+        .join(seat, seat.class_session_id == Booking.class_session_id)
+        .join(ClassSession, ClassSession.id == seat.class_session_id)
+        .where(
+            held,
+            seat.status.in_(book.ACTIVE),
+            seat.deleted_at.is_(None),
+            ClassSession.starts_at > now,
+            Booking.status == BookingStatus.waitlisted,
+            Booking.deleted_at.is_(None),
+        )
+    )
+
+
+# The members waiting in the membership's classes whose ids come before its own, in id order:
+# what lock_subscription takes (shared) before the membership when the plan may end.
 _LOCK_WAITING_FIRST = (
     select(Membership.id)
     .where(
-        Membership.id.in_(
-            select(Booking.membership_id)
-            .join(_SEAT, _SEAT.class_session_id == Booking.class_session_id)
-            .join(ClassSession, ClassSession.id == _SEAT.class_session_id)
-            .where(
-                _SEAT.membership_id == bindparam("id"),
-                _SEAT.status.in_(book.ACTIVE),
-                _SEAT.deleted_at.is_(None),
-                ClassSession.starts_at > bindparam("now"),
-                Booking.status == BookingStatus.waitlisted,
-                Booking.deleted_at.is_(None),
-            )
-        ),
+        Membership.id.in_(waiting_in_classes_of(bindparam("id"), bindparam("now"))),
         Membership.id < bindparam("id"),
     )
     .order_by(Membership.id)

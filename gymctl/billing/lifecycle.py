@@ -38,7 +38,7 @@ from sqlalchemy import (
     union_all,
 )
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 
 from gymctl.billing import attempts
 from gymctl.billing.days import day_n_ends
@@ -56,10 +56,7 @@ from gymctl.clock import ensure_utc
 from gymctl.db import is_postgres
 from gymctl.models import (
     BillingSettings,
-    Booking,
-    BookingStatus,
     Checkout,
-    ClassSession,
     Membership,
     PaymentTransaction,
     Subscription,
@@ -640,20 +637,7 @@ def _lock_members_first(session: Session, *, now: datetime, limit: int) -> froze
             if t.name in _MAY_END
         )
     ).subquery()
-    seat = aliased(Booking)
-    waiting = (
-        select(Booking.membership_id)
-        .join(seat, seat.class_session_id == Booking.class_session_id)
-        .join(ClassSession, ClassSession.id == seat.class_session_id)
-        .where(
-            seat.membership_id.in_(select(candidates.c.id)),
-            seat.status.in_(book.ACTIVE),
-            seat.deleted_at.is_(None),
-            ClassSession.starts_at > now,
-            Booking.status == BookingStatus.waitlisted,
-            Booking.deleted_at.is_(None),
-        )
-    )
+    waiting = attempts.waiting_in_classes_of(select(candidates.c.id), now)
     held = session.scalars(
         select(Membership.id)
         .where(or_(Membership.id.in_(select(candidates.c.id)), Membership.id.in_(waiting)))
