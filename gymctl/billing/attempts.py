@@ -582,7 +582,7 @@ def _apply(
 ) -> Applied:
     attempt = dict(transaction.billing_attempt)
     if result.outcome == Outcome.approved:
-        mismatch = _evidence_mismatch(attempt, result)
+        mismatch = evidence_mismatch(attempt, result)
         if mismatch:
             return _contradicted(transaction, attempt, mismatch, now)
         settle(session, transaction, subscription, result.transaction_id, now=now)
@@ -1062,8 +1062,10 @@ def _drift(
     return None
 
 
-def _evidence_mismatch(attempt: dict[str, Any], result: ChargeResult) -> str | None:
-    """A success counts only for the exact amount, currency and terminal of the attempt."""
+def evidence_mismatch(attempt: dict[str, Any], result: ChargeResult) -> str | None:
+    """A success counts only for the exact amount, currency and terminal of the attempt (spec
+    B: reconcile with verified success); the field that differs, else None. Desk charges take
+    the same rule: a deal known only on another terminal would be refunded where it is not."""
     if result.amount_in_cents is not None and result.amount_in_cents != attempt["amountInCents"]:
         return "amount"
     if result.currency is not None and result.currency != attempt["currency"]:

@@ -246,9 +246,10 @@ def apply_result(
     )
     if transaction.status == TransactionStatus.pending:
         attempt = dict(transaction.billing_attempt)
-        mismatch = result.outcome == Outcome.approved and (
-            (result.amount_in_cents not in (None, attempt["amountInCents"]))
-            or (result.currency not in (None, attempt["currency"]))
+        # The collector's rule: approved elsewhere (another amount, currency or terminal) is
+        # held as a contradiction, never completed where a refund would not find the deal.
+        mismatch = result.outcome == Outcome.approved and attempts.evidence_mismatch(
+            attempt, result
         )
         if result.outcome == Outcome.approved and not mismatch:
             transaction.status = TransactionStatus.completed
@@ -262,8 +263,12 @@ def apply_result(
             transaction.status = TransactionStatus.failed
             transaction.billing_resolution = {"decision": "not_charged", "at": now.isoformat()}
         else:
-            key = "contradiction" if mismatch else "uncertainSince"
-            attempt[key] = attempt.get(key) or now.isoformat()
+            key, value = (
+                ("contradiction", {"field": mismatch, "at": now.isoformat()})
+                if mismatch
+                else ("uncertainSince", now.isoformat())
+            )
+            attempt[key] = attempt.get(key) or value
             transaction.billing_attempt = attempt
         transaction.updated_at = now
         if transaction.status != TransactionStatus.pending:

@@ -3,8 +3,10 @@ it and reconcile it by its stored ids, without the client's idempotency key; the
 does the same for every such charge past the executing grace.
 
 Reconcile is a lookup of the stored external attempt id on the merchant account that sent it,
-never a charge (notes/billing.md: "UNKNOWN is never retried blind"): approved completes it,
-declined fails it, not_found (the provider never received it) closes it as not charged.
+never a charge (notes/billing.md: "UNKNOWN is never retried blind"): approved completes it
+(at the stored amount, currency and terminal; else it is held as a contradiction for the
+settle-contradiction door), declined fails it, not_found (the provider never received it)
+closes it as not charged.
 """
 
 from __future__ import annotations
@@ -98,9 +100,10 @@ def reconcile_desk_charge(
     documents: DocumentProvider,
 ) -> dict[str, Any]:
     """Ask the original merchant account about the stored attempt id and apply its answer.
-    Outcomes: charged, declined, not_charged, contradiction (another amount was reported),
-    already_resolved. Refusals change nothing: 409 billing_attempt_executing (inside the 90 s
-    grace), billing_original_account_unavailable, billing_provider_unavailable."""
+    Outcomes: charged, declined, not_charged, contradiction (approved at another amount,
+    currency or terminal: the collector's rule), already_resolved. Refusals change nothing: 409
+    billing_attempt_executing (inside the 90 s grace), billing_original_account_unavailable,
+    billing_provider_unavailable."""
     transaction = desk_charge_of(session, organization_id, transaction_id)
     if transaction.status != TransactionStatus.pending:
         return {"outcome": "already_resolved", **describe(session, transaction, now=now)}
