@@ -1,7 +1,7 @@
 """The operator's door for a billing contradiction (spec B 6: "billing contradictions"; 2.2: "A
 pending billing attempt means the local outcome is unresolved"): a hosted checkout page or a
-desk charge the provider approved at another amount (or currency) than the one stored. The
-money is held by the gym, so the row stays pending, and reconcile, refund and the ordinary
+desk charge the provider approved at another amount, currency or (a desk charge, as a collector
+attempt) terminal than the one stored. The money is held by the gym, so the row stays pending, and reconcile, refund and the ordinary
 dismiss all refuse it. An operator settles it with one of two decisions:
 
 - accept: the gym takes what the provider took as the payment: the charge is recorded completed
