@@ -16,6 +16,13 @@ demoted meanwhile invite no one more (permission_denied); a person the gym erase
 not invited (erased). After the first rate_limited answer
 (the identity provider's 429, or our own per-instance window) every remaining address reports
 rate_limited and the provider is not called again (spec A 7).
+
+Each address's email counts against the address's budget in the gym, as a single invite's and
+a resend's do (invitations.count_email): a revoke and a bulk invite again mailed past it. It is
+counted with the invitation it mails, under the batch's lock (a count committed before the
+provider call would free that lock, and on the embedded default a count written before it would
+hold the write lock through it); an address over its budget reports address_rate_limited (with
+retryAfter), nothing of it stored, and the batch's other addresses go on.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from gymctl.access.invitations import (
     Outreach,
     ask_provider,
     check_new,
+    count_email,
     deliver,
     normalize_email,
     store_new,
@@ -65,6 +73,9 @@ UNFINISHED_PER_ORGANIZATION = 3  # queued batches of one gym: a fourth waits for
 INVITED = "invited"
 FAILED = "failed"
 ERASED = "erased"
+# The address's own email budget in the gym is spent (invitations.count_email): this address
+# waits, the others go on. Not rate_limited, which stops every later address (spec A 7).
+ADDRESS_RATE_LIMITED = "address_rate_limited"
 DEFERRED = staff_queue.DEFERRED
 
 
@@ -321,8 +332,9 @@ def _lost_try(
 def _invite(
     session: Session, outreach: Outreach, batch: InvitationBatch, email: str, *, now: datetime
 ) -> dict[str, Any]:
-    """The address's outcome, its invitation stored (not committed, not sent); DomainError when
-    the identity provider failed (a status of 500 or more), after which nothing of it is kept."""
+    """The address's outcome, its invitation stored and its email counted (not committed, not
+    sent); DomainError when the identity provider failed (a status of 500 or more), after which
+    nothing of it is kept."""
     if is_erased_address(email):
         return {"email": email, "outcome": ERASED}  # the gym erased the person meanwhile
     if any(r["outcome"] == RATE_LIMITED for r in batch.results):
@@ -340,18 +352,25 @@ def _invite(
         # its invitation), in erasure's order: written first, a login the erasure then wrote
         # waited on the worker while the worker waited on the batch (a deadlock).
         _lock_batch(session, batch_id)
-        with session.begin_nested():
-            _organization, actor = _asker(session, org_id, asker_id)
-            invitation = store_new(
-                session,
-                asked,
-                organization_id=org_id,
-                actor=actor,
-                actor_user_id=actor.user_id,
-                email=address,
-                role=role,
-                now=now,
-            )
+        try:
+            with session.begin_nested():
+                _organization, actor = _asker(session, org_id, asker_id)
+                invitation = store_new(
+                    session,
+                    asked,
+                    organization_id=org_id,
+                    actor=actor,
+                    actor_user_id=actor.user_id,
+                    email=address,
+                    role=role,
+                    now=now,
+                )
+                count_email(session, org_id, address, now=now)
+        except DomainError as error:
+            if error.code != RATE_LIMITED:
+                raise
+            # The address's own budget, not the provider's 429: the others go on.
+            return {"email": email, "outcome": ADDRESS_RATE_LIMITED, **error.details}
     except DomainError as error:
         if error.status >= 500:
             raise

@@ -70,7 +70,7 @@ LINK_REQUEST_BATCH = 200  # link requests a sweep sends
 LINK_REQUEST_RETRY = timedelta(minutes=5)  # after a try the mail server refused
 # Resends (decisions s48): staff resent without any limit, so a script could mail an address as
 # often as it liked. A person who lost the email needs one or two. The budget is the address's in
-# the gym, an invitation's own email included (`_count_email`): revoking and inviting again
+# the gym, an invitation's own email included (`count_email`): revoking and inviting again
 # neither refills it nor mails past it.
 RESENDS_PER_HOUR = 3
 RESENDS_PER_DAY = 10
@@ -218,7 +218,7 @@ def create_invitation(
     org_id = organization.id if organization else None
     joined = transaction_wrote(session)  # the invitation joins the caller's unit of work
     check_new(session, organization_id=org_id, actor=actor, email=email, role=role)
-    _count_email(session, org_id, email, now=now)
+    count_email(session, org_id, email, now=now)
     if not joined:
         session.commit()  # the count stands whatever follows (and holds no lock meanwhile)
     asked = ask_provider(session, outreach, email, now=now)
@@ -710,7 +710,7 @@ def resend_invitation(
     require_invitation_handling(actor.role, invitation.role)
     invitation = _locked(session, invitation_id)  # two resends at once bump one after the other
     _require_pending(invitation)
-    _count_email(session, invitation.organization_id, invitation.email, now=now)
+    count_email(session, invitation.organization_id, invitation.email, now=now)
     former = (invitation.token_version, invitation.expires_at)
     invitation.token_version += 1
     invitation.expires_at = now + timedelta(days=outreach.settings.invitation_ttl_days)
@@ -723,7 +723,7 @@ def resend_invitation(
         raise bad_gateway(codes.MAIL_FAILED, str(error)) from None
 
 
-def _count_email(
+def count_email(
     session: Session, organization_id: uuid.UUID | None, email: str, *, now: datetime
 ) -> None:
     """Count an invitation email (a new invitation's or a resend) against the address's hour
