@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from gymctl.access import codes, erased
 from gymctl.access.grants import require_grant, require_role_change
 from gymctl.access.leaving import end_holdings, lock_leaving
+from gymctl.bookings import schedule
 from gymctl.errors import conflict, forbidden, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import (
@@ -113,7 +114,9 @@ def change_role(
     session: Session, actor: Membership, target_user_id: uuid.UUID, new_role: Role, *, now: datetime
 ) -> Membership:
     """Change a member's role. Giving the owner role transfers ownership: the caller (the owner)
-    becomes an admin in the same transaction, so there is always exactly one owner."""
+    becomes an admin in the same transaction, so there is always exactly one owner. A role
+    that may not coach (member) leaves the classes to come they coach without a coach, as
+    leaving does (schedule.release_coach): a class is coached by active staff."""
     target = membership_of(session, actor.organization_id, target_user_id)
     if target.id == actor.id:
         raise forbidden(codes.ROLE_CHANGE_SELF, "you cannot change your own role")
@@ -138,6 +141,7 @@ def change_role(
     target.role = new_role
     target.updated_at = now
     end_sales_grant(session, target, actor_user_id=actor.user_id, now=now)
+    uncoached = schedule.release_coach(session, actor.organization_id, target.user_id, now=now)
     emit(
         session,
         EventKind.audit,
@@ -151,6 +155,7 @@ def change_role(
             "from": previous.value,
             "to": new_role.value,
             "ownershipTransferred": new_role is Role.owner,
+            "sessionsUncoached": uncoached,
         },
     )
     session.flush()
