@@ -163,7 +163,7 @@ class HttpIdentityAdmin:
         if not isinstance(users, list):
             raise IdentityAdminError("account lookup: the provider's answer is not a list")
         held = [
-            (str(user["id"]), address["email_address"], address.get("verification") or {})
+            (user["id"], address["email_address"], _verified(address))
             for user in users
             for address in _addresses(user)
             if isinstance(address.get("email_address"), str)
@@ -176,9 +176,9 @@ class HttpIdentityAdmin:
             Account(
                 identity_id=identity_id,
                 email=held_email,
-                email_verified=verification.get("status") == "verified",
+                email_verified=verified,
             )
-            for identity_id, held_email, verification in held
+            for identity_id, held_email, verified in held
             if folded[held_email] == folded[email]
         ]
         # A verified holder of the address wins over a login that never proved it.
@@ -273,15 +273,25 @@ class HttpIdentityAdmin:
 def _json(response: httpx.Response, what: str) -> Any:
     try:
         return response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's stack
         raise IdentityAdminError(f"{what}: the identity provider's answer is not JSON") from None
 
 
 def _addresses(user: Any) -> list[dict[str, Any]]:
-    if not isinstance(user, dict) or "id" not in user:
+    """The address objects of a user with a string id. A field of another type reads as
+    absent, here and in `_verified`: its .get() or iteration was an AttributeError or
+    TypeError, a 500 where the lookup meant "no such account"."""
+    if not isinstance(user, dict) or not isinstance(user.get("id"), str) or not user["id"]:
         return []
-    addresses = user.get("email_addresses") or []
+    addresses = user.get("email_addresses")
+    if not isinstance(addresses, list):
+        return []
     return [a for a in addresses if isinstance(a, dict)]
+
+
+def _verified(address: dict[str, Any]) -> bool:
+    verification = address.get("verification")
+    return isinstance(verification, dict) and verification.get("status") == "verified"
 
 
 def _retry_after(value: str | None, now: datetime) -> int | None:
