@@ -12,8 +12,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from gymctl.events import EventKind, emit
 from gymctl.models import Movement
+from gymctl.movements.audit import audit_library
 from gymctl.movements.clients import ChatModel
 from gymctl.movements.progress import SILENT, Progress
 from gymctl.movements.targets import canonical_rows
@@ -107,14 +107,11 @@ def write_cues(
     }
     if not dry_run:
         session.flush()
-        emit(
+        audit_library(
             session,
-            EventKind.audit,
             "movements.cues_written",
-            at=now,
-            aggregate_type="movement_library",
-            aggregate_id="canonical",
-            actor_user_id=actor_user_id,
-            payload={k: v for k, v in result.items() if k != "report"},
+            now,
+            actor_user_id,
+            {k: v for k, v in result.items() if k != "report"},
         )
     return result

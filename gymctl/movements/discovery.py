@@ -20,9 +20,9 @@ from sqlalchemy.orm import Session
 from gymctl.config import Settings
 from gymctl.db import advisory_lock
 from gymctl.errors import unavailable
-from gymctl.events import EventKind, emit
 from gymctl.models import Movement, VideoSearchQuota
 from gymctl.movements import codes
+from gymctl.movements.audit import audit_library
 from gymctl.movements.clients import (
     DETAILS_UNITS,
     SEARCH_UNITS,
@@ -117,16 +117,7 @@ def discover(
         result["searched"] += 1
         progress.advance()
     result.update(_coverage(rows))
-    emit(
-        session,
-        EventKind.audit,
-        "movements.videos_discovered",
-        at=now,
-        aggregate_type="movement_library",
-        aggregate_id="canonical",
-        actor_user_id=actor_user_id,
-        payload=result,
-    )
+    audit_library(session, "movements.videos_discovered", now, actor_user_id, result)
     return result
 
 

@@ -25,11 +25,10 @@ from sqlalchemy.orm import Session
 
 from gymctl.config import Settings
 from gymctl.errors import conflict, not_found
-from gymctl.events import EventKind, emit
 from gymctl.models import Movement, MovementVideoReport
 from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.movements import codes
-from gymctl.movements.audit import audit
+from gymctl.movements.audit import audit, audit_library
 from gymctl.movements.clients import ChatModel, ProviderUnavailable
 from gymctl.movements.progress import SILENT, Progress
 from gymctl.movements.targets import canonical_rows
@@ -197,16 +196,7 @@ def rank(
     summary.update(uncovered=len(skipped), costUsdMicros=cost, dryRun=dry_run, model=llm.model)
     if not dry_run:
         session.flush()
-        emit(
-            session,
-            EventKind.audit,
-            "movements.videos_ranked",
-            at=now,
-            aggregate_type="movement_library",
-            aggregate_id="canonical",
-            actor_user_id=actor_user_id,
-            payload=summary,
-        )
+        audit_library(session, "movements.videos_ranked", now, actor_user_id, summary)
     return {"summary": summary, "skippedUncovered": len(skipped), "report": report}
 
 

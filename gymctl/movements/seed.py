@@ -21,10 +21,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.errors import not_found
-from gymctl.events import EventKind, emit
 from gymctl.models import Movement
 from gymctl.movements import codes
 from gymctl.movements.aliases import merge_aliases
+from gymctl.movements.audit import audit_library
 from gymctl.movements.embeddings import (
     Embedder,
     Pacer,
@@ -129,16 +129,7 @@ def seed_library(
         "embedded": len(to_embed),
         "model": embedder.model,
     }
-    emit(
-        session,
-        EventKind.audit,
-        "movements.library_seeded",
-        at=now,
-        aggregate_type="movement_library",
-        aggregate_id="canonical",
-        actor_user_id=actor_user_id,
-        payload=result,
-    )
+    audit_library(session, "movements.library_seeded", now, actor_user_id, result)
     return result
 
 
