@@ -9,11 +9,15 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from datetime import timedelta
 
-from sqlalchemy import event
+from sqlalchemy import event, select
 from sqlalchemy.engine import Engine
 
+from gymctl.access.memberships import remove_member
 from gymctl.bookings import schedule
+from gymctl.models import Booking, BookingStatus
+from tests.bookings.conftest import book_seat
 from tests.conftest import NOW
 
 
@@ -81,3 +85,34 @@ def class_at(session, gym, starts_at, capacity=5):
         duration_minutes=60, now=NOW,
     )  # fmt: skip
     return schedule.schedule_session(session, kind, starts_at=starts_at, now=NOW)
+
+
+def mutual_waits(session, gym, one, two, *, days=(20, 21)):
+    """Each of two members holds the one seat of a class where the other waits (the scene of a
+    lock order's deadlock: each flow holds its member and wants the other's); one's seat."""
+    first = class_at(session, gym, NOW + timedelta(days=days[0]), capacity=1)
+    second = class_at(session, gym, NOW + timedelta(days=days[1]), capacity=1)
+    seat = book_seat(session, gym, first, one)
+    book_seat(session, gym, second, two)
+    book_seat(session, gym, first, two, at=NOW + timedelta(seconds=1))
+    book_seat(session, gym, second, one, at=NOW + timedelta(seconds=1))
+    return seat
+
+
+def removed_by_staff(factory, gym, member, now) -> None:
+    """The gym's owner removes `member`, in a transaction of its own."""
+    with factory() as staff:
+        remove_member(
+            staff, gym.organization.id, member.user_id, actor=gym.owner_membership,
+            actor_user_id=gym.owner.id, now=now,
+        )  # fmt: skip
+        staff.commit()
+
+
+def seats_left(session, member) -> list:
+    """The member's bookings not cancelled."""
+    return session.scalars(
+        select(Booking.id).where(
+            Booking.membership_id == member.id, Booking.status != BookingStatus.cancelled
+        )
+    ).all()

@@ -17,24 +17,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import sessionmaker
 
 from gymctl.access.erasure import erase_personal_data
-from gymctl.access.memberships import remove_member
 from gymctl.db import get_engine
 from gymctl.models import Booking, BookingStatus, Membership, MembershipStatus, Organization
 from tests.bookings.conftest import add_member, book_seat
 from tests.conftest import NOW
 from tests.factories import make_gym
-from tests.lock_order import class_at, locks, run_together
+from tests.lock_order import class_at, locks, removed_by_staff, run_together
 
 D = timedelta(days=1)
-
-
-def _removed(factory, gym, member, now) -> None:
-    with factory() as staff:
-        remove_member(
-            staff, gym.organization.id, member.user_id, actor=gym.owner_membership,
-            actor_user_id=gym.owner.id, now=now,
-        )  # fmt: skip
-        staff.commit()
 
 
 def _erased(factory, gym, member, now) -> None:
@@ -46,7 +36,7 @@ def _erased(factory, gym, member, now) -> None:
         staff.commit()
 
 
-@pytest.mark.parametrize("leave", [_removed, _erased], ids=["removed", "erased"])
+@pytest.mark.parametrize("leave", [removed_by_staff, _erased], ids=["removed", "erased"])
 def test_two_members_each_waiting_for_the_others_seat_leave_at_once(committed_pg, leave):
     """Each holds a seat in one class and waits in the other's: staff remove (or erase) both
     at the same moment. Both commit, every seat of the two is given up."""

@@ -15,10 +15,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select
 from sqlalchemy.orm import sessionmaker
 
-from gymctl.access.memberships import remove_member
 from gymctl.billing import attempts
 from gymctl.billing.debt_payments import clear_debt_at_desk, pay_own_debt
 from gymctl.db import get_engine
@@ -30,10 +28,10 @@ from tests.billing import factories as bf
 from tests.billing.cards import connect_card_provider
 from tests.billing.factories import TEST_CIPHER, make_billing_settings
 from tests.billing_ops.helpers import card_subscription
-from tests.bookings.conftest import add_member, book_seat
+from tests.bookings.conftest import add_member
 from tests.conftest import NOW
 from tests.factories import Gym, make_gym
-from tests.lock_order import class_at, locks, run_together
+from tests.lock_order import locks, mutual_waits, removed_by_staff, run_together, seats_left
 
 D = timedelta(days=1)
 LATER = NOW + timedelta(hours=1)
@@ -117,12 +115,7 @@ def test_a_debt_paid_ending_a_plan_and_a_removal_with_mutual_waits_both_commit(
             session, Gym.of(ending), PlanType.card, plan=session.get(Plan, in_debt.plan_id)
         )
         bf.make_subscription(session, Gym.of(removed), PlanType.card)
-        theirs = class_at(session, gym, NOW + 20 * D, capacity=1)
-        others = class_at(session, gym, NOW + 21 * D, capacity=1)
-        seat = book_seat(session, gym, theirs, ending)
-        book_seat(session, gym, others, removed)
-        book_seat(session, gym, theirs, removed, at=NOW + timedelta(seconds=1))
-        book_seat(session, gym, others, ending, at=NOW + timedelta(seconds=1))
+        seat = mutual_waits(session, gym, ending, removed)
         # The plan held again is under notice: it covers no class after its effective date,
         # so the seat the debt's plan covered is given up when that plan ends.
         held_again.cancel_at_period_end = True
@@ -130,19 +123,14 @@ def test_a_debt_paid_ending_a_plan_and_a_removal_with_mutual_waits_both_commit(
         session.commit()
     pay = paying(factory, card_server, gym, in_debt)
 
-    def removal() -> None:
-        with factory() as staff:
-            remove_member(
-                staff, gym.organization.id, removed.user_id, actor=gym.owner_membership,
-                actor_user_id=gym.owner.id, now=LATER,
-            )  # fmt: skip
-            staff.commit()
-
     errors = run_together(
         engine,
         {
             "pay": (locks("memberships", removed.id), pay),
-            "removal": (locks("memberships", ending.id), removal),
+            "removal": (
+                locks("memberships", ending.id),
+                lambda: removed_by_staff(factory, gym, removed, LATER),
+            ),
         },
     )
 
@@ -155,10 +143,4 @@ def test_a_debt_paid_ending_a_plan_and_a_removal_with_mutual_waits_both_commit(
         )
         assert session.get(Membership, removed.id).status is MembershipStatus.cancelled
         assert session.get(Booking, seat.id).status is BookingStatus.cancelled
-        left = session.scalars(
-            select(Booking.id).where(
-                Booking.membership_id == removed.id,
-                Booking.status != BookingStatus.cancelled,
-            )
-        ).all()
-        assert left == []
+        assert seats_left(session, removed) == []

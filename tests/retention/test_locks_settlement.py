@@ -12,10 +12,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import select
 from sqlalchemy.orm import sessionmaker
 
-from gymctl.access.memberships import remove_member
 from gymctl.db import get_engine
 from gymctl.models import Booking, BookingStatus, Membership, MembershipStatus, Subscription
 from gymctl.models.billing import PlanType, SubscriptionStatus
@@ -23,10 +21,10 @@ from gymctl.retention.settlement import period_end_sweep
 from tests.billing import factories as bf
 from tests.billing.cards import connect_card_provider
 from tests.billing.factories import make_billing_settings
-from tests.bookings.conftest import add_member, book_seat
+from tests.bookings.conftest import add_member
 from tests.conftest import NOW
 from tests.factories import Gym, make_gym
-from tests.lock_order import class_at, locks, run_together
+from tests.lock_order import locks, mutual_waits, removed_by_staff, run_together, seats_left
 from tests.retention.conftest import give_notice, paid_card_subscription
 
 D = timedelta(days=1)
@@ -55,12 +53,7 @@ def test_a_notice_settled_and_a_removal_with_mutual_waits_both_commit(
             current_period_end=NOW + 40 * D,
         )  # fmt: skip
         bf.make_subscription(session, Gym.of(removed), PlanType.card)
-        theirs = class_at(session, gym, NOW + 20 * D, capacity=1)
-        others = class_at(session, gym, NOW + 21 * D, capacity=1)
-        seat = book_seat(session, gym, theirs, ending)
-        book_seat(session, gym, others, removed)
-        book_seat(session, gym, theirs, removed, at=NOW + timedelta(seconds=1))
-        book_seat(session, gym, others, ending, at=NOW + timedelta(seconds=1))
+        seat = mutual_waits(session, gym, ending, removed)
         give_notice(session, Gym.of(ending), noticed, now=NOW - 30 * D)
         noticed.cancellation_effective_at = NOW
         session.commit()
@@ -69,19 +62,14 @@ def test_a_notice_settled_and_a_removal_with_mutual_waits_both_commit(
         result = period_end_sweep(factory, doors, now=LATER)
         assert (result.cancelled, result.errors) == ([str(noticed.id)], 0), result
 
-    def removal() -> None:
-        with factory() as staff:
-            remove_member(
-                staff, gym.organization.id, removed.user_id, actor=gym.owner_membership,
-                actor_user_id=gym.owner.id, now=LATER,
-            )  # fmt: skip
-            staff.commit()
-
     errors = run_together(
         engine,
         {
             "sweep": (locks("memberships", removed.id), sweep),
-            "removal": (locks("memberships", ending.id), removal),
+            "removal": (
+                locks("memberships", ending.id),
+                lambda: removed_by_staff(factory, gym, removed, LATER),
+            ),
         },
     )
 
@@ -90,10 +78,4 @@ def test_a_notice_settled_and_a_removal_with_mutual_waits_both_commit(
         assert session.get(Subscription, noticed.id).status is SubscriptionStatus.cancelled
         assert session.get(Membership, removed.id).status is MembershipStatus.cancelled
         assert session.get(Booking, seat.id).status is BookingStatus.cancelled
-        left = session.scalars(
-            select(Booking.id).where(
-                Booking.membership_id == removed.id,
-                Booking.status != BookingStatus.cancelled,
-            )
-        ).all()
-        assert left == []
+        assert seats_left(session, removed) == []
