@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from gymctl import ids
 from gymctl.crypto import FieldCipher
 from gymctl.models import BillingSettings, PaymentMethod, PaymentProviderConfig
-from gymctl.providers.card import CardToken, Terminal
+from gymctl.providers.card import CardToken, Terminal, same_terminal
 
 CARD_PROVIDER = "card_provider"
 
@@ -31,7 +31,7 @@ class SavedCard:
     verified_at: datetime | None = None  # when verify-account proved it on `terminal`
 
     def verified_on(self, terminal: str) -> bool:
-        return self.verified_at is not None and self.terminal == terminal
+        return self.verified_at is not None and same_terminal(self.terminal, terminal)
 
 
 # Built once: every charge asks it.
@@ -62,7 +62,7 @@ def configure_provider(
     previous = active_config(session, organization_id)
     since = now
     if previous is not None:
-        if previous.provider == provider and previous.terminal == terminal:
+        if previous.provider == provider and same_terminal(previous.terminal, terminal):
             since = previous.terminal_since or now
         session.execute(
             update(PaymentProviderConfig)

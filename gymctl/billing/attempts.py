@@ -53,7 +53,14 @@ from gymctl.models.billing import (
 )
 from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.models.organizations import MembershipStatus
-from gymctl.providers.card import CardProvider, ChargeResult, Outcome, ProviderUnavailable, Terminal
+from gymctl.providers.card import (
+    CardProvider,
+    ChargeResult,
+    Outcome,
+    ProviderUnavailable,
+    Terminal,
+    same_terminal,
+)
 from gymctl.retention.overtaken import end_overtaken_notice
 from gymctl.tasks import close_task, file_task
 
@@ -372,6 +379,14 @@ def technical_failures(session: Session, obligation: str) -> int:
     return session.scalar(_TECHNICAL_FAILURES, {"obligation": obligation})
 
 
+def same_terms(
+    terms: tuple[int, str, str], amount: int, currency: str, terminal: str | None
+) -> bool:
+    """A technical retry's terms (amount, currency, terminal) are those of the non-charge it
+    follows."""
+    return terms[:2] == (amount, currency) and same_terminal(terms[2], terminal)
+
+
 def _last_non_charge(session: Session, obligation: str) -> tuple[tuple[int, str, str], bool]:
     """The terms (amount, currency, terminal) of the last confirmed non-charge of an
     obligation, and whether the owner authorized a retry of it."""
@@ -471,7 +486,7 @@ def begin_attempt(
                 "technical_retries_exhausted",
                 alert="technical_retries_exhausted",
             )
-        if terms != (amount, subscription.currency, config.terminal) and not authorized:
+        if not same_terms(terms, amount, subscription.currency, config.terminal) and not authorized:
             # A technical retry repeats the confirmed non-charge it follows; other terms (a
             # new price, currency or terminal since) are a new charge an owner must allow.
             return Began(BeganOutcome.blocked, "retry_terms_changed", alert="retry_terms_changed")
@@ -715,7 +730,7 @@ def resolve_attempt(
     if until is None or now < until:
         return Applied(AppliedOutcome.pending, transaction.id)
     config = active_config(session, transaction.organization_id)
-    if config is None or config.terminal != attempt.get("terminal"):
+    if config is None or not same_terminal(config.terminal, attempt.get("terminal")):
         # The original merchant account is gone: only an operator can resolve this one.
         return Applied(AppliedOutcome.pending, transaction.id, alert="original_account_unavailable")
     session.rollback()  # no transaction is held across the provider call
@@ -1070,7 +1085,7 @@ def evidence_mismatch(attempt: dict[str, Any], result: ChargeResult) -> str | No
         return "amount"
     if result.currency is not None and result.currency != attempt["currency"]:
         return "currency"
-    if result.terminal is not None and result.terminal != attempt["terminal"]:
+    if result.terminal is not None and not same_terminal(result.terminal, attempt["terminal"]):
         return "terminal"
     return None
 

@@ -1,8 +1,9 @@
 """The operator's door for a billing contradiction (spec B 6: "billing contradictions"; 2.2: "A
 pending billing attempt means the local outcome is unresolved"): a hosted checkout page or a
 desk charge the provider approved at another amount, currency or (a desk charge, as a collector
-attempt) terminal than the one stored. The money is held by the gym, so the row stays pending, and reconcile, refund and the ordinary
-dismiss all refuse it. An operator settles it with one of two decisions:
+attempt) terminal than the one stored. The money is held by the gym, so the row stays pending,
+and reconcile, refund and the ordinary dismiss all refuse it. An operator settles it with one of
+two decisions:
 
 - accept: the gym takes what the provider took as the payment: the charge is recorded completed
   at the provider's amount (the stored amount kept in billingResolution); a checkout's page
@@ -62,7 +63,13 @@ from gymctl.db import release_for_outside_call
 from gymctl.errors import conflict, unprocessable
 from gymctl.models import Checkout, Organization, PaymentTransaction
 from gymctl.models.billing import CheckoutStatus, SubscriptionStatus, TransactionStatus
-from gymctl.providers.card import CardProvider, Outcome, PageState, ProviderUnavailable
+from gymctl.providers.card import (
+    CardProvider,
+    Outcome,
+    PageState,
+    ProviderUnavailable,
+    same_terminal,
+)
 from gymctl.providers.documents import TAX_INVOICE_AND_RECEIPT, DocumentProvider
 
 ACCEPT = "accept"
@@ -165,7 +172,7 @@ def settle_contradiction(
         "taken": {"amountInCents": taken["amountInCents"], "currency": taken["currency"]},
         **(
             {"takenOnTerminal": taken["terminal"]}
-            if taken["terminal"] != attempt.get("terminal")
+            if not same_terminal(taken["terminal"], attempt.get("terminal"))
             else {}
         ),
     }

@@ -41,13 +41,13 @@ from gymctl.errors import conflict, forbidden, unprocessable
 from gymctl.models import Membership, PaymentTransaction, Subscription
 from gymctl.models.billing import TransactionStatus
 from gymctl.models.organizations import MembershipStatus, Role
-from gymctl.providers.card import CardProvider, Outcome
+from gymctl.providers.card import CardProvider, Outcome, same_terminal
 
 
 @dataclass(frozen=True)
 class NoDebitConfirmation:
     """The owner's confirm-no-debit request (spec B 4.2): every field must match the stored
-    attempt exactly; both attestations must be given."""
+    attempt exactly (the terminal leading zeros aside); both attestations must be given."""
 
     request_id: uuid.UUID
     provider_case_id: str
@@ -236,13 +236,13 @@ def _check_dismissable(
             "the provider reported a different charge for this attempt",
             field=attempt["contradiction"].get("field"),
         )
-    for field, stored, given in (
-        ("externalAttemptId", attempt.get("externalAttemptId"), confirmation.external_attempt_id),
-        ("terminal", attempt.get("terminal"), confirmation.terminal),
-        ("amountInCents", attempt.get("amountInCents"), confirmation.amount_in_cents),
-        ("currency", attempt.get("currency"), confirmation.currency),
+    for field, named in (
+        ("externalAttemptId", attempt.get("externalAttemptId") == confirmation.external_attempt_id),
+        ("terminal", same_terminal(attempt.get("terminal"), confirmation.terminal)),
+        ("amountInCents", attempt.get("amountInCents") == confirmation.amount_in_cents),
+        ("currency", attempt.get("currency") == confirmation.currency),
     ):
-        if stored != given:
+        if not named:
             raise conflict(
                 codes.BILLING_EVIDENCE_MISMATCH,
                 "the confirmation does not name this attempt exactly",

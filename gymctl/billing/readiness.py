@@ -47,6 +47,7 @@ from gymctl.models.billing import (
     SubscriptionStatus,
     TransactionStatus,
 )
+from gymctl.providers.card import same_terminal
 
 PAGE_SIZE = 100
 LIST_CAP = 100  # spec B 8: unresolved and legacy lists
@@ -412,7 +413,11 @@ def _item(
                 pending_renewal.append(held)
         last = history.get("lastNonCharge")
         amount = attempts.amount_of(subscription, attempts.kind_of(subscription))
-        if last and not authorized and last != (amount, subscription.currency, terminal):
+        if (
+            last
+            and not authorized
+            and not attempts.same_terms(last, amount, subscription.currency, terminal)
+        ):
             issues.append(_issue("retry_terms_changed"))
             if due:
                 pending_renewal.append("retry_terms_changed")
@@ -509,7 +514,7 @@ def _account_check(row, cipher: FieldCipher, terminal: str | None, since: dateti
     if terminal is None:
         return "no_terminal"
     payload = card_payload(row.method_id, row.method_payload, cipher)
-    if payload.get("terminalNumber") != terminal:
+    if not same_terminal(payload.get("terminalNumber"), terminal):
         return "other_terminal"  # a token lives on the terminal that made it
     if payload.get("verifiedAt"):
         return "verified_on_current_terminal"

@@ -29,7 +29,13 @@ from gymctl.db import organization_row, release_for_outside_call
 from gymctl.errors import conflict, not_found
 from gymctl.models import Organization, PaymentProviderConfig, PaymentTransaction, Subscription
 from gymctl.models.billing import AttemptKind, TransactionStatus
-from gymctl.providers.card import CardProvider, ChargeResult, Outcome, ProviderUnavailable
+from gymctl.providers.card import (
+    CardProvider,
+    ChargeResult,
+    Outcome,
+    ProviderUnavailable,
+    same_terminal,
+)
 
 PROTECTED_KINDS = (AttemptKind.recurring, AttemptKind.manual, AttemptKind.debt)
 NOT_CHARGED = attempts.NOT_CHARGED
@@ -369,17 +375,18 @@ def original_account(
     operator can still ask about, or refund, what the old terminal took."""
     if not terminal:
         return None
-    return session.scalar(
+    accounts = session.scalars(
         select(PaymentProviderConfig)
         .where(
             PaymentProviderConfig.organization_id == organization_id,
             PaymentProviderConfig.provider == CARD_PROVIDER,
-            PaymentProviderConfig.terminal == terminal,
             PaymentProviderConfig.credentials_ciphertext.is_not(None),
         )
         .order_by(PaymentProviderConfig.active.desc(), PaymentProviderConfig.created_at.desc())
-        .limit(1)
     )
+    # Compared here, not in SQL: a terminal the provider reported is its number, leading zeros
+    # aside, and the settings keep the owner's text.
+    return next((config for config in accounts if same_terminal(config.terminal, terminal)), None)
 
 
 def original_account_available(session: Session, transaction: PaymentTransaction) -> bool:

@@ -35,7 +35,7 @@ from gymctl.crypto import FieldCipher
 from gymctl.db import release_for_outside_call
 from gymctl.errors import conflict
 from gymctl.models import Checkout, PaymentMethod
-from gymctl.providers.card import CardProvider, PageState, ProviderUnavailable
+from gymctl.providers.card import CardProvider, PageState, ProviderUnavailable, same_terminal
 
 DEAL_NOT_FOUND = "deal_not_found_on_current_terminal"
 NO_TOKEN = "deal_has_no_token"  # noqa: S105 (a reason code, not a secret)
@@ -115,7 +115,7 @@ def verify_account(
         outcome, reason = "not_verified", OTHER_ACCOUNT
     elif page.token.expiry and card.expiry and page.token.expiry != card.expiry:
         outcome, reason = "not_verified", EXPIRY_DIFFERS
-    elif card.terminal == config.terminal and (
+    elif same_terminal(card.terminal, config.terminal) and (
         card.verified_on(config.terminal)
         or (
             config.terminal_since is not None

@@ -13,6 +13,8 @@ from datetime import date
 from enum import StrEnum
 from typing import Protocol
 
+from gymctl.numerals import is_decimal
+
 # The currencies the provider takes (its ISOCoinId list, notes/billing.md): anything else is
 # refused before an attempt is stored.
 CURRENCIES = frozenset({"ILS", "USD", "EUR", "GBP"})
@@ -37,6 +39,15 @@ class PageState(StrEnum):
 
 
 TERMINAL_CHARS = 32  # the longest terminal number a gym's payment settings take
+
+
+def same_terminal(one: str | None, other: str | None) -> bool:
+    """One terminal, leading zeros aside: the payment settings take "01000", and the provider
+    echoes TerminalNumber as the number 1000. Digits are compared as text: int() refuses 4,301
+    of them. Every terminal comparison goes through here."""
+    if one and other and is_decimal(one) and is_decimal(other):
+        return one.lstrip("0") == other.lstrip("0")
+    return one == other
 
 
 @dataclass(frozen=True)

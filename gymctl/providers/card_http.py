@@ -29,6 +29,7 @@ from gymctl.providers.card import (
     ProviderUnavailable,
     RefundResult,
     Terminal,
+    same_terminal,
 )
 from gymctl.providers.card_wire import (
     API_PREFIX,
@@ -333,11 +334,7 @@ def _int(value: Any) -> int | None:
 
 
 def _same_terminal(value: Any, terminal: Terminal) -> bool:
-    echoed = _text(value)
-    if is_decimal(echoed) and is_decimal(terminal.number):
-        # The same number, leading zeros aside, read as digits: int() refuses 4,301 of them.
-        return echoed.lstrip("0") == terminal.number.lstrip("0")
-    return echoed == terminal.number
+    return same_terminal(_text(value), terminal.number)
 
 
 def _text(value: Any) -> str:
