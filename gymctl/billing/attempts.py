@@ -628,13 +628,21 @@ def approved_late(transaction: PaymentTransaction) -> bool:
 def _contradicted(
     transaction: PaymentTransaction, attempt: dict[str, Any], field: str, now: datetime
 ) -> Applied:
-    """The attempt stays pending as a contradiction; alerted when first recorded, not again
-    at every recovery pass that asks."""
+    alert = record_contradiction(transaction, attempt, field, now)
+    return Applied(AppliedOutcome.contradiction, transaction.id, alert=alert)
+
+
+def record_contradiction(
+    transaction: PaymentTransaction, attempt: dict[str, Any], field: str, now: datetime
+) -> str | None:
+    """Keep a charge the provider contradicts pending, with the field (a collector attempt or a
+    desk charge). The alert to raise when first recorded; None for the same one seen again, so
+    recovery, asking every five minutes, does not page every time."""
     if (attempt.get("contradiction") or {}).get("field") == field:
-        return Applied(AppliedOutcome.contradiction, transaction.id)
+        return None
     attempt["contradiction"] = {"field": field, "at": now.isoformat()}
     _save_attempt(transaction, attempt, now)
-    return Applied(AppliedOutcome.contradiction, transaction.id, alert="billing_contradiction")
+    return "billing_contradiction"
 
 
 def reopenable(transaction: PaymentTransaction) -> bool:

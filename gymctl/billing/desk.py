@@ -24,6 +24,7 @@ from gymctl import ids
 from gymctl.access.memberships import membership_of
 from gymctl.billing import attempts, codes
 from gymctl.billing.accounts import CARD_PROVIDER, active_config, saved_card, terminal_of
+from gymctl.billing.alerts import raise_alert
 from gymctl.billing.idempotency import UNIQUE_KEY, by_key, require_uuid4
 from gymctl.billing.refunds import issue_document
 from gymctl.billing.resolution import (
@@ -262,13 +263,13 @@ def apply_result(
         elif result.outcome == Outcome.not_found:
             transaction.status = TransactionStatus.failed
             transaction.billing_resolution = {"decision": "not_charged", "at": now.isoformat()}
+        elif mismatch:
+            # Money taken, nothing completed: staff are paged once, as for an attempt or a page.
+            alert = attempts.record_contradiction(transaction, attempt, mismatch, now)
+            if alert:
+                raise_alert(alert, transactionId=transaction.id)
         else:
-            key, value = (
-                ("contradiction", {"field": mismatch, "at": now.isoformat()})
-                if mismatch
-                else ("uncertainSince", now.isoformat())
-            )
-            attempt[key] = attempt.get(key) or value
+            attempt["uncertainSince"] = attempt.get("uncertainSince") or now.isoformat()
             transaction.billing_attempt = attempt
         transaction.updated_at = now
         if transaction.status != TransactionStatus.pending:
