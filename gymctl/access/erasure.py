@@ -3,7 +3,8 @@
 The owner erases what this organization holds about one person:
 - erased here: the membership ends (cancelled, never reactivated by itself) with the national id
   this gym stored on it, its sales grant, its live plans and its seats to come
-  (leaving.end_holdings), and the bridge's unsent copies of the person's name and address;
+  (leaving.end_holdings), and the person's name and address in the bridge's queue
+  (mirror.member_erased: unsent copies withdrawn, every payload scrubbed);
   this gym's join-form submissions and failed-checkout rows of the person (address, IP, browser),
   its leads and invitations under the person's address (name and address replaced), the address
   wherever this gym's bulk invites, roster imports and join-checkout follow-up tasks list it,
@@ -23,7 +24,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import exists, func, or_, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session, lazyload
 
 from gymctl.access import codes
@@ -31,7 +32,7 @@ from gymctl.access.erased import ERASED_DOMAIN, ERASURE_ACTION
 from gymctl.access.join import checkout_task_title
 from gymctl.access.leaving import lock_leaving
 from gymctl.access.memberships import end_membership, membership_of
-from gymctl.bridge.payloads import member_key
+from gymctl.bridge import mirror
 from gymctl.errors import conflict
 from gymctl.events import EventKind, emit
 from gymctl.identity.users import address_keys
@@ -50,7 +51,6 @@ from gymctl.models import (
     Task,
     User,
 )
-from gymctl.models.bridge import EntityLink, EntityType, OpStatus, OpType, SyncOp
 from gymctl.models.identity import same_address
 
 ERASED = "erased"
@@ -100,7 +100,7 @@ def erase_personal_data(
     membership.national_id_ciphertext = None  # this gym's copy; another gym's stays with it
     done = {
         **end_membership(session, membership, actor_user_id=actor_user_id, now=now),
-        "bridgeOpsWithdrawn": _unsent_person_ops(session, membership),
+        "bridgeOpsWithdrawn": mirror.member_erased(session, membership, now=now),
         "joinSubmissions": _submissions(session, organization.id, person, address),
         "leads": _leads(session, organization.id, person, address),
         "invitations": _invitations(session, organization.id, person, address),
@@ -126,50 +126,6 @@ def erase_personal_data(
     )
     session.flush()
     return done
-
-
-def _unsent_person_ops(session: Session, membership: Membership) -> int:
-    """The bridge's unsent user.create / user.update of the person (their name and address,
-    queued while the connection was down or parked): withdrawn (superseded), never sent after
-    the erasure. Ops sent already are the external system's to erase. The deactivation the
-    membership's end queued (bridge.mirror.member_retired: the member id and the flag, no
-    personal data) goes on while an external user stands for the person (linked, or its create
-    in flight): withdrawing it left them an active user there, named by an erased member."""
-    kept = []
-    if _external_user_there(session, membership):
-        kept.append(
-            or_(SyncOp.dedupe_key.is_(None), ~SyncOp.dedupe_key.startswith("user.deactivate:"))
-        )
-    withdrawn = session.execute(
-        update(SyncOp)
-        .where(
-            SyncOp.organization_id == membership.organization_id,
-            SyncOp.aggregate_key == member_key(membership.id),
-            SyncOp.op_type.in_((OpType.user_create, OpType.user_update)),
-            SyncOp.status.in_((OpStatus.pending, OpStatus.failed, OpStatus.parked)),
-            *kept,
-        )
-        .values(status=OpStatus.superseded, last_error="withdrawn: personal data erased")
-    )
-    return withdrawn.rowcount
-
-
-def _external_user_there(session: Session, membership: Membership) -> bool:
-    return bool(
-        session.scalar(
-            select(
-                exists().where(
-                    EntityLink.organization_id == membership.organization_id,
-                    EntityLink.entity_type == EntityType.member,
-                    EntityLink.platform_id == str(membership.id),
-                )
-                | exists().where(
-                    SyncOp.dedupe_key == f"user.create:{membership.id}",
-                    SyncOp.status == OpStatus.in_flight,
-                )
-            )
-        )
-    )
 
 
 def _submissions(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:

@@ -139,11 +139,15 @@ def member_created(session: Session, membership: Membership, *, now: datetime) -
     )
     if op is not None and op.status is OpStatus.superseded:
         # Withdrawn by an erasure before it was sent; the member is back: it goes after all,
-        # with their details now (one create a member: every check reads it by its key).
+        # with their details now (one create a member: every check reads it by its key). A
+        # deactivation the erasure left to find a user that create may have made is moot.
         op.payload = dump(parse_payload(OpType.user_create, payload))
         op.status, op.run_after = OpStatus.pending, now
         op.superseded_by_id = op.completed_at = op.issue_code = op.last_error = None
         op.updated_at = now
+        for waiting in _user_ops(session, membership, (*WAITING, OpStatus.parked)):
+            if waiting.op_type is OpType.user_update:
+                _withdraw(waiting, now=now, superseded_by=op.id)
         session.flush()
 
 
@@ -564,6 +568,85 @@ def member_retired(session: Session, source: Membership, *, now: datetime) -> No
         now=now,
         dedupe_key=f"{_DEACTIVATE}:{source.id}:{count}",
     )
+
+
+# -- an erased member -------------------------------------------------------------------------
+
+
+def _user_ops(session: Session, membership: Membership, statuses=None) -> list[SyncOp]:
+    """The member's user.create and user.update ops (in `statuses`), in queue order."""
+    query = select(SyncOp).where(
+        SyncOp.organization_id == membership.organization_id,
+        SyncOp.aggregate_key == member_key(membership.id),
+        SyncOp.op_type.in_((OpType.user_create, OpType.user_update)),
+    )
+    if statuses is not None:
+        query = query.where(SyncOp.status.in_(statuses))
+    return list(session.scalars(query.order_by(SyncOp.id)))
+
+
+def _scrubbed(payload: dict[str, Any]) -> dict[str, Any]:
+    """A user op's payload without personal data: the member id and the active flag, which
+    the mirror reads (_activation)."""
+    return {k: v for k, v in payload.items() if k in ("memberId", "active")}
+
+
+def _withdraw(op: SyncOp, *, now: datetime, superseded_by: int | None = None) -> None:
+    op.status, op.superseded_by_id = OpStatus.superseded, superseded_by
+    op.payload = _scrubbed(op.payload)
+    op.completed_at = op.updated_at = now
+
+
+def member_erased(session: Session, membership: Membership, *, now: datetime) -> int:
+    """The member's personal data was erased (access.erasure, after their membership ended and
+    member_retired queued their deactivation). No user op of theirs keeps their name or
+    address: the unsent ones are withdrawn, never sent, and every one is scrubbed to the
+    member id and the flag (one in flight is its worker's: the deactivation follows it).
+
+    An external user may stand for them when they are linked, or their create is in flight or
+    was attempted (a timeout after the write there): then the deactivation goes, and without a
+    link it carries the create's address, the bridge's lookup key, to search for that user
+    there (operations.user_update; the address is dropped once it was sent). Otherwise the
+    deactivation is withdrawn too: a rejoin would find it waiting. Returns the ops withdrawn."""
+    if is_postgres(session):
+        advisory_lock(session, f"bridge:aggregate:{member_key(membership.id)}")
+    ops = _user_ops(session, membership)
+    create = next((op for op in ops if op.dedupe_key == f"user.create:{membership.id}"), None)
+    linked = entity_map.find(session, membership.organization_id, EntityType.member, membership.id)
+    attempted = create is not None and (create.status is OpStatus.in_flight or create.attempts > 0)
+    lookup = {}
+    if linked is None and attempted and "email" in create.payload:
+        lookup = {"email": create.payload["email"]}
+    deactivation = next(
+        (op for op in reversed(ops)
+         if (op.dedupe_key or "").startswith(f"{_DEACTIVATE}:") and op.status in UNFINISHED),
+        None,
+    )  # fmt: skip
+    withdrawn = 0
+    for op in ops:
+        if op.status is OpStatus.in_flight:
+            continue
+        if op is deactivation and (linked is not None or attempted):
+            op.payload = {**_scrubbed(op.payload), **lookup}
+        elif op.status in UNFINISHED:
+            _withdraw(op, now=now)
+            op.last_error = "withdrawn: personal data erased"
+            withdrawn += 1
+        else:
+            op.payload = _scrubbed(op.payload)
+    if attempted and linked is None and deactivation is None:
+        # Its create had parked (member_retired leaves that to the owner): withdrawn above.
+        count = _flag_count(session, membership, _DEACTIVATE)
+        queue.enqueue(
+            session,
+            organization_id=membership.organization_id,
+            op_type=OpType.user_update,
+            payload={"memberId": str(membership.id), "active": False, **lookup},
+            now=now,
+            dedupe_key=f"{_DEACTIVATE}:{membership.id}:{count}",
+        )
+    session.flush()
+    return withdrawn
 
 
 def holdings_moved(

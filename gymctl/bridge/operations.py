@@ -318,6 +318,10 @@ def user_create(ctx: OpContext, op: SyncOp, payload: MemberPayload) -> str:
 def user_update(ctx: OpContext, op: SyncOp, payload: MemberPayload) -> str:
     if payload.active is False:
         user = ctx.lookup(EntityType.member, payload.member_id)
+        found = identify(ctx, payload) if user is None and payload.email else None
+        if found is not None:  # an erased member's create withdrawn after it may have gone
+            ctx.link(EntityType.member, payload.member_id, found, {"via": "search"})
+            user = ctx.lookup(EntityType.member, payload.member_id)
         if user is None:  # its create was withdrawn or given up: nothing there to deactivate
             return "not_mirrored"
         return _deactivate(ctx, payload, user)

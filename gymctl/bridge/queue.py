@@ -259,10 +259,19 @@ def _row(op: SyncOp) -> dict[str, Any]:
     }
 
 
+def _spent(op: SyncOp) -> dict[str, Any]:
+    """A finished op's payload change: an erased member's deactivation drops the address it
+    searched by (mirror.member_erased), which only its sending needed."""
+    payload = op.payload
+    if op.op_type is OpType.user_update and payload.get("active") is False and "email" in payload:
+        return {"payload": {"memberId": payload["memberId"], "active": False}}
+    return {}
+
+
 def succeeded(op: SyncOp, *, now: datetime) -> dict[str, Any]:
     return {
         **_row(op), "status": OpStatus.succeeded, "completed_at": now,
-        "issue_code": None, "last_error": None,
+        "issue_code": None, "last_error": None, **_spent(op),
     }  # fmt: skip
 
 
@@ -319,7 +328,9 @@ def record(
     if not written:
         return []
     cleared = {"lease_owner": None, "lease_expires_at": None, "updated_at": now}
-    session.execute(_RECORD, [{"op_id": op.id, **values, **cleared} for op, values in written])
+    rows = [{"op_id": op.id, **values, **cleared} for op, values in written]
+    for columns in {frozenset(row) for row in rows}:  # one executemany a set of columns
+        session.execute(_RECORD, [row for row in rows if frozenset(row) == columns])
     for op, values in written:
         for name, value in {**values, **cleared}.items():
             set_committed_value(op, name, value)  # already written: no second UPDATE at flush
@@ -398,6 +409,7 @@ def dismiss(
     if op.status is not OpStatus.parked:
         raise conflict(codes.BRIDGE_OP_NOT_PARKED, f"op {op_id} is {op.status.value}")
     op.status = OpStatus.dismissed
+    op.payload = _spent(op).get("payload", op.payload)
     op.completed_at = now
     op.updated_at = now
     _audit(session, "bridge.op_dismissed", op, now, actor_user_id)
