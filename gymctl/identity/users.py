@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, ValidationError
 from sqlalchemy import delete, func, literal, select
 from sqlalchemy.orm import Session
 
@@ -120,6 +120,8 @@ def _storable(text: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(_storable)]
+ImageUrl = Annotated[Text, Field(max_length=2048)]
+_IMAGE_URL = TypeAdapter(ImageUrl | None)
 
 
 class _Verification(BaseModel):
@@ -139,7 +141,7 @@ class ProviderUser(BaseModel):
     id: Text = Field(min_length=1, max_length=128)
     email_addresses: list[_Address] = Field(default_factory=list, max_length=100)
     primary_email_address_id: Text | None = Field(None, max_length=128)
-    image_url: Text | None = Field(None, max_length=2048)
+    image_url: ImageUrl | None = None
 
 
 def first_request(
@@ -172,7 +174,7 @@ def first_request(
     sign_up = read_sign_up(settings, data, now=now)
     # No linking here: the next step of /users/me settles ownership with the proven address.
     user, created = find_or_create(
-        session, identity_id, now=now, email=sign_up.email, image_url=data.get("image_url")
+        session, identity_id, now=now, email=sign_up.email, image_url=_image_url(data)
     )
     if created:
         record_sign_up(user, sign_up, now=now)
@@ -181,6 +183,15 @@ def first_request(
         with contextlib.suppress(DomainError):
             user.identity_synced_at = updated_at_of(data)
     return user
+
+
+def _image_url(data: dict[str, Any]) -> str | None:
+    """The provider read's image_url by the webhook's rule (ProviderUser); unlike a webhook's
+    malformed one (400), one of the wrong type or size reads as absent: /users/me goes on."""
+    try:
+        return _IMAGE_URL.validate_python(data.get("image_url"))
+    except ValidationError:
+        return None
 
 
 def _subject(data: dict[str, Any]) -> str:
