@@ -638,9 +638,12 @@ def record_contradiction(
     """Keep a charge the provider contradicts pending, with the field (a collector attempt or a
     desk charge). The alert to raise when first recorded; None for the same one seen again, so
     recovery, asking every five minutes, does not page every time."""
-    if (attempt.get("contradiction") or {}).get("field") == field:
+    prior = attempt.get("contradiction")
+    if isinstance(prior, dict) and prior.get("field") == field:
         return None
-    attempt["contradiction"] = {"field": field, "at": now.isoformat()}
+    # A desk charge's from before s49 is its timestamp alone: recorded, never alerted.
+    at = prior if isinstance(prior, str) else now.isoformat()
+    attempt["contradiction"] = {"field": field, "at": at}
     _save_attempt(transaction, attempt, now)
     return "billing_contradiction"
 

@@ -11,6 +11,7 @@ closes it as not charged.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import datetime
 from typing import Any
@@ -37,6 +38,8 @@ from gymctl.providers.card import CardProvider, ProviderUnavailable
 from gymctl.providers.documents import DocumentProvider
 
 RECOVERY_BATCH = 200
+
+logger = logging.getLogger(__name__)
 
 
 def desk_charge_of(
@@ -204,6 +207,10 @@ def recover_desk_charges(
                     documents=documents,
                 )
             except DomainError:
+                counts["errors"] += 1
+                continue
+            except Exception:  # one charge's fault holds back no later one (oldest come first)
+                logger.exception("recovering desk charge %s failed", transaction_id)
                 counts["errors"] += 1
                 continue
             session.commit()

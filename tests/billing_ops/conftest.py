@@ -35,3 +35,12 @@ def org(access_gym, client, card_server):  # noqa: F811
     from tests.billing.test_checkout_webhooks import org as make_org
 
     return make_org.__wrapped__(access_gym, client, card_server)
+
+
+@pytest.fixture
+def charged_elsewhere(client, clock, idp, session, gym, card_server):  # noqa: F811
+    """contradictions.desk_charged_elsewhere: a desk charge the provider took on another
+    terminal than its attempt names (its tests import the fake provider's `app`)."""
+    from tests.billing_ops.contradictions import desk_charged_elsewhere
+
+    return desk_charged_elsewhere(client, clock, idp, session, gym, card_server)

@@ -17,9 +17,10 @@ from gymctl.billing.desk import DeskChargeRequest
 from gymctl.db import get_engine
 from gymctl.errors import DomainError
 from gymctl.models import Checkout, PaymentTransaction
+from gymctl.providers.card import Terminal
 from gymctl.providers.card_http import CHARGE
 from tests.billing import factories as bf
-from tests.billing.cards import APPROVE, connect_card_provider
+from tests.billing.cards import APPROVE, TERMINAL, connect_card_provider
 from tests.billing.factories import TEST_KEY
 from tests.billing.fake_card_provider import Fault
 from tests.billing.test_checkout_webhooks import create_plan, purchase, webhook
@@ -107,3 +108,58 @@ def settle(client, gym, transaction_id, owner, decision, amount, currency="ILS")
     body = {"decision": decision, "amountInCents": amount, "currency": currency}
     url = transaction_url(gym, transaction_id, "/settle-contradiction")
     return client.post(url, json=body, headers=owner)
+
+
+# A desk charge the provider took on another terminal than its attempt names (s49): the gym's
+# account is on ASKED now, the provider holds the deal on the earlier TERMINAL.
+ASKED = Terminal("2000", "elsewhere")
+
+
+def _bearer(idp, gym, now) -> dict[str, str]:
+    return {"Authorization": f"Bearer {idp.token(gym.owner.identity_id, now=now)}"}
+
+
+def desk_charged_elsewhere(client, clock, idp, session, gym, card_server):
+    """A desk charge of 45.00 sent over HTTP whose answer was lost, its stored attempt naming
+    terminal 2000 (the gym's account now) while the provider holds the deal on 1000 (its
+    earlier account, kept): (the charge's body, its id, the owner's headers at LATER)."""
+    card_of(session, gym, card_server)
+    session.commit()
+    card_server.inject(CHARGE, Fault.answer_lost)
+    body = {
+        "idempotencyKey": str(uuid.uuid4()),
+        "userId": str(gym.member.id),
+        "amountInCents": 4500,
+        "currency": "ILS",
+        "description": "protein bar",
+    }
+    url = f"/organizations/{gym.organization.id}/payments/desk-charges"
+    lost = client.post(url, json=body, headers=_bearer(idp, gym, NOW))
+    assert (lost.status_code, lost.json["code"]) == (409, "billing_reconciliation_required")
+    transaction_id = lost.json["transactionId"]
+    connect_card_provider(session, gym, terminal=ASKED)
+    row = session.get(PaymentTransaction, uuid.UUID(transaction_id))
+    row.billing_attempt = {**row.billing_attempt, "terminal": ASKED.number}
+    session.commit()
+    card_server.answer_lookups_from(ASKED.number, TERMINAL.number)
+    clock.set(LATER)
+    return body, transaction_id, _bearer(idp, gym, LATER)
+
+
+def reconcile_desk(client, gym, body, transaction_id, owner) -> None:
+    """The desk charge's reconcile route answers the contradiction, settleable."""
+    url = f"/organizations/{gym.organization.id}/payments/desk-charges/{transaction_id}/reconcile"
+    answer = client.post(url, headers=owner)
+    assert answer.status_code == 200, answer.json
+    assert (answer.json["data"]["outcome"], answer.json["data"]["actions"]) == (
+        "contradiction",
+        {"reconcile": True, "settleContradiction": True},
+    )
+
+
+def replay_desk(client, gym, body, transaction_id, owner) -> None:
+    """The desk charge's key sent again: still for reconciliation."""
+    url = f"/organizations/{gym.organization.id}/payments/desk-charges"
+    answer = client.post(url, json=body, headers=owner)
+    assert (answer.status_code, answer.json["code"]) == (409, "billing_reconciliation_required")
+    assert answer.json["transactionId"] == transaction_id

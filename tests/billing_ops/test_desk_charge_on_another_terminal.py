@@ -15,68 +15,14 @@ from sqlalchemy import select
 
 from gymctl.models import PaymentTransaction
 from gymctl.models.billing import TransactionStatus, TransactionType
-from gymctl.providers.card import Terminal
-from gymctl.providers.card_http import CHARGE, REFUND
+from gymctl.providers.card_http import REFUND
 from tests.access.conftest import snapshot
-from tests.billing.cards import TERMINAL, connect_card_provider
-from tests.billing.fake_card_provider import Fault
+from tests.billing.cards import TERMINAL
 from tests.billing.test_checkout_webhooks import app  # noqa: F401 (fixture: the fake provider)
-from tests.billing_ops.contradictions import LATER, settle
-from tests.billing_ops.helpers import card_of
+from tests.billing_ops.contradictions import LATER, reconcile_desk, replay_desk, settle
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.embedded  # the demo gym charges at the desk
-
-ASKED = Terminal("2000", "elsewhere")
-
-
-def _bearer(idp, gym, now) -> dict[str, str]:
-    return {"Authorization": f"Bearer {idp.token(gym.owner.identity_id, now=now)}"}
-
-
-@pytest.fixture
-def charged_elsewhere(client, clock, idp, session, gym, card_server):
-    """A desk charge of 45.00 sent over HTTP whose answer was lost, its stored attempt naming
-    terminal 2000 (the gym's account now) while the provider holds the deal on 1000 (its
-    earlier account, kept): (the charge's body, its id, the owner's headers at LATER)."""
-    card_of(session, gym, card_server)
-    session.commit()
-    card_server.inject(CHARGE, Fault.answer_lost)
-    body = {
-        "idempotencyKey": str(uuid.uuid4()),
-        "userId": str(gym.member.id),
-        "amountInCents": 4500,
-        "currency": "ILS",
-        "description": "protein bar",
-    }
-    url = f"/organizations/{gym.organization.id}/payments/desk-charges"
-    lost = client.post(url, json=body, headers=_bearer(idp, gym, NOW))
-    assert (lost.status_code, lost.json["code"]) == (409, "billing_reconciliation_required")
-    transaction_id = lost.json["transactionId"]
-    connect_card_provider(session, gym, terminal=ASKED)
-    row = session.get(PaymentTransaction, uuid.UUID(transaction_id))
-    row.billing_attempt = {**row.billing_attempt, "terminal": ASKED.number}
-    session.commit()
-    card_server.answer_lookups_from(ASKED.number, TERMINAL.number)
-    clock.set(LATER)
-    return body, transaction_id, _bearer(idp, gym, LATER)
-
-
-def _reconcile(client, gym, body, transaction_id, owner) -> None:
-    url = f"/organizations/{gym.organization.id}/payments/desk-charges/{transaction_id}/reconcile"
-    answer = client.post(url, headers=owner)
-    assert answer.status_code == 200, answer.json
-    assert (answer.json["data"]["outcome"], answer.json["data"]["actions"]) == (
-        "contradiction",
-        {"reconcile": True, "settleContradiction": True},
-    )
-
-
-def _replay_the_key(client, gym, body, transaction_id, owner) -> None:
-    url = f"/organizations/{gym.organization.id}/payments/desk-charges"
-    answer = client.post(url, json=body, headers=owner)
-    assert (answer.status_code, answer.json["code"]) == (409, "billing_reconciliation_required")
-    assert answer.json["transactionId"] == transaction_id
 
 
 def _changed(before: dict, after: dict) -> set[str]:
@@ -86,8 +32,8 @@ def _changed(before: dict, after: dict) -> set[str]:
 @pytest.mark.parametrize(
     ("asked", "written"),
     [
-        (_reconcile, {"payment_transactions", "audit_log", "outbox_events"}),  # its audit event
-        (_replay_the_key, {"payment_transactions"}),
+        (reconcile_desk, {"payment_transactions", "audit_log", "outbox_events"}),  # its audit event
+        (replay_desk, {"payment_transactions"}),
     ],
     ids=["reconcile", "replay"],
 )
@@ -123,7 +69,7 @@ def test_a_desk_charge_approved_on_another_terminal_is_refunded_there(
     client, session, gym, card_server, charged_elsewhere
 ):
     body, transaction_id, owner = charged_elsewhere
-    _reconcile(client, gym, body, transaction_id, owner)
+    reconcile_desk(client, gym, body, transaction_id, owner)
     settled = settle(client, gym, transaction_id, owner, "accept", 4500)
     assert settled.status_code == 200, settled.json
     session.expire_all()
