@@ -73,7 +73,8 @@ def verify_account(
         or (checkout.metadata_ or {}).get("lowProfileId")
         or checkout.provider_transaction_id
     )
-    if kept and low_profile_id and low_profile_id != kept:
+    # Page ids compared as the provider does (card_http.page_result: letter case aside).
+    if kept and low_profile_id and low_profile_id.lower() != kept.lower():
         raise conflict(
             codes.BILLING_EVIDENCE_MISMATCH,
             f"lowProfileId {low_profile_id!r} is not the deal the checkout kept ({kept!r}); "

@@ -330,3 +330,16 @@ def test_verify_account_needs_a_card_terminal_and_a_subscription_of_the_organiza
         409,
     )
     assert _audits(session) == []
+
+
+def test_the_checkouts_own_page_id_in_other_letter_case_is_that_deal(
+    session, new_terminal_gym, card_server, provider
+):
+    """A page id is a GUID the provider compares letter case aside (card_http.page_result): the
+    kept one pasted in capitals is the same deal, not billing_evidence_mismatch."""
+    gym = new_terminal_gym
+    subscription, checkout = presale_with_checkout(session, gym, card_server, opening=OPENING)
+
+    answer = _verify(session, gym, provider, subscription, low_profile_id=checkout.page_id.upper())
+
+    assert answer["outcome"] == "verified"
