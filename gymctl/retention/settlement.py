@@ -537,7 +537,7 @@ def period_end_sweep(
     return result
 
 
-# The second try's wait for rows another transaction holds: a settlement's, or the lifecycle's
+# A try's wait for rows another transaction holds: a settlement's, or the lifecycle's
 # hourly pass (up to 10,000 rows a step); a holder left idle in its transaction must not stop
 # the sweep for good.
 WAIT_FOR_ROWS = "30s"
@@ -557,7 +557,10 @@ def _settle_matured(
     rows (only without `wait`). A notice settled meanwhile, withdrawn or not yet effective is
     left alone."""
     with factory() as session:
-        if wait and is_postgres(session):
+        if is_postgres(session):
+            # Both tries: the first skips a held plan, but the waiting members it locks first
+            # (`may_end_at`) are waited for, and a holder idle in its transaction must not
+            # stop the sweep there either.
             session.execute(text(f"SET LOCAL lock_timeout = '{WAIT_FOR_ROWS}'"))
         try:
             # It ends the plan and gives up its seats: billing's order for that (`may_end_at`).
@@ -567,7 +570,7 @@ def _settle_matured(
         except OperationalError as error:
             if getattr(error.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE:
                 raise
-            return True  # held past the wait: the next pass takes it
+            return wait  # held past the wait: the waiting try, else the next pass, takes it
         if subscription is None:
             return wait  # gone, or held by another daemon
         if (
