@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session
 
-from gymctl.bridge import codes, entity_map
+from gymctl.bridge import codes, entity_map, queue
 from gymctl.bridge.client import (
     CallFailure,
     ConnectionPool,
@@ -294,25 +294,36 @@ def wind_down(session: Session, organization_id: uuid.UUID, *, now: datetime) ->
     only sends what is queued: the deletion's own ops (its members' plans and seats given up
     there, their users deactivated: leaving.end_holdings) and any before them. It polls
     nothing (a booking made there would be placed in a gym no one reaches), and it is
-    disconnected once no op is waiting or in flight, or at once under a refused key (no owner
-    can paste another): the key is purged, nothing is retried, the account is free for
+    disconnected once no op it can still send is waiting or in flight (one behind a parked op
+    waits for an owner no deleted gym has), or at once under a refused or unverified key (no
+    owner can paste another): the key is purged, nothing is retried, the account is free for
     another gym. Called at the deletion and by the dispatcher."""
     deleted = session.scalar(
         select(Organization.deleted_at).where(Organization.id == organization_id)
     )
-    connection = find_connection(session, organization_id)
-    if deleted is None or connection is None or connection.status is ConnectionStatus.revoked:
-        return deleted is not None
+    if deleted is None:
+        return False
+    # Locked and read as it stands: the deletion and a dispatcher run may meet here, and a
+    # status read earlier in the caller's session would disconnect it twice.
+    connection = session.scalar(
+        select(IntegrationConnection)
+        .where(IntegrationConnection.organization_id == organization_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if connection is None or connection.status is ConnectionStatus.revoked:
+        return True
     connection.schedule_poll_due_at = connection.reconcile_due_at = None
     unsent = session.scalar(
         select(
             exists().where(
                 SyncOp.organization_id == organization_id,
-                SyncOp.status.in_((*WAITING, OpStatus.in_flight)),
+                (SyncOp.status == OpStatus.in_flight)
+                | (SyncOp.status.in_(WAITING) & ~queue.blocked()),
             )
         )
     )
-    if connection.status is ConnectionStatus.error or not unsent:
+    if connection.status is not ConnectionStatus.active or not unsent:
         disconnect(session, organization_id, now=now, because=ORGANIZATION_DELETED)
     return True
 

@@ -139,18 +139,30 @@ def drain(
     started = time.monotonic()
     summary.rescued = queue.rescue_organization(session, organization_id, now=clock.now())
     session.commit()
+    # A deleted gym's bridge sends what is queued, polls nothing, and is then disconnected
+    # (at once when its key is refused or unverified). Revoked before this run, it is not
+    # connected, as any other.
+    was = session.scalar(
+        select(IntegrationConnection.status).where(
+            IntegrationConnection.organization_id == organization_id
+        )
+    )
+    deleted = wind_down(session, organization_id, now=clock.now())
+    session.commit()
     connection = find_connection(session, organization_id)
+    if (
+        deleted
+        and connection is not None
+        and was is not ConnectionStatus.revoked
+        and connection.status is ConnectionStatus.revoked
+    ):
+        summary.stopped = ORGANIZATION_DELETED
+        return summary
     if connection is None or connection.status not in (
         ConnectionStatus.active,
         ConnectionStatus.pending,
     ):
         summary.stopped = "not_connected"
-        return summary
-    # A deleted gym's bridge sends what is queued, polls nothing, and is then disconnected.
-    deleted = wind_down(session, organization_id, now=clock.now())
-    session.commit()
-    if connection.status is ConnectionStatus.revoked:
-        summary.stopped = ORGANIZATION_DELETED
         return summary
     throttle = Throttle(policy.rate)
     try:
