@@ -574,7 +574,9 @@ def member_retired(session: Session, source: Membership, *, now: datetime) -> No
 
 
 def _user_ops(session: Session, membership: Membership, statuses=None) -> list[SyncOp]:
-    """The member's user.create and user.update ops (in `statuses`), in queue order."""
+    """The member's user.create and user.update ops (in `statuses`), in queue order, locked and
+    read as they are: a dispatcher's claim (SKIP LOCKED) takes none of them while the caller
+    rewrites them, and one it claimed just before reads in flight, its worker's."""
     query = select(SyncOp).where(
         SyncOp.organization_id == membership.organization_id,
         SyncOp.aggregate_key == member_key(membership.id),
@@ -582,7 +584,8 @@ def _user_ops(session: Session, membership: Membership, statuses=None) -> list[S
     )
     if statuses is not None:
         query = query.where(SyncOp.status.in_(statuses))
-    return list(session.scalars(query.order_by(SyncOp.id)))
+    query = query.order_by(SyncOp.id).with_for_update()
+    return list(session.scalars(query.execution_options(populate_existing=True)))
 
 
 def _scrubbed(payload: dict[str, Any]) -> dict[str, Any]:
