@@ -5,7 +5,6 @@ as pending. It is now alerted once, when first recorded, whichever door finds it
 
 from __future__ import annotations
 
-import logging
 import uuid
 from datetime import timedelta
 
@@ -20,24 +19,11 @@ from tests.billing_ops.contradictions import LATER, reconcile_desk, replay_desk
 pytestmark = pytest.mark.embedded
 
 
-class _Alerts(logging.Handler):
-    """Not caplog: the suite may run with -p no:logging."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
 @pytest.fixture
-def alerts():
-    handler = _Alerts()
-    logger = logging.getLogger("gymctl.billing.alerts")
-    logger.addHandler(handler)
-    yield handler.messages
-    logger.removeHandler(handler)
+def alerts(caplog):
+    """The messages of the billing alerts raised so far in the test."""
+    caplog.set_level("WARNING", logger="gymctl.billing.alerts")
+    return lambda: [r.getMessage() for r in caplog.records if r.name == "gymctl.billing.alerts"]
 
 
 def test_an_operators_reconcile_alerts_a_desk_contradiction_once(
@@ -48,7 +34,7 @@ def test_an_operators_reconcile_alerts_a_desk_contradiction_once(
     reconcile_desk(client, gym, body, transaction_id, owner)  # the same contradiction, seen again
     replay_desk(client, gym, body, transaction_id, owner)
 
-    [alert] = alerts
+    [alert] = alerts()
     assert "billing_contradiction" in alert
     assert transaction_id in alert
 
@@ -57,7 +43,7 @@ def test_a_replay_of_the_key_alerts_a_desk_contradiction(client, gym, charged_el
     body, transaction_id, owner = charged_elsewhere
     replay_desk(client, gym, body, transaction_id, owner)
 
-    [alert] = alerts
+    [alert] = alerts()
     assert "billing_contradiction" in alert
     assert transaction_id in alert
 
@@ -72,7 +58,7 @@ def test_the_recovery_sweep_alerts_a_desk_contradiction_once(
         )
         assert summary["deskCharges"]["pending"] == 1
 
-    [alert] = alerts
+    [alert] = alerts()
     assert "billing_contradiction" in alert
     assert transaction_id in alert
 
@@ -96,5 +82,5 @@ def test_a_contradiction_recorded_before_s49_as_its_timestamp_is_read_not_a_500(
     session.expire_all()
     row = session.get(PaymentTransaction, uuid.UUID(transaction_id))
     assert row.billing_attempt["contradiction"] == {"field": "terminal", "at": earlier}
-    [alert] = alerts
+    [alert] = alerts()
     assert transaction_id in alert
