@@ -4,6 +4,7 @@ settle-contradiction door, the inspect hints and the dry runs share."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -163,3 +164,32 @@ def replay_desk(client, gym, body, transaction_id, owner) -> None:
     answer = client.post(url, json=body, headers=owner)
     assert (answer.status_code, answer.json["code"]) == (409, "billing_reconciliation_required")
     assert answer.json["transactionId"] == transaction_id
+
+
+def desk_contradiction_reconciled(
+    client, clock, idp, session, session_factory, gym, card_server, provider, documents
+):
+    """desk_contradiction, reconciled over HTTP by the owner at LATER (a contradiction):
+    (its id, the owner's headers at LATER)."""
+    transaction_id = desk_contradiction(
+        session, session_factory, gym, card_server, provider, documents
+    )
+    clock.set(LATER)
+    owner = {"Authorization": f"Bearer {idp.token(gym.owner.identity_id, now=LATER)}"}
+    url = f"/organizations/{gym.organization.id}/payments/desk-charges/{transaction_id}/reconcile"
+    reconciled = client.post(url, headers=owner)
+    assert reconciled.json["data"]["outcome"] == "contradiction", reconciled.json
+    return transaction_id, owner
+
+
+def reconciled_on_the_cli(org: str, transaction_id, owner: str) -> None:
+    """`gymctl billing transaction reconcile` finds the attempt in contradiction."""
+    from typer.testing import CliRunner
+
+    from gymctl.cli.billing import app as billing_app
+
+    found = CliRunner().invoke(
+        billing_app,
+        ["transaction", "reconcile", org, str(transaction_id), "--operator", owner, "--json"],
+    )
+    assert json.loads(found.stdout)["outcome"] == "contradiction", found.output

@@ -36,6 +36,7 @@ from tests.billing_ops.contradictions import (
     cli_gym,
     contradicted_attempt,
     reconciled,
+    reconciled_on_the_cli,
     settle,
 )
 from tests.billing_ops.helpers import (
@@ -305,11 +306,7 @@ def test_the_cli_refunds_a_contradicted_renewal_and_its_dry_run_keeps_nothing(
     with cli_gym(committed_database, card_server, monkeypatch) as (factory, session, gym):
         transaction, taken = contradicted_attempt(session, gym, card_server)
         org, owner = str(gym.organization.id), str(gym.owner.id)
-    found = CliRunner().invoke(
-        billing_app,
-        ["transaction", "reconcile", org, str(transaction.id), "--operator", owner, "--json"],
-    )
-    assert json.loads(found.stdout)["outcome"] == "contradiction", found.output
+    reconciled_on_the_cli(org, transaction.id, owner)
     args = [
         "transaction", "settle-contradiction", org, str(transaction.id),
         "--decision", "refund", "--amount-in-cents", str(taken), "--currency", "ILS",

@@ -27,9 +27,9 @@ from gymctl.providers.card_http import CHARGE, REFUND
 from tests.billing import factories as bf
 from tests.billing.test_checkout_webhooks import app, create_plan, purchase, webhook  # noqa: F401
 from tests.billing_ops.contradictions import (
-    LATER,
     cli_gym,
     desk_contradiction,
+    desk_contradiction_reconciled,
     org_url,
     page_contradiction,
     transaction_url,
@@ -61,16 +61,10 @@ def test_a_desk_charge_taken_at_another_amount_is_accepted_at_the_providers_amou
     provider,
     documents,
 ):
-    transaction_id = desk_contradiction(
-        session, session_factory, gym, card_server, provider, documents
+    transaction_id, owner = desk_contradiction_reconciled(
+        client, clock, idp, session, session_factory, gym, card_server, provider, documents
     )
-    clock.set(LATER)
-    owner = {"Authorization": f"Bearer {idp.token(gym.owner.identity_id, now=LATER)}"}
     org = f"/organizations/{gym.organization.id}"
-    reconciled = client.post(
-        f"{org}/payments/desk-charges/{transaction_id}/reconcile", headers=owner
-    )
-    assert reconciled.json["data"]["outcome"] == "contradiction", reconciled.json
     # Every other door refuses it: the money has no other way to be settled.
     refused = client.post(
         f"{org}/payments/transactions/{transaction_id}/refund",

@@ -24,13 +24,13 @@ from gymctl.models.billing import TransactionStatus
 from gymctl.models.organizations import Role
 from tests.billing.test_checkout_webhooks import app  # noqa: F401 (fixture: the fake provider)
 from tests.billing_ops.contradictions import (
-    LATER,
     cli_gym,
     contradicted_attempt,
-    desk_contradiction,
+    desk_contradiction_reconciled,
     org_url,
     page_contradiction,
     reconciled,
+    reconciled_on_the_cli,
     settle,
     transaction_url,
 )
@@ -209,16 +209,9 @@ def test_a_desk_charges_contradiction_is_shown_with_its_state_and_hint(
     provider,
     documents,
 ):
-    transaction_id = desk_contradiction(
-        session, session_factory, gym, card_server, provider, documents
+    transaction_id, owner = desk_contradiction_reconciled(
+        client, clock, idp, session, session_factory, gym, card_server, provider, documents
     )
-    clock.set(LATER)
-    owner = {"Authorization": f"Bearer {idp.token(gym.owner.identity_id, now=LATER)}"}
-    org_url = f"/organizations/{gym.organization.id}"
-    reconciled = client.post(
-        f"{org_url}/payments/desk-charges/{transaction_id}/reconcile", headers=owner
-    )
-    assert reconciled.json["data"]["outcome"] == "contradiction", reconciled.json
 
     shown = client.get(transaction_url(gym, transaction_id), headers=owner)
     assert shown.status_code == 200, shown.json
@@ -253,11 +246,7 @@ def test_the_cli_shows_a_contradicted_attempt_with_the_settle_contradiction_hint
     with cli_gym(committed_database, card_server, monkeypatch) as (factory, session, gym):
         transaction, _ = contradicted_attempt(session, gym, card_server)
         org, owner = str(gym.organization.id), str(gym.owner.id)
-    found = CliRunner().invoke(
-        billing_app,
-        ["transaction", "reconcile", org, str(transaction.id), "--operator", owner, "--json"],
-    )
-    assert json.loads(found.stdout)["outcome"] == "contradiction", found.output
+    reconciled_on_the_cli(org, transaction.id, owner)
     shown = CliRunner().invoke(
         billing_app, ["transaction", "show", org, str(transaction.id), "--json"]
     )
