@@ -14,7 +14,7 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from gymctl.billing.attempts import lock_subscription
+from gymctl.billing.attempts import kind_of, lock_subscription, obligation_of, technical_failures
 from gymctl.billing.plans import live_plan, take_purchase_slot
 from gymctl.errors import conflict, not_found
 from gymctl.events import EventKind, emit
@@ -49,6 +49,13 @@ def charge_in_flight(session: Session, subscription: Subscription, now: datetime
         )
     )
     return page is not None
+
+
+def _retry_owed(session: Session, subscription: Subscription) -> bool:
+    """The charge now due has a confirmed non-charge (a technical failure): its retry repeats
+    those terms, so a swap's new price would block it as retry_terms_changed until an owner
+    allowed it. Withdrawing is still allowed: it ends the obligation, nothing is retried."""
+    return bool(technical_failures(session, obligation_of(subscription, kind_of(subscription))))
 
 
 def change_targets(session: Session, subscription: Subscription) -> list[Plan]:
@@ -109,7 +116,7 @@ def change_plan(
     if current.plan_group is None or target.plan_group != current.plan_group:
         code = codes.PRESALE_SWAP_REQUIRES_SAME_GROUP
         raise conflict(code, message(code, locale))
-    if charge_in_flight(session, subscription, now):
+    if charge_in_flight(session, subscription, now) or _retry_owed(session, subscription):
         code = codes.PLAN_CHANGE_CHARGE_IN_FLIGHT
         raise conflict(code, message(code, locale))
     take_purchase_slot(session, target)

@@ -7,10 +7,12 @@ from datetime import timedelta
 import pytest
 
 from gymctl import ids
+from gymctl.billing import collector
 from gymctl.models import PaymentTransaction, Plan
 from gymctl.models.billing import AttemptKind, TransactionStatus, TransactionType
 from gymctl.retention import plan_change
-from tests.billing.factories import make_plan, make_subscription
+from tests.billing.cards import TIMEOUT, Sandbox, save_test_card
+from tests.billing.factories import TEST_CIPHER, make_plan, make_subscription
 from tests.conftest import NOW
 from tests.retention.conftest import refused
 
@@ -98,3 +100,57 @@ def test_an_ungrouped_presale_cannot_swap_and_lists_no_targets(session, gym, pla
     assert "change_plan" not in plan_change.member_actions(session, subscription)
     error = refused(session, lambda: _change(session, gym, subscription, yearly))
     assert (error.code, error.status) == ("presale_swap_requires_same_group", 409)
+
+
+@pytest.mark.embedded
+def test_a_presale_whose_opening_charge_awaits_its_technical_retry_cannot_swap(
+    session, session_factory, gym, plans, tmp_path
+):
+    """A confirmed non-charge of the opening charge (a timeout the provider confirmed never
+    charged) leaves the presale scheduled, its retry owed in minutes: that charge is still in
+    flight. Swapped then, the retry met a new price and was blocked as retry_terms_changed,
+    the member's own presale waiting on an owner."""
+    monthly, yearly = plans
+    sandbox = Sandbox(tmp_path)
+    method = save_test_card(session, gym, sandbox.provider, sandbox.simulator, TIMEOUT)
+    due = NOW - timedelta(minutes=1)
+    subscription = make_subscription(
+        session, gym, plan=monthly, presale_opening=due, payment_method_id=method.id
+    )
+    session.commit()
+
+    def collect(at):
+        summary = collector.Summary()
+        outcome = collector.collect_subscription(
+            session_factory,
+            subscription.id,
+            sandbox.provider,
+            now=at,
+            cipher=TEST_CIPHER,
+            summary=summary,
+        )
+        return outcome, summary
+
+    assert collect(NOW)[0] == "pending"
+    later = NOW + timedelta(minutes=2)
+    collector.recover(session_factory, sandbox.provider, now=later, cipher=TEST_CIPHER)
+    session.expire_all()
+    assert subscription.status.value == "scheduled"
+    assert subscription.retry_at is not None
+    error = refused(
+        session,
+        lambda: plan_change.change_plan(
+            session,
+            gym.organization.id,
+            subscription.id,
+            yearly.id,
+            actor_user_id=gym.member.id,
+            locale="en",
+            now=later,
+        ),
+    )
+    assert (error.code, error.status) == ("plan_change_charge_in_flight", 409)
+    session.rollback()
+    outcome, summary = collect(subscription.retry_at)
+    assert outcome != "blocked"
+    assert summary.alerts == []  # the retry went out under its own terms
