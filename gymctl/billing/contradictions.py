@@ -55,13 +55,14 @@ from gymctl.billing.checkout import FAILED, _cancel_unpaid
 from gymctl.billing.desk import transaction_json
 from gymctl.billing.resolution import (
     holds_contradiction,
+    lock_organization,
     organization_transaction,
     original_account,
 )
 from gymctl.crypto import FieldCipher
 from gymctl.db import release_for_outside_call
 from gymctl.errors import conflict, unprocessable
-from gymctl.models import Checkout, Organization, PaymentTransaction
+from gymctl.models import Checkout, PaymentTransaction
 from gymctl.models.billing import CheckoutStatus, SubscriptionStatus, TransactionStatus
 from gymctl.providers.card import (
     CardProvider,
@@ -129,11 +130,7 @@ def settle_contradiction(
         )
     # Locks in a fixed order: organization, the page's checkout (as a page's completion takes
     # it before the plan), membership and subscription, the charge.
-    session.scalar(
-        select(Organization.id)
-        .where(Organization.id == organization_id)
-        .with_for_update(key_share=True)
-    )
+    lock_organization(session, organization_id)
     checkout = _checkout_of(session, transaction, lock=True)
     subscription = (
         attempts.lock_subscription(session, transaction.subscription_id, may_end_at=now)

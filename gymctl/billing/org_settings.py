@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from gymctl.billing import codes
 from gymctl.billing.accounts import billing_settings
+from gymctl.billing.resolution import lock_organization
 from gymctl.errors import unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import BillingSettings
@@ -80,6 +81,9 @@ def update_settings(
         raise unprocessable(
             codes.PLAN_REQUIRED_TO_BOOK_INVALID, "whether a plan is required to book: true or false"
         )
+    # The organization's lock first (the fixed order's first): an organization that never set
+    # any has no row to lock, and two first changes would both insert one (a unique violation).
+    lock_organization(session, organization_id)
     row = session.scalar(
         select(BillingSettings)
         .where(BillingSettings.organization_id == organization_id)

@@ -266,15 +266,21 @@ def lock_billing(
     *,
     may_end_at: datetime | None = None,
 ) -> Subscription | None:
-    """The shared billing lock, in the fixed order organization, membership, subscription
-    (FOR NO KEY UPDATE on the organization: inserts that reference it are not blocked);
+    """The shared billing lock, in the fixed order organization, membership, subscription;
     `may_end_at` as attempts.lock_subscription takes it."""
+    lock_organization(session, organization_id)
+    return attempts.lock_subscription(session, subscription_id, may_end_at=may_end_at)
+
+
+def lock_organization(session: Session, organization_id: uuid.UUID) -> None:
+    """The first lock of billing's fixed order: FOR NO KEY UPDATE on the organization, so
+    inserts that reference it are not blocked. Also what queues writers of an organization's
+    rows that may not exist yet (its billing settings): a missing row locks nothing."""
     session.scalar(
         select(Organization.id)
         .where(Organization.id == organization_id)
         .with_for_update(key_share=True)
     )
-    return attempts.lock_subscription(session, subscription_id, may_end_at=may_end_at)
 
 
 def locked_subscription(
