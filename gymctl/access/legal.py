@@ -13,6 +13,9 @@ from gymctl.access import codes
 from gymctl.errors import not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import LegalConsent, LegalDocument, LegalDocumentType, User
+from gymctl.models.integrity import UniqueViolation, unique_violation
+
+CONSENT_KEY = "uq_legal_consents_user_id_document_id"  # one consent per person and document
 
 
 def latest_documents(session: Session, *, now: datetime) -> dict[LegalDocumentType, LegalDocument]:
@@ -74,11 +77,7 @@ def record_consent(
     document = session.get(LegalDocument, document_id)
     if document is None or document.published_at > now:
         raise not_found(codes.LEGAL_DOCUMENT_NOT_FOUND, "no such published document")
-    existing = session.scalar(
-        select(LegalConsent).where(
-            LegalConsent.user_id == user.id, LegalConsent.document_id == document_id
-        )
-    )
+    existing = _consent(session, user.id, document_id)
     if existing is not None:
         return existing
     consent = LegalConsent(
@@ -88,7 +87,13 @@ def record_consent(
         ip=ip,
         user_agent=(user_agent or "")[:512] or None,
     )
-    session.add(consent)
+    # Two at once (a double tap, the app's retry) both read none: the second's insert broke the
+    # one-consent key on PostgreSQL (a 500); it answers with the first's record instead.
+    try:
+        with unique_violation(CONSENT_KEY), session.begin_nested():
+            session.add(consent)
+    except UniqueViolation:
+        return _consent(session, user.id, document_id)
     emit(
         session,
         EventKind.audit,
@@ -101,3 +106,11 @@ def record_consent(
     )
     session.flush()
     return consent
+
+
+def _consent(session: Session, user_id: uuid.UUID, document_id: uuid.UUID) -> LegalConsent | None:
+    return session.scalar(
+        select(LegalConsent).where(
+            LegalConsent.user_id == user_id, LegalConsent.document_id == document_id
+        )
+    )
