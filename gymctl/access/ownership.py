@@ -42,12 +42,24 @@ def unlinked_profiles(session: Session, email: str) -> list[User]:
 
 def link_profiles(session: Session, login: User, *, now: datetime) -> User:
     """Give the oldest gym-created profile the login's identity (the gym's records keep pointing
-    at it) and fold the login row and any other profiles into it. Returns the linked row."""
+    at it) and fold the login row and any other profiles into it. Returns the linked row.
+
+    The login's row is locked and read fresh first: two /users/me at once (the web app and the
+    mobile app) both read the profile unlinked, and the second folded the login again and
+    audited a second user.linked; it now answers with the row the first linked."""
+    identity_id = login.identity_id
+    login = session.scalar(
+        select(User)
+        .where(User.id == login.id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if identity_id is not None and login.identity_id != identity_id:
+        return session.scalar(select(User).where(User.identity_id == identity_id)) or login
     profiles = unlinked_profiles(session, login.email or "")
     if not profiles or login.email_verified_at is None:
         return login
     target, others = profiles[0], profiles[1:]
-    identity_id = login.identity_id
     for source in [login, *others]:
         _move_records(session, source, target, now=now)
         source.deleted_at = now
