@@ -4,7 +4,8 @@ assetDownloads}`.
 `brand.assets` holds the durable object keys; `assets[name]` is `{key, sha256}` with the digest
 computed from the stored object now (a stored object that no longer matches what was published
 is refused); `assetDownloads[name]` is a short-lived signed URL, signed afresh on every call and
-never stored (it is kept out of every snapshot).
+never stored (it is kept out of every snapshot). The stored objects are read with no write lock
+held (`read_live_assets`, decision s42).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from gymctl.assets.intake import owned, recheck
+from gymctl.assets.read_ahead import ReadAhead
 from gymctl.branding.published import live_app_version, live_brand
 from gymctl.config import Settings
+from gymctl.db import release_for_outside_call
 from gymctl.errors import conflict
 from gymctl.models.releases import BrandedApp
 from gymctl.providers.storage import ObjectStore
@@ -91,12 +94,40 @@ def branding_part(
     }, assets
 
 
+def read_live_assets(session: Session, store: ObjectStore, organization_id: uuid.UUID) -> ReadAhead:
+    """The live member app's stored assets, read before the caller's work (decision s42): the
+    transaction that only read ends first, so on the embedded default no write lock is held
+    while the store answers; the admin route and the operator's commands held it, every writer
+    of every process waiting on the store. The caller then reads its rows afresh and the store
+    answers from what was read (a key published meanwhile is read through)."""
+    version = live_app_version(session, organization_id)
+    keys = sorted(entry["key"] for entry in (version.assets if version else {}).values())
+    release_for_outside_call(session)
+    ahead = ReadAhead(store)
+    for key in keys:
+        if owned(organization_id, key):  # another gym's key is refused unread (asset_digests)
+            ahead.read(key, body=True)
+    return ahead
+
+
 def build_input(
     session: Session,
     store: ObjectStore,
     settings: Settings,
     organization_id: uuid.UUID,
 ) -> dict[str, Any]:
+    return inputs_from(
+        session, read_live_assets(session, store, organization_id), settings, organization_id
+    )
+
+
+def inputs_from(
+    session: Session,
+    store: ObjectStore,
+    settings: Settings,
+    organization_id: uuid.UUID,
+) -> dict[str, Any]:
+    """The build input with `store` answering from what `read_live_assets` read."""
     app = require_app(session, organization_id)
     brand, assets = branding_part(session, store, organization_id)
     request = find_request(session, organization_id)

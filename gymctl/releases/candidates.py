@@ -35,7 +35,12 @@ from gymctl.models.releases import (
 )
 from gymctl.providers.storage import ObjectStore
 from gymctl.releases import approvals, codes
-from gymctl.releases.build_input import NATIVE_VERSION, branding_part, build_input
+from gymctl.releases.build_input import (
+    NATIVE_VERSION,
+    branding_part,
+    inputs_from,
+    read_live_assets,
+)
 from gymctl.releases.canonical import sha256_of
 from gymctl.releases.requests import audit, require_request
 
@@ -174,6 +179,7 @@ def cut_candidate(
     nothing it binds has changed)."""
     if not COMMIT.fullmatch(source_commit or ""):
         raise invalid(codes.RELEASE_SOURCE_COMMIT_INVALID, "a full lowercase hex commit id")
+    ahead = read_live_assets(session, store, organization_id)  # before the request's lock
     request = require_request(session, organization_id)
     session.refresh(request, with_for_update=True)
     app = session.get(BrandedApp, request.branded_app_id)
@@ -186,7 +192,7 @@ def cut_candidate(
         raise conflict(
             codes.RELEASE_INTAKE_NOT_APPROVED, "the owner has not approved the current intake"
         )
-    inputs = build_input(session, store, settings, organization_id)
+    inputs = inputs_from(session, ahead, settings, organization_id)
     brand = inputs["brand"]
     if brand.get("schemaVersion") != NEW_BRAND_SCHEMA:
         raise conflict(
