@@ -198,7 +198,8 @@ def merge_command(
         return
     rows = [{**p, "references": p.get("references")} for p in result["pairs"]]
     title = "merge (dry run)" if dry_run else "merge"
-    render_rows(rows, ["winnerId", "loserId", "outcome", "references"], title=title)
+    columns = ["winnerId", "loserId", "outcome", "references", "videoReports"]
+    render_rows(rows, columns, title=title)
 
 
 @app.command("alias-collisions")

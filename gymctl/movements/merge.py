@@ -21,21 +21,24 @@ from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import inspect, select
-from sqlalchemy.orm import Session
+from sqlalchemy import exists, inspect, select, update
+from sqlalchemy.orm import Session, aliased
 
 from gymctl.db import advisory_lock, release_for_outside_call
 from gymctl.errors import conflict, invalid, not_found
 from gymctl.events import EventKind, emit
-from gymctl.models import AuditLog, Movement
+from gymctl.models import Movement, MovementVideoReport
 from gymctl.movements import codes
 from gymctl.movements.aliases import fold, merge_aliases
+from gymctl.movements.audit import ALIAS_CHANGED, alias_removals
 from gymctl.movements.embeddings import Embedder, embed_movements, embedding_parts
 from gymctl.movements.progress import SILENT, Progress
+from gymctl.movements.ranking import video_id
 from gymctl.movements.references import repoint
 
 LIBRARY_LOCK = "movements:library"
-# Filled on the winner from the loser when the winner has none: media moves with the merge.
+# Filled on the winner from the loser when the winner has none: media moves with the merge
+# (the video too, unless the winner rejected it; rejected ids and members' reports are united).
 _CARRIED = ("thumbnail_url", "cues", "common_faults", "scaling_options")
 AHEAD_ROUNDS = 3
 
@@ -238,13 +241,17 @@ def _merge(
     for name in _CARRIED:
         if not getattr(winner, name) and getattr(loser, name):
             setattr(winner, name, getattr(loser, name))
-    if not winner.video_url and loser.video_url:
+    rejected = [*(winner.video_rejected_ids or []), *(loser.video_rejected_ids or [])]
+    winner.video_rejected_ids = list(dict.fromkeys(rejected))
+    carried = loser.video_url and video_id(loser.video_url) not in winner.video_rejected_ids
+    if not winner.video_url and carried:
         winner.video_url, winner.video_status = loser.video_url, loser.video_status
     known = {c.get("url") for c in winner.video_candidates or []}
     winner.video_candidates = [
         *(winner.video_candidates or []),
         *(c for c in loser.video_candidates or [] if c.get("url") not in known),
     ]
+    reports = _move_reports(session, loser, winner)
     winner.updated_at = now
     loser.deleted_at = now
     loser.merged_into_id = winner.id
@@ -265,6 +272,7 @@ def _merge(
             "loserId": str(loser.id),
             "loserSlug": loser.slug,
             "references": moved,
+            "videoReports": reports,
             "before": before,
             "after": list(winner.aliases),
         },
@@ -272,8 +280,27 @@ def _merge(
     return {
         **_outcome(winner, loser, "merged"),
         "references": moved,
+        "videoReports": reports,
         "aliasesAfter": list(winner.aliases),
     }
+
+
+def _move_reports(session: Session, loser: Movement, winner: Movement) -> int:
+    """Members' reports on the loser's videos follow its candidates to the winner, so the
+    votes already cast still count toward a demotion (the loser's route is 404 from now on).
+    A person's report the winner already holds for the same video stays on the loser."""
+    held = aliased(MovementVideoReport)
+    on_winner = exists().where(
+        held.movement_id == winner.id,
+        held.video_url == MovementVideoReport.video_url,
+        held.user_id == MovementVideoReport.user_id,
+    )
+    return session.execute(
+        update(MovementVideoReport)
+        .where(MovementVideoReport.movement_id == loser.id, ~on_winner)
+        .values(movement_id=winner.id)
+        .execution_options(synchronize_session=False)
+    ).rowcount
 
 
 def alias_change(
@@ -303,7 +330,7 @@ def alias_change(
     before = list(source.aliases or [])
     after = [a for a in before if fold(a) != term]
     removed = [a for a in before if fold(a) == term]
-    if not removed and not _removed_before(session, source.id, term):
+    if not removed and term not in alias_removals(session, source.id).get(str(source.id), ()):
         raise not_found(codes.ALIAS_NOT_FOUND, f"{source.slug} holds no spelling of {alias!r}")
     result = {
         "sourceId": str(source.id),
@@ -323,7 +350,7 @@ def alias_change(
     emit(
         session,
         EventKind.audit,
-        "movements.alias_changed",
+        ALIAS_CHANGED,
         at=now,
         aggregate_type="movement",
         aggregate_id=source.id,
@@ -331,18 +358,6 @@ def alias_change(
         payload={"term": term, "before": before, "after": after},
     )
     return result
-
-
-def _removed_before(session: Session, movement_id: uuid.UUID, term: str) -> bool:
-    """Whether an earlier alias change took the term off this row (its audit row says so)."""
-    changes = session.scalars(
-        select(AuditLog.data).where(
-            AuditLog.target_type == "movement",
-            AuditLog.target_id == str(movement_id),
-            AuditLog.action == "movements.alias_changed",
-        )
-    )
-    return any(data.get("term") == term for data in changes)
 
 
 def _without(
