@@ -1,9 +1,10 @@
 """Seeding the canonical library from a published file in object storage (spec B 4.5 /seed).
 
 Rows are upserted by slug. Base fields (name, category, pattern, ...) follow the file; aliases
-only grow (merged names stay). Enriched fields (thumbnail, video, cues, faults, scaling) are
-filled where empty, and overwritten only with rebuild. A merged or deleted slug is left alone,
-so re-seeding never resurrects a loser.
+only grow (merged names stay), less the terms an alias change took off the row (an operator's
+decision the published file does not know of). Enriched fields (thumbnail, video, cues, faults,
+scaling) are filled where empty, and overwritten only with rebuild. A merged or deleted slug is
+left alone, so re-seeding never resurrects a loser.
 
 The upsert is one unit and each embedding batch another (units.py): a seed stopped midway
 keeps the file's text, and a row whose text changed has no current model until its vector is
@@ -13,7 +14,7 @@ stored, so seeding again embeds exactly what is missing.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -23,8 +24,8 @@ from sqlalchemy.orm import Session
 from gymctl.errors import not_found
 from gymctl.models import Movement
 from gymctl.movements import codes
-from gymctl.movements.aliases import merge_aliases
-from gymctl.movements.audit import audit_library
+from gymctl.movements.aliases import fold, merge_aliases
+from gymctl.movements.audit import alias_removals, audit_library
 from gymctl.movements.embeddings import (
     Embedder,
     Pacer,
@@ -84,6 +85,7 @@ def seed_library(
         row.slug: row
         for row in session.scalars(select(Movement).where(Movement.organization_id.is_(None)))
     }
+    removed = alias_removals(session)
     counts = {"created": 0, "updated": 0, "unchanged": 0, "skippedDeleted": 0}
     to_embed: list[Movement] = []
     progress.start("upsert", len(entries))
@@ -99,7 +101,7 @@ def seed_library(
             counts["created"] += 1
         else:
             before = (embedding_text(row), _snapshot(row))
-            _apply(row, entry, enriched=rebuild)
+            _apply(row, entry, enriched=rebuild, removed=removed.get(str(row.id), set()))
             changed = _snapshot(row) != before[1]
             if changed:
                 row.updated_at = now
@@ -152,10 +154,13 @@ def _snapshot(row: Movement) -> tuple:
     return tuple(repr(getattr(row, name)) for name in fields)
 
 
-def _apply(row: Movement, entry: LibraryEntry, *, enriched: bool) -> None:
+def _apply(
+    row: Movement, entry: LibraryEntry, *, enriched: bool, removed: Collection[str] = ()
+) -> None:
     for name in BASE_FIELDS:
         setattr(row, name, getattr(entry, name))
-    row.aliases = merge_aliases(row.aliases or [], entry.aliases, name=entry.name)
+    added = [alias for alias in entry.aliases if fold(alias) not in removed]
+    row.aliases = merge_aliases(row.aliases or [], added, name=entry.name)
     for name in ENRICHED_FIELDS:
         value = getattr(entry, name)
         if enriched or not getattr(row, name):
