@@ -4,8 +4,9 @@ They live beside the canonical library, never in it: the duplicates report, merg
 library jobs read canonical rows only, so no embedding is made here. A thumbnail comes only
 through the upload route (spec B 4.5: png, jpeg or webp, at most 5 MB), never as a URL in these
 bodies. A video URL a coach sets is a person's choice (video_status manual: ranking never touches
-it). The slug comes from the name at creation and stays (thumbnail keys and links use it); a
-deleted row is soft-deleted, so workouts that used it still resolve, and its slug is freed.
+it). The slug comes from the name at creation (from the row's id for a name with no ASCII
+form) and stays (thumbnail keys and links use it); a deleted row is soft-deleted, so workouts
+that used it still resolve, and its slug is freed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.errors import DomainError, conflict, forbidden, invalid, not_found
+from gymctl.ids import new_id
 from gymctl.models import Movement
 from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.movements import codes
@@ -79,10 +81,12 @@ def create_own(
     now: datetime,
     actor_user_id: uuid.UUID | None,
 ) -> Movement:
-    slug = slugify(slug or fields["name"])
+    movement_id = new_id()
+    slug = _slug(slug or fields["name"], movement_id)
     if not slug:
         raise invalid(codes.MOVEMENT_SLUG_INVALID, "the name or slug has no letters or digits")
     movement = Movement(
+        id=movement_id,
         organization_id=organization_id,
         slug=slug,
         video_status="none",
@@ -147,6 +151,17 @@ def delete_own(
     movement.slug = f"{slug[:140]}~deleted-{movement.id.hex[:8]}"  # frees the slug for reuse
     audit(session, movement, "movements.deleted", now, actor_user_id, {"slug": slug})
     return movement
+
+
+def _slug(text: str, movement_id: uuid.UUID) -> str:
+    """The text's slug. Slugs are ASCII (thumbnail keys and links use them), so a name written
+    in a script with no ASCII form (Hebrew, Arabic, Cyrillic) folds to nothing: it has letters
+    all the same, and its slug comes from the row's id. Empty for a text with no letter or
+    digit at all."""
+    slug = slugify(text)
+    if slug or not any(character.isalnum() for character in text):
+        return slug
+    return f"movement-{movement_id.hex[:8]}"
 
 
 def _apply(movement: Movement, fields: dict[str, Any]) -> None:

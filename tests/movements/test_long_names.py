@@ -52,3 +52,21 @@ def test_a_library_file_with_a_long_name_seeds(session, store, engine):
     # Seeding again finds the same row by its slug.
     again = seed_library(session, store, LocalEmbedder(), key="library/long.json", now=NOW)
     assert (again["created"], again["unchanged"]) == (0, 1)
+
+
+@pytest.mark.embedded
+def test_a_coach_names_a_movement_in_a_script_with_no_ascii_form(client, session, gym, engine):
+    """Hebrew (one of the apps' locales), Arabic or Cyrillic fold to no ASCII: the coach's
+    movement was refused 400 movement_slug_invalid, "no letters or digits", even with a slug
+    in the same script. Its slug now comes from its id; a name with no letter at all is still
+    refused."""
+    headers = gym[Role.coach].headers
+    path = f"/organizations/{gym.id}/exercises"
+    bodies = [{"name": "סקוואט אחורי"}, {"name": "Жим лёжа"}, {"name": "X", "slug": "סקוואט"}]
+    made = [client.post(path, json=body, headers=headers) for body in bodies]
+    assert [m.status_code for m in made] == [201, 201, 201], made[0].get_data(as_text=True)
+    assert made[0].json["name"] == "סקוואט אחורי"
+    slugs = [m.json["slug"] for m in made]
+    assert slugs == [f"movement-{m.json['id'].replace('-', '')[:8]}" for m in made]
+    refused = client.post(path, json={"name": "!!!"}, headers=headers)
+    assert (refused.status_code, refused.json["code"]) == (400, "movement_slug_invalid")
