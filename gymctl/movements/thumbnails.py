@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from gymctl.assets.pipeline import MAX_SOURCE_PIXELS, sniff
 from gymctl.assets.png import encode as encode_png
 from gymctl.config import Settings
+from gymctl.db import release_for_outside_call
 from gymctl.errors import DomainError, conflict, invalid, too_large
 from gymctl.events import EventKind, emit
 from gymctl.models import Movement, MovementJob
@@ -156,15 +157,20 @@ def upload_thumbnail(
     now: datetime,
     actor_user_id: uuid.UUID | None,
 ) -> Movement:
+    """The image is decoded and stored with no write lock held (release_for_outside_call: on
+    the embedded default every writer of every process waited on the decoding and the store),
+    then its URL is set on the row locked again (404 if it was deleted meanwhile)."""
     movement = owned_movement(session, organization_id, movement_id)
     if not settings.public_images_base_url:
         raise conflict(codes.THUMBNAILS_DISABLED, "GYMCTL_PUBLIC_IMAGES_BASE_URL is unset")
     if len(data) > MAX_UPLOAD_BYTES:
         raise too_large(codes.MOVEMENT_THUMBNAIL_TOO_LARGE, "at most 5 MB")
-    png = _png(data)
     # A new key per upload: cached copies of the old image never stand in for the new one.
     key = f"movements/thumbnails/{organization_id}/{movement.slug}-{uuid.uuid4().hex[:12]}.png"
+    release_for_outside_call(session)
+    png = _png(data)
     store.put(key, png, content_type=PNG)
+    movement = owned_movement(session, organization_id, movement_id)
     movement.thumbnail_url = public_url(settings, key)
     movement.updated_at = now
     emit(
