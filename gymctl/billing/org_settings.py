@@ -1,8 +1,9 @@
 """An organization's billing settings (spec B 2.5): the grace before cancellation for
 non-payment, the lifecycle day (the day of the month the organization charges on), the
 time zone its days are counted in, and whether a member needs a plan to book a class (then a
-pack or drop-in spends a session per booking: gymctl.bookings.quota). Reading is finance's;
-changing them is the owner's (they decide when members are cancelled).
+pack or drop-in spends a session per booking: gymctl.bookings.quota), and its opening day
+(before it, a card-plan purchase is a presale: gymctl.billing.plans.presale_opening_day).
+Reading is finance's; changing them is the owner's (they decide when members are cancelled).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import functools
 import uuid
 import zoneinfo
-from datetime import datetime
+from datetime import UTC, date, datetime, time
 from typing import Any
 
 from sqlalchemy import select
@@ -18,10 +19,13 @@ from sqlalchemy.orm import Session
 
 from gymctl.billing import codes
 from gymctl.billing.accounts import billing_settings
+from gymctl.billing.opening_day import edit_opening_day
 from gymctl.billing.resolution import lock_organization
-from gymctl.errors import unprocessable
+from gymctl.clock import zone
+from gymctl.errors import DomainError, unprocessable
 from gymctl.events import EventKind, emit
-from gymctl.models import BillingSettings
+from gymctl.models import BillingSettings, Subscription
+from gymctl.models.billing import SubscriptionStatus
 
 # The zones a gym's days may be counted in: the tz database's own names (zoneinfo's list: no
 # right/ zones, which count leap seconds that PostgreSQL's AT TIME ZONE adds and Python's
@@ -41,6 +45,7 @@ def settings_json(row: BillingSettings) -> dict[str, Any]:
         "billingLifecycleDay": row.billing_lifecycle_day,
         "timezone": row.timezone or "UTC",
         "planRequiredToBook": row.plan_required_to_book,
+        "openingDay": row.opening_day.isoformat() if row.opening_day is not None else None,
     }
 
 
@@ -56,11 +61,30 @@ def update_settings(
     lifecycle_day: int | None = KEEP,
     timezone: str = KEEP,
     plan_required_to_book: bool = KEEP,
+    opening_day: datetime | date | None = KEEP,
     actor_user_id: uuid.UUID | None,
     now: datetime,
 ) -> dict[str, Any]:
     """Change the given settings (the others stay); every value is checked before anything is
-    written. A change is audited with its before and after; no change writes nothing."""
+    written. A change is audited with its before and after; no change writes nothing.
+
+    `opening_day`: an instant (timezone-aware), or a date, read as its first instant in the
+    gym's own time zone (the one this change leaves it with), as its lifecycle day is; None
+    clears it (no purchase is a presale then). One not in the future is refused, 422
+    billing_opening_day_invalid (the per-presale edit's opening_day_invalid is its own).
+
+    Moving the gym's day moves the presales sold for it: a presale whose opening day is the
+    gym's day as it was, still ahead and still scheduled, was sold for "the day we open" and
+    its member expects its first charge when the gym opens, not on a day the gym no longer
+    opens. Each moves through the per-presale edit (gymctl.billing.opening_day, audited under
+    the same actor); one it refuses (a charge or payment page in flight, 409
+    presale_charge_in_flight) stays on the old day, listed, for staff to move once it settles:
+    the settings change is not held back by one member's page. The answer then carries
+    `presales`: {"moved": n, "stayed": [{"subscriptionId", "code"}]}. Not moved: a presale
+    staff already gave a day of its own (it differs from the gym's: a decision made for that
+    member), and any presale once the gym's old day has come (the gym has opened; what is due
+    is the collector's). Clearing the day moves none: a presale keeps the day it was sold for
+    (staff move or cancel it), only later purchases stop being presales."""
     if grace_days is not KEEP and not (
         type(grace_days) is int and 0 <= grace_days <= MAX_GRACE_DAYS
     ):
@@ -81,6 +105,14 @@ def update_settings(
         raise unprocessable(
             codes.PLAN_REQUIRED_TO_BOOK_INVALID, "whether a plan is required to book: true or false"
         )
+    if opening_day not in (KEEP, None) and not (
+        isinstance(opening_day, date)
+        and (type(opening_day) is date or opening_day.tzinfo is not None)
+    ):
+        raise unprocessable(
+            codes.BILLING_OPENING_DAY_INVALID,
+            "the opening day is a future date or instant with its UTC offset, or none",
+        )
     # The organization's lock first (the fixed order's first): an organization that never set
     # any has no row to lock, and two first changes would both insert one (a unique violation).
     lock_organization(session, organization_id)
@@ -89,10 +121,20 @@ def update_settings(
         .where(BillingSettings.organization_id == organization_id)
         .with_for_update()
     )
+    if opening_day not in (KEEP, None):
+        zone_name = timezone if timezone is not KEEP else (row.timezone if row else None)
+        opening_day = _opening_instant(opening_day, zone_name or "UTC")
+        if opening_day <= now:
+            raise unprocessable(
+                codes.BILLING_OPENING_DAY_INVALID,
+                "the opening day must be in the future",
+                openingDay=opening_day.isoformat(),
+            )
     if row is None:
         row = billing_settings(session, organization_id)
         session.add(row)
     before = settings_json(row)
+    old_day = row.opening_day
     if grace_days is not KEEP:
         row.billing_grace_days = grace_days
     if lifecycle_day is not KEEP:
@@ -101,6 +143,8 @@ def update_settings(
         row.timezone = timezone
     if plan_required_to_book is not KEEP:
         row.plan_required_to_book = plan_required_to_book
+    if opening_day is not KEEP:
+        row.opening_day = opening_day
     after = settings_json(row)
     if after != before:
         emit(
@@ -115,7 +159,61 @@ def update_settings(
             payload={"before": before, "after": after},
         )
     session.flush()
-    return after
+    if old_day is None or row.opening_day is None or row.opening_day == old_day or old_day <= now:
+        return after
+    presales = _move_presales(
+        session, organization_id, old_day, row.opening_day, actor_user_id=actor_user_id, now=now
+    )
+    return {**after, "presales": presales}
+
+
+def _opening_instant(value: datetime | date, zone_name: str) -> datetime:
+    """A date's first instant in the gym's zone (its local midnight), or the instant, as UTC."""
+    if type(value) is date:
+        value = datetime.combine(value, time(0), zone(zone_name))
+    return value.astimezone(UTC)
+
+
+def _move_presales(
+    session: Session,
+    organization_id: uuid.UUID,
+    old_day: datetime,
+    new_day: datetime,
+    *,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+) -> dict[str, Any]:
+    """The gym's scheduled presales on `old_day` moved to `new_day`, one by one through the
+    per-presale edit (its locks: membership, then subscription, taken in that order here too);
+    the ones it refuses for a charge in flight stay, listed."""
+    sold_for_the_day = session.scalars(
+        select(Subscription.id)
+        .where(
+            Subscription.organization_id == organization_id,
+            Subscription.status == SubscriptionStatus.scheduled,
+            Subscription.opening_day == old_day,
+            Subscription.deleted_at.is_(None),
+        )
+        .order_by(Subscription.membership_id, Subscription.id)
+    ).all()
+    moved, stayed = 0, []
+    for subscription_id in sold_for_the_day:
+        try:
+            edit_opening_day(
+                session,
+                organization_id=organization_id,
+                subscription_id=subscription_id,
+                opening_day=new_day,
+                actor_user_id=actor_user_id,
+                now=now,
+            )
+        except DomainError as refused:
+            if refused.code != codes.PRESALE_CHARGE_IN_FLIGHT:
+                raise
+            stayed.append({"subscriptionId": str(subscription_id), "code": refused.code})
+        else:
+            moved += 1
+    return {"moved": moved, "stayed": stayed}
 
 
 @functools.cache

@@ -5,6 +5,7 @@ the HTTP routes. Operators act as a named user (audited as the actor)."""
 from __future__ import annotations
 
 import uuid
+from datetime import date, datetime
 
 import typer
 
@@ -17,7 +18,7 @@ from gymctl.cli.output import print_json, render_mapping, render_rows
 from gymctl.numerals import is_decimal
 
 settings_app = typer.Typer(
-    no_args_is_help=True, help="Billing settings: grace, lifecycle day, zone."
+    no_args_is_help=True, help="Billing settings: grace, lifecycle day, zone, opening day."
 )
 charges_app = typer.Typer(no_args_is_help=True, help="The charge-date schedule.")
 
@@ -48,6 +49,12 @@ def settings_set(
         "--plan-required-to-book/--no-plan-required-to-book",
         help="A member needs a plan to book (a pack or drop-in then spends a session a booking).",
     ),
+    opening_day: str | None = typer.Option(
+        None,
+        "--opening-day",
+        help="The gym's opening day (presales before it): a date (the gym's local midnight), "
+        "an ISO time with its UTC offset, or none. Presales on the old day move with it.",
+    ),
     operator: str = OPERATOR,
     dry_run: bool = DRY_RUN,
     as_json: bool = JSON_OPTION,
@@ -75,6 +82,8 @@ def settings_set(
                 codes.BILLING_LIFECYCLE_DAY_INVALID,
                 "the lifecycle day is a day of the month from 1 to 28, or none",
             )
+    if opening_day is not None:
+        changes["opening_day"] = _opening_day(opening_day)
     with _unit(dry_run) as session:
         gym = resolve_organization(session, organization)
         slug = gym.slug
@@ -90,6 +99,26 @@ def settings_set(
         title=f"billing settings of {slug}{' (dry run)' if dry_run else ''}",
         as_json=as_json,
     )
+
+
+def _opening_day(value: str) -> date | datetime | None:
+    """--opening-day: none, a date (read in the gym's zone by the domain) or an instant."""
+    from gymctl.cli import codes
+    from gymctl.errors import DomainError, invalid
+
+    if value.strip().lower() in ("none", "null", ""):
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        pass
+    try:
+        return _instant(value)
+    except DomainError:
+        raise invalid(
+            codes.TIMESTAMP_NOT_UTC,
+            f"{value!r} is neither a day (YYYY-MM-DD) nor an ISO time with an explicit UTC offset",
+        ) from None
 
 
 @charges_app.command("schedule")

@@ -55,6 +55,7 @@ def test_finance_reads_the_settings_and_only_the_owner_changes_them(client, sess
         "billingLifecycleDay": None,
         "timezone": "UTC",
         "planRequiredToBook": False,
+        "openingDay": None,
     }
     for role in (Role.coach, Role.member):
         assert client.get(_settings(gym), headers=gym[role].headers).status_code == 403
@@ -77,6 +78,7 @@ def test_finance_reads_the_settings_and_only_the_owner_changes_them(client, sess
         "billingLifecycleDay": 5,
         "timezone": "Pacific/Kiritimati",
         "planRequiredToBook": False,
+        "openingDay": None,
     }
     assert changed.json["data"] == expected
     assert client.get(_settings(gym), headers=gym[Role.admin].headers).json["data"] == expected

@@ -5,7 +5,8 @@ under the operator, refusals with their code and a non-zero exit."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, time, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from dateutil.relativedelta import relativedelta
@@ -13,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import sessionmaker
 from typer.testing import CliRunner
 
+from gymctl import clock
 from gymctl.cli.billing import app as billing_app
 from gymctl.db import get_engine
 from gymctl.errors import DomainError
@@ -56,6 +58,7 @@ def test_settings_set_and_show_as_the_operator(world):
         "billingLifecycleDay": 5,
         "timezone": "Asia/Jerusalem",
         "planRequiredToBook": True,
+        "openingDay": None,
     }
     off = _run(
         "settings", "set", org, "--no-plan-required-to-book",
@@ -121,3 +124,29 @@ def test_charges_schedule_and_move(world):
         "--to", to, "--operator", str(gym.owner.id), "--json",
     )  # fmt: skip
     assert json.loads(moved.stdout)["nextChargeDate"] == to
+
+
+def test_the_opening_day_is_set_as_a_date_in_the_gyms_zone_and_cleared(world):
+    """--opening-day takes a day (the gym's local midnight), refuses what is neither a day
+    nor an instant with its offset, and `none` clears it."""
+    factory, gym, _ = world
+    org, owner = str(gym.organization.id), str(gym.owner.id)
+    day = (clock.now() + timedelta(days=400)).date()
+    set_ = _run(
+        "settings", "set", org, "--timezone", "Asia/Jerusalem",
+        "--opening-day", day.isoformat(), "--operator", owner, "--json",
+    )  # fmt: skip
+    assert set_.exit_code == 0, set_.output
+    midnight = datetime.combine(day, time(0), ZoneInfo("Asia/Jerusalem"))
+    assert json.loads(set_.stdout)["openingDay"] == midnight.astimezone(UTC).isoformat()
+    refused = _run("settings", "set", org, "--opening-day", "soon", "--operator", owner)
+    assert refused.exit_code != 0
+    assert isinstance(refused.exception, DomainError)
+    assert refused.exception.code == "timestamp_not_utc"
+    cleared = _run("settings", "set", org, "--opening-day", "none", "--operator", owner, "--json")
+    assert json.loads(cleared.stdout)["openingDay"] is None
+    with factory() as session:
+        row = session.scalar(
+            select(BillingSettings).where(BillingSettings.organization_id == gym.organization.id)
+        )
+        assert row.opening_day is None

@@ -5,10 +5,11 @@ the same domain function as the CLI."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import date, datetime
+from typing import Annotated
 
 from flask import Blueprint, jsonify, request
-from pydantic import Field, StrictBool, StrictInt
+from pydantic import BeforeValidator, Field, StrictBool, StrictInt, WithJsonSchema
 
 from gymctl.access.permissions import Action, Module
 from gymctl.billing import charge_dates, org_settings
@@ -29,18 +30,59 @@ def get_settings(org_id: uuid.UUID):
     return jsonify(data=org_settings.read_settings(db(), org_id))
 
 
+def _day_or_instant(value: object) -> object:
+    """`openingDay` read here as a date (YYYY-MM-DD) or an ISO 8601 instant; other text is a
+    400 naming the field (pydantic would read "20261201" as seconds since 1970)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError("openingDay is a date (YYYY-MM-DD) or an ISO 8601 instant") from None
+
+
+OpeningDay = Annotated[
+    datetime | date | None,
+    BeforeValidator(_day_or_instant),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "format": "date"},
+                {"type": "string", "format": "date-time"},
+                {"type": "null"},
+            ]
+        }
+    ),
+]
+
+
 class SettingsBody(Body):
     billing_grace_days: StrictInt = Field(0, alias="billingGraceDays")
     billing_lifecycle_day: StrictInt | None = Field(None, alias="billingLifecycleDay")
     timezone: str = Field("UTC", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_+/-]+$")
     plan_required_to_book: StrictBool = Field(False, alias="planRequiredToBook")
+    opening_day: OpeningDay = Field(None, alias="openingDay")
+
+    def opening_day_given(self) -> datetime | date | None:
+        """The opening day to set: an instant in explicit UTC (422 timestamp_not_utc without
+        an offset), a date for the domain to read in the gym's zone, None to clear it."""
+        if "opening_day" not in self.model_fields_set:
+            return org_settings.KEEP
+        if isinstance(self.opening_day, datetime):
+            return explicit_utc(self.opening_day)
+        return self.opening_day
 
 
 @bp.patch(f"{ORG}/billing/settings")
 @owner_route
 def patch_settings(org_id: uuid.UUID):
     body = parse(SettingsBody)
-    given = body.model_fields_set  # an absent setting is kept; a null lifecycle day clears it
+    # an absent setting is kept; a null lifecycle or opening day clears it
+    given = body.model_fields_set
     answer = org_settings.update_settings(
         db(),
         org_id,
@@ -52,6 +94,7 @@ def patch_settings(org_id: uuid.UUID):
         plan_required_to_book=(
             body.plan_required_to_book if "plan_required_to_book" in given else org_settings.KEEP
         ),
+        opening_day=body.opening_day_given(),
         actor_user_id=membership().user_id,
         now=now(),
     )
