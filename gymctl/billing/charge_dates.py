@@ -3,7 +3,8 @@ organization's own calendar, and staff moving one renewal's charge date.
 
 A moved date is what the collector reads (`next_charge_date`); an attempt in flight under the
 old date settles with a settlementReview (retry_date_changed), so a move is refused while an
-attempt is unresolved. A presale's charge date is its opening day (edited there, not here);
+attempt is unresolved, and while a technical retry is owed (the count is per obligation, which
+the date names). A presale's charge date is its opening day (edited there, not here);
 a debt's retries are the collector's.
 
 A move is lasting: it moves the billing anchor (the organization's charge day, Kill Bill's
@@ -125,10 +126,22 @@ def move_charge_date(
             subscriptionStatus=subscription.status.value,
             noticeEffectiveAt=_iso(subscription.cancellation_effective_at),
         )
-    if attempts.unresolved_attempt(session, subscription.id) is not None:
+    obligation = attempts.obligation_of(subscription, attempts.kind_of(subscription))
+    unresolved, failures = attempts.ledger_checks(session, subscription.id, obligation)
+    if unresolved:
         raise conflict(
             codes.BILLING_RECONCILIATION_REQUIRED,
             "a card attempt for this subscription is unresolved; reconcile it first",
+        )
+    if failures:
+        # Technical retries count per obligation, a renewal by its due date: a moved date made
+        # a new obligation, its count back at none and no non-charge to check its terms by.
+        raise conflict(
+            codes.CHARGE_DATE_NOT_MOVABLE,
+            "the provider never received this charge and its technical retries are the "
+            "collector's (past the last, the owner's authorize-retry); move it once it is paid",
+            subscriptionStatus=subscription.status.value,
+            technicalNonCharges=failures,
         )
     settings = billing_settings(session, organization_id)
     if to is None:
