@@ -298,6 +298,11 @@ def apply_page(
     checkout.completed_at = now
     checkout.provider_transaction_id = page.transaction_id
     if page.token is not None:
+        newer = _newer_replacement(session, checkout) if is_replacement(checkout) else None
+        if newer is not None:  # the card the member chose last stays in use
+            checkout.metadata_ = {**checkout.metadata_, "supersededBy": str(newer)}
+            session.flush()
+            return "completed"
         method = save_card(
             session,
             organization_id=checkout.organization_id,
@@ -605,6 +610,22 @@ def record_contradiction(
 
 def is_replacement(checkout: Checkout) -> bool:
     return (checkout.metadata_ or {}).get("purpose") == CARD_REPLACEMENT
+
+
+def _newer_replacement(session: Session, checkout: Checkout) -> uuid.UUID | None:
+    """A replacement page of the same subscription opened after this one and completed first.
+    An older page (left open past its time, or abandoned) completed late put its card in use
+    over the newer page's, silently replacing the card the member saved last."""
+    return session.scalar(
+        select(Checkout.id)
+        .where(
+            Checkout.subscription_id == checkout.subscription_id,
+            Checkout.status == CheckoutStatus.completed,
+            Checkout.created_at > checkout.created_at,
+            Checkout.metadata_["purpose"].as_string() == CARD_REPLACEMENT,
+        )
+        .limit(1)
+    )
 
 
 def _confirmed(checkout: Checkout, page: PageResult) -> bool:

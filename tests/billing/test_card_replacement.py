@@ -14,12 +14,13 @@ from gymctl.billing import checkout
 from gymctl.models import (
     AuditLog,
     Checkout,
+    PaymentMethod,
     PaymentProviderConfig,
     PaymentTransaction,
     Role,
     Subscription,
 )
-from gymctl.models.billing import SubscriptionStatus
+from gymctl.models.billing import CheckoutStatus, SubscriptionStatus
 from tests.access.conftest import gym, outsider, snapshot  # noqa: F401 (fixtures)
 from tests.billing.cards import APPROVE, INVALID
 from tests.billing.factories import TEST_CIPHER
@@ -34,6 +35,7 @@ from tests.billing.test_checkout_webhooks import (  # noqa: F401 (fixtures)
 from tests.conftest import NOW
 
 OTHER_CARD = "4580000000000011"
+NEWER_LOOKING_CARD = "4580000000000029"  # saved last, on the older page
 
 
 def _active(client, org, card_server, session):  # noqa: F811
@@ -167,3 +169,56 @@ def test_a_terminal_changed_while_the_replacement_page_opens_keeps_nothing(
     assert (refused.status_code, refused.json["code"]) == (409, "page_terms_changed")
     before["payment_provider_configs"] = snapshot(session)["payment_provider_configs"]
     assert snapshot(session) == before
+
+
+@pytest.mark.embedded
+@pytest.mark.parametrize("swept", [True, False], ids=["abandoned", "past_its_time"])
+def test_an_older_replacement_page_completed_late_keeps_the_newer_card(
+    client,
+    org,  # noqa: F811
+    card_server,
+    session,
+    session_factory,
+    engine,
+    swept,
+):
+    """A member left a replacement page (past its time, abandoned or not yet swept), saved a
+    card on a new one, then finished the old tab: its late verified completion saved the older
+    card and made it the payment method, silently replacing the card the member chose last."""
+    subscription = _active(client, org, card_server, session)
+    older = _replace(client, org, subscription).json["data"]["checkout"]["pageId"]
+    aged = session.get(Checkout, _checkout_of(session, older))  # opened two hours ago
+    aged.created_at -= checkout.CHECKOUT_TTL + timedelta(minutes=1)
+    aged.expires_at -= checkout.CHECKOUT_TTL + timedelta(minutes=1)
+    session.commit()
+    if swept:
+        checkout.abandoned_sweep(
+            session_factory, card_server.provider(), now=NOW, cipher=TEST_CIPHER
+        )
+    newer = _replace(client, org, subscription)
+    assert newer.status_code == 201, newer.json
+    newer = newer.json["data"]["checkout"]["pageId"]
+    card_server.complete_page(newer, OTHER_CARD)
+    assert webhook(client, org, newer).status_code == 200
+    session.expire_all()
+    newest = subscription.payment_method_id
+
+    card_server.complete_page(older, NEWER_LOOKING_CARD)
+    assert webhook(client, org, older).status_code == 200
+    assert webhook(client, org, older).status_code == 200  # a redelivery changes nothing
+
+    session.expire_all()
+    assert subscription.payment_method_id == newest
+    assert session.get(PaymentMethod, newest).last4 == OTHER_CARD[-4:]
+    late = session.get(Checkout, _checkout_of(session, older))
+    assert late.status == CheckoutStatus.completed  # applied once: a redelivery is a repeat
+    assert late.metadata_["supersededBy"] == str(_checkout_of(session, newer))
+    replaced = session.scalars(
+        select(AuditLog).where(AuditLog.action == "payment_method.replaced")
+    ).all()
+    assert [audit.data["paymentMethodId"] for audit in replaced] == [str(newest)]
+    assert count(session, PaymentTransaction) == 1  # the purchase alone: nothing charged
+
+
+def _checkout_of(session, page_id):
+    return session.scalar(select(Checkout.id).where(Checkout.page_id == page_id))
