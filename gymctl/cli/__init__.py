@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "users": ("gymctl.cli.users:app", "People: tokens, identity, ownership trail."),
     "members": ("gymctl.cli.members:app", "A gym's members: CSV import."),
     "invitations": ("gymctl.cli.invitations:app", "Invitations and owner grants."),
+    "legal": ("gymctl.cli.legal:app", "Legal documents: publish a version, list them."),
     "assets": ("gymctl.cli.assets:app", "Member-app image intake."),
     "bridge": ("gymctl.cli.bridge:app", "The bridge to the external gym system."),
     "branding": ("gymctl.cli.branding:app", "Palettes, publishing, minisites."),

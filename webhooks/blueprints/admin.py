@@ -1,15 +1,20 @@
 """Platform-admin routes (spec A 4, 5.2, 5.3): the ownership trail, Mark email verified, owner
-grants for new gyms, and removing a gym's owner. Each calls the same domain functions as the CLI."""
+grants for new gyms, removing a gym's owner, and publishing legal documents. Each calls the same
+domain functions as the CLI."""
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify
+from datetime import datetime
+from typing import Annotated
 
-from gymctl.access import invitations, memberships, ownership, trail
-from gymctl.models import Role
+from flask import Blueprint, jsonify
+from pydantic import Field
+
+from gymctl.access import invitations, legal, memberships, ownership, trail
+from gymctl.models import LegalDocumentType, Role
 from webhooks.access import platform_admin_route, signed_in_user
 from webhooks.context import db, now, services
-from webhooks.validation import Body, Email, parse
+from webhooks.validation import Body, Email, explicit_utc, one_of, parse
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
@@ -68,3 +73,39 @@ def remove_member(org_id, user_id):
         now=now(),
     )
     return jsonify(userId=str(target.user_id), status=target.status.value)
+
+
+class LegalDocumentRequest(Body):
+    type: Annotated[str, Field(max_length=32), one_of(LegalDocumentType)]
+    version: str = Field(min_length=1, max_length=legal.VERSION_MAX)
+    url: str = Field(min_length=1, max_length=legal.URL_MAX)
+    locale: str = Field("en", min_length=1, max_length=legal.LOCALE_MAX)
+    published_at: datetime | None = Field(None, alias="publishedAt")
+
+
+@bp.post("/legal-documents")
+@platform_admin_route
+def publish_legal_document():
+    """A new version of a legal document (rules: gymctl.access.legal.publish_document); from its
+    publishedAt, members who consented only to older versions owe consent again."""
+    body = parse(LegalDocumentRequest)
+    operator = signed_in_user()
+    document = legal.publish_document(
+        db(),
+        type=body.type,
+        version=body.version,
+        url=body.url,
+        locale=body.locale,
+        published_at=explicit_utc(body.published_at) if body.published_at else None,
+        actor_user_id=operator.id,
+        actor=str(operator.id),
+        now=now(),
+    )
+    return jsonify(legal.describe(db(), document, now=now())), 201
+
+
+@bp.get("/legal-documents")
+@platform_admin_route
+def legal_documents():
+    """Every legal document, newest first, scheduled, current or superseded."""
+    return jsonify(documents=legal.list_documents(db(), now=now()))
