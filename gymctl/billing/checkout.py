@@ -29,6 +29,7 @@ from gymctl.events import EventKind, emit
 from gymctl.models import (
     Checkout,
     Membership,
+    Organization,
     PaymentProviderConfig,
     PaymentTransaction,
     Plan,
@@ -345,11 +346,14 @@ def apply_page(
     elif cancelled:
         # spec B 3: a late verified completion revives an abandoned checkout to scheduled,
         # unless the member holds the plan again since (plan_already_held holds on revival).
-        # The slot its cancellation gave back is taken again; a plan sold out since, or held
-        # again by the member, is not sold twice: the money is recorded and staff alerted.
+        # The slot its cancellation gave back is taken again; a plan sold out since, held
+        # again by the member, or of a membership ended since, is not sold: the money is
+        # recorded and staff alerted.
         plan = session.get(Plan, subscription.plan_id)
-        holder = plans.live_holder(session, plan, subscription.user_id, other_than=subscription.id)
-        refusal = "late_completion_of_a_plan_already_held" if holder is not None else None
+        if _membership_ended(session, subscription):
+            refusal = "late_completion_of_an_ended_membership"
+        elif plans.live_holder(session, plan, subscription.user_id, other_than=subscription.id):
+            refusal = "late_completion_of_a_plan_already_held"
         if refusal is None:
             try:
                 plans.take_purchase_slot(session, plan)
@@ -636,6 +640,21 @@ def _confirmed(checkout: Checkout, page: PageResult) -> bool:
         page.transaction_id is not None
         and page.amount_in_cents == checkout.amount_in_cents
         and (page.currency is None or page.currency == checkout.currency)
+    )
+
+
+def _membership_ended(session: Session, subscription: Subscription) -> bool:
+    """The member was removed or erased, or the gym deleted, since the page was abandoned
+    (access.leaving.end_holdings ends only live plans): revived, the plan made the ended
+    membership active again and was charged for someone the gym no longer serves."""
+    ended = (Membership.status == MembershipStatus.cancelled) | Organization.deleted_at.is_not(None)
+    return bool(
+        session.scalar(
+            select(ended)
+            .select_from(Membership)
+            .join(Organization, Organization.id == Membership.organization_id)
+            .where(Membership.id == subscription.membership_id)
+        )
     )
 
 
