@@ -22,6 +22,7 @@ from gymctl.errors import ConfigError
 
 PUBLISHABLE_KEY = re.compile(r"pk_(test|live)_([A-Za-z0-9+/]+={0,2})")
 HOST = re.compile(r"[A-Za-z0-9.-]+(?::[0-9]{1,5})?")
+VIDEO_SCORE_THRESHOLD = 0.6  # a candidate scored below it is never shown
 
 
 class Environment(StrEnum):
@@ -168,7 +169,9 @@ class Settings(BaseSettings):
     video_trusted_channels: Annotated[list[str], NoDecode] = Field(
         default_factory=list, alias="GYMCTL_VIDEO_TRUSTED_CHANNELS"
     )
-    video_score_threshold: float = Field(0.6, alias="GYMCTL_VIDEO_SCORE_THRESHOLD")
+    video_score_threshold: float = Field(
+        VIDEO_SCORE_THRESHOLD, alias="GYMCTL_VIDEO_SCORE_THRESHOLD"
+    )
     llm_url: str = Field("https://api.openai.com/v1", alias="GYMCTL_LLM_URL")
     llm_key: SecretStr | None = Field(None, alias="GYMCTL_LLM_KEY")
     llm_model: str = Field("gpt-4o-mini", alias="GYMCTL_LLM_MODEL")

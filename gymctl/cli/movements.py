@@ -192,6 +192,7 @@ def merge_command(
             now=clock.now(),
             actor_user_id=operator_id(session, operator),
             progress=progress,
+            video_threshold=library.settings.video_score_threshold,
         )
     if as_json:
         print_json(result)

@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import exists, inspect, select, update
 from sqlalchemy.orm import Session, aliased
 
+from gymctl.config import VIDEO_SCORE_THRESHOLD
 from gymctl.db import advisory_lock, release_for_outside_call
 from gymctl.errors import conflict, invalid, not_found
 from gymctl.events import EventKind, emit
@@ -33,7 +34,7 @@ from gymctl.movements.aliases import fold, merge_aliases
 from gymctl.movements.audit import ALIAS_CHANGED, alias_removals
 from gymctl.movements.embeddings import Embedder, embed_movements, embedding_parts
 from gymctl.movements.progress import SILENT, Progress
-from gymctl.movements.ranking import video_id
+from gymctl.movements.ranking import choose, video_id
 from gymctl.movements.references import repoint
 
 LIBRARY_LOCK = "movements:library"
@@ -134,9 +135,11 @@ def merge_pairs(
     now: datetime,
     actor_user_id: uuid.UUID | None = None,
     progress: Progress = SILENT,
+    video_threshold: float = VIDEO_SCORE_THRESHOLD,
 ) -> dict[str, Any]:
     """Each pair is (winnerId, loserId), applied in order. A refusal anywhere changes nothing at
-    all.
+    all. `video_threshold`: the configured GYMCTL_VIDEO_SCORE_THRESHOLD, for a winner whose
+    shown video the loser had rejected (it is chosen again, as a demotion does).
 
     A dry run is the real run in a savepoint that is rolled back, so it cannot drift from it:
     each pair sees what the pairs before it did (`A:B B:A` refuses the second pair with
@@ -153,11 +156,15 @@ def merge_pairs(
     rows = lock_canonical(session, ids)
     progress.start("merge", len(pairs))
     if not dry_run:
-        results = _merge_in_order(session, vectors, rows, pairs, now, actor_user_id, progress)
+        results = _merge_in_order(
+            session, vectors, rows, pairs, now, actor_user_id, progress, video_threshold
+        )
         return {"dryRun": False, "pairs": results}
     scratch = session.begin_nested()
     try:
-        results = _merge_in_order(session, None, rows, pairs, now, actor_user_id, progress)
+        results = _merge_in_order(
+            session, None, rows, pairs, now, actor_user_id, progress, video_threshold
+        )
     finally:
         scratch.rollback()
     for result in results:
@@ -174,6 +181,7 @@ def _merge_in_order(
     now: datetime,
     actor: uuid.UUID | None,
     progress: Progress,
+    video_threshold: float,
 ) -> list[dict[str, Any]]:
     results = []
     for winner_id, loser_id in pairs:
@@ -198,7 +206,17 @@ def _merge_in_order(
             )
         else:
             with session.begin_nested():
-                results.append(_merge(session, vectors, winner, loser, now=now, actor=actor))
+                results.append(
+                    _merge(
+                        session,
+                        vectors,
+                        winner,
+                        loser,
+                        now=now,
+                        actor=actor,
+                        video_threshold=video_threshold,
+                    )
+                )
         progress.advance()
     return results
 
@@ -234,6 +252,7 @@ def _merge(
     *,
     now: datetime,
     actor: uuid.UUID | None,
+    video_threshold: float,
 ) -> dict[str, Any]:
     before = list(winner.aliases or [])
     moved = repoint(session, loser, winner)
@@ -251,6 +270,16 @@ def _merge(
         *(winner.video_candidates or []),
         *(c for c in loser.video_candidates or [] if c.get("url") not in known),
     ]
+    if (
+        winner.video_status == "auto"
+        and winner.video_url
+        and video_id(winner.video_url) in rejected
+    ):
+        # The loser's members or operator demoted the video the winner shows: it goes, and the
+        # best candidate left takes its place, as a demotion chooses (a person's choice stays).
+        chosen = choose(winner.video_candidates, video_threshold, set(rejected))
+        winner.video_url = chosen["url"] if chosen else None
+        winner.video_status = "auto" if chosen else "none"
     reports = _move_reports(session, loser, winner)
     winner.updated_at = now
     loser.deleted_at = now

@@ -122,3 +122,35 @@ def test_a_report_the_winner_already_holds_stays_on_the_loser(session, library_s
     assert merged["pairs"][0]["videoReports"] == 0
     held = session.scalars(select(MovementVideoReport.movement_id)).all()
     assert sorted(held) == sorted([winner.id, loser.id])
+
+
+def test_a_winner_showing_a_video_the_loser_rejected_shows_the_next_candidate(session):
+    """The loser's members had demoted "w", which the winner showed as well: after the merge
+    "w" is in the winner's rejected list, and the winner showed it all the same."""
+    winner = canonical(
+        session,
+        "push-up",
+        video_url=url("w"),
+        video_status="auto",
+        video_candidates=[candidate("w", 0.9), candidate("x", 0.8)],
+    )
+    loser = canonical(
+        session, "press-up", video_candidates=[candidate("w", 0.9)], video_rejected_ids=["w"]
+    )
+    merge_pairs(session, EMBEDDER, [(winner.id, loser.id)], dry_run=False, now=NOW)
+    assert (winner.video_url, winner.video_status) == (url("x"), "auto")
+    assert "w" in winner.video_rejected_ids
+
+
+def test_a_video_a_person_chose_stays_though_the_loser_rejected_it(session):
+    """A coach's or operator's own choice (manual) is never overridden by a ranking rule."""
+    winner = canonical(
+        session,
+        "push-up",
+        video_url=url("w"),
+        video_status="manual",
+        video_candidates=[candidate("x", 0.8)],
+    )
+    loser = canonical(session, "press-up", video_rejected_ids=["w"])
+    merge_pairs(session, EMBEDDER, [(winner.id, loser.id)], dry_run=False, now=NOW)
+    assert (winner.video_url, winner.video_status) == (url("w"), "manual")

@@ -145,14 +145,16 @@ class MergeRequest(Body):
 @platform_admin_route
 def merge_pairs():
     body = parse(MergeRequest)
+    library = _library()
     return jsonify(
         merge.merge_pairs(
             db(),
-            _library().embedder,
+            library.embedder,
             [(p.winnerId, p.loserId) for p in body.pairs],
             dry_run=body.dryRun,
             now=now(),
             actor_user_id=signed_in_user().id,
+            video_threshold=library.settings.video_score_threshold,
         )
     )
 
