@@ -298,12 +298,15 @@ def apply_page(
     checkout.status = CheckoutStatus.completed
     checkout.completed_at = now
     checkout.provider_transaction_id = page.transaction_id
-    if page.token is not None:
-        newer = _newer_replacement(session, checkout) if is_replacement(checkout) else None
-        if newer is not None:  # the card the member chose last stays in use
-            checkout.metadata_ = {**checkout.metadata_, "supersededBy": str(newer)}
+    newer = _newer_replacement(session, checkout) if page.token is not None else None
+    if newer is not None:
+        # The card the member chose last stays in use: a replacement page opened after this one
+        # completed first. A purchase completed late still pays (or revives) its plan below.
+        checkout.metadata_ = {**(checkout.metadata_ or {}), "supersededBy": str(newer)}
+        if is_replacement(checkout):
             session.flush()
             return "completed"
+    elif page.token is not None:
         method = save_card(
             session,
             organization_id=checkout.organization_id,
@@ -617,9 +620,10 @@ def is_replacement(checkout: Checkout) -> bool:
 
 
 def _newer_replacement(session: Session, checkout: Checkout) -> uuid.UUID | None:
-    """A replacement page of the same subscription opened after this one and completed first.
-    An older page (left open past its time, or abandoned) completed late put its card in use
-    over the newer page's, silently replacing the card the member saved last."""
+    """A replacement page of the same subscription opened after this page (itself a
+    replacement, or the plan's own purchase page) and completed first. An older page (left open
+    past its time, or abandoned) completed late put its card in use over the newer page's,
+    silently replacing the card the member saved last."""
     return session.scalar(
         select(Checkout.id)
         .where(

@@ -222,3 +222,45 @@ def test_an_older_replacement_page_completed_late_keeps_the_newer_card(
 
 def _checkout_of(session, page_id):
     return session.scalar(select(Checkout.id).where(Checkout.page_id == page_id))
+
+
+@pytest.mark.embedded
+def test_a_presales_purchase_page_completed_after_a_newer_replacement_keeps_the_newer_card(
+    client,
+    org,  # noqa: F811
+    card_server,
+    session,
+):
+    """A presale's purchase page (token only) left open; the member saved a card on a
+    replacement page opened after it; the purchase page completed later and its card took
+    over. The purchase still completes (the presale keeps its seat), with the newer card."""
+    opens = (NOW + timedelta(days=10)).isoformat()
+    set_day = client.patch(
+        f"/organizations/{org.id}/billing/settings",
+        json={"openingDay": opens},
+        headers=org[Role.owner].headers,
+    )
+    assert set_day.status_code == 200, set_day.json
+    bought = purchase(client, org, create_plan(client, org)).json["data"]
+    subscription = session.get(Subscription, uuid.UUID(bought["subscription"]["id"]))
+    page = bought["checkout"]["pageId"]
+    session.get(Checkout, _checkout_of(session, page)).created_at -= timedelta(minutes=5)
+    session.commit()  # opened before the replacement (the tests' clock stands still)
+    newer = _replace(client, org, subscription)
+    assert newer.status_code == 201, newer.json
+    newer = newer.json["data"]["checkout"]["pageId"]
+    card_server.complete_page(newer, OTHER_CARD)
+    assert webhook(client, org, newer).status_code == 200
+    session.expire_all()
+    chosen = subscription.payment_method_id
+
+    card_server.complete_page(page, NEWER_LOOKING_CARD)
+    assert webhook(client, org, page).status_code == 200
+
+    session.expire_all()
+    assert subscription.payment_method_id == chosen
+    assert session.get(PaymentMethod, chosen).last4 == OTHER_CARD[-4:]
+    assert subscription.status == SubscriptionStatus.scheduled  # the presale stands
+    late = session.get(Checkout, _checkout_of(session, page))
+    assert late.status == CheckoutStatus.completed
+    assert late.metadata_["supersededBy"] == str(_checkout_of(session, newer))
