@@ -325,6 +325,18 @@ def organization_row(
     return session.scalar(query)
 
 
+def locked_row(session: Session, model: type[Row], row_id: Any) -> Row | None:
+    """The row of `model` with that id, under its row lock and read as it stands: after an
+    outside call made with no transaction open (release_for_outside_call), or a wait for
+    another writer, what this session read before is stale."""
+    return session.scalar(
+        select(model)
+        .where(model.id == row_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+
+
 def lock_key(name: str) -> int:
     """A stable signed 64-bit key for an advisory lock name (same in every process)."""
     return int.from_bytes(

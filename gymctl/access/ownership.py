@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from gymctl.access.folding import fold_person
 from gymctl.access.invitations import release_held
+from gymctl.db import locked_row
 from gymctl.events import EventKind, emit
 from gymctl.models import Invitation, LegalConsent, User
 from gymctl.models.identity import same_address
@@ -48,7 +49,7 @@ def link_profiles(session: Session, login: User, *, now: datetime) -> User:
     mobile app) both read the profile unlinked, and the second folded the login again and
     audited a second user.linked; it now answers with the row the first linked."""
     identity_id = login.identity_id
-    login = _locked(session, login)
+    login = locked_row(session, User, login.id)
     if identity_id is not None and login.identity_id != identity_id:
         return session.scalar(select(User).where(User.identity_id == identity_id)) or login
     profiles = unlinked_profiles(session, login.email or "")
@@ -109,7 +110,7 @@ def mark_email_verified(
     The row is locked and read fresh first: two marks at once (two operators, or a button
     pressed twice) both read the address unproven on PostgreSQL, and the second answered
     changed too and audited a second user.email_verified; it is now a repeat."""
-    user = _locked(session, user)
+    user = locked_row(session, User, user.id)
     if user.email_verified_at is not None:
         return False
     user.email_verified_at = now
@@ -127,14 +128,3 @@ def mark_email_verified(
     )
     session.flush()
     return True
-
-
-def _locked(session: Session, user: User) -> User:
-    """The person's row locked and read as it stands (a change that waited reads the one it
-    waited for, not what this session read before)."""
-    return session.scalar(
-        select(User)
-        .where(User.id == user.id)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    )
