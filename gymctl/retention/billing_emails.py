@@ -7,12 +7,15 @@ of a presale); each is emailed once, keyed by its event id (`member_emails`). A 
 opens debt too: its one email is the presale one. Events older than LOOKBACK are left alone, so
 a first run after an upgrade does not mail the history.
 
-Each email is a transaction of its own: its record is written first, the email handed over,
-then the record committed. A failed handover rolls its record back (retried next run); a run
-that stops midway keeps every email it sent, where one transaction for the whole batch forgot
-them all and the next run mailed the members again. Only a stop between a handover and its
-commit sends that one email twice. On the embedded default the write lock is held for one
-email at a time, not through the batch's.
+Each email is a transaction of its own, committed once the email is handed over. A failed
+handover records nothing (retried next run); a run that stops midway keeps every email it sent,
+where one transaction for the whole batch forgot them all and the next run mailed the members
+again. Only a stop between a handover and its commit sends that one email twice. On PostgreSQL
+the record is written before the handover (a second run reaching the notice waits on its
+unique key, then finds it recorded); on the embedded default, whose one write lock is every
+writer's, it is written after, with no transaction open while the mail server answers
+(decisions s42: it held SQLite's write lock through each handover). The daemons run the job
+one at a time there.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from gymctl import ids
 from gymctl.billing.accounts import billing_settings
 from gymctl.billing.debt import CHARGE_FAILED
 from gymctl.clock import day_n_ends, zone
-from gymctl.db import each_committed
+from gymctl.db import each_committed, is_postgres, release_for_outside_call
 from gymctl.events import unsettled
 from gymctl.models import (
     CancellationNotice,
@@ -85,9 +88,10 @@ def send_billing_emails(
 
 
 def _email(session: Session, mailer: Mailer, event: OutboxEvent, *, now: datetime) -> str:
-    """Record the event's email, then hand it over; "failed" (the caller rolls the record
-    back), "sent", "skipped" (nobody to tell, or another run recorded it first), or
-    "givenUp" (the mail server refused it for good: recorded as not sent, audited)."""
+    """Hand the event's email over and record it (module doc: in which order); "failed"
+    (nothing recorded: retried next run), "sent", "skipped" (nobody to tell, or another run
+    recorded it first), or "givenUp" (the mail server refused it for good: recorded as not
+    sent, audited)."""
     subscription_id = uuid.UUID(event.payload.get("subscriptionId") or event.aggregate_id)
     subscription = session.get(Subscription, subscription_id)
     kind = {
@@ -102,23 +106,32 @@ def _email(session: Session, mailer: Mailer, event: OutboxEvent, *, now: datetim
     if member is None or not member.email or member.deleted_at is not None:
         _record(session, event, subscription, kind, sent=None, now=now)
         return "skipped"
-    record = _record(session, event, subscription, kind, sent=now, now=now)
-    if record is None:
-        return "skipped"
+    message = {
+        "to": member.email,
+        "locale": _locale(session, subscription),
+        **_context(session, subscription, event, member),
+    }
+    record = None
+    if is_postgres(session):
+        # Row locks only: the record first, so a second run that reached the notice waits on
+        # its unique key while this email is out, then finds it recorded (sent once).
+        record = _record(session, event, subscription, kind, sent=now, now=now)
+        if record is None:
+            return "skipped"
+    else:
+        # The embedded default's one write lock is every writer's: nothing is written before
+        # the handover (the rows read are read again in the transaction that records it).
+        release_for_outside_call(session)
     try:
-        emails.send(
-            mailer,
-            to=member.email,
-            name=f"billing_{kind}",
-            locale=_locale(session, subscription),
-            tag=f"billing_{kind}",
-            **_context(session, subscription, event, member),
-        )
+        emails.send(mailer, name=f"billing_{kind}", tag=f"billing_{kind}", **message)
     except MailError as error:
         if not error.permanent:
             log.warning("billing email %s not sent, retried next run: %s", kind, error)
-            return "failed"
-        record.sent_at = None  # recorded, so no run tries it again; not sent
+            return "failed"  # the caller rolls back: nothing recorded
+        if record is not None:
+            record.sent_at = None  # recorded, so no run tries it again; not sent
+        elif _record(session, event, subscription, kind, sent=None, now=now) is None:
+            return "skipped"
         emails.give_up(
             session,
             email=f"billing_{kind}",
@@ -129,12 +142,13 @@ def _email(session: Session, mailer: Mailer, event: OutboxEvent, *, now: datetim
             now=now,
         )
         return "givenUp"
+    if record is None and _record(session, event, subscription, kind, sent=now, now=now) is None:
+        return "skipped"
     return "sent"
 
 
 def _record(session, event, subscription, kind, *, sent, now) -> MemberEmail | None:
-    """The event's record, written now (before any handover); None when another run recorded
-    it first (the event's unique key made this one wait for that one's commit)."""
+    """The event's record; None when another run recorded it first (the event's unique key)."""
     record = MemberEmail(
         id=ids.new_id(),
         outbox_event_id=event.id,

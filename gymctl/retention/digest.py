@@ -1,14 +1,18 @@
 """The daily retention digest to owners and admins (spec B 3, 6).
 
-One digest per organization and UTC day: the retention_digests row is claimed first (insert
-or nothing), so a second run the same day, or a second daemon, sends nothing. Each send is
-audited as RETENTION_DIGEST_SENT. An organization without open cases gets no digest.
+One digest per organization and UTC day, the retention_digests row its claim (insert or
+nothing): a second run the same day, or a second daemon, sends nothing. Each send is audited
+as RETENTION_DIGEST_SENT. An organization without open cases gets no digest.
 
 Each organization's digest is a transaction of its own (claim, emails, audit, commit): a run
 stopped midway keeps the digests it sent, where one transaction for every gym forgot them all
-and the next run sent that day's digests again. A mail failure unclaims its organization's day
-(the next run retries it); a stop between an organization's emails and its commit sends that
-organization's digest again.
+and the next run sent that day's digests again. A mail failure claims nothing (the next run
+retries the day); a stop between an organization's emails and its commit sends that
+organization's digest again. On PostgreSQL the day is claimed before the emails (a second run
+waits on the claim's key, then finds the day taken); on the embedded default, whose one write
+lock is every writer's, a claimed day is looked up first and the claim written after the
+emails, with no transaction open while the mail server answers (decisions s42: it held
+SQLite's write lock through every owner's email). The daemons run the job one at a time there.
 """
 
 from __future__ import annotations
@@ -21,7 +25,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.access import erased
-from gymctl.db import READ_ONLY, each_committed, upsert_for
+from gymctl.db import (
+    READ_ONLY,
+    each_committed,
+    is_postgres,
+    release_for_outside_call,
+    upsert_for,
+)
 from gymctl.events import EventKind, emit
 from gymctl.models import (
     Membership,
@@ -36,6 +46,17 @@ from gymctl.retention import emails
 
 log = logging.getLogger("gymctl.retention")
 DIGEST_HOUR = 7  # UTC: a day's digest is due from 07:00 (the daemon's job, hourly after)
+
+
+def _claimed(session: Session, organization_id, day) -> bool:
+    return (
+        session.scalar(
+            select(RetentionDigest.organization_id).where(
+                RetentionDigest.organization_id == organization_id, RetentionDigest.day == day
+            )
+        )
+        is not None
+    )
 
 
 def _claim(session: Session, organization_id, day, *, recipients: int, cases: int, now) -> bool:
@@ -113,19 +134,23 @@ def send_digests(
 def _send_digest(
     session: Session, mailer: Mailer, organization_id, *, now: datetime, locale: str | None
 ) -> bool:
-    """Claim the organization's day, email its owners and admins, audit it: False when there
-    is no one to tell, the day was claimed already, or the mail failed (the caller rolls
-    back, unclaiming the day)."""
+    """Claim the organization's day, email its owners and admins, audit it (module doc: in
+    which order): False when there is no one to tell, the day was claimed already, or the mail
+    failed (nothing claimed: a later run retries it)."""
     recipients = emails.staff_addresses(session, organization_id)
     if not recipients:
         return False
     day = now.date()
-    gym = session.get(Organization, organization_id)
+    gym = session.get(Organization, organization_id).name
     lines = _lines(session, organization_id, now)
-    if not _claim(
-        session, organization_id, day, recipients=len(recipients), cases=len(lines), now=now
-    ):
+    claim = {"recipients": len(recipients), "cases": len(lines), "now": now}
+    claim_first = is_postgres(session)  # row locks only there (module doc)
+    if claim_first and not _claim(session, organization_id, day, **claim):
         return False
+    if not claim_first:
+        if _claimed(session, organization_id, day):
+            return False
+        release_for_outside_call(session)  # only read: no write lock while the mail answers
     try:
         for address in recipients:
             emails.send(
@@ -134,13 +159,15 @@ def _send_digest(
                 name="retention_digest",
                 locale=locale,
                 tag="retention_digest",
-                gym=gym.name,
+                gym=gym,
                 day=day.isoformat(),
                 cases=lines,
             )
     except MailError as error:
         log.warning("retention digest not sent: %s", error)  # the next run retries this day
         return False
+    if not claim_first and not _claim(session, organization_id, day, **claim):
+        return False  # claimed by another run meanwhile
     emit(
         session,
         EventKind.audit,

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
 from gymctl.billing.attempts import emit_cancelled
-from gymctl.db import each_committed
+from gymctl.db import each_committed, locked_row, release_for_outside_call
 from gymctl.errors import conflict
 from gymctl.events import EventKind, emit
 from gymctl.models import AuditLog, Organization, Plan, RetentionCase, Subscription, User
@@ -193,15 +193,20 @@ def notify_case(session: Session, mailer: Mailer, case: RetentionCase, *, now: d
         context["amount"] = emails.money(amount, subscription.currency)
         declined = subscription.debt_since or case.opened_at
         context["on"] = emails.local_day(session, case.organization_id, declined)
+    case_id, locale = case.id, case.locale  # the release expires the rows read
+    release_for_outside_call(session)  # only read: no write lock while the mail server answers
     try:
-        emails.send(mailer, to=address, name=name, locale=case.locale, tag=name, **context)
+        emails.send(mailer, to=address, name=name, locale=locale, tag=name, **context)
     except MailError as error:
-        if error.permanent:
+        case = locked_row(session, RetentionCase, case_id)
+        if error.permanent and case.notified_at is None:
             _give_up(session, case, name, str(error), now=now)
-        else:
+        elif not error.permanent:
             log.warning("presale case email not sent, retried next pass: %s", error)
         return False
-    case.notified_at = now
+    case = locked_row(session, RetentionCase, case_id)
+    if case.notified_at is None:
+        case.notified_at = now
     return True
 
 

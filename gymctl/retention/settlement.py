@@ -39,7 +39,7 @@ from gymctl.bookings import book
 from gymctl.bridge import mirror
 from gymctl.clock import LONG_AGO
 from gymctl.crypto import FieldCipher
-from gymctl.db import each_committed, is_postgres
+from gymctl.db import each_committed, is_postgres, locked_row, release_for_outside_call
 from gymctl.events import EventKind, emit
 from gymctl.models import (
     CancellationNotice,
@@ -445,26 +445,31 @@ def send_ended_email(
         .order_by(RetentionCase.opened_at.desc())
     )
     gym = session.get(Organization, subscription.organization_id)
+    to, settlement_id = member.email, settlement.id  # the release expires the rows read
+    locale = case.locale if case is not None else None
+    context = {
+        "gym": gym.name,
+        "member": emails.display_name(member),
+        "ended_on": emails.local_day(session, gym.id, settlement.effective_at),
+        "given_by": _notice_given_by(session, subscription),
+        "refund_state": REFUND_STATE.get(settlement.execution, "processing"),
+        "amount": emails.money(settlement.amount_in_cents, settlement.currency),
+    }
+    release_for_outside_call(session)  # only read: no write lock while the mail server answers
     try:
         emails.send(
-            mailer,
-            to=member.email,
-            name="membership_ended",
-            locale=case.locale if case is not None else None,
-            tag="membership_ended",
-            gym=gym.name,
-            member=emails.display_name(member),
-            ended_on=emails.local_day(session, gym.id, settlement.effective_at),
-            given_by=_notice_given_by(session, subscription),
-            refund_state=REFUND_STATE.get(settlement.execution, "processing"),
-            amount=emails.money(settlement.amount_in_cents, settlement.currency),
+            mailer, to=to, name="membership_ended", locale=locale, tag="membership_ended", **context
         )
     except MailError as error:
-        if error.permanent:
+        settlement = locked_row(session, CancellationSettlement, settlement_id)
+        if error.permanent and settlement.email_sent_at is None:
             _give_up_email(session, settlement, str(error), now=now)
-        else:
+        elif not error.permanent:
             log.warning("membership-ended email not sent, retried next run: %s", error)
         return False
+    settlement = locked_row(session, CancellationSettlement, settlement_id)
+    if settlement.email_sent_at is not None:
+        return True  # recorded by another run meanwhile
     settlement.email_sent_at = now
     settlement.updated_at = now
     return True
