@@ -29,7 +29,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import clock, ids
 from gymctl.billing import codes
-from gymctl.billing.forecast import check_options, check_organization, check_request, simulate
+from gymctl.billing.forecast import (
+    check_explain,
+    check_options,
+    check_organization,
+    check_request,
+    simulate,
+)
 from gymctl.crypto import FieldCipher
 from gymctl.db import advisory_lock, organization_row
 from gymctl.errors import DomainError, conflict, not_found, too_many_requests
@@ -94,7 +100,8 @@ def request_forecast(
     """Queue a forecast; the caller commits. Refused now for what `simulate` would refuse (a
     request that cannot run is not queued to fail later). The same request as an unfinished
     run of the organization answers that run (False: nothing queued), so a repeated click
-    queues one forecast."""
+    queues one forecast. A subscription to explain is one of the organization's, as on the
+    command line: another gym's was queued and explained with an empty timeline."""
     check_options(request.by, request.decline_rate, request.from_history)
     check_request(
         session,
@@ -103,6 +110,8 @@ def request_forecast(
         until=request.until,
         lifecycle_only=request.lifecycle_only,
     )
+    if request.explain is not None:
+        check_explain(session, organization_id, request.explain)
     # Serializes the check-then-insert of one organization's requests.
     advisory_lock(session, f"forecast_runs:{organization_id}")
     parameters = request.parameters()
@@ -172,12 +181,12 @@ def recent_runs(session: Session, organization_id: uuid.UUID) -> list[ForecastRu
 def run_view(run: ForecastRun, *, with_report: bool = True) -> dict[str, Any]:
     """A run as the API shows it: `progress` is the share of the forecast's span its clock has
     crossed (1 once succeeded)."""
-    request = ForecastRequest.of(run.parameters)
+    until = _stored_until(run.parameters)
     progress = 0.0
     if run.status == ForecastRunStatus.succeeded:
         progress = 1.0
-    elif run.reached is not None and run.started_at is not None:
-        span = (request.until - run.started_at).total_seconds()
+    elif run.reached is not None and run.started_at is not None and until is not None:
+        span = (until - run.started_at).total_seconds()
         done = (run.reached - run.started_at).total_seconds()
         progress = round(min(max(done / span, 0.0), 1.0), 3) if span > 0 else 0.0
     view: dict[str, Any] = {
@@ -195,6 +204,17 @@ def run_view(run: ForecastRun, *, with_report: bool = True) -> dict[str, Any]:
     if with_report:
         view["report"] = run.report
     return view
+
+
+def _stored_until(parameters: Any) -> datetime | None:
+    """The run's `until` as stored, or None: a run stored by another release whose request no
+    longer reads (which the claim fails) is still listed and read back, where reading the
+    whole request answered 500 for the organization's every run until it was forgotten."""
+    try:
+        until = datetime.fromisoformat(parameters["until"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return until if until.tzinfo is not None else None  # no instant to measure a span to
 
 
 # --- The daemon's side -------------------------------------------------------------------------

@@ -518,3 +518,71 @@ def test_a_run_whose_stored_request_no_longer_reads_fails_and_holds_back_no_othe
     failed = session.get(ForecastRun, stale.id)
     assert (failed.status, failed.error_code) == ("failed", "forecast_failed")
     assert session.get(ForecastRun, later.id).status == "succeeded"
+
+
+def test_a_run_whose_stored_request_no_longer_reads_is_still_listed_and_read_back(
+    client,
+    session,
+    session_factory,
+    gym,
+    headers,  # noqa: F811
+    operator,  # noqa: F811
+):
+    """The view read the whole stored request to measure progress: a run stored by another
+    release (a field added since) answered 500 on the organization's list and on the run itself,
+    queued and after the claim failed it, until it was forgotten 30 days later."""
+    stale = _queue(session, gym, days=30)
+    stale.parameters = {"until": stale.parameters["until"]}
+    odd = _queue(session, gym, days=31)
+    odd.parameters = {**odd.parameters, "until": 20270101}
+    session.commit()
+
+    for worked in (False, True):
+        if worked:
+            assert _work(session_factory)["failed"] == 2
+        listed = client.get(_url(gym), headers=headers(operator))
+        assert listed.status_code == 200, listed.json
+        assert {run["id"] for run in listed.json["data"]} == {str(stale.id), str(odd.id)}
+        for run in (stale, odd):
+            read = client.get(_url(gym, run.id), headers=headers(operator))
+            assert read.status_code == 200, read.json
+            assert read.json["status"] == ("failed" if worked else "queued")
+            assert read.json["progress"] == 0.0
+
+
+def test_explain_of_another_gyms_subscription_is_refused_on_both_routes(
+    client,
+    session,
+    gym,
+    headers,  # noqa: F811
+    operator,  # noqa: F811
+):
+    """`gymctl billing simulate --explain` refuses a subscription the organization does not
+    have (subscription_not_found); over HTTP the same id was explained with an empty timeline
+    (200) and queued (202), as if the subscription had nothing ahead of it."""
+    other = factories.make_gym(session)
+    theirs = bf.make_subscription(session, other, PlanType.cash)
+    session.commit()
+    forecast_url = f"/admin/organizations/{gym.organization.id}/billing-forecast"
+    for explain in (theirs.id, uuid.uuid4()):
+        asked = client.get(
+            forecast_url, query_string=_body(explain=str(explain)), headers=headers(operator)
+        )
+        assert (asked.status_code, asked.json["code"]) == (404, "subscription_not_found")
+        queued = client.post(_url(gym), json=_body(explain=str(explain)), headers=headers(operator))
+        assert (queued.status_code, queued.json["code"]) == (404, "subscription_not_found")
+    unknown = uuid.uuid4()
+    for answer in (
+        client.get(
+            f"/admin/organizations/{unknown}/billing-forecast",
+            query_string=_body(explain=str(theirs.id)),
+            headers=headers(operator),
+        ),
+        client.post(
+            f"/admin/organizations/{unknown}/billing-forecasts",
+            json=_body(explain=str(theirs.id)),
+            headers=headers(operator),
+        ),
+    ):
+        assert (answer.status_code, answer.json["code"]) == (404, "organization_not_found")
+    assert _runs(session) == 0

@@ -465,9 +465,14 @@ def billing_forecast(org_id: uuid.UUID):
     """The same forecast as `gymctl billing simulate`: a scratch copy, the real rows only read.
     One that would outrun the request (GYMCTL_FORECAST_REQUEST_SECONDS) is refused with a
     pointer to the queued forecast."""
-    from gymctl.billing.forecast import simulate, within
+    from gymctl.billing.forecast import check_explain, check_organization, simulate, within
 
     asked = parse_query(ForecastQuery).request()
+    if asked.explain is not None:
+        # As on the command line: another gym's subscription (or none) is refused, not
+        # explained with an empty timeline; an unknown organization is refused as that first.
+        check_organization(db(), org_id)
+        check_explain(db(), org_id, asked.explain)
     # End the request's transaction first: on the embedded default it holds the one write
     # lock, which the forecast's seconds would keep from every other writer. simulate then
     # reads in a read-only transaction of its own and ends it before forecasting.
