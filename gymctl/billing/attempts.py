@@ -429,6 +429,14 @@ def ledger_checks(
     return bool(unresolved), failures
 
 
+def due_ledger_checks(session: Session, subscription: Subscription) -> tuple[bool, int]:
+    """ledger_checks of the charge now due: what a move of its date waits for. Technical
+    retries count per obligation, which the date names (spec B 8: at most three): a date moved
+    past confirmed non-charges made a new obligation, its count back at none."""
+    obligation = obligation_of(subscription, kind_of(subscription))
+    return ledger_checks(session, subscription.id, obligation)
+
+
 def begin_attempt(
     session: Session,
     subscription_id: uuid.UUID,

@@ -126,8 +126,7 @@ def move_charge_date(
             subscriptionStatus=subscription.status.value,
             noticeEffectiveAt=_iso(subscription.cancellation_effective_at),
         )
-    obligation = attempts.obligation_of(subscription, attempts.kind_of(subscription))
-    unresolved, failures = attempts.ledger_checks(session, subscription.id, obligation)
+    unresolved, failures = attempts.due_ledger_checks(session, subscription)
     if unresolved:
         raise conflict(
             codes.BILLING_RECONCILIATION_REQUIRED,

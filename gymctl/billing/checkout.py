@@ -99,7 +99,7 @@ def purchase_card_plan(
     release_for_outside_call(session)  # only read so far (its rows expire): written after
     page = open_page(provider, on_terminal, request)
     session.expire_all()  # read again, as they are now (PostgreSQL kept the first reads)
-    again = _purchase_terms(session, organization_id, plan_id, user_id, now)
+    again = _purchase_terms(session, organization_id, plan_id, user_id, now, writing=True)
     if again.page_terms != opened_on:
         raise conflict(
             codes.PAGE_TERMS_CHANGED,
@@ -184,8 +184,11 @@ def _purchase_terms(
     plan_id: uuid.UUID,
     user_id: uuid.UUID,
     now: datetime,
+    *,
+    writing: bool = False,
 ) -> _PurchaseTerms:
-    """The purchase's refusals, in their order; they write nothing."""
+    """The purchase's refusals, in their order; they write nothing. `writing`: the terms the
+    rows are written on, the opening day read under the settings row's share lock."""
     membership = membership_of(session, organization_id, user_id)
     if membership.status != MembershipStatus.active:
         raise forbidden(codes.MEMBERSHIP_INACTIVE, "your membership is not active")
@@ -205,7 +208,7 @@ def _purchase_terms(
         )
     plans.refuse_if_held(session, plan, user_id)
     plans.refuse_if_sold_out(plan)  # read, unlocked: a sold-out plan opens no page
-    opening = plans.presale_opening_day(session, organization_id, now)
+    opening = plans.presale_opening_day(session, organization_id, now, for_share=writing)
     return _PurchaseTerms(membership, plan, config, opening)
 
 

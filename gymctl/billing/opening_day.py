@@ -3,7 +3,9 @@ day): staff move the day a scheduled presale starts and is first charged.
 
 The presale keeps holding no period, quota or credits; only its opening day and its first
 charge date move together. Refused while its first charge or a page is in flight (the outcome
-would settle against a date that changed under it).
+would settle against a date that changed under it), and while the provider's confirmed
+non-charges of it stand (its technical retries are the collector's, counted per obligation,
+which the day names).
 """
 
 from __future__ import annotations
@@ -30,11 +32,24 @@ def edit_opening_day(
     opening_day: datetime,
     actor_user_id: uuid.UUID | None,
     now: datetime,
-) -> dict[str, Any]:
+    expected_day: datetime | None = None,
+) -> dict[str, Any] | None:
     """Move a presale's opening day (and its first charge) to `opening_day`. Refusals change
     nothing: 404 subscription_not_found, 409 not_a_presale (not scheduled with an opening day),
-    422 opening_day_invalid (not in the future), 409 presale_charge_in_flight."""
+    422 opening_day_invalid (not in the future), 409 presale_charge_in_flight (with
+    technicalNonCharges when the provider never received the opening charge).
+
+    `expected_day`: the gym's move, which chose the presale on that day before its lock; one
+    no longer a presale on it once locked (withdrawn, deleted, or given a day of its own by
+    staff meanwhile) is left as it is: None."""
     subscription = attempts.lock_subscription(session, subscription_id)
+    if expected_day is not None and (
+        subscription is None
+        or subscription.deleted_at is not None
+        or subscription.status != SubscriptionStatus.scheduled
+        or subscription.opening_day != expected_day
+    ):
+        return None
     if (
         subscription is None
         or subscription.organization_id != organization_id
@@ -53,6 +68,16 @@ def edit_opening_day(
         raise conflict(
             codes.PRESALE_CHARGE_IN_FLIGHT,
             "the presale's first charge or payment page is in flight; try again once it settles",
+        )
+    _, non_charges = attempts.due_ledger_checks(session, subscription)
+    if non_charges:
+        # The opening charge is still being collected: moved, it would be a new obligation and
+        # its technical retries would start again at none (spec B 8: at most three).
+        raise conflict(
+            codes.PRESALE_CHARGE_IN_FLIGHT,
+            "the provider never received the presale's first charge; its technical retries are "
+            "the collector's (past the last, the owner's authorize-retry)",
+            technicalNonCharges=non_charges,
         )
     before = subscription.opening_day
     subscription.opening_day = opening_day

@@ -168,10 +168,17 @@ def update_settings(
 
 
 def _opening_instant(value: datetime | date, zone_name: str) -> datetime:
-    """A date's first instant in the gym's zone (its local midnight), or the instant, as UTC."""
+    """A date's first instant in the gym's zone (its local midnight), or the instant, as UTC;
+    422 billing_opening_day_invalid for one the calendar cannot hold in UTC (0001-01-01 east of
+    Greenwich falls in year 0)."""
     if type(value) is date:
         value = datetime.combine(value, time(0), zone(zone_name))
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise unprocessable(
+            codes.BILLING_OPENING_DAY_INVALID, "the opening day is out of the calendar's range"
+        ) from None
 
 
 def _move_presales(
@@ -185,7 +192,8 @@ def _move_presales(
 ) -> dict[str, Any]:
     """The gym's scheduled presales on `old_day` moved to `new_day`, one by one through the
     per-presale edit (its locks: membership, then subscription, taken in that order here too);
-    the ones it refuses for a charge in flight stay, listed."""
+    the ones it refuses for a charge in flight stay, listed. They are chosen before their
+    locks: one withdrawn or given its own day meanwhile is no longer the gym's, left as is."""
     sold_for_the_day = session.scalars(
         select(Subscription.id)
         .where(
@@ -199,20 +207,21 @@ def _move_presales(
     moved, stayed = 0, []
     for subscription_id in sold_for_the_day:
         try:
-            edit_opening_day(
+            edited = edit_opening_day(
                 session,
                 organization_id=organization_id,
                 subscription_id=subscription_id,
                 opening_day=new_day,
                 actor_user_id=actor_user_id,
                 now=now,
+                expected_day=old_day,
             )
         except DomainError as refused:
             if refused.code != codes.PRESALE_CHARGE_IN_FLIGHT:
                 raise
             stayed.append({"subscriptionId": str(subscription_id), "code": refused.code})
         else:
-            moved += 1
+            moved += edited is not None
     return {"moved": moved, "stayed": stayed}
 
 

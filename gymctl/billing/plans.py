@@ -18,11 +18,10 @@ from sqlalchemy.orm import Session
 
 from gymctl import ids
 from gymctl.billing import codes
-from gymctl.billing.accounts import billing_settings
 from gymctl.bridge import mirror
 from gymctl.errors import DomainError, conflict, not_found, unprocessable
 from gymctl.events import EventKind, emit
-from gymctl.models import Membership, PaymentTransaction, Plan, Subscription
+from gymctl.models import BillingSettings, Membership, PaymentTransaction, Plan, Subscription
 from gymctl.models.billing import (
     CollectionMethod,
     PlanType,
@@ -229,9 +228,19 @@ def new_subscription(
     return subscription
 
 
-def presale_opening_day(session: Session, organization_id: uuid.UUID, now: datetime):
-    """The organization's opening day while it is still ahead, else None (no presale)."""
-    opening = billing_settings(session, organization_id).opening_day
+def presale_opening_day(
+    session: Session, organization_id: uuid.UUID, now: datetime, *, for_share: bool = False
+):
+    """The organization's opening day while it is still ahead, else None (no presale).
+
+    `for_share`: a purchase's write phase reads the settings row FOR SHARE (PostgreSQL), so it
+    waits for the owner's change of the day (FOR UPDATE, moving the presales sold for the old
+    day) and reads the new day, rather than writing a presale on the old day the move never
+    saw; purchases share the lock and do not wait for each other."""
+    read = select(BillingSettings.opening_day).where(
+        BillingSettings.organization_id == organization_id
+    )
+    opening = session.scalar(read.with_for_update(read=True) if for_share else read)
     return opening if opening is not None and opening > now else None
 
 

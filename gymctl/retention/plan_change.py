@@ -14,7 +14,7 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from gymctl.billing.attempts import kind_of, lock_subscription, obligation_of, technical_failures
+from gymctl.billing.attempts import due_ledger_checks, lock_subscription
 from gymctl.billing.plans import live_plan, take_purchase_slot
 from gymctl.errors import conflict, not_found
 from gymctl.events import EventKind, emit
@@ -55,7 +55,7 @@ def _retry_owed(session: Session, subscription: Subscription) -> bool:
     """The charge now due has a confirmed non-charge (a technical failure): its retry repeats
     those terms, so a swap's new price would block it as retry_terms_changed until an owner
     allowed it. Withdrawing is still allowed: it ends the obligation, nothing is retried."""
-    return bool(technical_failures(session, obligation_of(subscription, kind_of(subscription))))
+    return bool(due_ledger_checks(session, subscription)[1])
 
 
 def change_targets(session: Session, subscription: Subscription) -> list[Plan]:

@@ -6,19 +6,24 @@ Every refusal answers its code and changes nothing."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from datetime import datetime, timedelta
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.orm import sessionmaker
 
-from gymctl.billing import org_settings
+from gymctl.billing import checkout, opening_day, org_settings
+from gymctl.db import get_engine
 from gymctl.errors import DomainError
 from gymctl.models import Checkout, PaymentTransaction, Role, Subscription
 from gymctl.models.billing import PlanType, SubscriptionStatus
+from gymctl.retention.presales import withdraw_presale
 from tests.access.conftest import gym, snapshot  # noqa: F401 (fixtures)
 from tests.billing import factories as bf
-from tests.billing.cards import APPROVE
+from tests.billing.cards import APPROVE, Sandbox
+from tests.billing.factories import TEST_CIPHER
 from tests.billing.test_checkout_webhooks import (  # noqa: F401 (the card provider's app)
     app,
     count,
@@ -28,7 +33,7 @@ from tests.billing.test_checkout_webhooks import (  # noqa: F401 (the card provi
     webhook,
 )
 from tests.billing_ops.helpers import audit_rows
-from tests.conftest import NOW
+from tests.conftest import NOW, wait_for_a_lock_wait
 
 pytestmark = pytest.mark.embedded  # the demo gym sells presales: both engines
 
@@ -99,6 +104,8 @@ def test_a_date_is_read_in_the_gyms_own_zone(client, gym):  # noqa: F811
         ({"openingDay": "2026-11-21"}, 422, "billing_opening_day_invalid"),  # today began
         ({"openingDay": "2026-11-21", "timezone": "Pacific/Kiritimati"}, 422,
          "billing_opening_day_invalid"),  # Nov 21 in Kiritimati began on Nov 20 UTC
+        ({"openingDay": "0001-01-01", "timezone": "Asia/Jerusalem"}, 422,
+         "billing_opening_day_invalid"),  # its midnight is in year 0 UTC: was a 500
         ({"openingDay": _z(NOW + 10 * D), "billingGraceDays": 61}, 422,
          "billing_grace_days_invalid"),  # nothing of a refused change is written
         ({"openingDay": (NOW + 10 * D).replace(tzinfo=None).isoformat()}, 422,
@@ -239,3 +246,167 @@ def test_a_day_already_come_moves_no_presale(client, session, gym):  # noqa: F81
     assert "presales" not in answer.json["data"]
     session.expire_all()
     assert session.get(Subscription, due.id).opening_day == came
+
+
+URLS = checkout.Urls("https://a.example/ok", "https://a.example/no", "https://a.example/wh")
+
+
+def _buy(factory, sandbox, organization_id, plan_id, user_id, out):
+    """A member's purchase in a session of its own, committed; its subscription id or error."""
+    with factory() as session:
+        try:
+            subscription, _ = checkout.purchase_card_plan(
+                session,
+                sandbox.provider,
+                organization_id=organization_id,
+                plan_id=plan_id,
+                user_id=user_id,
+                urls=URLS,
+                now=NOW,
+                cipher=TEST_CIPHER,
+            )
+            session.commit()
+            out["subscription"] = subscription.id
+        except Exception as error:  # reported by the test's assertion
+            out["error"] = error
+
+
+def test_a_purchase_during_the_owners_move_waits_and_takes_the_new_day(committed_pg, tmp_path):
+    """PostgreSQL: the purchase's rows were written on the day it read unlocked while the
+    owner's move (its settings row locked FOR UPDATE) had not committed: a presale on the old
+    day the move never saw, neither moved nor listed as stayed. Its write phase now reads the
+    row FOR SHARE: it waits for the move and writes the new day."""
+    engine = get_engine(committed_pg)
+    factory = sessionmaker(bind=engine, expire_on_commit=False)
+    old, new = NOW + 10 * D, NOW + 24 * D
+    with factory() as session:
+        shop = bf.make_gym(session, card_provider_since=NOW - 400 * D)
+        plan = bf.make_plan(session, shop.organization)
+        bf.make_billing_settings(session, shop.organization, opening_day=old)
+        session.commit()
+        organization_id, plan_id, member_id = shop.id, plan.id, shop.member.id
+    owner = factory()
+    org_settings.update_settings(
+        owner, organization_id, opening_day=new, actor_user_id=None, now=NOW
+    )  # flushed, not committed
+    out: dict = {}
+    buyer = threading.Thread(
+        target=_buy, args=(factory, Sandbox(tmp_path), organization_id, plan_id, member_id, out)
+    )
+    buyer.start()
+    wait_for_a_lock_wait(engine, rival=buyer)
+    owner.commit()
+    owner.close()
+    buyer.join(timeout=30)
+
+    assert "error" not in out, out
+    with factory() as session:
+        bought = session.get(Subscription, out["subscription"])
+        assert (bought.opening_day, bought.next_charge_date) == (new, new)
+
+
+def test_purchases_share_the_settings_row(committed_pg, tmp_path):
+    """PostgreSQL: a purchase's share lock on the settings row holds back no other purchase
+    (another plan: the plan's own row queues buyers of the same plan)."""
+    factory = sessionmaker(bind=get_engine(committed_pg), expire_on_commit=False)
+    with factory() as session:
+        shop = bf.make_gym(
+            session, roles=(Role.owner, Role.member, Role.admin), card_provider_since=NOW - 400 * D
+        )
+        plans = [bf.make_plan(session, shop.organization, name=n) for n in ("Day", "Night")]
+        bf.make_billing_settings(session, shop.organization, opening_day=NOW + 10 * D)
+        session.commit()
+    sandbox = Sandbox(tmp_path)
+    first = factory()
+    checkout.purchase_card_plan(
+        first,
+        sandbox.provider,
+        organization_id=shop.id,
+        plan_id=plans[0].id,
+        user_id=shop.member.id,
+        urls=URLS,
+        now=NOW,
+        cipher=TEST_CIPHER,
+    )  # written, not committed: it holds the share lock
+    out: dict = {}
+    rival = threading.Thread(
+        target=_buy, args=(factory, sandbox, shop.id, plans[1].id, shop[Role.admin].user.id, out)
+    )
+    rival.start()
+    rival.join(timeout=10)
+    alive = rival.is_alive()
+    first.commit()
+    first.close()
+    rival.join(timeout=30)
+
+    assert not alive, "the second purchase waited for the first"
+    assert "subscription" in out, out
+
+
+@pytest.mark.parametrize("rival", ["staff_give_a_day_of_its_own", "member_withdraws"])
+def test_the_gyms_move_leaves_a_presale_changed_under_it(committed_pg, rival):
+    """PostgreSQL: the move chooses the presales on the old day unlocked, then locks each. A
+    staff edit committed in between was overwritten with the gym's day; a withdrawal in
+    between refused the owner's whole change (409 not_a_presale). Neither is the gym's
+    presale any more: it is left as it is, neither moved nor listed."""
+    engine = get_engine(committed_pg)
+    factory = sessionmaker(bind=engine, expire_on_commit=False)
+    old, new, own = NOW + 10 * D, NOW + 24 * D, NOW + 40 * D
+    with factory() as session:
+        shop = bf.make_gym(session)
+        bf.make_billing_settings(session, shop.organization, opening_day=old)
+        presale = bf.make_subscription(session, shop, PlanType.card, presale_opening=old)
+        session.commit()
+        organization_id, member_id = shop.id, shop.member.id
+    staff = factory()
+    if rival == "staff_give_a_day_of_its_own":
+        opening_day.edit_opening_day(
+            staff,
+            organization_id=organization_id,
+            subscription_id=presale.id,
+            opening_day=own,
+            actor_user_id=None,
+            now=NOW,
+        )
+    else:
+        withdraw_presale(
+            staff,
+            organization_id,
+            presale.id,
+            actor_user_id=member_id,
+            by_member=True,
+            locale="en",
+            now=NOW,
+        )
+    out: dict = {}
+
+    def move() -> None:
+        with factory() as session:
+            try:
+                out["answer"] = org_settings.update_settings(
+                    session, organization_id, opening_day=new, actor_user_id=None, now=NOW
+                )
+                session.commit()
+            except Exception as error:  # reported by the assertion below
+                out["error"] = error
+
+    owner = threading.Thread(target=move)
+    owner.start()
+    wait_for_a_lock_wait(engine, rival=owner)  # the move waits on the presale's lock
+    staff.commit()
+    staff.close()
+    owner.join(timeout=30)
+
+    assert "error" not in out, out
+    assert out["answer"]["openingDay"] == new.isoformat()
+    assert out["answer"]["presales"] == {"moved": 0, "stayed": []}
+    with factory() as session:
+        row = session.get(Subscription, presale.id)
+        if rival == "staff_give_a_day_of_its_own":
+            assert (row.opening_day, row.next_charge_date, row.status) == (
+                own,
+                own,
+                SubscriptionStatus.scheduled,
+            )
+        else:
+            assert (row.opening_day, row.status) == (old, SubscriptionStatus.cancelled)
