@@ -208,6 +208,9 @@ REFUSALS = [
         id="instant-taken",
     ),
     pytest.param({"publishedAt": "2026-12-01T00:00:00"}, 422, "timestamp_not_utc", id="naive"),
+    pytest.param(  # year 10000 in UTC: the body's own refusal, never explicit_utc's overflow
+        {"publishedAt": "9999-12-31T23:00:00-05:00"}, 400, "invalid_body", id="past-9999"
+    ),
 ]
 
 

@@ -110,6 +110,7 @@ def test_a_date_is_read_in_the_gyms_own_zone(client, gym):  # noqa: F811
          "billing_grace_days_invalid"),  # nothing of a refused change is written
         ({"openingDay": (NOW + 10 * D).replace(tzinfo=None).isoformat()}, 422,
          "timestamp_not_utc"),
+        ({"openingDay": "9999-12-31T23:00:00-05:00"}, 400, "invalid_body"),  # year 10000 UTC
         ({"openingDay": "next week"}, 400, "invalid_body"),
         ({"openingDay": "2026-02-30"}, 400, "invalid_body"),
         ({"openingDay": 1796000000}, 400, "invalid_body"),
