@@ -7,9 +7,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from dateutil.relativedelta import relativedelta
+from sqlalchemy import select
 
-from gymctl.billing import collector
+from gymctl.billing import attempts, collector
 from gymctl.billing.lifecycle import run_lifecycle
+from gymctl.models import PaymentTransaction
 from tests.billing.factories import TEST_CIPHER
 from tests.conftest import NOW
 
@@ -31,3 +33,38 @@ def run_passes(session, session_factory, sandbox, *, until: datetime, since: dat
             pass_session.commit()
         at += TICK
     session.expire_all()
+
+
+def collect(session_factory, subscription, provider, at: datetime):
+    """The collector's charge of one subscription at `at`: its outcome."""
+    return collector.collect_subscription(
+        session_factory,
+        subscription.id,
+        provider,
+        now=at,
+        cipher=TEST_CIPHER,
+        summary=collector.Summary(),
+    )
+
+
+def confirm_non_charges(session, session_factory, subscription, provider, times: int) -> datetime:
+    """`times` charges the provider never received (the timeout card), each confirmed so by
+    the recovery's lookup past its executing grace: the instant the retry then owed is due."""
+    at = NOW
+    for _ in range(times):
+        assert collect(session_factory, subscription, provider, at) == "pending"
+        at += attempts.EXECUTING_GRACE
+        collector.recover(session_factory, provider, now=at, cipher=TEST_CIPHER)
+        session.expire_all()
+        at = max(at, subscription.retry_at)
+    return at
+
+
+def retries_sent(session, subscription) -> tuple[list[int], set[str]]:
+    """The subscription's attempts in order: their technicalRetry counts, their obligations."""
+    sent = session.scalars(
+        select(PaymentTransaction)
+        .where(PaymentTransaction.subscription_id == subscription.id)
+        .order_by(PaymentTransaction.created_at)
+    ).all()
+    return [t.billing_attempt["technicalRetry"] for t in sent], {t.obligation_key for t in sent}

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import select
 
-from gymctl.billing import attempts, charge_dates, collector, forecast, lifecycle
+from gymctl.billing import charge_dates, collector, forecast, lifecycle
 from gymctl.bridge import mirror
 from gymctl.models import CancellationSettlement, PaymentTransaction, Role
 from gymctl.models.billing import PlanType, SubscriptionStatus, TransactionType
@@ -28,6 +28,7 @@ from tests.access.conftest import snapshot
 from tests.billing import factories as bf
 from tests.billing.cards import TIMEOUT, connect_card_provider
 from tests.billing.factories import TEST_CIPHER
+from tests.billing.passes import collect, confirm_non_charges, retries_sent
 from tests.billing_ops.helpers import card_of, card_subscription, paid_charge
 from tests.bridge import conftest as bridge
 from tests.conftest import NOW
@@ -309,40 +310,17 @@ def test_a_charge_owed_a_technical_retry_keeps_its_date_and_its_three_retries(
     provider = card_server.provider(timeout=0.3)  # the timeout card: never reaches it
     due = card_subscription(session, billing, card_server, TIMEOUT)
     session.commit()
-    at = NOW
-    for _ in range(non_charges):
-        assert _collect(session_factory, due, provider, at) == "pending"
-        at += attempts.EXECUTING_GRACE
-        collector.recover(session_factory, provider, now=at, cipher=TEST_CIPHER)
-        session.expire_all()
-        at = max(at, due.retry_at)
+    at = confirm_non_charges(session, session_factory, due, provider, non_charges)
     before = snapshot(session)
 
     moved = _move(client, billing, due, TENTH)
     after = snapshot(session)
     for then in (at, TENTH + SWEEP):  # the retry owed, then the date asked for
-        _collect(session_factory, due, provider, then)
+        collect(session_factory, due, provider, then)
 
-    sent = session.scalars(
-        select(PaymentTransaction)
-        .where(PaymentTransaction.subscription_id == due.id)
-        .order_by(PaymentTransaction.created_at)
-    ).all()
-    assert [t.billing_attempt["technicalRetry"] for t in sent] == list(
-        range(min(non_charges + 1, 4))
-    )
-    assert {t.obligation_key for t in sent} == {sent[0].obligation_key}
+    counts, obligations = retries_sent(session, due)
+    assert counts == list(range(min(non_charges + 1, 4)))
+    assert len(obligations) == 1
     assert (moved.status_code, moved.json["code"]) == (409, "charge_date_not_movable")
     assert moved.json["technicalNonCharges"] == non_charges
     assert after == before
-
-
-def _collect(session_factory, subscription, provider, at):
-    return collector.collect_subscription(
-        session_factory,
-        subscription.id,
-        provider,
-        now=at,
-        cipher=TEST_CIPHER,
-        summary=collector.Summary(),
-    )

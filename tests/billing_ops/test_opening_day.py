@@ -7,19 +7,18 @@ import json
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select
 from sqlalchemy.orm import sessionmaker
 from typer.testing import CliRunner
 
-from gymctl.billing import attempts, collector
 from gymctl.cli.billing import app as billing_app
 from gymctl.db import get_engine
-from gymctl.models import PaymentTransaction, Subscription
+from gymctl.models import Subscription
 from gymctl.models.billing import PlanType, SubscriptionStatus
 from tests.access.conftest import snapshot
 from tests.billing import factories as bf
 from tests.billing.cards import TIMEOUT, connect_card_provider
-from tests.billing.factories import TEST_CIPHER, TEST_KEY
+from tests.billing.factories import TEST_KEY
+from tests.billing.passes import collect, confirm_non_charges, retries_sent
 from tests.billing.test_checkout_webhooks import app  # noqa: F401 (fixture)
 from tests.billing_ops.helpers import DUE, audit_rows, card_of, card_subscription, pending_attempt
 from tests.billing_ops.test_routes import headers  # noqa: F401 (fixture)
@@ -112,13 +111,7 @@ def test_an_opening_charge_owed_a_technical_retry_keeps_its_day_and_its_three_re
         session, gym, PlanType.card, presale_opening=DUE, payment_method_id=method.id
     )
     session.commit()
-    at = NOW
-    for _ in range(non_charges):
-        assert _collect(session_factory, presale, provider, at) == "pending"
-        at += attempts.EXECUTING_GRACE
-        collector.recover(session_factory, provider, now=at, cipher=TEST_CIPHER)
-        session.expire_all()
-        at = max(at, presale.retry_at)
+    at = confirm_non_charges(session, session_factory, presale, provider, non_charges)
     assert presale.status == SubscriptionStatus.scheduled
     before = snapshot(session)
 
@@ -127,31 +120,14 @@ def test_an_opening_charge_owed_a_technical_retry_keeps_its_day_and_its_three_re
     )
     after = snapshot(session)
     for then in (at, NOW + 30 * D):  # the retry owed, then the day asked for
-        _collect(session_factory, presale, provider, then)
+        collect(session_factory, presale, provider, then)
 
     assert (moved.status_code, moved.json["code"]) == (409, "presale_charge_in_flight")
     assert moved.json["technicalNonCharges"] == non_charges
     assert after == before
-    sent = session.scalars(
-        select(PaymentTransaction)
-        .where(PaymentTransaction.subscription_id == presale.id)
-        .order_by(PaymentTransaction.created_at)
-    ).all()
-    assert [t.billing_attempt["technicalRetry"] for t in sent] == list(
-        range(min(non_charges + 1, 4))
-    )
-    assert {t.obligation_key for t in sent} == {sent[0].obligation_key}
-
-
-def _collect(session_factory, subscription, provider, at):
-    return collector.collect_subscription(
-        session_factory,
-        subscription.id,
-        provider,
-        now=at,
-        cipher=TEST_CIPHER,
-        summary=collector.Summary(),
-    )
+    counts, obligations = retries_sent(session, presale)
+    assert counts == list(range(min(non_charges + 1, 4)))
+    assert len(obligations) == 1
 
 
 def test_the_cli_moves_a_presales_opening_day(committed_pg, monkeypatch):
