@@ -752,9 +752,12 @@ def resolve_attempt(
     if config is None or not same_terminal(config.terminal, attempt.get("terminal")):
         # The original merchant account is gone: only an operator can resolve this one.
         return Applied(AppliedOutcome.pending, transaction.id, alert="original_account_unavailable")
+    # Read before the rollback: it expires the config, and reading it again would begin a
+    # transaction (on the embedded default, the write lock) held across the provider call.
+    on_terminal = terminal_of(config, cipher)
     session.rollback()  # no transaction is held across the provider call
     try:
-        result = provider.lookup_charge(terminal_of(config, cipher), attempt["externalAttemptId"])
+        result = provider.lookup_charge(on_terminal, attempt["externalAttemptId"])
     except ProviderUnavailable:
         return Applied(AppliedOutcome.pending, transaction_id)
     return apply_outcome(session, transaction_id, result, now=now)
