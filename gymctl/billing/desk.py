@@ -7,7 +7,9 @@ request answer the same outcome, a different amount, member or description under
 refused, and two identical requests racing each other charge once (the second one finds the
 first one's row through the unique key). An outcome the provider left unknown answers
 billing_reconciliation_required, never a decline; replaying the key later resolves it by
-looking the external id up, never by charging again.
+looking the external id up, never by charging again. A membership that ended takes no desk
+charge (409 member_not_active, naming the debts it still owes for clear-debt): see
+`refuse_if_ended`.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
+from gymctl.access.codes import MEMBER_NOT_ACTIVE
 from gymctl.access.memberships import membership_of
-from gymctl.billing import attempts, codes
+from gymctl.billing import attempts, codes, debt
 from gymctl.billing.accounts import CARD_PROVIDER, active_config, saved_card, terminal_of
 from gymctl.billing.alerts import raise_alert
 from gymctl.billing.idempotency import UNIQUE_KEY, by_key, require_uuid4
@@ -37,7 +40,14 @@ from gymctl.crypto import FieldCipher
 from gymctl.db import release_for_outside_call
 from gymctl.errors import DomainError, conflict, unprocessable
 from gymctl.events import EventKind, emit
-from gymctl.models import PaymentMethod, PaymentTransaction, Plan
+from gymctl.models import (
+    Membership,
+    MembershipStatus,
+    PaymentMethod,
+    PaymentTransaction,
+    Plan,
+    Subscription,
+)
 from gymctl.models.billing import TransactionStatus, TransactionType
 from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.providers.card import (
@@ -127,7 +137,7 @@ def _store(
     if request.amount_in_cents <= 0:
         raise unprocessable(codes.AMOUNT_INVALID, "the amount must be positive")
     refuse_foreign_currency(session, organization_id, request.currency)
-    membership_of(session, organization_id, request.user_id)
+    refuse_if_ended(session, membership_of(session, organization_id, request.user_id))
     method = session.scalar(
         select(PaymentMethod)
         .where(
@@ -177,6 +187,44 @@ def _store(
     except UniqueViolation:
         return None
     return transaction.id, terminal_of(config, cipher), saved_card(method, cipher)
+
+
+def refuse_if_ended(session: Session, membership: Membership) -> None:
+    """Before anything is stored: a membership that ended (removed, erased, the gym deleted,
+    the login deleted) takes no desk charge, 409 member_not_active, whatever the amount. The
+    gym no longer serves the person, so nothing new is sold to them; and a desk charge is not
+    tied to any subscription (no subscription id, no debt restored when it is approved), so a
+    charge meant for a debt the plan kept would leave that debt owed on the record: it would
+    block the member's bookings if they came back and let it be collected a second time. The
+    debt stays collectable where paying it restores it: the desk's clear-debt of that
+    subscription, or the member's own pay-debt once a member again. The refusal names what
+    is owed (`debts`: subscription, amount, currency) so staff go there. Live memberships
+    (active, suspended, invited) are charged as before."""
+    if membership.status != MembershipStatus.cancelled:
+        return
+    owed = [
+        {
+            "subscriptionId": str(row.id),
+            "amountInCents": row.debt_amount_in_cents or row.price_in_cents,
+            "currency": row.currency,
+        }
+        for row in session.scalars(
+            select(Subscription)
+            .where(
+                Subscription.organization_id == membership.organization_id,
+                Subscription.user_id == membership.user_id,
+                Subscription.deleted_at.is_(None),
+            )
+            .order_by(Subscription.created_at, Subscription.id)
+        )
+        if debt.owes(row)
+    ]
+    raise conflict(
+        MEMBER_NOT_ACTIVE,
+        "this membership has ended: its card is not charged at the desk. A debt it owes is "
+        "paid with the subscription's clear-debt",
+        debts=owed,
+    )
 
 
 def refuse_foreign_currency(session: Session, organization_id: uuid.UUID, currency: str) -> None:
