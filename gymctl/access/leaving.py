@@ -6,8 +6,9 @@ its own transaction.
 
 - Live plans are cancelled (reason `membership_ended`): nothing renews or is charged again. What
   they owe stays owed, on the record (a debt is paid at the desk or refunded by the gym), and
-  a charge in flight that settles finds its renewal date gone: it is recorded for review
-  (settlementReview), not granted.
+  a renewal in flight that settles finds its renewal date gone: it is recorded for review
+  (settlementReview), not granted; a debt retry in flight that settles paid the debt the plan
+  kept: it is restored from debt and the plan stays ended (attempts._drift).
   Each plan is ended under its row lock, taken in billing's fixed order (organization,
   membership, subscription: attempts.lock_subscription) and read again under it: a charge being
   settled or a notice being settled at that moment commits first, and the plan is ended as it

@@ -836,9 +836,7 @@ def settlement_review(
     """Why the attempt's outcome may no longer apply to its obligation as it stands: paid
     twice, or the obligation drifted since the attempt began (debt_changed,
     retry_date_changed); None when it applies."""
-    return _paid_twice(session, transaction) or _drift(
-        transaction.billing_attempt or {}, subscription, transaction.attempt_kind
-    )
+    return _paid_twice(session, transaction) or _drift(transaction, subscription)
 
 
 def _paid_twice(session: Session, transaction: PaymentTransaction) -> str | None:
@@ -1086,17 +1084,35 @@ def _snapshot(subscription: Subscription) -> dict[str, Any]:
     }
 
 
-def _drift(
-    attempt: dict[str, Any], subscription: Subscription, kind: AttemptKind | None
-) -> str | None:
-    snapshot = attempt.get("snapshot") or {}
+def _drift(transaction: PaymentTransaction, subscription: Subscription) -> str | None:
+    """Another debt amount (debt_changed) or another charge date (retry_date_changed) than the
+    attempt was computed from. A debt attempt whose plan ended while it was in flight (the
+    member removed or erased, the plan cancelled for non-payment) is not drift: ending a plan
+    clears its charge date, and the debt it owed stays owed (spec B 3), so the same debt (same
+    day 0, same amount) paid is restored from debt and the plan stays ended (`settle`). A
+    renewal's attempt on a plan that ended is still reviewed: it paid a period no one grants."""
+    kind = transaction.attempt_kind
+    snapshot = (transaction.billing_attempt or {}).get("snapshot") or {}
     if kind == AttemptKind.debt and subscription.debt_amount_in_cents != snapshot.get(
         "debtAmountInCents"
     ):
         return "debt_changed"
     if _iso(subscription.next_charge_date) != snapshot.get("nextChargeDate"):
+        if _ended_owing_the_same_debt(transaction, subscription):
+            return None
         return "retry_date_changed"
     return None
+
+
+def _ended_owing_the_same_debt(transaction: PaymentTransaction, subscription: Subscription) -> bool:
+    """A debt attempt's plan ended since it began (no charge date left) and still owes the
+    debt the attempt collects: its obligation (the debt's day 0) is the same."""
+    return (
+        transaction.attempt_kind == AttemptKind.debt
+        and subscription.next_charge_date is None
+        and ended_with_debt(subscription)
+        and obligation_of(subscription, AttemptKind.debt) == transaction.obligation_key
+    )
 
 
 def evidence_mismatch(attempt: dict[str, Any], result: ChargeResult) -> str | None:
