@@ -15,9 +15,10 @@ from sqlalchemy.orm import Session
 
 from gymctl.bridge import codes
 from gymctl.db import organization_row
-from gymctl.errors import conflict, not_found
+from gymctl.errors import conflict, not_found, unprocessable
 from gymctl.models import Booking, ClassSession, Lead, Membership, Plan, Subscription
 from gymctl.models.bridge import EntityLink, EntityType, Origin
+from gymctl.text import one_line
 
 # The platform row each entity type's platform id names (the mirror's payloads): a member and
 # a staff member are memberships, a membership is a subscription, a location the gym itself.
@@ -139,3 +140,17 @@ def check_platform_id(
             f"the gym has no {entity_type.value} {platform_id!r}",
             entityType=entity_type.value,
         )
+
+
+def check_external_id(external_id: str) -> str:
+    """An external id given by hand, trimmed: 1 to 128 characters on one line (the column's
+    width), else bridge_external_id_invalid. An empty one linked the member to no external
+    entity, and a longer one crashed the write on PostgreSQL."""
+    trimmed = external_id.strip()
+    width = EntityLink.__table__.c.external_id.type.length
+    if not trimmed or len(trimmed) > width or not one_line(trimmed):
+        raise unprocessable(
+            codes.BRIDGE_EXTERNAL_ID_INVALID,
+            f"an external id is 1 to {width} characters on one line",
+        )
+    return trimmed

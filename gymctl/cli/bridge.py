@@ -420,6 +420,7 @@ def link_command(
     entity_type = choice(EntityType, entity_type, "ENTITY_TYPE")
     with _operator_write(operator, organization) as (session, gym, actor):
         entity_map.check_platform_id(session, gym.id, entity_type, platform_id)
+        external_id = entity_map.check_external_id(external_id)
         linked = {"entityType": entity_type.value, "platformId": platform_id,
                   "externalId": external_id}  # fmt: skip
         inbound.audit(session, gym.id, "bridge.linked_by_operator", linked, now=clock.now(),
