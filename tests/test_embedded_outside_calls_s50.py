@@ -11,13 +11,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import httpx
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import migrate
 from gymctl.billing.lifecycle import run_lifecycle
+from gymctl.config import Settings
 from gymctl.db import get_engine
+from gymctl.identity import users
 from gymctl.models.billing import PlanType, SubscriptionStatus
+from gymctl.providers.identity_admin import HttpIdentityAdmin
 from gymctl.providers.mail import MailboxMailer, read_mailbox
 from gymctl.retention import digest, presales, settlement
 from gymctl.retention.billing_emails import send_billing_emails
@@ -149,3 +153,26 @@ def test_the_retention_digest_holds_no_write_lock(factory, mailer, tmp_path):
     assert MAILBOX in seen.doors()
     assert not seen.calls, seen.report()
     assert digest.send_digests(factory, mailer, now=at + timedelta(hours=1))["sent"] == 0
+
+
+def test_a_first_users_me_asks_the_identity_provider_with_no_write_lock(factory, clock):
+    """GET /users/me before user.created arrived reads the provider's user object
+    (`users.first_request`): its lookup of the row began SQLite's write transaction, held
+    through the provider's round trip."""
+    known = {
+        "id": "user_first",
+        "email_addresses": [
+            {"id": "idn_1", "email_address": "first@example.test", "verification": None}
+        ],
+        "primary_email_address_id": "idn_1",
+    }
+    client = httpx.Client(transport=httpx.MockTransport(lambda _r: httpx.Response(200, json=known)))
+    admin = HttpIdentityAdmin("https://idp.example.test", "sk_test_x", client=client, clock=clock)
+    with factory() as session, watching() as seen:
+        user = users.first_request(
+            session, "user_first", identity_admin=admin, settings=Settings(), now=NOW
+        )
+        session.commit()
+    assert user.email == "first@example.test"
+    assert "httpx" in seen.doors()
+    assert not seen.calls, seen.report()

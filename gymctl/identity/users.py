@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from gymctl.bridge import mirror
 from gymctl.config import Settings
-from gymctl.db import storable_text
+from gymctl.db import release_for_outside_call, storable_text
 from gymctl.errors import DomainError, invalid
 from gymctl.events import EventKind, emit
 from gymctl.identity import codes
@@ -162,6 +162,9 @@ def first_request(
     existing = user_by_identity(session, identity_id)
     if existing is not None:
         return existing
+    # Only read so far: no write lock while the provider answers (on the embedded default the
+    # read began SQLite's one write transaction, held through the provider's round trip).
+    release_for_outside_call(session)
     try:
         data = identity_admin.user_record(identity_id)
     except IdentityAdminError as error:
