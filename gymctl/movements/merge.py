@@ -262,6 +262,16 @@ def _merge(
             setattr(winner, name, getattr(loser, name))
     rejected = [*(winner.video_rejected_ids or []), *(loser.video_rejected_ids or [])]
     winner.video_rejected_ids = list(dict.fromkeys(rejected))
+    # The loser's members or operator demoted the video the winner shows automatically: it
+    # goes (a person's choice stays), and the loser's own video, else the best candidate left
+    # (as a demotion chooses), takes its place.
+    dropped = (
+        winner.video_status == "auto"
+        and winner.video_url
+        and video_id(winner.video_url) in rejected
+    )
+    if dropped:
+        winner.video_url, winner.video_status = None, "none"
     carried = loser.video_url and video_id(loser.video_url) not in winner.video_rejected_ids
     if not winner.video_url and carried:
         winner.video_url, winner.video_status = loser.video_url, loser.video_status
@@ -270,16 +280,10 @@ def _merge(
         *(winner.video_candidates or []),
         *(c for c in loser.video_candidates or [] if c.get("url") not in known),
     ]
-    if (
-        winner.video_status == "auto"
-        and winner.video_url
-        and video_id(winner.video_url) in rejected
-    ):
-        # The loser's members or operator demoted the video the winner shows: it goes, and the
-        # best candidate left takes its place, as a demotion chooses (a person's choice stays).
+    if dropped and not winner.video_url:
         chosen = choose(winner.video_candidates, video_threshold, set(rejected))
-        winner.video_url = chosen["url"] if chosen else None
-        winner.video_status = "auto" if chosen else "none"
+        if chosen:
+            winner.video_url, winner.video_status = chosen["url"], "auto"
     reports = _move_reports(session, loser, winner)
     winner.updated_at = now
     loser.deleted_at = now

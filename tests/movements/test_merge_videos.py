@@ -154,3 +154,27 @@ def test_a_video_a_person_chose_stays_though_the_loser_rejected_it(session):
     loser = canonical(session, "press-up", video_rejected_ids=["w"])
     merge_pairs(session, EMBEDDER, [(winner.id, loser.id)], dry_run=False, now=NOW)
     assert (winner.video_url, winner.video_status) == (url("w"), "manual")
+
+
+@pytest.mark.parametrize("status", ["manual", "reviewed", "auto"])
+def test_a_winner_dropping_a_rejected_video_takes_the_losers_own(session, status):
+    """The re-choice ran after the loser's video was handed over only to a winner showing
+    none: the winner dropped its rejected video and showed nothing (or a lesser candidate),
+    though the loser showed one, a person's choice among them."""
+    winner = canonical(
+        session,
+        "push-up",
+        video_url=url("w"),
+        video_status="auto",
+        video_candidates=[candidate("w", 0.9)],
+    )
+    loser = canonical(
+        session,
+        "press-up",
+        video_url=url("m"),
+        video_status=status,
+        video_candidates=[candidate("w", 0.9)],
+        video_rejected_ids=["w"],
+    )
+    merge_pairs(session, EMBEDDER, [(winner.id, loser.id)], dry_run=False, now=NOW)
+    assert (winner.video_url, winner.video_status) == (url("m"), status)
