@@ -356,7 +356,7 @@ def apply_page(
         # again by the member, or of a membership ended since, is not sold: the money is
         # recorded and staff alerted.
         plan = session.get(Plan, subscription.plan_id)
-        if _membership_ended(session, subscription):
+        if _membership_not_live(session, subscription):
             refusal = "late_completion_of_an_ended_membership"
         elif plans.live_holder(session, plan, subscription.user_id, other_than=subscription.id):
             refusal = "late_completion_of_a_plan_already_held"
@@ -650,14 +650,16 @@ def _confirmed(checkout: Checkout, page: PageResult) -> bool:
     )
 
 
-def _membership_ended(session: Session, subscription: Subscription) -> bool:
+def _membership_not_live(session: Session, subscription: Subscription) -> bool:
     """The member was removed or erased, or the gym deleted, since the page was abandoned
-    (access.leaving.end_holdings ends only live plans): revived, the plan made the ended
-    membership active again and was charged for someone the gym no longer serves."""
-    ended = (Membership.status == MembershipStatus.cancelled) | Organization.deleted_at.is_not(None)
+    (access.leaving.end_holdings ends only live plans), or is invited back and has not
+    accepted: revived, the plan made the membership active (past the invitation, too) and was
+    charged for someone the gym does not serve now."""
+    live = Membership.status.in_((MembershipStatus.active, MembershipStatus.suspended))
+    gone = ~live | Organization.deleted_at.is_not(None)
     return bool(
         session.scalar(
-            select(ended)
+            select(gone)
             .select_from(Membership)
             .join(Organization, Organization.id == Membership.organization_id)
             .where(Membership.id == subscription.membership_id)

@@ -31,9 +31,11 @@ from tests.conftest import NOW
 pytestmark = pytest.mark.embedded
 
 
+@pytest.mark.parametrize("since", [MembershipStatus.cancelled, MembershipStatus.invited])
 def test_a_late_page_does_not_revive_the_plan_of_a_removed_member(
-    client, org, card_server, session, session_factory
+    client, org, card_server, session, session_factory, since
 ):
+    """Removed, or removed and invited back without having accepted yet."""
     plan = create_plan(client, org)
     answer = purchase(client, org, plan)
     assert answer.status_code == 201, answer.json
@@ -53,6 +55,8 @@ def test_a_late_page_does_not_revive_the_plan_of_a_removed_member(
         actor_user_id=org[Role.owner].user.id,
         now=later,
     )
+    membership = session.get(Membership, session.get(Subscription, subscription_id).membership_id)
+    membership.status = since  # invited back: a new invitation's pending acceptance
     session.commit()
     card_server.complete_page(page_id, APPROVE)
     assert webhook(client, org, page_id).status_code == 200
@@ -61,7 +65,7 @@ def test_a_late_page_does_not_revive_the_plan_of_a_removed_member(
     assert subscription.status == SubscriptionStatus.cancelled
     assert subscription.current_period_end is None
     membership = session.get(Membership, subscription.membership_id)
-    assert membership.status == MembershipStatus.cancelled
+    assert membership.status == since
     paid = session.scalars(
         select(PaymentTransaction).where(PaymentTransaction.subscription_id == subscription_id)
     ).all()
