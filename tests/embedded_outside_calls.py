@@ -146,6 +146,27 @@ def _doors() -> list[tuple[Any, str, str, Callable[..., str]]]:
     return doors
 
 
+@pytest.fixture
+def factory(tmp_path):
+    """Sessions on a SQLite file of their own, committed for real (BEGIN IMMEDIATE each): the
+    `session` fixtures hold one outer transaction, which blinds the detector."""
+    from sqlalchemy.orm import sessionmaker
+
+    from gymctl import migrate
+
+    url = f"sqlite:///{tmp_path / 'gymctl.db'}"
+    migrate.upgrade(url)
+    return sessionmaker(bind=db.get_engine(url), expire_on_commit=False)
+
+
+@pytest.fixture
+def mailer(tmp_path, clock):
+    """The embedded default's mailbox (SMTP stand-in) in the test's folder."""
+    from gymctl.providers.mail import MailboxMailer
+
+    return MailboxMailer(tmp_path / "mailbox", "gym <no-reply@gym.example>", clock=clock)
+
+
 @contextmanager
 def watching() -> Iterator[Detector]:
     """The detector, active for the block."""

@@ -6,15 +6,15 @@ real HTTP, as the billing tests use it. Each walk sets up the rows that reach it
 card plan, a pending attempt past its grace, a stored refund, a matured notice with a refund,
 an open page past its time, ...) and asserts the call was made at all."""
 
+# ruff: noqa: F811 (the fixtures imported are redefined as test arguments)
+
 from __future__ import annotations
 
 import uuid
 from datetime import timedelta
 
 import pytest
-from sqlalchemy.orm import Session, sessionmaker
 
-from gymctl import migrate
 from gymctl.billing import (
     accounts,
     card_replacement,
@@ -29,13 +29,11 @@ from gymctl.billing import (
     verification,
 )
 from gymctl.billing.desk import DeskChargeRequest, desk_charge
-from gymctl.db import get_engine
 from gymctl.errors import DomainError
 from gymctl.models import PaymentTransaction
 from gymctl.models.billing import CheckoutStatus, TransactionStatus
 from gymctl.providers.card_http import CHARGE, GET_PAGE, LOOKUP_CHARGE, REFUND
 from gymctl.providers.documents import LocalDocumentProvider
-from gymctl.providers.mail import MailboxMailer
 from gymctl.retention import settlement
 from tests import factories
 from tests.billing import factories as bf
@@ -53,7 +51,7 @@ from tests.billing_ops.helpers import (
     sent_attempt,
 )
 from tests.conftest import NOW
-from tests.embedded_outside_calls import watching
+from tests.embedded_outside_calls import factory, mailer, watching  # noqa: F401 (fixtures)
 from tests.retention.conftest import give_notice, paid_card_subscription
 
 D = timedelta(days=1)
@@ -62,15 +60,7 @@ HTTP = "httpx"
 
 
 @pytest.fixture
-def factory(tmp_path) -> sessionmaker[Session]:
-    """Sessions on a SQLite file of their own, committed for real (BEGIN IMMEDIATE each)."""
-    url = f"sqlite:///{tmp_path / 'gymctl.db'}"
-    migrate.upgrade(url)
-    return sessionmaker(bind=get_engine(url), expire_on_commit=False)
-
-
-@pytest.fixture
-def provider(card_server):  # noqa: F811
+def provider(card_server):
     return card_server.provider()
 
 
@@ -96,7 +86,7 @@ def _held(seen) -> None:
 # -- the collector's passes -----------------------------------------------------------------
 
 
-def test_the_catch_up_pass_holds_no_write_lock(factory, card_server, provider):  # noqa: F811
+def test_the_catch_up_pass_holds_no_write_lock(factory, card_server, provider):
     with factory() as session:
         card_subscription(session, _gym(session), card_server)
         session.commit()
@@ -106,7 +96,7 @@ def test_the_catch_up_pass_holds_no_write_lock(factory, card_server, provider): 
     _held(seen)
 
 
-def test_the_daily_sweep_holds_no_write_lock(factory, card_server, provider):  # noqa: F811
+def test_the_daily_sweep_holds_no_write_lock(factory, card_server, provider):
     with factory() as session:
         card_subscription(session, _gym(session), card_server)
         session.commit()
@@ -118,7 +108,7 @@ def test_the_daily_sweep_holds_no_write_lock(factory, card_server, provider):  #
 
 def test_recovery_looking_up_a_pending_attempt_holds_no_write_lock(
     factory,
-    card_server,  # noqa: F811
+    card_server,
     provider,
 ):
     """A renewal whose answer was lost: pending, looked up by its stored id past its grace."""
@@ -136,7 +126,7 @@ def test_recovery_looking_up_a_pending_attempt_holds_no_write_lock(
 
 def test_recovery_collecting_a_debt_holds_no_write_lock(
     factory,
-    card_server,  # noqa: F811
+    card_server,
     provider,
 ):
     with factory() as session:
@@ -150,7 +140,7 @@ def test_recovery_collecting_a_debt_holds_no_write_lock(
 
 def test_the_recovery_pass_resuming_a_stored_refund_holds_no_write_lock(
     factory,
-    card_server,  # noqa: F811
+    card_server,
     provider,
     documents,
 ):
@@ -177,7 +167,7 @@ def test_the_recovery_pass_resuming_a_stored_refund_holds_no_write_lock(
 
 def test_the_recovery_pass_resolving_a_desk_charge_holds_no_write_lock(
     factory,
-    card_server,  # noqa: F811
+    card_server,
     provider,
     documents,
 ):
@@ -210,14 +200,8 @@ def test_the_recovery_pass_resolving_a_desk_charge_holds_no_write_lock(
 # -- the period-end settlement, the abandoned pages -------------------------------------------
 
 
-def test_the_period_end_sweeps_card_refund_holds_no_write_lock(
-    factory,
-    card_server,  # noqa: F811
-    provider,
-    documents,
-    tmp_path,
-    clock,
-):
+def _matured_notice(factory, card_server):
+    """A paid card plan whose notice matures now, with a refund of the unused days due."""
     with factory() as session:
         gym = _gym(session)
         subscription, _charge = paid_card_subscription(
@@ -226,7 +210,17 @@ def test_the_period_end_sweeps_card_refund_holds_no_write_lock(
         give_notice(session, gym, subscription, now=NOW - 30 * D)
         subscription.cancellation_effective_at = NOW
         session.commit()
-    mailer = MailboxMailer(tmp_path / "mailbox", "gym <no-reply@gym.example>", clock=clock)
+    return subscription
+
+
+def test_the_period_end_sweeps_card_refund_holds_no_write_lock(
+    factory,
+    card_server,
+    provider,
+    documents,
+    mailer,
+):
+    subscription = _matured_notice(factory, card_server)
     doors = settlement.Doors(
         provider=provider, cipher=TEST_CIPHER, documents=documents, mailer=mailer
     )
@@ -239,22 +233,13 @@ def test_the_period_end_sweeps_card_refund_holds_no_write_lock(
 
 def test_the_period_end_sweep_resending_a_stored_refund_holds_no_write_lock(
     factory,
-    card_server,  # noqa: F811
+    card_server,
     provider,
     documents,
-    tmp_path,
-    clock,
+    mailer,
 ):
     """A refund stored with its claim whose answer was lost: the next sweep sends it again."""
-    with factory() as session:
-        gym = _gym(session)
-        subscription, _charge = paid_card_subscription(
-            session, gym, card_server, current_period_end=NOW + 40 * D
-        )
-        give_notice(session, gym, subscription, now=NOW - 30 * D)
-        subscription.cancellation_effective_at = NOW
-        session.commit()
-    mailer = MailboxMailer(tmp_path / "mailbox", "gym <no-reply@gym.example>", clock=clock)
+    _matured_notice(factory, card_server)
     doors = settlement.Doors(
         provider=provider, cipher=TEST_CIPHER, documents=documents, mailer=mailer
     )
@@ -268,7 +253,7 @@ def test_the_period_end_sweep_resending_a_stored_refund_holds_no_write_lock(
 
 def test_the_abandoned_pages_read_back_holds_no_write_lock(
     factory,
-    card_server,  # noqa: F811
+    card_server,
     provider,
 ):
     with factory() as session:
@@ -291,7 +276,7 @@ def test_the_abandoned_pages_read_back_holds_no_write_lock(
 
 def test_reconcile_of_a_pending_attempt_holds_no_write_lock(
     factory,
-    card_server,  # noqa: F811
+    card_server,
     provider,
 ):
     with factory() as session:
@@ -315,7 +300,7 @@ def test_reconcile_of_a_pending_attempt_holds_no_write_lock(
 
 def test_the_contradictions_door_holds_no_write_lock(
     factory,
-    card_server,  # noqa: F811
+    card_server,
     provider,
     documents,
 ):
@@ -360,7 +345,7 @@ def test_the_contradictions_door_holds_no_write_lock(
     _held(seen)
 
 
-def test_confirm_no_debit_holds_no_write_lock(factory, card_server, provider):  # noqa: F811
+def test_confirm_no_debit_holds_no_write_lock(factory, card_server, provider):
     with factory() as session:
         gym = _gym(session)
         subscription = card_subscription(session, gym, card_server, TIMEOUT)
@@ -374,7 +359,7 @@ def test_confirm_no_debit_holds_no_write_lock(factory, card_server, provider):  
     _held(seen)
 
 
-def test_verify_account_holds_no_write_lock(factory, card_server, provider):  # noqa: F811
+def test_verify_account_holds_no_write_lock(factory, card_server, provider):
     with factory() as session:
         gym = _gym(session)
         operator = factories.user(session, identity_id="user_ops", email="ops@gymctl.example")
@@ -414,7 +399,7 @@ def test_verify_account_holds_no_write_lock(factory, card_server, provider):  # 
 
 def test_a_refund_at_the_door_holds_no_write_lock(
     factory,
-    card_server,  # noqa: F811
+    card_server,
     provider,
     documents,
 ):
@@ -444,7 +429,7 @@ def test_a_refund_at_the_door_holds_no_write_lock(
 
 def test_a_card_replacement_page_holds_no_write_lock(
     factory,
-    card_server,  # noqa: F811
+    card_server,
     provider,
 ):
     with factory() as session:
@@ -469,7 +454,7 @@ def test_a_card_replacement_page_holds_no_write_lock(
 
 def test_a_member_paying_their_debt_holds_no_write_lock(
     factory,
-    card_server,  # noqa: F811
+    card_server,
     provider,
 ):
     with factory() as session:
@@ -492,7 +477,7 @@ def test_a_member_paying_their_debt_holds_no_write_lock(
 
 def test_a_desk_charge_and_its_reconcile_hold_no_write_lock(
     factory,
-    card_server,  # noqa: F811
+    card_server,
     provider,
     documents,
 ):

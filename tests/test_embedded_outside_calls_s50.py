@@ -7,46 +7,31 @@ case emails (the pass and the withdrawal's own), the membership-ended email, the
 emails and the retention digest were sent inside the transaction that read (or claimed) them.
 """
 
+# ruff: noqa: F811 (the fixtures imported are redefined as test arguments)
+
 from __future__ import annotations
 
 from datetime import timedelta
 
 import httpx
-import pytest
-from sqlalchemy.orm import Session, sessionmaker
 
-from gymctl import migrate
 from gymctl.billing.lifecycle import run_lifecycle
 from gymctl.config import Settings
-from gymctl.db import get_engine
 from gymctl.identity import users
 from gymctl.models.billing import PlanType, SubscriptionStatus
 from gymctl.providers.identity_admin import HttpIdentityAdmin
-from gymctl.providers.mail import MailboxMailer, read_mailbox
+from gymctl.providers.mail import read_mailbox
 from gymctl.retention import digest, presales, settlement
 from gymctl.retention.billing_emails import send_billing_emails
 from tests import factories
 from tests.billing import factories as bf
 from tests.conftest import NOW
-from tests.embedded_outside_calls import watching
+from tests.embedded_outside_calls import factory, mailer, watching  # noqa: F401 (fixtures)
 from tests.retention.conftest import give_notice
 
 D = timedelta(days=1)
 OPENING = NOW + 14 * D
 MAILBOX = "mailbox (SMTP stand-in)"
-
-
-@pytest.fixture
-def factory(tmp_path) -> sessionmaker[Session]:
-    """Sessions on a SQLite file of their own, committed for real (BEGIN IMMEDIATE each)."""
-    url = f"sqlite:///{tmp_path / 'gymctl.db'}"
-    migrate.upgrade(url)
-    return sessionmaker(bind=get_engine(url), expire_on_commit=False)
-
-
-@pytest.fixture
-def mailer(tmp_path, clock) -> MailboxMailer:
-    return MailboxMailer(tmp_path / "mailbox", "gym <no-reply@gym.example>", clock=clock)
 
 
 def _declined_presale(session, gym) -> None:
