@@ -59,8 +59,10 @@ AT_LEAST_PAST_404 = 140
 # requests with a documented status: the forecast's horizon is relative to now (422), an
 # import's CSV is read as CSV (422), a palette's and a website's fields are checked against each
 # other and the brand's vocabulary (400), an asset map's keys are slot names (OpenAPI 3.0 has no
-# propertyNames) (400).
+# propertyNames) (400), a legal document's publishedAt is relative to now and its url an https
+# address with a host (422).
 REFUSES_VALID_BODIES = (
+    ("/admin/legal-documents", "422"),
     ("/admin/organizations/{org_id}/billing-forecast", "422"),
     ("/admin/organizations/{org_id}/billing-forecasts", "422"),
     ("/organizations/{org_id}/sessions", "400"),  # `to` after `from`, 62 days at most
