@@ -78,6 +78,22 @@ def _status(factory, transaction_id) -> TransactionStatus:
         return session.get(PaymentTransaction, transaction_id).status
 
 
+def _reconcile(factory, provider, gym, transaction_id):
+    """The owner's reconcile of a transaction, committed (the route's transaction)."""
+    with factory() as session:
+        answer = resolution.reconcile(
+            session,
+            provider,
+            TEST_CIPHER,
+            organization_id=gym.organization.id,
+            transaction_id=transaction_id,
+            actor_user_id=gym.owner.id,
+            now=NOW,
+        )
+        session.commit()
+    return answer
+
+
 def _held(seen) -> None:
     assert HTTP in seen.doors(), "the walk never reached the card provider"
     assert not seen.calls, seen.report()
@@ -283,17 +299,8 @@ def test_reconcile_of_a_pending_attempt_holds_no_write_lock(
         gym = _gym(session)
         attempt = sent_attempt(session, card_subscription(session, gym, card_server), card_server)
         session.commit()
-    with watching() as seen, factory() as session:
-        answer = resolution.reconcile(
-            session,
-            provider,
-            TEST_CIPHER,
-            organization_id=gym.organization.id,
-            transaction_id=attempt.id,
-            actor_user_id=gym.owner.id,
-            now=NOW,
-        )
-        session.commit()
+    with watching() as seen:
+        answer = _reconcile(factory, provider, gym, attempt.id)
     assert answer["outcome"] == "charged", answer
     _held(seen)
 
@@ -310,17 +317,7 @@ def test_the_contradictions_door_holds_no_write_lock(
         gym = _gym(session)
         attempt, taken = contradicted_attempt(session, gym, card_server)
     with watching() as seen:
-        with factory() as session:
-            found = resolution.reconcile(
-                session,
-                provider,
-                TEST_CIPHER,
-                organization_id=gym.organization.id,
-                transaction_id=attempt.id,
-                actor_user_id=gym.owner.id,
-                now=NOW,
-            )
-            session.commit()
+        found = _reconcile(factory, provider, gym, attempt.id)
         assert found["outcome"] == "contradiction", found
         with factory() as session:
             answer = contradictions.settle_contradiction(

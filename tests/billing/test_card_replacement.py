@@ -195,13 +195,7 @@ def test_an_older_replacement_page_completed_late_keeps_the_newer_card(
         checkout.abandoned_sweep(
             session_factory, card_server.provider(), now=NOW, cipher=TEST_CIPHER
         )
-    newer = _replace(client, org, subscription)
-    assert newer.status_code == 201, newer.json
-    newer = newer.json["data"]["checkout"]["pageId"]
-    card_server.complete_page(newer, OTHER_CARD)
-    assert webhook(client, org, newer).status_code == 200
-    session.expire_all()
-    newest = subscription.payment_method_id
+    newer, newest = _saved_on_a_new_page(client, org, card_server, session, subscription)
 
     card_server.complete_page(older, NEWER_LOOKING_CARD)
     assert webhook(client, org, older).status_code == 200
@@ -246,13 +240,7 @@ def test_a_presales_purchase_page_completed_after_a_newer_replacement_keeps_the_
     page = bought["checkout"]["pageId"]
     session.get(Checkout, _checkout_of(session, page)).created_at -= timedelta(minutes=5)
     session.commit()  # opened before the replacement (the tests' clock stands still)
-    newer = _replace(client, org, subscription)
-    assert newer.status_code == 201, newer.json
-    newer = newer.json["data"]["checkout"]["pageId"]
-    card_server.complete_page(newer, OTHER_CARD)
-    assert webhook(client, org, newer).status_code == 200
-    session.expire_all()
-    chosen = subscription.payment_method_id
+    newer, chosen = _saved_on_a_new_page(client, org, card_server, session, subscription)
 
     card_server.complete_page(page, NEWER_LOOKING_CARD)
     assert webhook(client, org, page).status_code == 200
@@ -264,3 +252,15 @@ def test_a_presales_purchase_page_completed_after_a_newer_replacement_keeps_the_
     late = session.get(Checkout, _checkout_of(session, page))
     assert late.status == CheckoutStatus.completed
     assert late.metadata_["supersededBy"] == str(_checkout_of(session, newer))
+
+
+def _saved_on_a_new_page(client, org, card_server, session, subscription):  # noqa: F811
+    """The member opens a replacement page and saves OTHER_CARD on it: (its page id, the
+    payment method now in use)."""
+    opened = _replace(client, org, subscription)
+    assert opened.status_code == 201, opened.json
+    page = opened.json["data"]["checkout"]["pageId"]
+    card_server.complete_page(page, OTHER_CARD)
+    assert webhook(client, org, page).status_code == 200
+    session.expire_all()
+    return page, subscription.payment_method_id
