@@ -28,6 +28,7 @@ from gymctl.access.invitations import (
 )
 from gymctl.access.memberships import end_sales_grant
 from gymctl.bridge import mirror
+from gymctl.db import locked_row
 from gymctl.errors import conflict, forbidden, not_found, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.identity.users import address_keys
@@ -218,8 +219,9 @@ def eligible_link(session: Session, token: str) -> tuple[JoinLink, Organization]
 
 def _plan_on_sale(session: Session, link: JoinLink) -> bool:
     """A link whose stored plan was deleted would sell nothing: it answers 404 like a paused
-    one (docs/decisions.md, issue 23)."""
-    plan = session.get(Plan, link.plan_id)
+    one (docs/decisions.md, issue 23). Read as it stands (after an outside call, the one this
+    session read before may be stale)."""
+    plan = session.get(Plan, link.plan_id, populate_existing=True)
     return (
         plan is not None
         and plan.organization_id == link.organization_id
@@ -315,10 +317,18 @@ def request_invite(
     now: datetime,
 ) -> dict[str, Any]:
     """The join form: a sign-up ticket for a new address, or join.blocked for a known one.
-    The door counts the attempt first (`count_request_invite`) and commits the count."""
-    link, organization = eligible_link(session, token)
+    The door counts the attempt first (`count_request_invite`) and commits the count.
+
+    The provider's lookup runs with no transaction open on the embedded default (decisions
+    s41), so the link read before it may be stale: the write phase re-reads it locked
+    (`_still_eligible`), and a link revoked, paused or switched off meanwhile answers 404
+    join_link_not_found as it would have before the call, writing nothing."""
+    link, _ = eligible_link(session, token)
+    link_id = link.id  # the lookup's release expires the rows read
     email = normalize_email(email)
-    if _has_account(session, outreach, email):
+    known = _has_account(session, outreach, email)
+    link, organization = _still_eligible(session, link_id)
+    if known:
         _submission(
             session,
             link,
@@ -362,6 +372,17 @@ def request_invite(
         "signUpUrl": f"{frontend(outreach.settings)}/sign-up?{query}",
         "expiresAt": (now + JOIN_TICKET_LIFETIME).isoformat(),
     }
+
+
+def _still_eligible(session: Session, link_id: uuid.UUID) -> tuple[JoinLink, Organization]:
+    """The link after an outside call, locked (`db.locked_row`) and checked again as
+    `eligible_link` checks it: staff who revoked or paused it while the provider answered
+    committed, and a ticket issued now would be one for a link no longer open. The lock holds
+    a revoke that comes now until this write phase commits (the revoke is then after it)."""
+    link = locked_row(session, JoinLink, link_id)
+    if link is None:
+        raise not_found(codes.JOIN_LINK_NOT_FOUND, "this join link is not available")
+    return eligible_link(session, link.token)
 
 
 def _has_account(session: Session, outreach: Outreach, email: str) -> bool:
