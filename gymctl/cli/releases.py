@@ -150,12 +150,20 @@ MAX_CREDENTIAL_BYTES = 1024 * 1024
 
 
 def _credential_digest(path: Path) -> str:
-    """The digest of the credential file (the only thing kept of it)."""
+    """The digest of the credential file (the only thing kept of it). An empty file (or one of
+    only whitespace) is refused, push_credential_empty, before the database is opened: its
+    digest, sha256 of nothing, was kept as the app's credential and a candidate carried it."""
     content = read_given(path, "--push-credential", limit=MAX_CREDENTIAL_BYTES)
     if len(content) > MAX_CREDENTIAL_BYTES:
         raise typer.BadParameter(
             f"{path} is over {MAX_CREDENTIAL_BYTES} bytes: not a push credential",
             param_hint="--push-credential",
+        )
+    if not content.strip():
+        raise invalid(
+            codes.PUSH_CREDENTIAL_EMPTY,
+            f"--push-credential {path} is empty: give the key file (an APNs .p8, an FCM "
+            "service account); nothing was changed",
         )
     return hashlib.sha256(content).hexdigest()
 
