@@ -5,7 +5,10 @@ the HTTP routes. Operators act as a named user (audited as the actor)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import date, datetime
+from functools import partial
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -16,6 +19,9 @@ from gymctl.cli.billing_common import unit as _unit
 from gymctl.cli.operators import operator_id
 from gymctl.cli.output import print_json, render_mapping, render_rows
 from gymctl.numerals import is_decimal
+
+if TYPE_CHECKING:
+    from gymctl.errors import DomainError
 
 settings_app = typer.Typer(
     no_args_is_help=True, help="Billing settings: grace, lifecycle day, zone, opening day."
@@ -73,7 +79,8 @@ def settings_set(
     if plan_required_to_book is not None:
         changes["plan_required_to_book"] = plan_required_to_book
     if lifecycle_day is not None:
-        if lifecycle_day.strip().lower() in ("none", "null", ""):
+        lifecycle_refusal = partial(unprocessable, codes.BILLING_LIFECYCLE_DAY_INVALID)
+        if _cleared(lifecycle_day, "--lifecycle-day", lifecycle_refusal):
             changes["lifecycle_day"] = None
         elif is_decimal(lifecycle_day):
             changes["lifecycle_day"] = int(lifecycle_day)
@@ -101,12 +108,22 @@ def settings_set(
     )
 
 
+def _cleared(value: str, option: str, refusal: Callable[[str], DomainError]) -> bool:
+    """Whether a setting's value clears it: `none` (or `null`) does. An empty value (a script's
+    unset variable) is refused (`refusal`, the option's own code) rather than read as none: it
+    cleared the gym's setting (an opening day's presales moved with it) where the operator
+    meant to give one."""
+    if not value.strip():
+        raise refusal(f"{option} is empty: give a value, or none to clear it; nothing changed")
+    return value.strip().lower() in ("none", "null")
+
+
 def _opening_day(value: str) -> date | datetime | None:
     """--opening-day: none, a date (read in the gym's zone by the domain) or an instant."""
     from gymctl.cli import codes
     from gymctl.errors import DomainError, invalid
 
-    if value.strip().lower() in ("none", "null", ""):
+    if _cleared(value, "--opening-day", partial(invalid, codes.TIMESTAMP_NOT_UTC)):
         return None
     try:
         return date.fromisoformat(value)
@@ -152,7 +169,9 @@ def charges_move(
     subscription: uuid.UUID = SUBSCRIPTION,
     expected: str = typer.Option(..., "--expected", help="The charge date you read (ISO UTC)."),
     to: str | None = typer.Option(
-        None, "--to", help="The new date (ISO UTC); absent: the gym's next lifecycle day."
+        None,
+        "--to",
+        help="The new date (ISO UTC); left out: the gym's next lifecycle day (empty is refused).",
     ),
     operator: str = OPERATOR,
     dry_run: bool = DRY_RUN,
@@ -162,6 +181,7 @@ def charges_move(
     from gymctl.access.gyms import resolve_organization
     from gymctl.billing import charge_dates
 
+    new_date = None if to is None else _new_charge_date(to)  # before the database is opened
     with _unit(dry_run) as session:
         gym = resolve_organization(session, organization)
         answer = charge_dates.move_charge_date(
@@ -169,7 +189,7 @@ def charges_move(
             gym.id,
             subscription,
             expected=_instant(expected),
-            to=_instant(to) if to else None,
+            to=new_date,
             actor_user_id=operator_id(session, operator),
             now=clock.now(),
         )
@@ -178,3 +198,19 @@ def charges_move(
         title=f"charge date of {subscription}{' (dry run)' if dry_run else ''}",
         as_json=as_json,
     )
+
+
+def _new_charge_date(value: str) -> datetime:
+    """--to as given: an instant. Empty (a script's unset variable) is refused, not read as
+    --to left out, which moves the charge to the gym's next lifecycle day: the operator who
+    wants that leaves --to out."""
+    from gymctl.cli import codes
+    from gymctl.errors import invalid
+
+    if not value.strip():
+        raise invalid(
+            codes.TIMESTAMP_NOT_UTC,
+            "--to is empty: give the new date (an ISO time with its UTC offset), or leave --to "
+            "out to move the charge to the gym's next lifecycle day; nothing was moved",
+        )
+    return _instant(value)

@@ -97,6 +97,9 @@ def test_a_refused_setting_exits_non_zero_and_writes_nothing(world):
     for args, code in (
         (("--grace-days", "6", "--operator", "nobody-at-all"), "operator_user_required"),
         (("--timezone", "localtime", "--operator", str(gym.owner.id)), "timezone_invalid"),
+        # An empty value (a script's unset variable) cleared the setting; `none` clears it.
+        (("--lifecycle-day", "", "--operator", str(gym.owner.id)), "billing_lifecycle_day_invalid"),
+        (("--opening-day", " ", "--operator", str(gym.owner.id)), "timestamp_not_utc"),
     ):
         odd = _run("settings", "set", str(gym.organization.id), *args)
         assert isinstance(odd.exception, DomainError), odd.output
