@@ -181,7 +181,7 @@ def recent_runs(session: Session, organization_id: uuid.UUID) -> list[ForecastRu
 def run_view(run: ForecastRun, *, with_report: bool = True) -> dict[str, Any]:
     """A run as the API shows it: `progress` is the share of the forecast's span its clock has
     crossed (1 once succeeded)."""
-    until = _stored_until(run.parameters)
+    until = stored_until(run.parameters)
     progress = 0.0
     if run.status == ForecastRunStatus.succeeded:
         progress = 1.0
@@ -206,10 +206,11 @@ def run_view(run: ForecastRun, *, with_report: bool = True) -> dict[str, Any]:
     return view
 
 
-def _stored_until(parameters: Any) -> datetime | None:
+def stored_until(parameters: Any) -> datetime | None:
     """The run's `until` as stored, or None: a run stored by another release whose request no
     longer reads (which the claim fails) is still listed and read back, where reading the
-    whole request answered 500 for the organization's every run until it was forgotten."""
+    whole request answered 500 for the organization's every run until it was forgotten (and
+    `gymctl billing forecasts` exited with a traceback)."""
     try:
         until = datetime.fromisoformat(parameters["until"])
     except (KeyError, TypeError, ValueError):

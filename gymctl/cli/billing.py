@@ -618,7 +618,7 @@ def forecasts_command(organization: str = ORG, as_json: bool = JSON_OPTION) -> N
     """The forecasts platform admins queued over HTTP for this organization, newest first: their
     status, how far each got, and why one failed (the daemons' billing_forecasts job runs them)."""
     from gymctl.access.gyms import resolve_organization
-    from gymctl.billing.forecast_runs import recent_runs, run_view
+    from gymctl.billing.forecast_runs import recent_runs, run_view, stored_until
 
     with _unit(dry_run=True) as session:
         gym = resolve_organization(session, organization)
@@ -631,7 +631,7 @@ def forecasts_command(organization: str = ORG, as_json: bool = JSON_OPTION) -> N
         {
             "id": run["id"],
             "status": run["status"],
-            "until": run["parameters"]["until"][:10],
+            "until": f"{until:%Y-%m-%d}" if (until := stored_until(run["parameters"])) else "?",
             "progress": f"{run['progress']:.0%}",
             "asked at": f"{run['createdAt']:%Y-%m-%d %H:%M}",
             "error": (run["error"] or {}).get("code"),

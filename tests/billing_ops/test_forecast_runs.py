@@ -5,15 +5,20 @@ route refers to the queue once its time is spent."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import datetime, timedelta
 
 import pytest
 from sqlalchemy import func, select, update
+from sqlalchemy.orm import sessionmaker
+from typer.testing import CliRunner
 
 from daemons.jobs import JOBS
 from gymctl.billing import forecast_runs, sweeps
 from gymctl.billing.forecast import simulate, within
+from gymctl.cli.billing import app as billing_app
+from gymctl.db import get_engine
 from gymctl.errors import DomainError
 from gymctl.models import ForecastRun, Subscription
 from gymctl.models.billing import PlanType
@@ -548,6 +553,31 @@ def test_a_run_whose_stored_request_no_longer_reads_is_still_listed_and_read_bac
             assert read.status_code == 200, read.json
             assert read.json["status"] == ("failed" if worked else "queued")
             assert read.json["progress"] == 0.0
+
+
+def test_the_operators_list_shows_a_run_whose_stored_request_no_longer_reads(
+    committed_pg, monkeypatch
+):
+    """`gymctl billing forecasts` read the stored `until` as a string: a run stored by another
+    release (a number there, or none) ended the command with a traceback instead of listing the
+    organization's runs."""
+    monkeypatch.setenv("GYMCTL_DATABASE_URL", committed_pg)
+    monkeypatch.setenv("COLUMNS", "250")
+    factory = sessionmaker(bind=get_engine(committed_pg), expire_on_commit=False)
+    with factory() as session:
+        gym = bf.make_gym(session)
+        session.commit()
+        odd, stale = (_queue(session, gym, days=days) for days in (30, 31))
+        odd.parameters = {**odd.parameters, "until": 20270101}
+        stale.parameters = {"by": "week"}
+        session.commit()
+    org = str(gym.organization.id)
+    listed = CliRunner().invoke(billing_app, ["forecasts", org])
+    assert listed.exit_code == 0, listed.output
+    assert str(odd.id) in listed.stdout
+    assert str(stale.id) in listed.stdout
+    as_json = CliRunner().invoke(billing_app, ["forecasts", org, "--json"])
+    assert {run["id"] for run in json.loads(as_json.stdout)} == {str(odd.id), str(stale.id)}
 
 
 def test_explain_of_another_gyms_subscription_is_refused_on_both_routes(
