@@ -13,7 +13,9 @@ delivery is kept by the digest of its body, so a replay (or the provider's redel
 
 Both routes are public, so neither writes anything for an organization that does not exist (or
 was deleted): the answer is organization_not_found, 400 for the card provider (every rejection
-of that provider is a 400, spec B 6), 404 for the others. For a real organization, what anyone
+of that provider is a 400, spec B 6), 404 for the others. The one exception is money: a card
+webhook naming a page one of a deleted organization's checkouts opened is read back and
+settled like a live one's (`_card_webhook_served`). For a real organization, what anyone
 can trigger (a card-provider webhook, another provider's delivery that is not verified) is
 counted per organization before its event row is written; past the budget the answer is 429 and
 only the count is kept.
@@ -69,11 +71,11 @@ def card_provider_webhook(
     now: datetime,
     cipher: FieldCipher,
 ) -> Answer:
-    if not _organization_exists(session, organization_id):
-        return _unknown_organization(400)  # every rejection of this provider is a 400
     page_id = body.get("LowProfileId") or body.get("lowProfileId")
     if not isinstance(page_id, str) or not PAGE_ID.fullmatch(page_id):
         page_id = None
+    if not _card_webhook_served(session, organization_id, page_id):
+        return _unknown_organization(400)  # every rejection of this provider is a 400
     refused = _throttled(session, organization_id, page_id, now)
     if refused is not None:
         return refused
@@ -127,6 +129,22 @@ def _spend(session: Session, key: str, now: datetime) -> Answer | None:
     if spent.count <= WEBHOOKS_PER_WINDOW:
         return None
     return Answer(429, ratelimit.refused(spent).to_json())
+
+
+def _card_webhook_served(session: Session, organization_id: uuid.UUID, page_id: str | None) -> bool:
+    """A live or inactive organization; a deleted one only for a page one of its own checkouts
+    names. A member can still pay a page after the gym was deleted (one the abandoned sweep
+    marked abandoned, or one open at the deletion): the provider took the money, so the page is
+    read back on the terminal that opened it and the payment recorded on its ended plan for a
+    refund (checkout.apply_page: not revived, billing_contradiction, urgent follow-up). Its
+    throttle budget is the checkout's, so no one makes new budgets; a page the deleted gym
+    never opened, like an organization that never existed, writes nothing. Read only."""
+    organization = session.get(Organization, organization_id)
+    if organization is None:
+        return False
+    if organization.deleted_at is None:
+        return True
+    return page_id is not None and checkout_by_page(session, organization_id, page_id) is not None
 
 
 def _organization_exists(session: Session, organization_id: uuid.UUID) -> bool:
