@@ -97,6 +97,7 @@ class RunSummary:
     failed: int = 0
     parked: int = 0
     released: int = 0
+    withdrawn: int = 0  # user ops an erasure scrubbed meanwhile (queue.record), never sent again
     requests: int = 0
     polls: dict[str, Any] = field(default_factory=dict)
     stopped: str | None = None
@@ -291,7 +292,10 @@ class Outcomes:
             )
         )
         for op in written:
-            self.summary.count(op.status)
+            if op.status is OpStatus.superseded:
+                self.summary.withdrawn += 1
+            else:
+                self.summary.count(op.status)
         emit_many(
             self.context.session,
             EventKind.analytics,
@@ -339,6 +343,12 @@ def _run_op(
     calls_before = throttle.calls
     outcome: str | None = None
     http_status: int | None = None
+    if queue.erased(op.op_type, op.payload):
+        # Scrubbed by an erasure while an earlier attempt was in flight, whose worker died
+        # (rescued): nothing of the person is left to send. Withdrawn, unsent.
+        sent.add(op, queue.withdrawn(op, now=now(), payload=op.payload),
+                 {"outcome": "withdrawn", "httpStatus": None, "requests": 0})  # fmt: skip
+        return
     try:
         outcome = perform(context, op)
         values = queue.succeeded(op, now=now())

@@ -540,31 +540,37 @@ def member_retired(session: Session, source: Membership, *, now: datetime) -> No
     given up there (earlier ops of its aggregate), and parked as external_user_in_use while
     the gym's own memberships still live on it. The link is kept (marked deactivated): a
     member who comes back is made active again (member_created). A user.create still on its
-    way is followed; a parked one is left to the owner (nothing would pass it). Only the
-    member id and the flag are stored: erasure keeps it (no personal data), and it sends
-    nothing else."""
+    way, or parked, is followed: the deactivation waits behind it, so a parked one the owner
+    retries is deactivated once it went, and one the owner dismisses (it may have made the user
+    there: a timeout after the write) lets the deactivation search for it. With no link, the
+    deactivation carries the create's address for that search, the bridge's lookup key (as
+    member_erased does; operations.user_update), dropped once it was sent or dismissed;
+    otherwise it stores the member id and the flag alone, and sends nothing else. Erasure keeps
+    it either way (member_erased)."""
     organization_id = source.organization_id
     if not connected(session, organization_id):
         return
     session.flush()
     linked = entity_map.find(session, organization_id, EntityType.member, source.id)
-    if linked is None and not session.scalar(
-        select(
-            exists().where(
-                SyncOp.dedupe_key == f"user.create:{source.id}",
-                SyncOp.status.in_((*WAITING, OpStatus.in_flight)),
-            )
+    create = session.scalar(
+        select(SyncOp).where(
+            SyncOp.dedupe_key == f"user.create:{source.id}",
+            SyncOp.status.in_((*WAITING, OpStatus.in_flight, OpStatus.parked)),
         )
-    ):
+    )
+    if linked is None and create is None:
         return
     if _deactivated(_activation(session, source)):
         return  # already on its way, or done: a second end (a fold's, then its holdings')
+    lookup = {}
+    if linked is None and "email" in create.payload:
+        lookup = {"email": create.payload["email"]}
     count = _flag_count(session, source, _DEACTIVATE)
     queue.enqueue(
         session,
         organization_id=organization_id,
         op_type=OpType.user_update,
-        payload={"memberId": str(source.id), "active": False},
+        payload={"memberId": str(source.id), "active": False, **lookup},
         now=now,
         dedupe_key=f"{_DEACTIVATE}:{source.id}:{count}",
     )
@@ -604,7 +610,8 @@ def member_erased(session: Session, membership: Membership, *, now: datetime) ->
     """The member's personal data was erased (access.erasure, after their membership ended and
     member_retired queued their deactivation). No user op of theirs keeps their name or
     address: the unsent ones are withdrawn, never sent, and every one is scrubbed to the
-    member id and the flag (one in flight is its worker's: the deactivation follows it).
+    member id and the flag. One in flight is its worker's (the deactivation follows it): it is
+    scrubbed too, and withdrawn by its dispatcher unless that attempt succeeds (queue.record).
 
     An external user may stand for them when they are linked, or their create is in flight or
     was attempted (a timeout after the write there): then the deactivation goes, and without a
@@ -628,6 +635,10 @@ def member_erased(session: Session, membership: Membership, *, now: datetime) ->
     withdrawn = 0
     for op in ops:
         if op.status is OpStatus.in_flight:
+            # Its worker sends the copy it holds (that attempt has left); none is stored to be
+            # sent again: an attempt that does not succeed withdraws it (queue.record).
+            if op.payload.get("active") is not False:
+                op.payload = _scrubbed(op.payload)
             continue
         if op is deactivation and (linked is not None or attempted):
             op.payload = {**_scrubbed(op.payload), **lookup}

@@ -47,6 +47,7 @@ from gymctl.models.bridge import (
     SyncOp,
 )
 from gymctl.models.integrity import UniqueViolation, unique_violation
+from gymctl.models.organizations import Organization
 
 # Spec B 3: failures back off 1 min, 5 min, 30 min, 2 h, 6 h; the next failure parks.
 LADDER: tuple[timedelta, ...] = (
@@ -60,6 +61,9 @@ LADDER: tuple[timedelta, ...] = (
 SUPERSEDING = {OpType.user_update, OpType.membership_update, OpType.schedule_coach}
 QUEUEING = (ConnectionStatus.pending, ConnectionStatus.active, ConnectionStatus.error)
 MAX_ERROR = 300
+# What a deleted gym's bridge still takes while it winds down (connection.wind_down): what
+# gives something up there. A user.update only as a deactivation (see `_gives_up`).
+GIVING_UP = {OpType.membership_cancel, OpType.membership_hold, OpType.booking_cancel}
 
 
 def enqueue(
@@ -80,6 +84,11 @@ def enqueue(
     returns that op unchanged (a repeated hook enqueues once). A new op of a superseding type
     replaces the waiting ops of the same type and entity, which become superseded.
     `class_key`: a booking op's class session, for the order across members (see above).
+
+    A deleted organization's bridge takes only what gives something up there (a plan's or a
+    seat's cancel, a user's deactivation: what its deletion queues, leaving.end_holdings);
+    anything else is not queued (None): its memberships still read active while it winds
+    down, and a member's new name or address would otherwise create them there.
     """
     op_type = OpType(op_type)
     parsed = parse_payload(op_type, payload)
@@ -89,6 +98,10 @@ def enqueue(
         )
     )
     if connection is None or connection.status not in QUEUEING:
+        return None
+    if not _gives_up(op_type, parsed) and session.scalar(
+        select(Organization.deleted_at).where(Organization.id == organization_id)
+    ):
         return None
     key = parsed.aggregate_key()
     if is_postgres(session):  # SQLite's BEGIN IMMEDIATE already serialises every writer
@@ -115,6 +128,10 @@ def enqueue(
     if op_type in SUPERSEDING:
         _supersede(session, op, now)
     return op
+
+
+def _gives_up(op_type: OpType, parsed: Any) -> bool:
+    return op_type in GIVING_UP or (op_type is OpType.user_update and parsed.active is False)
 
 
 def _supersede(session: Session, op: SyncOp, now: datetime) -> None:
@@ -207,7 +224,7 @@ def _claim_statement() -> Any:
 _CLAIM = _claim_statement()
 _OPS = SyncOp.__table__
 _HELD = (
-    select(_OPS.c.id)
+    select(_OPS.c.id, _OPS.c.payload)
     .where(
         _OPS.c.id.in_(bindparam("ids", expanding=True)),
         _OPS.c.status == OpStatus.in_flight,
@@ -295,6 +312,29 @@ def parked(op: SyncOp, *, issue: str, error: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
+ERASED = "withdrawn: personal data erased"
+
+
+def erased(op_type: OpType, payload: dict[str, Any]) -> bool:
+    """A member's user op scrubbed by an erasure (mirror.member_erased): it carries no details
+    to send (every user.create and user.update the mirror builds names the member) and is no
+    deactivation (which carries none). It is never sent: withdrawn."""
+    return (
+        op_type in (OpType.user_create, OpType.user_update)
+        and "firstName" not in payload
+        and payload.get("active") is not False
+    )
+
+
+def withdrawn(op: SyncOp, *, now: datetime, payload: dict[str, Any]) -> dict[str, Any]:
+    """Never sent again, as an erasure withdraws an unsent op: superseded (by no op), its
+    payload as the erasure left it."""
+    return {
+        **_row(op), "status": OpStatus.superseded, "completed_at": now, "issue_code": None,
+        "last_error": ERASED, "payload": payload,
+    }  # fmt: skip
+
+
 def released(op: SyncOp, *, run_after: datetime) -> dict[str, Any]:
     """Back to pending without charging the attempt: the op was not at fault (429, 401), or
     it never ran."""
@@ -319,12 +359,24 @@ def record(
 ) -> list[SyncOp]:
     """Write outcomes in the caller's transaction, each only if `owner` still holds the op's
     lease (a rescue may have taken it); returns the ops written. Two statements for any
-    number: lock the rows still leased to us, then one executemany UPDATE."""
+    number: lock the rows still leased to us, then one executemany UPDATE.
+
+    The rows are read as they stand under that lock: a user op an erasure scrubbed while it
+    was in flight (mirror.member_erased; the erasure locks the member's user ops in the same
+    id order, so either waits for the other's commit) is withdrawn unless its attempt
+    succeeded: failed, parked or released, it would be sent again, and it has no one's
+    details left to send."""
     if not outcomes:
         return []
     ids = [op.id for op, _ in outcomes]
-    held = set(session.scalars(_HELD, {"ids": ids, "owner": owner}))
-    written = [(op, values) for op, values in outcomes if op.id in held]
+    held = {row.id: row.payload for row in session.execute(_HELD, {"ids": ids, "owner": owner})}
+    written = [
+        (op, values)
+        if values["status"] is OpStatus.succeeded or not erased(op.op_type, held[op.id])
+        else (op, withdrawn(op, now=now, payload=held[op.id]))
+        for op, values in outcomes
+        if op.id in held
+    ]
     if not written:
         return []
     cleared = {"lease_owner": None, "lease_expires_at": None, "updated_at": now}
