@@ -198,13 +198,16 @@ NO_NUL = "^[^\\u0000]*$"
 # strips what Unicode calls White_Space), so a string that must hold a character must hold one
 # that is neither whitespace nor NUL: the name " " matched minLength 1 and was refused (400).
 NOT_BLANK = rf"^[^\u0000]*[^\u0000{WHITESPACE}][^\u0000]*$"
+# A model's own pattern that only refuses NUL (what read_json refuses anyway) says nothing of
+# blankness: `"terminal": "  "` matched it and minLength 1, and was refused (string_too_short).
+NUL_ONLY = (NO_NUL, "^[^\\x00]*$")
 
 
 def _refuse_nul(schema: Any) -> Any:
     """Every body refuses NUL in any string (webhooks.bodies.read_json, 400 invalid_body), so a
-    body string the model leaves free says so, and one with a minimum length says it is not
-    blank (NOT_BLANK): without it a client (or schemathesis) may send a document-valid string
-    the server refuses."""
+    body string the model leaves free (or only refuses NUL in) says so, and one with a minimum
+    length says it is not blank (NOT_BLANK): without it a client (or schemathesis) may send a
+    document-valid string the server refuses."""
     if isinstance(schema, list):
         return [_refuse_nul(item) for item in schema]
     if not isinstance(schema, dict):
@@ -212,8 +215,12 @@ def _refuse_nul(schema: Any) -> Any:
     node = {key: _refuse_nul(value) for key, value in schema.items()}
     kind = node.get("type")
     is_string = kind == "string" or (isinstance(kind, list) and "string" in kind)
-    if is_string and not {"pattern", "enum", "const", "format"} & node.keys():
-        node["pattern"] = NOT_BLANK if node.get("minLength", 0) >= 1 else NO_NUL
+    if is_string and not {"enum", "const", "format"} & node.keys():
+        blank_refused = node.get("minLength", 0) >= 1
+        if "pattern" not in node:
+            node["pattern"] = NOT_BLANK if blank_refused else NO_NUL
+        elif blank_refused and node["pattern"] in NUL_ONLY:
+            node["pattern"] = NOT_BLANK
     return node
 
 

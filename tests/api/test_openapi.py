@@ -14,6 +14,7 @@ the lazy `schemathesis.pytest.from_fixture` cannot be used with the installed py
 from __future__ import annotations
 
 import json
+import re
 import uuid
 
 import pytest
@@ -24,6 +25,7 @@ from schemathesis import GenerationMode
 from sqlalchemy.orm import sessionmaker
 
 from gymctl.config import Settings
+from gymctl.errors import DomainError
 from gymctl.identity.webhook_signature import sign
 from gymctl.quickstart import seed_demo_gym
 from tests.conftest import NOW, WEBHOOK_SECRET
@@ -188,8 +190,6 @@ def test_a_string_with_a_minimum_length_is_documented_as_the_model_reads_it():
     document-valid `{"name": " "}` to POST /organizations and got 400. Such a string is now
     documented as holding a character that is neither whitespace nor NUL, and the document's
     pattern says of every character what the model does."""
-    import re
-
     from webhooks.blueprints.organizations import CreateGym
 
     name = document()["components"]["schemas"]["body.CreateGym"]["properties"]["name"]
@@ -210,6 +210,83 @@ def test_a_string_with_a_minimum_length_is_documented_as_the_model_reads_it():
         "/admin/organizations/{org_id}/billing-forecast",
     ):
         assert "requestBody" not in document()["paths"][query]["get"], "a query is no body"
+
+
+def _samples() -> set[str]:
+    """Every character up to U+30FF (and a BOM, an emoji) alone, at either end, inside, doubled
+    and padded: where a strip, a length and a per-character rule can disagree."""
+    samples: set[str] = set()
+    for code in (*range(0x3100), 0xFEFF, 0x1F600):
+        if 0xD800 <= code <= 0xDFFF:
+            continue
+        c = chr(code)
+        samples.update({c, c + "a", "a" + c, "a" + c + "b", c + c, " " + c + " "})
+    return samples
+
+
+def _accepts(check, value: str) -> bool:
+    try:
+        check(value)
+    except (ValueError, DomainError):  # pydantic's ValidationError is a ValueError
+        return False
+    return True
+
+
+def test_a_one_line_name_is_documented_as_the_server_reads_it():
+    """Found by a randomized seeded run: a class type's and an app's names matched the document
+    and were refused (400 class_type_name_invalid, brand_name_invalid: one line). The pattern
+    says what the model strips and the domain then refuses, no more and no less, so that a
+    document-valid name is taken and a document-invalid one refused."""
+    from gymctl.branding.workspace import MAX_APP_NAME, _brand_name
+    from gymctl.text import one_line
+    from webhooks.blueprints.bookings import ClassTypeBody
+    from webhooks.blueprints.branding import AppDraftBody
+
+    schemas = document()["components"]["schemas"]
+
+    def class_type(name: str) -> None:
+        body = ClassTypeBody.model_validate(
+            {"name": name, "defaultCapacity": 1, "durationMinutes": 5}
+        )
+        if not one_line(body.name):
+            raise ValueError(name)
+
+    def app_name(name: str) -> None:
+        _brand_name(AppDraftBody.model_validate({"displayName": name}).display_name, MAX_APP_NAME)
+
+    for schema, check in (
+        (schemas["body.ClassTypeBody"]["properties"]["name"], class_type),
+        (schemas["body.AppDraftBody"]["properties"]["displayName"], app_name),
+    ):
+        pattern = re.compile(schema["pattern"])
+        for name in _samples():
+            assert bool(pattern.search(name)) == _accepts(check, name), repr(name)
+
+
+def test_a_failed_checkouts_address_is_documented_as_the_server_reads_it():
+    """Found by a randomized seeded run: any text was a document-valid address (422
+    email_invalid). Now an address as normalize_email reads one, or blank (no address)."""
+    from gymctl.access.invitations import normalize_email
+    from webhooks.blueprints.join import CheckoutFailed
+
+    schema = document()["components"]["schemas"]["body.CheckoutFailed"]["properties"]["email"]
+    pattern = re.compile(schema["pattern"])
+
+    def checkout(address: str) -> None:
+        body = CheckoutFailed.model_validate({"email": address})
+        if body.email:
+            normalize_email(body.email)
+
+    for address in ("", " ", "ann@example.test", " ann@example.test\n", "\u00e9@\u00e9.fr"):
+        assert pattern.search(address), repr(address)
+        assert _accepts(checkout, address), repr(address)
+    for piece in _samples():
+        for address in (piece, f"a{piece}@b.cd", f"a@b{piece}.cd", f"{piece}a@b.cd"):
+            if pattern.search(address):
+                assert _accepts(checkout, address), repr(address)
+    long_domain = "a@" + "\u0130" + "b" * 314 + ".cd"  # 320: lower-casing makes it 321
+    assert not pattern.search(long_domain)
+    assert not _accepts(checkout, long_domain)
 
 
 def test_the_refusals_every_route_makes_are_documented_on_every_operation(client, demo):

@@ -81,7 +81,15 @@ class PlanBody(Body):
     currency: str = Field(min_length=3, max_length=3, pattern=r"^[A-Za-z]{3}$")
     interval_months: int | None = Field(None, alias="intervalMonths", ge=1, le=36)
     open_ended: bool = Field(True, alias="openEnded")
-    validity_days: int | None = Field(None, alias="validityDays", ge=1, le=3660)
+    # Not written as a oneOf on `type` (OpenAPI 3.0 has no if/then, and generated clients read a
+    # root oneOf as several classes): described, and refused by the domain with its own 422.
+    validity_days: int | None = Field(
+        None,
+        alias="validityDays",
+        ge=1,
+        le=3660,
+        description="required for a pack or a drop_in (422 plan_validity_required without it)",
+    )
     sessions_quota: int | None = Field(None, alias="sessionsQuota", ge=1, le=10_000)
     max_purchases: int | None = Field(None, alias="maxPurchases", ge=1, le=1_000_000)
     plan_group: str | None = Field(None, alias="planGroup", max_length=100, pattern=TEXT)

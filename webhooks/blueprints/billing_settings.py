@@ -60,10 +60,41 @@ OpeningDay = Annotated[
 ]
 
 
+# The ranges org_settings.update_settings checks (422 billing_grace_days_invalid and
+# billing_lifecycle_day_invalid), written into the document; the check stays the domain's.
+GraceDays = Annotated[
+    StrictInt,
+    WithJsonSchema({"type": "integer", "minimum": 0, "maximum": org_settings.MAX_GRACE_DAYS}),
+]
+LifecycleDay = Annotated[
+    StrictInt,
+    WithJsonSchema(
+        {
+            "type": "integer",
+            "minimum": org_settings.LIFECYCLE_DAYS.start,
+            "maximum": org_settings.LIFECYCLE_DAYS.stop - 1,
+        }
+    ),
+]
+
+
 class SettingsBody(Body):
-    billing_grace_days: StrictInt = Field(0, alias="billingGraceDays")
-    billing_lifecycle_day: StrictInt | None = Field(None, alias="billingLifecycleDay")
-    timezone: str = Field("UTC", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_+/-]+$")
+    billing_grace_days: GraceDays = Field(0, alias="billingGraceDays")
+    billing_lifecycle_day: LifecycleDay | None = Field(
+        None, alias="billingLifecycleDay", description="null: no lifecycle day"
+    )
+    # The zone must be one of the server's tz database (422 timezone_invalid otherwise): a list
+    # that moves with the host's tzdata, so it is described, not enumerated.
+    timezone: str = Field(
+        "UTC",
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_+/-]+$",
+        description=(
+            "an IANA time zone name the server's tz database holds, such as Asia/Jerusalem"
+            " (not localtime, Factory, posix/... or right/...): 422 timezone_invalid otherwise"
+        ),
+    )
     plan_required_to_book: StrictBool = Field(False, alias="planRequiredToBook")
     opening_day: OpeningDay = Field(None, alias="openingDay")
 

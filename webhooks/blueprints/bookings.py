@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
+from typing import Annotated
 
 from flask import Blueprint, jsonify, request
 from pydantic import Field
@@ -20,7 +21,7 @@ from webhooks import codes
 from webhooks.access import membership, org_route
 from webhooks.blueprints.cancellations import aware_utc
 from webhooks.context import auth, db, now
-from webhooks.validation import Body, parse, uuid_text
+from webhooks.validation import Body, one_line, parse, uuid_text
 
 bp = Blueprint("bookings", __name__)
 ORG = "/organizations/<uuid:org_id>"
@@ -78,7 +79,8 @@ def booking_json(row: Booking) -> dict:
 
 
 class ClassTypeBody(Body):
-    name: str = Field(min_length=1, max_length=200, pattern=TEXT)
+    # one line, or 400 class_type_name_invalid (schedule.create_class_type): the document says so
+    name: Annotated[str, one_line(200)] = Field(min_length=1, max_length=200, pattern=TEXT)
     description: str | None = Field(None, max_length=2000, pattern=TEXT)
     default_capacity: int = Field(alias="defaultCapacity", ge=0, le=schedule.MAX_CAPACITY)
     duration_minutes: int = Field(alias="durationMinutes", ge=1, le=24 * 60)

@@ -3,14 +3,16 @@ signed in."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from flask import Blueprint, jsonify, request
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from gymctl.access import join
 from webhooks.access import signed_in_user
 from webhooks.context import client_ip, db, now, services
 from webhooks.guard import public
-from webhooks.validation import Body, Email, parse
+from webhooks.validation import EMAIL_PATTERN, WHITESPACE, Body, Email, parse
 
 bp = Blueprint("join", __name__, url_prefix="/join")
 
@@ -44,8 +46,19 @@ def request_invite(token):
     return jsonify(answer), 201
 
 
+# An address as normalize_email reads one (422 email_invalid otherwise), or a blank one, which is
+# recorded as no address: the document says so (the check stays the domain's).
+OptionalEmail = Annotated[
+    str,
+    Field(max_length=320),
+    WithJsonSchema(
+        {"type": "string", "maxLength": 320, "pattern": rf"^[{WHITESPACE}]*$|{EMAIL_PATTERN}"}
+    ),
+]
+
+
 class CheckoutFailed(Body):
-    email: str | None = Field(None, max_length=320)
+    email: OptionalEmail | None = Field(None, description="blank or null: no address")
     reason: str | None = Field(None, max_length=500)
 
 

@@ -9,7 +9,7 @@ import uuid
 from typing import Annotated, Literal
 
 from flask import Blueprint, current_app, jsonify, request
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, WithJsonSchema
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from gymctl.access.memberships import resolve_membership
@@ -348,7 +348,15 @@ Url = Annotated[str, StringConstraints(max_length=1024, pattern=r"^https?://\S+$
 class OwnMovementChange(Body):
     """Fields of a gym's own movement; a thumbnail is uploaded, never named here."""
 
-    name: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+    # null is refused (400 movement_name_required, not invalid_body): the document says no null
+    name: Annotated[
+        Annotated[str, StringConstraints(min_length=1, max_length=200)] | None,
+        WithJsonSchema({"type": "string", "minLength": 1, "maxLength": 200}),
+    ] = Field(
+        None,
+        description="absent keeps the name; it cannot be cleared (null is refused)",
+        json_schema_extra=lambda schema: schema.pop("default", None),  # null is not one
+    )
     aliases: list[Annotated[str, StringConstraints(min_length=1, max_length=200)]] | None = Field(
         None, max_length=50
     )
