@@ -243,8 +243,8 @@ def _icon(
         raise work.refuse("brand_icon_dimensions", "the icon must be square (within 2 px)")
     if min(source_w, source_h) < ICON_SIZE:
         raise work.refuse("brand_icon_source_small", "the icon source must be at least 1024 px")
-    mode = "RGBA" if _has_alpha(image) else "RGB"
-    icon = _working(image, mode).resize((ICON_SIZE, ICON_SIZE), Image.Resampling.LANCZOS, box=box)
+    mode = "RGBA" if has_alpha(image) else "RGB"
+    icon = working(image, mode).resize((ICON_SIZE, ICON_SIZE), Image.Resampling.LANCZOS, box=box)
     report["downscaled"] = max(source_w, source_h) > ICON_SIZE
     if transform.background is not None and mode == "RGBA":
         canvas = Image.new("RGB", icon.size, transform.background)
@@ -297,9 +297,9 @@ def _fit(
 ) -> np.ndarray:
     """The Pillow path of _fit_jpeg, for PNG, WebP and CMYK JPEG sources."""
     size = _fit_size(box)
-    mode = "RGBA" if _has_alpha(image) or transform.remove_background else "RGB"
+    mode = "RGBA" if has_alpha(image) or transform.remove_background else "RGB"
     if image.mode not in ("RGBA", "RGB"):
-        image = _working(image, "RGBA" if _has_alpha(image) else "RGB")
+        image = working(image, "RGBA" if has_alpha(image) else "RGB")
     if size != (box[2] - box[0], box[3] - box[1]):
         report["downscaled"] = True
         return _resize(image, size, box, mode)
@@ -342,21 +342,34 @@ def _resize(
     return pixels
 
 
-def _working(image: Image.Image, mode: str) -> Image.Image:
+def working(image: Image.Image, mode: str) -> Image.Image:
     """`image` in RGB or RGBA. 16-bit greyscale is scaled, not clipped (a plain convert turns it
-    white)."""
-    if image.mode in ("I;16", "I;16B", "I;16L", "I"):
+    white), and its tRNS colour key becomes alpha (a plain convert drops it)."""
+    if image.mode in _WIDE_GREY:
         array = np.asarray(image, dtype=np.uint32)
         top = 65535 if image.mode.startswith("I;16") or array.max() > 255 else 255
-        image = Image.fromarray((array * 255 // top).astype(np.uint8), "L")
+        grey = Image.fromarray((array * 255 // top).astype(np.uint8), "L")
+        if _keyed(image):
+            alpha = np.where(array == image.info["transparency"], 0, 255).astype(np.uint8)
+            grey = Image.merge("LA", (grey, Image.fromarray(alpha, "L")))
+        image = grey
     return image if image.mode == mode else image.convert(mode)
 
 
-def _has_alpha(image: Image.Image) -> bool:
+_WIDE_GREY = ("I;16", "I;16B", "I;16L", "I")
+
+
+def _keyed(image: Image.Image) -> bool:
+    """16-bit (or 32-bit) greyscale with a tRNS colour key: transparent where it matches."""
+    return image.mode in _WIDE_GREY and isinstance(image.info.get("transparency"), int)
+
+
+def has_alpha(image: Image.Image) -> bool:
     return (
         image.mode in ("RGBA", "LA", "PA")
         or (image.mode == "P" and "transparency" in image.info)
         or (image.mode in ("RGB", "L") and "transparency" in image.info)
+        or _keyed(image)
     )
 
 
@@ -415,7 +428,7 @@ def _validate(image: Image.Image, size: int, work: _Work, max_bytes: int) -> Non
         raise work.refuse("brand_asset_dimensions", "at least 64 px on each side")
     if size > max_bytes:
         raise work.refuse("brand_asset_size", "over the size limit")
-    alpha = _alpha_extrema(image) if _has_alpha(image) else (255, 255)
+    alpha = _alpha_extrema(image) if has_alpha(image) else (255, 255)
     if alpha[1] == 0:
         raise work.refuse("brand_asset_empty", "nothing visible is left of the image")
     transparent = alpha[0] < 255
@@ -431,6 +444,9 @@ def _validate(image: Image.Image, size: int, work: _Work, max_bytes: int) -> Non
 def _alpha_extrema(image: Image.Image) -> tuple[int, int]:
     if image.mode in ("RGBA", "LA", "PA"):
         return image.getchannel("A").getextrema()
+    if _keyed(image):
+        keyed = np.asarray(image) == image.info["transparency"]
+        return (0 if keyed.any() else 255, 0 if keyed.all() else 255)
     return image.convert("RGBA").getchannel("A").getextrema()
 
 
