@@ -5,11 +5,17 @@ images bucket, and thumbnailUrl = <public base>/movements/thumbnails/<slug>.png.
 image-generation key or the public base it is a no-op that says so. A gym uploads its own
 movement's thumbnail (PNG, JPEG or WebP, at most 5 MB). Both paths use the asset pipeline's
 sniffing, pixel ceiling and PNG encoder (its slot rules are for app icons and logos, not here).
+
+A gym's uploaded objects are deleted by the upload path itself, never by a guess: the new object
+when its movement is gone before its URL is written (no row ever named it), the replaced one
+after the commit that stops naming it (delete_after_commit); neither while a transaction is open.
 """
 
 from __future__ import annotations
 
 import io
+import logging
+import re
 import uuid
 import warnings
 from datetime import datetime
@@ -17,10 +23,10 @@ from typing import Any
 
 import numpy as np
 from PIL import Image, ImageOps
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import event, select
+from sqlalchemy.orm import Session, SessionTransaction
 
-from gymctl.assets.pipeline import MAX_SOURCE_PIXELS, sniff
+from gymctl.assets.pipeline import MAX_SOURCE_PIXELS, has_alpha, sniff, working
 from gymctl.assets.png import encode as encode_png
 from gymctl.config import Settings
 from gymctl.db import release_for_outside_call
@@ -32,10 +38,13 @@ from gymctl.movements.audit import audit
 from gymctl.movements.clients import ImageGenerator
 from gymctl.movements.own import owned_movement
 from gymctl.movements.units import Checkpoint, fresh, keep
-from gymctl.providers.storage import ObjectStore
+from gymctl.providers.storage import ObjectStore, StorageError, validate_key
+
+log = logging.getLogger("gymctl.movements")
 
 MAX_UPLOAD_BYTES = 5 * 1024 * 1024
 THUMBNAIL_SIDE = 1024
+UPLOAD_SUFFIX = re.compile(r"[0-9a-f]{12}\.png")  # after "<slug>-" in an upload's key
 PNG = "image/png"
 PROMPT = (
     "A clean, friendly flat illustration of a person performing the exercise '{name}' "
@@ -95,9 +104,10 @@ def _png(data: bytes) -> bytes:
             image = ImageOps.exif_transpose(image)
     except (OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError):
         raise _invalid("the file cannot be read") from None
+    # 8-bit first, as the pipeline does: a plain convert clipped 16-bit grey to white.
+    image = working(image, "RGBA" if has_alpha(image) else "RGB")
     image.thumbnail((THUMBNAIL_SIDE, THUMBNAIL_SIDE), Image.Resampling.LANCZOS)
-    mode = "RGBA" if "A" in image.getbands() or "transparency" in image.info else "RGB"
-    return encode_png(np.asarray(image.convert(mode)))
+    return encode_png(np.asarray(image))
 
 
 def _invalid(message: str) -> DomainError:
@@ -170,7 +180,15 @@ def upload_thumbnail(
     release_for_outside_call(session)
     png = _png(data)
     store.put(key, png, content_type=PNG)
-    movement = owned_movement(session, organization_id, movement_id)
+    try:
+        movement = owned_movement(session, organization_id, movement_id)
+    except DomainError:
+        # Deleted meanwhile (the embedded default holds no lock across the store): the new key
+        # is this upload's own and no row, committed or not, ever named it. The read ends first.
+        release_for_outside_call(session)
+        _delete_quietly(store, key)
+        raise
+    replaced = uploaded_key(settings, organization_id, movement.slug, movement.thumbnail_url)
     movement.thumbnail_url = public_url(settings, key)
     movement.updated_at = now
     emit(
@@ -184,4 +202,64 @@ def upload_thumbnail(
         actor_user_id=actor_user_id,
         payload={"thumbnailUrl": movement.thumbnail_url, "bytes": len(png)},
     )
+    if replaced is not None and replaced != key:
+        delete_after_commit(session, store, replaced)
     return movement
+
+
+def uploaded_key(
+    settings: Settings, organization_id: uuid.UUID, slug: str, url: str | None
+) -> str | None:
+    """The object key behind `url` when it is one of this gym's uploads for this movement
+    (upload_thumbnail's keys: a new one per upload, named by this movement's row alone); None
+    for anything else (a canonical or outside URL, another base), which is never deleted."""
+    base = public_url(settings, "")
+    if not url or not settings.public_images_base_url or not url.startswith(base):
+        return None
+    key = url.removeprefix(base)
+    own = f"movements/thumbnails/{organization_id}/{slug}-"
+    if not key.startswith(own) or not UPLOAD_SUFFIX.fullmatch(key.removeprefix(own)):
+        return None
+    try:
+        return validate_key(key)
+    except ValueError:
+        return None
+
+
+# -- deleting an object once no committed row names it -----------------------------------------
+
+_AFTER_COMMIT = "gymctl_delete_after_commit"  # session.info: [(store, key)] of the transaction
+
+
+def delete_after_commit(session: Session, store: ObjectStore, key: str) -> None:
+    """Delete `key` from `store` once the session's transaction commits: that commit is the one
+    that stops naming it. A rollback (or a close without commit) forgets it, so an object a
+    committed row still names is never deleted; a failed delete leaves an unnamed object (logged),
+    never a row naming a missing one. The delete runs after the commit, with no transaction open."""
+    session.info.setdefault(_AFTER_COMMIT, []).append((store, key))
+
+
+@event.listens_for(Session, "after_commit")
+def _delete_committed(session: Session) -> None:
+    for store, key in session.info.pop(_AFTER_COMMIT, ()):
+        _delete_quietly(store, key)
+
+
+@event.listens_for(Session, "after_soft_rollback")
+def _forget_rolled_back(session: Session, _previous: SessionTransaction) -> None:
+    session.info.pop(_AFTER_COMMIT, None)  # any rollback, a savepoint's too: keep the objects
+
+
+@event.listens_for(Session, "after_transaction_end")
+def _forget_uncommitted(session: Session, transaction: SessionTransaction) -> None:
+    if transaction.parent is None:  # closed without a commit (after_commit popped the list)
+        session.info.pop(_AFTER_COMMIT, None)
+
+
+def _delete_quietly(store: ObjectStore, key: str) -> None:
+    """A delete the caller's answer does not hang on: a store that fails leaves the object
+    unnamed (a cost, not an error), logged with its key."""
+    try:
+        store.delete(key)
+    except StorageError as error:
+        log.warning("thumbnail object not deleted", extra={"key": key, "error": str(error)})
