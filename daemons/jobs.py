@@ -272,6 +272,12 @@ JOBS: tuple[AnyJob, ...] = (
         "cancel subscriptions whose checkout page was abandoned",
     ),
     OwnTransactionsJob(
+        "billing_abandoned_read_back",
+        300,
+        sweeps.abandoned_read_back,
+        "read abandoned pages back (hourly for a day, then daily for a week): record late payments",
+    ),
+    OwnTransactionsJob(
         "billing_forecasts",
         10,
         sweeps.forecasts,

@@ -14,6 +14,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import select
 
 from gymctl.billing import (
     accounts,
@@ -37,7 +38,7 @@ from gymctl.providers.documents import LocalDocumentProvider
 from gymctl.retention import settlement
 from tests import factories
 from tests.billing import factories as bf
-from tests.billing.cards import BUY_URLS, TIMEOUT, buy_card_plan, completed_token_page
+from tests.billing.cards import APPROVE, BUY_URLS, TIMEOUT, buy_card_plan, completed_token_page
 from tests.billing.conftest import card_server  # noqa: F401 (fixture)
 from tests.billing.factories import TEST_CIPHER
 from tests.billing.fake_card_provider import Fault
@@ -285,6 +286,33 @@ def test_the_abandoned_pages_read_back_holds_no_write_lock(
     assert len(swept["abandoned"]) == 1, swept
     assert card_server.requests(GET_PAGE) == 1
     _held(seen)
+
+
+def test_the_abandoned_pages_later_read_back_holds_no_write_lock(factory, card_server, provider):
+    """s51: a page the abandoned sweep marked abandoned, then paid with no webhook, read back
+    by abandoned_pages on its schedule: the count is claimed in its own commit, the provider
+    asked with no transaction open, the payment applied after."""
+    from gymctl.billing import abandoned_pages
+
+    abandoned_at = NOW + timedelta(hours=2)
+    with factory() as session:
+        gym = _gym(session)
+        plan = bf.make_plan(session, gym.organization)
+        _, bought = buy_card_plan(session, provider, gym, plan)
+        session.commit()
+    checkout.abandoned_sweep(factory, provider, now=abandoned_at, cipher=TEST_CIPHER)
+    card_server.complete_page(bought.page_id, APPROVE)
+    reads = card_server.requests(GET_PAGE)
+    with watching() as seen:
+        result = abandoned_pages.read_back_abandoned(
+            factory, provider, now=abandoned_at + timedelta(hours=1), cipher=TEST_CIPHER
+        )
+    assert (result["read"], len(result["completed"])) == (1, 1), result
+    assert card_server.requests(GET_PAGE) == reads + 1
+    _held(seen)
+    with factory() as session:
+        (paid,) = session.scalars(select(PaymentTransaction)).all()
+        assert paid.status == TransactionStatus.completed
 
 
 # -- the doors: as their routes call them ---------------------------------------------------

@@ -22,6 +22,8 @@ OWN_TRANSACTIONS = {
     "billing_side_effects",
     "billing_daily",
     "billing_abandoned_checkouts",
+    # Each abandoned page's read-back counted in its own commit before the provider is asked.
+    "billing_abandoned_read_back",
     "cancellation_sweep",
     # Each presale case's email in a transaction of its own: staff work those cases meanwhile.
     "retention_presale_cases",

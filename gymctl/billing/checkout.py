@@ -487,7 +487,8 @@ def abandoned_sweep(
     factory: sessionmaker[Session], provider: CardProvider, *, now: datetime, cipher: FieldCipher
 ) -> dict[str, object]:
     """Open pages past their time: read back first (a lost webhook may hide a success), then
-    cancel the unpaid subscription. A later verified completion revives it."""
+    cancel the unpaid subscription. A later verified completion revives it: the webhook's, or
+    `abandoned_pages.read_back_abandoned`'s, which reads the page back again on its schedule."""
     with factory() as session:
         expired = session.scalars(
             select(Checkout.id).where(
@@ -529,6 +530,9 @@ def abandoned_sweep(
                 continue
             checkout.status = CheckoutStatus.abandoned
             checkout.metadata_ = {**checkout.metadata_, "checkoutPageExpiredAt": now.isoformat()}
+            # Read back just now; the page can still be paid, so abandoned_pages reads it again
+            # on its schedule (a webhook lost for good would otherwise leave no ledger row).
+            checkout.read_back_at = now
             if is_replacement(checkout):  # the old card stays; the subscription is untouched
                 session.commit()
                 continue

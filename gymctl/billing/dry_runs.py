@@ -13,7 +13,14 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.billing import attempts, collector, desk_resolution, lifecycle, refunds
+from gymctl.billing import (
+    abandoned_pages,
+    attempts,
+    collector,
+    desk_resolution,
+    lifecycle,
+    refunds,
+)
 from gymctl.models import Checkout, PaymentTransaction
 from gymctl.models.billing import CheckoutStatus, SubscriptionStatus, TransactionStatus
 
@@ -83,6 +90,12 @@ def abandoned_checkouts(session: Session, now: datetime) -> dict[str, Any]:
     }
 
 
+def abandoned_read_back(session: Session, now: datetime) -> dict[str, Any]:
+    """Abandoned pages due a read-back on their schedule, the pass's own selection and cap."""
+    due = abandoned_pages.due_read_backs(session, now, limit=abandoned_pages.READ_BACKS_PER_PASS)
+    return {"wouldRead": [str(checkout_id) for checkout_id, _ in due]}
+
+
 def lifecycle_pass(session: Session, now: datetime) -> dict[str, Any]:
     """The pass itself, rolled back by the caller: what it would move."""
     return lifecycle.run_lifecycle(session, now=now)
@@ -95,6 +108,7 @@ DRY_RUNS: dict[str, Callable[[Session, datetime], dict[str, Any]]] = {
     "recovery": recovery,
     "side-effects": side_effects,
     "abandoned-checkouts": abandoned_checkouts,
+    "abandoned-read-back": abandoned_read_back,
 }
 
 

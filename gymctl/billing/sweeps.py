@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.billing import (
+    abandoned_pages,
     checkout,
     codes,
     collector,
@@ -73,6 +74,16 @@ def abandoned_checkouts(
     )
 
 
+def abandoned_read_back(
+    factory: sessionmaker[Session], now: datetime, settings: Settings
+) -> SweepResult:
+    """Abandoned pages read back again on their schedule (abandoned_pages): a page paid after
+    the abandoned sweep whose webhook was lost is recorded."""
+    return abandoned_pages.read_back_abandoned(
+        factory, card_provider_from_settings(settings), now=now, cipher=billing_cipher(settings)
+    )
+
+
 def lifecycle_pass(
     factory: sessionmaker[Session], now: datetime, settings: Settings
 ) -> SweepResult:
@@ -95,6 +106,7 @@ SWEEPS: dict[str, Sweep] = {
     "recovery": recovery,
     "side-effects": side_effects,
     "abandoned-checkouts": abandoned_checkouts,
+    "abandoned-read-back": abandoned_read_back,
 }
 
 

@@ -44,7 +44,8 @@ app = typer.Typer(no_args_is_help=True)
 @app.command("sweep")
 def sweep_command(
     name: str = typer.Argument(
-        ..., help="lifecycle, catch-up, daily, recovery, side-effects or abandoned-checkouts."
+        ...,
+        help="lifecycle, catch-up, daily, recovery, side-effects, abandoned-checkouts or abandoned-read-back.",
     ),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Report what it would touch (its caps); send and keep nothing."

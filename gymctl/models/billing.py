@@ -382,6 +382,11 @@ class CheckoutStatus(StrEnum):
     abandoned = "abandoned"
 
 
+# The pages the abandoned sweep marked abandoned (gymctl.billing.abandoned_pages reads them back
+# again): only these are indexed, by status, how many times they were read and when last.
+READ_BACK_WHERE = "read_back_at IS NOT NULL"
+
+
 class Checkout(IdMixin, Base):
     """A hosted payment page opened for a subscription: token-only (a presale saves its card) or
     charge-and-token. The page id is the deal reference verify-account reads back."""
@@ -407,8 +412,23 @@ class Checkout(IdMixin, Base):
     expires_at: Mapped[datetime]
     created_at: Mapped[datetime]
     completed_at: Mapped[datetime | None]
+    # Set when the abandoned sweep marks the page abandoned (its read-back then is the first),
+    # then at each later read-back (abandoned_pages.READ_BACK_SCHEDULE); read_backs counts those
+    # later ones. Null on a page never abandoned (and on those abandoned before s51's window).
+    read_back_at: Mapped[datetime | None]
+    read_backs: Mapped[int] = mapped_column(default=0, server_default=text("0"))
 
-    __table_args__ = (Index("ix_checkouts_open_expiry", "status", "expires_at"),)
+    __table_args__ = (
+        Index("ix_checkouts_open_expiry", "status", "expires_at"),
+        Index(
+            "ix_checkouts_read_back",
+            "status",
+            "read_backs",
+            "read_back_at",
+            postgresql_where=text(READ_BACK_WHERE),
+            sqlite_where=text(READ_BACK_WHERE),
+        ),
+    )
 
 
 class BillingSettings(Base):

@@ -78,6 +78,9 @@ NOT_FORECAST = {
     "bridge_booking_reconcile": "the bridge's queue",
     "bridge_dispatch": "calls the external system",
     "billing_side_effects": "reports settled payments whose effects are pending (alerts only)",
+    # It moves money only for a page the provider says was paid: a forecast's never is
+    # (SeededCardProvider answers every page still pending).
+    "billing_abandoned_read_back": "reads abandoned pages back; a forecast's are never paid",
     "billing_forecasts": "runs forecasts",
     "retention_escalation": "escalates staff tasks and closes cases of plans already ended",
     "retention_digest": "emails owners a digest",
