@@ -87,6 +87,24 @@ def test_staff_give_notice_for_a_member_and_need_a_reason(client, session, gym, 
     assert (notice.initiator, notice.given_by_user_id) == ("staff", gym[Role.owner].user.id)
 
 
+@pytest.mark.parametrize("effective", ["1900000000", " 1900000000 ", "1900000000.5", "2027"])
+def test_an_instant_given_as_a_number_in_a_string_is_refused_not_read_as_unix_time(
+    client, session, gym, subscription, effective
+):
+    """The document says an ISO 8601 date-time; pydantic read a string of digits as seconds
+    since 1970 even in strict mode, so staff's notice was given for a date they never wrote
+    (found by a randomized contract run: schema-violating, answered 200)."""
+    before = snapshot(session)
+    refused = client.post(
+        _sub_url(gym, subscription, "/notice"),
+        json={"reasonCode": "price", "effectiveAt": effective},
+        headers=gym[Role.owner].headers,
+    )
+    assert (refused.status_code, refused.json["code"]) == (400, "invalid_body"), refused.json
+    assert [f["field"] for f in refused.json["fields"]] == ["effectiveAt"]
+    assert snapshot(session) == before
+
+
 def test_another_members_subscription_is_404_to_a_member_and_a_coach(
     client,
     session,
