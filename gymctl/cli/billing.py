@@ -45,7 +45,8 @@ app = typer.Typer(no_args_is_help=True)
 def sweep_command(
     name: str = typer.Argument(
         ...,
-        help="lifecycle, catch-up, daily, recovery, side-effects, abandoned-checkouts or abandoned-read-back.",
+        help="lifecycle, catch-up, daily, recovery, side-effects, abandoned-checkouts or "
+        "abandoned-read-back.",
     ),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Report what it would touch (its caps); send and keep nothing."
