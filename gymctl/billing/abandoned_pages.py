@@ -41,9 +41,10 @@ READ_BACK_SCHEDULE: tuple[tuple[int, timedelta], ...] = (
 )
 READ_BACKS = sum(times for times, _ in READ_BACK_SCHEDULE)
 READ_BACK_WINDOW = sum((times * every for times, every in READ_BACK_SCHEDULE), timedelta())
-# A page read back as failed stays on the schedule: the member may still pay it after a decline
-# (a failed page's late success is applied like an abandoned one's).
-READ_BACK_STATUSES = (CheckoutStatus.abandoned, CheckoutStatus.failed)
+# Only pages the provider has not answered: one it answered as failed is final (spec B 6: a
+# failed page is processed as payment.failed; the provider takes no second payment on it), so
+# it is not read again.
+READ_BACK_STATUSES = (CheckoutStatus.abandoned,)
 READ_BACKS_PER_PASS = 100  # the oldest due first; the rest wait for the next pass (5 minutes)
 
 

@@ -31,7 +31,7 @@ from gymctl.models import Checkout, Organization, PaymentTransaction, Role, Subs
 from gymctl.models.billing import CheckoutStatus, SubscriptionStatus, TransactionStatus
 from tests.access.conftest import gym  # noqa: F401 (fixture)
 from tests.billing import factories as bf
-from tests.billing.cards import APPROVE, buy_card_plan
+from tests.billing.cards import APPROVE, DECLINE, buy_card_plan
 from tests.billing.factories import TEST_CIPHER, TEST_KEY
 from tests.billing.test_checkout_webhooks import (  # noqa: F401 (fixtures)
     GET_PAGE,
@@ -281,3 +281,25 @@ def test_the_operators_sweep_lists_the_due_page_then_records_it(
     swept = run_sweep("abandoned-read-back", session_factory, at, daemon_settings)
     assert swept["completed"] == [str(_checkout(session, page_id).id)]
     assert [t.amount_in_cents for t in _paid_on(session, subscription_id)] == [25000]
+
+
+@pytest.mark.embedded  # both engines
+def test_a_page_read_back_as_failed_is_final_and_not_read_again(
+    client, org, card_server, session, session_factory
+):
+    """Declined at the provider after the sweep abandoned it, the webhook lost: the read-back
+    records the failure (spec B 6: a failed page is processed as payment.failed) and the page
+    is not read again; the provider's page takes no second payment."""
+    plan = create_plan(client, org)
+    data = purchase(client, org, plan).json["data"]
+    page_id, subscription_id = data["checkout"]["pageId"], uuid.UUID(data["subscription"]["id"])
+    provider = card_server.provider()
+    checkout.abandoned_sweep(session_factory, provider, now=ABANDONED_AT, cipher=TEST_CIPHER)
+    assert not card_server.complete_page(page_id, DECLINE).succeeded
+    reads = card_server.requests(GET_PAGE)
+    assert _pass(session_factory, provider, ABANDONED_AT + HOUR)["failed"] == 1
+    assert _checkout(session, page_id).status == CheckoutStatus.failed
+    for hours in range(2, 10 * 24):
+        assert _pass(session_factory, provider, ABANDONED_AT + hours * HOUR)["due"] == 0
+    assert card_server.requests(GET_PAGE) == reads + 1
+    assert _paid_on(session, subscription_id) == []
