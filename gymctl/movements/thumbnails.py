@@ -241,6 +241,8 @@ def delete_after_commit(session: Session, store: ObjectStore, key: str) -> None:
 
 @event.listens_for(Session, "after_commit")
 def _delete_committed(session: Session) -> None:
+    if session.in_nested_transaction():
+        return  # a savepoint released: the transaction that stops naming the key is still open
     for store, key in session.info.pop(_AFTER_COMMIT, ()):
         _delete_quietly(store, key)
 

@@ -166,3 +166,28 @@ def test_a_thumbnail_from_elsewhere_is_never_deleted(world):
     assert upload(world).status_code == 200
     assert world.store.inner.head(canonical) is not None
     world.store.inner.delete(canonical)
+
+
+def test_a_savepoint_released_is_not_the_commit_that_stops_naming_the_object():
+    """SQLAlchemy tells `after_commit` of a savepoint's release too: the object went while the
+    transaction that stops naming it could still roll back (and did). Only the commit of the
+    session's own transaction deletes it; a rollback keeps it."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.orm import Session
+
+    deleted: list[str] = []
+    store = SimpleNamespace(delete=deleted.append)
+    with Session(create_engine("sqlite://")) as session:
+        session.execute(text("SELECT 1"))
+        thumbnails.delete_after_commit(session, store, "movements/thumbnails/o/a-0123456789ab.png")
+        with session.begin_nested():
+            session.execute(text("SELECT 1"))
+        assert deleted == []
+        session.rollback()
+        assert deleted == []
+        session.execute(text("SELECT 1"))
+        thumbnails.delete_after_commit(session, store, "movements/thumbnails/o/b-0123456789ab.png")
+        with session.begin_nested():
+            session.execute(text("SELECT 1"))
+        session.commit()
+    assert deleted == ["movements/thumbnails/o/b-0123456789ab.png"]
