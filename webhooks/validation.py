@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeVar, get_args
 from flask import request
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -162,6 +163,8 @@ def _instants_not_written_as_dates(model: type[BaseModel], data: Any) -> list[st
         key
         for name, field in model.model_fields.items()
         if field.annotation is datetime or datetime in get_args(field.annotation)
+        # A field with its own reader (a day alone, the forecast's until) reads its text itself.
+        if not any(isinstance(rule, BeforeValidator) for rule in field.metadata)
         for key in dict.fromkeys((field.alias or name, name))
         if isinstance(data.get(key), str) and not _INSTANT_TEXT.match(data[key].strip())
     ]

@@ -91,9 +91,10 @@ def test_the_owner_sets_and_clears_the_opening_day_and_finance_reads_it(
 
 def test_a_date_is_read_in_the_gyms_own_zone(client, gym):  # noqa: F811
     """Nov 22 starts at 10:00 UTC on Nov 21 in Kiritimati (UTC+14), after NOW (09:00)."""
-    answer = _patch(client, gym, {"timezone": "Pacific/Kiritimati", "openingDay": "2026-11-22"})
-    assert answer.status_code == 200, answer.json
-    assert answer.json["data"]["openingDay"] == "2026-11-21T10:00:00+00:00"
+    for day in ("2026-11-22", "20261122"):  # ISO 8601's basic format too, as the CLI reads it
+        answer = _patch(client, gym, {"timezone": "Pacific/Kiritimati", "openingDay": day})
+        assert answer.status_code == 200, answer.json
+        assert answer.json["data"]["openingDay"] == "2026-11-21T10:00:00+00:00"
 
 
 @pytest.mark.parametrize(
@@ -114,6 +115,7 @@ def test_a_date_is_read_in_the_gyms_own_zone(client, gym):  # noqa: F811
         ({"openingDay": "next week"}, 400, "invalid_body"),
         ({"openingDay": "2026-02-30"}, 400, "invalid_body"),
         ({"openingDay": 1796000000}, 400, "invalid_body"),
+        ({"openingDay": "1796000000"}, 400, "invalid_body"),  # not seconds since 1970
         ({"openingDay": True}, 400, "invalid_body"),
     ],
 )  # fmt: skip
