@@ -42,7 +42,7 @@ from gymctl.billing.checkout import checkout_by_page, verify_and_apply
 from gymctl.crypto import FieldCipher
 from gymctl.db import upsert_for
 from gymctl.events import EventKind, emit
-from gymctl.models import Organization, PaymentWebhookDelivery
+from gymctl.models import Checkout, Organization, PaymentWebhookDelivery
 from gymctl.providers.card import CardProvider
 
 logger = logging.getLogger(__name__)
@@ -74,9 +74,10 @@ def card_provider_webhook(
     page_id = body.get("LowProfileId") or body.get("lowProfileId")
     if not isinstance(page_id, str) or not PAGE_ID.fullmatch(page_id):
         page_id = None
-    if not _card_webhook_served(session, organization_id, page_id):
+    opened = checkout_by_page(session, organization_id, page_id) if page_id else None
+    if not _card_webhook_served(session, organization_id, opened):
         return _unknown_organization(400)  # every rejection of this provider is a 400
-    refused = _throttled(session, organization_id, page_id, now)
+    refused = _throttled(session, organization_id, opened, now)
     if refused is not None:
         return refused
     if page_id is None:
@@ -111,14 +112,13 @@ def card_provider_webhook(
 
 
 def _throttled(
-    session: Session, organization_id: uuid.UUID, page_id: str | None, now: datetime
+    session: Session, organization_id: uuid.UUID, opened: Checkout | None, now: datetime
 ) -> Answer | None:
     """Anyone can post this webhook, and each one costs a provider read-back and an event row.
     A checkout's own page is limited per checkout; everything else (malformed, a page we never
     opened) shares one budget per organization. Counted in the database, so it holds across
     workers; the provider redelivers minutes apart, far below the limit."""
-    checkout = checkout_by_page(session, organization_id, page_id) if page_id else None
-    key = f"card-webhook:checkout:{checkout.id}" if checkout else f"card-webhook:{organization_id}"
+    key = f"card-webhook:checkout:{opened.id}" if opened else f"card-webhook:{organization_id}"
     return _spend(session, key, now)
 
 
@@ -131,20 +131,19 @@ def _spend(session: Session, key: str, now: datetime) -> Answer | None:
     return Answer(429, ratelimit.refused(spent).to_json())
 
 
-def _card_webhook_served(session: Session, organization_id: uuid.UUID, page_id: str | None) -> bool:
+def _card_webhook_served(
+    session: Session, organization_id: uuid.UUID, opened: Checkout | None
+) -> bool:
     """A live or inactive organization; a deleted one only for a page one of its own checkouts
     names. A member can still pay a page after the gym was deleted (one the abandoned sweep
     marked abandoned, or one open at the deletion): the provider took the money, so the page is
     read back on the terminal that opened it and the payment recorded on its ended plan for a
     refund (checkout.apply_page: not revived, billing_contradiction, urgent follow-up). Its
     throttle budget is the checkout's, so no one makes new budgets; a page the deleted gym
-    never opened, like an organization that never existed, writes nothing. Read only."""
-    organization = session.get(Organization, organization_id)
-    if organization is None:
-        return False
-    if organization.deleted_at is None:
-        return True
-    return page_id is not None and checkout_by_page(session, organization_id, page_id) is not None
+    never opened, like an organization that never existed, writes nothing. Read only.
+    `opened`: the organization's checkout that opened the page, if any (none in an organization
+    that does not exist)."""
+    return opened is not None or _organization_exists(session, organization_id)
 
 
 def _organization_exists(session: Session, organization_id: uuid.UUID) -> bool:
