@@ -47,7 +47,15 @@ from gymctl.bridge.connection import (
     open_client,
     wind_down,
 )
-from gymctl.bridge.operations import Defer, Disconnected, OpContext, Park, Retry, perform
+from gymctl.bridge.operations import (
+    Defer,
+    Disconnected,
+    Erased,
+    OpContext,
+    Park,
+    Retry,
+    perform,
+)
 from gymctl.bridge.polling import serve_polls
 from gymctl.clock import Clock
 from gymctl.config import Settings
@@ -349,9 +357,14 @@ def _run_op(
         sent.add(op, queue.withdrawn(op, now=now(), payload=op.payload),
                  {"outcome": "withdrawn", "httpStatus": None, "requests": 0})  # fmt: skip
         return
+    context.sending = op
     try:
         outcome = perform(context, op)
         values = queue.succeeded(op, now=now())
+    except Erased as erased:
+        # Erased after the claim, before this call: it never left.
+        outcome = "withdrawn"
+        values = queue.withdrawn(op, now=now(), payload=erased.payload)
     except Park as parked:
         outcome = parked.issue
         values = queue.parked(op, issue=parked.issue, error=str(parked))
@@ -384,6 +397,8 @@ def _run_op(
             sent.drop()
         outcome = "internal_error"
         values = queue.failed(op, now=now(), error=type(error).__name__, ladder=policy.ladder)
+    finally:
+        context.sending = None
     report = {"outcome": outcome, "httpStatus": http_status,
               "requests": throttle.calls - calls_before}  # fmt: skip
     sent.add(op, values, report)

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
-from gymctl.bridge import classes, entity_map
+from gymctl.bridge import classes, entity_map, queue
 from gymctl.bridge.client import CallFailure, ExternalCallError, ExternalGymClient
 from gymctl.bridge.payloads import (
     BookingPayload,
@@ -67,6 +67,15 @@ class Disconnected(Exception):
     """The organization was disconnected while its dispatcher ran: no further call leaves."""
 
 
+class Erased(Exception):
+    """The member of the op about to call was erased after its claim (mirror.member_erased
+    scrubbed the stored op, `payload`): the worker's copy still names them, and never leaves."""
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        self.payload = payload
+        super().__init__(queue.ERASED)
+
+
 ACTIVE_BRIDGE = "active_bridge_membership"  # cache key: a member's live bridge membership
 
 _LINKS = EntityLink.__table__
@@ -85,9 +94,13 @@ _LIVE_BRIDGE_MEMBERSHIPS = select(*_COLUMNS).where(
     _LINKS.c.metadata["status"].as_string() == "active",
 )
 _UPDATE_LINK = update(_LINKS).where(_LINKS.c.id == bindparam("link_id"))
-_STATUS = select(IntegrationConnection.status).where(
-    IntegrationConnection.id == bindparam("connection_id")
-)
+# The connection's status and the stored payload of the op about to call (none: NULL), in one.
+_STATUS = select(
+    IntegrationConnection.status,
+    select(SyncOp.payload).where(SyncOp.id == bindparam("op_id")).scalar_subquery(),
+).where(IntegrationConnection.id == bindparam("connection_id"))
+# The ops an erasure scrubs in flight (queue.erased): read again before each of their calls.
+_PERSONAL = (OpType.user_create, OpType.user_update)
 
 
 @dataclass
@@ -120,6 +133,7 @@ class OpContext:
     now: Callable[[], datetime]
     links: dict[tuple[str, str], Known | None] = field(default_factory=dict)
     disconnected: bool = False
+    sending: SyncOp | None = None  # the op whose calls go out now (the dispatcher's _run_op)
     inserts: dict[uuid.UUID, dict[str, Any]] = field(default_factory=dict)
     updates: dict[uuid.UUID, dict[str, Any]] = field(default_factory=dict)
 
@@ -130,12 +144,20 @@ class OpContext:
     def commit_before_call(self) -> None:
         """Only a transaction the session really began (a read, a flush) is committed; links
         merely held wait for the batch's write. Then the connection's status is read again:
-        once a disconnect has committed, no further call leaves for the organization."""
-        status = self.session.scalar(_STATUS, {"connection_id": self.connection.id})
+        once a disconnect has committed, no further call leaves for the organization. And a
+        user op's stored payload: the batch's copy was claimed before the ops ahead of it ran,
+        and an erasure committed since has scrubbed the stored one (Erased)."""
+        op = self.sending
+        personal = op is not None and op.op_type in _PERSONAL
+        status, stored = self.session.execute(
+            _STATUS, {"connection_id": self.connection.id, "op_id": op.id if personal else None}
+        ).one_or_none() or (None, None)
         self.session.commit()
         if status not in (ConnectionStatus.active, ConnectionStatus.pending):
             self.disconnected = True
             raise Disconnected(f"the connection is {status.value if status else 'gone'}")
+        if stored is not None and queue.erased(op.op_type, stored):
+            raise Erased(stored)
 
     def prefetch(self, ops: list[SyncOp]) -> None:
         """Two reads for the batch: the links its ops name, and their members' live bridge
