@@ -28,6 +28,7 @@ from gymctl.models import PaymentTransaction
 from gymctl.models.billing import TransactionStatus, TransactionType
 from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.providers.documents import TAX_INVOICE_AND_RECEIPT_REFUND, DocumentProvider
+from gymctl.retention import refund_owed
 
 CREDIT_NOTE = "credit_note"
 
@@ -146,6 +147,8 @@ def file_credit_note(
         },
     )
     session.flush()
+    if request.cash_returned:  # money back: a settlement's owner task may be done
+        refund_owed.refund_recorded(session, sale, now=now)
     return _answer(note, sale, replayed=False)
 
 

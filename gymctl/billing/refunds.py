@@ -45,6 +45,7 @@ from gymctl.providers.documents import (
     DocumentRequest,
     DocumentUnavailable,
 )
+from gymctl.retention import refund_owed
 
 REFUNDABLE = (TransactionStatus.completed,)
 
@@ -418,6 +419,7 @@ def _refunded(
         },
     )
     session.flush()
+    refund_owed.refund_recorded(session, original, now=now)  # a settlement's owner task
 
 
 def _document(

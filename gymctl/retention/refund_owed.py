@@ -1,0 +1,79 @@
+"""The refund a cancellation settlement asks the owner for, recorded (spec B 3, 7, 8).
+
+A settlement that cannot refund by itself (`manual`: a cash or manual payment; or its card
+refund failed) files the owner a manual_refund task on the subscription. The owner pays it back
+through the ledger: a refund of the settled charge (the refund route, cash returned or through
+the card provider) or a credit note with cash returned. Once those given back since the
+settlement reach what it owed, the settlement reads `refunded` and its task is done, in the
+refund's transaction: nothing else closes the task, and the refund task sweep bumped it, urgent,
+every three days for ever, asking for money the ledger shows was paid.
+
+Billing's refund writers call `refund_recorded` under the charge's row lock; nothing of billing
+is imported here (billing imports this).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gymctl.models import CancellationSettlement, PaymentTransaction
+from gymctl.models.billing import TransactionStatus, TransactionType
+from gymctl.tasks import close_task
+
+OWED = ("owner_task", "refund_failed")  # the executions that left the refund to the owner
+CREDIT_NOTE = "credit_note"  # billing.credit_notes' source: a document, money back only in cash
+
+
+def _given_back(row: PaymentTransaction) -> bool:
+    meta = row.metadata_ or {}
+    return meta.get("source") != CREDIT_NOTE or bool(meta.get("cashReturned"))
+
+
+def refund_recorded(session: Session, charge: PaymentTransaction, *, now: datetime) -> bool:
+    """A refund (or a credit note) of `charge` completed: the settlement of that charge whose
+    refund the owner owes is done once what went back since it was settled covers its amount.
+    True when one was."""
+    settlement = session.scalar(
+        select(CancellationSettlement)
+        .where(
+            CancellationSettlement.charge_transaction_id == charge.id,
+            CancellationSettlement.execution.in_(OWED),
+        )
+        .with_for_update()
+    )
+    if settlement is None:
+        return False
+    back = session.scalars(
+        select(PaymentTransaction)
+        .where(
+            PaymentTransaction.type == TransactionType.refund,
+            PaymentTransaction.status == TransactionStatus.refunded,
+            PaymentTransaction.metadata_["refundedTransactionId"].as_string() == str(charge.id),
+            PaymentTransaction.created_at >= settlement.created_at,
+        )
+        .order_by(PaymentTransaction.created_at, PaymentTransaction.id)
+    ).all()
+    rows = [row for row in back if _given_back(row)]
+    if sum(row.amount_in_cents for row in rows) < settlement.amount_in_cents:
+        return False
+    settlement.detail = {
+        **(settlement.detail or {}),
+        "ownerRecorded": [str(row.id) for row in rows],
+        "was": settlement.execution,
+    }
+    settlement.execution = "refunded"
+    settlement.refund_transaction_id = rows[-1].id  # the one that completed it
+    settlement.updated_at = now
+    close_task(
+        session,
+        organization_id=settlement.organization_id,
+        kind="manual_refund",
+        subject_type="subscription",
+        subject_id=str(settlement.subscription_id),
+        because="refund_recorded",
+        now=now,
+    )
+    return True
