@@ -23,6 +23,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gymctl.access import codes
+from gymctl.access.erased import is_erased_address
 from gymctl.access.invitations import Outreach, normalize_email, request_link
 from gymctl.access.memberships import active_member_count, end_sales_grant
 from gymctl.bridge import mirror
@@ -210,7 +211,14 @@ def convert_lead(
     session: Session, registrar: Registrar, lead_id: uuid.UUID, *, now: datetime
 ) -> User:
     lead = session.get(Lead, lead_id)
-    if lead is None or lead.organization_id != registrar.organization.id:
+    if (
+        lead is None
+        or lead.organization_id != registrar.organization.id
+        # Erasure closed it and put a stand-in for the person's address and name: converted,
+        # it registered a member named "erased" under an address reaching no one, sent on to
+        # the gym's external system (imports and bulk invites skip such an address too).
+        or is_erased_address(lead.email)
+    ):
         raise not_found(codes.LEAD_NOT_FOUND, "no such lead")
     if lead.status == "converted":
         raise conflict(codes.LEAD_CONVERTED, "this lead is already a member")

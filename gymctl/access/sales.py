@@ -20,8 +20,10 @@ from gymctl.access.memberships import membership_of
 from gymctl.errors import not_found, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import Membership, MembershipStatus, Role, SalesGrant
+from gymctl.models.integrity import UniqueViolation, unique_violation
 
 SCOPES = ("own", "team")
+LIVE_GRANT_KEY = "uq_sales_grants_live_membership"  # one live grant per membership
 
 
 @dataclass(frozen=True)
@@ -52,11 +54,10 @@ def grant_sales(
             codes.SALES_GRANT_INELIGIBLE,
             "only an active coach receives a sales grant (owner and admin already manage sales)",
         )
-    grant = _live_grant(session, target.id) or SalesGrant(
-        organization_id=actor.organization_id, membership_id=target.id, created_at=now
+    grant = _live_grant(session, target.id) or _first_grant(
+        session, actor, target, scope=scope, manager=manager, now=now
     )
     grant.scope, grant.manager, grant.granted_by_user_id = scope, manager, actor.user_id
-    session.add(grant)
     emit(
         session,
         EventKind.audit,
@@ -91,6 +92,39 @@ def revoke_sales(
             actor_user_id=actor.user_id,
         )
     session.flush()
+    return grant
+
+
+def _first_grant(
+    session: Session,
+    actor: Membership,
+    target: Membership,
+    *,
+    scope: str,
+    manager: bool,
+    now: datetime,
+) -> SalesGrant:
+    """The coach's live grant, inserted; or, when a grant at once (a double tap, a second
+    admin) stored one first, that one (both read none, and the second insert broke the one
+    live grant per membership: a 500). The caller writes the scope over it: the later wins."""
+    grant = SalesGrant(
+        organization_id=actor.organization_id,
+        membership_id=target.id,
+        scope=scope,
+        manager=manager,
+        granted_by_user_id=actor.user_id,
+        created_at=now,
+    )
+    try:
+        with unique_violation(LIVE_GRANT_KEY), session.begin_nested():
+            session.add(grant)
+    except UniqueViolation:
+        return session.scalars(
+            select(SalesGrant)
+            .where(SalesGrant.membership_id == target.id, SalesGrant.revoked_at.is_(None))
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        ).one()
     return grant
 
 
