@@ -57,6 +57,21 @@ def give_notice(session, gym, subscription, **overrides):
     return notices.give_notice(session, gym.organization.id, subscription.id, **values)
 
 
+def staff_notice(session, gym, subscription, effective):
+    """Staff give notice for the member, for the owner's own reason, effective on `effective`;
+    the case it opened."""
+    _, case = give_notice(
+        session,
+        gym,
+        subscription,
+        initiator="staff",
+        actor_user_id=gym.owner.id,
+        reason_code="price",
+        effective_at=effective,
+    )
+    return case
+
+
 def log_contact(session, gym, case, *, at=NOW, channel="phone", note=None):
     """The owner logs a contact with the member, made at `at`."""
     return cases.log_contact(

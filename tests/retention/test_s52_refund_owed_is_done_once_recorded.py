@@ -23,7 +23,7 @@ from gymctl.retention.refund_tasks import bump_overdue_refund_tasks
 from gymctl.retention.settlement import period_end_sweep
 from tests.billing.factories import make_subscription, make_transaction
 from tests.conftest import NOW
-from tests.retention.conftest import give_notice
+from tests.retention.conftest import staff_notice
 
 D = timedelta(days=1)
 
@@ -35,15 +35,7 @@ def _settled_cash_plan(session, session_factory, gym, doors):
     charge = make_transaction(
         session, gym, subscription_id=subscription.id, method="cash", amount_in_cents=36500
     )
-    give_notice(
-        session,
-        gym,
-        subscription,
-        initiator="staff",
-        actor_user_id=gym.owner.id,
-        reason_code="price",
-        effective_at=NOW,
-    )
+    staff_notice(session, gym, subscription, NOW)
     session.commit()
     period_end_sweep(session_factory, doors, now=NOW)
     return charge

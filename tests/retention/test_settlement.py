@@ -42,7 +42,12 @@ from tests.billing.factories import (
 from tests.billing.fake_card_provider import Fault
 from tests.billing_ops.helpers import card_of
 from tests.conftest import NOW
-from tests.retention.conftest import give_notice, log_contact, paid_card_subscription
+from tests.retention.conftest import (
+    give_notice,
+    log_contact,
+    paid_card_subscription,
+    staff_notice,
+)
 
 D = timedelta(days=1)
 
@@ -110,20 +115,6 @@ def test_a_dated_pause_counts_only_its_days_inside_the_span_refunded():
 # --- the sweep ------------------------------------------------------------------------------
 
 
-def _notice(session, gym, subscription, effective):
-    """Staff give notice for the member, effective on `effective`."""
-    _, case = give_notice(
-        session,
-        gym,
-        subscription,
-        initiator="staff",
-        actor_user_id=gym.owner.id,
-        reason_code="price",
-        effective_at=effective,
-    )
-    return case
-
-
 def _sweep(session_factory, doors, at):
     return period_end_sweep(session_factory, doors, now=at)
 
@@ -140,7 +131,7 @@ def test_a_matured_card_notice_is_cancelled_and_refunded_once_through_the_provid
     subscription, charge = paid_card_subscription(
         session, gym, card_server, current_period_end=NOW + 100 * D
     )
-    _notice(session, gym, subscription, NOW + 10 * D)
+    staff_notice(session, gym, subscription, NOW + 10 * D)
     session.commit()
     at = NOW + 10 * D
     assert _sweep(session_factory, doors, at - timedelta(seconds=1)).cancelled == []
@@ -183,7 +174,7 @@ def test_a_matured_card_notice_is_cancelled_and_refunded_once_through_the_provid
 
 def test_a_logged_contact_makes_the_outcome_lost_contacted(session, session_factory, gym, doors):
     subscription = make_subscription(session, gym, PlanType.cash, current_period_end=NOW + D)
-    case = _notice(session, gym, subscription, NOW + D)
+    case = staff_notice(session, gym, subscription, NOW + D)
     log_contact(session, gym, case)
     session.commit()
     _sweep(session_factory, doors, NOW + D)
@@ -198,7 +189,7 @@ def test_a_refund_the_provider_refuses_becomes_a_high_priority_owner_task_and_st
         session, gym, card_server, current_period_end=NOW + 100 * D
     )
     charge.provider_transaction_id = "987654321"  # no such deal there: the provider refuses
-    _notice(session, gym, subscription, NOW + 50 * D)
+    staff_notice(session, gym, subscription, NOW + 50 * D)
     session.commit()
     result = _sweep(session_factory, doors, NOW + 50 * D)
     assert result.cancelled == [str(subscription.id)]
@@ -232,7 +223,7 @@ def test_a_refund_left_unknown_stays_stored_and_the_next_sweep_sends_the_same_on
     subscription, _ = paid_card_subscription(
         session, gym, card_server, current_period_end=NOW + 100 * D
     )
-    _notice(session, gym, subscription, NOW + 50 * D)
+    staff_notice(session, gym, subscription, NOW + 50 * D)
     session.commit()
     card_server.inject(REFUND, Fault.answer_lost)
     assert _sweep(session_factory, doors, NOW + 50 * D).cancelled == [str(subscription.id)]
@@ -260,7 +251,7 @@ def test_a_cash_payment_becomes_an_owner_task_due_in_3_days(
     make_transaction(
         session, gym, subscription_id=subscription.id, method="cash", amount_in_cents=36500
     )
-    _notice(session, gym, subscription, NOW)
+    staff_notice(session, gym, subscription, NOW)
     session.commit()
     _sweep(session_factory, doors, NOW)
     settlement = session.scalar(select(CancellationSettlement))
@@ -279,7 +270,7 @@ def test_effective_on_the_period_end_owes_nothing_and_says_so(
     session, session_factory, gym, card_server, doors, mailbox
 ):
     subscription, _ = paid_card_subscription(session, gym, card_server)
-    _notice(session, gym, subscription, subscription.current_period_end)
+    staff_notice(session, gym, subscription, subscription.current_period_end)
     session.commit()
     _sweep(session_factory, doors, subscription.current_period_end)
     settlement = session.scalar(select(CancellationSettlement))
@@ -298,7 +289,7 @@ def test_a_standing_order_that_cannot_be_cancelled_opens_a_reminder_and_still_ca
     subscription = make_subscription(
         session, gym, payment_collection_method=CollectionMethod.provider_direct
     )
-    _notice(session, gym, subscription, NOW)
+    staff_notice(session, gym, subscription, NOW)
     session.commit()
     assert _sweep(session_factory, doors, NOW).cancelled == [str(subscription.id)]
     session.expire_all()
@@ -315,7 +306,7 @@ def test_an_email_not_handed_over_is_sent_by_the_next_run_without_settling_again
     subscription, _ = paid_card_subscription(
         session, gym, card_server, current_period_end=NOW + 30 * D
     )
-    _notice(session, gym, subscription, NOW)
+    staff_notice(session, gym, subscription, NOW)
     session.commit()
 
     class Down:
@@ -333,7 +324,7 @@ def test_an_email_not_handed_over_is_sent_by_the_next_run_without_settling_again
 def test_rows_without_a_matured_notice_are_left_alone(session, session_factory, gym, doors):
     running = make_subscription(session, gym)
     later = make_subscription(session, gym, current_period_end=NOW + 9 * D)
-    _notice(session, gym, later, NOW + 9 * D)
+    staff_notice(session, gym, later, NOW + 9 * D)
     session.commit()
     assert _sweep(session_factory, doors, NOW + D).cancelled == []
     session.expire_all()
@@ -358,7 +349,7 @@ def test_a_refunded_current_charge_owes_nothing_and_never_refunds_an_older_perio
     )
     charge.status = TransactionStatus.refunded
     charge.metadata_ = {"refundedInCents": 36500}
-    _notice(session, gym, subscription, NOW + 10 * D)
+    staff_notice(session, gym, subscription, NOW + 10 * D)
     session.commit()
     assert _sweep(session_factory, doors, NOW + 10 * D).cancelled == [str(subscription.id)]
     settlement = session.scalar(select(CancellationSettlement))
@@ -551,8 +542,8 @@ def test_a_notice_whose_settlement_fails_holds_back_no_other(
         make_subscription(session, gym, PlanType.cash, current_period_end=NOW + 30 * D)
         for _ in range(2)
     )
-    _notice(session, gym, first, NOW)
-    _notice(session, gym, second, NOW + timedelta(minutes=1))
+    staff_notice(session, gym, first, NOW)
+    staff_notice(session, gym, second, NOW + timedelta(minutes=1))
     session.commit()
     settle_one = settlement.settle_one
 
