@@ -61,7 +61,7 @@ from gymctl.providers.card import (
     Terminal,
     same_terminal,
 )
-from gymctl.retention.overtaken import end_overtaken_notice
+from gymctl.retention.overtaken import end_overtaken_notice, notice_follows_paid_period
 from gymctl.tasks import close_task, file_task
 
 PROTOCOL = 1
@@ -801,6 +801,12 @@ def settle(
         done += ["subscription", "membership"]  # the membership stays with the holder
     else:
         grant_period(session, subscription, now=now)
+        if transaction.attempt_kind != AttemptKind.debt and notice_follows_paid_period(
+            session, subscription, transaction_id=transaction.id, now=now
+        ):
+            # A notice given while this renewal was in flight read the period before it: it
+            # ends the period paid (a debt paid keeps s41's rule: a notice in debt ends now).
+            mirror.subscription_changed(session, subscription, now=now)
         done += ["subscription", "membership"]
         granted = True
     # The ledger row settles with its effects, in one write (all in this one transaction).

@@ -82,9 +82,10 @@ _SETTINGS = BillingSettings.__table__
 _DEFAULT_GRACE_DAYS = _SETTINGS.c.billing_grace_days.default.arg  # spec B 2.5: 7
 
 
-def _no_unresolved_attempt() -> ColumnElement[bool]:
+def no_unresolved_attempt() -> ColumnElement[bool]:
     """A pending protected attempt means the outcome is unknown, not that nothing was charged
-    (spec B 2.2): the row waits until the collector resolves it. Pending attempts are few, so
+    (spec B 2.2): the row waits until the collector resolves it (the period-end sweep waits
+    the same way: `settlement.matured`). Pending attempts are few, so
     PostgreSQL probes them as one hashed set (an anti-join was misplanned as a loop)."""
     return S.c.id.not_in(
         select(_PT.c.subscription_id).where(
@@ -97,7 +98,7 @@ def _no_unresolved_attempt() -> ColumnElement[bool]:
 
 def _live(status: SubscriptionStatus, *conditions: ColumnElement[bool]) -> ColumnElement[bool]:
     return and_(
-        S.c.status == status.value, S.c.deleted_at.is_(None), *conditions, _no_unresolved_attempt()
+        S.c.status == status.value, S.c.deleted_at.is_(None), *conditions, no_unresolved_attempt()
     )
 
 

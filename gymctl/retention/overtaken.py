@@ -11,8 +11,10 @@ The notice row stays as given: it was not withdrawn.
 
 Every ending but the notice's own calls `end_overtaken_notice`: `attempts.end_plan` (removal,
 erasure, a deleted gym or login, a superseded plan), the lifecycle pass for the plans it cancels
-for non-payment, and the hourly escalation for a case an older release left open. Nothing of
-billing is imported here: billing's enders import this.
+for non-payment, and the hourly escalation for a case an older release left open. A renewal
+paid onto a notice already in effect moves it to the end of the period paid
+(`notice_follows_paid_period`, from `attempts.settle`). Nothing of billing is imported here:
+billing's enders import this.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.events import EventKind, emit
-from gymctl.models import RetentionCase, RetentionContact, Subscription, Task
+from gymctl.models import CancellationNotice, RetentionCase, RetentionContact, Subscription, Task
 from gymctl.models.retention import CaseKind, RetentionOutcome
 
 # Endings whose outcome is not the member lost: a debt paid on a plan the member bought again
@@ -121,6 +123,58 @@ def end_overtaken_notice(
             "caseId": str(case.id) if case is not None else None,
             "effectiveAt": effective.isoformat() if effective is not None else None,
             "userId": str(subscription.user_id),
+        },
+    )
+    return True
+
+
+def notice_follows_paid_period(
+    session: Session, subscription: Subscription, *, transaction_id: uuid.UUID, now: datetime
+) -> bool:
+    """A renewal has just paid the period now current (the caller holds the plan's row): a
+    notice already in effect, given while the charge was in flight (or before a charge that
+    its date did not stop), read the period before it, over, and took effect at once. It takes
+    effect at the end of the period paid instead, as a notice given a moment after the charge
+    would have (ended at once, the member lost the month just paid, ceil(days) / 365 of it
+    refunded). A date still to come is left as given (staff chose it; the settlement prorates
+    it). True when the notice moved."""
+    effective = subscription.cancellation_effective_at
+    end = subscription.current_period_end
+    if (
+        not subscription.cancel_at_period_end
+        or effective is None
+        or end is None
+        or effective > now
+        or effective >= end
+    ):
+        return False
+    subscription.cancellation_effective_at = end
+    subscription.updated_at = now
+    notice = session.scalar(
+        select(CancellationNotice)
+        .where(
+            CancellationNotice.subscription_id == subscription.id,
+            CancellationNotice.withdrawn_at.is_(None),
+        )
+        .order_by(CancellationNotice.given_at.desc())
+        .limit(1)
+    )
+    if notice is not None:
+        notice.effective_at = end
+    emit(
+        session,
+        EventKind.audit,
+        "subscription.notice_moved",
+        at=now,
+        aggregate_type="subscription",
+        aggregate_id=subscription.id,
+        organization_id=subscription.organization_id,
+        payload={
+            "reason": "renewal_paid",
+            "from": effective.isoformat(),
+            "to": end.isoformat(),
+            "transactionId": str(transaction_id),
+            "noticeId": str(notice.id) if notice is not None else None,
         },
     )
     return True

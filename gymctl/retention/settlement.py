@@ -32,8 +32,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from gymctl import ids
 from gymctl.access.memberships import owner_of
 from gymctl.billing.accounts import CARD_PROVIDER
-from gymctl.billing.attempts import SETTLED, emit_cancelled, lock_subscription
-from gymctl.billing.lifecycle import ends_by_itself
+from gymctl.billing.attempts import (
+    SETTLED,
+    emit_cancelled,
+    lock_subscription,
+    unresolved_attempt,
+)
+from gymctl.billing.lifecycle import ends_by_itself, no_unresolved_attempt
 from gymctl.billing.refunds import begin_refund, execute_refund, refundable_amount
 from gymctl.bookings import book
 from gymctl.bridge import mirror
@@ -142,7 +147,10 @@ def matured(session: Session, *, now: datetime, limit: int = BATCH) -> list[uuid
     """Notices effective by `now`, but for a plan whose own end came before its notice: the
     lifecycle pass ends that one by itself and overtakes the notice (s42), also when this sweep
     runs first after an outage (`lifecycle.ends_by_itself`). Disjoint from what the pass ends
-    at `now`, so a row one takes the other never does."""
+    at `now`, so a row one takes the other never does. A plan whose charge attempt is
+    unresolved waits for a later pass, as the lifecycle's rows do (`no_unresolved_attempt`):
+    the charge may pay the next period, and the notice then ends that one
+    (`overtaken.notice_follows_paid_period`); declined, the notice ends the plan now."""
     return list(
         session.scalars(
             select(Subscription.id)
@@ -150,6 +158,7 @@ def matured(session: Session, *, now: datetime, limit: int = BATCH) -> list[uuid
                 *_notices(),
                 Subscription.cancellation_effective_at <= now,
                 not_(ends_by_itself(now)),
+                no_unresolved_attempt(),
             )
             .order_by(Subscription.cancellation_effective_at, Subscription.id)
             .limit(limit)
@@ -560,7 +569,7 @@ def _settle_matured(
 ) -> bool:
     """Settle one matured notice and send its refund; False when another daemon holds its
     rows (only without `wait`). A notice settled meanwhile, withdrawn or not yet effective is
-    left alone."""
+    left alone, and so is one whose plan has a charge attempt unresolved (`matured`)."""
     with factory() as session:
         if is_postgres(session):
             # Both tries: the first skips a held plan, but the waiting members it locks first
@@ -590,6 +599,8 @@ def _settle_matured(
             is not None
         ):
             return True  # another daemon settled it
+        if unresolved_attempt(session, subscription_id) is not None:
+            return True  # a charge began since it was selected: a later pass, once it settles
         settlement = settle_one(session, subscription, doors, now=now)
         session.commit()
     execution = settlement.execution
