@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, lazyload
 
 from gymctl.access import codes, erased
 from gymctl.access.grants import require_grant, require_role_change
@@ -59,6 +59,32 @@ def membership_of(session: Session, org_id: uuid.UUID, user_id: uuid.UUID) -> Me
     )
     if membership is None:
         raise not_found(codes.MEMBER_NOT_FOUND, "no such member in this organization")
+    return membership
+
+
+def _read_locked(session: Session, membership: Membership) -> None:
+    """The membership's row locked and read again, as the commit it waited for left it (without
+    its organization, which the mapping joins in: FOR UPDATE refuses an outer join)."""
+    session.scalar(
+        select(Membership)
+        .where(Membership.id == membership.id)
+        .options(lazyload(Membership.organization))
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+
+
+def live_membership_of(session: Session, org_id: uuid.UUID, user_id: uuid.UUID) -> Membership:
+    """The member's membership, to collect something new on it (their national id): locked and
+    read as it is now, so a removal or an erasure committing meanwhile is seen. One that ended
+    (cancelled: removed, erased, the login or the gym deleted) is 409 member_not_active, as a
+    role change and the desk's charge answer: the gym no longer serves the person, and an
+    erased member's membership would hold a national id again beside "Erased member". Live
+    memberships (active, invited, pending_invitation, suspended) are written as before."""
+    membership = membership_of(session, org_id, user_id)
+    _read_locked(session, membership)
+    if membership.status is MembershipStatus.cancelled:
+        raise conflict(codes.MEMBER_NOT_ACTIVE, "the membership ended; nothing is collected on it")
     return membership
 
 
@@ -172,14 +198,22 @@ def remove_member(
     platform_admin: bool = False,
     now: datetime,
 ) -> Membership:
-    """End a membership (status cancelled). The owner is removable only by a platform admin."""
+    """End a membership (status cancelled). The owner is removable only by a platform admin.
+    One that ended already (removed, erased, the login deleted) is a repeat: after the same
+    refusals, it answers as it is and nothing is written (no second membership.removed, no
+    second end queued to the bridge). Its row is locked and read again first (with the rows
+    lock_leaving takes, in its order), so a removal that waited on another sees it ended."""
     target = membership_of(session, org_id, target_user_id)
+    lock_leaving(session, target, now=now)
+    _read_locked(session, target)
     if target.role is Role.owner and not platform_admin:
         raise forbidden(codes.OWNER_PROTECTED, "only a platform admin can remove the owner")
     if actor is not None and not platform_admin:
         if target.id == actor.id:
             raise forbidden(codes.REMOVE_SELF, "leave the organization from your own settings")
         require_grant(actor.role, target.role)
+    if target.status is MembershipStatus.cancelled:
+        return target
     ended = end_membership(session, target, actor_user_id=actor_user_id, now=now)
     emit(
         session,

@@ -172,7 +172,7 @@ def set_national_id(org_id, user_id):
     """Stored encrypted on this organization's membership (never the shared user row, which
     other organizations rely on) and bound to it; the answer never echoes it."""
     body = parse(NationalId)
-    member = memberships.membership_of(db(), org_id, user_id)
+    member = memberships.live_membership_of(db(), org_id, user_id)  # ended: 409
     try:
         cipher = national_id_cipher(services().settings)
     except ConfigError:
