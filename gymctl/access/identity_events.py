@@ -100,7 +100,8 @@ def user_deleted(
     outcome = users.user_deleted(session, data, now=now, settings=settings)
     user = user_by_identity(session, data["id"]) if outcome == "deleted" else None
     if user is not None:
-        # An owner's stays: a gym is never left without one (a platform admin moves it).
+        # An owner's stays: a gym is never left without one (a platform admin appoints
+        # another, which ends it: owner_appointment.appoint_owner).
         for membership in session.scalars(
             select(Membership).where(
                 Membership.user_id == user.id,

@@ -1,6 +1,7 @@
 """Memberships: resolving the caller's, the roster, role changes and removal (spec A 2.3, 2.7,
-2.8). The single-owner rules live here: an organization always has exactly one owner, ownership
-moves only by transfer, and only a platform admin removes an owner."""
+2.8). The single-owner rules live here: an organization has at most one owner, ownership
+moves from a live owner only by their transfer, and only a platform admin removes an owner (and
+appoints one for a gym left without: access.owner_appointment)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""`gymctl members ...`: the gym's member list in one go (import, spec A 5.3) and the join switch
-(join-enabled, spec A 2.9)."""
+"""`gymctl members ...`: the gym's member list in one go (import, spec A 5.3), the join switch
+(join-enabled, spec A 2.9) and the owner of a gym that has none (appoint-owner, spec A 2.7)."""
 
 from __future__ import annotations
 
@@ -117,6 +117,53 @@ def join_enabled_command(
         print_json(answer)
     else:
         console.print(f"joining through links is {state} for {answer['organization']}")
+
+
+@app.command("appoint-owner")
+def appoint_owner_command(
+    organization: str = typer.Argument(..., help="Organization id or slug."),
+    user: str = typer.Argument(
+        ..., help="The new owner, an active member: database id (UUID) or identity subject."
+    ),
+    operator: str = typer.Option(
+        ...,
+        "--operator",
+        help="Your user, the platform admin appointing: database id or identity subject "
+        "(audited as the actor).",
+    ),
+    as_json: bool = JSON,
+) -> None:
+    """Appoint the owner of a gym that has none (the owner was removed or their login deleted);
+    a gym with a live owner is refused (owner_exists): a transfer is the owner's own act."""
+    from gymctl import clock
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.access.owner_appointment import appoint_owner
+    from gymctl.access.trail import resolve_user
+    from gymctl.cli.operators import operator_id
+    from gymctl.db import session_scope
+
+    with session_scope() as session:
+        actor = operator_id(session, operator)
+        gym = resolve_organization(session, organization)
+        person = resolve_user(session, user)
+        appointed = appoint_owner(session, gym, person.id, actor_user_id=actor, now=clock.now())
+        former = appointed.former_owner_user_id
+        answer = {
+            "organization": gym.slug,
+            "userId": str(person.id),
+            "role": appointed.membership.role.value,
+            "changed": appointed.changed,
+            "formerOwnerUserId": str(former) if former else None,
+        }
+    if as_json:
+        print_json(answer)
+        return
+    shown = person.identity_id or answer["userId"]
+    console.print(
+        f"{shown} is now the owner of {answer['organization']}"
+        + ("" if appointed.changed else " (already was)"),
+        markup=False,
+    )
 
 
 def _acting_staff(

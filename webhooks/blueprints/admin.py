@@ -1,16 +1,17 @@
 """Platform-admin routes (spec A 4, 5.2, 5.3): the ownership trail, Mark email verified, owner
-grants for new gyms, removing a gym's owner, and publishing legal documents. Each calls the same
-domain functions as the CLI."""
+grants for new gyms, removing a gym's owner, appointing one for a gym that has none, and
+publishing legal documents. Each calls the same domain functions as the CLI."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Annotated
 
 from flask import Blueprint, jsonify
 from pydantic import Field
 
-from gymctl.access import invitations, legal, memberships, ownership, trail
+from gymctl.access import invitations, legal, memberships, owner_appointment, ownership, trail
 from gymctl.models import LegalDocumentType, Role
 from webhooks.access import platform_admin_route, signed_in_user
 from webhooks.context import db, now, services
@@ -73,6 +74,28 @@ def remove_member(org_id, user_id):
         now=now(),
     )
     return jsonify(userId=str(target.user_id), status=target.status.value)
+
+
+class OwnerAppointment(Body):
+    user_id: uuid.UUID = Field(alias="userId")
+
+
+@bp.put("/organizations/<uuid:org_id>/owner")
+@platform_admin_route
+def appoint_owner(org_id):
+    """The owner of a gym that has none (removed, or their login deleted): one of its active
+    members. A gym with a live owner is 409 owner_exists (a transfer is the owner's own act)."""
+    body = parse(OwnerAppointment)
+    appointed = owner_appointment.appoint_owner(
+        db(), org_id, body.user_id, actor_user_id=signed_in_user().id, now=now()
+    )
+    former = appointed.former_owner_user_id
+    return jsonify(
+        userId=str(appointed.membership.user_id),
+        role=appointed.membership.role.value,
+        changed=appointed.changed,
+        formerOwnerUserId=str(former) if former else None,
+    )
 
 
 class LegalDocumentRequest(Body):
