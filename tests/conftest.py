@@ -29,6 +29,7 @@ os.environ.setdefault("GYMCTL_HOME", tempfile.mkdtemp(prefix="gymctl-test-home-"
 os.environ.pop("COLUMNS", None)
 os.environ.pop("LINES", None)
 
+from gymctl import clock as gymctl_clock
 from gymctl import migrate
 from gymctl.clock import FixedClock
 from gymctl.config import get_settings
@@ -199,6 +200,16 @@ def statements(connection) -> Iterator[Statements]:
 @pytest.fixture
 def clock() -> FixedClock:
     return FixedClock(NOW)
+
+
+@pytest.fixture
+def frozen_clock(monkeypatch, clock) -> FixedClock:
+    """The process's one clock (gymctl.clock) stands at NOW: for a command run through Typer's
+    runner, which reads it, against rows the test dated from NOW. On the system clock such a
+    test went stale as the calendar passed NOW (a charge moved to NOW + 9 days was refused as
+    in the past from that day on)."""
+    monkeypatch.setattr(gymctl_clock, "clock", clock)
+    return clock
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from tests.conftest import NOW
 
 
 @pytest.fixture
-def world(committed_pg, monkeypatch):
+def world(committed_pg, monkeypatch, frozen_clock):
     monkeypatch.setenv("GYMCTL_DATABASE_URL", committed_pg)
     monkeypatch.setenv("COLUMNS", "250")
     factory = sessionmaker(bind=get_engine(committed_pg), expire_on_commit=False)

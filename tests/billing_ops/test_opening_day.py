@@ -130,7 +130,7 @@ def test_an_opening_charge_owed_a_technical_retry_keeps_its_day_and_its_three_re
     assert len(obligations) == 1
 
 
-def test_the_cli_moves_a_presales_opening_day(committed_pg, monkeypatch):
+def test_the_cli_moves_a_presales_opening_day(committed_pg, monkeypatch, frozen_clock):
     monkeypatch.setenv("GYMCTL_DATABASE_URL", committed_pg)
     monkeypatch.setenv("GYMCTL_BILLING_ENCRYPTION_KEY", TEST_KEY)
     factory = sessionmaker(bind=get_engine(committed_pg), expire_on_commit=False)
