@@ -234,19 +234,24 @@ def is_due(subscription: Subscription, now: datetime) -> bool:
                 subscription.current_period_end is not None
                 and subscription.cancellation_effective_at <= subscription.current_period_end
             )
+            or subscription.cancellation_effective_at <= now
         )
     ):
         return False  # see ends_before_renewal
     return subscription.retry_at is None or subscription.retry_at <= now
 
 
-def ends_before_renewal() -> Any:
-    """The SQL side of `is_due`'s notice rule: a notice that takes effect on or before the
-    renewal ends the plan first (the period-end sweep ends it), so the renewal is never
-    collected; a debt is still collected. The renewal pays for the period that starts at the
-    current one's end (grant_period): a charge date moved before that end does not make a
-    notice effective by then any less first (staff moved one, and the member paid a month
-    after their notice, less a prorated refund)."""
+def ends_before_renewal(at: Any) -> Any:
+    """The SQL side of `is_due`'s notice rule, at the instant `at` of the charge (a bound
+    `now`, or the column naming the instant a plan would come due): a notice that takes effect
+    on or before the renewal ends the plan first (the period-end sweep ends it), so the renewal
+    is never collected; a debt is still collected. The renewal pays for the period that starts
+    at the current one's end (grant_period): a charge date moved before that end does not make
+    a notice effective by then any less first (staff moved one, and the member paid a month
+    after their notice, less a prorated refund). Nor does a charge collected late (a technical
+    retry, collection resumed by the owner): a notice in effect by the instant of the charge,
+    given after its date, ends the plan before it (the member cancelled before being charged
+    for a period the retry would have paid, and renewal_paid then moved the notice past it)."""
     effective = Subscription.cancellation_effective_at
     return (
         Subscription.cancel_at_period_end.is_(True)
@@ -255,6 +260,7 @@ def ends_before_renewal() -> Any:
         & (
             (effective <= Subscription.next_charge_date)
             | (effective <= Subscription.current_period_end)
+            | (effective <= at)
         )
     )
 

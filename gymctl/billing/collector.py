@@ -342,22 +342,23 @@ def charging_at(now: datetime, ran: float) -> datetime:
     return now + timedelta(seconds=int(ran // step) * step)
 
 
-def _collectable(statuses: tuple[SubscriptionStatus, ...]) -> list[Any]:
-    """The due scan's terms that do not depend on the clock."""
+def _collectable(statuses: tuple[SubscriptionStatus, ...], at: Any) -> list[Any]:
+    """The due scan's terms at the instant `at` of the charge (the bound `now`, or the column
+    naming the instant a plan comes due): all but the notice rule's read no clock."""
     return [
         Subscription.deleted_at.is_(None),
         Subscription.status.in_(statuses),
         Subscription.payment_collection_method == CollectionMethod.card_provider,
         Subscription.price_in_cents > 0,  # a free plan rolls on in the lifecycle, never charged
-        ~attempts.ends_before_renewal(),
+        ~attempts.ends_before_renewal(at),
     ]
 
 
 def _due_filter(statuses: tuple[SubscriptionStatus, ...]) -> list[Any]:
-    """The due scan at the bound instant `now`."""
+    """The due scan at the bound instant `now` (`attempts.is_due` in SQL)."""
     now = bindparam("now")
     return [
-        *_collectable(statuses),
+        *_collectable(statuses, now),
         Subscription.next_charge_date <= now,
         (Subscription.retry_at.is_(None)) | (Subscription.retry_at <= now),
     ]
@@ -396,7 +397,9 @@ def _firsts(statuses: tuple[SubscriptionStatus, ...], after: bool) -> Any:
             ],
         ),
     ):
-        query = select(func.min(column)).where(*_collectable(statuses), *terms)
+        # At the instant it comes due (the column): a notice in effect by then keeps it out
+        # for good (it takes effect no later afterwards).
+        query = select(func.min(column)).where(*_collectable(statuses, column), *terms)
         queries.append(query.where(column > bindparam("after")) if after else query)
     return select(*(query.scalar_subquery() for query in queries))
 

@@ -69,7 +69,7 @@ from gymctl.models.billing import (
     SubscriptionStatus,
     TransactionStatus,
 )
-from gymctl.retention.overtaken import end_overtaken_notice
+from gymctl.retention.overtaken import PRESALE_CHARGE_FAILED, end_overtaken_notice
 
 # At most this many rows per transition per run; the rest waits for the next hour (`more` in
 # the summary names the transitions that left rows behind). 10,000 rows keep each statement's
@@ -690,7 +690,8 @@ def _end_overtaken_notices(session: Session, *, now: datetime) -> int:
     transaction (`overtaken.end_overtaken_notice`): cancelled for non-payment, its case closes
     lost_payment; ended at its own end before the notice took effect, lost_contacted or
     lost_no_contact, the ending (expired, gift_ended, term_ended) its reason in place of the
-    notice's (which the notice row keeps). The audit events written."""
+    notice's (which the notice row keeps). A presale charge-failure case of such a plan closes
+    the same way, notice or none (`overtaken.close_with_plan`). The audit events written."""
     rows = session.scalars(
         select(Subscription)
         .where(
@@ -705,11 +706,14 @@ def _end_overtaken_notices(session: Session, *, now: datetime) -> int:
                     Subscription.ended_at == now,
                 ),
             ),
-            Subscription.cancel_at_period_end.is_(True),
+            or_(
+                Subscription.cancel_at_period_end.is_(True),
+                Subscription.retention_case_kind == PRESALE_CHARGE_FAILED,
+            ),
         )
         .order_by(Subscription.id)
     ).all()
     for row in rows:
-        if row.status != SubscriptionStatus.cancelled:
+        if row.cancel_at_period_end and row.status != SubscriptionStatus.cancelled:
             row.cancellation_reason = row.status.value
     return sum(end_overtaken_notice(session, row, now=now) for row in rows)

@@ -9,6 +9,11 @@ member holds again). The notice ends with the plan, in the ending's transaction:
 - the audit subscription.notice_overtaken names the notice, the case and the ending's reason.
 The notice row stays as given: it was not withdrawn.
 
+Every ending closes the plan's open presale charge-failure case too (`close_with_plan`), in its
+own transaction and with the same outcome: the lifecycle's non-payment lost_payment, a matured
+notice its own (the period-end sweep's `settle_one` closes both cases through it), a superseded
+plan saved_member_withdrew, any other ending the member lost (audit retention.case_closed).
+
 Every ending but the notice's own calls `end_overtaken_notice`: `attempts.end_plan` (removal,
 erasure, a deleted gym or login, a superseded plan), the lifecycle pass for the plans it cancels
 for non-payment, and the hourly escalation for a case an older release left open. A renewal
@@ -27,11 +32,17 @@ from sqlalchemy.orm import Session
 
 from gymctl.events import EventKind, emit
 from gymctl.models import CancellationNotice, RetentionCase, RetentionContact, Subscription, Task
+from gymctl.models.billing import LIVE_STATUSES, SubscriptionStatus
 from gymctl.models.retention import CaseKind, RetentionOutcome
 
-# Endings whose outcome is not the member lost: a debt paid on a plan the member bought again
-# (attempts.SUPERSEDED) ends it, the member staying by their own act.
-ENDING_OUTCOMES = {"superseded": RetentionOutcome.saved_member_withdrew}
+# Endings whose outcome is not the member lost as at period end: a debt paid on a plan the
+# member bought again (attempts.SUPERSEDED) ends it, the member staying by their own act; the
+# lifecycle cancels a debt past its grace for non-payment (transitions.NON_PAYMENT).
+ENDING_OUTCOMES = {
+    "superseded": RetentionOutcome.saved_member_withdrew,
+    "non_payment": RetentionOutcome.lost_payment,
+}
+PRESALE_CHARGE_FAILED = CaseKind.presale_charge_failed.value
 OUTCOMES = frozenset(outcome.value for outcome in RetentionOutcome)
 
 
@@ -83,9 +94,87 @@ def _outcome(
     given clears it), else the ending's own, else the member lost as at period end."""
     if subscription.retention_outcome in OUTCOMES:
         return RetentionOutcome(subscription.retention_outcome)
+    return _ending_outcome(session, subscription, case)
+
+
+def _ending_outcome(
+    session: Session, subscription: Subscription, case: RetentionCase | None
+) -> RetentionOutcome:
+    """The ending's own outcome, else the member lost as at period end. Without a notice the
+    subscription's retention_outcome may be an older notice's (withdrawn: saved_*): not read."""
     if subscription.cancellation_reason in ENDING_OUTCOMES:
         return ENDING_OUTCOMES[subscription.cancellation_reason]
     return lost_outcome(session, subscription, case)
+
+
+def _open_presale_cases(session: Session, subscription: Subscription) -> list[RetentionCase]:
+    """The open presale charge-failure cases (one per declined episode) of a plan that has
+    ended, locked after the plan's row, which the caller holds (the fixed order: subscription,
+    then its case). Only a plan the collector marked so (`attempts.leave_unpaid`) has one: the
+    others look no further. A live plan keeps its case (the escalation ends a notice left on
+    one by an older release: its debt, and so the case, still runs)."""
+    if subscription.retention_case_kind != PRESALE_CHARGE_FAILED or subscription.status in (
+        *LIVE_STATUSES,
+        SubscriptionStatus.paused,
+    ):
+        return []
+    return list(
+        session.scalars(
+            select(RetentionCase)
+            .where(
+                RetentionCase.subscription_id == subscription.id,
+                RetentionCase.kind == PRESALE_CHARGE_FAILED,
+                RetentionCase.status == "open",
+            )
+            .order_by(RetentionCase.opened_at, RetentionCase.id)
+            .with_for_update()
+        )
+    )
+
+
+def close_with_plan(
+    session: Session,
+    subscription: Subscription,
+    case: RetentionCase | None,
+    outcome: RetentionOutcome,
+    *,
+    now: datetime,
+) -> int:
+    """A plan has just ended (the caller holds its row): its notice's case (`case`) and its
+    open presale charge-failure case close with the ending's outcome, in its transaction. Left
+    open, the presale case of a cancelled plan stayed in the open cases and the owner's digest
+    for good. The presale cases closed (an audit retention.case_closed each)."""
+    close_case(session, case, outcome, now=now)
+    return _close_presales(
+        session, subscription, _open_presale_cases(session, subscription), outcome, now
+    )
+
+
+def _close_presales(
+    session: Session,
+    subscription: Subscription,
+    presales: list[RetentionCase],
+    outcome: RetentionOutcome,
+    now: datetime,
+) -> int:
+    for presale in presales:
+        close_case(session, presale, outcome, now=now)
+        emit(
+            session,
+            EventKind.audit,
+            "retention.case_closed",
+            at=now,
+            aggregate_type="retention_case",
+            aggregate_id=presale.id,
+            organization_id=presale.organization_id,
+            payload={
+                "kind": presale.kind,
+                "outcome": outcome.value,
+                "reason": subscription.cancellation_reason or subscription.status.value,
+                "subscriptionId": str(subscription.id),
+            },
+        )
+    return len(presales)
 
 
 def end_overtaken_notice(
@@ -94,12 +183,19 @@ def end_overtaken_notice(
     *,
     now: datetime,
     case: RetentionCase | None = None,
-) -> bool:
+) -> int:
     """End the notice of a plan that has just ended another way (the caller holds its row and
-    has set its status and cancellation_reason); True when there was one."""
+    has set its status and cancellation_reason). Its presale charge-failure case closes too,
+    notice or none (`close_with_plan`). The audit events written: one for a notice, one for
+    each presale case; 0 for the common ending."""
     if case is None:
         if not subscription.cancel_at_period_end:
-            return False  # no notice: the common ending looks no further
+            # No notice: the common ending (no presale case either) looks no further.
+            presales = _open_presale_cases(session, subscription)
+            if not presales:
+                return 0
+            outcome = _ending_outcome(session, subscription, presales[-1])
+            return _close_presales(session, subscription, presales, outcome, now)
         case = open_notice_case(session, subscription.id)
     effective = subscription.cancellation_effective_at
     outcome = _outcome(session, subscription, case)
@@ -107,7 +203,7 @@ def end_overtaken_notice(
     subscription.cancellation_effective_at = None
     subscription.retention_outcome = outcome.value
     subscription.updated_at = now
-    close_case(session, case, outcome, now=now)
+    closed = close_with_plan(session, subscription, case, outcome, now=now)
     emit(
         session,
         EventKind.audit,
@@ -125,7 +221,7 @@ def end_overtaken_notice(
             "userId": str(subscription.user_id),
         },
     )
-    return True
+    return 1 + closed
 
 
 def notice_follows_paid_period(

@@ -2,7 +2,8 @@
 
 Per subscription, in one transaction under its row lock:
 1. cancel it; retention_outcome lost_contacted when staff logged a contact on its case, else
-   lost_no_contact; the case closes with that outcome;
+   lost_no_contact; the case closes with that outcome, and an open presale charge-failure
+   case of the plan with it (`overtaken.close_with_plan`);
 2. cancel the standing order: a failure opens a reminder task and cancels anyway;
 3. claim the settlement: a cancellation_settlements row, unique per subscription, and the audit
    subscription.cancellation_settled {after: {amountInCents, mode}, execution}; a second run,
@@ -67,7 +68,7 @@ from gymctl.providers.documents import DocumentProvider
 from gymctl.providers.mail import Mailer, MailError
 from gymctl.retention import emails
 from gymctl.retention.notices import case_of_notice, open_notice
-from gymctl.retention.overtaken import close_case, lost_outcome
+from gymctl.retention.overtaken import close_with_plan, lost_outcome
 from gymctl.retention.plan_change import NOTICE_STATUSES
 from gymctl.retention.proration import prorated_refund, refund_days
 from gymctl.tasks import file_task
@@ -272,7 +273,7 @@ def settle_one(
     subscription.updated_at = now
     mirror.subscription_changed(session, subscription, now=now)
     book.give_up_uncovered(session, subscription, now=now)  # it renews no more: its seats after
-    close_case(session, case, outcome, now=now)
+    close_with_plan(session, subscription, case, outcome, now=now)  # a presale case too
     try:
         standing_order = doors.standing_orders(session, subscription)
     except StandingOrderError as error:
