@@ -161,14 +161,39 @@ def change_role(
     require_role_change(actor.role, target.role, new_role)
     if target.status is not MembershipStatus.active:
         raise conflict(codes.MEMBER_NOT_ACTIVE, "only an active member's role can change")
-    previous = target.role
     if new_role is Role.owner:
         actor.role = Role.admin
         actor.updated_at = now
+    set_role(
+        session,
+        target,
+        new_role,
+        actor_user_id=actor.user_id,
+        now=now,
+        audit={"ownershipTransferred": new_role is Role.owner},
+    )
+    session.flush()
+    return target
+
+
+def set_role(
+    session: Session,
+    target: Membership,
+    new_role: Role,
+    *,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+    audit: dict[str, Any],
+) -> None:
+    """What a role change writes, once it is allowed and its rows are locked: the role, the
+    sales grant ended (owner and admin manage sales anyway; a grant is a coach's), the classes
+    released when the new role may not coach, and the audit `membership.role_changed` (its
+    data with `audit`)."""
+    previous = target.role
     target.role = new_role
     target.updated_at = now
-    end_sales_grant(session, target, actor_user_id=actor.user_id, now=now)
-    uncoached = schedule.release_coach(session, actor.organization_id, target.user_id, now=now)
+    end_sales_grant(session, target, actor_user_id=actor_user_id, now=now)
+    uncoached = schedule.release_coach(session, target.organization_id, target.user_id, now=now)
     emit(
         session,
         EventKind.audit,
@@ -176,17 +201,15 @@ def change_role(
         at=now,
         aggregate_type="user",
         aggregate_id=target.user_id,
-        organization_id=actor.organization_id,
-        actor_user_id=actor.user_id,
+        organization_id=target.organization_id,
+        actor_user_id=actor_user_id,
         payload={
             "from": previous.value,
             "to": new_role.value,
-            "ownershipTransferred": new_role is Role.owner,
+            **audit,
             "sessionsUncoached": uncoached,
         },
     )
-    session.flush()
-    return target
 
 
 def remove_member(

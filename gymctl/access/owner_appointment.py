@@ -20,8 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, lazyload
 
 from gymctl.access import codes
-from gymctl.access.memberships import end_membership, end_sales_grant, membership_of
-from gymctl.bookings import schedule
+from gymctl.access.memberships import end_membership, membership_of, set_role
 from gymctl.errors import conflict, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Membership, MembershipStatus, Organization, Role, User
@@ -134,28 +133,17 @@ def appoint_owner(
                 **ended,
             },
         )
-    previous = target.role
-    target.role = Role.owner
-    target.updated_at = now
-    end_sales_grant(session, target, actor_user_id=actor_user_id, now=now)
-    uncoached = schedule.release_coach(session, org_id, target.user_id, now=now)
-    emit(
+    set_role(
         session,
-        EventKind.audit,
-        "membership.role_changed",
-        at=now,
-        aggregate_type="user",
-        aggregate_id=target.user_id,
-        organization_id=org_id,
+        target,
+        Role.owner,
         actor_user_id=actor_user_id,
-        payload={
-            "from": previous.value,
-            "to": Role.owner.value,
+        now=now,
+        audit={
             "ownershipTransferred": False,
             "ownerAppointed": True,
             "platformAdmin": True,
             "formerOwnerUserId": str(former) if former else None,
-            "sessionsUncoached": uncoached,
         },
     )
     session.flush()
