@@ -24,7 +24,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, func, or_, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session, lazyload
 
 from gymctl.access import codes
@@ -69,12 +69,7 @@ def erase_personal_data(
     actor_user_id: uuid.UUID,
     now: datetime,
 ) -> dict[str, Any]:
-    """Erase the person's personal data from `organization`; returns what was done (counts).
-
-    A member erased already, and not back since (the membership still ended as that erasure
-    left it), is a repeat: it answers what that erasure recorded and writes nothing (no second
-    end, bridge deactivation or personal_data.erased row). Decided after the same locks, so an
-    erasure that waited on another one sees it."""
+    """Erase the person's personal data from `organization`; returns what was done (counts)."""
     membership = membership_of(session, organization.id, target_user_id)
     if membership.role is Role.owner:
         raise conflict(codes.ERASURE_OWNER, "the owner's own data cannot be erased from their gym")
@@ -86,8 +81,8 @@ def erase_personal_data(
     # invites an address (or registers rows), writing invitations, users and memberships, so
     # erasure waits for that step's commit rather than scrub around it or lock in the other
     # order; each worker holds one job, so batches then imports makes no cycle.
-    batches = _lock_bulk_invites(session, organization.id) if address else []
-    imports = _lock_imports(session, organization.id)
+    bulk_invites = _bulk_invites(session, organization.id, person, address)
+    import_rows = _import_rows(session, organization.id, person, address)
     # Every membership the member's seats touch, in one id order, before its own is read
     # again: locked first alone, the members waiting in its classes came after it (in
     # end_membership), and two members each waiting for the other's seat deadlocked.
@@ -101,11 +96,6 @@ def erase_personal_data(
         .with_for_update()
         .execution_options(populate_existing=True)
     )
-    recorded = _erased_since_it_ended(session, membership)
-    if recorded is not None:
-        return recorded
-    bulk_invites = _bulk_invites(session, batches, person, address)
-    import_rows = _import_rows(session, imports, person, address)
     membership.invitation_held = False
     membership.national_id_ciphertext = None  # this gym's copy; another gym's stays with it
     done = {
@@ -172,55 +162,18 @@ def _invitations(session: Session, org_id: uuid.UUID, person: User, address: str
     ).rowcount
 
 
-def _erased_since_it_ended(session: Session, membership: Membership) -> dict[str, Any] | None:
-    """What the gym's erasure of the person recorded (its personal_data.erased row), when that
-    erasure is the membership's last write: still ended as it left it (end_membership stamps
-    the membership with the erasure's instant). A member who came back since, and ended again,
-    gave their details anew: None, erased again."""
-    if membership.status is not MembershipStatus.cancelled:
-        return None
-    last = session.scalar(
-        select(AuditLog)
-        .where(  # rides ix_audit_log_target
-            AuditLog.target_type == "user",
-            AuditLog.target_id == str(membership.user_id),
-            AuditLog.action == ERASURE_ACTION,
-            AuditLog.organization_id == membership.organization_id,
-        )
-        .order_by(AuditLog.at.desc())
-        .limit(1)
-    )
-    if last is None or last.at < membership.updated_at:
-        return None
-    return dict(last.data)
-
-
-def _lock_bulk_invites(session: Session, org_id: uuid.UUID) -> list[InvitationBatch]:
-    return list(
-        session.scalars(
-            select(InvitationBatch)
-            .where(InvitationBatch.organization_id == org_id)
-            .order_by(InvitationBatch.id)  # one order for every locker: no deadlock between them
-            .with_for_update()
-        )
-    )
-
-
-def _lock_imports(session: Session, org_id: uuid.UUID) -> Select[tuple[uuid.UUID]]:
-    """The gym's roster imports locked (after its batches); the select of their ids."""
-    imports = select(MemberImport.id).where(MemberImport.organization_id == org_id)
-    session.execute(imports.order_by(MemberImport.id).with_for_update()).all()
-    return imports
-
-
-def _bulk_invites(
-    session: Session, batches: list[InvitationBatch], person: User, address: str
-) -> int:
-    """The gym's bulk invites (locked) that list the address (as given, or in another case or
-    spacing): replaced in the list and in its outcome."""
+def _bulk_invites(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:
+    """The gym's bulk invites that list the address (as given, or in another case or spacing):
+    replaced in the list and in its outcome."""
     if not address:
         return 0
     erased = _erased_address(person.id)
+    batches = session.scalars(
+        select(InvitationBatch)
+        .where(InvitationBatch.organization_id == org_id)
+        .order_by(InvitationBatch.id)  # one order for every locker: no deadlock between them
+        .with_for_update()
+    ).all()
     listed = {email for batch in batches for email in batch.emails}
     listed |= {result["email"] for batch in batches for result in batch.results}
     keys = address_keys(session, [address, *listed])
@@ -241,11 +194,11 @@ def _bulk_invites(
     return changed
 
 
-def _import_rows(
-    session: Session, imports: Select[tuple[uuid.UUID]], person: User, address: str
-) -> int:
-    """The rows of the gym's roster imports (locked) under the address: address and name
-    replaced (a queued one is then not registered)."""
+def _import_rows(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:
+    """The rows of the gym's roster imports under the address: address and name replaced (a
+    queued one is then not registered)."""
+    imports = select(MemberImport.id).where(MemberImport.organization_id == org_id)
+    session.execute(imports.order_by(MemberImport.id).with_for_update()).all()
     if not address:
         return 0
     return session.execute(
