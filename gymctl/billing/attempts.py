@@ -808,7 +808,11 @@ def settle(
     else:
         grant_period(session, subscription, now=now)
         if transaction.attempt_kind != AttemptKind.debt and notice_follows_paid_period(
-            session, subscription, transaction_id=transaction.id, now=now
+            session,
+            subscription,
+            transaction_id=transaction.id,
+            attempt_started=transaction.created_at,
+            now=now,
         ):
             # A notice given while this renewal was in flight read the period before it: it
             # ends the period paid (a debt paid keeps s41's rule: a notice in debt ends now).

@@ -225,15 +225,21 @@ def end_overtaken_notice(
 
 
 def notice_follows_paid_period(
-    session: Session, subscription: Subscription, *, transaction_id: uuid.UUID, now: datetime
+    session: Session,
+    subscription: Subscription,
+    *,
+    transaction_id: uuid.UUID,
+    attempt_started: datetime,
+    now: datetime,
 ) -> bool:
     """A renewal has just paid the period now current (the caller holds the plan's row): a
-    notice already in effect, given while the charge was in flight (or before a charge that
-    its date did not stop), read the period before it, over, and took effect at once. It takes
+    notice already in effect, given while its charge was in flight (at or after the attempt
+    `attempt_started`), read the period before it, over, and took effect at once. It takes
     effect at the end of the period paid instead, as a notice given a moment after the charge
     would have (ended at once, the member lost the month just paid, ceil(days) / 365 of it
-    refunded). A date still to come is left as given (staff chose it; the settlement prorates
-    it). True when the notice moved."""
+    refunded). A notice given before the attempt keeps its date, passed or to come (staff chose
+    it, the charge went out under it: the period-end sweep, which waited for the charge,
+    settles it and prorates the refund from it). True when the notice moved."""
     effective = subscription.cancellation_effective_at
     end = subscription.current_period_end
     if (
@@ -244,8 +250,6 @@ def notice_follows_paid_period(
         or effective >= end
     ):
         return False
-    subscription.cancellation_effective_at = end
-    subscription.updated_at = now
     notice = session.scalar(
         select(CancellationNotice)
         .where(
@@ -255,8 +259,11 @@ def notice_follows_paid_period(
         .order_by(CancellationNotice.given_at.desc())
         .limit(1)
     )
-    if notice is not None:
-        notice.effective_at = end
+    if notice is None or notice.given_at < attempt_started:
+        return False
+    subscription.cancellation_effective_at = end
+    subscription.updated_at = now
+    notice.effective_at = end
     emit(
         session,
         EventKind.audit,
@@ -270,7 +277,7 @@ def notice_follows_paid_period(
             "from": effective.isoformat(),
             "to": end.isoformat(),
             "transactionId": str(transaction_id),
-            "noticeId": str(notice.id) if notice is not None else None,
+            "noticeId": str(notice.id),
         },
     )
     return True

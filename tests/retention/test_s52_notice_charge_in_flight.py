@@ -139,3 +139,46 @@ def test_a_declined_renewal_leaves_the_notice_in_effect_and_the_debt_owed(
     assert subscription.ended_at == NOW + MINUTE
     assert subscription.debt_amount_in_cents == subscription.price_in_cents
     assert session.scalar(select(CancellationSettlement)).amount_in_cents == 0
+
+
+def test_a_staff_date_set_before_the_charge_is_kept_when_the_charge_settles_after_it(
+    session, session_factory, gym, sandbox, sweep_doors
+):
+    """Given before the attempt, the notice's date is the one the charge went out under: the
+    charge settling after that date does not move it (the review found it moved to the end of
+    the month paid, the member's prorated refund lost). The sweep, which waited for the charge,
+    then ends the plan at the staff's date and refunds the rest of the month paid."""
+    method = save_test_card(session, gym, sandbox.provider, sandbox.simulator, APPROVE)
+    subscription = bf.make_subscription(
+        session, gym, payment_method_id=method.id, now=DUE - relativedelta(months=1)
+    )
+    effective = NOW + timedelta(days=1)
+    give_notice(
+        session,
+        gym,
+        subscription,
+        initiator="staff",
+        actor_user_id=gym.owner.id,
+        reason_code="price",
+        effective_at=effective,
+        now=NOW - MINUTE,  # before the attempt
+    )
+    session.commit()
+    with session_factory() as worker:
+        began = attempts.begin_attempt(worker, subscription.id, now=NOW, cipher=TEST_CIPHER)
+        worker.commit()
+    assert began.outcome == "started"  # the date is after the renewal's instant
+    result = attempts.send_attempt(began, sandbox.provider)
+    assert period_end_sweep(session_factory, sweep_doors, now=effective).cancelled == []
+
+    applied = _settle(session_factory, began, result, NOW + timedelta(days=2))
+    swept = period_end_sweep(session_factory, sweep_doors, now=NOW + timedelta(days=2))
+
+    assert applied.outcome == "charged"
+    assert swept.cancelled == [str(subscription.id)]
+    session.expire_all()
+    assert subscription.ended_at == effective
+    assert session.scalar(select(CancellationNotice)).effective_at == effective
+    settled = session.scalar(select(CancellationSettlement))
+    assert settled.days > 0  # the rest of the month paid
+    assert settled.amount_in_cents > 0
