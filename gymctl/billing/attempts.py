@@ -61,7 +61,11 @@ from gymctl.providers.card import (
     Terminal,
     same_terminal,
 )
-from gymctl.retention.overtaken import end_overtaken_notice, notice_follows_paid_period
+from gymctl.retention.overtaken import (
+    close_paid_presale,
+    end_overtaken_notice,
+    notice_follows_paid_period,
+)
 from gymctl.tasks import close_task, file_task
 
 PROTOCOL = 1
@@ -1001,7 +1005,8 @@ def grant_period(session: Session, subscription: Subscription, *, now: datetime)
     )
     subscription.next_charge_date = end if renews else None
     subscription.retry_at = None
-    debt.restore_from_debt(subscription, now=now)
+    if debt.restore_from_debt(subscription, now=now):
+        close_paid_presale(session, subscription, now=now)  # its case: paid, the mark cleared
     subscription.status = SubscriptionStatus.active
     membership = session.get(Membership, subscription.membership_id, options=_STATUS_ONLY)
     if membership is not None and membership.status != MembershipStatus.active:

@@ -13,6 +13,8 @@ Every ending closes the plan's open presale charge-failure case too (`close_with
 own transaction and with the same outcome: the lifecycle's non-payment lost_payment, a matured
 notice its own (the period-end sweep's `settle_one` closes both cases through it), a superseded
 plan saved_member_withdrew, any other ending the member lost (audit retention.case_closed).
+A presale's debt paid closes that case too, saved_member_withdrew, and clears the plan's mark
+(`close_paid_presale`, from `attempts.grant_period`): the plan lives on as an ordinary one.
 
 Every ending but the notice's own calls `end_overtaken_notice`: `attempts.end_plan` (removal,
 erasure, a deleted gym or login, a superseded plan), the lifecycle pass for the plans it cancels
@@ -43,6 +45,10 @@ ENDING_OUTCOMES = {
     "non_payment": RetentionOutcome.lost_payment,
 }
 PRESALE_CHARGE_FAILED = CaseKind.presale_charge_failed.value
+# A presale's declined opening charge paid (`close_paid_presale`): the member stays by their own
+# payment, the outcome of a debt paid on a plan held again (ENDING_OUTCOMES' superseded).
+DEBT_PAID = "debt_paid"
+PAID_OUTCOME = ENDING_OUTCOMES["superseded"]
 OUTCOMES = frozenset(outcome.value for outcome in RetentionOutcome)
 
 
@@ -118,6 +124,11 @@ def _open_presale_cases(session: Session, subscription: Subscription) -> list[Re
         SubscriptionStatus.paused,
     ):
         return []
+    return _locked_presale_cases(session, subscription)
+
+
+def _locked_presale_cases(session: Session, subscription: Subscription) -> list[RetentionCase]:
+    """The plan's open presale charge-failure cases, oldest first, locked after its row."""
     return list(
         session.scalars(
             select(RetentionCase)
@@ -150,12 +161,29 @@ def close_with_plan(
     )
 
 
+def close_paid_presale(session: Session, subscription: Subscription, *, now: datetime) -> int:
+    """A presale's declined opening charge is paid: its debt restored, the plan granted its
+    period (the caller holds its row; `attempts.grant_period`, which every payer reaches: the
+    collector's retry, the member's pay-debt, the desk). The presale_charge_failed mark goes,
+    so a later ordinary renewal decline is an ordinary debt (no second presale case, the
+    member's own debt email), and the open case closes saved_member_withdrew, as a debt paid
+    on a plan held again does: the member stays by their own payment (RetentionOutcome has no
+    paid_*). The presale cases closed (an audit retention.case_closed each, reason debt_paid)."""
+    if subscription.retention_case_kind != PRESALE_CHARGE_FAILED:
+        return 0
+    subscription.retention_case_kind = None
+    presales = _locked_presale_cases(session, subscription)
+    return _close_presales(session, subscription, presales, PAID_OUTCOME, now, reason=DEBT_PAID)
+
+
 def _close_presales(
     session: Session,
     subscription: Subscription,
     presales: list[RetentionCase],
     outcome: RetentionOutcome,
     now: datetime,
+    *,
+    reason: str | None = None,
 ) -> int:
     for presale in presales:
         close_case(session, presale, outcome, now=now)
@@ -170,7 +198,7 @@ def _close_presales(
             payload={
                 "kind": presale.kind,
                 "outcome": outcome.value,
-                "reason": subscription.cancellation_reason or subscription.status.value,
+                "reason": reason or subscription.cancellation_reason or subscription.status.value,
                 "subscriptionId": str(subscription.id),
             },
         )
