@@ -57,9 +57,9 @@ def give_notice(session, gym, subscription, **overrides):
     return notices.give_notice(session, gym.organization.id, subscription.id, **values)
 
 
-def staff_notice(session, gym, subscription, effective):
-    """Staff give notice for the member, for the owner's own reason, effective on `effective`;
-    the case it opened."""
+def staff_notice(session, gym, subscription, effective, *, now=NOW):
+    """Staff give notice for the member at `now`, for the owner's own reason, effective on
+    `effective`; the case it opened."""
     _, case = give_notice(
         session,
         gym,
@@ -68,6 +68,7 @@ def staff_notice(session, gym, subscription, effective):
         actor_user_id=gym.owner.id,
         reason_code="price",
         effective_at=effective,
+        now=now,
     )
     return case
 

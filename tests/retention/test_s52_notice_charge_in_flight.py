@@ -39,7 +39,7 @@ from tests.billing import factories as bf
 from tests.billing.cards import APPROVE, DECLINE, Sandbox, save_test_card
 from tests.billing.factories import TEST_CIPHER
 from tests.conftest import NOW
-from tests.retention.conftest import give_notice
+from tests.retention.conftest import give_notice, staff_notice
 
 pytestmark = pytest.mark.embedded  # the demo gym renews monthly card plans and takes notices
 
@@ -153,16 +153,7 @@ def test_a_staff_date_set_before_the_charge_is_kept_when_the_charge_settles_afte
         session, gym, payment_method_id=method.id, now=DUE - relativedelta(months=1)
     )
     effective = NOW + timedelta(days=1)
-    give_notice(
-        session,
-        gym,
-        subscription,
-        initiator="staff",
-        actor_user_id=gym.owner.id,
-        reason_code="price",
-        effective_at=effective,
-        now=NOW - MINUTE,  # before the attempt
-    )
+    staff_notice(session, gym, subscription, effective, now=NOW - MINUTE)  # before the attempt
     session.commit()
     with session_factory() as worker:
         began = attempts.begin_attempt(worker, subscription.id, now=NOW, cipher=TEST_CIPHER)
