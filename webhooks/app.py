@@ -6,6 +6,7 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Callable
 from datetime import date
 from typing import Any
 
@@ -14,6 +15,7 @@ from flask.json.provider import DefaultJSONProvider
 from sentry_sdk.integrations.flask import FlaskIntegration
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.middleware.proxy_fix import ProxyFix
+from werkzeug.routing import Rule
 
 from gymctl import clock as default_clock
 from gymctl.access.platform_admin import PlatformAdmins
@@ -72,8 +74,27 @@ class JsonProvider(DefaultJSONProvider):
         return DefaultJSONProvider.default(o)
 
 
+class LazyRule(Rule):
+    """A route whose URL builders are compiled when a URL is first built from it. Werkzeug
+    compiles two per route as it is added (generated Python: 0.8 ms a route, 150 ms of the
+    app's 174, measured: two thirds of create_app, paid by every gunicorn worker and every test
+    app), and the API never builds a URL from a route (no url_for)."""
+
+    def _compile_builder(self, append_unknown: bool = True) -> Callable[..., tuple[str, str]]:
+        compile_now = super()._compile_builder
+        compiled: list[Callable[..., tuple[str, str]]] = []
+
+        def build(rule: Rule, **values: Any) -> tuple[str, str]:
+            if not compiled:
+                compiled.append(compile_now(append_unknown))
+            return compiled[0](rule, **values)
+
+        return build
+
+
 class App(Flask):
     json_provider_class = JsonProvider
+    url_rule_class = LazyRule
 
     def log_exception(self, exc_info) -> None:
         """Flask logs an unhandled exception's full text; ours leaves database values out."""

@@ -33,6 +33,7 @@ from gymctl.config import Settings, get_settings
 from gymctl.errors import DomainError, internal_error, unauthorized
 from gymctl.identity import codes
 from gymctl.jsondepth import MAX_DEPTH, depth
+from gymctl.providers import http_client
 from gymctl.ratelimit import Backoff, LocalWindow
 
 log = logging.getLogger("gymctl.identity")
@@ -398,7 +399,7 @@ def build_verifier(
             settings.identity_api_url.rstrip("/") + "/v1/jwks",
             secret.get_secret_value() if secret else None,
             clock,
-            client or httpx.Client(),
+            client or http_client.new_client(),
         )
     return TokenVerifier(
         public_key_pem=settings.identity_public_key_pem,

@@ -15,6 +15,7 @@ import httpx
 from gymctl.config import Settings
 from gymctl.errors import DomainError
 from gymctl.numerals import whole_number
+from gymctl.providers import http_client
 
 SEARCH_UNITS = 100  # spec B 8: a search costs 100 quota units
 DETAILS_UNITS = 1  # videos.list, per call
@@ -33,7 +34,7 @@ class QuotaExceeded(ProviderUnavailable):
 
 def _client(base_url: str, key: str | None = None, timeout: float = 30) -> httpx.Client:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    return httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout)
+    return http_client.new_client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout)
 
 
 def _secret(value) -> str | None:

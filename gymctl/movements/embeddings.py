@@ -25,6 +25,7 @@ from gymctl.errors import DomainError
 from gymctl.models import Movement
 from gymctl.movements.aliases import canonical_name
 from gymctl.movements.units import Checkpoint, keep
+from gymctl.providers import http_client
 
 LOCAL_MODEL = "wordllama-l2-supercat-256"
 DIMENSIONS_LOCAL = 256
@@ -87,7 +88,9 @@ class HttpEmbedder:
     def __init__(self, base_url: str, model: str, key: str | None, *, timeout: float = 30) -> None:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.model = model
-        self._client = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout)
+        self._client = http_client.new_client(
+            base_url=base_url.rstrip("/"), headers=headers, timeout=timeout
+        )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         try:

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from gymctl.numerals import is_decimal
+from gymctl.providers import http_client
 from gymctl.providers.card import (
     CardToken,
     ChargeResult,
@@ -78,7 +79,7 @@ class HttpCardProvider:
         client: httpx.Client | None = None,
     ) -> None:
         self._api = base_url.rstrip("/") + API_PREFIX
-        self._client = client or httpx.Client()
+        self._client = client or http_client.new_client()
         self._timeout = timeout
 
     def create_page(self, terminal: Terminal, request: PageRequest) -> HostedPage:

@@ -13,6 +13,7 @@ from urllib.request import url2pathname
 import httpx
 
 from gymctl.errors import ConfigError
+from gymctl.providers import http_client
 
 
 class SinkError(RuntimeError):
@@ -71,7 +72,7 @@ class HttpSink:
             if self.client is not None:
                 response = self.client.post(self.url, json={"events": events})
             else:
-                with httpx.Client(timeout=self.timeout) as client:
+                with http_client.new_client(timeout=self.timeout) as client:
                     response = client.post(self.url, json={"events": events})
         except httpx.HTTPError as error:
             raise SinkError(f"POST {_redacted(self.url)} failed: {type(error).__name__}") from error

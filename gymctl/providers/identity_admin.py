@@ -30,6 +30,7 @@ from gymctl.errors import DomainError
 from gymctl.models import User
 from gymctl.models.identity import same_address
 from gymctl.numerals import is_decimal, whole_number
+from gymctl.providers import http_client
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
@@ -147,7 +148,7 @@ class HttpIdentityAdmin:
     ) -> None:
         self._api = api_url.rstrip("/")
         self._secret_key = secret_key
-        self._client = client or httpx.Client()
+        self._client = client or http_client.new_client()
         self._clock = clock
         self._timeout = timeout
         self._limit = limit

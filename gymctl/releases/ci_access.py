@@ -15,13 +15,13 @@ import functools
 from datetime import timedelta
 from typing import Any
 
-import httpx
 import jwt
 
 from gymctl.clock import Clock
 from gymctl.config import Settings
 from gymctl.errors import DomainError, conflict, unauthorized, unavailable
 from gymctl.identity.tokens import KeySet, KeySetUnavailable, _parse_header
+from gymctl.providers import http_client
 from gymctl.releases import codes
 
 ALGORITHM = "RS256"
@@ -125,7 +125,7 @@ def mismatched(claims: dict[str, Any], expected: dict[str, str]) -> list[str]:
 
 @functools.cache
 def _cached(issuer: str, jwks_url: str, clock: Clock) -> CiTokenVerifier:
-    key_set = KeySet(jwks_url, None, clock, httpx.Client())
+    key_set = KeySet(jwks_url, None, clock, http_client.new_client())
     return CiTokenVerifier(issuer=issuer, key_set=key_set, clock=clock)
 
 
