@@ -9,12 +9,14 @@ has its own), so nothing else there is touched.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, create_engine, event, text
@@ -33,7 +35,7 @@ from gymctl import clock as gymctl_clock
 from gymctl import migrate
 from gymctl.clock import FixedClock
 from gymctl.config import get_settings
-from gymctl.db import get_engine
+from gymctl.db import get_engine, release_engine
 
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 TEST_DB_NAME = f"gymctl_test_{os.getpid()}"  # concurrent runs never share a database
@@ -217,12 +219,27 @@ def committed_pg(pg_url: str) -> Iterator[str]:
     """For tests that need real commits seen by other connections or processes: the URL of the
     session database, emptied after the test."""
     yield pg_url
-    engine = get_engine(pg_url)
+    empty_database(get_engine(pg_url))
+
+
+def empty_database(engine: Engine) -> None:
+    """Every row deleted and every sequence restarted, as TRUNCATE ... RESTART IDENTITY would
+    leave them, in a twentieth of its time: TRUNCATE makes new files for 71 tables and their
+    indexes (0.3 to 0.9 s a test, measured; DELETE of the few rows a test wrote, 20 ms). The
+    replica role skips the triggers (foreign keys, the append-only tables' refusals), so the
+    order of the deletes does not matter; it needs the superuser the harness connects as."""
     from gymctl.models import Base
 
-    tables = ", ".join(table.name for table in Base.metadata.sorted_tables)
     with engine.begin() as connection:
-        connection.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+        connection.execute(text("SET LOCAL session_replication_role = replica"))
+        for table in Base.metadata.sorted_tables:
+            connection.execute(table.delete())
+        connection.execute(
+            text(
+                "SELECT setval(format('%I.%I', schemaname, sequencename), 1, false) "
+                "FROM pg_sequences WHERE schemaname = current_schema()"
+            )
+        )
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])
@@ -232,9 +249,24 @@ def committed_database(request, tmp_path) -> str:
     makes it, with its real write lock rather than the savepoints of one test connection)."""
     if request.param == "postgresql":
         return request.getfixturevalue("committed_pg")
-    url = f"sqlite:///{tmp_path / 'gymctl.db'}"
-    migrate.upgrade(url)
-    return url
+    return request.getfixturevalue("migrated_sqlite")(tmp_path / "gymctl.db")
+
+
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path], str]:
+    """A SQLite file at the path given, migrated to head: a copy of one file this session
+    migrated (0.9 s a migration here; a copy, 1 ms). The migrations themselves are
+    tests/test_migrations*.py's."""
+    template = tmp_path_factory.mktemp("sqlite-template") / "gymctl.db"
+    template_url = f"sqlite:///{template}"
+    migrate.upgrade(template_url)
+    release_engine(template_url)  # every connection closed: the file holds the whole database
+
+    def at(path: Path) -> str:
+        shutil.copyfile(template, path)
+        return f"sqlite:///{path}"
+
+    return at
 
 
 WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

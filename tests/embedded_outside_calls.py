@@ -147,15 +147,12 @@ def _doors() -> list[tuple[Any, str, str, Callable[..., str]]]:
 
 
 @pytest.fixture
-def factory(tmp_path):
+def factory(tmp_path, migrated_sqlite):
     """Sessions on a SQLite file of their own, committed for real (BEGIN IMMEDIATE each): the
     `session` fixtures hold one outer transaction, which blinds the detector."""
     from sqlalchemy.orm import sessionmaker
 
-    from gymctl import migrate
-
-    url = f"sqlite:///{tmp_path / 'gymctl.db'}"
-    migrate.upgrade(url)
+    url = migrated_sqlite(tmp_path / "gymctl.db")
     return sessionmaker(bind=db.get_engine(url), expire_on_commit=False)
 
 

@@ -17,6 +17,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
+from tests.loopback import serve_in_thread
+
 
 @functools.cache
 def _private_key(name: str) -> rsa.RSAPrivateKey:
@@ -165,10 +167,7 @@ class IdentityProvider:
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.05,), daemon=True
-        )
-        self._thread.start()
+        self._thread = serve_in_thread(self._server)
 
     def add_account(
         self,

@@ -31,6 +31,7 @@ from gymctl.providers.card_http import (
     HttpCardProvider,
 )
 from gymctl.providers.card_simulator import CardSimulator, Charge, CompletedPage, Delivery
+from tests.loopback import serve_in_thread
 
 ENDPOINTS = (CREATE_PAGE, GET_PAGE, CHARGE, LOOKUP_CHARGE, REFUND)
 
@@ -70,10 +71,7 @@ class FakeCardProvider:
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._clients: list[HttpCardProvider] = []
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.05,), daemon=True
-        )
-        self._thread.start()
+        self._thread = serve_in_thread(self._server)
 
     def inject(
         self,

@@ -23,6 +23,8 @@ from socketserver import StreamRequestHandler, ThreadingTCPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from tests.loopback import serve_in_thread
+
 BASE = "/api/public/v3"
 
 
@@ -100,8 +102,7 @@ class FakeGym:
         self._lock = threading.RLock()
         self._server = _StampingServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._thread = serve_in_thread(self._server)
 
     @property
     def url(self) -> str:

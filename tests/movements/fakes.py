@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 from PIL import Image
 
 from gymctl.movements.embeddings import LocalEmbedder
+from tests.loopback import serve_in_thread
 
 
 def png_bytes(size=(256, 256), colour=(30, 90, 200)) -> bytes:
@@ -65,7 +66,7 @@ class FakeServices:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._server.server_port}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        serve_in_thread(self._server)
 
     def close(self) -> None:
         self._server.shutdown()

@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select
 
-from gymctl import db, migrate
+from gymctl import db
 from gymctl.clock import FixedClock
 from gymctl.config import ConfigError, Settings
 from gymctl.identity.users import address_keys
@@ -270,11 +270,9 @@ def test_a_caller_holding_the_key_itself_is_refused_rather_than_left_waiting(
 
 
 @pytest.fixture
-def embedded_url(tmp_path) -> str:
+def embedded_url(tmp_path, migrated_sqlite) -> str:
     """A SQLite file of the test's own: these tests commit for real."""
-    url = f"sqlite:///{tmp_path / 'gymctl.db'}"
-    migrate.upgrade(url)
-    return url
+    return migrated_sqlite(tmp_path / "gymctl.db")
 
 
 def test_the_embedded_default_takes_the_slot_in_the_callers_transaction(
