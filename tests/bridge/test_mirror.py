@@ -288,7 +288,9 @@ def test_a_cancel_frees_the_seat_and_the_promotion_is_booked_after_it(
     assert [t for t, k in ops(session, org.id) if k == f"member:{second.id}"] == [
         "user.create", "booking.create",
     ]  # fmt: skip
-    promoted = session.scalars(select(SyncOp).where(SyncOp.op_type == "booking.create")).all()
+    promoted = session.scalars(
+        select(SyncOp).where(SyncOp.op_type == "booking.create").order_by(SyncOp.id)
+    ).all()
     assert promoted[-1].payload["bookingId"] == str(two.id)
 
 
