@@ -170,6 +170,11 @@ def notify_case(session: Session, mailer: Mailer, case: RetentionCase, *, now: d
         return True
     withdrawal = case.kind == CaseKind.presale_withdrawal.value
     name = "presale_withdrawn" if withdrawal else "presale_charge_failed"
+    if not withdrawal and case.status != "open":
+        # Closed before its email went out (the debt paid, or the plan cancelled for
+        # non-payment): "the opening charge failed" would ask the owner to chase a settled case.
+        _give_up(session, case, name, "case_closed", now=now)
+        return False
     address = emails.case_owner_address(session, case.organization_id, case.owner_user_id)
     if address is None:
         _give_up(session, case, name, "no_address", now=now)

@@ -1,0 +1,90 @@
+"""A presale charge-failure case closed before its email went out is not emailed (spec B 6:
+"presale charge failed" goes to the case owner; s52 noticed it went out for a case already
+closed). The desk took the debt a minute after the decline, before the presale cases pass
+sent its email: the owner was told to chase a charge that had been paid. Now the pass gives
+the email up (audit retention.email_given_up, reason case_closed) and sends nothing."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+
+from gymctl.billing import collector, debt_payments
+from gymctl.models import AuditLog, RetentionCase
+from gymctl.providers.documents import LocalDocumentProvider
+from gymctl.providers.mail import read_mailbox
+from gymctl.retention import presales
+from tests.billing import factories as bf
+from tests.billing.cards import DECLINE, Sandbox, save_test_card
+from tests.billing.factories import TEST_CIPHER
+from tests.conftest import NOW
+
+pytestmark = pytest.mark.embedded
+
+OPENING = NOW + timedelta(days=3)
+PAID = OPENING + timedelta(minutes=1)
+
+
+def test_a_presale_case_closed_before_its_email_is_given_up_not_sent(
+    session, session_factory, gym, tmp_path, mailer, mailbox
+):
+    sandbox = Sandbox(tmp_path / "sandbox")
+    method = save_test_card(session, gym, sandbox.provider, sandbox.simulator, DECLINE)
+    subscription = bf.make_subscription(
+        session, gym, presale_opening=OPENING, payment_method_id=method.id
+    )
+    session.commit()
+    assert (
+        collector.catch_up(
+            session_factory, sandbox.provider, now=OPENING, cipher=TEST_CIPHER
+        ).declined
+        == 1
+    )
+    assert presales.open_charge_failed_cases(session, now=OPENING) == 1
+    session.commit()
+    debt_payments.clear_debt_at_desk(
+        session,
+        organization_id=gym.organization.id,
+        subscription_id=subscription.id,
+        actor_user_id=gym.owner.id,
+        now=PAID,
+        documents=LocalDocumentProvider(),
+    )
+    session.commit()
+    case = session.scalar(select(RetentionCase))
+    assert (case.status, case.notified_at) == ("closed", None)
+
+    assert presales.presale_cases_pass(session_factory, mailer, now=PAID) == {
+        "opened": 0,
+        "notified": 0,
+    }
+
+    assert read_mailbox(mailbox) == []
+    session.expire_all()
+    assert case.notified_at == PAID
+    given_up = session.scalars(
+        select(AuditLog).where(AuditLog.action == "retention.email_given_up")
+    ).all()
+    assert [(a.target_id, a.data) for a in given_up] == [
+        (str(case.id), {"email": "presale_charge_failed", "reason": "case_closed"})
+    ]
+    # Nothing left for the pass: it is not asked to run again.
+    assert presales.cases_waiting(session) is False
+
+
+def test_an_open_presale_case_is_still_emailed(
+    session, session_factory, gym, tmp_path, mailer, mailbox
+):
+    sandbox = Sandbox(tmp_path / "sandbox")
+    method = save_test_card(session, gym, sandbox.provider, sandbox.simulator, DECLINE)
+    bf.make_subscription(session, gym, presale_opening=OPENING, payment_method_id=method.id)
+    session.commit()
+    collector.catch_up(session_factory, sandbox.provider, now=OPENING, cipher=TEST_CIPHER)
+    assert presales.presale_cases_pass(session_factory, mailer, now=PAID) == {
+        "opened": 1,
+        "notified": 1,
+    }
+    [sent] = read_mailbox(mailbox)
+    assert sent["To"] == gym.owner.email
