@@ -1,6 +1,7 @@
 """A gym on the fake card provider (loopback), members' paid card charges, the local document
 provider, the sweep's doors with a mailbox, and the steps the retention tests share: a notice,
-a logged contact, and a refusal that changes nothing."""
+a logged contact, a presale whose opening charge was declined, the desk taking a debt, and a
+refusal that changes nothing."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from datetime import timedelta
 import pytest
 
 from gymctl import ids
+from gymctl.billing import collector, debt_payments
 from gymctl.billing.accounts import CARD_PROVIDER, saved_card
 from gymctl.errors import DomainError
 from gymctl.models import PaymentTransaction, Subscription
@@ -19,7 +21,7 @@ from gymctl.retention import cases, notices
 from gymctl.retention.settlement import Doors
 from tests.access.conftest import snapshot
 from tests.billing import factories as bf
-from tests.billing.cards import TERMINAL, save_test_card
+from tests.billing.cards import DECLINE, TERMINAL, Sandbox, save_test_card
 from tests.billing.conftest import card_server  # noqa: F401 (fixture)
 from tests.billing.factories import TEST_CIPHER
 from tests.conftest import NOW
@@ -71,6 +73,34 @@ def staff_notice(session, gym, subscription, effective, *, now=NOW):
         now=now,
     )
     return case
+
+
+def declined_presale(session, session_factory, gym, sandbox: Sandbox, opening) -> Subscription:
+    """A presale on a card the sandbox declines, its opening-day charge declined by the
+    collector at `opening`: in debt and marked presale_charge_failed, its case not yet opened."""
+    method = save_test_card(session, gym, sandbox.provider, sandbox.simulator, DECLINE)
+    subscription = bf.make_subscription(
+        session, gym, presale_opening=opening, payment_method_id=method.id
+    )
+    session.commit()
+    declined = collector.catch_up(
+        session_factory, sandbox.provider, now=opening, cipher=TEST_CIPHER
+    )
+    assert declined.declined == 1
+    return subscription
+
+
+def pay_at_desk(session, gym, subscription, *, now) -> None:
+    """The owner takes the whole debt at the desk, committed."""
+    debt_payments.clear_debt_at_desk(
+        session,
+        organization_id=gym.organization.id,
+        subscription_id=subscription.id,
+        actor_user_id=gym.owner.id,
+        now=now,
+        documents=LocalDocumentProvider(),
+    )
+    session.commit()
 
 
 def log_contact(session, gym, case, *, at=NOW, channel="phone", note=None):

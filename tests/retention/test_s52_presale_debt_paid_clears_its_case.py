@@ -22,13 +22,12 @@ from gymctl.billing import collector, debt_payments
 from gymctl.models import AuditLog, MemberEmail, RetentionCase
 from gymctl.models.billing import SubscriptionStatus
 from gymctl.models.retention import CaseKind
-from gymctl.providers.documents import LocalDocumentProvider
 from gymctl.retention import cases, presales
 from gymctl.retention.billing_emails import send_billing_emails
-from tests.billing import factories as bf
-from tests.billing.cards import APPROVE, DECLINE, Sandbox, save_test_card
+from tests.billing.cards import APPROVE, Sandbox, save_test_card
 from tests.billing.factories import TEST_CIPHER
 from tests.conftest import NOW
+from tests.retention.conftest import declined_presale, pay_at_desk
 
 pytestmark = pytest.mark.embedded  # the demo gym sells presales
 
@@ -38,15 +37,7 @@ RENEWAL = OPENING + relativedelta(months=1)
 
 
 def _pay_at_desk(session, session_factory, gym, sandbox, subscription) -> None:
-    debt_payments.clear_debt_at_desk(
-        session,
-        organization_id=gym.organization.id,
-        subscription_id=subscription.id,
-        actor_user_id=gym.owner.id,
-        now=PAID,
-        documents=LocalDocumentProvider(),
-    )
-    session.commit()
+    pay_at_desk(session, gym, subscription, now=PAID)
 
 
 def _retry_with_a_new_card(session, session_factory, gym, sandbox, subscription) -> None:
@@ -88,15 +79,7 @@ def test_a_paid_presale_debt_closes_its_case_and_a_later_renewal_decline_is_an_o
     session, session_factory, gym, tmp_path, mailer, pay
 ):
     sandbox = Sandbox(tmp_path / "sandbox")
-    method = save_test_card(session, gym, sandbox.provider, sandbox.simulator, DECLINE)
-    subscription = bf.make_subscription(
-        session, gym, presale_opening=OPENING, payment_method_id=method.id
-    )
-    session.commit()
-    declined = collector.catch_up(
-        session_factory, sandbox.provider, now=OPENING, cipher=TEST_CIPHER
-    )
-    assert declined.declined == 1
+    subscription = declined_presale(session, session_factory, gym, sandbox, OPENING)
     assert presales.open_charge_failed_cases(session, now=OPENING) == 1
     session.commit()
     case = session.scalar(select(RetentionCase))

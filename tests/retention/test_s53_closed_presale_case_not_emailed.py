@@ -11,15 +11,12 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from gymctl.billing import collector, debt_payments
 from gymctl.models import AuditLog, RetentionCase
-from gymctl.providers.documents import LocalDocumentProvider
 from gymctl.providers.mail import read_mailbox
 from gymctl.retention import presales
-from tests.billing import factories as bf
-from tests.billing.cards import DECLINE, Sandbox, save_test_card
-from tests.billing.factories import TEST_CIPHER
+from tests.billing.cards import Sandbox
 from tests.conftest import NOW
+from tests.retention.conftest import declined_presale, pay_at_desk
 
 pytestmark = pytest.mark.embedded
 
@@ -30,29 +27,12 @@ PAID = OPENING + timedelta(minutes=1)
 def test_a_presale_case_closed_before_its_email_is_given_up_not_sent(
     session, session_factory, gym, tmp_path, mailer, mailbox
 ):
-    sandbox = Sandbox(tmp_path / "sandbox")
-    method = save_test_card(session, gym, sandbox.provider, sandbox.simulator, DECLINE)
-    subscription = bf.make_subscription(
-        session, gym, presale_opening=OPENING, payment_method_id=method.id
-    )
-    session.commit()
-    assert (
-        collector.catch_up(
-            session_factory, sandbox.provider, now=OPENING, cipher=TEST_CIPHER
-        ).declined
-        == 1
+    subscription = declined_presale(
+        session, session_factory, gym, Sandbox(tmp_path / "sandbox"), OPENING
     )
     assert presales.open_charge_failed_cases(session, now=OPENING) == 1
     session.commit()
-    debt_payments.clear_debt_at_desk(
-        session,
-        organization_id=gym.organization.id,
-        subscription_id=subscription.id,
-        actor_user_id=gym.owner.id,
-        now=PAID,
-        documents=LocalDocumentProvider(),
-    )
-    session.commit()
+    pay_at_desk(session, gym, subscription, now=PAID)
     case = session.scalar(select(RetentionCase))
     assert (case.status, case.notified_at) == ("closed", None)
 
@@ -77,11 +57,7 @@ def test_a_presale_case_closed_before_its_email_is_given_up_not_sent(
 def test_an_open_presale_case_is_still_emailed(
     session, session_factory, gym, tmp_path, mailer, mailbox
 ):
-    sandbox = Sandbox(tmp_path / "sandbox")
-    method = save_test_card(session, gym, sandbox.provider, sandbox.simulator, DECLINE)
-    bf.make_subscription(session, gym, presale_opening=OPENING, payment_method_id=method.id)
-    session.commit()
-    collector.catch_up(session_factory, sandbox.provider, now=OPENING, cipher=TEST_CIPHER)
+    declined_presale(session, session_factory, gym, Sandbox(tmp_path / "sandbox"), OPENING)
     assert presales.presale_cases_pass(session_factory, mailer, now=PAID) == {
         "opened": 1,
         "notified": 1,
