@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from gymctl import ids
 from gymctl.billing.accounts import billing_settings
 from gymctl.billing.debt import CHARGE_FAILED
-from gymctl.clock import day_n_ends, zone
+from gymctl.clock import day_n_ends, ensure_utc, zone
 from gymctl.db import each_committed, is_postgres, release_for_outside_call
 from gymctl.events import unsettled
 from gymctl.models import (
@@ -55,6 +55,7 @@ DEBT_OPENED = "debt_opened"
 CANCELLED_NON_PAYMENT = "cancelled_non_payment"
 PRESALE_CHARGE_FAILED = "presale_charge_failed"
 COVERED = "covered_by_presale"  # a presale decline's debt notice: the presale email tells it
+PAID_FIRST = "debt_paid_first"  # a debt notice whose debt was paid before its email went out
 
 _NOTICES = or_(
     OutboxEvent.name == "subscription.debt_opened",
@@ -102,6 +103,11 @@ def _email(session: Session, mailer: Mailer, event: OutboxEvent, *, now: datetim
     if kind == DEBT_OPENED and subscription.retention_case_kind == PRESALE_CHARGE_FAILED:
         _record(session, event, subscription, COVERED, sent=None, now=now)
         return "skipped"
+    if kind == DEBT_OPENED and not _still_owed(subscription, event):
+        # Paid first (the desk, the member's pay-debt, a retry; or while the mail server was
+        # down): "your payment failed" would tell the member of a debt that is gone.
+        _record(session, event, subscription, PAID_FIRST, sent=None, now=now)
+        return "skipped"
     member = session.get(User, subscription.user_id)
     if member is None or not member.email or member.deleted_at is not None:
         _record(session, event, subscription, kind, sent=None, now=now)
@@ -145,6 +151,17 @@ def _email(session: Session, mailer: Mailer, event: OutboxEvent, *, now: datetim
     if record is None and _record(session, event, subscription, kind, sent=now, now=now) is None:
         return "skipped"
     return "sent"
+
+
+def _still_owed(subscription: Subscription, event: OutboxEvent) -> bool:
+    """Whether the debt the notice tells of is the plan's debt still: one paid since has no
+    day 0 (`debt.restore_from_debt`), a later one another (with its own notice)."""
+    since = event.payload.get("since")
+    if subscription.debt_since is None:
+        return False
+    return since is None or ensure_utc(datetime.fromisoformat(since)) == ensure_utc(
+        subscription.debt_since
+    )
 
 
 def _record(session, event, subscription, kind, *, sent, now) -> MemberEmail | None:
