@@ -36,13 +36,19 @@ def _kinds(session) -> list[tuple[str, bool]]:
     return [(row.kind, row.sent_at is not None) for row in rows]
 
 
-def test_a_cash_debt_paid_at_the_desk_before_its_email_is_not_emailed(
-    session, session_factory, gym, mailer, mailbox
-):
+def _cash_debt_paid_at_desk(session, gym):
+    """A cash month lapsed at NOW (its debt notice written), the desk taking it at PAID."""
     subscription = bf.make_subscription(session, gym, PlanType.cash, cash_prepaid_through=NOW)
     run_lifecycle(session, now=NOW)
     session.commit()
     pay_at_desk(session, gym, subscription, now=PAID)
+    return subscription
+
+
+def test_a_cash_debt_paid_at_the_desk_before_its_email_is_not_emailed(
+    session, session_factory, gym, mailer, mailbox
+):
+    _cash_debt_paid_at_desk(session, gym)
 
     summary = send_billing_emails(session_factory, mailer, now=PAID)
 
@@ -55,10 +61,7 @@ def test_a_cash_debt_paid_at_the_desk_before_its_email_is_not_emailed(
 def test_a_debt_paid_then_opened_again_is_emailed_once_for_the_new_debt(
     session, session_factory, gym, mailer, mailbox
 ):
-    subscription = bf.make_subscription(session, gym, PlanType.cash, cash_prepaid_through=NOW)
-    run_lifecycle(session, now=NOW)
-    session.commit()
-    pay_at_desk(session, gym, subscription, now=PAID)
+    subscription = _cash_debt_paid_at_desk(session, gym)
     again = PAID + timedelta(minutes=1)
     open_debt(session, subscription, amount_in_cents=1500, reason="charge_failed", since=again,
               now=again)  # fmt: skip
