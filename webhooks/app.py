@@ -84,7 +84,7 @@ class LazyRule(Rule):
         compile_now = super()._compile_builder
         compiled: list[Callable[..., tuple[str, str]]] = []
 
-        def build(rule: Rule, **values: Any) -> tuple[str, str]:
+        def build(rule: Rule, /, **values: Any) -> tuple[str, str]:  # a value may be "rule"
             if not compiled:
                 compiled.append(compile_now(append_unknown))
             return compiled[0](rule, **values)

@@ -170,16 +170,17 @@ def notify_case(session: Session, mailer: Mailer, case: RetentionCase, *, now: d
         return True
     withdrawal = case.kind == CaseKind.presale_withdrawal.value
     name = "presale_withdrawn" if withdrawal else "presale_charge_failed"
-    if not withdrawal and case.status != "open":
-        # Closed before its email went out (the debt paid, or the plan cancelled for
-        # non-payment): "the opening charge failed" would ask the owner to chase a settled case.
-        _give_up(session, case, name, "case_closed", now=now)
+    subscription = session.get(Subscription, case.subscription_id)
+    if not withdrawal and subscription.debt_since is None:
+        # Paid before its email went out (`overtaken.close_paid_presale` closed the case): "the
+        # opening charge failed" would ask the owner to chase a debt that is gone. A case closed
+        # with the debt still owed (the plan cancelled for non-payment) is still told.
+        _give_up(session, case, name, "debt_paid", now=now)
         return False
     address = emails.case_owner_address(session, case.organization_id, case.owner_user_id)
     if address is None:
         _give_up(session, case, name, "no_address", now=now)
         return False
-    subscription = session.get(Subscription, case.subscription_id)
     plan = session.get(Plan, subscription.plan_id)
     member = session.get(User, case.user_id)
     gym = session.get(Organization, case.organization_id)

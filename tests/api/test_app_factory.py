@@ -28,6 +28,9 @@ def test_the_routes_build_urls_as_werkzeug_does_when_asked(app):
     assert adapter.build(roster, {"org_id": org_id, "page": 2}) == (
         f"/organizations/{org_id}/members?page=2"
     )
+    assert adapter.build(roster, {"org_id": org_id, "rule": "x"}) == (  # the builder's own name
+        f"/organizations/{org_id}/members?rule=x"
+    )
     assert adapter.build(roster, {"org_id": org_id}, force_external=True) == (
         f"http://api.example.test/organizations/{org_id}/members"
     )
