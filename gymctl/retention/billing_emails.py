@@ -155,8 +155,9 @@ def _email(session: Session, mailer: Mailer, event: OutboxEvent, *, now: datetim
 
 def _still_owed(subscription: Subscription, event: OutboxEvent) -> bool:
     """Whether the debt the notice tells of is the plan's debt still: one paid since has no
-    day 0 (`debt.restore_from_debt`), a later one another (with its own notice)."""
-    since = event.payload.get("since")
+    day 0 (`debt.restore_from_debt`), a later one another (with its own notice). A debt notice
+    names its day 0 `since`, the cancellation for non-payment `debtSince`."""
+    since = event.payload.get("since") or event.payload.get("debtSince")
     if subscription.debt_since is None:
         return False
     return since is None or ensure_utc(datetime.fromisoformat(since)) == ensure_utc(
@@ -201,6 +202,9 @@ def _context(session, subscription, event, member) -> dict[str, Any]:
         # the last day to pay: day N, the local day before the midnight that ends it
         "pay_by": (last_day.astimezone(local) - timedelta(days=1)).date().isoformat(),
         "on": event.occurred_at.astimezone(local).date().isoformat(),
+        # A cancellation email sent after the member paid: the cancellation stands, the
+        # balance it names is no longer owed (nor are bookings blocked for it).
+        "still_owed": _still_owed(subscription, event),
     }
 
 

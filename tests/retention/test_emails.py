@@ -65,6 +65,7 @@ CONTEXTS = {
             "reason": "charge_failed",
             "pay_by": "2026-12-08",
             "on": "2026-12-01",
+            "still_owed": True,
         }
         for kind in ("debt_opened", "cancelled_non_payment", "presale_charge_failed")
     },
@@ -98,6 +99,19 @@ def test_every_template_renders_in_every_locale(name, locale):
     assert "Subject:" not in body
     assert "{{" not in subject + body
     assert "Noa" in subject + body
+
+
+@pytest.mark.parametrize("locale", LOCALES)
+def test_the_cancellation_email_says_whether_the_balance_is_still_owed(locale):
+    context = CONTEXTS["billing_cancelled_non_payment"]
+    _, owed = emails.render("billing_cancelled_non_payment", locale, **context)
+    _, paid = emails.render(
+        "billing_cancelled_non_payment", locale, **{**context, "still_owed": False}
+    )
+    assert owed != paid
+    assert "99.00 ILS" in owed  # what remained unpaid when cancelled, told either way
+    assert "99.00 ILS" in paid
+    assert len(paid) < len(owed)  # no way to pay offered for a balance already paid
 
 
 @pytest.mark.parametrize("state", ["refunded", "processing", "none"])
