@@ -4,8 +4,10 @@ presale's failed opening-day charge, in the member's locale (en, he, es).
 The notices are the outbox events the collector and the lifecycle already write once per stage
 (`subscription.debt_opened`, `subscription.cancelled` for non-payment, `payment.charge_failed`
 of a presale); each is emailed once, keyed by its event id (`member_emails`). A presale decline
-opens debt too: its one email is the presale one. Events older than LOOKBACK are left alone, so
-a first run after an upgrade does not mail the history.
+opens debt too: its one email is the presale one. A debt paid before its email went out is not
+emailed (`debt_paid_first`); a cancellation emailed after it was paid says the balance was paid.
+Events older than LOOKBACK are left alone, so a first run after an upgrade does not mail the
+history.
 
 Each email is a transaction of its own, committed once the email is handed over. A failed
 handover records nothing (retried next run); a run that stops midway keeps every email it sent,
@@ -103,7 +105,7 @@ def _email(session: Session, mailer: Mailer, event: OutboxEvent, *, now: datetim
     if kind == DEBT_OPENED and subscription.retention_case_kind == PRESALE_CHARGE_FAILED:
         _record(session, event, subscription, COVERED, sent=None, now=now)
         return "skipped"
-    if kind == DEBT_OPENED and not _still_owed(subscription, event):
+    if kind in (DEBT_OPENED, PRESALE_CHARGE_FAILED) and not _still_owed(subscription, event):
         # Paid first (the desk, the member's pay-debt, a retry; or while the mail server was
         # down): "your payment failed" would tell the member of a debt that is gone.
         _record(session, event, subscription, PAID_FIRST, sent=None, now=now)
@@ -156,13 +158,18 @@ def _email(session: Session, mailer: Mailer, event: OutboxEvent, *, now: datetim
 def _still_owed(subscription: Subscription, event: OutboxEvent) -> bool:
     """Whether the debt the notice tells of is the plan's debt still: one paid since has no
     day 0 (`debt.restore_from_debt`), a later one another (with its own notice). A debt notice
-    names its day 0 `since`, the cancellation for non-payment `debtSince`."""
-    since = event.payload.get("since") or event.payload.get("debtSince")
+    names its day 0 `since`, the cancellation for non-payment `debtSince`; a presale's decline
+    is its debt's day 0 (`attempts.leave_unpaid`)."""
     if subscription.debt_since is None:
         return False
-    return since is None or ensure_utc(datetime.fromisoformat(since)) == ensure_utc(
-        subscription.debt_since
-    )
+    if event.name == "payment.charge_failed":
+        since = event.occurred_at
+    else:
+        named = event.payload.get("since") or event.payload.get("debtSince")
+        if named is None:
+            return True
+        since = datetime.fromisoformat(named)
+    return ensure_utc(since) == ensure_utc(subscription.debt_since)
 
 
 def _record(session, event, subscription, kind, *, sent, now) -> MemberEmail | None:

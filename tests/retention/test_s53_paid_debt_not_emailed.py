@@ -5,7 +5,8 @@ while the mail server was down) still told the member a payment had failed and w
 A presale's decline paid that quickly lost its mark first (`overtaken.close_paid_presale`), so
 its debt notice, covered by the presale email while marked, went out too. Now such a notice is
 recorded (`debt_paid_first`, not sent) and nothing is mailed; a debt still owed is emailed, and
-a notice of a debt paid and then opened again speaks only of the new one (its own notice)."""
+a notice of a debt paid and then opened again speaks only of the new one (its own notice). A
+presale's failed opening-day charge paid first is not emailed either (s54)."""
 
 from __future__ import annotations
 
@@ -81,19 +82,36 @@ def test_a_debt_still_owed_is_emailed(session, session_factory, gym, mailer, mai
     assert _kinds(session) == [("debt_opened", True)]
 
 
-def test_a_presale_decline_paid_at_once_sends_the_member_only_the_presale_email(
+def test_a_presale_decline_paid_before_its_email_is_not_emailed(
     session, session_factory, gym, mailer, mailbox, tmp_path
 ):
+    """s54 (a hunt found it): the presale email ("your opening-day payment did not go through,
+    we will try your card again daily") went out after the desk took the debt, while the
+    staff's copy of the same case was already given up (`presales.notify_case`)."""
     opening = NOW + timedelta(days=3)
     subscription = declined_presale(
         session, session_factory, gym, Sandbox(tmp_path / "sandbox"), opening
     )
     pay_at_desk(session, gym, subscription, now=opening + timedelta(minutes=1))
 
+    summary = send_billing_emails(session_factory, mailer, now=opening + timedelta(minutes=2))
+
+    assert (summary["sent"], summary["skipped"]) == (0, 2)
+    assert read_mailbox(mailbox) == []
+    assert _kinds(session) == [("debt_paid_first", False), ("debt_paid_first", False)]
+
+
+def test_a_presale_decline_still_owed_sends_the_member_only_the_presale_email(
+    session, session_factory, gym, mailer, mailbox, tmp_path
+):
+    opening = NOW + timedelta(days=3)
+    declined_presale(session, session_factory, gym, Sandbox(tmp_path / "sandbox"), opening)
+
     send_billing_emails(session_factory, mailer, now=opening + timedelta(minutes=2))
 
     assert sorted(_kinds(session)) == [
-        ("debt_paid_first", False),
+        ("covered_by_presale", False),
         ("presale_charge_failed", True),
     ]
-    assert len(read_mailbox(mailbox)) == 1
+    [mail] = read_mailbox(mailbox)
+    assert "did not go through" in mail["Subject"]
