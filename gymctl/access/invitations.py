@@ -894,7 +894,9 @@ def _hold(session: Session, invitation: Invitation, user: User, *, now: datetime
 
 def accept_on_sign_up(session: Session, user: User, *, now: datetime) -> int:
     """user.created: accept the pending invitations sent to the new login's address. Only a
-    proven address accepts; an unproven one holds them instead (spec A 3, 5.3)."""
+    proven address accepts; an unproven one holds them instead (spec A 3, 5.3). A link request
+    (a gym's profile of the person, awaiting the login's consent) is not an invitation to
+    accept by signing up: only the person's accepting it links the profile."""
     if not user.email:
         return 0
     pending = session.scalars(
@@ -904,6 +906,7 @@ def accept_on_sign_up(session: Session, user: User, *, now: datetime) -> int:
             Invitation.status == InvitationStatus.pending,
             Invitation.expires_at > now,
             Invitation.organization_id.is_not(None),
+            Invitation.profile_user_id.is_(None),
         )
         .with_for_update(of=Invitation)  # a revoke meanwhile is seen (_locked_in_order)
         .execution_options(populate_existing=True)
@@ -917,7 +920,9 @@ def accept_on_sign_up(session: Session, user: User, *, now: datetime) -> int:
 
 
 def release_held(session: Session, user: User, *, now: datetime) -> int:
-    """After an operator marked the email verified: the held invitations become memberships."""
+    """After an operator marked the email verified: the held invitations become memberships.
+    Only a held one: the gym's link request naming the login waits for the person's consent,
+    and one past its expiry is the expiry sweep's to end, as accepting it would answer 410."""
     held = session.execute(
         select(Membership, Invitation)
         .join(
@@ -930,6 +935,8 @@ def release_held(session: Session, user: User, *, now: datetime) -> int:
             Membership.invitation_held.is_(True),
             Membership.status == MembershipStatus.pending_invitation,
             Invitation.status == InvitationStatus.pending,
+            Invitation.profile_user_id.is_(None),
+            Invitation.expires_at > now,
             # The address proven is the one invited: a login that changed its address at the
             # provider proved the new one, not the one the hold is on (spec A 5.3).
             same_address(Invitation.email, user.email or ""),
