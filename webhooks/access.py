@@ -15,6 +15,7 @@ from flask import g
 
 from gymctl.access.memberships import resolve_membership
 from gymctl.access.permissions import Action, Module, enforce
+from gymctl.db import release_for_outside_call
 from gymctl.errors import forbidden, unauthorized
 from gymctl.models import Membership, Role, User
 from webhooks import codes
@@ -56,6 +57,10 @@ def owner_route(view: Callable) -> Callable:
 def platform_admin_route(view: Callable) -> Callable:
     @functools.wraps(view)
     def guarded(**kwargs: Any):
+        # The provider may be asked (a cache miss): on the embedded default the request's
+        # transaction, which may have begun for the caller's row, does not hold the one write
+        # lock while it answers.
+        release_for_outside_call(db())
         services().platform_admins.require(auth().user_id)
         return view(**kwargs)
 
