@@ -76,11 +76,12 @@ def _read_locked(session: Session, membership: Membership) -> None:
 
 
 def live_membership_of(session: Session, org_id: uuid.UUID, user_id: uuid.UUID) -> Membership:
-    """The member's membership, to collect something new on it (their national id): locked and
-    read as it is now, so a removal or an erasure committing meanwhile is seen. One that ended
-    (cancelled: removed, erased, the login or the gym deleted) is 409 member_not_active, as a
-    role change and the desk's charge answer: the gym no longer serves the person, and an
-    erased member's membership would hold a national id again beside "Erased member". Live
+    """The member's membership, to collect something new on it (their national id, a plan sold
+    at the desk): locked and read as it is now, so a removal or an erasure committing meanwhile
+    is seen. One that ended (cancelled: removed, erased, the login or the gym deleted) is 409
+    member_not_active, as a role change and the desk's charge answer: the gym no longer serves
+    the person, an erased member's membership would hold a national id again beside "Erased
+    member", and a plan sold to them would renew or fall into debt on someone gone. Live
     memberships (active, invited, pending_invitation, suspended) are written as before."""
     membership = membership_of(session, org_id, user_id)
     _read_locked(session, membership)

@@ -1,8 +1,9 @@
 """A membership that ended takes no desk charge (gymctl.billing.desk.refuse_if_ended): a member
 removed or erased kept their saved card on the money record, and the desk could charge it any
 amount. A desk charge is tied to no subscription and restores no debt, so the debt the ended
-plan kept is paid where paying restores it (clear-debt); the refusal names it. Refusals write
-nothing and reach no provider; live members are charged as before. Through the HTTP route."""
+plan kept is paid where paying restores it (clear-debt); the refusal names it. Nor is a plan
+sold to them at the desk. Refusals write nothing and reach no provider; live members are
+charged and sold to as before. Through the HTTP routes."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ import pytest
 from gymctl.access.erasure import erase_personal_data
 from gymctl.access.memberships import remove_member
 from gymctl.models import Membership, MembershipStatus, Subscription
-from gymctl.models.billing import SubscriptionStatus
+from gymctl.models.billing import PlanType, SubscriptionStatus
 from gymctl.providers.card_http import CHARGE
 from tests.access.conftest import snapshot
+from tests.billing import factories as bf
 from tests.billing.test_checkout_webhooks import app  # noqa: F401 (fixture)
 from tests.billing_ops.helpers import card_subscription
 from tests.conftest import NOW
@@ -152,3 +154,42 @@ def test_a_live_membership_in_debt_is_charged_at_the_desk_as_before(
 
     assert (charged.status_code, charged.json["data"]["outcome"]) == (201, "charged")
     assert card_server.requests(CHARGE) == 1
+
+
+@pytest.mark.parametrize("method", ["cash", "pay_later"])
+@pytest.mark.parametrize("how", ["removed", "erased"])
+def test_an_ended_membership_is_sold_no_plan_at_the_desk(
+    client, session, gym, headers, how, method
+):
+    """s54 (a hunt found it): the desk sale read the membership whatever its status, so staff
+    sold a removed member a plan: an active subscription and a cash payment on an ended
+    membership, or a pay-later balance that later opened a debt on someone gone."""
+    plan = bf.make_plan(session, gym.organization, PlanType.cash)
+    session.commit()
+    _leave(session, gym, how)
+    before = snapshot(session)
+    body = {"userId": str(gym.member.id), "planId": str(plan.id), "method": method}
+    if method == "pay_later":
+        body["paymentDueAt"] = (NOW + timedelta(days=7)).isoformat()
+
+    refused = client.post(
+        f"/organizations/{gym.organization.id}/subscriptions", json=body, headers=headers(gym.owner)
+    )
+
+    assert (refused.status_code, refused.json["code"]) == (409, "member_not_active")
+    assert snapshot(session) == before
+
+
+def test_a_suspended_member_is_still_sold_a_plan_at_the_desk(client, session, gym, headers):
+    plan = bf.make_plan(session, gym.organization, PlanType.cash)
+    gym.membership.status = MembershipStatus.suspended
+    session.commit()
+
+    sold = client.post(
+        f"/organizations/{gym.organization.id}/subscriptions",
+        json={"userId": str(gym.member.id), "planId": str(plan.id), "method": "cash"},
+        headers=headers(gym.owner),
+    )
+
+    assert sold.status_code == 201, sold.json
+    assert sold.json["data"]["status"] == "active"

@@ -10,7 +10,7 @@ from typing import Literal
 from flask import Blueprint, g, jsonify, request
 from pydantic import Field
 
-from gymctl.access.memberships import membership_of, resolve_membership
+from gymctl.access.memberships import live_membership_of, resolve_membership
 from gymctl.access.permissions import Action, Module
 from gymctl.billing import accounts, checkout, plans, webhooks
 from gymctl.billing import card_replacement as replacement
@@ -275,10 +275,11 @@ class DeskSaleBody(Body):
 @bp.post(f"{ORG}/subscriptions")
 @org_route(Module.finance, Action.manage)
 def desk_sale(org_id: uuid.UUID):
-    """Staff sell a plan at the desk: paid in cash, or on pay-later terms."""
+    """Staff sell a plan at the desk: paid in cash, or on pay-later terms. Not to someone the
+    gym no longer serves (409 member_not_active, as the desk's charge answers)."""
     body = parse(DeskSaleBody)
     plan = plans.live_plan(db(), org_id, body.plan_id)
-    member = membership_of(db(), org_id, body.user_id)
+    member = live_membership_of(db(), org_id, body.user_id)
     due = explicit_utc(body.payment_due_at) if body.payment_due_at else None
     subscription = plans.grant_plan(
         db(),
