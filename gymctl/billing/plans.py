@@ -9,6 +9,8 @@ sold at the desk by staff (`grant_plan`) and recorded with a manual transaction.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -132,12 +134,28 @@ def live_holder(
     return session.scalar(query.limit(1))
 
 
-def refuse_if_held(session: Session, plan: Plan, user_id: uuid.UUID) -> None:
+def refuse_if_held(
+    session: Session, plan: Plan, user_id: uuid.UUID, *, other_than: uuid.UUID | None = None
+) -> None:
     """409 plan_already_held {status, subscriptionId} for an active or scheduled holder of a
-    recurring plan (spec B 4.3); the join flow treats that answer as done."""
-    held = live_holder(session, plan, user_id)
+    recurring plan (spec B 4.3); the join flow treats that answer as done. `other_than`: the
+    subscription being moved onto the plan (a presale's switch)."""
+    held = live_holder(session, plan, user_id, other_than=other_than)
     if held is not None:
         raise _already_held(held)
+
+
+@contextmanager
+def held_once(session: Session, plan: Plan, user_id: uuid.UUID) -> Iterator[None]:
+    """Write a holder of `plan` inside the block, flushed in a savepoint: a concurrent holder
+    that committed first (the unique index waited for it) answers as if refuse_if_held had
+    seen it."""
+    try:
+        with unique_violation("uq_subscriptions_plan_held"), session.begin_nested():
+            yield
+            session.flush()
+    except UniqueViolation:
+        raise _already_held(live_holder(session, plan, user_id)) from None
 
 
 def _already_held(held: Subscription | None) -> DomainError:
@@ -217,14 +235,8 @@ def new_subscription(
         updated_at=now,
         cash_pauses=[],
     )
-    try:
-        with unique_violation("uq_subscriptions_plan_held"), session.begin_nested():
-            session.add(subscription)  # inside the savepoint: it flushes first
-            session.flush()
-    except UniqueViolation:
-        # A concurrent purchase of the same recurring plan committed first (the unique index
-        # waited for it): the answer is the same as if it had been seen by refuse_if_held.
-        raise _already_held(live_holder(session, plan, membership.user_id)) from None
+    with held_once(session, plan, membership.user_id):
+        session.add(subscription)  # inside the savepoint: it flushes there
     return subscription
 
 

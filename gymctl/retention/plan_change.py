@@ -15,7 +15,13 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from gymctl.billing.attempts import due_ledger_checks, lock_subscription
-from gymctl.billing.plans import live_plan, take_purchase_slot
+from gymctl.billing.plans import (
+    held_once,
+    live_holder,
+    live_plan,
+    refuse_if_held,
+    take_purchase_slot,
+)
 from gymctl.errors import conflict, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Checkout, PaymentTransaction, Plan, Subscription
@@ -59,22 +65,26 @@ def _retry_owed(session: Session, subscription: Subscription) -> bool:
 
 
 def change_targets(session: Session, subscription: Subscription) -> list[Plan]:
-    """The plans a grouped presale may switch to: live plans of the same group, not its own."""
+    """The plans a grouped presale may switch to: live plans of the same group, not its own,
+    nor a recurring one the member already holds (switching to it answers plan_already_held)."""
     plan = session.get(Plan, subscription.plan_id)
     if plan is None or plan.plan_group is None:
         return []
-    return list(
-        session.scalars(
-            select(Plan)
-            .where(
-                Plan.organization_id == subscription.organization_id,
-                Plan.plan_group == plan.plan_group,
-                Plan.id != plan.id,
-                Plan.deleted_at.is_(None),
-            )
-            .order_by(Plan.price_in_cents, Plan.name, Plan.id)
+    group = session.scalars(
+        select(Plan)
+        .where(
+            Plan.organization_id == subscription.organization_id,
+            Plan.plan_group == plan.plan_group,
+            Plan.id != plan.id,
+            Plan.deleted_at.is_(None),
         )
+        .order_by(Plan.price_in_cents, Plan.name, Plan.id)
     )
+    return [
+        target
+        for target in group
+        if live_holder(session, target, subscription.user_id, other_than=subscription.id) is None
+    ]
 
 
 def member_actions(session: Session, subscription: Subscription) -> list[str]:
@@ -119,6 +129,8 @@ def change_plan(
     if charge_in_flight(session, subscription, now) or _retry_owed(session, subscription):
         code = codes.PLAN_CHANGE_CHARGE_IN_FLIGHT
         raise conflict(code, message(code, locale))
+    # A recurring plan the member already holds: 409 plan_already_held, as buying it answers.
+    refuse_if_held(session, target, subscription.user_id, other_than=subscription.id)
     take_purchase_slot(session, target)
     session.execute(
         update(Plan)
@@ -126,13 +138,14 @@ def change_plan(
         .values(purchases_count=Plan.purchases_count - 1)
         .execution_options(synchronize_session=False)
     )
-    subscription.plan_id = target.id
-    subscription.plan_type = target.type
-    subscription.price_in_cents = target.price_in_cents
-    subscription.currency = target.currency
-    subscription.interval_months = target.interval_months
-    subscription.open_ended = target.open_ended
-    subscription.updated_at = now
+    with held_once(session, target, subscription.user_id):  # a purchase committed meanwhile
+        subscription.plan_id = target.id
+        subscription.plan_type = target.type
+        subscription.price_in_cents = target.price_in_cents
+        subscription.currency = target.currency
+        subscription.interval_months = target.interval_months
+        subscription.open_ended = target.open_ended
+        subscription.updated_at = now
     emit(
         session,
         EventKind.audit,

@@ -93,6 +93,19 @@ def test_a_full_target_is_sold_out_and_the_same_plan_is_refused(session, gym, pl
     assert (error.code, error.status) == ("plan_change_same_plan", 409)
 
 
+def test_a_plan_the_member_already_holds_is_refused_and_not_offered(session, gym, plans):
+    """Spec B 4.3: "Plan purchase refuses active and scheduled holders of a recurring plan with
+    409 plan_already_held { status, subscriptionId }"; a presale's switch onto such a plan ran
+    into the database's unique index instead (a 500 over HTTP) and was offered as a target."""
+    monthly, yearly = plans
+    held = make_subscription(session, gym, plan=yearly)  # active
+    subscription = make_subscription(session, gym, plan=monthly, presale_opening=OPENING)
+    assert plan_change.change_targets(session, subscription) == []
+    error = refused(session, lambda: _change(session, gym, subscription, yearly))
+    assert (error.code, error.status) == ("plan_already_held", 409)
+    assert error.details == {"subscriptionId": str(held.id), "status": "active"}
+
+
 def test_an_ungrouped_presale_cannot_swap_and_lists_no_targets(session, gym, plans):
     _, yearly = plans
     solo = make_plan(session, gym.organization, name="Solo")
