@@ -7,7 +7,9 @@ request answer the same outcome, a different amount, member or description under
 refused, and two identical requests racing each other charge once (the second one finds the
 first one's row through the unique key). An outcome the provider left unknown answers
 billing_reconciliation_required, never a decline; replaying the key later resolves it by
-looking the external id up, never by charging again. A membership that ended takes no desk
+looking the external id up, never by charging again. A charge closed as not charged is not
+final: the provider's later approval of its id completes it as late positive evidence
+(`_late_positive_evidence`). A membership that ended takes no desk
 charge (409 member_not_active, naming the debts it still owes for clear-debt): see
 `refuse_if_ended`.
 """
@@ -58,6 +60,7 @@ from gymctl.providers.card import (
     ProviderUnavailable,
 )
 from gymctl.providers.documents import TAX_INVOICE_AND_RECEIPT, DocumentProvider
+from gymctl.tasks import file_task
 
 
 @dataclass(frozen=True)
@@ -286,13 +289,17 @@ def apply_result(
     now: datetime,
     documents: DocumentProvider,
 ) -> PaymentTransaction:
-    """Apply the provider's answer once, under the row lock; the caller commits."""
+    """Apply the provider's answer once, under the row lock; the caller commits. An approval
+    of a charge closed as not charged is late positive evidence (`_late_positive_evidence`):
+    it is pending again and this answer is applied to it as to any pending charge."""
     transaction = session.scalar(
         select(PaymentTransaction)
         .where(PaymentTransaction.id == transaction_id)
         .with_for_update()
         .execution_options(populate_existing=True)
     )
+    if result.outcome == Outcome.approved and attempts.reopenable(transaction):
+        _late_positive_evidence(session, transaction, result, now)
     if transaction.status == TransactionStatus.pending:
         attempt = dict(transaction.billing_attempt)
         # The collector's rule: approved elsewhere (another amount, currency or terminal) is
@@ -304,6 +311,17 @@ def apply_result(
             transaction.status = TransactionStatus.completed
             transaction.provider_transaction_id = result.transaction_id
             issue_document(session, documents, transaction, TAX_INVOICE_AND_RECEIPT, now=now)
+        elif result.outcome in (Outcome.declined, Outcome.not_found) and attempts.approved_late(
+            transaction
+        ):
+            # Reopened on the provider's approval of this very id (held at other terms): a
+            # lookup that now declines it or cannot find it contradicts that. Applied, it would
+            # close as never charged a charge the provider said it took, as the collector's
+            # rule holds too.
+            field = f"{result.outcome.value}_after_approval"
+            alert = attempts.record_contradiction(transaction, attempt, field, now)
+            if alert:
+                raise_alert(alert, transactionId=transaction.id)
         elif result.outcome == Outcome.declined:
             transaction.status = TransactionStatus.failed
             transaction.provider_transaction_id = result.transaction_id
@@ -339,6 +357,70 @@ def apply_result(
             )
     session.flush()
     return transaction
+
+
+def _late_positive_evidence(
+    session: Session, transaction: PaymentTransaction, result: ChargeResult, now: datetime
+) -> None:
+    """A desk charge closed as not charged that the provider reports approved under its own id
+    (a reconcile asking again, or the charge's own answer arriving after a lookup said "not
+    found"): spec B 3, "cancelled (not_charged) -> late positive evidence -> pending; audit
+    and alert". Its outcome is the provider's again, so it is pending, and the caller applies
+    the approval to it: completed at the exact terms (its document issued), else held as a
+    contradiction. The resolution records the evidence as the collector's does
+    (`attempts.late_positive_evidence`, whose subscription hold a desk charge has no use for),
+    so a later lookup that denies it is a contradiction, not a closing (`attempts.approved_late`).
+    Staff were told to charge again under a new key: the urgent follow-up asks them to check
+    that the member was not charged twice."""
+    transaction.billing_resolution = {
+        **(transaction.billing_resolution or {}),
+        "decision": attempts.REOPENED,
+        "lateEvidenceAt": now.isoformat(),
+        "lateEvidence": {
+            "answer": result.outcome.value,
+            "providerTransactionId": result.transaction_id,
+        },
+    }
+    transaction.status = TransactionStatus.pending
+    transaction.updated_at = now
+    session.flush()
+    file_task(
+        session,
+        organization_id=transaction.organization_id,
+        kind=attempts.FOLLOW_UP,
+        subject_type="payment_transaction",
+        subject_id=str(transaction.id),
+        title=(
+            "A desk charge closed as not charged was charged after all: check the member was "
+            "not charged again for it"
+        ),
+        priority="urgent",
+        due_at=now + attempts.FOLLOW_UP_DUE,
+        now=now,
+        data={"reason": attempts.LATE_POSITIVE_EVIDENCE, "userId": str(transaction.user_id)},
+        linked_user_id=transaction.user_id,
+    )
+    emit(
+        session,
+        EventKind.audit,
+        "billing.late_positive_evidence",
+        at=now,
+        aggregate_type="payment_transaction",
+        aggregate_id=transaction.id,
+        organization_id=transaction.organization_id,
+        actor_user_id=None,
+        payload={
+            "source": DESK_CHARGE,
+            "movedToPending": True,
+            "amountInCents": transaction.amount_in_cents,
+            "currency": transaction.currency,
+            "userId": str(transaction.user_id),
+            "providerTransactionId": result.transaction_id,
+        },
+    )
+    raise_alert(
+        attempts.LATE_POSITIVE_EVIDENCE, transactionId=transaction.id, userId=transaction.user_id
+    )
 
 
 def _replay(

@@ -6,7 +6,9 @@ Reconcile is a lookup of the stored external attempt id on the merchant account 
 never a charge (notes/billing.md: "UNKNOWN is never retried blind"): approved completes it
 (at the stored amount, currency and terminal; else it is held as a contradiction for the
 settle-contradiction door), declined fails it, not_found (the provider never received it)
-closes it as not charged.
+closes it as not charged. One closed as not charged is asked again on reconcile: the provider's
+approval of it then is late positive evidence (`desk.apply_result`). The recovery sweep does
+not ask about those: the collector's recovery asks about no closed attempt either.
 """
 
 from __future__ import annotations
@@ -85,7 +87,8 @@ def describe(session: Session, transaction: PaymentTransaction, *, now: datetime
         },
         "state": state,
         "actions": {
-            "reconcile": state in ("unresolved", "contradiction"),
+            "reconcile": state in ("unresolved", "contradiction")
+            or (state == "not_charged" and account),
             "settleContradiction": settles_contradiction(transaction, state, account=account),
         },
     }
@@ -104,11 +107,13 @@ def reconcile_desk_charge(
 ) -> dict[str, Any]:
     """Ask the original merchant account about the stored attempt id and apply its answer.
     Outcomes: charged, declined, not_charged, contradiction (approved at another amount,
-    currency or terminal: the collector's rule), already_resolved. Refusals change nothing: 409
-    billing_attempt_executing (inside the 90 s grace), billing_original_account_unavailable,
-    billing_provider_unavailable."""
+    currency or terminal: the collector's rule), already_resolved. A charge closed as not
+    charged is asked again (spec B 2.2: not charged locally is no proof the card was not):
+    approved is late positive evidence (`desk.apply_result`), anything else leaves it as it
+    was. Refusals change nothing: 409 billing_attempt_executing (inside the 90 s grace),
+    billing_original_account_unavailable, billing_provider_unavailable."""
     transaction = desk_charge_of(session, organization_id, transaction_id)
-    if transaction.status != TransactionStatus.pending:
+    if transaction.status != TransactionStatus.pending and not attempts.reopenable(transaction):
         return {"outcome": "already_resolved", **describe(session, transaction, now=now)}
     if _executing(transaction, now):
         raise conflict(
