@@ -1064,8 +1064,11 @@ def end_plan(
 ) -> None:
     """End a plan at once (cancelled for `reason`): nothing renews or is retried, a notice
     still running ends with it (overtaken), the bridge membership follows,
-    subscription.cancelled is written, the seats no other plan covers are given up. Its debt
-    columns are the caller's."""
+    subscription.cancelled is written, the seats no other plan covers are given up. One never
+    paid (scheduled: a presale before its opening day, a page not completed) gives its
+    max_purchases place back, as withdrawing it does. Its debt columns are the caller's."""
+    if subscription.status == SubscriptionStatus.scheduled:
+        plans.release_purchase_slot(session, subscription.plan_id)
     subscription.status = SubscriptionStatus.cancelled
     subscription.cancellation_reason = reason
     subscription.cancelled_at = now

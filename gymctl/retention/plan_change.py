@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.billing.attempts import due_ledger_checks, lock_subscription
@@ -20,6 +20,7 @@ from gymctl.billing.plans import (
     live_holder,
     live_plan,
     refuse_if_held,
+    release_purchase_slot,
     take_purchase_slot,
 )
 from gymctl.errors import conflict, not_found
@@ -132,12 +133,7 @@ def change_plan(
     # A recurring plan the member already holds: 409 plan_already_held, as buying it answers.
     refuse_if_held(session, target, subscription.user_id, other_than=subscription.id)
     take_purchase_slot(session, target)
-    session.execute(
-        update(Plan)
-        .where(Plan.id == current.id, Plan.purchases_count > 0)
-        .values(purchases_count=Plan.purchases_count - 1)
-        .execution_options(synchronize_session=False)
-    )
+    release_purchase_slot(session, current.id)
     with held_once(session, target, subscription.user_id):  # a purchase committed meanwhile
         subscription.plan_id = target.id
         subscription.plan_type = target.type

@@ -15,12 +15,13 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
 from gymctl.billing.attempts import emit_cancelled
+from gymctl.billing.plans import release_purchase_slot
 from gymctl.db import each_committed, locked_row, release_for_outside_call
 from gymctl.errors import conflict
 from gymctl.events import EventKind, emit
@@ -68,12 +69,7 @@ def withdraw_presale(
     subscription.next_charge_date = None
     subscription.retry_at = None
     subscription.updated_at = now
-    session.execute(
-        update(Plan)
-        .where(Plan.id == subscription.plan_id, Plan.purchases_count > 0)
-        .values(purchases_count=Plan.purchases_count - 1)
-        .execution_options(synchronize_session=False)
-    )
+    release_purchase_slot(session, subscription.plan_id)
     case = RetentionCase(
         id=ids.new_id(),
         organization_id=organization_id,
