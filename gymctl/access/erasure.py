@@ -8,7 +8,8 @@ The owner erases what this organization holds about one person:
   this gym's join-form submissions and failed-checkout rows of the person (address, IP, browser),
   its leads and invitations under the person's address (name and address replaced), the address
   wherever this gym's bulk invites, roster imports and join-checkout follow-up tasks list it,
-  and the private fields of this gym's audit rows about the person or naming the address; the
+  the private fields of this gym's audit rows about the person or naming the address, and the
+  free text of the person's cancellation notices and of staff's contact notes about them; the
   gym's views then show the member as erased (erased.py), whatever the person's own row keeps;
 - the person's own row (name, address, avatar) only when no other organization
   holds the person and no login is theirs: a login belongs to the person, and another gym's
@@ -38,6 +39,7 @@ from gymctl.events import EventKind, emit
 from gymctl.identity.users import address_keys
 from gymctl.models import (
     AuditLog,
+    CancellationNotice,
     Invitation,
     InvitationBatch,
     JoinSubmission,
@@ -47,6 +49,8 @@ from gymctl.models import (
     Membership,
     MembershipStatus,
     Organization,
+    RetentionCase,
+    RetentionContact,
     Role,
     Task,
     User,
@@ -108,6 +112,7 @@ def erase_personal_data(
         "importRows": import_rows,
         "tasks": _tasks(session, organization.id, person, address),
         "auditRows": _audit_rows(session, organization.id, person, address),
+        "retentionTexts": _retention_texts(session, organization.id, person),
         "userRowErased": False,
     }
     if not _held_elsewhere(session, organization.id, person):
@@ -238,6 +243,32 @@ def _audit_rows(session: Session, org_id: uuid.UUID, person: User, address: str)
     for row in rows:
         row.data = {k: v for k, v in (row.data or {}).items() if k not in ("email", "ip")}
     return len(rows)
+
+
+def _retention_texts(session: Session, org_id: uuid.UUID, person: User) -> int:
+    """The person's own words on their cancellation notices and staff's notes of contacts about
+    them: free text, which may say anything (a phone number, a health detail). The reason code,
+    the channel and the dates stay: a case's outcome reads them."""
+    notices = session.execute(
+        update(CancellationNotice)
+        .where(
+            CancellationNotice.organization_id == org_id,
+            CancellationNotice.user_id == person.id,
+            CancellationNotice.reason_text.is_not(None),
+        )
+        .values(reason_text=None)
+        .execution_options(synchronize_session="fetch")
+    ).rowcount
+    cases = select(RetentionCase.id).where(
+        RetentionCase.organization_id == org_id, RetentionCase.user_id == person.id
+    )
+    contacts = session.execute(
+        update(RetentionContact)
+        .where(RetentionContact.case_id.in_(cases), RetentionContact.note.is_not(None))
+        .values(note=None)
+        .execution_options(synchronize_session="fetch")
+    ).rowcount
+    return notices + contacts
 
 
 def _held_elsewhere(session: Session, org_id: uuid.UUID, person: User) -> bool:
