@@ -14,6 +14,7 @@ soft-deleted row under the same id.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -218,37 +219,47 @@ def booking_of(session: Session, organization_id: uuid.UUID, booking_id, *, lock
 def _lock_pair(
     session: Session, organization_id: uuid.UUID, booking_id
 ) -> tuple[Booking, ClassSession]:
-    """The plan the booking spent first (bookings.quota), then the session's lock, then the
-    booking's: the order book() takes them in."""
+    """Billing's order: the booking's member and those waiting in its class (shared, in one
+    id order), the plan the booking spent (bookings.quota), the session's lock, then the
+    booking's. Ending the seat takes its member's sync-op lock (mirror), which a member being
+    removed holds from their first seat given up while they wait for this class: holding the
+    membership first, the cancel waits for the removal instead (and finds the seat given up)."""
     booking = booking_of(session, organization_id, booking_id)
+    lock_waiting_members(session, booking.class_session_id, also=(booking.membership_id,))
     if booking.subscription_id is not None:
         quota.lock_plan(session, booking.subscription_id)
-    lock_waiting_members(session, booking.class_session_id)
     row = class_session_of(session, organization_id, booking.class_session_id, lock=True)
     return booking_of(session, organization_id, booking_id, lock=True), row
 
 
-def lock_waiting_members(session: Session, *class_session_ids: uuid.UUID) -> None:
+def lock_waiting_members(
+    session: Session,
+    *class_session_ids: uuid.UUID,
+    seated: bool = False,
+    also: Iterable[uuid.UUID] = (),
+) -> None:
     """The memberships waiting in the session, shared and in id order, before the session's
     lock (billing's order, membership before session): a seat freed there promotes one of
     them, and in a gym connected to the external system the promotion takes that member's
     sync-op lock (mirror), which a member leaving at that moment holds while waiting for this
     session. Held first, the leaving member's removal is waited for, not deadlocked with.
     Several sessions at once: their members in one id order, before any of their locks.
-    PostgreSQL's: the embedded default holds its one write lock already."""
+    `seated`: the members holding a seat there too (a class cancelled ends every seat, each
+    under its member's sync-op lock); `also`: the members of other seats the caller ends (a
+    cancel's own booking), in the same id order. PostgreSQL's: the embedded default holds its
+    one write lock already."""
     if not is_postgres(session):
         return
-    waiting = session.scalars(
+    members = session.scalars(
         select(Booking.membership_id)
         .where(
             Booking.class_session_id.in_(class_session_ids),
-            Booking.status == BookingStatus.waitlisted,
+            Booking.status.in_(ACTIVE if seated else (BookingStatus.waitlisted,)),
             Booking.deleted_at.is_(None),
         )
         .distinct()
-        .order_by(Booking.membership_id)
     ).all()
-    for membership_id in waiting:
+    for membership_id in sorted({*members, *also}):
         session.scalar(
             select(Membership.id).where(Membership.id == membership_id).with_for_update(read=True)
         )

@@ -36,13 +36,17 @@ def cancel_session(
     now: datetime,
 ) -> tuple[ClassSession, int]:
     """Cancel a class before it starts: 409 session_cancelled when it was, 409 session_started
-    once it began (its attendance is the record then). Locks in book()'s order: the plans its
-    bookings spent, the waiting members, then the session; cancelled_at is set before the
+    once it began (its attendance is the record then). Locks in billing's order: the members
+    of its active bookings, seated and waiting (shared, in id order), the plans those bookings
+    spent, then the session. Each seat cancelled takes its member's sync-op lock (mirror),
+    which a member being removed holds from their first seat given up while they wait for this
+    class: the cancel waits for that removal before the class's lock, and the bookings are
+    read under it (the removal's seat is cancelled already). cancelled_at is set before the
     bookings are cancelled, so no seat freed here promotes anyone. The session and how many
     bookings were cancelled."""
     _open(class_session_of(session, organization_id, class_session_id), now)  # early, unlocked
+    book.lock_waiting_members(session, class_session_id, seated=True)
     quota.lock_plans_of_session(session, class_session_id)
-    book.lock_waiting_members(session, class_session_id)
     row = class_session_of(session, organization_id, class_session_id, lock=True)
     _open(row, now)
     row.cancelled_at = now
