@@ -23,7 +23,7 @@ from gymctl.db import release_for_outside_call
 from gymctl.errors import DomainError, invalid, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import BrandAsset, MemberAppDraftAsset
-from gymctl.providers.storage import ObjectStore
+from gymctl.providers.storage import ObjectStore, validate_key
 
 PREVIEW_LIFETIME = timedelta(hours=1)
 PNG = "image/png"
@@ -201,16 +201,39 @@ class StoredAssetRefused(DomainError):
         self.slot = slot
 
 
-def owned(organization_id: uuid.UUID, key: str) -> bool:
-    """The key lies under the organization's prefix (rule 10 asks the store about no other)."""
+def _under_prefix(organization_id: uuid.UUID, key: str) -> bool:
     return key.startswith(prefix(organization_id)) and ".." not in key
 
 
+def _storable(key: str) -> bool:
+    """A key every object store can hold (the stores' own rule, validate_key): any other names
+    no object we stored, and asking a store about it is a fault, not an answer."""
+    try:
+        validate_key(key)
+    except ValueError:
+        return False
+    return True
+
+
+def owned(organization_id: uuid.UUID, key: str) -> bool:
+    """The key lies under the organization's prefix and a store can hold it: the only keys rule
+    10 asks the store about (recheck refuses the others unasked)."""
+    return _under_prefix(organization_id, key) and _storable(key)
+
+
 def recheck(store: ObjectStore, organization_id: uuid.UUID, key: str, *, slot: str) -> None:
-    """Rule 10: on save and publish every stored asset is checked again."""
-    if not owned(organization_id, key):
+    """Rule 10: on save and publish every stored asset is checked again. A key outside the
+    organization's prefix is brand_asset_not_owned; one under it that no store can hold (an
+    empty or "." segment, a control character, a name over the stores' length) names no object
+    we could have stored, so it is refused as a missing one is, brand_asset_stored_invalid,
+    without asking the store (which would raise on it)."""
+    if not _under_prefix(organization_id, key):
         raise StoredAssetRefused(
             "brand_asset_not_owned", "that asset belongs to another organization", slot=slot
+        )
+    if not _storable(key):
+        raise StoredAssetRefused(
+            "brand_asset_stored_invalid", "no stored asset can have that key", slot=slot
         )
     info = store.head(key)
     if info is None or info.content_type != PNG:

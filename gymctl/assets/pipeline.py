@@ -129,13 +129,15 @@ def _normalize(
     if slot is not Slot.icon and _streamed(work, image):
         pixels = _fit_jpeg(data, image, orientation, transform, work, report)
     else:
-        image = _decode(image, work, draft=_draft_target(work, transform, orientation))
+        scale = _draft(image, work, _draft_target(work, transform, orientation))
+        image = _decode(image, work)
         if orientation != 1:
             image = ImageOps.exif_transpose(image)
         box = _crop_box(image.size, transform.crop, work)
         report["cropped"] = box != (0, 0, image.width, image.height)
         if slot is Slot.icon:
-            pixels = np.asarray(_icon(image, box, transform, work, report))
+            source = _source_box(box, scale, _upright((work.width, work.height), orientation))
+            pixels = np.asarray(_icon(image, box, source, transform, work, report))
         else:
             pixels = _fit(image, box, transform, report)
     del image  # the source (160 MB at 40 MP) is released before the background pass
@@ -175,16 +177,34 @@ def _orientation(image: Image.Image, work: _Work) -> int:
     return value if value in range(1, 9) else 1
 
 
-def _decode(
-    image: Image.Image, work: _Work, *, draft: tuple[int, int] | None = None
-) -> Image.Image:
+def _decode(image: Image.Image, work: _Work) -> Image.Image:
     try:
-        if draft is not None and work.format == "JPEG":
-            image.draft("RGB", draft)
         image.load()
     except _DECODE_ERRORS:
         raise work.refuse("brand_asset_source_format", "the file is damaged") from None
     return image
+
+
+def _draft(image: Image.Image, work: _Work, target: tuple[int, int] | None) -> int:
+    """Ask the JPEG decoder to decode at a fraction of the stored size (DCT scaling) towards
+    `target`, before the pixels are loaded. Returns the scale it chose, the stored size over the
+    decoded one (1, 2, 4 or 8; 1 when not drafted), so the caller maps the decoded pixels back
+    to the source's without inferring it from sizes (an oriented image's are not like-oriented
+    with the stored ones)."""
+    if target is None or work.format != "JPEG":
+        return 1
+    try:
+        chosen = image.draft("RGB", target)  # (mode, (0, 0, width / scale, height / scale))
+    except _DECODE_ERRORS:
+        raise work.refuse("brand_asset_source_format", "the file is damaged") from None
+    if chosen is None:
+        return 1
+    return round(work.width / chosen[1][2])
+
+
+def _upright(size: tuple[int, int], orientation: int) -> tuple[int, int]:
+    """A stored size as the orientation-corrected image has it (5 to 8 turn it a quarter)."""
+    return size if orientation < 5 else (size[1], size[0])
 
 
 def _draft_target(work: _Work, transform: Transform, orientation: int) -> tuple[int, int] | None:
@@ -229,16 +249,28 @@ def _crop_box(size: tuple[int, int], crop: Crop | None, work: _Work) -> tuple[in
     return (left, top, right, bottom)
 
 
+def _source_box(
+    box: tuple[int, int, int, int], scale: int, upright: tuple[int, int]
+) -> tuple[int, int, int, int]:
+    """A box of the decoded upright image in the upright source's pixels: `scale` is the draft
+    decode's (the decoded size is the source's divided by it, rounded up, so the last decoded
+    row and column stand for what is left of the source: the edges are clamped to it)."""
+    width, height = upright
+    left, top, right, bottom = (edge * scale for edge in box)
+    return (min(left, width), min(top, height), min(right, width), min(bottom, height))
+
+
 def _icon(
     image: Image.Image,
     box: tuple[int, int, int, int],
+    source: tuple[int, int, int, int],
     transform: Transform,
     work: _Work,
     report: dict,
 ) -> Image.Image:
-    scale = work.width / image.width if image.width else 1  # a draft decode shrank the image
-    w, h = box[2] - box[0], box[3] - box[1]
-    source_w, source_h = round(w * scale), round(h * scale)
+    """The icon from `box` of the decoded upright image; `source` is that box in the upright
+    source's pixels, which rule 5's square and 1024 px checks read (never the decoded size)."""
+    source_w, source_h = source[2] - source[0], source[3] - source[1]
     if abs(source_w - source_h) > SQUARE_TOLERANCE:
         raise work.refuse("brand_icon_dimensions", "the icon must be square (within 2 px)")
     if min(source_w, source_h) < ICON_SIZE:
@@ -270,7 +302,7 @@ def _fit_jpeg(
 ) -> np.ndarray:
     """Decode, orient, crop and fit in one stream; the refusals and the report are as on the
     Pillow path (a damaged file is refused as such before an empty crop)."""
-    upright = image.size if orientation < 5 else image.size[::-1]
+    upright = _upright(image.size, orientation)
     try:
         box = _crop_box(upright, transform.crop, work)
     except AssetRefused:
