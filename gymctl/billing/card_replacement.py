@@ -121,6 +121,14 @@ def _replaceable(
             codes.CARD_REPLACEMENT_NOT_AVAILABLE,
             "this subscription is not paid by a saved card",
         )
+    if subscription.status == SubscriptionStatus.scheduled and subscription.opening_day is None:
+        # A purchase whose page is not paid yet: that page charges it and saves its card. A
+        # card saved beside it made the unpaid plan look like a presale with a card, so neither
+        # its page failing nor its abandonment ended it, and it kept its place.
+        raise conflict(
+            codes.CARD_REPLACEMENT_NOT_AVAILABLE,
+            "this plan is not paid yet: its payment page saves the card",
+        )
     config = active_config(session, organization_id)
     if config is None or config.provider != CARD_PROVIDER or not config.terminal:
         raise conflict(codes.CARD_PROVIDER_NOT_CONFIGURED, "this gym does not take card payments")

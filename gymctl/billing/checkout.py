@@ -674,7 +674,13 @@ def _membership_not_live(session: Session, subscription: Subscription) -> bool:
 def _cancel_unpaid(
     session: Session, subscription: Subscription, *, reason: str, now: datetime
 ) -> None:
-    if subscription.status != SubscriptionStatus.scheduled or subscription.payment_method_id:
+    """A purchase whose page failed or was abandoned holds nothing: cancelled, its place given
+    back. A presale with a saved card stays (its opening day charges that card); a purchase is
+    paid only by its page, whatever card a replacement page saved beside it (refused since s54,
+    `card_replacement`, but older rows may hold one)."""
+    if subscription.status != SubscriptionStatus.scheduled:
+        return
+    if subscription.opening_day is not None and subscription.payment_method_id:
         return
     plans.release_purchase_slot(session, subscription.plan_id)
     subscription.status = SubscriptionStatus.cancelled

@@ -17,6 +17,7 @@ from gymctl.models import (
     PaymentMethod,
     PaymentProviderConfig,
     PaymentTransaction,
+    Plan,
     Role,
     Subscription,
 )
@@ -264,3 +265,59 @@ def _saved_on_a_new_page(client, org, card_server, session, subscription):  # no
     assert webhook(client, org, page).status_code == 200
     session.expire_all()
     return page, subscription.payment_method_id
+
+
+@pytest.mark.embedded
+def test_a_purchase_not_paid_yet_takes_no_replacement_card(
+    client,
+    org,  # noqa: F811 (the fixture)
+    card_server,
+    session,
+):
+    """s54 (a hunt found it): a card saved beside a purchase whose page was still open made the
+    unpaid plan look like a presale with a card: neither its page failing nor its abandonment
+    ended it, it kept its place and the member could not buy the plan again. Its own page
+    charges it and saves its card."""
+    bought = purchase(client, org, create_plan(client, org)).json["data"]
+    subscription = session.get(Subscription, uuid.UUID(bought["subscription"]["id"]))
+    before = snapshot(session)
+
+    refused = _replace(client, org, subscription)
+
+    assert (refused.status_code, refused.json["code"]) == (409, "card_replacement_not_available")
+    assert snapshot(session) == before
+
+
+@pytest.mark.embedded
+@pytest.mark.parametrize("how", ["failed", "abandoned"])
+def test_an_unpaid_purchase_holding_a_card_saved_beside_it_still_ends_with_its_page(
+    client,
+    org,  # noqa: F811 (the fixture)
+    card_server,
+    session,
+    session_factory,
+    how,
+):
+    """A row an older release let hold such a card: its page failing or abandoned cancels it
+    and gives its place back, as any unpaid purchase (`checkout._cancel_unpaid`)."""
+    plan = create_plan(client, org, maxPurchases=1)
+    bought = purchase(client, org, plan).json["data"]
+    active = _active(client, org, card_server, session)  # a card of the member's, saved
+    subscription = session.get(Subscription, uuid.UUID(bought["subscription"]["id"]))
+    subscription.payment_method_id = active.payment_method_id
+    session.commit()
+    page = bought["checkout"]["pageId"]
+
+    if how == "failed":
+        card_server.complete_page(page, INVALID)
+        assert webhook(client, org, page).json["outcome"] == "payment.failed"
+    else:
+        later = NOW + checkout.CHECKOUT_TTL + timedelta(minutes=1)
+        checkout.abandoned_sweep(
+            session_factory, card_server.provider(), now=later, cipher=TEST_CIPHER
+        )
+
+    session.expire_all()
+    assert session.get(Subscription, subscription.id).status is SubscriptionStatus.cancelled
+    assert session.get(Plan, uuid.UUID(plan["id"])).purchases_count == 0
+    assert purchase(client, org, plan).status_code == 201  # the member can buy it again
