@@ -435,6 +435,7 @@ def test_the_bridge_holds_no_write_lock(bridged):
             _run(name)
         _cli("bridge", "dispatch", "--once")
         _cli("bridge", "drift", "demo-gym", "--json")
+        _cli("bridge", "import", "demo-gym", "--operator", OWNER, "--json")  # s54: it held it
     assert "http.client" in seen.doors()
     assert not seen.calls, seen.report()
 

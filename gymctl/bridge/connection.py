@@ -334,6 +334,9 @@ def import_roster(
     """Read the external users into the roster (no phone numbers), then link each platform
     member whose email matches exactly one roster user (origin import)."""
     organization_id = connection.organization_id
+    # No transaction open across a call (the embedded default's one write lock; drift's rule):
+    # each page is stored and committed before the next is asked for.
+    session.commit()
     fetched = 0
     page: int | None = 1
     while page is not None:
