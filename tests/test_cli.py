@@ -57,6 +57,8 @@ BIG = "99999999999999999999999"  # past every integer column
         pytest.param(["movements", "jobs", "--queue", "bogus"], id="unknown job queue"),
         pytest.param(["movements", "jobs", "--status", "bogus"], id="unknown job status"),
         pytest.param(["billing", "sweep", "bogus"], id="unknown sweep"),
+        pytest.param(["daemons", "runs", "--job", "billing_catchups"], id="unknown job, runs"),
+        pytest.param(["daemons", "run", "--once", "--job", "bogus"], id="unknown job, run"),
         pytest.param(
             ["billing", "simulate", "demo", "--until", "2030-01-01", "--by", "year"],
             id="unknown forecast period",
@@ -85,6 +87,8 @@ def test_a_usage_mistake_is_one_line_and_exit_2(home_env, args):  # noqa: F811
         (["movements", "jobs", "--status", "done"], "'done' is not one of: queued, running, "
          "succeeded, failed"),
         (["billing", "sweep", "bogus"], "unknown_sweep: 'bogus' is not one of: lifecycle,"),
+        (["daemons", "runs", "--job", "billing_catchups"], "unknown_job: 'billing_catchups' is "
+         "not one of: "),
         (["billing", "simulate", "demo", "--until", "2030-01-01", "--by", "year"],
          "forecast_period_invalid: 'year' is not one of: day, week, month"),
         (["serve", "--workers", "0"], "'--workers': Input should be greater than or equal to 1"),

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from gymctl.cli.output import JSON, render_rows
+from gymctl.cli.output import JSON, one_of, render_rows
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -33,6 +33,8 @@ def run(
     from daemons.runner import configure_logging, run_daemons
     from gymctl.config import get_settings
 
+    for name in job or ():
+        _job_named(name)
     settings = get_settings()
     configure_logging(settings)
     outcomes = run_daemons(job, once, settings, interval_seconds=interval)
@@ -76,8 +78,8 @@ def runs(
     from gymctl.models import JobRun
 
     query = select(JobRun).order_by(JobRun.started_at.desc(), JobRun.tick.desc()).limit(limit)
-    if job:
-        query = query.where(JobRun.job_name == job)
+    if job is not None:
+        query = query.where(JobRun.job_name == _job_named(job))
     factory = session_factory(get_engine(get_settings().resolved_database_url))
     with session_scope(factory) as session:
         rows = [
@@ -107,3 +109,12 @@ def _decoded(result: str | None) -> Any:
         return json.loads(result) if result else result
     except ValueError:
         return result
+
+
+def _job_named(name: str) -> str:
+    """A --job value naming a job of the table, else a usage mistake listing them (s48's rule:
+    `daemons runs --job` with a typo answered an empty ledger, read as "never ran")."""
+    from daemons.jobs import JOBS
+    from gymctl.codes import UNKNOWN_JOB
+
+    return one_of(name, (job.name for job in JOBS), "--job", UNKNOWN_JOB)
