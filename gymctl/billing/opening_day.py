@@ -11,17 +11,31 @@ which the day names).
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import UTC, date, datetime, time
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.billing import attempts, codes
+from gymctl.billing.accounts import billing_settings
+from gymctl.clock import zone
 from gymctl.errors import conflict, not_found, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import Checkout, PaymentTransaction
 from gymctl.models.billing import CheckoutStatus, SubscriptionStatus, TransactionStatus
+
+
+def first_instant(value: datetime | date, zone_name: str, code: str) -> datetime:
+    """A date's first instant in the gym's zone (its local midnight), or the instant, as UTC;
+    422 `code` for one the calendar cannot hold in UTC (0001-01-01 east of Greenwich falls in
+    year 0)."""
+    if type(value) is date:
+        value = datetime.combine(value, time(0), zone(zone_name))
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise unprocessable(code, "the opening day is out of the calendar's range") from None
 
 
 def edit_opening_day(
@@ -29,12 +43,13 @@ def edit_opening_day(
     *,
     organization_id: uuid.UUID,
     subscription_id: uuid.UUID,
-    opening_day: datetime,
+    opening_day: datetime | date,
     actor_user_id: uuid.UUID | None,
     now: datetime,
     expected_day: datetime | None = None,
 ) -> dict[str, Any] | None:
-    """Move a presale's opening day (and its first charge) to `opening_day`. Refusals change
+    """Move a presale's opening day (and its first charge) to `opening_day`: an instant, or a
+    date read as the gym's local midnight (as the gym's own opening day is). Refusals change
     nothing: 404 subscription_not_found, 409 not_a_presale (not scheduled with an opening day),
     422 opening_day_invalid (not in the future), 409 presale_charge_in_flight (with
     technicalNonCharges when the provider never received the opening charge).
@@ -62,6 +77,9 @@ def edit_opening_day(
             "only a presale (scheduled, with an opening day) has an opening day to move",
             subscriptionStatus=subscription.status.value,
         )
+    if type(opening_day) is date:
+        local = billing_settings(session, organization_id).timezone or "UTC"
+        opening_day = first_instant(opening_day, local, codes.OPENING_DAY_INVALID)
     if opening_day <= now:
         raise unprocessable(codes.OPENING_DAY_INVALID, "the opening day must be in the future")
     if _in_flight(session, subscription.id, now):

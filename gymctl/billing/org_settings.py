@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import uuid
 import zoneinfo
-from datetime import UTC, date, datetime, time
+from datetime import date, datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -19,9 +19,8 @@ from sqlalchemy.orm import Session
 
 from gymctl.billing import codes
 from gymctl.billing.accounts import billing_settings
-from gymctl.billing.opening_day import edit_opening_day
+from gymctl.billing.opening_day import edit_opening_day, first_instant
 from gymctl.billing.resolution import lock_organization
-from gymctl.clock import zone
 from gymctl.errors import DomainError, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import BillingSettings, Subscription
@@ -123,7 +122,9 @@ def update_settings(
     )
     if opening_day not in (KEEP, None):
         zone_name = timezone if timezone is not KEEP else (row.timezone if row else None)
-        opening_day = _opening_instant(opening_day, zone_name or "UTC")
+        opening_day = first_instant(
+            opening_day, zone_name or "UTC", codes.BILLING_OPENING_DAY_INVALID
+        )
         if opening_day <= now:
             raise unprocessable(
                 codes.BILLING_OPENING_DAY_INVALID,
@@ -165,20 +166,6 @@ def update_settings(
         session, organization_id, old_day, row.opening_day, actor_user_id=actor_user_id, now=now
     )
     return {**after, "presales": presales}
-
-
-def _opening_instant(value: datetime | date, zone_name: str) -> datetime:
-    """A date's first instant in the gym's zone (its local midnight), or the instant, as UTC;
-    422 billing_opening_day_invalid for one the calendar cannot hold in UTC (0001-01-01 east of
-    Greenwich falls in year 0)."""
-    if type(value) is date:
-        value = datetime.combine(value, time(0), zone(zone_name))
-    try:
-        return value.astimezone(UTC)
-    except OverflowError:
-        raise unprocessable(
-            codes.BILLING_OPENING_DAY_INVALID, "the opening day is out of the calendar's range"
-        ) from None
 
 
 def _move_presales(

@@ -21,6 +21,7 @@ from gymctl.cli.billing_common import (
     ORG,
     SUBSCRIPTION,
     TRANSACTION,
+    day_or_instant,
 )
 from gymctl.cli.billing_common import instant as _instant
 from gymctl.cli.billing_common import unit as _unit
@@ -486,7 +487,10 @@ def opening_day_command(
     organization: str = ORG,
     subscription: uuid.UUID = SUBSCRIPTION,
     on: str = typer.Option(
-        ..., "--on", help="The new opening day, ISO with an explicit UTC offset."
+        ...,
+        "--on",
+        help="The new opening day: a day (the gym's local midnight) or an ISO time with an "
+        "explicit UTC offset.",
     ),
     operator: str = OPERATOR,
     dry_run: bool = DRY_RUN,
@@ -502,7 +506,7 @@ def opening_day_command(
             session,
             organization_id=gym.id,
             subscription_id=subscription,
-            opening_day=_instant(on),
+            opening_day=day_or_instant(on),
             actor_user_id=operator_id(session, operator),
             now=clock.now(),
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING
 
 import typer
@@ -61,4 +61,20 @@ def instant(value: str) -> datetime:
     except (ValueError, OverflowError):  # OverflowError: 0001-01-01T00:00+01:00 is before year 1
         raise invalid(
             codes.TIMESTAMP_NOT_UTC, f"{value!r} is not an ISO time with an explicit UTC offset"
+        ) from None
+
+
+def day_or_instant(value: str) -> date | datetime:
+    """A day (YYYY-MM-DD, read in the gym's zone by the domain) or an ISO time with its UTC
+    offset; a refusal names both forms."""
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        pass
+    try:
+        return instant(value)
+    except DomainError:
+        raise invalid(
+            codes.TIMESTAMP_NOT_UTC,
+            f"{value!r} is neither a day (YYYY-MM-DD) nor an ISO time with an explicit UTC offset",
         ) from None

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING
 import typer
 
 from gymctl import clock
-from gymctl.cli.billing_common import DRY_RUN, JSON_OPTION, OPERATOR, ORG, SUBSCRIPTION
+from gymctl.cli.billing_common import (
+    DRY_RUN,
+    JSON_OPTION,
+    OPERATOR,
+    ORG,
+    SUBSCRIPTION,
+    day_or_instant,
+)
 from gymctl.cli.billing_common import instant as _instant
 from gymctl.cli.billing_common import unit as _unit
 from gymctl.cli.operators import operator_id
@@ -121,21 +128,11 @@ def _cleared(value: str, option: str, refusal: Callable[[str], DomainError]) -> 
 def _opening_day(value: str) -> date | datetime | None:
     """--opening-day: none, a date (read in the gym's zone by the domain) or an instant."""
     from gymctl.cli import codes
-    from gymctl.errors import DomainError, invalid
+    from gymctl.errors import invalid
 
     if _cleared(value, "--opening-day", partial(invalid, codes.TIMESTAMP_NOT_UTC)):
         return None
-    try:
-        return date.fromisoformat(value)
-    except ValueError:
-        pass
-    try:
-        return _instant(value)
-    except DomainError:
-        raise invalid(
-            codes.TIMESTAMP_NOT_UTC,
-            f"{value!r} is neither a day (YYYY-MM-DD) nor an ISO time with an explicit UTC offset",
-        ) from None
+    return day_or_instant(value)
 
 
 @charges_app.command("schedule")

@@ -4,7 +4,7 @@ every refusal changes nothing."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy.orm import sessionmaker
@@ -147,3 +147,32 @@ def test_the_cli_moves_a_presales_opening_day(committed_pg, monkeypatch, frozen_
     assert json.loads(moved.output)["openingDay"] == (NOW + 40 * D).isoformat()
     with factory() as session:
         assert session.get(Subscription, presale.id).opening_day == NOW + 40 * D
+
+
+def test_the_cli_moves_a_presale_to_a_day_read_as_the_gyms_local_midnight(
+    committed_pg, monkeypatch, frozen_clock
+):
+    """The README's `billing opening-day ORG SUBSCRIPTION --on DAY`: a day, as the gym's own
+    `--opening-day` takes one (s54: only an instant with its offset was taken)."""
+    monkeypatch.setenv("GYMCTL_DATABASE_URL", committed_pg)
+    monkeypatch.setenv("GYMCTL_BILLING_ENCRYPTION_KEY", TEST_KEY)
+    factory = sessionmaker(bind=get_engine(committed_pg), expire_on_commit=False)
+    with factory() as session:
+        gym = bf.make_gym(session)
+        connect_card_provider(session, gym, since=NOW - 30 * D)
+        bf.make_billing_settings(session, gym.organization, timezone="Asia/Jerusalem")
+        presale = bf.make_subscription(session, gym, PlanType.card, presale_opening=NOW + 20 * D)
+        session.commit()
+    args = ["opening-day", str(gym.organization.id), str(presale.id), "--json"]
+    operator = ["--operator", str(gym.owner.id)]
+
+    moved = CliRunner().invoke(billing_app, [*args, "--on", "2027-03-01", *operator])
+    wrong = CliRunner().invoke(billing_app, [*args, "--on", "2027-03-01T10:00", *operator])
+
+    assert moved.exit_code == 0, moved.output
+    midnight = datetime(2027, 2, 28, 22, tzinfo=UTC)  # 2027-03-01 00:00 in Jerusalem (UTC+2)
+    assert json.loads(moved.output)["openingDay"] == midnight.isoformat()
+    assert wrong.exit_code != 0
+    assert "neither a day (YYYY-MM-DD) nor an ISO time" in str(wrong.exception)
+    with factory() as session:
+        assert session.get(Subscription, presale.id).opening_day == midnight
