@@ -327,3 +327,12 @@ def grant_plan(
     )
     mirror.subscription_changed(session, subscription, now=now)
     return subscription
+
+
+def is_presale(subscription: Subscription) -> bool:
+    """Spec B 2.1: "a presale is a subscription in status scheduled with an opening day". A
+    scheduled one without an opening day is a purchase whose hosted page is still open: its
+    first charge is that page, not the collector's."""
+    return (
+        subscription.status == SubscriptionStatus.scheduled and subscription.opening_day is not None
+    )

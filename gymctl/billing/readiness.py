@@ -11,6 +11,9 @@ row.
 checkState is the page's (plus the organization-wide issues): blocked when any blocker shows,
 review when only review items do, no_known_blockers otherwise. `--all` in the CLI walks every
 page and reports the worst.
+
+A presale is scheduled with an opening day (spec B 2.1, `plans.is_presale`); a scheduled
+subscription without one is a purchase whose hosted page is still open (see `readiness`).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from gymctl.billing import attempts, codes
+from gymctl.billing import attempts, codes, plans
 from gymctl.billing.accounts import (
     CARD_PROVIDER,
     active_config,
@@ -43,6 +46,7 @@ from gymctl.models import (
 )
 from gymctl.models.billing import (
     LIVE_STATUSES,
+    CheckoutStatus,
     CollectionMethod,
     SubscriptionStatus,
     TransactionStatus,
@@ -71,6 +75,7 @@ ISSUES: dict[str, tuple[str, str]] = {
     "collection_held": (BLOCKER, "resolve_transaction"),
     "retry_terms_changed": (REVIEW, "owner_decision"),
     "debt_open": (INFO, "collect_debt"),
+    "checkout_in_progress": (INFO, "member_completes_checkout"),
 }
 
 
@@ -85,7 +90,17 @@ def readiness(
     only: uuid.UUID | None = None,
 ) -> dict[str, Any]:
     """One page of the report, subscriptions after `cursor` in id order. `only` restricts the
-    page to one subscription (the item the repair actions answer with)."""
+    page to one subscription (the item the repair actions answer with).
+
+    A purchase whose hosted page is still open (scheduled, no opening day: not a presale) is
+    listed, as every live subscription is, and counted in pageTotals, with one info issue,
+    checkout_in_progress (next action member_completes_checkout), and nothing that blocks: its
+    first charge is the page the member is on (paid, the plan starts; never paid, the abandoned
+    sweep cancels it), so the collector has nothing to charge and no card to need yet. No
+    presale issue (first charge, account evidence, held period), no card issue, no
+    expectedFirstCharge; its card fields show what is saved, if anything. An operator who
+    repaired its schedule would give the member a second first charge (repair-schedule refuses
+    it: billing_first_charge_unresolved)."""
     organization = session.get(Organization, organization_id)
     if organization is None or organization.deleted_at is not None:
         raise not_found(codes.ORGANIZATION_NOT_FOUND, "no such organization")
@@ -244,13 +259,29 @@ def _attempt_history(
     return found
 
 
+def card_evidence() -> tuple[Any, ...]:
+    """The token-only checkouts that are evidence of the card in use, the deal verify-account
+    reads back: completed (the page saved its card as the subscription's payment method), and
+    not superseded (`checkout.apply_page` marks supersededBy a page completed after a newer
+    replacement page: its card was never put in use). Open, abandoned and failed pages saved no
+    card. The newest (created_at, then id) is the card in use: a page completed after a newer
+    one was created is superseded, so among these, creation order is completion order."""
+    return (
+        Checkout.operation == SAVE_CARD_ONLY,
+        Checkout.status == CheckoutStatus.completed,
+        Checkout.metadata_["supersededBy"].as_string().is_(None),
+    )
+
+
 def _token_only_checkouts(session: Session, ids: Any) -> set[uuid.UUID]:
+    """The page's subscriptions whose card in use has its token-only checkout (the evidence
+    verify-account needs)."""
     if ids is None:
         return set()
     return set(
         session.scalars(
             select(Checkout.subscription_id)
-            .where(Checkout.subscription_id.in_(ids), Checkout.operation == SAVE_CARD_ONLY)
+            .where(Checkout.subscription_id.in_(ids), *card_evidence())
             .distinct()
         )
     )
@@ -374,7 +405,9 @@ def _item(
 ) -> dict[str, Any]:
     subscription: Subscription = row.Subscription
     card_collected = subscription.payment_collection_method == CollectionMethod.card_provider
-    presale = subscription.status == SubscriptionStatus.scheduled
+    presale = plans.is_presale(subscription)
+    # Scheduled without an opening day: its hosted page is still open (see `readiness`).
+    in_checkout = subscription.status == SubscriptionStatus.scheduled and not presale
     opening = subscription.opening_day or gym_opening
     start = subscription.started_at or subscription.created_at
     floor = max(d for d in (opening, start) if d is not None)
@@ -385,13 +418,17 @@ def _item(
     if card_collected:
         expiry_check = _expiry_check(row.expires_month, charge_at or floor, row.method_id, now)
         account_check = _account_check(row, cipher, terminal, terminal_since)
-        if row.method_id is None:
+        if in_checkout:
+            issues.append(_issue("checkout_in_progress"))  # the page saves its card
+        elif row.method_id is None:
             issues.append(_issue("no_saved_card"))
         elif expiry_check == "expired":
             issues.append(_issue("card_expired"))
         elif expiry_check == "expires_before_charge":
             issues.append(_issue("card_expires_before_charge"))
-        if account_check == "other_terminal" or (presale and account_check == "unverified"):
+        if not in_checkout and (
+            account_check == "other_terminal" or (presale and account_check == "unverified")
+        ):
             issues.append(_issue("account_unverified"))
         if presale and not has_evidence:
             issues.append(_issue("account_evidence_missing"))

@@ -3,6 +3,11 @@ moves to max(opening day, subscription start), and the period, quota and credit 
 must not hold are cleared (also when its date is right: readiness's presale_holds_period sends
 the operator here, and refusing it left no door). Moves no money. The operator names the value
 they saw (expectedNextChargeAt) so a report read before a change never repairs the changed row.
+
+Only a presale (`plans.is_presale`: scheduled with an opening day, spec B 2.1) is repaired. A
+scheduled subscription without an opening day is a purchase whose hosted page is still open:
+its first charge is that page, and a date set here would have the collector charge the price
+while the member pays the page too. It is refused as an unresolved first charge.
 """
 
 from __future__ import annotations
@@ -14,8 +19,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from gymctl.billing import codes
-from gymctl.billing.accounts import billing_settings
+from gymctl.billing import codes, plans
 from gymctl.billing.operator_actions import audit_twice, require_operator
 from gymctl.billing.readiness import readiness
 from gymctl.billing.resolution import locked_subscription
@@ -44,7 +48,9 @@ def repair_schedule(
 ) -> dict[str, Any]:
     """Answers {data: {item}}. Refusals (nothing changed): 403 operator_user_required, 404
     subscription_not_found, 409 billing_readiness_state_changed, 409
-    billing_first_charge_unresolved, 409 billing_schedule_not_anomalous."""
+    billing_first_charge_unresolved (a first charge pending or settled, a subscription that is
+    not scheduled, or a purchase whose page is still open), 409
+    billing_schedule_not_anomalous."""
     operator = require_operator(session, operator_user_id)
     subscription = locked_subscription(session, organization_id, subscription_id)
     if subscription.next_charge_date != expected_next_charge_at:
@@ -67,9 +73,14 @@ def repair_schedule(
             codes.BILLING_FIRST_CHARGE_UNRESOLVED,
             "the first charge is settled or unresolved; the schedule is the collector's now",
         )
-    opening = subscription.opening_day or billing_settings(session, organization_id).opening_day
+    if not plans.is_presale(subscription):
+        raise conflict(
+            codes.BILLING_FIRST_CHARGE_UNRESOLVED,
+            "the first charge is the hosted page the member has open (a purchase, not a "
+            "presale: no opening day); nothing to repair. Nothing changed",
+        )
     start = subscription.started_at or subscription.created_at
-    floor = max(day for day in (opening, start) if day is not None)
+    floor = max(subscription.opening_day, start)  # a presale has its own opening day
     on_time = subscription.next_charge_date is not None and subscription.next_charge_date >= floor
     holds = _held(subscription)
     if on_time and not any(value is not None for value in holds.values()):

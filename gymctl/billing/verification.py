@@ -3,10 +3,13 @@ terminal by reading its token-only deal back there and comparing the token (and 
 the deal has one). A match writes terminalNumber (and when) into the card's encrypted payload.
 Moves no money; a transport failure changes nothing.
 
-The deal reference comes from the subscription's token-only checkout: its page id
-(billingCheckout.pageId), else metadata.lowProfileId, else its provider transaction id; older
-checkouts kept none, and then the operator supplies the page id. A page id given for a checkout
-that kept another is refused (billing_evidence_mismatch), never silently set aside.
+The deal reference comes from the subscription's token-only checkout whose card is the one in
+use (`readiness.card_evidence`: completed, not superseded, the newest by created_at then id;
+never an open, abandoned or failed page, which saved no card, nor one a newer replacement page
+superseded): its page id (billingCheckout.pageId), else metadata.lowProfileId, else its provider
+transaction id; older checkouts kept none, and then the operator supplies the page id. None
+such: 409 billing_account_evidence_missing, nothing read or written. A page id given for a
+checkout that kept another is refused (billing_evidence_mismatch), never silently set aside.
 """
 
 from __future__ import annotations
@@ -27,9 +30,8 @@ from gymctl.billing.accounts import (
     verify_card_terminal,
 )
 from gymctl.billing.attempts import PRESALE_CARD_AGE
-from gymctl.billing.checkout import SAVE_CARD_ONLY
 from gymctl.billing.operator_actions import audit_twice, require_operator
-from gymctl.billing.readiness import readiness
+from gymctl.billing.readiness import card_evidence, readiness
 from gymctl.billing.resolution import locked_subscription
 from gymctl.crypto import FieldCipher
 from gymctl.db import release_for_outside_call
@@ -59,14 +61,15 @@ def verify_account(
     subscription = locked_subscription(session, organization_id, subscription_id)
     checkout = session.scalar(
         select(Checkout)
-        .where(Checkout.subscription_id == subscription.id, Checkout.operation == SAVE_CARD_ONLY)
-        .order_by(Checkout.created_at.desc())
+        .where(Checkout.subscription_id == subscription.id, *card_evidence())
+        .order_by(Checkout.created_at.desc(), Checkout.id.desc())
         .limit(1)
     )
     if checkout is None:
         raise conflict(
             codes.BILLING_ACCOUNT_EVIDENCE_MISSING,
-            "the subscription has no token-only checkout to verify the card against",
+            "the subscription has no completed token-only checkout of its card in use to "
+            "verify the card against",
         )
     kept = (
         checkout.page_id
