@@ -7,6 +7,8 @@ from functools import lru_cache
 from typing import Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from dateutil.relativedelta import relativedelta
+
 
 class Clock(Protocol):
     def now(self) -> datetime: ...
@@ -74,3 +76,12 @@ def day_n_ends(since: datetime, days: int, timezone: str) -> datetime:
     tz = zone(timezone)
     last = ensure_utc(since).astimezone(tz).date() + timedelta(days=days + 1)
     return datetime.combine(last, time(0), tz).astimezone(UTC)
+
+
+def add_months(at: datetime, months: int, timezone: str) -> datetime:
+    """`at` moved by whole months on the calendar of `timezone`: the same local wall-clock time,
+    the day clamped to the month's last (Jan 31 + 1 month = Feb 28), as UTC. Counted on UTC's
+    calendar, a period that began at a gym's local midnight on the 1st (the last day of the
+    month before, in UTC, east of Greenwich) ended on the 28th or 29th."""
+    local = ensure_utc(at).astimezone(zone(timezone))
+    return (local + relativedelta(months=months)).astimezone(UTC)

@@ -22,15 +22,21 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from dateutil.relativedelta import relativedelta
 from sqlalchemy import Select, bindparam, func, select
 from sqlalchemy.orm import Session, aliased, lazyload
 
 from gymctl import ids
 from gymctl.billing import debt, plans
-from gymctl.billing.accounts import CARD_PROVIDER, active_config, saved_card, terminal_of
+from gymctl.billing.accounts import (
+    CARD_PROVIDER,
+    active_config,
+    billing_settings,
+    saved_card,
+    terminal_of,
+)
 from gymctl.bookings import book
 from gymctl.bridge import mirror
+from gymctl.clock import add_months
 from gymctl.crypto import FieldCipher
 from gymctl.db import is_postgres
 from gymctl.events import EventKind, emit
@@ -997,7 +1003,8 @@ def grant_period(session: Session, subscription: Subscription, *, now: datetime)
         subscription.started_at = subscription.started_at or start
         subscription.sessions_remaining = plan.sessions_quota if plan else None
     months = subscription.interval_months or 1
-    end = start + relativedelta(months=months)
+    local = billing_settings(session, subscription.organization_id).timezone
+    end = add_months(start, months, local)  # on the gym's calendar (a presale opens at midnight)
     subscription.current_period_start = start
     subscription.current_period_end = end
     renews = subscription.interval_months is not None and (

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
 from gymctl.billing import attempts, codes, collector, debt, plans
+from gymctl.billing.accounts import billing_settings
 from gymctl.billing.desk import transaction_json
 from gymctl.billing.refunds import issue_document
 from gymctl.billing.resolution import locked_subscription
@@ -201,7 +202,9 @@ def _restore(session: Session, subscription: Subscription, *, now: datetime) -> 
         # as the plan was sold (`plans.term_from`): a plan of 90 days' validity took 30.
         start = subscription.cash_prepaid_through or now
         subscription.cash_prepaid_through = plans.term_from(
-            session.get(Plan, subscription.plan_id), start
+            session.get(Plan, subscription.plan_id),
+            start,
+            billing_settings(session, subscription.organization_id).timezone,
         )
         subscription.current_period_start = start
         subscription.current_period_end = subscription.cash_prepaid_through

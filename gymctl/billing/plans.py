@@ -14,13 +14,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from dateutil.relativedelta import relativedelta
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from gymctl import ids
 from gymctl.billing import codes
+from gymctl.billing.accounts import billing_settings
 from gymctl.bridge import mirror
+from gymctl.clock import add_months
 from gymctl.errors import DomainError, conflict, not_found, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import BillingSettings, Membership, PaymentTransaction, Plan, Subscription
@@ -256,13 +257,14 @@ def presale_opening_day(
     return opening if opening is not None and opening > now else None
 
 
-def term_from(plan: Plan, start: datetime) -> datetime | None:
+def term_from(plan: Plan, start: datetime, timezone: str) -> datetime | None:
     """The end of a term of `plan` sold at the desk from `start`: its validity, else its
-    interval; None for a plan with neither (sold for good: nothing lapses or ends)."""
+    interval (months on the gym's calendar, `timezone`); None for a plan with neither (sold for
+    good: nothing lapses or ends)."""
     if plan.validity_days:
         return start + timedelta(days=plan.validity_days)
     if plan.interval_months:
-        return start + relativedelta(months=plan.interval_months)
+        return add_months(start, plan.interval_months, timezone)
     return None
 
 
@@ -286,7 +288,9 @@ def grant_plan(
     )
     subscription.started_at = now
     subscription.current_period_start = now
-    subscription.current_period_end = term_from(plan, now)
+    subscription.current_period_end = term_from(
+        plan, now, billing_settings(session, plan.organization_id).timezone
+    )
     subscription.sessions_remaining = plan.sessions_quota
     if method == CollectionMethod.cash:
         subscription.cash_prepaid_through = subscription.current_period_end
