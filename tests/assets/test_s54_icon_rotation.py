@@ -8,16 +8,19 @@ width, but the decoded image is upright and the stored size is not: for orientat
 taken and upscaled; a 1024 px crop of a portrait-stored one was refused. The draft scale is now
 the one the decoder was asked for, and the crop is measured in upright source pixels."""
 
+# ruff: noqa: F811 (the fixture imported is redefined as a test argument)
+
 from __future__ import annotations
 
 import io
 
 import pytest
-from PIL import Image, ImageFile
+from PIL import Image
 
 from gymctl.assets.pipeline import normalize
 from gymctl.assets.types import AssetRefused, Slot, Transform
 from tests.assets import corpus
+from tests.assets.test_pipeline import decoded, near  # noqa: F401 (fixture)
 
 GREY, RED, BLUE = (128, 128, 128), (220, 30, 30), (30, 60, 220)
 MARKER = (100, 60, 300, 260)  # red, in upright pixels
@@ -58,24 +61,6 @@ def pixel(asset, xy: tuple[int, int]) -> tuple[int, ...]:
         return image.convert("RGB").getpixel(xy)
 
 
-def near(colour, expected, tolerance=24) -> bool:
-    return all(abs(a - b) <= tolerance for a, b in zip(colour, expected, strict=True))
-
-
-@pytest.fixture
-def decoded(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
-    """The sizes Pillow decodes at during the test (a draft decode is smaller than stored)."""
-    sizes: list[tuple[int, int]] = []
-    original = ImageFile.ImageFile.load
-
-    def load(self):
-        sizes.append(self.size)
-        return original(self)
-
-    monkeypatch.setattr(ImageFile.ImageFile, "load", load)
-    return sizes
-
-
 # -- the 1024 px limit, in orientation-corrected pixels --------------------------------------
 
 
@@ -99,9 +84,9 @@ def test_a_crop_of_1024_is_taken_at_its_own_size_from_the_upright_image(
     assert asset.report["downscaled"] is False
     assert asset.report["cropped"] is True
     # The crop is of the upright image: its red marker where the owner saw it, grey around.
-    assert near(pixel(asset, (200, 160)), RED), pixel(asset, (200, 160))
+    assert near(pixel(asset, (200, 160)), RED, 24), pixel(asset, (200, 160))
     for xy in ((1023 - 200, 160), (200, 1023 - 160), (1023 - 200, 1023 - 160), (600, 600)):
-        assert near(pixel(asset, xy), GREY), (xy, pixel(asset, xy))
+        assert near(pixel(asset, xy), GREY, 24), (xy, pixel(asset, xy))
 
 
 @pytest.mark.parametrize("stored", STORED)
@@ -113,8 +98,8 @@ def test_a_larger_crop_at_the_far_corner_is_downscaled_to_1024(stored, orientati
     assert (asset.width, asset.height) == (1024, 1024)
     assert asset.report["downscaled"] is True
     # The blue marker spans 700..900 of the 1100 px crop: about 652..838 of the icon.
-    assert near(pixel(asset, (745, 745)), BLUE), pixel(asset, (745, 745))
-    assert near(pixel(asset, (200, 200)), GREY), pixel(asset, (200, 200))
+    assert near(pixel(asset, (745, 745)), BLUE, 24), pixel(asset, (745, 745))
+    assert near(pixel(asset, (200, 200)), GREY, 24), pixel(asset, (200, 200))
 
 
 def test_the_reported_cases() -> None:
@@ -146,9 +131,9 @@ def test_a_large_upright_jpeg_is_drafted_and_taken_whole(stored, drafted, decode
     scale = 1024 / stored[0]
     red = (round(200 * scale), round(160 * scale))
     blue = (1023 - round((FAR_MARKER + 100) * scale), 1023 - round((FAR_MARKER + 100) * scale))
-    assert near(pixel(asset, red), RED), pixel(asset, red)
-    assert near(pixel(asset, blue), BLUE), pixel(asset, blue)
-    assert near(pixel(asset, (512, 512)), GREY), pixel(asset, (512, 512))
+    assert near(pixel(asset, red), RED, 24), pixel(asset, red)
+    assert near(pixel(asset, blue), BLUE, 24), pixel(asset, blue)
+    assert near(pixel(asset, (512, 512)), GREY, 24), pixel(asset, (512, 512))
 
 
 @pytest.mark.parametrize(
