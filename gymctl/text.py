@@ -10,3 +10,9 @@ def one_line(text: str) -> bool:
     an email subject or a native build shows on one line. A direction mark (Cf), which a Hebrew
     name may hold, is no break."""
     return not any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in text)
+
+
+def on_one_line(text: str) -> str:
+    """`text` with every run of whitespace (line breaks and separators included) as one space:
+    what is shown on one line whatever was typed (a mail header refuses a line break)."""
+    return " ".join(text.split())

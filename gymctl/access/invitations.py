@@ -61,6 +61,7 @@ from gymctl.models import (
 from gymctl.models.identity import same_address
 from gymctl.providers.identity_admin import Account, IdentityAdmin
 from gymctl.providers.mail import Mailer, MailError, OutgoingEmail
+from gymctl.text import on_one_line
 
 logger = logging.getLogger("gymctl.access")
 
@@ -152,7 +153,8 @@ def _message(
 ) -> OutgoingEmail:
     """The invitation's email, its link carrying the invitation's newest token."""
     links = _links(settings, invitation, now)
-    place = organization.name if organization else "gymctl (create your gym)"
+    # On one line: a gym's name holding a line break failed every send (a mail header).
+    place = on_one_line(organization.name) if organization else "gymctl (create your gym)"
     link = links["accept"] if invitation.user_id else links["signUp"]
     return OutgoingEmail(
         to=invitation.email,

@@ -16,6 +16,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gymctl.access import erased
 from gymctl.access.memberships import owner_of
 from gymctl.billing.accounts import billing_settings
 from gymctl.clock import zone
@@ -23,6 +24,7 @@ from gymctl.events import EventKind, emit
 from gymctl.models import Membership, MembershipStatus, Role, User
 from gymctl.providers.mail import Mailer, OutgoingEmail
 from gymctl.retention.copy import DEFAULT_LOCALE, LOCALES
+from gymctl.text import on_one_line
 
 log = logging.getLogger("gymctl.retention")
 _TEMPLATES = Environment(
@@ -48,7 +50,15 @@ def render(name: str, locale: str | None, **context: Any) -> tuple[str, str]:
 
 
 def _one_line(value: Any) -> Any:
-    return " ".join(value.split()) if isinstance(value, str) else value
+    """Every text of the context on one line, in the rows a template loops over too (the
+    digest's cases: a member's name holding a line break added a case line of its own)."""
+    if isinstance(value, str):
+        return on_one_line(value)
+    if isinstance(value, dict):
+        return {key: _one_line(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_one_line(item) for item in value]
+    return value
 
 
 def send(
@@ -99,6 +109,19 @@ def display_name(user: User | None) -> str:
     if user is None:
         return "member"
     return user.name or (user.email or "member").partition("@")[0]
+
+
+def shown_name(session: Session, organization_id: uuid.UUID, user: User | None) -> str:
+    """The member's name as the gym shows it: "Erased member" once this gym erased them (their
+    row keeps the name when a login is theirs), as the digest names them."""
+    membership = user and session.scalar(
+        select(Membership).where(
+            Membership.organization_id == organization_id, Membership.user_id == user.id
+        )
+    )
+    if membership is not None and erased.is_erased(session, membership):
+        return erased.ERASED_NAME
+    return display_name(user)
 
 
 def case_owner_address(

@@ -184,7 +184,7 @@ def notify_case(session: Session, mailer: Mailer, case: RetentionCase, *, now: d
     # refused email is sent again later).
     context = {
         "gym": gym.name,
-        "member": emails.display_name(member),
+        "member": emails.shown_name(session, case.organization_id, member),
         "plan": plan.name,
         "on": emails.local_day(session, case.organization_id, case.opened_at),
     }
