@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import shutil
 import tempfile
@@ -80,6 +81,7 @@ from gymctl.retention.presales import presale_cases_pass
 from gymctl.retention.settlement import Doors, period_end_due, period_end_sweep
 
 MAX_HORIZON = relativedelta(years=3)
+MAX_SEED = 2**31  # a seed's range, over HTTP and on the command line alike
 UNTIL = "the forecast's end (--until; until over HTTP)"  # refusals read on a terminal and over HTTP
 HISTORY = timedelta(days=90)
 PERIODS = ("day", "week", "month")
@@ -661,10 +663,17 @@ def _until_left(
     return told
 
 
+SCRATCH_PREFIX = "gymctl-forecast-"
+OWNER = "owner.pid"  # the process a scratch copy belongs to
+
+
 def _scratch_run(
     rows: list[tuple[Any, list]], forecast: Forecast, cipher: FieldCipher, scratch_dir: Path | None
 ) -> None:
-    folder = Path(tempfile.mkdtemp(prefix="gymctl-forecast-", dir=scratch_dir))
+    parent = Path(scratch_dir or tempfile.gettempdir())
+    remove_orphans(parent)
+    folder = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=parent))
+    (folder / OWNER).write_text(str(os.getpid()))
     url = f"sqlite:///{folder / 'forecast.sqlite3'}"
     try:
         engine = scratch_engine(url)
@@ -684,6 +693,33 @@ def _scratch_run(
             release_engine(url)  # the file goes: nothing of it stays in the engine cache
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def remove_orphans(parent: Path) -> int:
+    """Remove the scratch copies whose process is gone: one killed outright (SIGKILL, out of
+    memory) never ran its cleanup, and a large gym's copy is hundreds of MB. A copy of a live
+    process (another forecast, this one's daemon) stays, and so does one without its owner
+    written yet (or from before s54). How many went."""
+    removed = 0
+    for folder in parent.glob(f"{SCRATCH_PREFIX}*"):
+        try:
+            pid = int((folder / OWNER).read_text())
+        except (OSError, ValueError):
+            continue
+        if not _alive(pid):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True  # another user's process, or a pid no signal can name: left alone
+    return True
 
 
 # A thrown-away file: no fsync (a crash loses only the forecast), and up to 128 MiB of its pages

@@ -3,6 +3,7 @@ operator tools: readiness, verify-account, repair-schedule, transaction resoluti
 
 from __future__ import annotations
 
+import signal
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -529,6 +530,15 @@ _add_settings_commands()
 # --- The forecast (issue 24) --------------------------------------------------------------------
 
 
+def _seed(value: int) -> int:
+    """--seed in the range the HTTP forecast takes (0 to forecast.MAX_SEED)."""
+    from gymctl.billing.forecast import MAX_SEED
+
+    if not 0 <= value <= MAX_SEED:
+        raise typer.BadParameter(f"{value} is not a seed from 0 to {MAX_SEED}")
+    return value
+
+
 @app.command("simulate")
 def simulate_command(
     organization: str = ORG,
@@ -536,7 +546,9 @@ def simulate_command(
     decline_rate: float = typer.Option(
         0.0, "--decline-rate", help="The share of card charges declined (0 to 1)."
     ),
-    seed: int = typer.Option(0, "--seed", help="The seed of the declines (same seed, same run)."),
+    seed: int = typer.Option(
+        0, "--seed", callback=_seed, help="The seed of the declines (same seed, same run)."
+    ),
     from_history: bool = typer.Option(
         False, "--from-history", help="Decline the organization's own share of the last 90 days."
     ),
@@ -569,7 +581,11 @@ def simulate_command(
     # A session of its own, outside any transaction: simulate then ends its read as soon as
     # the organization is copied. Its caller's transaction would hold the embedded default's
     # write lock (a PostgreSQL session idle in transaction) for the whole forecast.
-    with _unit(dry_run=True) as session, _forecast_clock(start, last, quiet=as_json) as progress:
+    with (
+        _unit(dry_run=True) as session,
+        _forecast_clock(start, last, quiet=as_json) as progress,
+        _stopped_as_by_ctrl_c(),
+    ):
         result = simulate(
             session,
             gym_id,
@@ -595,6 +611,23 @@ def simulate_command(
         print_json(report)
         return
     _render_forecast(slug, report)
+
+
+@contextmanager
+def _stopped_as_by_ctrl_c() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a `timeout`, a closed terminal, a cancelled job) stop the forecast as
+    Ctrl-C does: its thread stops at its next tick and removes its scratch copy. Python's own
+    handling ended the process at once and left the copy behind, up to hundreds of MB a run."""
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 @contextmanager

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import pty
+import signal
 import sqlite3
 import subprocess
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -171,6 +173,13 @@ def test_simulate_usage_mistakes_exit_2_before_the_forecast_runs(home_env, tmp_p
     assert period.returncode == 2, period.stderr
     assert "forecast_period_invalid" in period.stderr
     assert "'year' is not one of: day, week, month" in period.stderr
+    for seed in ("-1", str(forecast.MAX_SEED + 1)):  # the HTTP forecast's range (s54: any int)
+        refused = gymctl(
+            home_env, "billing", "simulate", "demo-gym", "--until", _day(30), "--seed", seed,
+            check=False,
+        )  # fmt: skip
+        assert refused.returncode == 2, refused.stderr
+        assert f"{seed} is not a seed from 0 to {forecast.MAX_SEED}" in refused.stderr
     chart = tmp_path / "missing" / "forecast.png"
     unwritable = gymctl(
         home_env, "billing", "simulate", "demo-gym", "--until", _day(30), "--chart", str(chart),
@@ -264,3 +273,53 @@ def test_operators_see_the_queued_forecasts_the_daemons_run(home_env):  # noqa: 
     assert queued[0]["id"] in table  # ids are never cut (gymctl.cli.output.render_rows)
     refused = gymctl(home_env, "billing", "forecasts", "no-such-gym", "--json", check=False)
     assert json.loads(refused.stdout or refused.stderr)["code"] == "organization_not_found"
+
+
+def test_a_forecast_stopped_by_sigterm_removes_its_scratch_copy(home_env, tmp_path):  # noqa: F811
+    """A `timeout`, a closed terminal or a cancelled job (SIGTERM, SIGHUP) stops the forecast as
+    Ctrl-C does, its scratch copy removed (s54, a hunt: Python's own handling ended the process
+    at once and left the copy, hundreds of MB for a large gym, in the temporary folder)."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**home_env, "TMPDIR": str(scratch)}
+    gymctl(env, "quickstart", "--json")
+    running = subprocess.Popen(
+        [*GYMCTL, "billing", "simulate", "demo-gym", "--until", _day(3 * 365 - 2), "--by", "day",
+         "--json"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not any(scratch.glob(f"{forecast.SCRATCH_PREFIX}*/{forecast.OWNER}")):
+            assert running.poll() is None, running.stderr.read()
+            assert time.monotonic() < deadline, "the forecast made no scratch copy"
+            time.sleep(0.01)
+        running.send_signal(signal.SIGTERM)
+        assert running.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        running.kill()
+    assert list(scratch.glob(f"{forecast.SCRATCH_PREFIX}*")) == []
+    assert b"Traceback" not in running.stderr.read()
+
+
+def test_a_scratch_copy_whose_process_is_gone_is_removed_by_the_next_forecast(tmp_path):
+    """A forecast killed outright (SIGKILL, out of memory) runs no cleanup: the next one removes
+    its copy. A live process's copy stays, and so does one whose owner is not written yet."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    copies = {
+        "gone": str(gone.pid),
+        "live": str(os.getpid()),
+        "unowned": None,
+    }
+    for name, pid in copies.items():
+        folder = tmp_path / f"{forecast.SCRATCH_PREFIX}{name}"
+        folder.mkdir()
+        (folder / "forecast.sqlite3").write_bytes(b"x")
+        if pid is not None:
+            (folder / forecast.OWNER).write_text(pid)
+
+    assert forecast.remove_orphans(tmp_path) == 1
+
+    left = sorted(p.name.removeprefix(forecast.SCRATCH_PREFIX) for p in tmp_path.iterdir())
+    assert left == ["live", "unowned"]

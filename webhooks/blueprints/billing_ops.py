@@ -19,6 +19,7 @@ from gymctl.billing import (
     debt_payments,
     desk,
     desk_resolution,
+    forecast,
     forecast_runs,
     no_debit,
     opening_day,
@@ -439,7 +440,7 @@ class ForecastQuery(Body):
     until: UntilDay
     by: Literal["day", "week", "month"] = "week"
     decline_rate: float = Field(0.0, alias="declineRate", ge=0.0, le=1.0)
-    seed: int = Field(0, ge=0, le=2**31)
+    seed: int = Field(0, ge=0, le=forecast.MAX_SEED)
     from_history: bool = Field(False, alias="fromHistory")
     lifecycle_only: bool = Field(False, alias="lifecycleOnly")
     explain: uuid.UUID | None = None
