@@ -285,20 +285,30 @@ def parse_members_csv(content: bytes) -> list[dict[str, str]]:
         raise unprocessable(codes.IMPORT_INVALID, "the CSV must be UTF-8") from None
     # newline="": the csv module's own line handling, which knows all three endings and a
     # quoted field's line breaks.
-    reader = csv.DictReader(io.StringIO(text.lstrip("\ufeff"), newline=""))
+    reader = csv.reader(io.StringIO(text.lstrip("\ufeff"), newline=""))
     try:
-        headers = {h.strip().lower(): h for h in reader.fieldnames or []}
-        if "email" not in headers:
+        header = next(reader, [])
+        columns = {name.strip().lower(): index for index, name in enumerate(header)}
+        if "email" not in columns:
             raise unprocessable(codes.IMPORT_INVALID, "the CSV needs an email column")
-        return [
-            {
-                "email": (row.get(headers["email"]) or "").strip(),
-                "name": (row.get(headers["name"]) or "").strip() if "name" in headers else "",
-            }
-            for row in reader
-        ]
+        rows = []
+        ended = reader.line_num
+        for fields in reader:
+            # The line the record starts on, as a spreadsheet numbers it: blank lines count (a
+            # refusal's row after one pointed at the line before it).
+            line, ended = ended + 1, reader.line_num
+            if not fields:
+                continue
+            rows.append({"email": _field(fields, columns, "email"),
+                         "name": _field(fields, columns, "name"), "line": line})  # fmt: skip
+        return rows
     except csv.Error as error:
         raise unprocessable(codes.IMPORT_INVALID, f"the CSV is unreadable: {error}") from None
+
+
+def _field(fields: list[str], columns: dict[str, int], name: str) -> str:
+    index = columns.get(name)
+    return fields[index].strip() if index is not None and index < len(fields) else ""
 
 
 def plan_import(
@@ -315,8 +325,9 @@ def plan_import(
     planned: list[tuple[str, str]] = []
     invalid: list[dict[str, Any]] = []
     readable: list[tuple[int, str, str]] = []
-    for number, row in enumerate(rows, start=2):
-        if any("\x00" in value for value in row.values()):
+    for position, row in enumerate(rows, start=2):
+        number = row.get("line") or position  # the file's line (parse_members_csv), else the count
+        if "\x00" in row["email"] or "\x00" in (row.get("name") or ""):
             invalid.append({"row": number, "reason": "nul_character"})
             continue
         try:

@@ -90,6 +90,26 @@ def test_the_request_queues_the_rows_and_registers_no_one(client, gym, session, 
     assert read_mailbox(mailbox) == []
 
 
+@pytest.mark.parametrize(
+    ("csv", "row"),
+    [
+        ("email,name\nok@example.test,Ok\n\nnot-an-address,Bad\n", 4),  # after a blank line
+        ('email,name\nok@example.test,"Ok\nsecond line"\nnot-an-address,Bad\n', 4),  # quoted
+        ("email,name\r\n\r\n\r\nnot-an-address,Bad\r\n", 4),  # blank lines, CRLF
+    ],
+)
+def test_a_refusal_names_the_line_of_the_file_it_is_on(client, gym, csv, row):
+    """s54 (a hunt): the row numbers counted the records the csv module yields, so a blank
+    line (a spreadsheet's empty row) or a quoted line break pointed every later refusal at the
+    line before it."""
+    response = upload(client, gym, csv)
+
+    assert response.status_code == 202, response.json
+    assert response.json["results"]["members"]["invalid"] == [
+        {"row": row, "reason": "email_invalid"}
+    ]
+
+
 def test_the_daemon_registers_each_row_as_the_cli_does(app, client, gym, session, session_factory):
     factories.user(session, identity_id="user_unproven", email="unproven@example.test")
     session.commit()
