@@ -17,6 +17,7 @@ its amount (409 refund_in_progress): the money cannot go back twice.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import datetime
 from typing import Any
@@ -48,6 +49,8 @@ from gymctl.providers.documents import (
 from gymctl.retention import refund_owed
 
 REFUNDABLE = (TransactionStatus.completed,)
+
+log = logging.getLogger("gymctl.billing")
 
 
 def refunded_so_far(transaction: PaymentTransaction) -> int:
@@ -500,17 +503,25 @@ def resume_refunds(
     limit: int = 200,
 ) -> dict[str, int]:
     """The recovery pass over stored refunds: each is sent again under its own unique id (the
-    provider replays a refund it already made) and applied in its own transaction."""
-    counts = {"selected": 0, "refunded": 0, "failed": 0, "pending": 0}
+    provider replays a refund it already made) and applied in its own transaction. One that
+    raises (its account's credentials unreadable, say) is logged and counted (`errors`), left
+    pending for the next pass: it stopped the pass there, every gym's refunds behind it and
+    the desk charges' recovery after them with it."""
+    counts = {"selected": 0, "refunded": 0, "failed": 0, "pending": 0, "errors": 0}
     with factory() as session:
         selected = pending_refunds(session, now=now, limit=limit)
     for refund_id in selected:
         counts["selected"] += 1
-        with factory() as session:
-            refund = execute_refund(
-                session, provider, cipher, refund_id, now=now, documents=documents
-            )
-            session.commit()
-            key = {TransactionStatus.refunded: "refunded", TransactionStatus.failed: "failed"}
-            counts[key.get(refund.status, "pending")] += 1
+        try:
+            with factory() as session:
+                refund = execute_refund(
+                    session, provider, cipher, refund_id, now=now, documents=documents
+                )
+                session.commit()
+        except Exception:
+            log.exception("resending refund %s failed, tried again next pass", refund_id)
+            counts["errors"] += 1
+            continue
+        key = {TransactionStatus.refunded: "refunded", TransactionStatus.failed: "failed"}
+        counts[key.get(refund.status, "pending")] += 1
     return counts

@@ -2,7 +2,9 @@
 
     floor(charge cents x ceil(days from the effective date to the period end) / 365)
 
-Days are calendar time (a leap day counts as a day); the divisor stays 365. A cash pause
+Days are calendar days of the gym's own calendar (a leap day counts as a day; a day the clocks
+go back is one day, not 25 hours: counted on UTC's clock, a span between two local midnights
+across it was 12 days and an hour, refunded as 13); the divisor stays 365. A cash pause
 extended the period by days nobody paid for, so those days are not refunded, except pauses
 with reason opening_delay: the gym could not open, the member had paid for that time, and it
 keeps its refund basis (spec B 2.1). The list is append-only, so a pause with its dates counts
@@ -14,8 +16,10 @@ placed, and counts whole, as before.
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
+
+from gymctl.clock import zone
 
 OPENING_DELAY = "opening_delay"
 DAY = timedelta(days=1)
@@ -34,20 +38,26 @@ def pause_days(pause: dict[str, Any]) -> int:
 
 
 def refund_days(
-    effective_at: datetime, period_end: datetime | None, cash_pauses: list[dict[str, Any]]
+    effective_at: datetime,
+    period_end: datetime | None,
+    cash_pauses: list[dict[str, Any]],
+    timezone: str = "UTC",
 ) -> int:
+    """Days from the effective date to the period end, begun days counted, in the gym's
+    calendar (`timezone`: a gym's default is UTC), less the pauses nobody paid for."""
     if period_end is None or effective_at >= period_end:
         return 0
-    days = math.ceil((period_end - effective_at) / DAY)
+    local = zone(timezone)
+    days = _days(effective_at, period_end, local)
     unpaid = sum(
-        _unpaid_days(p, effective_at, period_end)
+        _unpaid_days(p, effective_at, period_end, local)
         for p in cash_pauses or []
         if p.get("reason") != OPENING_DELAY
     )
     return max(days - unpaid, 0)
 
 
-def _unpaid_days(pause: dict[str, Any], start: datetime, end: datetime) -> int:
+def _unpaid_days(pause: dict[str, Any], start: datetime, end: datetime, local: tzinfo) -> int:
     """A pause's days inside [start, end) when it has its dates; else all of its days."""
     begin, until = pause.get("from"), pause.get("until")
     if not (begin and until):
@@ -55,8 +65,13 @@ def _unpaid_days(pause: dict[str, Any], start: datetime, end: datetime) -> int:
     paused = [datetime.fromisoformat(at) for at in (begin, until)]
     # Entries arrive as data: one written without an offset is read as UTC.
     paused = [at if at.tzinfo else at.replace(tzinfo=UTC) for at in paused]
-    inside = min(paused[1], end) - max(paused[0], start)
-    return max(math.ceil(inside / DAY), 0)
+    return _days(max(paused[0], start), min(paused[1], end), local)
+
+
+def _days(start: datetime, end: datetime, local: tzinfo) -> int:
+    """Begun days from `start` to `end` on the local wall clock (0 when end is not after)."""
+    span = end.astimezone(local).replace(tzinfo=None) - start.astimezone(local).replace(tzinfo=None)
+    return max(math.ceil(span / DAY), 0)
 
 
 def prorated_refund(charge_in_cents: int, days: int) -> int:

@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl import ids
 from gymctl.access.memberships import owner_of
-from gymctl.billing.accounts import CARD_PROVIDER
+from gymctl.billing.accounts import CARD_PROVIDER, billing_settings
 from gymctl.billing.attempts import (
     SETTLED,
     emit_cancelled,
@@ -290,7 +290,12 @@ def settle_one(
         )
     charge = last_charge(session, subscription)
     charge_cents = charge.amount_in_cents if charge is not None else 0
-    days = refund_days(effective, subscription.current_period_end, subscription.cash_pauses)
+    days = refund_days(
+        effective,
+        subscription.current_period_end,
+        subscription.cash_pauses,
+        timezone=billing_settings(session, subscription.organization_id).timezone,
+    )
     amount = prorated_refund(charge_cents, days)
     if charge is not None:
         amount = min(amount, left_of(session, charge))
@@ -345,7 +350,9 @@ def settle_one(
             kind="manual_refund",
             title="Refund owed after a cancellation: return it to the member",
             priority="high",
-            detail=f"return {amount} {subscription.currency} (paid by {charge.provider})",
+            detail=(
+                f"return {emails.money(amount, subscription.currency)} (paid by {charge.provider})"
+            ),
             data={"subscriptionId": str(subscription.id), "amountInCents": amount},
             now=now,
         )
@@ -388,7 +395,7 @@ def _refund_failed(
         kind="manual_refund",
         title="Refund owed after a cancellation: the automatic refund failed",
         priority="high",
-        detail=f"refund of {amount} {subscription.currency} failed: {code}",
+        detail=f"refund of {emails.money(amount, subscription.currency)} failed: {code}",
         data={"subscriptionId": str(subscription.id), "amountInCents": amount},
         now=now,
     )
@@ -528,7 +535,14 @@ def period_end_sweep(
     once each left it to the other, and it waited a pass."""
     result = SweepResult()
     for settlement_id in unresolved_refunds(factory, limit=limit):  # a crash, a lost answer
-        execution = execute_card_refund(factory, doors, settlement_id, now=now)
+        try:
+            execution = execute_card_refund(factory, doors, settlement_id, now=now)
+        except Exception:
+            # As a notice's fault below: one refund that raises (its account's credentials
+            # unreadable, say) stopped every pass before any matured notice was settled.
+            log.exception("resending the refund of settlement %s failed", settlement_id)
+            result.errors += 1
+            continue
         result.refunded += execution == "refunded"
         result.owner_tasks += execution == "refund_failed"
     with factory() as session:

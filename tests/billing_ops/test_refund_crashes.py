@@ -11,12 +11,14 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from gymctl.billing.refunds import execute_refund, resume_refunds
 from gymctl.errors import DomainError
-from gymctl.models import PaymentTransaction
+from gymctl.models import PaymentProviderConfig, PaymentTransaction
 from gymctl.models.billing import TransactionStatus
 from gymctl.providers.card_http import REFUND, refund_result
+from tests.billing import factories as bf
 from tests.billing.factories import TEST_CIPHER
 from tests.billing.fake_card_provider import Fault
 from tests.billing_ops.helpers import committed_sale, paid_charge, store_refund
@@ -77,6 +79,35 @@ def _crash_before_committing_the_answer(session, provider, refund):
     session.rollback()
 
 
+def test_one_refund_that_raises_holds_back_no_other_gyms_refund(
+    session, session_factory, card_server, documents
+):
+    """s54 (a hunt): the recovery pass resends every gym's stored refunds, oldest first; one
+    that raised (its account's credentials unreadable) stopped it there, the other gyms'
+    refunds and the desk charges' recovery after them with it. It is counted and left pending."""
+    broken = bf.make_gym(session, card_provider_since=NOW - timedelta(days=400))
+    healthy = bf.make_gym(session, card_provider_since=NOW - timedelta(days=400))
+    first = store_refund(session, paid_charge(session, broken, card_server), 9900, documents,
+                         now=NOW - timedelta(minutes=10))  # fmt: skip
+    second = store_refund(session, paid_charge(session, healthy, card_server), 9900, documents,
+                          now=NOW - timedelta(minutes=9))  # fmt: skip
+    for config in session.scalars(
+        select(PaymentProviderConfig).where(
+            PaymentProviderConfig.organization_id == broken.organization.id
+        )
+    ):
+        config.credentials_ciphertext = "v1:damaged"
+    session.commit()
+
+    counts = resume_refunds(
+        session_factory, card_server.provider(), TEST_CIPHER, now=NOW, documents=documents
+    )
+
+    assert counts == {"selected": 2, "refunded": 1, "failed": 0, "pending": 0, "errors": 1}
+    assert _fresh(session_factory, first.id).status == TransactionStatus.refund_pending
+    assert _fresh(session_factory, second.id).status == TransactionStatus.refunded
+
+
 @pytest.mark.embedded
 @pytest.mark.parametrize(
     "crash",
@@ -101,7 +132,7 @@ def test_a_crash_between_any_two_steps_then_a_retry_with_another_amount_refunds_
     counts = resume_refunds(
         session_factory, card_server.provider(), TEST_CIPHER, now=LATER, documents=documents
     )
-    assert counts == {"selected": 1, "refunded": 1, "failed": 0, "pending": 0}
+    assert counts == {"selected": 1, "refunded": 1, "failed": 0, "pending": 0, "errors": 0}
     assert [r.amount_in_cents for r in card_server.simulator.refunds()] == [6000]
     ids_sent = {body["ExternalUniqTranId"] for body in card_server.received(REFUND)}
     assert ids_sent == {refund.billing_attempt["externalAttemptId"]}
@@ -167,7 +198,7 @@ def test_a_refund_answered_608_stays_pending_and_is_sent_again_under_its_id(
         now=LATER,
         documents=documents,
     )
-    assert counts == {"selected": 1, "refunded": 0, "failed": 0, "pending": 1}
+    assert counts == {"selected": 1, "refunded": 0, "failed": 0, "pending": 1, "errors": 0}
     assert _fresh(session_factory, refund.id).status == TransactionStatus.refund_pending
     assert _fresh(session_factory, sale.id).status == TransactionStatus.refund_pending
 
