@@ -38,10 +38,12 @@ from gymctl.access.registrations import (
     ImportResults,
     Registrar,
     check_cap,
+    hold_registrations,
     import_row,
+    imports_in_flight,
     plan_import,
 )
-from gymctl.db import advisory_lock, organization_row
+from gymctl.db import organization_row
 from gymctl.errors import DomainError, not_found, too_many_requests, unprocessable
 from gymctl.models import MemberImport, MemberImportRow, Membership
 
@@ -72,23 +74,16 @@ def queue_import(
         raise unprocessable(
             codes.IMPORT_INVALID, f"an import takes at most {MAX_ROWS:,} rows: split the roster"
         )
-    # Serializes the gym's requests: the count of unfinished imports and of their waiting rows,
-    # then the insert.
-    advisory_lock(session, f"member_imports:{organization.id}")
-    unfinished = list(
-        session.scalars(
-            select(MemberImport.id).where(
-                MemberImport.organization_id == organization.id, MemberImport.status == QUEUED
-            )
-        )
-    )
+    # Serializes the gym's requests (and the CLI's imports): the count of unfinished imports and
+    # of their waiting rows, then the insert.
+    unfinished, waiting = imports_in_flight(session, organization.id)
     if len(unfinished) >= UNFINISHED_PER_ORGANIZATION:
         raise too_many_requests(
             codes.MEMBER_IMPORT_QUEUE_FULL,
             f"{len(unfinished)} imports of this gym are still running: ask again when one has "
             "finished",
         )
-    plan = plan_import(session, organization, rows, waiting=_waiting(session, unfinished))
+    plan = plan_import(session, organization, rows, waiting=waiting)
     job = MemberImport(
         id=ids.new_id(),
         organization_id=organization.id,
@@ -114,19 +109,6 @@ def queue_import(
             ],
         )
     return job
-
-
-def _waiting(session: Session, import_ids: list[uuid.UUID]) -> list[str]:
-    """The addresses queued imports have yet to register (two imports asked together would
-    each pass the cap alone, then stop half done)."""
-    if not import_ids:
-        return []
-    rows = session.scalars(
-        select(MemberImportRow.email).where(
-            MemberImportRow.import_id.in_(import_ids), MemberImportRow.outcome.is_(None)
-        )
-    )
-    return [email for email in rows if not is_erased_address(email)]  # never registered
 
 
 def find_import(session: Session, organization_id: uuid.UUID, import_id: uuid.UUID) -> MemberImport:
@@ -233,6 +215,7 @@ def import_next(
             )
         )
         try:
+            hold_registrations(session, organization.id)  # members registered meanwhile counted
             check_cap(
                 session, organization, [r.email for r in rows if not is_erased_address(r.email)]
             )

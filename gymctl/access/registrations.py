@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from gymctl.access import codes
+from gymctl.access import codes, staff_queue
 from gymctl.access.erased import is_erased_address
 from gymctl.access.invitations import Outreach, normalize_email, request_link
 from gymctl.access.memberships import active_member_count, end_sales_grant
@@ -34,6 +34,8 @@ from gymctl.identity.users import address_keys
 from gymctl.models import (
     ACTIVE_MEMBER_CAP,
     Lead,
+    MemberImport,
+    MemberImportRow,
     Membership,
     MembershipStatus,
     Organization,
@@ -114,8 +116,7 @@ def register_member(
     org_id = registrar.organization.id
     # The gym's look for the person and its insert, one at a time: two at once (a double submit,
     # a second desk) each read no one, and each made a profile (no unique key on addresses).
-    session.connection()  # the write transaction first (db.advisory_lock on SQLite)
-    advisory_lock(session, f"registrations:{org_id}")
+    hold_registrations(session, org_id)
     people = _people(session, email)
     if _unproven_login(people):
         raise _refuse_unverified(session, registrar, email, role=role, now=now)
@@ -414,6 +415,38 @@ def import_row(
     return CREATED if created else EXISTING
 
 
+def imports_in_flight(session: Session, organization_id: uuid.UUID) -> tuple[list, list[str]]:
+    """The gym's queued imports (ids) and the addresses they have yet to register, read under
+    the gym's import lock, which the caller then holds to its transaction's end: two imports
+    asked together (over HTTP, or one there and one at the CLI) each passed the cap alone,
+    then one stopped half done, or both."""
+    advisory_lock(session, f"member_imports:{organization_id}")
+    unfinished = list(
+        session.scalars(
+            select(MemberImport.id).where(
+                MemberImport.organization_id == organization_id,
+                MemberImport.status == staff_queue.QUEUED,
+            )
+        )
+    )
+    if not unfinished:
+        return unfinished, []
+    rows = session.scalars(
+        select(MemberImportRow.email).where(
+            MemberImportRow.import_id.in_(unfinished), MemberImportRow.outcome.is_(None)
+        )
+    )
+    return unfinished, [email for email in rows if not is_erased_address(email)]  # never made
+
+
+def hold_registrations(session: Session, organization_id: uuid.UUID) -> None:
+    """The gym's registrations lock (`register_member` takes it for each address) held before
+    the cap is counted: a count that ran while another import's uncommitted members held it
+    missed them, and both went in (180 active members on a 150 tier)."""
+    session.connection()  # the write transaction first (db.advisory_lock on SQLite)
+    advisory_lock(session, f"registrations:{organization_id}")
+
+
 def import_members(
     session: Session,
     registrar: Registrar,
@@ -424,8 +457,12 @@ def import_members(
 ) -> ImportResults:
     """Create an active member per row, in the caller's transaction (the CLI; the HTTP door
     queues it: gymctl.access.member_imports). Refused up front, creating nothing, when the rows
-    that would become new active members exceed the tier's cap; refused addresses are listed."""
-    plan = plan_import(session, registrar.organization, rows)
+    that would become new active members, with the rows the gym's queued imports have yet to
+    register, exceed the tier's cap; refused addresses are listed."""
+    organization_id = registrar.organization.id
+    _, waiting = imports_in_flight(session, organization_id)
+    hold_registrations(session, organization_id)
+    plan = plan_import(session, registrar.organization, rows, waiting=waiting)
     results = ImportResults(invalid=plan.invalid)
     for done, (email, name) in enumerate(plan.rows, start=1):
         results.add(import_row(session, registrar, email, name, now=now), email)
