@@ -12,21 +12,25 @@ transaction first, fails here immediately instead of hanging.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
 import threading
 import uuid
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
 from gymctl import clock
+from gymctl.billing.demo import APPROVE_CARD
 from gymctl.config import get_settings
 from gymctl.db import SecondWriterError, get_engine, session_factory
 from gymctl.identity.dev_keys import mint_dev_token
 from gymctl.models import User
+from gymctl.providers.card_sandbox import complete_page
 
 
 @pytest.fixture(scope="module")
@@ -266,10 +270,16 @@ def test_no_write_lock_is_held_while_a_hosted_page_opens(api):
         "POST", f"/organizations/ORG/plans/{plan['data']['id']}/purchase", "user_demo_member_3", 201
     )
     subscription = bought["data"]["subscription"]["id"]
+    # Paid on its page first: a purchase not paid yet takes no replacement card (s54).
+    page = bought["data"]["checkout"]["pageId"]
+    complete_page(Path(os.environ["GYMCTL_HOME"]), page, APPROVE_CARD)
+    paid = api.client.post(f"/webhooks/card-provider/{api.org}", json={"LowProfileId": page})
+    assert paid.status_code == 200, paid.json
     replacing = f"/organizations/ORG/subscriptions/{subscription}/card-replacement"
     replaced = api.call("POST", replacing, "user_demo_member_3", 201)
 
-    assert [name for name, _ in watched.calls] == ["create_page", "create_page"]
+    opened = [free for name, free in watched.calls if name == "create_page"]
+    assert opened == [True, True], watched.calls
     assert all(free for _, free in watched.calls), watched.calls
     assert bought["data"]["checkout"]["url"]
     assert replaced["data"]["checkout"]["url"]
