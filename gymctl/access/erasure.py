@@ -87,6 +87,11 @@ def erase_personal_data(
     # order; each worker holds one job, so batches then imports makes no cycle.
     bulk_invites = _bulk_invites(session, organization.id, person, address)
     import_rows = _import_rows(session, organization.id, person, address)
+    # The person's leads before their membership (a lead's conversion locks its lead, then
+    # registers): a conversion in flight is waited for, and its member is then ended here.
+    session.execute(
+        select(Lead.id).where(_leads_of(organization.id, person, address)).with_for_update()
+    ).all()
     # Every membership the member's seats touch, in one id order, before its own is read
     # again: locked first alone, the members waiting in its classes came after it (in
     # end_membership), and two members each waiting for the other's seat deadlocked.
@@ -144,13 +149,18 @@ def _submissions(session: Session, org_id: uuid.UUID, person: User, address: str
     ).rowcount
 
 
-def _leads(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:
+def _leads_of(org_id: uuid.UUID, person: User, address: str):
+    """The gym's leads of the person: converted to them, or under their address."""
     match = [Lead.converted_user_id == person.id]
     if address:
         match.append(same_address(Lead.email, address))
+    return (Lead.organization_id == org_id) & or_(*match)
+
+
+def _leads(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:
     return session.execute(
         update(Lead)
-        .where(Lead.organization_id == org_id, or_(*match))
+        .where(_leads_of(org_id, person, address))
         .values(name=ERASED, email=_erased_address(person.id), status="closed")
     ).rowcount
 

@@ -211,7 +211,17 @@ def create_lead(
 def convert_lead(
     session: Session, registrar: Registrar, lead_id: uuid.UUID, *, now: datetime
 ) -> User:
-    lead = session.get(Lead, lead_id)
+    # The lead's row first, read as it is now (the lock order: leads, then memberships, as
+    # erasure takes them): an erasure that committed meanwhile is seen (its stand-in address),
+    # and one that comes later waits for this conversion, then ends what it registered. Read
+    # unlocked, a conversion waiting for the gym's registrations lock went on with the address
+    # and name erasure had scrubbed, and registered the erased person again.
+    lead = session.scalar(
+        select(Lead)
+        .where(Lead.id == lead_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
     if (
         lead is None
         or lead.organization_id != registrar.organization.id
