@@ -33,11 +33,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.billing.attempts import end_plan, lock_subscription, waiting_in_classes_of
+from gymctl.billing.plans import lock_plans
 from gymctl.bookings import book, schedule
 from gymctl.bookings.eligibility import LIVE
 from gymctl.bridge import mirror
 from gymctl.db import is_postgres
 from gymctl.models import Booking, ClassSession, Membership, Subscription
+from gymctl.models.billing import SubscriptionStatus
 
 MEMBERSHIP_ENDED = "membership_ended"
 
@@ -78,13 +80,17 @@ def end_holdings(
         )
         .order_by(Subscription.id)
     ).all()
-    plans = 0
-    for subscription_id in candidates:
-        subscription = lock_subscription(session, subscription_id)
-        if subscription is None or subscription.status not in LIVE:
-            continue  # ended meanwhile (a notice settled): nothing left to end
+    # The member's subscriptions first (in id order, each read as its lock found it), then the
+    # catalogue plans the unpaid ones give their places back to (attempts.end_plan), in id
+    # order: a presale's switch takes its subscription, then those plans; taken one at a time
+    # as each subscription ended, two removals could each hold a plan the other waited for.
+    locked = [lock_subscription(session, subscription_id) for subscription_id in candidates]
+    # Ended meanwhile (a notice settled): nothing left to end.
+    live = [row for row in locked if row is not None and row.status in LIVE]
+    lock_plans(session, (row.plan_id for row in live if row.status == SubscriptionStatus.scheduled))
+    for subscription in live:
         end_plan(session, subscription, reason=MEMBERSHIP_ENDED, now=now)
-        plans += 1
+    plans = len(live)
     seats = session.scalars(
         select(Booking.id)
         .join(ClassSession, ClassSession.id == Booking.class_session_id)

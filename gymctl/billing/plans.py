@@ -9,7 +9,7 @@ sold at the desk by staff (`grant_plan`) and recorded with a manual transaction.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -167,6 +167,15 @@ def _already_held(held: Subscription | None) -> DomainError:
     )
     error.details["status"] = held.status.value if held else None  # named like the HTTP status
     return error
+
+
+def lock_plans(session: Session, plan_ids: Iterable[uuid.UUID]) -> None:
+    """The plans' rows, in id order, before a caller counts purchases on several of them (a
+    removal giving back its unpaid plans' places, a presale's switch): in the order each met
+    them, two such callers could each hold one and wait for the other's (PostgreSQL)."""
+    ids = sorted(set(plan_ids))
+    if ids:
+        session.execute(select(Plan.id).where(Plan.id.in_(ids)).order_by(Plan.id).with_for_update())
 
 
 def take_purchase_slot(session: Session, plan: Plan) -> None:

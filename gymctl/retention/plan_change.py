@@ -19,6 +19,7 @@ from gymctl.billing.plans import (
     held_once,
     live_holder,
     live_plan,
+    lock_plans,
     refuse_if_held,
     release_purchase_slot,
     take_purchase_slot,
@@ -132,6 +133,7 @@ def change_plan(
         raise conflict(code, message(code, locale))
     # A recurring plan the member already holds: 409 plan_already_held, as buying it answers.
     refuse_if_held(session, target, subscription.user_id, other_than=subscription.id)
+    lock_plans(session, (current.id, target.id))  # in one order, as a removal takes them
     take_purchase_slot(session, target)
     release_purchase_slot(session, current.id)
     with held_once(session, target, subscription.user_id):  # a purchase committed meanwhile
