@@ -622,7 +622,12 @@ def _stopped_as_by_ctrl_c() -> Iterator[None]:
     def stop(signum: int, _frame: object) -> None:
         raise SystemExit(128 + signum)
 
-    previous = {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGHUP)}
+    # One the caller ignores stays ignored: `nohup gymctl billing simulate ...` runs on.
+    previous = {
+        number: signal.signal(number, stop)
+        for number in (signal.SIGTERM, signal.SIGHUP)
+        if signal.getsignal(number) is not signal.SIG_IGN
+    }
     try:
         yield
     finally:

@@ -69,9 +69,12 @@ def _unpaid_days(pause: dict[str, Any], start: datetime, end: datetime, local: t
 
 
 def _days(start: datetime, end: datetime, local: tzinfo) -> int:
-    """Begun days from `start` to `end` on the local wall clock (0 when end is not after)."""
+    """Begun days from `start` to `end` on the local wall clock (0 when end is not after; at
+    least 1 when it is, even within the hour the clocks repeat)."""
+    if end <= start:
+        return 0
     span = end.astimezone(local).replace(tzinfo=None) - start.astimezone(local).replace(tzinfo=None)
-    return max(math.ceil(span / DAY), 0)
+    return max(math.ceil(span / DAY), 1)
 
 
 def prorated_refund(charge_in_cents: int, days: int) -> int:

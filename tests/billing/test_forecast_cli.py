@@ -13,6 +13,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from gymctl.billing import forecast
@@ -323,3 +324,22 @@ def test_a_scratch_copy_whose_process_is_gone_is_removed_by_the_next_forecast(tm
 
     left = sorted(p.name.removeprefix(forecast.SCRATCH_PREFIX) for p in tmp_path.iterdir())
     assert left == ["live", "unowned"]
+
+
+def test_a_hangup_the_caller_ignores_stays_ignored():
+    """`nohup gymctl billing simulate ...`: the forecast's own SIGHUP stop (s54) leaves an
+    ignored SIGHUP ignored (the session's review: it replaced nohup's, and a closed terminal
+    stopped a forecast its operator had left running). SIGTERM still stops it."""
+    from gymctl.cli.billing import _stopped_as_by_ctrl_c
+
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with _stopped_as_by_ctrl_c():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGHUP)  # nothing happens
+            with pytest.raises(SystemExit) as stopped:
+                os.kill(os.getpid(), signal.SIGTERM)
+            assert stopped.value.code == 128 + signal.SIGTERM
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)

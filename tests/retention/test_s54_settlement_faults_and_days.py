@@ -39,6 +39,8 @@ def _local(year, month, day):
         (_local(2027, 10, 20), _local(2027, 11, 1), 12),  # across the clocks going back
         (_local(2027, 3, 20), _local(2027, 4, 1), 12),  # across the clocks going forward
         (_local(2027, 10, 20) + timedelta(hours=1), _local(2027, 11, 1), 12),  # a begun day
+        # 01:50 then 01:10 local, the hour the clocks repeat on Oct 31st: one begun day
+        (datetime(2027, 10, 30, 22, 50, tzinfo=UTC), datetime(2027, 10, 30, 23, 10, tzinfo=UTC), 1),
     ],
 )
 def test_refund_days_are_the_gyms_calendar_days(effective, end, days):
