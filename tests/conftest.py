@@ -355,11 +355,16 @@ def suite_app(settings, session_factory, clock, mailbox, card_server, tmp_path, 
 
 
 def wait_for_a_lock_wait(
-    engine: Engine, timeout: float = 10.0, *, rival: threading.Thread | None = None
+    engine: Engine,
+    timeout: float = 10.0,
+    *,
+    rival: threading.Thread | None = None,
+    count: int = 1,
 ) -> None:
-    """Return once a session of the test database waits on a lock (PostgreSQL): the moment a
-    race test lets the holder go. With `rival`, also once that thread has ended without
-    waiting (it lost the race before reaching the lock)."""
+    """Return once a session of the test database waits on a lock (PostgreSQL; `count` of them
+    when a chain of waits is the scene): the moment a race test lets the holder go. With
+    `rival`, also once that thread has ended without waiting (it lost the race before reaching
+    the lock)."""
     deadline = time.monotonic() + timeout
     with engine.connect() as probe:
         while time.monotonic() < deadline:
@@ -372,7 +377,7 @@ def wait_for_a_lock_wait(
                 )
             ).scalar_one()
             probe.rollback()
-            if waiting:
+            if waiting >= count:
                 return
             time.sleep(0.02)
     raise AssertionError("nothing waited on a lock")

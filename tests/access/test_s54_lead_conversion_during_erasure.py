@@ -9,36 +9,17 @@ ends what it registered (PostgreSQL: the embedded default runs one writer at a t
 from __future__ import annotations
 
 import threading
-import time
 
-from sqlalchemy import select, text
+from sqlalchemy import select
 
 from gymctl.access.erasure import erase_personal_data
 from gymctl.access.registrations import Registrar, convert_lead, create_lead
 from gymctl.db import advisory_lock, get_engine, session_factory
 from gymctl.models import Lead, Membership, MembershipStatus, Organization, Role, User
 from tests import factories
-from tests.conftest import NOW
+from tests.conftest import NOW, wait_for_a_lock_wait
 
 ADDRESS = "erase.me@example.test"
-
-
-def _waiting(engine, count: int) -> None:
-    """Until `count` sessions of the test database wait on a lock."""
-    deadline = time.monotonic() + 10
-    with engine.connect() as probe:
-        while time.monotonic() < deadline:
-            waiting = probe.execute(
-                text(
-                    "SELECT count(*) FROM pg_stat_activity "
-                    "WHERE datname = current_database() AND wait_event_type = 'Lock'"
-                )
-            ).scalar_one()
-            probe.rollback()
-            if waiting >= count:
-                return
-            time.sleep(0.02)
-    raise AssertionError(f"fewer than {count} sessions waited on a lock")
 
 
 def test_a_lead_converted_while_the_person_is_erased_does_not_bring_them_back(committed_pg):
@@ -77,10 +58,10 @@ def test_a_lead_converted_while_the_person_is_erased_does_not_bring_them_back(co
         advisory_lock(desk, f"registrations:{gym_id}")
         converting = threading.Thread(target=conversion)
         converting.start()
-        _waiting(engine, 1)  # the conversion, for the registrations lock
+        wait_for_a_lock_wait(engine)  # the conversion, for the registrations lock
         erasing = threading.Thread(target=erasure)
         erasing.start()
-        _waiting(engine, 2)  # the erasure, for the lead the conversion holds
+        wait_for_a_lock_wait(engine, count=2)  # the erasure, for the lead the conversion holds
         desk.rollback()
     converting.join(timeout=30)
     erasing.join(timeout=30)
