@@ -643,6 +643,21 @@ def _apply(
     return Applied(AppliedOutcome.pending, transaction.id)
 
 
+def with_late_evidence(
+    resolution: dict[str, Any], result: ChargeResult, now: datetime
+) -> dict[str, Any]:
+    """A resolution with the provider's late answer on it, as `approved_late` reads it (the
+    collector's attempts and the desk's charges alike)."""
+    return {
+        **resolution,
+        "lateEvidenceAt": now.isoformat(),
+        "lateEvidence": {
+            "answer": result.outcome.value,
+            "providerTransactionId": result.transaction_id,
+        },
+    }
+
+
 def approved_late(transaction: PaymentTransaction) -> bool:
     """Reopened (or held) on the provider's approval of this attempt's own id."""
     late = (transaction.billing_resolution or {}).get("lateEvidence") or {}
@@ -699,13 +714,7 @@ def late_positive_evidence(
     resolution.setdefault(
         "ownerPaused", subscription.collection_paused and not subscription.collection_hold
     )
-    resolution.update(
-        lateEvidenceAt=now.isoformat(),
-        lateEvidence={
-            "answer": result.outcome.value,
-            "providerTransactionId": result.transaction_id,
-        },
-    )
+    resolution = with_late_evidence(resolution, result, now)
     newer = unresolved_attempt(session, subscription.id)
     # No longer a non-charge either way (no technical failure to count, no retry to authorize).
     if newer is None:

@@ -373,13 +373,8 @@ def _late_positive_evidence(
     Staff were told to charge again under a new key: the urgent follow-up asks them to check
     that the member was not charged twice."""
     transaction.billing_resolution = {
-        **(transaction.billing_resolution or {}),
+        **attempts.with_late_evidence(transaction.billing_resolution or {}, result, now),
         "decision": attempts.REOPENED,
-        "lateEvidenceAt": now.isoformat(),
-        "lateEvidence": {
-            "answer": result.outcome.value,
-            "providerTransactionId": result.transaction_id,
-        },
     }
     transaction.status = TransactionStatus.pending
     transaction.updated_at = now

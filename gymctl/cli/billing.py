@@ -38,7 +38,7 @@ from gymctl.cli.output import (
     writable_file,
     write_file,
 )
-from gymctl.errors import DomainError, invalid
+from gymctl.errors import invalid
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -687,15 +687,11 @@ def forecasts_command(organization: str = ORG, as_json: bool = JSON_OPTION) -> N
 
 
 def _day_or_instant(value: str) -> datetime:
-    """--until: a day or an instant; a refusal names both forms (`2027-02-30` is meant as a
-    day, and was refused as if it were a time without its UTC offset)."""
-    try:
-        return clock.day_start(value) or _instant(value)
-    except DomainError:
-        raise invalid(
-            codes.TIMESTAMP_NOT_UTC,
-            f"{value!r} is neither a day (YYYY-MM-DD) nor an ISO time with an explicit UTC offset",
-        ) from None
+    """--until: a day (its first instant in UTC, as the HTTP forecast reads one) or an instant;
+    a refusal names both forms (`2027-02-30` is meant as a day, and was refused as if it were a
+    time without its UTC offset)."""
+    given = day_or_instant(value)
+    return given if isinstance(given, datetime) else clock.day_start(value)
 
 
 def _render_forecast(slug: str, report: dict[str, Any]) -> None:
