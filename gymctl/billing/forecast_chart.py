@@ -1,11 +1,19 @@
 """The forecast as a picture (issue 24): money in and refunds out per period as bars, the
-subscriptions active at each period's end as a line. matplotlib's Agg backend: a PNG file, no
-display."""
+subscriptions active at each period's end as a line. matplotlib's Agg backend, no display; the
+file's suffix names its format (a PNG unless it says .svg or .pdf)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+# A suffix -> the format matplotlib writes; a file named without one is a PNG.
+FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf", "": "png"}
+
+
+def chart_format(path: Path) -> str | None:
+    """The format a chart at `path` is drawn in, None for a suffix no format has."""
+    return FORMATS.get(path.suffix.lower())
 
 
 def write_chart(forecast: dict[str, Any], path: Path) -> None:
@@ -39,6 +47,6 @@ def write_chart(forecast: dict[str, Any], path: Path) -> None:
             f"(by {forecast['by']}, decline rate {forecast['declineRate']:.0%})"
         )
         figure.tight_layout()
-        figure.savefig(path, format="png", dpi=100)
+        figure.savefig(path, format=chart_format(path), dpi=100)
     finally:
         pyplot.close(figure)

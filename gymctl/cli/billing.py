@@ -539,6 +539,17 @@ def _seed(value: int) -> int:
     return value
 
 
+def _chart_file(value: Path | None) -> Path | None:
+    """--chart: a file that can be written, whose suffix names a format the chart is drawn in
+    (a picture named .svg holding PNG bytes opens nowhere); found before the forecast runs."""
+    from gymctl.billing.forecast_chart import FORMATS, chart_format
+
+    if value is not None and chart_format(value) is None:
+        named = ", ".join(suffix for suffix in FORMATS if suffix)
+        raise typer.BadParameter(f"{value.name}: a chart is drawn as {named}")
+    return writable_file(value)
+
+
 @app.command("simulate")
 def simulate_command(
     organization: str = ORG,
@@ -557,7 +568,10 @@ def simulate_command(
         False, "--lifecycle-only", help="Leave the collector out (another provider collects)."
     ),
     chart: Path | None = typer.Option(
-        None, "--chart", callback=writable_file, help="Also draw the forecast to a PNG."
+        None,
+        "--chart",
+        callback=_chart_file,
+        help="Also draw the forecast to a file: PNG, or SVG or PDF by its suffix.",
     ),
     explain: uuid.UUID | None = typer.Option(
         None, "--explain", help="The timeline of one subscription in the forecast."

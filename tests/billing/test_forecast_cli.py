@@ -192,7 +192,27 @@ def test_simulate_usage_mistakes_exit_2_before_the_forecast_runs(home_env, tmp_p
     assert "--chart" in answer["message"]
     assert "does not exist" in answer["message"]
     assert "Traceback" not in unwritable.stderr
+    picture = tmp_path / "forecast.jpg"  # no format of the chart's: refused, not PNG bytes
+    unknown = gymctl(
+        home_env, "billing", "simulate", "demo-gym", "--until", _day(30), "--chart", str(picture),
+        check=False,
+    )  # fmt: skip
+    assert unknown.returncode == 2, unknown.stderr
+    assert "forecast.jpg: a chart is drawn as .png, .svg, .pdf" in unknown.stderr
+    assert not picture.exists()
     assert _state(home_env) == before
+
+
+def test_the_chart_is_drawn_in_the_format_its_file_names(home_env, tmp_path):  # noqa: F811
+    """--chart FILE.svg is an SVG and FILE.pdf a PDF (s54 noticed PNG bytes in a .svg that no
+    viewer opens); a suffix in capitals names the same format."""
+    gymctl(home_env, "quickstart", "--json")
+    signatures = {"forecast.svg": b"<svg", "forecast.PDF": b"%PDF-"}
+    for name, signature in signatures.items():
+        chart = tmp_path / name
+        gymctl(home_env, "billing", "simulate", "demo-gym", "--until", _day(7), "--chart",
+               str(chart), "--json")  # fmt: skip
+        assert signature in chart.read_bytes()[:400], name
 
 
 def test_on_a_terminal_a_bar_follows_the_forecast_clock(home_env):  # noqa: F811
