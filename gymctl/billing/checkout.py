@@ -9,7 +9,7 @@ row (locked), so a redelivered or out-of-order webhook never settles twice.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -430,7 +430,8 @@ def verify_and_apply(
     and apply it if it is ours.
 
     Outcomes: completed / failed / already_* (applied), unverified (not our page),
-    deal_not_found (5096), deal_not_finalized (still settling), provider_unreachable."""
+    deal_not_found (5096), deal_not_finalized (still settling), provider_unreachable,
+    billing_contradiction (money taken at another amount)."""
     checkout = checkout_by_page(session, organization_id, page_id)
     config = _reading_account(session, organization_id, checkout)
     if config is None:
@@ -445,6 +446,13 @@ def verify_and_apply(
         return "deal_not_found", checkout
     if checkout is None or page.return_value != str(checkout.id):
         return "unverified", checkout
+    if page.token_missing and (
+        checkout.status != CheckoutStatus.open or checkout.expires_at <= now
+    ):
+        # The deal settled and the page is no longer open (its time over, or closed): the card
+        # token it promised is waited on no longer. The member paid: the plan is paid (or
+        # revived, or the money recorded for staff) as any late completion, without a card.
+        page = replace(page, state=PageState.succeeded)
     if _charged_otherwise(checkout, page):
         return record_contradiction(session, checkout.id, page, now=now), checkout
     if page.state == PageState.pending or (

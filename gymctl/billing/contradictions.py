@@ -302,7 +302,10 @@ def _ask_provider(
             token, terminal = None, result.terminal
         else:  # a page's charge, by its page
             page = provider.get_page(on_terminal, page_id)
-            approved = page.state == PageState.succeeded and page.transaction_id is not None
+            # A deal that settled without the token it promised (recorded at its last
+            # read-back) is approved money all the same.
+            settled = page.state == PageState.succeeded or page.token_missing
+            approved = settled and page.transaction_id is not None
             amount, currency, deal = page.amount_in_cents, page.currency, page.transaction_id
             token, terminal = page.token, None
     except ProviderUnavailable:

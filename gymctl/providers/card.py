@@ -88,6 +88,7 @@ class PageResult:
     approval_number: str | None = None
     token: CardToken | None = None
     description: str = ""
+    token_missing: bool = False  # pending: the deal settled, the token it promised is not there
 
 
 @dataclass(frozen=True)

@@ -218,6 +218,7 @@ def page_result(terminal: Terminal, page_id: str, data: dict[str, Any]) -> PageR
     operation = _text(data.get("Operation")) or None
     deal_code = _int(deal.get("ResponseCode"))
     transaction_id = _transaction_id(data.get("TranzactionId") or deal.get("TranzactionId"))
+    token_missing = False
     if code != OK or (deal_code is not None and deal_code != OK):
         state = PageState.failed
     elif operation == CREATE_TOKEN_ONLY:
@@ -226,6 +227,7 @@ def page_result(terminal: Terminal, page_id: str, data: dict[str, Any]) -> PageR
         state = PageState.pending
     elif operation == CHARGE_AND_CREATE_TOKEN and token is None:
         state = PageState.pending  # the deal settled but the token it promised is not there yet
+        token_missing = True
     else:
         state = PageState.succeeded
     amount_in_cents, currency = _money(deal)
@@ -241,6 +243,7 @@ def page_result(terminal: Terminal, page_id: str, data: dict[str, Any]) -> PageR
         approval_number=_text(deal.get("ApprovalNumber")) or None,
         token=token,
         description=description,
+        token_missing=token_missing,
     )
 
 

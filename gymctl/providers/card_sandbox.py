@@ -10,6 +10,8 @@ does. Test cards (card_simulator.TEST_CARDS):
     4580000000000003  timeout: token charges never reach the provider (unknown; lookup not_found)
     4580000000000004  unknown outcome: token charges go through, the answer is lost (unknown;
                       lookup approved)
+    4580000000000005  invalid: refused on every page, token-only too
+    4580000000000006  token lost: a page's deal settles, the token it promised never comes
 
 A hosted page is finished with `complete_page(home, page_id, card_number)`, as the member would.
 """

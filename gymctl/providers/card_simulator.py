@@ -56,6 +56,7 @@ class Card(StrEnum):
     timeout = "timeout"  # token charges never reach the provider: a lookup says not_found
     unknown_outcome = "unknown_outcome"  # token charges go through, their answer is lost
     invalid = "invalid"  # refused on every page, token-only too (a card that fails validation)
+    token_lost = "token_lost"  # noqa: S105 (a card's behaviour, no secret): a page's deal settles; the token it promised never comes
 
 
 TEST_CARDS = {
@@ -64,6 +65,7 @@ TEST_CARDS = {
     "4580000000000003": Card.timeout,
     "4580000000000004": Card.unknown_outcome,
     "4580000000000005": Card.invalid,
+    "4580000000000006": Card.token_lost,
 }
 # Any other card number behaves like the approve card, as on a provider's test terminal.
 
@@ -358,7 +360,7 @@ class CardSimulator:
         if charging:
             transaction_id = self._deal(db, page["terminal"], "page", None, page["amount_in_cents"])
         token_info = None
-        if page["operation"] != CHARGE_ONLY:
+        if page["operation"] != CHARGE_ONLY and card is not Card.token_lost:
             token = str(uuid.uuid4())
             db.execute(
                 "INSERT INTO tokens VALUES (?, ?, ?, ?, ?)",
