@@ -49,16 +49,19 @@ def clear_debt_at_desk(
     with its document, and the debt columns restored (spec B 3). The period the debt stood for
     is granted as the collector would, so nothing charges it again. A plan the member holds
     again ends instead (superseded), giving up its seats: billing's lock order for a path
-    that may end a plan (`may_end_at`)."""
+    that may end a plan (`may_end_at`). A pay-later balance is taken the same way before it
+    is due, too (spec B 3: only a term past payment_due_at is a debt): paid, it never opens
+    one."""
     subscription = locked_subscription(session, organization_id, subscription_id, may_end_at=now)
-    if not debt.owes(subscription):
+    balance = _pay_later_balance(subscription)
+    if not debt.owes(subscription) and not balance:
         raise conflict(codes.SUBSCRIPTION_NOT_IN_DEBT, "this subscription owes nothing")
     if attempts.unresolved_attempt(session, subscription.id) is not None:
         raise conflict(
             codes.BILLING_RECONCILIATION_REQUIRED,
             "a card attempt for this subscription is unresolved; reconcile it first",
         )
-    amount = subscription.debt_amount_in_cents or subscription.price_in_cents
+    amount = subscription.debt_amount_in_cents or balance or subscription.price_in_cents
     transaction = PaymentTransaction(
         id=ids.new_id(),
         organization_id=organization_id,
@@ -91,6 +94,13 @@ def clear_debt_at_desk(
     )
     session.flush()
     return {"transaction": transaction_json(transaction), "subscriptionId": str(subscription.id)}
+
+
+def _pay_later_balance(subscription: Subscription) -> int:
+    """What a pay-later plan still owes of its price, due or not (0 for other plans)."""
+    if subscription.payment_collection_method != CollectionMethod.pay_later:
+        return 0
+    return subscription.unpaid_amount_in_cents or 0
 
 
 def pay_own_debt(
