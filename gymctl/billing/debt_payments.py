@@ -109,16 +109,19 @@ def pay_own_debt(
     *,
     organization_id: uuid.UUID,
     subscription_id: uuid.UUID,
-    user_id: uuid.UUID,
+    user_id: uuid.UUID | None,
     now: datetime,
     cipher: FieldCipher,
+    actor_user_id: uuid.UUID | None = None,
 ) -> str:
     """A member pays their card subscription's debt now: one protected debt attempt through
     the collector's own path (stored first, charged once, settled with the debt restored).
-    Answers charged, declined or pending; refusals change nothing."""
+    Answers charged, declined or pending; refusals change nothing. Staff at the desk open the
+    same door for the member (`user_id` None, `actor_user_id` theirs, audited): a card payment
+    of a debt taken as a desk charge is tied to no plan, and the retry charged it again."""
     with factory() as session:
         subscription = locked_subscription(session, organization_id, subscription_id)
-        if subscription.user_id != user_id:
+        if user_id is not None and subscription.user_id != user_id:
             raise not_found(codes.SUBSCRIPTION_NOT_FOUND, "no such subscription of yours")
         if (
             not debt.owes(subscription)
@@ -141,6 +144,18 @@ def pay_own_debt(
             )
         asked_at = subscription.retry_at
         subscription.retry_at = now  # the member asks for the debt retry now
+        if user_id is None:
+            emit(
+                session,
+                EventKind.audit,
+                "subscription.debt_charged_at_desk",
+                at=now,
+                aggregate_type="subscription",
+                aggregate_id=subscription.id,
+                organization_id=organization_id,
+                actor_user_id=actor_user_id,
+                payload={"amountInCents": subscription.debt_amount_in_cents or 0},
+            )
         session.commit()
     summary = collector.Summary()
     outcome = collector.collect_subscription(

@@ -375,13 +375,28 @@ def edit_opening_day(org_id: uuid.UUID, subscription_id: uuid.UUID):
 
 
 class ClearDebtBody(Body):
-    method: Literal["cash", "bank_transfer", "check"] = "cash"
+    method: Literal["cash", "bank_transfer", "check", "card"] = "cash"
 
 
 @bp.post(f"{ORG}/subscriptions/<uuid:subscription_id>/clear-debt")
 @org_route(Module.finance, Action.manage)
 def clear_debt(org_id: uuid.UUID, subscription_id: uuid.UUID):
+    """Cash, a transfer or a check recorded as paid; `card`: the member's saved card charged
+    for a card plan's debt now, through the member's own pay-debt path."""
     body = parse(ClearDebtBody)
+    if body.method == "card":
+        actor = membership().user_id
+        outcome = debt_payments.pay_own_debt(
+            handover(),
+            services().card_provider,
+            organization_id=org_id,
+            subscription_id=subscription_id,
+            user_id=None,
+            now=now(),
+            cipher=services().billing_cipher,
+            actor_user_id=actor,
+        )
+        return jsonify(data={"outcome": outcome, "subscriptionId": str(subscription_id)})
     answer = debt_payments.clear_debt_at_desk(
         db(),
         organization_id=org_id,
