@@ -21,7 +21,7 @@ from gymctl.billing import codes
 from gymctl.billing.desk import transaction_json
 from gymctl.billing.idempotency import UNIQUE_KEY, by_key, require_uuid4
 from gymctl.billing.refunds import issue_document, refundable_amount
-from gymctl.billing.resolution import organization_transaction
+from gymctl.billing.resolution import locked_payment
 from gymctl.errors import conflict, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import PaymentTransaction
@@ -63,7 +63,7 @@ def file_credit_note(
     409 credit_note_not_creditable (not a completed sale), 422 amount_invalid, 409
     credit_note_amount_exceeds_cap, 409 idempotency_key_reused."""
     require_uuid4(request.idempotency_key)
-    sale = organization_transaction(session, organization_id, sale_id, lock=True)
+    sale = locked_payment(session, organization_id, sale_id)
     existing = by_key(session, organization_id, request.idempotency_key)
     if existing is not None:
         return _replay(existing, sale, request)
@@ -79,6 +79,8 @@ def file_credit_note(
     if request.amount_in_cents <= 0:
         raise unprocessable(codes.AMOUNT_INVALID, "the amount must be positive")
     remaining = refundable_amount(sale)
+    if not request.cash_returned:  # kept as credit: the refund a settlement owes keeps its room
+        remaining = max(0, remaining - refund_owed.still_owed(session, sale))
     if request.amount_in_cents > remaining:
         raise conflict(
             codes.CREDIT_NOTE_AMOUNT_EXCEEDS_CAP,

@@ -55,6 +55,19 @@ def organization_transaction(
     return transaction
 
 
+def locked_payment(
+    session: Session, organization_id: uuid.UUID, transaction_id: uuid.UUID
+) -> PaymentTransaction:
+    """A payment of the organization (404 otherwise) under billing's lock order: its
+    organization and subscription first, then the payment. A settlement holds the subscription
+    and then locks its charge; a refund or a credit note that locked the charge first
+    deadlocked with it on PostgreSQL (each insert's foreign key waits on the other's lock)."""
+    transaction = organization_transaction(session, organization_id, transaction_id)
+    if transaction.subscription_id is not None:
+        lock_billing(session, organization_id, transaction.subscription_id)
+    return organization_transaction(session, organization_id, transaction_id, lock=True)
+
+
 def is_protected(transaction: PaymentTransaction) -> bool:
     """A persisted protocol v1 recurring, manual or debt attempt of a subscription."""
     return (

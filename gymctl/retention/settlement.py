@@ -71,6 +71,7 @@ from gymctl.retention.notices import case_of_notice, open_notice
 from gymctl.retention.overtaken import close_with_plan, lost_outcome
 from gymctl.retention.plan_change import NOTICE_STATUSES
 from gymctl.retention.proration import prorated_refund, refund_days
+from gymctl.retention.refund_owed import SEEN, refunds_of
 from gymctl.tasks import file_task
 
 log = logging.getLogger("gymctl.retention")
@@ -289,6 +290,13 @@ def settle_one(
             now=now,
         )
     charge = last_charge(session, subscription)
+    if charge is not None:  # after the subscription (billing's order): refunds wait for us
+        charge = session.scalar(
+            select(PaymentTransaction)
+            .where(PaymentTransaction.id == charge.id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
     charge_cents = charge.amount_in_cents if charge is not None else 0
     days = refund_days(
         effective,
@@ -319,7 +327,7 @@ def settle_one(
         mode=mode,
         execution=execution,
         standing_order=standing_order,
-        detail={},
+        detail={SEEN: [str(row.id) for row in refunds_of(session, charge)]} if charge else {},
         created_at=now,
         updated_at=now,
     )
@@ -386,7 +394,7 @@ def _refund_failed(
     now: datetime,
 ) -> None:
     settlement.execution = "refund_failed"
-    settlement.detail = {"error": code}
+    settlement.detail = {**(settlement.detail or {}), "error": code}
     settlement.updated_at = now
     amount = settlement.amount_in_cents
     _owner_task(

@@ -197,7 +197,7 @@ def test_a_refund_the_provider_refuses_becomes_a_high_priority_owner_task_and_st
     assert subscription.status == SubscriptionStatus.cancelled
     settlement = session.scalar(select(CancellationSettlement))
     assert (settlement.execution, settlement.amount_in_cents) == ("refund_failed", 5000)
-    assert settlement.detail == {"error": "refund_declined"}
+    assert settlement.detail == {"refundsBefore": [], "error": "refund_declined"}
     task = session.scalar(select(Task).where(Task.kind == "manual_refund"))
     assert (task.priority, task.assignee_id, task.due_at) == (
         "high",

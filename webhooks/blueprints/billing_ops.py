@@ -303,7 +303,7 @@ def refund(org_id: uuid.UUID, transaction_id: uuid.UUID):
     body = parse(RefundBody)
     session, documents = db(), default_document_provider()
     request = {
-        "transaction": resolution.organization_transaction(session, org_id, transaction_id),
+        "transaction": resolution.locked_payment(session, org_id, transaction_id),
         "amount_cents": body.amount_in_cents,
         "reason": body.reason,
         "actor_user_id": membership().user_id,
