@@ -1,4 +1,5 @@
-"""Staff tasks (spec B 2.3): one upsert for every area that files one.
+"""Staff tasks (spec B 2.3): one upsert for every area that files one, the staff's list of
+the open ones, and marking one done by hand.
 
 A task is keyed by (organization, kind, subject): filing it again refreshes the open task
 instead of adding a second, so a repeated failure never floods the staff's list.
@@ -10,13 +11,19 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import case, select
 from sqlalchemy.orm import Session
 
-from gymctl import ids
+from gymctl import codes, ids
 from gymctl.db import upsert_for
+from gymctl.errors import conflict, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Task
+
+# Done only when the ledger records what they ask (retention.refund_owed): marked done by hand,
+# the refund a member is owed would drop off the list unpaid.
+CLOSED_BY_THE_LEDGER = ("manual_refund",)
+BY_HAND = "staff"  # task.done's `because` when staff mark a task done
 
 
 def file_task(
@@ -111,6 +118,13 @@ def close_task(
     )
     if task is None or (reason is not None and (task.data or {}).get("reason") != reason):
         return None
+    _done(session, task, now=now, because=because, actor_user_id=actor_user_id)
+    return task
+
+
+def _done(
+    session: Session, task: Task, *, now: datetime, because: str, actor_user_id: uuid.UUID | None
+) -> None:
     task.status = "done"
     task.data = {**(task.data or {}), "doneAt": now.isoformat(), "doneBecause": because}
     emit(
@@ -120,13 +134,83 @@ def close_task(
         at=now,
         aggregate_type="task",
         aggregate_id=task.id,
-        organization_id=organization_id,
+        organization_id=task.organization_id,
         actor_user_id=actor_user_id,
         payload={
-            "kind": kind,
-            "subjectType": subject_type,
-            "subjectId": subject_id,
+            "kind": task.kind,
+            "subjectType": task.subject_type,
+            "subjectId": task.subject_id,
             "because": because,
         },
     )
-    return task
+
+
+def open_tasks(session: Session, organization_id: uuid.UUID) -> list[Task]:
+    """The organization's open tasks, the most pressing first: urgent, then high, then the
+    rest; within each, the earliest due (none last), then the oldest filed."""
+    rank = case((Task.priority == "urgent", 0), (Task.priority == "high", 1), else_=2)
+    return list(
+        session.scalars(
+            select(Task)
+            .where(
+                Task.organization_id == organization_id,
+                Task.status == "open",
+                Task.deleted_at.is_(None),
+            )
+            .order_by(rank, Task.due_at.is_(None), Task.due_at, Task.created_at, Task.id)
+        )
+    )
+
+
+def mark_done(
+    session: Session,
+    organization_id: uuid.UUID,
+    task_id: uuid.UUID,
+    *,
+    actor_user_id: uuid.UUID | None,
+    now: datetime,
+) -> tuple[Task, bool]:
+    """Staff mark an open task done (audited task.done, because "staff"): the task and
+    whether it was done already (then nothing is written again). Refusals: 404 task_not_found
+    (not this organization's, or deleted); 409 task_closes_itself (a manual_refund task is
+    done once the ledger records the refund: the refund route or a cash credit note)."""
+    task = session.scalar(
+        select(Task)
+        .where(
+            Task.id == task_id,
+            Task.organization_id == organization_id,
+            Task.deleted_at.is_(None),
+        )
+        .with_for_update()
+    )
+    if task is None:
+        raise not_found(codes.TASK_NOT_FOUND, "no such task in this organization")
+    if task.status == "done":
+        return task, True
+    if task.kind in CLOSED_BY_THE_LEDGER:
+        raise conflict(
+            codes.TASK_CLOSES_ITSELF,
+            "this task is done once the ledger records the refund (refund it, or file a "
+            "credit note with cash returned)",
+        )
+    _done(session, task, now=now, because=BY_HAND, actor_user_id=actor_user_id)
+    session.flush()
+    return task, False
+
+
+def task_json(task: Task) -> dict[str, Any]:
+    return {
+        "id": str(task.id),
+        "kind": task.kind,
+        "priority": task.priority,
+        "status": task.status,
+        "title": task.title,
+        "detail": task.detail,
+        "subjectType": task.subject_type,
+        "subjectId": task.subject_id,
+        "dueAt": task.due_at.isoformat() if task.due_at else None,
+        "assigneeId": str(task.assignee_id) if task.assignee_id else None,
+        "linkedUserId": str(task.linked_user_id) if task.linked_user_id else None,
+        "createdAt": task.created_at.isoformat(),
+        "data": task.data or {},
+    }

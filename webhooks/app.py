@@ -51,6 +51,7 @@ from webhooks.blueprints import (
     openapi,
     organizations,
     releases,
+    tasks,
     testing,
     users,
 )
@@ -151,7 +152,7 @@ def create_app(
         health.bp, identity.bp, users.bp, openapi.bp, organizations.bp, invitations.bp,
         join.bp, legal.bp, admin.bp, branding_assets.bp, billing.bp, movements.bp,
         branding.bp, minisites.bp, bridge.bp, bookings.bp, releases.bp, cancellations.bp,
-        billing_ops.bp, billing_settings.bp,
+        billing_ops.bp, billing_settings.bp, tasks.bp,
     ):  # fmt: skip
         app.register_blueprint(blueprint)
     if not settings.is_production:

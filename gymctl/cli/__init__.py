@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "billing": ("gymctl.cli.billing:app", "Billing: sweeps, readiness, transactions."),
     "movements": ("gymctl.cli.movements:app", "The canonical movement library."),
     "releases": ("gymctl.cli.releases:app", "Branded apps and their releases."),
+    "tasks": ("gymctl.cli.tasks:app", "The staff's tasks of a gym: list them, mark one done."),
 }
 
 

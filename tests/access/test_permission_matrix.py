@@ -250,6 +250,8 @@ CAPABILITY = {
     ("GET", "/subscriptions/<uuid:subscription_id>/plan-change-targets"): "own",
     ("POST", "/subscriptions/<uuid:subscription_id>/change-plan"): "own",
     ("GET", "/retention/cases"): "member_billing",
+    ("GET", "/tasks"): "member_billing",
+    ("POST", "/tasks/<uuid:task_id>/done"): "member_billing",
     ("GET", "/retention/cases/<uuid:case_id>"): "member_billing",
     ("POST", "/retention/cases/<uuid:case_id>/acknowledge"): "member_billing",
     ("POST", "/retention/cases/<uuid:case_id>/contacts"): "member_billing",

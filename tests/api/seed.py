@@ -269,13 +269,14 @@ def _subscriptions(client, session, tenant: Tenant) -> None:
                 headers=tenant[role].headers,
             )
         )
-    ids["case"] = _ok(
+    case = _ok(
         client.post(
             tenant.url(f"/subscriptions/{ids['target_sub']}/notice"),
             json={"reasonCode": "moving_away"},
             headers=tenant[Role.owner].headers,
         )
-    )["case"]["id"]
+    )["case"]
+    ids["case"], ids["task"] = case["id"], case["taskId"]  # its cancellation_review task
 
 
 _terminals = itertools.count(1000)

@@ -218,6 +218,8 @@ CALLS = {
     ("PUT", "/brand-workspace/app"): lambda t, r: Call(json={"displayName": "Iron App"}),
     ("POST", "/brand-workspace/preview-ticket"): lambda t, r: Call(success=(201,)),
     ("GET", "/retention/cases"): lambda t, r: Call(),
+    ("GET", "/tasks"): lambda t, r: Call(),
+    ("POST", "/tasks/<uuid:task_id>/done"): lambda t, r: Call({"task_id": t.ids["task"]}),
     ("GET", "/retention/cases/<uuid:case_id>"): lambda t, r: Call({"case_id": t.ids["case"]}),
     ("POST", "/retention/cases/<uuid:case_id>/acknowledge"): lambda t, r: Call(
         {"case_id": t.ids["case"]}
