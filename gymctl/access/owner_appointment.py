@@ -33,7 +33,7 @@ class Appointment:
     former_owner_user_id: uuid.UUID | None  # a deleted login's owner membership, ended now
 
 
-def _locked_organization(session: Session, org_id: uuid.UUID) -> Organization:
+def locked_organization(session: Session, org_id: uuid.UUID) -> Organization:
     """The gym's row under FOR NO KEY UPDATE, read as it is now: the owner slot. Two
     appointments at once both read "no owner" and each made its person owner; the second now
     waits here and reads the first's owner. First in billing's fixed order (organization,
@@ -93,7 +93,7 @@ def appoint_owner(
     may not coach (never for owner), and `membership.role_changed` is audited with the actor
     (`ownerAppointed`, `platformAdmin`: the ownership trail lists it)."""
     org_id = organization.id if isinstance(organization, Organization) else organization
-    _locked_organization(session, org_id)
+    locked_organization(session, org_id)
     target = membership_of(session, org_id, user_id)
     owners = session.scalars(
         select(Membership).where(

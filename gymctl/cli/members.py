@@ -119,6 +119,44 @@ def join_enabled_command(
         console.print(f"joining through links is {state} for {answer['organization']}")
 
 
+@app.command("tier")
+def tier_command(
+    organization: str = typer.Argument(..., help="Organization id or slug."),
+    tier: str = typer.Argument(..., help="starter (150 active members), growth (600) or elite."),
+    operator: str = typer.Option(
+        ...,
+        "--operator",
+        help="Your user, the platform admin: database id or identity subject (audited).",
+    ),
+    as_json: bool = JSON,
+) -> None:
+    """Put a gym on a platform tier: it caps the active members an import may bring (also
+    PUT /admin/organizations/:orgId/tier)."""
+    from gymctl import clock
+    from gymctl.access import tiers
+    from gymctl.access.gyms import resolve_organization
+    from gymctl.cli.operators import operator_id
+    from gymctl.cli.output import one_of
+    from gymctl.db import session_scope
+    from gymctl.models.organizations import Tier
+
+    one_of(tier, [t.value for t in Tier], "TIER")
+    with session_scope() as session:
+        gym = resolve_organization(session, organization)
+        change = tiers.set_tier(
+            session,
+            gym.id,
+            Tier(tier),
+            actor_user_id=operator_id(session, operator),
+            now=clock.now(),
+        )
+        answer = change.as_dict()
+    if as_json:
+        print_json(answer)
+        return
+    render_rows([answer], list(answer), title=f"{organization} tier")
+
+
 @app.command("appoint-owner")
 def appoint_owner_command(
     organization: str = typer.Argument(..., help="Organization id or slug."),

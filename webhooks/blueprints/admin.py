@@ -1,6 +1,6 @@
 """Platform-admin routes (spec A 4, 5.2, 5.3): the ownership trail, Mark email verified, owner
-grants for new gyms, removing a gym's owner, appointing one for a gym that has none, and
-publishing legal documents. Each calls the same domain functions as the CLI."""
+grants for new gyms, removing a gym's owner, appointing one for a gym that has none, a gym's
+tier, and publishing legal documents. Each calls the same domain functions as the CLI."""
 
 from __future__ import annotations
 
@@ -11,8 +11,17 @@ from typing import Annotated
 from flask import Blueprint, jsonify
 from pydantic import Field
 
-from gymctl.access import invitations, legal, memberships, owner_appointment, ownership, trail
+from gymctl.access import (
+    invitations,
+    legal,
+    memberships,
+    owner_appointment,
+    ownership,
+    tiers,
+    trail,
+)
 from gymctl.models import LegalDocumentType, Role
+from gymctl.models.organizations import Tier
 from webhooks.access import platform_admin_route, signed_in_user
 from webhooks.context import db, now, services
 from webhooks.validation import Body, Email, explicit_utc, one_of, parse
@@ -96,6 +105,19 @@ def appoint_owner(org_id):
         changed=appointed.changed,
         formerOwnerUserId=str(former) if former else None,
     )
+
+
+class TierRequest(Body):
+    tier: Tier
+
+
+@bp.put("/organizations/<uuid:org_id>/tier")
+@platform_admin_route
+def set_tier(org_id):
+    """The gym's platform tier: it caps the active members an import may bring."""
+    body = parse(TierRequest)
+    change = tiers.set_tier(db(), org_id, body.tier, actor_user_id=signed_in_user().id, now=now())
+    return jsonify(change.as_dict())
 
 
 class LegalDocumentRequest(Body):
