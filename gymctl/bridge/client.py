@@ -19,7 +19,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
@@ -369,6 +369,22 @@ class ExternalGymClient:
         except ValueError:
             raise ExternalCallError(CallFailure.server, route, status) from None
         return _data(body) if unwrap else body
+
+
+def user_pages(client: ExternalGymClient) -> Iterator[list[dict[str, Any]]]:
+    """GET /v3/users, one page of rows at a time. A next page that does not move past the one
+    just read (the same page again, an earlier one, not a number) is an odd answer of the
+    external system, refused as its failure: the roster import and drift asked for the same
+    page for ever, the import holding the organization's dispatch lock."""
+    page = 1
+    while True:
+        rows, following = client.users(page)
+        yield rows
+        if following is None:
+            return
+        if isinstance(following, bool) or not isinstance(following, int) or following <= page:
+            raise ExternalCallError(CallFailure.server, "/users")
+        page = following
 
 
 def _data(body: Any) -> Any:

@@ -23,6 +23,7 @@ from gymctl.bridge.client import (
     ExternalCallError,
     ExternalGymClient,
     Throttle,
+    user_pages,
 )
 from gymctl.config import Settings
 from gymctl.crypto import FieldCipher, Keyring
@@ -338,9 +339,7 @@ def import_roster(
     # each page is stored and committed before the next is asked for.
     session.commit()
     fetched = 0
-    page: int | None = 1
-    while page is not None:
-        rows, page = client.users(page)
+    for rows in user_pages(client):
         for row in rows:
             _store_roster_row(session, organization_id, row, now)
             fetched += 1

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.bridge.client import ExternalGymClient
+from gymctl.bridge.client import ExternalGymClient, user_pages
 from gymctl.bridge.polling import timezone_of, window
 from gymctl.identity.users import address_keys
 from gymctl.models import Booking, BookingStatus, Membership, MembershipStatus, User
@@ -65,9 +65,7 @@ def read_external(
     zone = timezone_of(session, organization_id)
     session.commit()
     found = External()
-    page: int | None = 1
-    while page is not None:
-        rows, page = client.users(page)
+    for rows in user_pages(client):
         for row in rows:
             found.users[str(row["id"])] = row
     for member_id in sorted(m for m in live_users if m in members):

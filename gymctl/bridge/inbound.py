@@ -178,10 +178,13 @@ def class_removed(session: Session, organization_id, row: EntityLink, now: datet
     if target is None or target.cancelled_at is not None:
         return "already_cancelled"
     active = [b for b in bookings.roster(session, target.id) if bookings.is_active(b)]
-    if cutover.platform_owns(session, target):
+    started = target.starts_at <= now
+    if started or cutover.platform_owns(session, target):
+        # A class that has started is not cancelled (cancel_class: its attendance is the
+        # record then), whoever removed it: the owner hears of it, nothing else changes.
         raise_issue(session, organization_id, "class_removed", row.external_id,
                     {"externalClassId": row.external_id, "sessionId": str(target.id),
-                     "activeBookings": len(active)}, now=now)  # fmt: skip
+                     "activeBookings": len(active), "started": started}, now=now)  # fmt: skip
         return "issue"
     # Before its series' cutover the external system's timetable stands: the class is off.
     target.cancelled_at = now  # first: a cancel below promotes no one into a cancelled class

@@ -16,7 +16,7 @@ import typer
 from gymctl import clock
 from gymctl.cli import codes
 from gymctl.cli.output import JSON, choice, err_console, print_json, render_mapping, render_rows
-from gymctl.errors import DomainError, conflict, forbidden, unavailable
+from gymctl.errors import DomainError, bad_gateway, conflict, forbidden, unavailable
 from gymctl.ids import MAX_ROW_ID
 
 if TYPE_CHECKING:
@@ -70,9 +70,10 @@ def _op_action(action: str, op_id: int, operator: str, as_json: bool) -> None:
 @contextmanager
 def _locked_client(organization: str) -> Iterator[tuple[Session, Any, Any]]:
     """The organization's connection and a client at its rate, holding its dispatch lock (so
-    no dispatcher calls for it meanwhile)."""
+    no dispatcher calls for it meanwhile). The external system failing (down, an error, an
+    odd answer) is a refusal naming it, not a crash: what was read and committed stays."""
     from gymctl.access.gyms import resolve_organization
-    from gymctl.bridge.client import Throttle
+    from gymctl.bridge.client import ExternalCallError, Throttle
     from gymctl.bridge.connection import open_client, require_connection
     from gymctl.bridge.dispatcher import organization_lock
     from gymctl.config import get_settings
@@ -89,7 +90,12 @@ def _locked_client(organization: str) -> Iterator[tuple[Session, Any, Any]]:
             bridge = require_connection(session, gym_id)
             throttle = Throttle(settings.bridge_rate)
             with open_client(bridge, settings, throttle, timeout=10.0) as client:
-                yield session, bridge, client
+                try:
+                    yield session, bridge, client
+                except ExternalCallError as error:
+                    raise bad_gateway(
+                        codes.BRIDGE_CALL_FAILED, f"the external system failed: {error}"
+                    ) from None
 
 
 @app.command("status")

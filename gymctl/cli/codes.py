@@ -5,6 +5,7 @@ checks every raised code is declared here and the listing is current."""
 
 BILLING_LIFECYCLE_DAY_INVALID = "billing_lifecycle_day_invalid"
 BRIDGE_BUSY = "bridge_busy"
+BRIDGE_CALL_FAILED = "bridge_call_failed"
 BRIDGE_DISABLED = "bridge_disabled"
 CHANNEL_UNKNOWN = "channel_unknown"
 CURSOR_INVALID = "cursor_invalid"

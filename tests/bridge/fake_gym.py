@@ -98,6 +98,7 @@ class FakeGym:
         self.delay = 0.0
         self.on_call = None  # called with each Call as it arrives, before it is answered
         self.timeout_delay = timeout_delay
+        self.stuck_pages = False  # GET /v3/users names the page just read as the next (a bug)
         self._ids = itertools.count(1000)
         self._lock = threading.RLock()
         self._server = _StampingServer(("127.0.0.1", 0), self._handler())
@@ -326,7 +327,8 @@ class FakeGym:
         if route == "GET /v3/users":
             rows, more = answer
             page = int(call.query.get("page", 1))
-            return status, {"data": rows, "meta": {"next_page": page + 1 if more else None}}, {}
+            following = page if self.stuck_pages else page + 1 if more else None
+            return status, {"data": rows, "meta": {"next_page": following}}, {}
         return status, {"data": answer}, {}
 
     def _effect(self, user_id: str, what: str) -> None:

@@ -98,6 +98,11 @@ def test_an_operator_connects_dispatches_and_retries_a_parked_op(home_env, fake)
                      check=False)  # fmt: skip
     assert refused.returncode == 1
     assert "bridge_op_not_parked" in refused.stderr
+    fake.fail("GET /v3/users", 500)  # the external system fails the roster import's read
+    failed = gymctl(env, "bridge", "import", "iron-temple", "--operator", "user_ops", "--json",
+                    check=False)  # fmt: skip
+    assert failed.returncode == 1, failed.stderr  # a refusal naming it, not a crash (70)
+    assert json.loads(failed.stdout)["code"] == "bridge_call_failed"
 
 
 def test_an_operator_links_a_class_and_a_member_sets_a_cutover_and_disconnects(

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from daemons.jobs import member_pushes
-from gymctl.bookings import book, schedule
+from gymctl.bookings import attendance, book, schedule
 from gymctl.bridge import cutover, entity_map, inbound, mirror
 from gymctl.errors import DomainError
 from gymctl.models import (
@@ -24,6 +24,7 @@ from gymctl.models import (
     Role,
 )
 from gymctl.models.billing import PlanType
+from gymctl.models.bookings import CheckinMethod
 from gymctl.models.bridge import EntityType, Origin, SyncOp
 from gymctl.models.releases import PushNotice
 from tests import factories
@@ -357,3 +358,30 @@ def test_a_member_waiting_here_who_booked_there_is_an_owner_issue_not_a_seat(
     assert (issue.kind, issue.details["reason"]) == ("booking_not_placed", "session_full")
     session.refresh(queued)
     assert queued.status is BookingStatus.waitlisted
+
+
+@pytest.mark.embedded
+def test_a_class_removed_there_after_it_started_keeps_its_attendance(
+    session, org, connected, fake, account, bridge_settings, clock, scene
+):
+    """A class that has started is not cancelled (cancel_class: 409 session_started, "its
+    attendance is the record then"); the external system dropping one that ran today (a
+    cleanup of its timetable) cancelled it here and the booking of the member who attended
+    (a hunter's test of s55). It stands; the owner hears of it."""
+    during = STARTS + timedelta(minutes=20)
+    clock.set(during)
+    attendance.check_in(session, org.id, scene.booking.id, method=CheckinMethod.staff,
+                        actor_user_id=scene.member.user_id, now=during)  # fmt: skip
+    session.commit()
+    account.classes.pop(scene.external_class)
+    clock.set(during + timedelta(minutes=1))
+    summary = _reconcile(session, connected, org, bridge_settings, clock)
+
+    assert summary.polls["applied"]["class_removed:issue"] == 1
+    session.refresh(scene.booking)
+    session.refresh(scene.session_row)
+    assert scene.session_row.cancelled_at is None
+    assert scene.booking.status is BookingStatus.confirmed
+    assert scene.booking.checked_in_at is not None
+    [issue] = inbound.open_issues(session, org.id)
+    assert (issue.kind, issue.details["started"]) == ("class_removed", True)

@@ -1,0 +1,42 @@
+"""GET /v3/users read page by page (the roster import, drift) against an external system whose
+meta.next_page names the page just read (a hunter's test of s55): both asked for the same page
+for ever, the import holding the organization's dispatch lock. The read now stops at such an
+answer, refused as the external system's failure (`client.user_pages`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gymctl.bridge.client import ExternalCallError, ExternalGymClient, Throttle
+from gymctl.bridge.connection import import_roster
+from gymctl.bridge.drift import read_external
+from tests.bridge.conftest import API_KEY
+from tests.conftest import NOW
+
+
+@pytest.fixture
+def stuck(fake, account):
+    for n in range(3):
+        fake.add_user(account, f"member{n}@example.test")
+    fake.stuck_pages = True
+    with ExternalGymClient(fake.url, API_KEY, throttle=Throttle(None), account_id="777") as client:
+        yield client
+
+
+def _reads(fake) -> int:
+    return len(fake.calls_to("GET /v3/users"))
+
+
+def test_the_roster_import_stops_at_a_next_page_that_does_not_move_on(
+    session, connected, fake, stuck
+):
+    with pytest.raises(ExternalCallError) as failed:
+        import_roster(session, connected, stuck, now=NOW)
+    assert (failed.value.kind, failed.value.route) == ("server", "/users")
+    assert _reads(fake) == 1
+
+
+def test_drift_stops_at_a_next_page_that_does_not_move_on(session, connected, fake, stuck):
+    with pytest.raises(ExternalCallError):
+        read_external(session, connected.organization_id, stuck, NOW)
+    assert _reads(fake) == 1
