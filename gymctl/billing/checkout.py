@@ -530,8 +530,14 @@ def abandoned_sweep(
                     result["alerts"].append({"reason": outcome, "checkoutId": str(checkout_id)})
                 session.commit()
                 continue
+            # Read again under the lock: the read-back above released the transaction (no lock
+            # across the provider's call), and a webhook may have completed the page since; the
+            # row held from before it still said open, and the paid page was abandoned.
             checkout = session.scalar(
-                select(Checkout).where(Checkout.id == checkout_id).with_for_update()
+                select(Checkout)
+                .where(Checkout.id == checkout_id)
+                .with_for_update()
+                .execution_options(populate_existing=True)
             )
             if checkout.status != CheckoutStatus.open:
                 session.rollback()
