@@ -21,6 +21,7 @@ The owner erases what this organization holds about one person:
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from datetime import datetime
 from typing import Any
@@ -33,7 +34,7 @@ from gymctl.access.erased import ERASED_DOMAIN, ERASURE_ACTION
 from gymctl.access.join import checkout_task_title
 from gymctl.access.leaving import lock_leaving
 from gymctl.access.memberships import end_membership, membership_of
-from gymctl.bridge import mirror
+from gymctl.bridge import entity_map, mirror
 from gymctl.errors import conflict
 from gymctl.events import EventKind, emit
 from gymctl.identity.users import address_keys
@@ -52,10 +53,13 @@ from gymctl.models import (
     RetentionCase,
     RetentionContact,
     Role,
+    RosterEntry,
     Task,
     User,
 )
+from gymctl.models.bridge import EntityType
 from gymctl.models.identity import same_address
+from gymctl.models.releases import PushRegistration
 
 ERASED = "erased"
 
@@ -118,6 +122,8 @@ def erase_personal_data(
         "tasks": _tasks(session, organization.id, person, address),
         "auditRows": _audit_rows(session, organization.id, person, address),
         "retentionTexts": _retention_texts(session, organization.id, person),
+        "rosterEntries": _roster(session, organization.id, membership, address),
+        "pushRegistrations": _push_registrations(session, organization.id, person, now=now),
         "userRowErased": False,
     }
     if not _held_elsewhere(session, organization.id, person):
@@ -239,7 +245,45 @@ def _tasks(session: Session, org_id: uuid.UUID, person: User, address: str) -> i
     ).all()
     for row in rows:
         row.title = checkout_task_title(None)
+        row.detail = None  # the reason the join form sent, its own words
         row.data = {**row.data, "email": _erased_address(person.id)}
+    return len(rows)
+
+
+def _roster(session: Session, org_id: uuid.UUID, membership: Membership, address: str) -> int:
+    """The bridge's stored copy of the external user standing for the person (the roster
+    import's names and address; the owner's inbox shows them): the linked one, or one under
+    the address. What the external system holds is its own to erase."""
+    match = []
+    linked = entity_map.find(session, org_id, EntityType.member, membership.id)
+    if linked is not None:
+        match.append(RosterEntry.external_id == linked.external_id)
+    if address:
+        match.append(same_address(RosterEntry.email, address))
+    if not match:
+        return 0
+    return session.execute(
+        update(RosterEntry)
+        .where(RosterEntry.organization_id == org_id, or_(*match))
+        .values(first_name=None, last_name=None, email=None)
+    ).rowcount
+
+
+def _push_registrations(session: Session, org_id: uuid.UUID, person: User, *, now: datetime) -> int:
+    """The person's devices registered for the gym's pushes: revoked and the token forgotten
+    (personal data; the person, no longer a member, could not revoke it: that route needs a
+    membership). Its digest becomes one of nothing the device holds, so a new registration of
+    the device is a row of its own."""
+    rows = session.scalars(
+        select(PushRegistration).where(
+            PushRegistration.organization_id == org_id, PushRegistration.user_id == person.id
+        )
+    ).all()
+    for row in rows:
+        if row.revoked_at is None:
+            row.revoked_at, row.revoked_reason = now, "erased"
+        row.token = ERASED
+        row.token_sha256 = hashlib.sha256(f"erased:{row.id}".encode()).hexdigest()
     return len(rows)
 
 

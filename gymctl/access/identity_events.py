@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from gymctl.access.invitations import accept_on_sign_up
@@ -19,7 +19,7 @@ from gymctl.db import advisory_lock
 from gymctl.events import EventKind, emit
 from gymctl.identity import users
 from gymctl.identity.auth import user_by_identity
-from gymctl.models import Membership, MembershipStatus, Role, User
+from gymctl.models import Invitation, InvitationStatus, Membership, MembershipStatus, Role, User
 
 
 def _older(user: User | None, updated_at: int | None) -> bool:
@@ -110,6 +110,13 @@ def user_deleted(
             )
         ).all():
             end_membership(session, membership, actor_user_id=None, now=now)
+        # The link requests that name the login (a gym asking to link its profile of the
+        # person): a deleted login never accepts one, nor is one emailed to it.
+        session.execute(
+            update(Invitation)
+            .where(Invitation.user_id == user.id, Invitation.status == InvitationStatus.pending)
+            .values(status=InvitationStatus.revoked, revoked_at=now)
+        )
     return outcome
 
 

@@ -48,6 +48,7 @@ from gymctl.errors import (
     unprocessable,
 )
 from gymctl.events import EventKind, emit
+from gymctl.identity.signup import mirror_verification
 from gymctl.identity.users import address_keys, find_or_create, is_same_address
 from gymctl.models import (
     Invitation,
@@ -340,8 +341,12 @@ def store_new(
             linked_login(session, email)
             or find_or_create(session, account.identity_id, now=now, email=account.email)[0]
         )
-        if account.email_verified and invitee.email_verified_at is None:
-            invitee.email_verified_at, invitee.email_verified_by = now, "provider"
+        # The provider's word proves the address it verified, and only on the row holding it
+        # (the login found by the invited address may hold another since); never a join-link
+        # login's (spec A 5.3: unproven whatever the provider's flag says, held until an
+        # operator's Mark email verified), which a staff invitation proved.
+        if is_same_address(session, invitee.email or "", account.email or ""):
+            mirror_verification(invitee, account.email_verified, now=now)
         if organization_id is not None:
             _refuse_member(session, organization_id, invitee.id)
     invitation = Invitation(

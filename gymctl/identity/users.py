@@ -224,6 +224,11 @@ def user_created(
     )
     if not created:
         previous = user.email
+        if not is_same_address(session, previous or "", sign_up.email or previous or ""):
+            # As user.updated: a new address is unproven until the provider says so (the row
+            # may have been made for another address, one an invitation found proven).
+            user.email_verified_at = None
+            user.email_verified_by = None
         user.email = sign_up.email or user.email
         user.image_url = data.get("image_url") or user.image_url
         user.updated_at = now
