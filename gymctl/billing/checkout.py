@@ -55,6 +55,11 @@ from gymctl.providers.card import (
 )
 
 CHECKOUT_TTL = timedelta(hours=2)  # ours: after this an open page counts as abandoned
+# Ours: an open page past its time whose read-back still fails this long after (a terminal
+# that refuses every call, a merchant account closed) is abandoned unread, rather than holding
+# its plan scheduled (and its max_purchases place taken) for ever; the abandoned pages'
+# read-backs still read it on their schedule, and a payment found then revives the plan.
+UNANSWERED_FOR = timedelta(days=8)
 SAVE_CARD_ONLY = "CreateTokenOnly"  # the provider's operation names
 CHARGE_AND_SAVE_CARD = "ChargeAndCreateToken"
 ABANDONED = "checkout_abandoned"
@@ -178,6 +183,23 @@ class _PurchaseTerms:
         )
 
 
+def sold_online(plan: Plan) -> bool:
+    """A card plan in a currency the card provider takes: what a member buys online, and what
+    a presale may switch to (its opening day's charge is the card provider's)."""
+    return plan.type == PlanType.card and plan.currency in CURRENCIES
+
+
+def refuse_unless_sold_online(plan: Plan) -> None:
+    """409 plan_sold_at_desk (not a card plan), 409 currency_not_supported."""
+    if plan.type != PlanType.card:
+        raise conflict(codes.PLAN_SOLD_AT_DESK, "this plan is sold at the front desk")
+    if plan.currency not in CURRENCIES:
+        raise conflict(
+            codes.CURRENCY_NOT_SUPPORTED,
+            f"the card provider does not take {plan.currency}",
+        )
+
+
 def _purchase_terms(
     session: Session,
     organization_id: uuid.UUID,
@@ -193,18 +215,12 @@ def _purchase_terms(
     if membership.status != MembershipStatus.active:
         raise forbidden(codes.MEMBERSHIP_INACTIVE, "your membership is not active")
     plan = plans.live_plan(session, organization_id, plan_id)
-    if plan.type != PlanType.card:
-        raise conflict(codes.PLAN_SOLD_AT_DESK, "this plan is sold at the front desk")
+    refuse_unless_sold_online(plan)
     config = active_config(session, organization_id)
     if config is None or config.provider != CARD_PROVIDER or not config.terminal:
         raise conflict(
             codes.CARD_PROVIDER_NOT_CONFIGURED,
             "this gym does not take card payments online",
-        )
-    if plan.currency not in CURRENCIES:
-        raise conflict(
-            codes.CURRENCY_NOT_SUPPORTED,
-            f"the card provider does not take {plan.currency}",
         )
     plans.refuse_if_held(session, plan, user_id)
     plans.refuse_if_sold_out(plan)  # read, unlocked: a sold-out plan opens no page
@@ -524,6 +540,8 @@ def abandoned_sweep(
                     now=now,
                     cipher=cipher,
                 )
+            if outcome == "provider_unreachable" and now - checkout.expires_at >= UNANSWERED_FOR:
+                outcome = "abandoned unread"  # abandoned below; the read-backs still read it
             if outcome in ("completed", "failed", "provider_unreachable", "billing_contradiction"):
                 result["completed"] += outcome == "completed"
                 if outcome == "billing_contradiction":

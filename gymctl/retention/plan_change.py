@@ -15,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.billing.attempts import due_ledger_checks, lock_subscription
+from gymctl.billing.checkout import refuse_unless_sold_online, sold_online
 from gymctl.billing.plans import (
     held_once,
     live_holder,
@@ -68,7 +69,8 @@ def _retry_owed(session: Session, subscription: Subscription) -> bool:
 
 def change_targets(session: Session, subscription: Subscription) -> list[Plan]:
     """The plans a grouped presale may switch to: live plans of the same group, not its own,
-    nor a recurring one the member already holds (switching to it answers plan_already_held)."""
+    sold online as a purchase is (its opening day's charge is the card provider's), nor a
+    recurring one the member already holds (switching to it answers plan_already_held)."""
     plan = session.get(Plan, subscription.plan_id)
     if plan is None or plan.plan_group is None:
         return []
@@ -85,7 +87,8 @@ def change_targets(session: Session, subscription: Subscription) -> list[Plan]:
     return [
         target
         for target in group
-        if live_holder(session, target, subscription.user_id, other_than=subscription.id) is None
+        if sold_online(target)
+        and live_holder(session, target, subscription.user_id, other_than=subscription.id) is None
     ]
 
 
@@ -128,6 +131,7 @@ def change_plan(
     if current.plan_group is None or target.plan_group != current.plan_group:
         code = codes.PRESALE_SWAP_REQUIRES_SAME_GROUP
         raise conflict(code, message(code, locale))
+    refuse_unless_sold_online(target)  # as a purchase of it: the switch takes its place
     if charge_in_flight(session, subscription, now) or _retry_owed(session, subscription):
         code = codes.PLAN_CHANGE_CHARGE_IN_FLIGHT
         raise conflict(code, message(code, locale))
