@@ -1006,6 +1006,7 @@ def grant_period(session: Session, subscription: Subscription, *, now: datetime)
     put it in debt (spec B 2.1: no period, quota or credits until it is paid)."""
     first = subscription.started_at is None
     start = subscription.current_period_end or subscription.opening_day or now
+    plan = None
     if first:
         plan = session.get(Plan, subscription.plan_id)
         start = subscription.opening_day or now
@@ -1014,6 +1015,9 @@ def grant_period(session: Session, subscription: Subscription, *, now: datetime)
     months = subscription.interval_months or 1
     local = billing_settings(session, subscription.organization_id).timezone
     end = add_months(start, months, local)  # on the gym's calendar (a presale opens at midnight)
+    if plan is not None and subscription.interval_months is None and plan.validity_days:
+        # A fixed term of days (it renews not): the term the desk sells it for, not a month.
+        end = plans.term_from(plan, start, local)
     subscription.current_period_start = start
     subscription.current_period_end = end
     renews = subscription.interval_months is not None and (
