@@ -143,19 +143,8 @@ def pay_own_debt(
                 "the debt cannot be charged now (an attempt is unresolved or collection is held)",
             )
         asked_at = subscription.retry_at
+        amount = subscription.debt_amount_in_cents or 0
         subscription.retry_at = now  # the member asks for the debt retry now
-        if user_id is None:
-            emit(
-                session,
-                EventKind.audit,
-                "subscription.debt_charged_at_desk",
-                at=now,
-                aggregate_type="subscription",
-                aggregate_id=subscription.id,
-                organization_id=organization_id,
-                actor_user_id=actor_user_id,
-                payload={"amountInCents": subscription.debt_amount_in_cents or 0},
-            )
         session.commit()
     summary = collector.Summary()
     outcome = collector.collect_subscription(
@@ -181,6 +170,20 @@ def pay_own_debt(
             "the debt cannot be charged now (an attempt is unresolved or collection is held)",
             reason=(summary.alerts[0]["reason"] if summary.alerts else outcome),
         )
+    if user_id is None:  # staff charged it: audited once the charge was made, with its outcome
+        with factory() as session:
+            emit(
+                session,
+                EventKind.audit,
+                "subscription.debt_charged_at_desk",
+                at=now,
+                aggregate_type="subscription",
+                aggregate_id=subscription_id,
+                organization_id=organization_id,
+                actor_user_id=actor_user_id,
+                payload={"amountInCents": amount, "outcome": str(outcome)},
+            )
+            session.commit()
     return outcome
 
 

@@ -373,15 +373,17 @@ class ExternalGymClient:
 
 def user_pages(client: ExternalGymClient) -> Iterator[list[dict[str, Any]]]:
     """GET /v3/users, one page of rows at a time. A next page that does not move past the one
-    just read (the same page again, an earlier one, not a number) is an odd answer of the
-    external system, refused as its failure: the roster import and drift asked for the same
-    page for ever, the import holding the organization's dispatch lock."""
+    just read (the same page again, an earlier one, not a number; digits as text count) is an
+    odd answer of the external system, refused as its failure: the roster import and drift
+    asked for the same page for ever, the import holding the organization's dispatch lock."""
     page = 1
     while True:
         rows, following = client.users(page)
         yield rows
         if following is None:
             return
+        if isinstance(following, str) and following.isascii() and following.isdigit():
+            following = int(following)
         if isinstance(following, bool) or not isinstance(following, int) or following <= page:
             raise ExternalCallError(CallFailure.server, "/users")
         page = following

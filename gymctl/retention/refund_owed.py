@@ -43,13 +43,19 @@ def _owed_settlement(session: Session, charge: PaymentTransaction, *, lock: bool
 SEEN = "refundsBefore"  # settlement.detail: the charge's refunds its amount already counted
 
 
-def refunds_of(session: Session, charge: PaymentTransaction) -> list[PaymentTransaction]:
-    """Every refund and credit note of `charge` that completed."""
+def refunds_of(
+    session: Session, charge: PaymentTransaction, *, in_flight: bool = False
+) -> list[PaymentTransaction]:
+    """Every refund and credit note of `charge` that completed; `in_flight`: those still on
+    their way too (what a settlement's amount already took off, `settlement.left_of`)."""
+    statuses = [TransactionStatus.refunded]
+    if in_flight:
+        statuses.append(TransactionStatus.refund_pending)
     return session.scalars(
         select(PaymentTransaction)
         .where(
             PaymentTransaction.type == TransactionType.refund,
-            PaymentTransaction.status == TransactionStatus.refunded,
+            PaymentTransaction.status.in_(statuses),
             PaymentTransaction.metadata_["refundedTransactionId"].as_string() == str(charge.id),
         )
         .order_by(PaymentTransaction.created_at, PaymentTransaction.id)

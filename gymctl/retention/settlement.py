@@ -327,7 +327,13 @@ def settle_one(
         mode=mode,
         execution=execution,
         standing_order=standing_order,
-        detail={SEEN: [str(row.id) for row in refunds_of(session, charge)]} if charge else {},
+        # The refunds its amount already counted, those on their way included (left_of): one
+        # completing later is not money back towards what this settlement owes.
+        detail=(
+            {SEEN: [str(row.id) for row in refunds_of(session, charge, in_flight=True)]}
+            if charge
+            else {}
+        ),
         created_at=now,
         updated_at=now,
     )

@@ -50,7 +50,8 @@ def test_staff_charge_a_card_debt_at_the_desk_once_and_the_retry_charges_nothing
     assert (owed.debt_amount_in_cents, owed.debt_since) == (0, None)
     charges = [row for row in life.ledger(subscription_id) if row[1] == "completed"]
     assert len(charges) == 2  # the first month, then the debt
-    assert len(audit_rows(life.session, "subscription.debt_charged_at_desk")) == 1
+    [audit] = audit_rows(life.session, "subscription.debt_charged_at_desk")
+    assert audit.data == {"amountInCents": 25000, "outcome": "charged"}
     life.at(life.clock.now() + timedelta(days=1))  # the next daily sweep: no retry of a debt
     assert life.collect()["charged"] == 0
     assert [row for row in life.ledger(subscription_id) if row[1] == "completed"] == charges
@@ -76,4 +77,26 @@ def test_a_card_at_the_desk_is_refused_for_a_plan_paid_in_cash_and_nothing_chang
     assert refused["code"] == "pay_debt_not_available"
     assert life.ledger(sold["id"]) == before
     assert life.subscription(sold["id"]).debt_amount_in_cents == 8000
+    assert audit_rows(life.session, "subscription.debt_charged_at_desk") == []
+
+
+def test_a_card_debt_with_no_card_to_charge_is_refused_and_nothing_is_audited(life):  # noqa: F811
+    """The collector blocks a debt attempt with no saved card: 409 pay_debt_not_available, the
+    retry date put back, and no audit row saying the debt was charged at the desk (the
+    session's reviewer: it was written before the charge was tried)."""
+    subscription_id = _in_card_debt(life)
+    owing = life.subscription(subscription_id)
+    owing.payment_method_id = None
+    life.session.commit()
+    before = (owing.retry_at, life.ledger(subscription_id))
+
+    refused = life.call(
+        "POST", f"/subscriptions/{subscription_id}/clear-debt", life.owner, 409,
+        json={"method": "card"},
+    )  # fmt: skip
+
+    assert refused["code"] == "pay_debt_not_available"
+    after = life.subscription(subscription_id)
+    assert (after.retry_at, life.ledger(subscription_id)) == before
+    assert after.debt_amount_in_cents == 25000
     assert audit_rows(life.session, "subscription.debt_charged_at_desk") == []

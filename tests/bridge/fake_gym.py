@@ -99,6 +99,7 @@ class FakeGym:
         self.on_call = None  # called with each Call as it arrives, before it is answered
         self.timeout_delay = timeout_delay
         self.stuck_pages = False  # GET /v3/users names the page just read as the next (a bug)
+        self.page_numbers_as_text = False  # GET /v3/users's next_page as "2", not 2
         self._ids = itertools.count(1000)
         self._lock = threading.RLock()
         self._server = _StampingServer(("127.0.0.1", 0), self._handler())
@@ -328,6 +329,8 @@ class FakeGym:
             rows, more = answer
             page = int(call.query.get("page", 1))
             following = page if self.stuck_pages else page + 1 if more else None
+            if self.page_numbers_as_text and following is not None:
+                following = str(following)
             return status, {"data": rows, "meta": {"next_page": following}}, {}
         return status, {"data": answer}, {}
 

@@ -40,3 +40,13 @@ def test_drift_stops_at_a_next_page_that_does_not_move_on(session, connected, fa
     with pytest.raises(ExternalCallError):
         read_external(session, connected.organization_id, stuck, NOW)
     assert _reads(fake) == 1
+
+
+def test_a_next_page_given_as_digits_pages_on(session, connected, fake, account):
+    """The external system's next_page as text ("2"): a page number all the same."""
+    for n in range(3):
+        fake.add_user(account, f"member{n}@example.test")
+    fake.page_numbers_as_text = True
+    with ExternalGymClient(fake.url, API_KEY, throttle=Throttle(None), account_id="777") as client:
+        outcome = import_roster(session, connected, client, now=NOW)
+    assert outcome["fetched"] == 3

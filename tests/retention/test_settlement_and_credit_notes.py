@@ -22,15 +22,17 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import sessionmaker
 
+from gymctl import ids
 from gymctl.billing.credit_notes import CreditNoteRequest, file_credit_note
-from gymctl.billing.refunds import begin_refund
+from gymctl.billing.refunds import _refunded, begin_refund
 from gymctl.db import get_engine
 from gymctl.errors import DomainError
 from gymctl.models import CancellationSettlement, PaymentTransaction, Task
-from gymctl.models.billing import PlanType
+from gymctl.models.billing import PlanType, TransactionStatus, TransactionType
 from gymctl.providers.documents import LocalDocumentProvider
 from gymctl.retention.settlement import period_end_sweep
 from tests.billing import factories as bf
+from tests.billing.factories import make_subscription, make_transaction
 from tests.conftest import NOW
 from tests.lock_order import meeting
 from tests.retention.conftest import staff_notice
@@ -168,3 +170,65 @@ def test_a_settlement_and_a_credit_note_of_its_charge_at_once_both_commit(
         settled = session.scalar(select(CancellationSettlement))
         assert (settled.amount_in_cents, settled.execution) == (7300, "refunded")
         assert _task(session).status == "done"
+
+
+@pytest.mark.embedded
+def test_a_refund_in_flight_at_settlement_is_not_the_owed_refund(
+    session, session_factory, gym, doors
+):
+    """A staff refund on its way when the settlement is written (the settlement's amount
+    already took it off, `left_of`) is not money back towards what it owes once it completes
+    (the session's reviewer): the owner's task closed with nothing of it returned."""
+    subscription = make_subscription(
+        session, gym, PlanType.card, current_period_end=NOW + 73 * D, price_in_cents=36500
+    )
+    charge = make_transaction(
+        session,
+        gym,
+        subscription_id=subscription.id,
+        provider="card_provider",
+        method="card",
+        amount_in_cents=36500,
+        provider_transaction_id="deal-1",
+    )
+    # A staff card refund of 10,000 whose step 1 committed; the provider has not answered yet.
+    pending = PaymentTransaction(
+        id=ids.new_id(),
+        organization_id=gym.organization.id,
+        subscription_id=subscription.id,
+        user_id=gym.member.id,
+        type=TransactionType.refund,
+        status=TransactionStatus.refund_pending,
+        provider="card_provider",
+        method="card",
+        amount_in_cents=10000,
+        currency="ILS",
+        metadata_={
+            "source": "refund",
+            "refundedTransactionId": str(charge.id),
+            "cashReturned": False,
+        },
+        created_at=NOW - D,
+        updated_at=NOW - D,
+    )
+    session.add(pending)
+    charge.status = TransactionStatus.refund_pending
+    staff_notice(session, gym, subscription, NOW)
+    session.commit()
+    period_end_sweep(session_factory, doors, now=NOW)
+    session.expire_all()
+    settlement = session.scalar(select(CancellationSettlement))
+    owed = settlement.amount_in_cents
+    assert settlement.execution in ("owner_task", "refund_failed"), settlement.execution
+    assert owed > 0
+    # The staff refund completes (execute_refund's approved branch).
+    pending = session.get(PaymentTransaction, pending.id)
+    charge = session.get(PaymentTransaction, charge.id)
+    _refunded(session, pending, charge, "ref-1", now=NOW + D, documents=LocalDocumentProvider())
+    session.commit()
+    session.expire_all()
+    settlement = session.scalar(select(CancellationSettlement))
+    task = session.scalar(select(Task).where(Task.kind == "manual_refund"))
+    # Nothing of the settlement's amount went back: the staff refund was taken off it already.
+    assert settlement.execution != "refunded", settlement.detail
+    assert task.status == "open"
