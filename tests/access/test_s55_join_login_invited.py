@@ -10,40 +10,29 @@ provider's verified flag says ... only Mark email verified does".
 
 from __future__ import annotations
 
-import json
-
 from sqlalchemy import select
 
-from gymctl.identity.webhook_signature import sign
 from gymctl.models import Membership, MembershipStatus, Role, User
 from tests.access.conftest import gym, outsider, platform_admin  # noqa: F401 (fixtures)
-from tests.conftest import NOW, WEBHOOK_SECRET
+from tests.api.test_identity_webhook import deliver
+from tests.conftest import NOW
 
 
 def _user_created_through_join_ticket(client, identity_id, email):
     """The provider's user.created of a sign-up made with a join ticket; the provider's own flag
     says verified (the ticket let the browser skip the proof)."""
-    body = json.dumps(
+    verified = {"id": "e1", "email_address": email, "verification": {"status": "verified"}}
+    return deliver(
+        client,
         {
             "type": "user.created",
             "data": {
                 "id": identity_id,
                 "primary_email_address_id": "e1",
-                "email_addresses": [
-                    {"id": "e1", "email_address": email, "verification": {"status": "verified"}}
-                ],
+                "email_addresses": [verified],
                 "unsafe_metadata": {"joinTicket": "not-one-of-ours"},
             },
-        }
-    ).encode()
-    timestamp = int(NOW.timestamp())
-    headers = {
-        "svix-id": f"msg_{identity_id}",
-        "svix-timestamp": str(timestamp),
-        "svix-signature": sign(WEBHOOK_SECRET, f"msg_{identity_id}", timestamp, body),
-    }
-    return client.post(
-        "/webhooks/identity", data=body, headers=headers, content_type="application/json"
+        },
     )
 
 
