@@ -224,7 +224,7 @@ def _subscriptions(client, session, tenant: Tenant) -> None:
     plan = session.get(Plan, uuid.UUID(ids["cash_plan"]))
     organization = _billing_gym(session, tenant, Role.owner).organization
     group = [
-        bf.make_plan(session, organization, PlanType.cash, plan_group="yearly", name=name)
+        bf.make_plan(session, organization, PlanType.card, plan_group="yearly", name=name)
         for name in ("Yearly A", "Yearly B")
     ]
     ids["group_plans"] = [str(p.id) for p in group]
