@@ -15,7 +15,7 @@ from sqlalchemy import case, select
 from sqlalchemy.orm import Session
 
 from gymctl import codes, ids
-from gymctl.db import upsert_for
+from gymctl.db import organization_row, upsert_for
 from gymctl.errors import conflict, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Task
@@ -174,16 +174,8 @@ def mark_done(
     whether it was done already (then nothing is written again). Refusals: 404 task_not_found
     (not this organization's, or deleted); 409 task_closes_itself (a manual_refund task is
     done once the ledger records the refund: the refund route or a cash credit note)."""
-    task = session.scalar(
-        select(Task)
-        .where(
-            Task.id == task_id,
-            Task.organization_id == organization_id,
-            Task.deleted_at.is_(None),
-        )
-        .with_for_update()
-    )
-    if task is None:
+    task = organization_row(session, Task, organization_id, task_id, lock=True)
+    if task is None or task.deleted_at is not None:
         raise not_found(codes.TASK_NOT_FOUND, "no such task in this organization")
     if task.status == "done":
         return task, True

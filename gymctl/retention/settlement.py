@@ -291,12 +291,7 @@ def settle_one(
         )
     charge = last_charge(session, subscription)
     if charge is not None:  # after the subscription (billing's order): refunds wait for us
-        charge = session.scalar(
-            select(PaymentTransaction)
-            .where(PaymentTransaction.id == charge.id)
-            .with_for_update()
-            .execution_options(populate_existing=True)
-        )
+        charge = locked_row(session, PaymentTransaction, charge.id)
     charge_cents = charge.amount_in_cents if charge is not None else 0
     days = refund_days(
         effective,

@@ -14,6 +14,7 @@ from gymctl.models.organizations import Tier
 from tests import factories
 from tests.access.conftest import platform_admin, snapshot  # noqa: F401 (fixture)
 from tests.access.test_member_imports import roster, upload
+from tests.api.test_hostile_bodies import DEEP, DEEP_AND_SMALL
 from tests.billing_ops.helpers import audit_rows
 
 pytestmark = pytest.mark.embedded  # the demo gym's operators set tiers: both engines
@@ -69,3 +70,33 @@ def test_refusals_change_nothing(client, session, gym, platform_admin):  # noqa:
     assert snapshot(session) == before
     session.expire_all()
     assert session.get(Organization, gym.id).tier == Tier.starter
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        DEEP,
+        DEEP_AND_SMALL,
+        b'{"tier": "' + b"e" * 200_000 + b'"}',  # past the member body limit
+        b'{"tier": "elite", "extra": 1}',
+        b'{"tier": "elite\\u0000"}',
+        b'{"tier": "\\ud800"}',
+        b"{nope",
+    ],
+)
+def test_a_hostile_body_is_a_4xx_json_answer_and_changes_nothing(
+    client,
+    session,
+    gym,
+    platform_admin,  # noqa: F811
+    raw,
+):
+    before = snapshot(session)
+    answer = client.put(
+        f"/admin/organizations/{gym.id}/tier",
+        data=raw,
+        headers={**platform_admin.headers, "Content-Type": "application/json"},
+    )
+    assert 400 <= answer.status_code < 500, answer.status_code
+    assert answer.json["code"]
+    assert snapshot(session) == before
