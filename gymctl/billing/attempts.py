@@ -1000,7 +1000,8 @@ _STATUS_ONLY = (lazyload(Membership.organization),)
 
 
 def grant_period(session: Session, subscription: Subscription, *, now: datetime) -> None:
-    """The paid period: a presale starts on its opening day, a renewal where the last ended.
+    """The paid period: a presale starts on its opening day, a renewal where the last ended,
+    its session quota again (plans.refill_sessions).
     The first period (never started) also sets the start, the quota and membership.activated:
     a presale paid on its opening day, or paid later, its declined opening charge having
     put it in debt (spec B 2.1: no period, quota or credits until it is paid)."""
@@ -1012,6 +1013,8 @@ def grant_period(session: Session, subscription: Subscription, *, now: datetime)
         start = subscription.opening_day or now
         subscription.started_at = subscription.started_at or start
         subscription.sessions_remaining = plan.sessions_quota if plan else None
+    else:
+        plans.refill_sessions(session, subscription)
     months = subscription.interval_months or 1
     local = billing_settings(session, subscription.organization_id).timezone
     end = add_months(start, months, local)  # on the gym's calendar (a presale opens at midnight)

@@ -236,6 +236,7 @@ def _restore(session: Session, subscription: Subscription, *, now: datetime) -> 
         )
         subscription.current_period_start = start
         subscription.current_period_end = subscription.cash_prepaid_through
+        plans.refill_sessions(session, subscription)
     debt.restore_from_debt(subscription, now=now)
     # Active again, a cash plan with a new period end: its bridge membership follows, as a
     # card payment's does (grant_period); the external one ended on the old date.

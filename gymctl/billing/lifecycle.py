@@ -40,7 +40,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
-from gymctl.billing import attempts
+from gymctl.billing import attempts, plans
 from gymctl.billing.days import day_n_ends
 from gymctl.billing.debt import CASH_LAPSED, NOTICE_CANCELLED, NOTICE_OPENED, PAYMENT_DUE
 from gymctl.billing.transitions import (
@@ -280,6 +280,7 @@ def _rolled_pg(now: datetime, picked) -> dict[str, Any]:
         "current_period_start": func.timezone("UTC", _shifted(picked.intervals - 1)),
         "current_period_end": new_end,
         "next_charge_date": case((S.c.next_charge_date.is_(None), None), else_=new_end),
+        "sessions_remaining": plans.refilled_sessions(),
         "updated_at": now,
     }
 
@@ -294,6 +295,7 @@ def _rolled_embedded(row: dict[str, Any], now: datetime) -> dict[str, Any]:
         "current_period_start": end + relativedelta(months=(intervals - 1) * months),
         "current_period_end": new_end,
         "next_charge_date": None if row["next_charge_date"] is None else new_end,
+        "sessions_remaining": plans.refilled_sessions(),
         "updated_at": now,
     }
 

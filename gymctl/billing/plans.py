@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import ColumnElement, case, select, update
 from sqlalchemy.orm import Session
 
 from gymctl import ids
@@ -264,6 +264,24 @@ def presale_opening_day(
     )
     opening = session.scalar(read.with_for_update(read=True) if for_share else read)
     return opening if opening is not None and opening > now else None
+
+
+def refill_sessions(session: Session, subscription: Subscription) -> None:
+    """A renewed period of a plan with a session quota holds the quota again (spec B 2.1: a plan
+    holds "a period, quota or credits"; a monthly plan of 8 classes sells 8 a month). What the
+    last period left lapses with it: the booking rules bound a quota plan's classes by its
+    period (bookings.quota), so nothing of the new period was spent before. A plan's quota is
+    set when it is created and never changes."""
+    if subscription.sessions_remaining is not None:
+        subscription.sessions_remaining = session.get(Plan, subscription.plan_id).sessions_quota
+
+
+def refilled_sessions() -> ColumnElement[int | None]:
+    """refill_sessions for a statement that renews many rows at once (the free plans' roll)."""
+    return case(
+        (Subscription.sessions_remaining.is_(None), None),
+        else_=select(Plan.sessions_quota).where(Plan.id == Subscription.plan_id).scalar_subquery(),
+    )
 
 
 def term_from(plan: Plan, start: datetime, timezone: str) -> datetime | None:

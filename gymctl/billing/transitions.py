@@ -223,14 +223,19 @@ def _run_embedded(session: Session, t: Transition, now: datetime, limit: int) ->
         return Moved(0, 0, left)
     old_stage = {row.id: row.old_stage for row in picked}
     if t.embedded_values is not None:
-        # Per-row values (the roll's month steps) computed here, written in one executemany.
+        # Per-row values (the roll's month steps) computed here, written in one executemany;
+        # a value SQL says (a column of the row's plan) is the statement's own.
         changes = [t.embedded_values(row._asdict(), now) for row in picked]
+        said = {c: v for c, v in changes[0].items() if isinstance(v, ColumnElement)}
         session.execute(
             update(S)
             .where(S.c.id == bindparam("row_id"))
-            .values({column: bindparam(f"new_{column}") for column in changes[0]}),
+            .values({c: said.get(c, bindparam(f"new_{c}")) for c in changes[0]}),
             [
-                {"row_id": row.id, **{f"new_{c}": value for c, value in change.items()}}
+                {
+                    "row_id": row.id,
+                    **{f"new_{c}": value for c, value in change.items() if c not in said},
+                }
                 for row, change in zip(picked, changes, strict=True)
             ],
         )

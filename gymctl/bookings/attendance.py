@@ -137,7 +137,7 @@ def close_waitlists(session: Session, *, now: datetime, limit: int = PASS_LIMIT)
             .execution_options(populate_existing=True)
         ).all()
         for booking in waiting:
-            returned = quota.give_back(session, booking, now=now)
+            returned = quota.give_back(session, booking, row, now=now)
             booking.status = BookingStatus.cancelled
             booking.cancelled_at = now
             booking.waitlisted_at = None

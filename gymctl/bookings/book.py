@@ -184,7 +184,7 @@ def book(
         booking = existing
         # A row ended after its check-in kept its session spent; revived, its check-in is
         # cleared and it spends anew: the session it recorded comes back first (once).
-        quota.give_back(session, booking, now=now)
+        quota.give_back(session, booking, row, now=now)
         booking.cancelled_at = None
         booking.checked_in_at = None
         booking.checkin_method = None
@@ -270,7 +270,7 @@ def _give_back(session: Session, booking: Booking, row: ClassSession, *, now: da
     event's extra field naming the plan, or none."""
     if not quota.gives_back(booking, row, now=now):
         return {}
-    returned = quota.give_back(session, booking, now=now)
+    returned = quota.give_back(session, booking, row, now=now)
     return {"sessionReturnedTo": str(returned)} if returned else {}
 
 

@@ -18,7 +18,10 @@ A plan's period bounds the classes it books when the plan does not renew itself:
 pay-later terms, or a card plan the collector charges no more (its renewal end reached). A
 renewing plan (card or cash, monthly) books the classes past its period end: it renews, and in
 debt the grace rules of eligibility apply (spec B 4.3); under notice it renews no more and
-books up to the notice's effective date.
+books up to the notice's effective date. A renewing plan with a quota (8 classes a month) is
+bounded by its period too: each renewal grants the quota again (billing.plans.refill_sessions),
+so a class of the next period waits for it, and a session given back for a class of a period
+renewed since lapsed with that period.
 
 Locks in billing's fixed order (organization, membership, subscription, then session; see
 book.py): the chosen plan's row is locked before the session's, by book() and by a cancel.
@@ -197,13 +200,19 @@ def gives_back(booking: Booking, row: ClassSession, *, now: datetime) -> bool:
     return row.starts_at > now
 
 
-def give_back(session: Session, booking: Booking, *, now: datetime) -> uuid.UUID | None:
+def give_back(
+    session: Session, booking: Booking, row: ClassSession, *, now: datetime
+) -> uuid.UUID | None:
     """+1 on the plan the booking spent (whatever became of the plan since), and the booking
-    no longer records it: a session is given back once. The plan's id, or None."""
+    no longer records it: a session is given back once. The plan's id, or None. A class before
+    the plan's current period spent the quota of a period renewed since, which lapsed with it
+    (plans.refill_sessions): the booking lets go of it, and nothing comes back."""
     subscription_id = booking.subscription_id
     booking.subscription_id = None
     plan = lock_plan(session, subscription_id) if subscription_id else None
     if plan is None or plan.sessions_remaining is None:
+        return None
+    if plan.current_period_start is not None and row.starts_at < plan.current_period_start:
         return None
     plan.sessions_remaining += 1
     plan.updated_at = now
