@@ -26,6 +26,8 @@ from typing import Any
 
 import certifi
 
+from gymctl.models.bridge import EXTERNAL_ID_LENGTH
+
 USER_AGENT = "gymctl-bridge/1 (+https://gymctl.example/bridge)"  # some default agents get 403
 
 
@@ -283,7 +285,7 @@ class ExternalGymClient:
         rows = self._call("GET", "/searchUser", params=params)
         return [
             Hit(
-                external_id=str(row["id"]),
+                external_id=_id_of("GET /searchUser", row),
                 native=row.get("type", "user") == "user"
                 and str(row.get("box_id")) == str(self.account_id),
             )
@@ -295,7 +297,7 @@ class ExternalGymClient:
     def create_user(self, fields: dict[str, Any]) -> str:
         """Never sends the welcome email: the member already has the platform's."""
         body = {**fields, "send_welcome_email": False}
-        return str(self._call("POST", "/users", json=body)["id"])
+        return self._created("/users", body)
 
     def update_user(self, user_id: str, fields: dict[str, Any]) -> None:
         self._call("PATCH", "/users", json={"user_id": user_id, **fields})
@@ -310,7 +312,7 @@ class ExternalGymClient:
             "start_date": start.isoformat(),
             "end_date": end.isoformat() if end else None,
         }
-        return str(self._call("POST", "/users/memberships", json=body)["id"])
+        return self._created("/users/memberships", body)
 
     def cancel_membership(self, membership_user_id: str) -> None:
         self._call(
@@ -323,7 +325,7 @@ class ExternalGymClient:
             "schedule_id": schedule_id,
             "membership_user_id": membership_user_id,
         }
-        return str(self._call("POST", "/schedule/bookSession", json=body)["id"])
+        return self._created("/schedule/bookSession", body)
 
     def cancel_booking(self, schedule_user_id: str) -> None:
         self._call(
@@ -335,6 +337,10 @@ class ExternalGymClient:
         self._call("PATCH", "/schedule", json={"schedule_id": schedule_id, "coach_id": coach_id})
 
     # -- transport --------------------------------------------------------------------------
+
+    def _created(self, path: str, body: dict[str, Any]) -> str:
+        """POST a write whose answer names what it made: that id (_id_of)."""
+        return _id_of(f"POST {path}", self._call("POST", path, json=body))
 
     def _call(
         self,
@@ -387,6 +393,20 @@ def user_pages(client: ExternalGymClient) -> Iterator[list[dict[str, Any]]]:
         if isinstance(following, bool) or not isinstance(following, int) or following <= page:
             raise ExternalCallError(CallFailure.server, "/users")
         page = following
+
+
+def _id_of(route: str, answer: Any) -> str:
+    """The id a write answered, or of a user a search found: a number or a non-empty text that
+    fits a link (EXTERNAL_ID_LENGTH). Anything else (null, absent, an object, true) is an odd
+    answer of the external system, refused as its failure, as an unreadable body is: the op is
+    retried the way a write whose answer was lost is (a create searches first), rather than a
+    link keeping the id "None"."""
+    found = answer.get("id") if isinstance(answer, dict) else None
+    if isinstance(found, int) and not isinstance(found, bool):
+        return str(found)
+    if isinstance(found, str) and found.strip() and len(found) <= EXTERNAL_ID_LENGTH:
+        return found
+    raise ExternalCallError(CallFailure.server, route)
 
 
 def _data(body: Any) -> Any:

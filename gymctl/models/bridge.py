@@ -39,6 +39,9 @@ def _enum(cls: type[StrEnum], name: str) -> Enum:
     )
 
 
+EXTERNAL_ID_LENGTH = 128  # the longest id of the external system a link or roster row keeps
+
+
 class ConnectionStatus(StrEnum):
     pending = "pending"
     active = "active"
@@ -157,7 +160,7 @@ class EntityLink(IdMixin, Base):
     )
     entity_type: Mapped[EntityType] = mapped_column(_enum(EntityType, "bridge_entity_type"))
     platform_id: Mapped[str | None] = mapped_column(String(128))
-    external_id: Mapped[str] = mapped_column(String(128))
+    external_id: Mapped[str] = mapped_column(String(EXTERNAL_ID_LENGTH))
     origin: Mapped[Origin] = mapped_column(_enum(Origin, "bridge_entity_origin"))
     data: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
     created_at: Mapped[datetime] = mapped_column(default=clock.now)
@@ -252,7 +255,7 @@ class RosterEntry(IdMixin, Base):
     organization_id: Mapped[uuid.UUID] = mapped_column(
         ForeignKey("organizations.id", ondelete="CASCADE")
     )
-    external_id: Mapped[str] = mapped_column(String(128))
+    external_id: Mapped[str] = mapped_column(String(EXTERNAL_ID_LENGTH))
     first_name: Mapped[str | None] = mapped_column(String(200))
     last_name: Mapped[str | None] = mapped_column(String(200))
     email: Mapped[str | None] = mapped_column(String(320))

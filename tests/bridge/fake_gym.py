@@ -100,6 +100,9 @@ class FakeGym:
         self.timeout_delay = timeout_delay
         self.stuck_pages = False  # GET /v3/users names the page just read as the next (a bug)
         self.page_numbers_as_text = False  # GET /v3/users's next_page as "2", not 2
+        # route -> the id its answer names instead of the real one (null, "", an object): an
+        # odd answer; the write itself is made.
+        self.odd_ids: dict[str, Any] = {}
         self._ids = itertools.count(1000)
         self._lock = threading.RLock()
         self._server = _StampingServer(("127.0.0.1", 0), self._handler())
@@ -332,6 +335,12 @@ class FakeGym:
             if self.page_numbers_as_text and following is not None:
                 following = str(following)
             return status, {"data": rows, "meta": {"next_page": following}}, {}
+        if route in self.odd_ids:
+            odd = self.odd_ids[route]
+            if isinstance(answer, dict):
+                answer = {**answer, "id": odd}
+            elif isinstance(answer, list):
+                answer = [{**row, "id": odd} for row in answer]
         return status, {"data": answer}, {}
 
     def _effect(self, user_id: str, what: str) -> None:
