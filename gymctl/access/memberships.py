@@ -163,6 +163,7 @@ def change_role(
     if target.status is not MembershipStatus.active:
         raise conflict(codes.MEMBER_NOT_ACTIVE, "only an active member's role can change")
     if new_role is Role.owner:
+        refuse_owner_without_login(session, target.user_id)
         actor.role = Role.admin
         actor.updated_at = now
     set_role(
@@ -175,6 +176,20 @@ def change_role(
     )
     session.flush()
     return target
+
+
+def refuse_owner_without_login(session: Session, user_id: uuid.UUID) -> None:
+    """409 owner_needs_login for a person who has never signed in (a profile the desk made): as
+    owner, no one could act for the gym (the former owner, now an admin, cannot transfer it
+    back, and a platform admin's appointment finds an owner in place), until that person signs
+    up with the profile's address, which they may never do."""
+    user = session.get(User, user_id)
+    if user is None or user.identity_id is None:
+        raise conflict(
+            codes.OWNER_NEEDS_LOGIN,
+            "ownership goes to a person who signs in: this profile has no login yet (invite "
+            "them, and make them owner once they have accepted)",
+        )
 
 
 def set_role(

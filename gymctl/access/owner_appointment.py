@@ -20,7 +20,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, lazyload
 
 from gymctl.access import codes
-from gymctl.access.memberships import end_membership, membership_of, set_role
+from gymctl.access.memberships import (
+    end_membership,
+    membership_of,
+    refuse_owner_without_login,
+    set_role,
+)
 from gymctl.errors import conflict, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Membership, MembershipStatus, Organization, Role, User
@@ -84,7 +89,8 @@ def appoint_owner(
     person with no membership of this gym (404 member_not_found); a membership that is not
     active (invited or pending an invitation: they have not accepted; suspended; ended) or whose
     login is deleted (409 member_not_active); a live owner who is someone else (409
-    owner_exists). The person already the owner is a repeat: answered as it is (changed False).
+    owner_exists); a person who never signed in (409 owner_needs_login). The person already
+    the owner is a repeat: answered as it is (changed False).
 
     An owner whose login the identity provider deleted is no owner anyone can act as: that
     membership ends (memberships.end_membership, as user.deleted ends every other one) and is
@@ -113,6 +119,7 @@ def appoint_owner(
         )
     if target.status is not MembershipStatus.active or not _live_user(session, target.user_id):
         raise conflict(codes.MEMBER_NOT_ACTIVE, "only an active member can be appointed owner")
+    refuse_owner_without_login(session, target.user_id)
     former = None
     for gone in owners:  # the deleted login's: at most one (one owner per organization)
         ended = end_membership(session, gone, actor_user_id=actor_user_id, now=now)
