@@ -16,7 +16,10 @@ from sqlalchemy.orm import Session
 
 from gymctl.access.leaving import end_holdings
 from gymctl.access.memberships import end_sales_grant
+from gymctl.billing.attempts import end_plan, lock_subscription
+from gymctl.billing.plans import lock_plans
 from gymctl.bridge import mirror
+from gymctl.events import EventKind, emit
 from gymctl.models import (
     Booking,
     Membership,
@@ -28,6 +31,7 @@ from gymctl.models import (
 from gymctl.models.base import Base
 from gymctl.models.billing import PlanType, SubscriptionStatus
 from gymctl.models.bridge import EntityLink, EntityType
+from gymctl.tasks import file_task
 
 # Rows naming a person that stay with the row they name: one membership per gym (folded
 # below), one consent per document and one report per video (the kept row's stand), and the
@@ -77,7 +81,7 @@ def fold_person(session: Session, source: User, target: User, *, now: datetime) 
             ended.append(membership)
         membership.updated_at = now
     session.flush()
-    _move_plans(session, source, target)
+    _move_plans(session, source, target, now=now)
     for column in _person_columns():
         session.execute(
             update(column.table).where(column == source.id).values({column.name: target.id})
@@ -176,21 +180,106 @@ def _keep_role(session: Session, source: Membership, kept: Membership, *, now: d
         )
 
 
-def _move_plans(session: Session, source: User, target: User) -> None:
+HELD_TWICE = "held_twice"
+_HELD = (SubscriptionStatus.active, SubscriptionStatus.scheduled)
+
+
+def _move_plans(session: Session, source: User, target: User, *, now: datetime) -> None:
     """The source's plans become the target's, but a live hold of a recurring plan the target
     holds too (one holder a plan, uq_subscriptions_plan_held): it stays on the retired row,
-    where staff see it by its membership, rather than the link failing."""
+    where staff see it by its membership, rather than the link failing, and it stops taking
+    the person's money a second time for one plan (_held_twice)."""
     holding = (  # the index's own predicate (models.billing.PLAN_HELD_WHERE)
-        Subscription.status.in_((SubscriptionStatus.active, SubscriptionStatus.scheduled))
+        Subscription.status.in_(_HELD)
         & Subscription.deleted_at.is_(None)
         & (Subscription.plan_type == PlanType.card)
         & Subscription.interval_months.is_not(None)
     )
     held = select(Subscription.plan_id).where(Subscription.user_id == target.id, holding)
+    twice = session.scalars(
+        select(Subscription.id)
+        .where(Subscription.user_id == source.id, holding, Subscription.plan_id.in_(held))
+        .order_by(Subscription.id)
+    ).all()
     session.execute(
         update(Subscription)
         .where(Subscription.user_id == source.id, ~(holding & Subscription.plan_id.in_(held)))
         .values(user_id=target.id)
+    )
+    for subscription_id in twice:
+        _held_twice(session, subscription_id, target, now=now)
+
+
+def _held_twice(
+    session: Session, subscription_id: uuid.UUID, target: User, *, now: datetime
+) -> None:
+    """The retired row's hold of a plan the person holds on the kept row too. One never paid
+    (a presale waiting for its opening day, a page not completed; the retired row's when both
+    are) is withdrawn, its place back: it would charge the person a second time. Both paid:
+    the retired row's renews no more (its renewal end is its period end: an attempt settling
+    after the link grants no further renewal either), the lifecycle ends it when its paid
+    period runs out, and the staff are given a task to return what the gym owes for the
+    overlap."""
+    kept_id = session.scalar(
+        select(Subscription.id).where(
+            Subscription.user_id == target.id,
+            Subscription.plan_id
+            == select(Subscription.plan_id)
+            .where(Subscription.id == subscription_id)
+            .scalar_subquery(),
+            Subscription.status.in_(_HELD),
+            Subscription.deleted_at.is_(None),
+        )
+    )
+    rows = {
+        row_id: lock_subscription(session, row_id) for row_id in sorted({subscription_id, kept_id})
+    }
+    subscription, kept = rows[subscription_id], rows[kept_id]
+    if subscription is None or kept is None or subscription.status not in _HELD:
+        return
+    unpaid = next(
+        (row for row in (subscription, kept) if row.status == SubscriptionStatus.scheduled), None
+    )
+    if unpaid is not None:
+        other = kept if unpaid is subscription else subscription
+        lock_plans(session, [unpaid.plan_id])
+        end_plan(session, unpaid, reason=HELD_TWICE, now=now, keptSubscriptionId=str(other.id))
+        if unpaid is kept:  # the paid one follows the person now that it is the only hold
+            session.flush()
+            subscription.user_id = target.id
+        return
+    subscription.renewal_end = subscription.current_period_end
+    subscription.next_charge_date = None
+    subscription.updated_at = now
+    mirror.subscription_changed(session, subscription, now=now)
+    emit(
+        session,
+        EventKind.audit,
+        "subscription.renewal_stopped",
+        at=now,
+        aggregate_type="subscription",
+        aggregate_id=subscription.id,
+        organization_id=subscription.organization_id,
+        payload={"reason": HELD_TWICE, "keptSubscriptionId": str(kept.id),
+                 "endsAt": subscription.current_period_end.isoformat()},
+    )  # fmt: skip
+    file_task(
+        session,
+        organization_id=subscription.organization_id,
+        kind="plan_held_twice",
+        subject_type="subscription",
+        subject_id=str(subscription.id),
+        title="Two rows of one person held one plan: return what the overlap took",
+        priority="normal",
+        due_at=None,
+        now=now,
+        detail=(
+            "the person's rows were linked and both held this plan; this hold renews no more "
+            f"and ends on {subscription.current_period_end.date().isoformat()}: refund the "
+            "days both paid for, if the gym owes them"
+        ),
+        data={"subscriptionId": str(subscription.id), "keptSubscriptionId": str(kept.id)},
+        linked_user_id=target.id,
     )
 
 
