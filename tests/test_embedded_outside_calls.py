@@ -22,6 +22,7 @@ from gymctl import clock
 from gymctl.config import get_settings
 from gymctl.crypto import generate_key_setting
 from gymctl.db import session_factory
+from gymctl.models.organizations import Tier
 from tests import test_embedded_workflows as walks
 from tests.embedded_outside_calls import watching
 from tests.test_embedded_workflows import MEMBER, OWNER
@@ -243,9 +244,9 @@ def test_a_publish_replacing_the_release_candidate_holds_no_write_lock(api):
     at = clock.now()
     with session_scope(session_factory()) as session:
         if requests.find_request(session, org_id) is None:
-            branded_apps.create_app(
-                session, get_settings(), session.get(Organization, org_id), now=at
-            )
+            gym = session.get(Organization, org_id)
+            gym.tier = Tier.elite  # a dedicated app is the top tier's
+            branded_apps.create_app(session, get_settings(), gym, now=at)
             branded_apps.configure(session, org_id, APP_CONFIG, now=at)
             branded_apps.set_enabled(session, org_id, True, now=at)
             requests.open_request(session, org_id, now=at)

@@ -36,6 +36,7 @@ from gymctl.models import (
     UserSession,
 )
 from gymctl.models.bridge import SyncOp
+from gymctl.models.organizations import Tier
 from gymctl.models.releases import (
     BrandedApp,
     CandidateSupersession,
@@ -125,7 +126,8 @@ def test_a_session_row_raced_is_updated_and_an_empty_timestamp_surfaces(
 def test_an_app_id_raced_by_another_gym_is_taken_and_an_empty_timestamp_surfaces(
     engine, session, settings, monkeypatch
 ):
-    theirs, mine = factories.organization(session), factories.organization(session)
+    theirs = factories.organization(session, tier=Tier.elite)
+    mine = factories.organization(session, tier=Tier.elite)
     branded_apps.create_app(session, settings, theirs, link_slug="shared", now=NOW)
     checks_miss(monkeypatch, session, "scalar", 2)
     with pytest.raises(DomainError) as refused:
@@ -144,7 +146,7 @@ def test_an_app_id_raced_by_another_gym_is_taken_and_an_empty_timestamp_surfaces
 
 
 def _candidate(session, settings) -> ReleaseCandidate:
-    gym = factories.organization(session)
+    gym = factories.organization(session, tier=Tier.elite)
     app = branded_apps.create_app(session, settings, gym, now=NOW)
     request = ReleaseRequest(
         organization_id=gym.id, branded_app_id=app.id, created_at=NOW, updated_at=NOW

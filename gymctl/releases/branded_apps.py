@@ -26,6 +26,7 @@ from gymctl.errors import DomainError, conflict, invalid, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Organization, OrganizationStatus
 from gymctl.models.integrity import UniqueViolation, unique_violation
+from gymctl.models.organizations import Tier
 from gymctl.models.releases import BrandedApp
 from gymctl.releases import codes, identifiers
 
@@ -39,6 +40,21 @@ _ID_KEYS = tuple(
     f"uq_organization_branded_apps_{c}" for c in ("link_slug", "apple_bundle_id", "android_package")
 )
 _ONE_APP = "uq_organization_branded_apps_organization_id"
+TOP_TIER = Tier.elite
+
+
+def require_top_tier(organization: Organization) -> None:
+    """409 branded_app_tier_required below the top tier (spec A 1: "Organizations on the top
+    tier can have a dedicated native mobile app, built and released through an operator-run
+    pipeline"): no app is mapped, no candidate cut and no build dispatched for another gym. An
+    app already installed keeps resolving whatever the tier (spec A 2.12)."""
+    if organization.tier != TOP_TIER:
+        raise conflict(
+            codes.BRANDED_APP_TIER_REQUIRED,
+            f"a dedicated app is for gyms on the top tier ({TOP_TIER.value}); this gym is on "
+            f"{organization.tier.value} (gymctl members tier)",
+            tier=organization.tier.value,
+        )
 
 
 def find_app(session: Session, organization_id: uuid.UUID) -> BrandedApp | None:
@@ -62,8 +78,9 @@ def create_app(
     android_package: str | None = None,
     now: datetime,
 ) -> BrandedApp:
-    """Map a gym to its dedicated app. IDs default to <prefix>.<link slug> (Android: hyphens as
-    underscores); the mapping is immutable from here on."""
+    """Map a gym on the top tier to its dedicated app. IDs default to <prefix>.<link slug>
+    (Android: hyphens as underscores); the mapping is immutable from here on."""
+    require_top_tier(organization)
     if find_app(session, organization.id) is not None:
         raise conflict(codes.BRANDED_APP_EXISTS, "the app mapping is immutable")
     slug = identifiers.validate_link_slug(link_slug or organization.slug)

@@ -26,6 +26,7 @@ from gymctl.branding.published import live_app_version, live_brand
 from gymctl.config import Settings
 from gymctl.errors import DomainError, conflict, invalid
 from gymctl.events import EventKind, emit
+from gymctl.models import Organization
 from gymctl.models.integrity import UniqueViolation, unique_violation
 from gymctl.models.releases import (
     BrandedApp,
@@ -35,6 +36,7 @@ from gymctl.models.releases import (
 )
 from gymctl.providers.storage import ObjectStore
 from gymctl.releases import approvals, codes
+from gymctl.releases.branded_apps import require_top_tier
 from gymctl.releases.build_input import (
     NATIVE_VERSION,
     branding_part,
@@ -179,6 +181,7 @@ def cut_candidate(
     nothing it binds has changed)."""
     if not COMMIT.fullmatch(source_commit or ""):
         raise invalid(codes.RELEASE_SOURCE_COMMIT_INVALID, "a full lowercase hex commit id")
+    require_top_tier(session.get(Organization, organization_id))
     ahead = read_live_assets(session, store, organization_id)  # before the request's lock
     request = require_request(session, organization_id)
     session.refresh(request, with_for_update=True)

@@ -21,6 +21,7 @@ from sqlalchemy import select
 
 from gymctl.models import Organization, Role
 from gymctl.models.billing import PlanType
+from gymctl.models.organizations import Tier
 from tests import factories
 from tests.access.conftest import Person, signed_in
 from tests.billing import factories as bf
@@ -457,6 +458,7 @@ def _release(client, session, tenant: Tenant) -> None:
     organization = session.get(Organization, tenant.id)
     draft_app_images(session, services.store, tenant.id)
     publishing.publish_app(session, services.store, tenant.id, actor_user_id=None, now=NOW)
+    organization.tier = Tier.elite  # a dedicated app is the top tier's
     branded_apps.create_app(session, services.settings, organization, now=NOW)
     branded_apps.configure(session, tenant.id, APP_CONFIG, now=NOW)
     branded_apps.set_enabled(session, tenant.id, True, now=NOW)

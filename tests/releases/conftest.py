@@ -20,6 +20,7 @@ from PIL import Image
 from gymctl.assets.intake import PNG, prefix
 from gymctl.branding import publishing, workspace
 from gymctl.models import BrandAsset, MemberAppDraftAsset
+from gymctl.models.organizations import Tier
 from gymctl.releases import branded_apps, requests
 from tests.access.conftest import gym, outsider, platform_admin  # noqa: F401 (fixtures)
 from tests.conftest import NOW
@@ -200,6 +201,7 @@ def branded(session, store, settings, gym):  # noqa: F811
     """The gym published, its app mapped (link slug iron-temple), configured and enabled."""
     publish_branding(session, store, gym.id)
     gym.organization.slug = "iron-temple"
+    gym.organization.tier = Tier.elite  # a dedicated app is the top tier's
     app = branded_apps.create_app(session, settings, gym.organization, now=NOW)
     branded_apps.configure(session, gym.id, APP_CONFIG, now=NOW)
     branded_apps.set_enabled(session, gym.id, True, now=NOW)

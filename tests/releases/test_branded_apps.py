@@ -18,6 +18,14 @@ from tests.releases.conftest import APPLE_TEAM, CERT
 from tests.releases.helpers import inserted_app, refused
 
 CONTAINER = "com.gymctl.app"
+
+
+@pytest.fixture(autouse=True)
+def _top_tier(session, gym):
+    gym.organization.tier = Tier.elite  # a dedicated app is the top tier's
+    session.commit()
+
+
 IOS_ID = "com.gymctl.gym.iron-temple"
 ANDROID_ID = "com.gymctl.gym.iron_temple"
 
@@ -37,7 +45,7 @@ def test_a_new_mapping_generates_its_ids_from_the_link_slug_and_starts_disabled(
 
 def test_the_mapping_is_immutable_and_ids_are_unique(session, settings, gym):
     branded_apps.create_app(session, settings, gym.organization, link_slug="iron", now=NOW)
-    other = factories.organization(session)
+    other = factories.organization(session, tier=Tier.elite)
     before = snapshot(session)
     with pytest.raises(DomainError) as again:
         branded_apps.create_app(session, settings, gym.organization, link_slug="other", now=NOW)
@@ -189,3 +197,43 @@ def test_a_gym_without_an_app_has_none_to_show(session, gym):
         branded_apps.require_app(session, gym.id)
     assert (missing.value.code, missing.value.status) == ("branded_app_not_found", 404)
     assert session.get(Organization, gym.id) is not None
+
+
+@pytest.mark.parametrize("tier", [Tier.starter, Tier.growth])
+def test_a_gym_below_the_top_tier_maps_no_app(session, settings, gym, tier):
+    """Spec A 1: "Organizations on the top tier can have a dedicated native mobile app"."""
+    gym.organization.tier = tier
+    session.flush()
+    before = snapshot(session)
+    with pytest.raises(DomainError) as refused:
+        branded_apps.create_app(session, settings, gym.organization, now=NOW)
+    assert (refused.value.code, refused.value.status) == ("branded_app_tier_required", 409)
+    assert refused.value.details["tier"] == tier.value
+    assert snapshot(session) == before
+
+
+def test_after_a_downgrade_no_candidate_is_cut_nor_build_dispatched(
+    client, session, settings, store, branded, gym
+):
+    """The gym left the top tier: its pipeline stops (no snapshot, no build), while the app its
+    members installed keeps resolving (spec A 2.12: resolution does not depend on the tier)."""
+    from gymctl.releases import candidates, operations
+    from tests.releases.conftest import COMMIT
+
+    gym.organization.tier = Tier.growth
+    session.commit()
+    before = snapshot(session)
+    for attempt in (
+        lambda: candidates.cut_candidate(
+            session, store, settings, gym.id, source_commit=COMMIT, now=NOW
+        ),
+        lambda: operations.dispatch(
+            session, settings, gym.id, kind="build", platform="ios", now=NOW
+        ),
+    ):
+        with pytest.raises(DomainError) as refused:
+            attempt()
+        assert (refused.value.code, refused.value.status) == ("branded_app_tier_required", 409)
+    session.rollback()
+    assert snapshot(session) == before
+    assert client.get("/public/app-links/iron-temple").status_code == 200

@@ -13,6 +13,7 @@ from sqlalchemy import select
 
 from gymctl.errors import DomainError
 from gymctl.models import MemberAppVersion
+from gymctl.models.organizations import Tier
 from gymctl.releases import branded_apps
 from gymctl.releases.build_input import build_input
 from tests.access.conftest import snapshot
@@ -103,6 +104,7 @@ def test_the_folder_stores_download_urls_are_signed_short_lived_and_never_stored
 
 def test_on_s3_the_downloads_are_presigned_for_fifteen_minutes(session, settings, gym, s3_store):
     publish_branding(session, s3_store, gym.id)
+    gym.organization.tier = Tier.elite
     branded_apps.create_app(
         session, settings, gym.organization, link_slug="iron-s3", now=gym.organization.created_at
     )

@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 
 from gymctl.config import get_settings
 from gymctl.models import Organization
+from gymctl.models.organizations import Tier
 from gymctl.models.releases import ReleaseEvidence
 from gymctl.providers.storage import storage_from_settings
 from gymctl.releases import branded_apps, candidates, checks, owner
@@ -49,6 +50,7 @@ def test_a_check_failed_after_the_store_review_approval_stops_the_submission(ope
     settings = get_settings()
     with factory() as session:
         gym = session.get(Organization, org_id)
+        gym.tier = Tier.elite
         branded_apps.create_app(session, settings, gym, now=NOW)
         branded_apps.configure(session, org_id, APP_CONFIG, now=NOW)
         approve_intake_in(session, org_id, actor_user_id=owner_id)

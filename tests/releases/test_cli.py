@@ -12,6 +12,7 @@ from gymctl.cli import app as gymctl_app
 from gymctl.config import get_settings
 from gymctl.db import get_engine, session_factory
 from gymctl.errors import DomainError
+from gymctl.models.organizations import Tier
 from gymctl.models.releases import BrandedApp, ReleaseEvidence
 from gymctl.providers.storage import storage_from_settings
 from gymctl.releases import approvals, requests
@@ -33,7 +34,7 @@ def operator_env(committed_pg, monkeypatch, tmp_path):
     get_settings.cache_clear()
     factory = session_factory(get_engine(committed_pg))
     with factory() as session:
-        gym = factories.organization(session, name="Iron Temple")
+        gym = factories.organization(session, name="Iron Temple", tier=Tier.elite)
         gym.slug = "iron-temple"
         owner_user = factories.user(session)
         factories.membership(session, user=owner_user, organization=gym, role="owner")

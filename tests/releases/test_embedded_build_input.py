@@ -13,6 +13,7 @@ from gymctl import clock
 from gymctl.config import get_settings
 from gymctl.db import session_factory, session_scope
 from gymctl.models import Organization
+from gymctl.models.organizations import Tier
 from gymctl.models.releases import ReleaseCandidate
 from gymctl.releases import branded_apps, candidates, requests
 from tests import test_embedded_workflows as walks
@@ -34,6 +35,7 @@ def released(api, monkeypatch):
     with session_scope(session_factory()) as session:
         if requests.find_request(session, org_id) is None:
             gym = session.get(Organization, org_id)
+            gym.tier = Tier.elite  # a dedicated app is the top tier's
             branded_apps.create_app(session, get_settings(), gym, now=at)
             branded_apps.configure(session, org_id, APP_CONFIG, now=at)
             branded_apps.set_enabled(session, org_id, True, now=at)

@@ -8,6 +8,7 @@ import threading
 from gymctl.clock import FixedClock
 from gymctl.db import get_engine, session_factory
 from gymctl.models import Role
+from gymctl.models.organizations import Tier
 from gymctl.providers.storage import storage_from_settings
 from gymctl.releases import branded_apps, candidates, operations
 from tests import factories
@@ -21,7 +22,7 @@ def test_two_simultaneous_claims_with_one_nonce_get_one_executor_access(committe
     factory = session_factory(get_engine(committed_pg))
     store = storage_from_settings(settings)
     with factory() as session:
-        gym = factories.organization(session)
+        gym = factories.organization(session, tier=Tier.elite)
         person = factories.user(session)
         factories.membership(session, user=person, organization=gym, role=Role.owner)
         publish_branding(session, store, gym.id)
