@@ -63,6 +63,16 @@ def _card_plan(session, gym, member, **plan):
     )  # fmt: skip
 
 
+def _paid_at_desk(session_factory, gym, plan, *, at):
+    """Staff take the plan's debt in cash (the desk's clear-debt)."""
+    with session_factory() as desk:
+        clear_debt_at_desk(
+            desk, organization_id=gym.organization.id, subscription_id=plan.id,
+            actor_user_id=gym.owner.id, now=at, documents=LocalDocumentProvider(),
+        )  # fmt: skip
+        desk.commit()
+
+
 def _book_over_http(client, idp, gym, row, at):
     token = idp.token(f"user_{Role.member.value}", now=at)
     return client.post(
@@ -134,13 +144,7 @@ def test_a_declined_renewal_paid_later_gives_the_new_period_its_quota(
     session.refresh(plan)
     assert (plan.status, plan.sessions_remaining) == (SubscriptionStatus.debt, QUOTA - 1)
 
-    with session_factory() as desk:
-        clear_debt_at_desk(
-            desk, organization_id=gym.organization.id, subscription_id=plan.id,
-            actor_user_id=gym.owner.id, now=end + timedelta(days=1),
-            documents=LocalDocumentProvider(),
-        )  # fmt: skip
-        desk.commit()
+    _paid_at_desk(session_factory, gym, plan, at=end + timedelta(days=1))
 
     session.refresh(plan)
     assert (plan.status, plan.current_period_start) == (SubscriptionStatus.active, end)
@@ -163,12 +167,7 @@ def test_a_lapsed_cash_plan_paid_at_the_desk_gives_the_new_period_its_quota(
     assert plan.status == SubscriptionStatus.debt
     lapsed = plan.current_period_end
 
-    with session_factory() as desk:
-        clear_debt_at_desk(
-            desk, organization_id=gym.organization.id, subscription_id=plan.id,
-            actor_user_id=gym.owner.id, now=NOW, documents=LocalDocumentProvider(),
-        )  # fmt: skip
-        desk.commit()
+    _paid_at_desk(session_factory, gym, plan, at=NOW)
 
     session.refresh(plan)
     assert (plan.status, plan.current_period_start) == (SubscriptionStatus.active, lapsed)

@@ -7,27 +7,16 @@ user the odd answer made is found and linked, never made twice."""
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
 
 import pytest
 
-from gymctl.bridge import enqueue, entity_map
+from gymctl.bridge import entity_map
 from gymctl.bridge.client import ExternalCallError, _id_of
 from gymctl.models.bridge import EntityType, OpStatus
 from tests.bridge.conftest import member_payload, run
-from tests.conftest import NOW
+from tests.bridge.test_dispatch import _later, _queue
 
 ODD = [None, "", "   ", {}, [], True, 1.5, "x" * 129]
-
-
-def _queue(session, org, op_type, payload):
-    op = enqueue(session, organization_id=org.id, op_type=op_type, payload=payload, now=NOW)
-    session.commit()
-    return op
-
-
-def _later(clock, minutes=10):
-    clock.set(clock.now() + timedelta(minutes=minutes))
 
 
 @pytest.mark.parametrize("odd", ODD, ids=repr)
