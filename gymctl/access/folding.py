@@ -31,6 +31,7 @@ from gymctl.models import (
 from gymctl.models.base import Base
 from gymctl.models.billing import PlanType, SubscriptionStatus
 from gymctl.models.bridge import EntityLink, EntityType
+from gymctl.retention.plan_change import charge_in_flight
 from gymctl.tasks import file_task
 
 # Rows naming a person that stay with the row they name: one membership per gym (folded
@@ -219,7 +220,9 @@ def _held_twice(
     the retired row's renews no more (its renewal end is its period end: an attempt settling
     after the link grants no further renewal either), the lifecycle ends it when its paid
     period runs out, and the staff are given a task to return what the gym owes for the
-    overlap."""
+    overlap. With a charge on its way for either (a pending attempt, an open page), nothing is
+    ended under it: the staff's task says so. The kept row's hold ended meanwhile: the retired
+    row's is the person's one hold, and follows them."""
     kept_id = session.scalar(
         select(Subscription.id).where(
             Subscription.user_id == target.id,
@@ -231,11 +234,20 @@ def _held_twice(
             Subscription.deleted_at.is_(None),
         )
     )
-    rows = {
-        row_id: lock_subscription(session, row_id) for row_id in sorted({subscription_id, kept_id})
-    }
-    subscription, kept = rows[subscription_id], rows[kept_id]
-    if subscription is None or kept is None or subscription.status not in _HELD:
+    held = sorted({subscription_id, *([kept_id] if kept_id else [])})
+    rows = {row_id: lock_subscription(session, row_id, may_end_at=now) for row_id in held}
+    subscription, kept = rows[subscription_id], rows.get(kept_id)
+    if subscription is None or subscription.status not in _HELD:
+        return
+    if kept is None or kept.status not in _HELD:
+        subscription.user_id = target.id
+        return
+    if charge_in_flight(session, subscription, now) or charge_in_flight(session, kept, now):
+        _held_twice_task(
+            session, subscription, kept, target, now=now,
+            detail="a charge is on its way for one of them: once it settles, end the one the "
+            "person should not keep and refund what it took",
+        )  # fmt: skip
         return
     unpaid = next(
         (row for row in (subscription, kept) if row.status == SubscriptionStatus.scheduled), None
@@ -263,6 +275,23 @@ def _held_twice(
         payload={"reason": HELD_TWICE, "keptSubscriptionId": str(kept.id),
                  "endsAt": subscription.current_period_end.isoformat()},
     )  # fmt: skip
+    _held_twice_task(
+        session, subscription, kept, target, now=now,
+        detail="this hold renews no more and ends on "
+        f"{subscription.current_period_end.date().isoformat()}: refund the days both paid "
+        "for, if the gym owes them",
+    )  # fmt: skip
+
+
+def _held_twice_task(
+    session: Session,
+    subscription: Subscription,
+    kept: Subscription,
+    target: User,
+    *,
+    now: datetime,
+    detail: str,
+) -> None:
     file_task(
         session,
         organization_id=subscription.organization_id,
@@ -273,11 +302,7 @@ def _held_twice(
         priority="normal",
         due_at=None,
         now=now,
-        detail=(
-            "the person's rows were linked and both held this plan; this hold renews no more "
-            f"and ends on {subscription.current_period_end.date().isoformat()}: refund the "
-            "days both paid for, if the gym owes them"
-        ),
+        detail=f"the person's rows were linked and both held this plan; {detail}",
         data={"subscriptionId": str(subscription.id), "keptSubscriptionId": str(kept.id)},
         linked_user_id=target.id,
     )

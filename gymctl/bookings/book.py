@@ -23,7 +23,6 @@ from sqlalchemy.orm import Session
 
 from gymctl import ids
 from gymctl.billing.accounts import billing_settings
-from gymctl.billing.plans import subscriptions_of
 from gymctl.bookings import codes, quota
 from gymctl.bookings.eligibility import check_may_book
 from gymctl.bookings.schedule import class_session_of
@@ -355,7 +354,7 @@ def give_up_uncovered(session: Session, *subscriptions: Subscription, now: datet
 
 
 def _uncovered(session: Session, subscription: Subscription, now: datetime) -> list[Any]:
-    """The seats to come of the plan's member that no live plan of theirs covers, read under
+    """The seats to come of the plan's membership that no live plan of it covers, read under
     the membership's lock (shared); none where the gym books without plans."""
     if not billing_settings(session, subscription.organization_id).plan_required_to_book:
         return []
@@ -381,7 +380,14 @@ def _uncovered(session: Session, subscription: Subscription, now: datetime) -> l
         )
         .order_by(ClassSession.starts_at, Booking.id)
     ).all()
-    plans = subscriptions_of(session, subscription.organization_id, subscription.user_id)
+    # The membership's plans, not the plan's user's: a link of one person's two rows leaves a
+    # plan they held on both on the retired row (access.folding), under the kept membership.
+    plans = session.scalars(
+        select(Subscription).where(
+            Subscription.membership_id == subscription.membership_id,
+            Subscription.deleted_at.is_(None),
+        )
+    ).all()
     return [seat for seat in seats if not any(quota.covers(plan, seat.starts_at) for plan in plans)]
 
 

@@ -205,14 +205,15 @@ def give_back(
 ) -> uuid.UUID | None:
     """+1 on the plan the booking spent (whatever became of the plan since), and the booking
     no longer records it: a session is given back once. The plan's id, or None. A class before
-    the plan's current period spent the quota of a period renewed since, which lapsed with it
+    the plan's current period (or at its very start: the last instant the period before
+    covered) spent the quota of a period renewed since, which lapsed with it
     (plans.refill_sessions): the booking lets go of it, and nothing comes back."""
     subscription_id = booking.subscription_id
     booking.subscription_id = None
     plan = lock_plan(session, subscription_id) if subscription_id else None
     if plan is None or plan.sessions_remaining is None:
         return None
-    if plan.current_period_start is not None and row.starts_at < plan.current_period_start:
+    if plan.current_period_start is not None and row.starts_at <= plan.current_period_start:
         return None
     plan.sessions_remaining += 1
     plan.updated_at = now

@@ -283,14 +283,15 @@ class ExternalGymClient:
     def search_user(self, *, email: str | None = None, phone: str | None = None) -> list[Hit]:
         params = {"email": email} if email is not None else {"phone": phone}
         rows = self._call("GET", "/searchUser", params=params)
-        return [
-            Hit(
-                external_id=_id_of("GET /searchUser", row),
-                native=row.get("type", "user") == "user"
-                and str(row.get("box_id")) == str(self.account_id),
+        hits = []
+        for row in rows:
+            native = row.get("type", "user") == "user" and str(row.get("box_id")) == str(
+                self.account_id
             )
-            for row in rows
-        ]
+            if native or _is_id(row.get("id") if isinstance(row, dict) else None):
+                hits.append(Hit(external_id=external_id_of("GET /searchUser", row), native=native))
+            # another account's hit is only counted, never linked: one with an odd id is left out
+        return hits
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -339,8 +340,8 @@ class ExternalGymClient:
     # -- transport --------------------------------------------------------------------------
 
     def _created(self, path: str, body: dict[str, Any]) -> str:
-        """POST a write whose answer names what it made: that id (_id_of)."""
-        return _id_of(f"POST {path}", self._call("POST", path, json=body))
+        """POST a write whose answer names what it made: that id (external_id_of)."""
+        return external_id_of(f"POST {path}", self._call("POST", path, json=body))
 
     def _call(
         self,
@@ -395,18 +396,23 @@ def user_pages(client: ExternalGymClient) -> Iterator[list[dict[str, Any]]]:
         page = following
 
 
-def _id_of(route: str, answer: Any) -> str:
-    """The id a write answered, or of a user a search found: a number or a non-empty text that
+def external_id_of(route: str, answer: Any) -> str:
+    """The id a write answered, or one a read names for a link (a user a search found, an
+    assignment or a registration a retry looks for): a number or a non-empty text that
     fits a link (EXTERNAL_ID_LENGTH). Anything else (null, absent, an object, true) is an odd
     answer of the external system, refused as its failure, as an unreadable body is: the op is
     retried the way a write whose answer was lost is (a create searches first), rather than a
     link keeping the id "None"."""
     found = answer.get("id") if isinstance(answer, dict) else None
+    if not _is_id(found):
+        raise ExternalCallError(CallFailure.server, route)
+    return str(found)
+
+
+def _is_id(found: Any) -> bool:
     if isinstance(found, int) and not isinstance(found, bool):
-        return str(found)
-    if isinstance(found, str) and found.strip() and len(found) <= EXTERNAL_ID_LENGTH:
-        return found
-    raise ExternalCallError(CallFailure.server, route)
+        return True
+    return isinstance(found, str) and bool(found.strip()) and len(found) <= EXTERNAL_ID_LENGTH
 
 
 def _data(body: Any) -> Any:

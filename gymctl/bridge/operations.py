@@ -21,7 +21,7 @@ from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import classes, entity_map, queue
-from gymctl.bridge.client import CallFailure, ExternalCallError, ExternalGymClient
+from gymctl.bridge.client import CallFailure, ExternalCallError, ExternalGymClient, external_id_of
 from gymctl.bridge.payloads import (
     BookingPayload,
     CoachPayload,
@@ -389,7 +389,7 @@ def _assign(ctx: OpContext, op: SyncOp, payload: MembershipPayload, *, retried: 
     if retried:
         ctx.write_links()  # the owner check below must see what the batch linked
         for held in ctx.client.user_memberships(user.external_id):
-            external = str(held["id"])
+            external = external_id_of("GET /users/memberships", held)
             if str(held.get("membership_type_id")) != type_id or not held.get("active"):
                 continue
             owner = entity_map.find_external(
@@ -514,7 +514,7 @@ def _registration(ctx: OpContext, schedule: Known, user_id: str) -> str | None:
             continue
         for registration in item.get("registrations", []):
             if str(registration.get("user_id")) == user_id:
-                return str(registration["id"])
+                return external_id_of("GET /schedule", registration)
     return None
 
 

@@ -202,14 +202,15 @@ def test_a_free_plan_rolled_by_the_lifecycle_gives_the_new_period_its_quota(
     assert unlimited.sessions_remaining is None  # no quota: none granted
 
 
+@pytest.mark.parametrize("before_end", [timedelta(hours=1), timedelta(0)])
 def test_a_session_given_back_after_the_renewal_lapses_with_its_period(
-    session, session_factory, gym, member
+    session, session_factory, gym, member, before_end
 ):
     """Waitlisted for the last class of a period, the booking spent a session of that period;
     its waitlist closes after the renewal: the new period keeps QUOTA, not QUOTA + 1."""
     plan = _card_plan(session, gym, member)
     end = plan.current_period_end
-    (last,) = _classes(session, gym, end - timedelta(hours=1), capacity=1)
+    (last,) = _classes(session, gym, end - before_end, capacity=1)  # the period's last
     coach = gym[Role.coach].membership
     make_subscription(session, gym, PlanType.card, membership=coach)  # unlimited
     book_seat(session, gym, last, coach)

@@ -1,7 +1,7 @@
 """An external write answered with an id that is none (null, empty, an object, true, too long
 for a link): s55 noticed that `{"id": null}` was stored as the external id "None", linking the
 member to no one there. Such an answer is the external system's failure now, as an unreadable
-body is (`client._id_of`): the op is retried, and the retry of a create searches first, so the
+body is (`client.external_id`): the op is retried, and the retry of a create searches first, so the
 user the odd answer made is found and linked, never made twice."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from gymctl.bridge import entity_map
-from gymctl.bridge.client import ExternalCallError, _id_of
+from gymctl.bridge.client import ExternalCallError, external_id_of
 from gymctl.models.bridge import EntityType, OpStatus
 from tests.bridge.conftest import member_payload, run
 from tests.bridge.test_dispatch import _later, _queue
@@ -91,15 +91,33 @@ def test_a_membership_answered_with_a_null_id_is_found_by_its_retry(
 
 @pytest.mark.parametrize("answer", [{"id": 1000}, {"id": "u-17"}, {"id": "x" * 128}])
 def test_an_id_a_link_can_keep_is_taken_as_text(answer):
-    assert _id_of("POST /users", answer) == str(answer["id"])
+    assert external_id_of("POST /users", answer) == str(answer["id"])
 
 
 @pytest.mark.parametrize("answer", [{"id": odd} for odd in ODD] + [{}, [], None, "1000"])
 def test_anything_else_is_the_external_systems_failure(answer):
     with pytest.raises(ExternalCallError) as failed:
-        _id_of("POST /users", answer)
+        external_id_of("POST /users", answer)
     assert (failed.value.kind, failed.value.route, failed.value.transient) == (
         "server",
         "POST /users",
         True,
     )
+
+
+def test_another_accounts_hit_with_an_odd_id_is_left_out_not_a_failure(
+    session, org, connected, fake, account, bridge_settings, clock
+):
+    """A hit of another account is counted, never linked: its odd id does not fail the op."""
+    account.foreign_hits.append(
+        {"id": None, "box_id": 999, "type": "user", "email": "dana@example.test"}
+    )
+    payload = member_payload()
+    op = _queue(session, org, "user.create", payload)
+
+    run(session, org.id, bridge_settings, clock)
+
+    assert op.status is OpStatus.succeeded
+    (made,) = fake.effects
+    link = entity_map.find(session, org.id, EntityType.member, payload["memberId"])
+    assert link.external_id == made

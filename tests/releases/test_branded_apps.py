@@ -234,6 +234,5 @@ def test_after_a_downgrade_no_candidate_is_cut_nor_build_dispatched(
         with pytest.raises(DomainError) as refused:
             attempt()
         assert (refused.value.code, refused.value.status) == ("branded_app_tier_required", 409)
-    session.rollback()
     assert snapshot(session) == before
     assert client.get("/public/app-links/iron-temple").status_code == 200
