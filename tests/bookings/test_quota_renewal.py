@@ -63,6 +63,12 @@ def _card_plan(session, gym, member, **plan):
     )  # fmt: skip
 
 
+def _lifecycle_pass(session_factory, *, at):
+    with session_factory() as sweep:
+        lifecycle.run_lifecycle(sweep, now=at)
+        sweep.commit()
+
+
 def _paid_at_desk(session_factory, gym, plan, *, at):
     """Staff take the plan's debt in cash (the desk's clear-debt)."""
     with session_factory() as desk:
@@ -160,9 +166,7 @@ def test_a_lapsed_cash_plan_paid_at_the_desk_gives_the_new_period_its_quota(
         now=NOW - timedelta(days=32), sessions_remaining=0,
     )  # fmt: skip
     session.commit()
-    with session_factory() as sweep:
-        lifecycle.run_lifecycle(sweep, now=NOW)
-        sweep.commit()
+    _lifecycle_pass(session_factory, at=NOW)
     session.refresh(plan)
     assert plan.status == SubscriptionStatus.debt
     lapsed = plan.current_period_end
@@ -190,9 +194,7 @@ def test_a_free_plan_rolled_by_the_lifecycle_gives_the_new_period_its_quota(
     )  # fmt: skip
     session.commit()
 
-    with session_factory() as sweep:
-        lifecycle.run_lifecycle(sweep, now=NOW)
-        sweep.commit()
+    _lifecycle_pass(session_factory, at=NOW)
 
     session.refresh(plan)
     session.refresh(unlimited)
