@@ -35,16 +35,22 @@ from tests.conftest import NOW
 pytestmark = pytest.mark.embedded
 
 
+def _profile_and_login(session):
+    """One person's two rows: the desk's profile (no login) and their own login, proven."""
+    profile = factories.user(session, identity_id=None, email="pat@example.test")
+    login = factories.user(
+        session, identity_id="user_pat", email="pat@example.test", email_verified_at=NOW
+    )
+    return profile, login
+
+
 @pytest.fixture
 def two_rows(session, gym):
     """The desk's profile and the person's own login, both active members holding one plan."""
     organization = gym.organization
     connect_card_provider(session, gym, since=NOW - timedelta(days=60))
     plan = make_plan(session, organization, PlanType.card)
-    profile = factories.user(session, identity_id=None, email="pat@example.test")
-    login = factories.user(
-        session, identity_id="user_pat", email="pat@example.test", email_verified_at=NOW
-    )
+    profile, login = _profile_and_login(session)
     holds = {}
     for person, started in ((profile, NOW - timedelta(days=20)), (login, NOW - timedelta(days=5))):
         membership = factories.membership(session, user=person, organization=organization)
@@ -107,10 +113,7 @@ def test_a_held_presale_never_paid_is_withdrawn(session, gym):
     organization = gym.organization
     connect_card_provider(session, gym, since=NOW - timedelta(days=60))
     plan = make_plan(session, organization, PlanType.card, max_purchases=5)
-    profile = factories.user(session, identity_id=None, email="pat@example.test")
-    login = factories.user(
-        session, identity_id="user_pat", email="pat@example.test", email_verified_at=NOW
-    )
+    profile, login = _profile_and_login(session)
     desk = factories.membership(session, user=profile, organization=organization)
     joined = factories.membership(session, user=login, organization=organization)
     presale = make_subscription(
@@ -154,10 +157,7 @@ def _booked_person(session, gym, *, profile_hold, login_hold):
     make_billing_settings(session, organization, plan_required_to_book=True)
     connect_card_provider(session, gym, since=NOW - timedelta(days=60))
     plan = make_plan(session, organization, PlanType.card, max_purchases=5)
-    profile = factories.user(session, identity_id=None, email="pat@example.test")
-    login = factories.user(
-        session, identity_id="user_pat", email="pat@example.test", email_verified_at=NOW
-    )
+    profile, login = _profile_and_login(session)
     holds = {}
     for person, kind in ((profile, profile_hold), (login, login_hold)):
         membership = factories.membership(session, user=person, organization=organization)

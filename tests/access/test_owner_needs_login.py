@@ -7,20 +7,17 @@ owner_needs_login with nothing written; once the person signs in, the transfer g
 from __future__ import annotations
 
 from gymctl.access import memberships
-from gymctl.models import Organization, Role
-from tests import factories
+from gymctl.models import Role
 from tests.access.conftest import snapshot
+from tests.access.test_address_forms import desk_person
 from tests.conftest import NOW
 
 
 def _desk_profile(session, gym):
     """An active member the desk made: a profile with no login (identity_id None)."""
-    user = factories.user(session, identity_id=None, email="pat@example.test")
-    factories.membership(
-        session, user=user, organization=session.get(Organization, gym.id), role=Role.member
-    )
+    profile = desk_person(session, gym, "pat@example.test")
     session.commit()
-    return user
+    return profile
 
 
 def test_the_owner_cannot_hand_the_gym_to_a_profile_without_a_login(client, session, gym):
