@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.bridge import codes, entity_map, queue
+from gymctl.bridge import codes, entity_map, mirror, queue
 from gymctl.bridge.polling import DAY, timezone_of, window
 from gymctl.errors import conflict, not_found
 from gymctl.events import EventKind, emit
@@ -160,7 +160,8 @@ def link_class(
     operator: str | None = None,
 ) -> dict[str, Any]:
     """The owner (or an operator) picks the external class of a platform session; the parked
-    bookings of that session are sent again."""
+    bookings of that session are sent again, and a pick that replaces another moves the seats
+    already registered at the old class to the new one (mirror.class_relinked)."""
     row = session.get(ClassSession, session_id)
     if row is None or row.organization_id != organization_id:
         raise not_found(codes.SESSION_NOT_FOUND, "no such session")
@@ -172,7 +173,8 @@ def link_class(
     if external.platform_id not in (None, str(session_id)):
         raise conflict(codes.BRIDGE_LINK_CONFLICT, "that external class is another session's")
     current = entity_map.find(session, organization_id, EntityType.schedule, session_id)
-    if current is not None and current is not external:
+    replaced = current is not None and current is not external
+    if replaced:
         current.platform_id = None  # the old pick goes back to the unclaimed classes
         session.flush()
     entity_map.link(session, organization_id, EntityType.schedule, platform_id=session_id,
@@ -188,6 +190,7 @@ def link_class(
     for op in parked:
         queue.retry(session, op.id, now=now, organization_id=organization_id,
                     actor_user_id=actor_user_id)  # fmt: skip
+    moved = mirror.class_relinked(session, row, now=now) if replaced else 0
     emit(
         session,
         EventKind.audit,
@@ -200,8 +203,9 @@ def link_class(
         payload={
             "externalClassId": external.external_id,
             "retried": len(parked),
+            "seatsMoved": moved,
             **({"operator": operator} if operator else {}),
         },
     )
     return {"sessionId": str(session_id), "externalClassId": external.external_id,
-            "retried": [op.id for op in parked]}  # fmt: skip
+            "retried": [op.id for op in parked], "seatsMoved": moved}  # fmt: skip

@@ -476,6 +476,45 @@ def booking_changed(session: Session, booking: Booking, *, now: datetime) -> Non
     _enqueue(session, organization_id, op_type, payload, now, dedupe, class_key)
 
 
+def class_relinked(session: Session, class_session: ClassSession, *, now: datetime) -> int:
+    """The owner linked a class session to another external class (classes.link_class): each
+    seat sent to the old one is booked again, which moves it (operations.booking_create
+    cancels the registration at the class the session no longer books into, then books the new
+    one). A seat not sent yet goes to the new class anyway; a class held or called off is
+    history, left be. How many seats move."""
+    organization_id = class_session.organization_id
+    if class_session.starts_at <= now or class_session.cancelled_at is not None:
+        return 0
+    if not connected(session, organization_id):
+        return 0
+    session.flush()
+    seats = session.scalars(
+        select(Booking)
+        .where(
+            Booking.class_session_id == class_session.id,
+            Booking.status == BookingStatus.confirmed,
+            Booking.deleted_at.is_(None),
+        )
+        .order_by(Booking.created_at, Booking.id)
+    ).all()
+    moved = 0
+    for booking in seats:
+        key = member_key(booking.membership_id)
+        last, count = _last_op(session, organization_id, key, BOOKING_OPS, "bookingId", booking.id)
+        if last is None or last.op_type is not OpType.booking_create:
+            continue
+        op_type = OpType.booking_create
+        payload = {"memberId": str(booking.membership_id), "bookingId": str(booking.id),
+                   "sessionId": str(booking.class_session_id)}  # fmt: skip
+        class_key, spare = _class_key(session, booking, op_type)
+        if class_key is not None:
+            payload["spareSeats"] = spare
+        dedupe = f"{op_type.value}:{booking.membership_id}:{booking.id}:{count}"
+        _enqueue(session, organization_id, op_type, payload, now, dedupe, class_key)
+        moved += 1
+    return moved
+
+
 # -- a fold -----------------------------------------------------------------------------------
 
 

@@ -526,9 +526,10 @@ def booking_create(ctx: OpContext, op: SyncOp, payload: BookingPayload) -> str:
     echo personal data), so any 4xx asks; one with no registration behind it still parks."""
     current = ctx.lookup(EntityType.booking, payload.booking_id)
     if current is not None and current.data.get("status") == "booked":
-        if not _others(current, payload.member_id):
+        if not _others(current, payload.member_id) and not _class_moved(ctx, current, payload):
             return "already_booked"  # a cancelled link is a booking revived: booked again
-        _cancel_registration(ctx, payload, current)  # left at the folded member's user
+        # Left at the folded member's user, or at a class the session no longer books into.
+        _cancel_registration(ctx, payload, current)
     user = _member(ctx, payload.member_id)
     bridge = ctx.lookup(ACTIVE_BRIDGE, payload.member_id)
     if bridge is None:
@@ -557,6 +558,14 @@ def booking_create(ctx: OpContext, op: SyncOp, payload: BookingPayload) -> str:
     ctx.link(EntityType.booking, payload.booking_id, booked, data, fresh=True)
     ctx.nudge_reconcile()
     return "booked"
+
+
+def _class_moved(ctx: OpContext, current: Known, payload: BookingPayload) -> bool:
+    """The registration stands at an external class the session no longer books into: the
+    owner linked the session to another one (classes.link_class)."""
+    schedule = ctx.lookup(EntityType.schedule, payload.session_id)
+    booked_at = current.data.get("scheduleId")
+    return schedule is not None and booked_at is not None and booked_at != schedule.external_id
 
 
 def booking_cancel(ctx: OpContext, op: SyncOp, payload: BookingPayload) -> str:

@@ -401,7 +401,8 @@ def link_class_command(
     operator: str = OPERATOR,
     as_json: bool = JSON,
 ) -> None:
-    """An unmatched class: link its external class; its parked bookings are sent again."""
+    """Link a class session to its external class: its parked bookings are sent again, and
+    seats registered at a class linked before move to this one."""
     from gymctl.bridge import classes
 
     with _operator_write(operator, organization) as (session, gym, actor):

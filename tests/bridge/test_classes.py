@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from gymctl.bookings import book, schedule
-from gymctl.bridge import entity_map, mirror
+from gymctl.bridge import classes, entity_map, mirror
 from gymctl.bridge.connection import connect
 from gymctl.models import Role
 from gymctl.models.billing import BillingSettings, PlanType
@@ -121,3 +121,55 @@ def test_the_owner_picks_the_external_class_over_http_and_the_booking_is_sent(
     assert _booking_op(session).status is OpStatus.succeeded
     (booked,) = fake.calls_to("POST /v3/schedule/bookSession")
     assert booked.body["schedule_id"] == chosen
+
+
+def _registered_at(account, class_id):
+    return [r["user_id"] for r in account.registrations.values() if r["schedule_id"] == class_id]
+
+
+@pytest.mark.embedded
+def test_relinking_a_session_moves_its_registered_seats_to_the_new_class(
+    session, org, connected, fake, account, bridge_settings, clock
+):
+    """The owner's pick replaces the poll's: the member's seat sent to the old external class
+    is cancelled there and booked at the new one, not left registered in a class the session
+    no longer books into (the external desk would count them twice, and never in the right
+    class)."""
+    first = fake.add_class(account, "2026-11-22", time="07:00", name="WOD")
+    chosen = fake.add_class(account, "2026-11-22", time="07:00", name="Strength")
+    row, _booking = _booked_member(session, org)
+    run(session, org.id, bridge_settings, clock)
+    clock.set(NOW + timedelta(minutes=2))
+    run(session, org.id, bridge_settings, clock)
+    (user_id,) = _registered_at(account, first)
+    linked = classes.link_class(session, org.id, row.id, chosen, now=clock.now())
+    session.commit()
+    assert linked["seatsMoved"] == 1
+    run(session, org.id, bridge_settings, clock)
+    assert _registered_at(account, first) == []
+    assert _registered_at(account, chosen) == [user_id]
+    moved = session.scalars(
+        select(SyncOp).where(SyncOp.op_type == "booking.create").order_by(SyncOp.id)
+    ).all()
+    assert [op.status for op in moved] == [OpStatus.succeeded, OpStatus.succeeded]
+    # Linked back: the seat follows again, and a repeated pick moves nothing.
+    assert classes.link_class(session, org.id, row.id, first, now=clock.now())["seatsMoved"] == 1
+    assert classes.link_class(session, org.id, row.id, first, now=clock.now())["seatsMoved"] == 0
+    session.commit()
+    run(session, org.id, bridge_settings, clock)
+    assert (_registered_at(account, first), _registered_at(account, chosen)) == ([user_id], [])
+
+
+@pytest.mark.embedded
+def test_relinking_moves_no_seat_of_a_class_already_held(
+    session, org, connected, fake, account, bridge_settings, clock
+):
+    first = fake.add_class(account, "2026-11-22", time="07:00", name="WOD")
+    chosen = fake.add_class(account, "2026-11-22", time="07:00", name="Strength")
+    row, _booking = _booked_member(session, org)
+    run(session, org.id, bridge_settings, clock)
+    clock.set(NOW + timedelta(minutes=2))
+    run(session, org.id, bridge_settings, clock)
+    after = STARTS + timedelta(hours=2)
+    assert classes.link_class(session, org.id, row.id, chosen, now=after)["seatsMoved"] == 0
+    assert len(_registered_at(account, first)) == 1
