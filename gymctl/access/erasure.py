@@ -12,8 +12,9 @@ The owner erases what this organization holds about one person:
   free text of the person's cancellation notices and of staff's contact notes about them; the
   gym's views then show the member as erased (erased.py), whatever the person's own row keeps;
 - the person's own row (name, address, avatar) only when no other organization
-  holds the person and no login is theirs: a login belongs to the person, and another gym's
-  membership is that gym's to erase;
+  holds the person and no live login is theirs: a login belongs to the person (one the
+  identity provider deleted belongs to no one), and another gym's membership is that gym's
+  to erase;
 - kept for money records: subscriptions (ended), payments, invoices, credit notes and debts,
   which stay linked to the person's id (amounts, dates, references; no address is copied into
   them).
@@ -326,7 +327,10 @@ def _retention_texts(session: Session, org_id: uuid.UUID, person: User) -> int:
 
 
 def _held_elsewhere(session: Session, org_id: uuid.UUID, person: User) -> bool:
-    if person.identity_id is not None:
+    """Another gym holds the person, or a live login is theirs. A login the identity provider
+    deleted (user.deleted) is no one's: its row kept the name and address for good, seen by no
+    gym (rosters leave deleted rows out) and reached by no sign-in."""
+    if person.identity_id is not None and person.deleted_at is None:
         return True
     other = session.scalar(
         select(func.count())
