@@ -190,14 +190,17 @@ def spend(booking: Booking, plan: Subscription | None, *, now: datetime) -> None
 
 
 def gives_back(booking: Booking, row: ClassSession, *, now: datetime) -> bool:
-    """The booking ends unused: still waitlisted (it never had a seat), its class cancelled,
+    """The booking ends unused: its class cancelled (only before it starts: a check-in at the
+    door, which opens an hour earlier, used nothing), still waitlisted (it never had a seat),
     or it ends before the class starts and before a check-in (a seat used, or one past its
     start, is spent)."""
-    if booking.subscription_id is None or booking.checked_in_at is not None:
+    if booking.subscription_id is None:
         return False
-    if booking.status == BookingStatus.waitlisted or row.cancelled_at is not None:
+    if row.cancelled_at is not None:
         return True
-    return row.starts_at > now
+    if booking.checked_in_at is not None:
+        return False
+    return booking.status == BookingStatus.waitlisted or row.starts_at > now
 
 
 def give_back(
