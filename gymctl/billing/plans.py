@@ -307,7 +307,21 @@ def grant_plan(
     payment_due_at: datetime | None = None,
 ) -> Subscription:
     """A desk sale by staff: active at once, its period from now; paid in cash (a manual
-    completed transaction) or on pay-later terms (unpaid balance due at `payment_due_at`)."""
+    completed transaction) or on pay-later terms (unpaid balance due at `payment_due_at`, after
+    now when there is one: spec B 3 puts a term past its due instant in debt from that instant,
+    so a sale due a month ago, a month mistyped, was cancelled for non-payment by the next
+    lifecycle pass; a free plan's due instant names no debt)."""
+    if (
+        method == CollectionMethod.pay_later
+        and plan.price_in_cents > 0
+        and payment_due_at is not None
+        and payment_due_at <= now
+    ):
+        raise unprocessable(
+            codes.PAYMENT_DUE_PAST,
+            "a pay-later sale's due date is after now",
+            paymentDueAt=payment_due_at.isoformat(),
+        )
     refuse_if_held(session, plan, membership.user_id)
     take_purchase_slot(session, plan)
     subscription = new_subscription(

@@ -14,7 +14,13 @@ from tests.api.test_identity_webhook import deliver
 pytestmark = pytest.mark.embedded
 
 
-def test_erasing_a_member_whose_login_was_deleted_erases_their_row(engine, client, session, gym, idp):
+def test_erasing_a_member_whose_login_was_deleted_erases_their_row(
+    engine,
+    client,
+    session,
+    gym,  # noqa: F811
+    idp,
+):
     member = gym[Role.member].user
     member.name = "Mona Member"
     member.image_url = "https://img.example.test/mona.png"
