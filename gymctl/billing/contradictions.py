@@ -71,7 +71,7 @@ from gymctl.providers.card import (
     ProviderUnavailable,
     same_terminal,
 )
-from gymctl.providers.documents import TAX_INVOICE_AND_RECEIPT, DocumentProvider
+from gymctl.providers.documents import TAX_INVOICE_AND_RECEIPT, DocumentProvider, issue_document
 
 ACCEPT = "accept"
 REFUND = "refund"
@@ -177,7 +177,7 @@ def settle_contradiction(
     if checkout is not None:
         _settle_page(session, checkout, subscription, transaction, taken, decision, now, cipher)
     elif transaction.attempt_kind is None:  # a desk charge gets its document
-        refunds.issue_document(session, documents, transaction, TAX_INVOICE_AND_RECEIPT, now=now)
+        issue_document(session, documents, transaction, TAX_INVOICE_AND_RECEIPT, now=now)
     refund = None
     if decision == REFUND:
         refund = refunds.begin_refund(

@@ -20,14 +20,18 @@ from gymctl import ids
 from gymctl.billing import codes
 from gymctl.billing.desk import transaction_json
 from gymctl.billing.idempotency import UNIQUE_KEY, by_key, require_uuid4
-from gymctl.billing.refunds import issue_document, refundable_amount
+from gymctl.billing.refunds import refundable_amount
 from gymctl.billing.resolution import locked_payment
 from gymctl.errors import conflict, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import PaymentTransaction
 from gymctl.models.billing import TransactionStatus, TransactionType
 from gymctl.models.integrity import UniqueViolation, unique_violation
-from gymctl.providers.documents import TAX_INVOICE_AND_RECEIPT_REFUND, DocumentProvider
+from gymctl.providers.documents import (
+    TAX_INVOICE_AND_RECEIPT_REFUND,
+    DocumentProvider,
+    issue_document,
+)
 from gymctl.retention import refund_owed
 
 CREDIT_NOTE = "credit_note"

@@ -15,7 +15,6 @@ from gymctl import ids
 from gymctl.billing import attempts, codes, collector, debt, plans
 from gymctl.billing.accounts import billing_settings
 from gymctl.billing.desk import transaction_json
-from gymctl.billing.refunds import issue_document
 from gymctl.billing.resolution import locked_subscription
 from gymctl.bridge import mirror
 from gymctl.crypto import FieldCipher
@@ -30,7 +29,7 @@ from gymctl.models.billing import (
     TransactionType,
 )
 from gymctl.providers.card import CardProvider
-from gymctl.providers.documents import TAX_INVOICE_AND_RECEIPT, DocumentProvider
+from gymctl.providers.documents import TAX_INVOICE_AND_RECEIPT, DocumentProvider, issue_document
 
 DEBT_CLEARANCE = "debt_clearance"
 

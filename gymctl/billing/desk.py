@@ -31,7 +31,6 @@ from gymctl.billing import attempts, codes, debt
 from gymctl.billing.accounts import CARD_PROVIDER, active_config, saved_card, terminal_of
 from gymctl.billing.alerts import raise_alert
 from gymctl.billing.idempotency import UNIQUE_KEY, by_key, require_uuid4
-from gymctl.billing.refunds import issue_document
 from gymctl.billing.resolution import (
     DESK_CHARGE,
     organization_transaction,
@@ -59,7 +58,7 @@ from gymctl.providers.card import (
     Outcome,
     ProviderUnavailable,
 )
-from gymctl.providers.documents import TAX_INVOICE_AND_RECEIPT, DocumentProvider
+from gymctl.providers.documents import TAX_INVOICE_AND_RECEIPT, DocumentProvider, issue_document
 from gymctl.tasks import file_task
 
 

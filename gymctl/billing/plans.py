@@ -33,6 +33,7 @@ from gymctl.models.billing import (
     TransactionType,
 )
 from gymctl.models.integrity import UniqueViolation, unique_violation
+from gymctl.providers.documents import TAX_INVOICE_AND_RECEIPT, DocumentProvider, issue_document
 
 CURRENCY_LENGTH = 3
 
@@ -303,14 +304,16 @@ def grant_plan(
     method: CollectionMethod,
     now: datetime,
     actor_user_id: uuid.UUID | None,
+    documents: DocumentProvider,
     paid: bool = True,
     payment_due_at: datetime | None = None,
 ) -> Subscription:
     """A desk sale by staff: active at once, its period from now; paid in cash (a manual
-    completed transaction) or on pay-later terms (unpaid balance due at `payment_due_at`, after
-    now when there is one: spec B 3 puts a term past its due instant in debt from that instant,
-    so a sale due a month ago, a month mistyped, was cancelled for non-payment by the next
-    lifecycle pass; a free plan's due instant names no debt)."""
+    completed transaction with its TaxInvoiceAndReceipt, as every sale) or on pay-later terms
+    (unpaid balance due at `payment_due_at`, after now when there is one: spec B 3 puts a term
+    past its due instant in debt from that instant, so a sale due a month ago, a month
+    mistyped, was cancelled for non-payment by the next lifecycle pass; a free plan's due
+    instant names no debt)."""
     if (
         method == CollectionMethod.pay_later
         and plan.price_in_cents > 0
@@ -343,22 +346,23 @@ def grant_plan(
         subscription.unpaid_amount_in_cents = plan.price_in_cents
         paid = False
     if paid and plan.price_in_cents:
-        session.add(
-            PaymentTransaction(
-                id=ids.new_id(),
-                organization_id=plan.organization_id,
-                subscription_id=subscription.id,
-                user_id=membership.user_id,
-                type=TransactionType.charge,
-                status=TransactionStatus.completed,
-                provider="manual",
-                method="cash",
-                amount_in_cents=plan.price_in_cents,
-                currency=plan.currency,
-                created_at=now,
-                updated_at=now,
-            )
+        payment = PaymentTransaction(
+            id=ids.new_id(),
+            organization_id=plan.organization_id,
+            subscription_id=subscription.id,
+            user_id=membership.user_id,
+            type=TransactionType.charge,
+            status=TransactionStatus.completed,
+            provider="manual",
+            method="cash",
+            amount_in_cents=plan.price_in_cents,
+            currency=plan.currency,
+            created_at=now,
+            updated_at=now,
         )
+        session.add(payment)
+        session.flush()
+        issue_document(session, documents, payment, TAX_INVOICE_AND_RECEIPT, now=now)
     emit(
         session,
         EventKind.audit,

@@ -43,8 +43,7 @@ from gymctl.providers.documents import (
     TAX_INVOICE_AND_RECEIPT,
     TAX_INVOICE_AND_RECEIPT_REFUND,
     DocumentProvider,
-    DocumentRequest,
-    DocumentUnavailable,
+    issue_document,
 )
 from gymctl.retention import refund_owed
 
@@ -439,37 +438,6 @@ def _document(
         else RECEIPT_REFUND
     )
     issue_document(session, documents, refund, kind, now=now, references=original.document_number)
-
-
-def issue_document(
-    session: Session,
-    documents: DocumentProvider,
-    transaction: PaymentTransaction,
-    document_type: str,
-    *,
-    now: datetime,
-    references: str | None = None,
-) -> None:
-    """Attach a document to a payment row; a provider failure is recorded, not raised."""
-    try:
-        issued = documents.issue(
-            session,
-            DocumentRequest(
-                organization_id=transaction.organization_id,
-                document_type=document_type,
-                transaction_id=transaction.id,
-                amount_in_cents=transaction.amount_in_cents,
-                currency=transaction.currency,
-                at=now,
-                references=references,
-            ),
-        )
-    except DocumentUnavailable as error:
-        transaction.document_error = str(error)[:500]
-        return
-    transaction.document_type = issued.document_type
-    transaction.document_number = issued.number
-    transaction.document_error = None
 
 
 # A stored card refund not answered yet (a crash, a lost answer).

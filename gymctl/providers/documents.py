@@ -18,7 +18,7 @@ from typing import Protocol
 from sqlalchemy.orm import Session
 
 from gymctl.db import upsert_for
-from gymctl.models import DocumentCounter
+from gymctl.models import DocumentCounter, PaymentTransaction
 
 TAX_INVOICE_AND_RECEIPT = "TaxInvoiceAndReceipt"
 RECEIPT_REFUND = "ReceiptRefund"
@@ -81,3 +81,34 @@ def default_document_provider() -> DocumentProvider:
     """The local provider: the only implementation so far (a real document provider would be
     chosen here by a setting, as the card provider is)."""
     return LocalDocumentProvider()
+
+
+def issue_document(
+    session: Session,
+    documents: DocumentProvider,
+    transaction: PaymentTransaction,
+    document_type: str,
+    *,
+    now: datetime,
+    references: str | None = None,
+) -> None:
+    """Attach a document to a payment row; a provider failure is recorded, not raised."""
+    try:
+        issued = documents.issue(
+            session,
+            DocumentRequest(
+                organization_id=transaction.organization_id,
+                document_type=document_type,
+                transaction_id=transaction.id,
+                amount_in_cents=transaction.amount_in_cents,
+                currency=transaction.currency,
+                at=now,
+                references=references,
+            ),
+        )
+    except DocumentUnavailable as error:
+        transaction.document_error = str(error)[:500]
+        return
+    transaction.document_type = issued.document_type
+    transaction.document_number = issued.number
+    transaction.document_error = None

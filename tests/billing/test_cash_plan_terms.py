@@ -44,6 +44,7 @@ def _sold(session, gym, *, price: int, method: CollectionMethod, due=None, **pla
         plan,
         gym.membership,
         method=method,
+        documents=LocalDocumentProvider(),
         now=START,
         actor_user_id=gym.owner.id,
         payment_due_at=due,

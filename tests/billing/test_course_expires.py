@@ -11,6 +11,7 @@ import pytest
 from gymctl.billing import plans
 from gymctl.billing.lifecycle import run_lifecycle
 from gymctl.models.billing import CollectionMethod, PlanType, SubscriptionStatus
+from gymctl.providers.documents import LocalDocumentProvider
 from tests.billing.factories import make_plan
 from tests.conftest import NOW
 
@@ -26,6 +27,7 @@ def test_a_course_sold_at_the_desk_expires_at_its_validity_end(session, gym):
         course,
         gym.membership,
         method=CollectionMethod.cash,
+        documents=LocalDocumentProvider(),
         now=NOW,
         actor_user_id=gym.owner.id,
     )

@@ -13,6 +13,7 @@ from dateutil.relativedelta import relativedelta
 from gymctl.billing import plans
 from gymctl.billing.lifecycle import run_lifecycle
 from gymctl.models.billing import CollectionMethod, SubscriptionStatus
+from gymctl.providers.documents import LocalDocumentProvider
 from tests.billing.factories import make_plan, make_subscription
 from tests.conftest import NOW
 
@@ -27,6 +28,7 @@ def _sold_at_desk(session, gym, plan, method=CollectionMethod.cash, **kwargs):
         plan,
         gym.membership,
         method=method,
+        documents=LocalDocumentProvider(),
         now=SOLD,
         actor_user_id=gym.owner.id,
         **kwargs,

@@ -17,6 +17,7 @@ from gymctl.billing import collector, plans
 from gymctl.clock import add_months
 from gymctl.models import PaymentProviderConfig, Role, Subscription
 from gymctl.models.billing import CollectionMethod, PlanType
+from gymctl.providers.documents import LocalDocumentProvider
 from tests.access.conftest import gym  # noqa: F401 (fixture)
 from tests.billing import factories as bf
 from tests.billing.cards import APPROVE
@@ -105,6 +106,7 @@ def test_a_desk_sale_and_a_cash_debt_paid_at_the_desk_run_to_the_same_local_day(
         plan,
         gym.membership,
         method=CollectionMethod.cash,
+        documents=LocalDocumentProvider(),
         now=just_after_midnight,
         actor_user_id=gym.owner.id,
     )

@@ -19,6 +19,7 @@ from gymctl.billing import plans
 from gymctl.billing.lifecycle import ENDED
 from gymctl.models import PaymentTransaction, Subscription
 from gymctl.models.billing import CollectionMethod, SubscriptionStatus, TransactionType
+from gymctl.providers.documents import LocalDocumentProvider
 from tests.billing import factories as bf
 from tests.billing.cards import Sandbox, save_test_card
 from tests.billing.passes import MONTH, START, TICK, run_passes
@@ -121,6 +122,7 @@ def test_a_card_plan_with_a_last_renewal_paid_at_the_desk_ends(
         plan,
         gym.membership,
         method=method,
+        documents=LocalDocumentProvider(),
         now=START,
         actor_user_id=gym.owner.id,
         payment_due_at=START + timedelta(days=7) if method == CollectionMethod.pay_later else None,

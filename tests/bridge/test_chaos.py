@@ -31,6 +31,7 @@ from gymctl.db import get_engine
 from gymctl.models import Membership, Organization, Role, User
 from gymctl.models.billing import CollectionMethod, PlanType
 from gymctl.models.bridge import EntityType, OpStatus, Origin, SyncOp
+from gymctl.providers.documents import LocalDocumentProvider
 from tests.billing.factories import make_plan
 from tests.bridge.conftest import desk_registrar
 from tests.bridge.fake_gym import FakeGym
@@ -107,7 +108,7 @@ def _seed(
                 member = session.scalar(select(Membership).where(*mine))
                 members.append(member)
                 grant_plan(session, plan, member, method=CollectionMethod.cash, now=now,
-                           actor_user_id=owner.id)  # fmt: skip
+                           actor_user_id=owner.id, documents=LocalDocumentProvider())  # fmt: skip
                 session.commit()
                 effects = ["created", "membership"]
                 for platform, external in classes:

@@ -15,6 +15,7 @@ from gymctl.bridge import entity_map, queue
 from gymctl.models import BookingStatus, Role
 from gymctl.models.billing import CollectionMethod, PlanType
 from gymctl.models.bridge import EntityLink, EntityType, OpStatus, OpType, Origin, SyncOp
+from gymctl.providers.documents import LocalDocumentProvider
 from tests import factories
 from tests.billing.factories import make_plan
 from tests.bridge.conftest import run
@@ -32,7 +33,7 @@ def _members(session, org, names):
         user = factories.user(session, name=name)
         member = factories.membership(session, user=user, organization=org, role=Role.member)
         grant_plan(session, plan, member, method=CollectionMethod.cash, now=NOW,
-                   actor_user_id=owner.id)  # fmt: skip
+                   actor_user_id=owner.id, documents=LocalDocumentProvider())  # fmt: skip
         members.append(member)
     session.commit()
     return members

@@ -18,6 +18,7 @@ from gymctl.errors import invalid, not_found, unavailable, unprocessable
 from gymctl.models import Subscription
 from gymctl.models.billing import CollectionMethod, PlanType
 from gymctl.providers.card import TERMINAL_CHARS
+from gymctl.providers.documents import default_document_provider
 from webhooks import codes
 from webhooks.access import membership, org_route, owner_route
 from webhooks.bodies import WEBHOOK_BODY_BYTES, body_limit, read_json
@@ -288,6 +289,7 @@ def desk_sale(org_id: uuid.UUID):
         method=CollectionMethod(body.method),
         now=now(),
         actor_user_id=membership().user_id,
+        documents=default_document_provider(),
         payment_due_at=due,
     )
     return jsonify(data=subscription_json(subscription)), 201
