@@ -800,6 +800,7 @@ def settle(
     granted their period in the same transaction. Drift since the attempt began never holds
     back the ledger: it records settlementReview and files an urgent follow-up instead."""
     attempt = dict(transaction.billing_attempt)
+    owed = debt.owes(subscription)
     review = settlement_review(session, transaction, subscription)
     done = ["ledger"]
     granted = False  # a period granted: not for a debt paid on a plan that stays ended
@@ -860,6 +861,10 @@ def settle(
             "granted": granted,
         },
     )
+    if owed and not debt.owes(subscription):
+        book.promote_where_waiting(
+            session, subscription.organization_id, subscription.membership_id, now=now
+        )
 
 
 PAID_TWICE = "paid_twice"

@@ -16,6 +16,7 @@ from gymctl.billing import attempts, codes, collector, debt, plans
 from gymctl.billing.accounts import billing_settings
 from gymctl.billing.desk import transaction_json
 from gymctl.billing.resolution import locked_subscription
+from gymctl.bookings import book
 from gymctl.bridge import mirror
 from gymctl.crypto import FieldCipher
 from gymctl.errors import conflict, not_found
@@ -80,6 +81,7 @@ def clear_debt_at_desk(
     session.flush()
     issue_document(session, documents, transaction, TAX_INVOICE_AND_RECEIPT, now=now)
     _restore(session, subscription, now=now)
+    book.promote_where_waiting(session, organization_id, subscription.membership_id, now=now)
     emit(
         session,
         EventKind.audit,

@@ -457,6 +457,38 @@ def promote_waitlist(session: Session, row: ClassSession, *, now: datetime) -> l
     return promoted
 
 
+def promote_where_waiting(
+    session: Session, organization_id: uuid.UUID, membership_id: uuid.UUID, *, now: datetime
+) -> int:
+    """A refusal of the member lifted (a debt paid): the lines they wait in for classes to
+    come run again. promote_waitlist passed them over while the refusal stood, and a seat it
+    left free then stayed free, nothing else running the line until the class started and
+    the closing pass cancelled them beside it. The caller holds the membership (and, on
+    PostgreSQL, the waiting members before it: lock_subscription's may_end_at); the waiting
+    members, shared and in id order, then each session, as a cancel takes them. How many were
+    promoted (the member, or others first in line who may book now too)."""
+    waiting_in = session.scalars(
+        select(Booking.class_session_id)
+        .join(ClassSession, ClassSession.id == Booking.class_session_id)
+        .where(
+            Booking.membership_id == membership_id,
+            Booking.status == BookingStatus.waitlisted,
+            Booking.deleted_at.is_(None),
+            ClassSession.cancelled_at.is_(None),
+            ClassSession.starts_at > now,
+        )
+        .order_by(ClassSession.starts_at, ClassSession.id)
+    ).all()
+    if not waiting_in:
+        return 0
+    lock_waiting_members(session, *waiting_in)
+    promoted = 0
+    for class_session_id in waiting_in:
+        row = class_session_of(session, organization_id, class_session_id, lock=True)
+        promoted += len(promote_waitlist(session, row, now=now))
+    return promoted
+
+
 def promote(session: Session, booking: Booking, *, now: datetime) -> None:
     """A waitlisted booking takes a seat: booking.promoted (spec B 3), mirrored as a booking."""
     booking.status = BookingStatus.confirmed
