@@ -63,7 +63,7 @@ def membership_of(session: Session, org_id: uuid.UUID, user_id: uuid.UUID) -> Me
     return membership
 
 
-def _read_locked(session: Session, membership: Membership) -> None:
+def read_locked(session: Session, membership: Membership) -> None:
     """The membership's row locked and read again, as the commit it waited for left it (without
     its organization, which the mapping joins in: FOR UPDATE refuses an outer join)."""
     session.scalar(
@@ -84,7 +84,7 @@ def live_membership_of(session: Session, org_id: uuid.UUID, user_id: uuid.UUID) 
     member", and a plan sold to them would renew or fall into debt on someone gone. Live
     memberships (active, invited, pending_invitation, suspended) are written as before."""
     membership = membership_of(session, org_id, user_id)
-    _read_locked(session, membership)
+    read_locked(session, membership)
     if membership.status is MembershipStatus.cancelled:
         raise conflict(codes.MEMBER_NOT_ACTIVE, "the membership ended; nothing is collected on it")
     return membership
@@ -245,7 +245,7 @@ def remove_member(
     lock_leaving takes, in its order), so a removal that waited on another sees it ended."""
     target = membership_of(session, org_id, target_user_id)
     lock_leaving(session, target, now=now)
-    _read_locked(session, target)
+    read_locked(session, target)
     if target.role is Role.owner and not platform_admin:
         raise forbidden(codes.OWNER_PROTECTED, "only a platform admin can remove the owner")
     if actor is not None and not platform_admin:

@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.access import codes
-from gymctl.access.memberships import membership_of
+from gymctl.access.memberships import membership_of, read_locked
 from gymctl.errors import not_found, unprocessable
 from gymctl.events import EventKind, emit
 from gymctl.models import Membership, MembershipStatus, Role, SalesGrant
@@ -44,6 +44,11 @@ def grant_sales(
     if scope not in SCOPES:
         raise unprocessable(codes.SALES_SCOPE_INVALID, f"scope must be one of {', '.join(SCOPES)}")
     target = membership_of(session, actor.organization_id, target_user_id)
+    # Locked and read afresh: a demotion or a removal committing between this read and the
+    # insert found no grant to end, and left one live on a member (back as a coach later, the
+    # person had sales access no one gave the new role). Now it waits for the grant, or the
+    # grant sees it and is refused.
+    read_locked(session, target)
     if target.role is Role.member:
         raise unprocessable(
             codes.SALES_GRANT_MEMBER_REFUSED,
