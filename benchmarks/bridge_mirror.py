@@ -50,6 +50,7 @@ from gymctl.db import get_engine  # noqa: E402
 from gymctl.models import Membership, Organization, Role, User  # noqa: E402
 from gymctl.models.billing import CollectionMethod, PlanType  # noqa: E402
 from gymctl.models.bridge import EntityLink, EntityType, OpStatus, Origin, SyncOp  # noqa: E402
+from gymctl.providers.documents import LocalDocumentProvider  # noqa: E402
 from tests.billing.factories import make_plan  # noqa: E402
 from tests.bridge.conftest import desk_registrar  # noqa: E402
 from tests.bridge.fake_gym import FakeGym  # noqa: E402
@@ -113,7 +114,8 @@ def _journey_step(session: Session, gym: dict, journey: dict) -> None:
 
         member = session.get(Membership, journey["member"])
         grant_plan(session, session.get(Plan, gym["plan"]), member,
-                   method=CollectionMethod.cash, now=now, actor_user_id=gym["owner"])  # fmt: skip
+                   method=CollectionMethod.cash, now=now, actor_user_id=gym["owner"],
+                   documents=LocalDocumentProvider())  # fmt: skip
     elif step == 2:
         member = session.get(Membership, journey["member"])
         journey["booking"] = book.book(session, org.id, gym["session"], member,

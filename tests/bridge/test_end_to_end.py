@@ -26,6 +26,7 @@ from gymctl.db import get_engine, session_factory
 from gymctl.models import Booking, BookingStatus, Membership, Role, User
 from gymctl.models.billing import CollectionMethod, PlanType
 from gymctl.models.bridge import EntityLink, EntityType, OpStatus, SyncOp
+from gymctl.providers.documents import LocalDocumentProvider
 from gymctl.providers.mail import read_mailbox
 from tests import factories
 from tests.billing.factories import make_plan
@@ -130,7 +131,7 @@ def test_a_gym_mirrors_its_members_plans_and_bookings_end_to_end(
             plan = make_plan(session, session.get(type(org), org_id), PlanType.cash, now=now)
             for member in members.values():
                 grant_plan(session, plan, member, method=CollectionMethod.cash, now=now,
-                           actor_user_id=owner.id)  # fmt: skip
+                           actor_user_id=owner.id, documents=LocalDocumentProvider())  # fmt: skip
             session.commit()
         assert set(members) == {f"{n}@example.test" for n in ("ana", "ben", "cy", "dee", "eve")}
         ana, ben, cy = (members[f"{n}@example.test"] for n in ("ana", "ben", "cy"))

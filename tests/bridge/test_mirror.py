@@ -155,7 +155,7 @@ def test_a_desk_sale_assigns_the_bridge_membership_after_the_member(
     """A member the gym had before it connected is mirrored at its first change, first."""
     plan = make_plan(session, org, PlanType.cash)
     grant_plan(session, plan, gym_member, method=CollectionMethod.cash, now=NOW,
-               actor_user_id=staff.id)  # fmt: skip
+               actor_user_id=staff.id, documents=LocalDocumentProvider())  # fmt: skip
     session.commit()
     key = f"member:{gym_member.id}"
     assert ops(session, org.id) == [("user.create", key), ("membership.assign", key)]
@@ -431,7 +431,8 @@ def test_a_cash_month_paid_at_the_desk_moves_the_bridge_membership_end(
     membership kept the first month's end, and the member's bookings there after it failed."""
     plan = make_plan(session, org, PlanType.cash, open_ended=False)
     subscription = grant_plan(session, plan, gym_member, method=CollectionMethod.cash, now=NOW,
-                              actor_user_id=staff.id)  # fmt: skip
+                              actor_user_id=staff.id,
+                              documents=LocalDocumentProvider())  # fmt: skip
     session.commit()
     lapse = subscription.current_period_end + timedelta(hours=1)
     run_lifecycle(session, now=lapse)
