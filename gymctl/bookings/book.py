@@ -388,7 +388,11 @@ def _uncovered(session: Session, subscription: Subscription, now: datetime) -> l
             Subscription.deleted_at.is_(None),
         )
     ).all()
-    return [seat for seat in seats if not any(quota.covers(plan, seat.starts_at) for plan in plans)]
+    return [
+        seat
+        for seat in seats
+        if not any(quota.pays(plan, seat.starts_at, seat.subscription_id) for plan in plans)
+    ]
 
 
 def remove(
@@ -449,7 +453,7 @@ def promote_waitlist(session: Session, row: ClassSession, *, now: datetime) -> l
             check_may_book(session, row.organization_id, booking.user_id, now=now)
         except DomainError:
             continue
-        if not quota.still_covered(session, row.organization_id, booking.user_id, row):
+        if not quota.still_covered(session, booking, row):
             continue
         promoted.append(booking)
         promote(session, booking, now=now)

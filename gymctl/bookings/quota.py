@@ -84,6 +84,16 @@ def covers(row: Subscription, starts_at: datetime) -> bool:
     return end is None or starts_at <= end
 
 
+def pays(row: Subscription, starts_at: datetime, spent: uuid.UUID | None) -> bool:
+    """The plan covers a seat in a class at `starts_at` and pays for it: unlimited, the quota
+    plan the seat spent, or one with a session left. A used-up pack covers the class and pays
+    for no seat (a booking now is refused plan_sessions_used_up): a seat its unlimited plan
+    paid for was kept for free when that plan ended."""
+    if not covers(row, starts_at):
+        return False
+    return row.sessions_remaining is None or row.id == spent or row.sessions_remaining > 0
+
+
 def _order(row: Subscription) -> tuple:
     """Unlimited first; then the quota plan whose cover ends first (one without an end last).
     Rows tie on the first two terms only with ends of one kind: all datetimes, or all None."""
@@ -165,17 +175,16 @@ def refuse_if_used_up(plan: Subscription) -> None:
         raise conflict(codes.PLAN_SESSIONS_USED_UP, "your plan has no sessions left")
 
 
-def still_covered(
-    session: Session, organization_id: uuid.UUID, user_id: uuid.UUID, row: ClassSession
-) -> bool:
-    """A plan of the member still covers the class (always, where the gym books without
-    plans): a waitlisted booking's plan may have come under notice or ended since it waited,
-    and booking now would be refused plan_ends_before_session. Read unlocked, as the
-    eligibility rules a promotion asks are; its session, if it spent one, stays spent."""
-    if not billing_settings(session, organization_id).plan_required_to_book:
+def still_covered(session: Session, booking: Booking, row: ClassSession) -> bool:
+    """A plan of the member still pays for the waitlisted booking's class (always, where the
+    gym books without plans): its plan may have come under notice or ended since it waited,
+    and booking now would be refused plan_ends_before_session (or plan_sessions_used_up). Read
+    unlocked, as the eligibility rules a promotion asks are; its session, if it spent one,
+    stays spent."""
+    if not billing_settings(session, booking.organization_id).plan_required_to_book:
         return True
-    rows = subscriptions_of(session, organization_id, user_id)
-    return any(covers(sub, row.starts_at) for sub in rows)
+    rows = subscriptions_of(session, booking.organization_id, booking.user_id)
+    return any(pays(sub, row.starts_at, booking.subscription_id) for sub in rows)
 
 
 def spend(booking: Booking, plan: Subscription | None, *, now: datetime) -> None:
