@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from gymctl import ids
 from gymctl.billing.accounts import active_config
 from gymctl.billing.attempts import lock_subscription
+from gymctl.bookings import book
 from gymctl.bridge import mirror
 from gymctl.errors import conflict, not_found, unprocessable
 from gymctl.events import EventKind, emit
@@ -64,9 +65,15 @@ def refuse_if_externally_billed(
 
 
 def subscription_for_update(
-    session: Session, organization_id: uuid.UUID, subscription_id: uuid.UUID
+    session: Session,
+    organization_id: uuid.UUID,
+    subscription_id: uuid.UUID,
+    *,
+    may_end_at: datetime | None = None,
 ) -> Subscription:
-    subscription = lock_subscription(session, subscription_id)
+    """The subscription locked in billing's order (`lock_subscription`; `may_end_at` for a path
+    that gives up or takes seats), 404 when it is not this gym's."""
+    subscription = lock_subscription(session, subscription_id, may_end_at=may_end_at)
     if (
         subscription is None
         or subscription.organization_id != organization_id
@@ -234,8 +241,12 @@ def withdraw_notice(
     outcome: RetentionOutcome | None = None,
 ) -> Subscription:
     """Clear the notice (paused plans too). The member's own withdrawal is recorded as theirs
-    (saved_member_withdrew); staff's as saved_staff unless they name another saved_* outcome."""
-    subscription = subscription_for_update(session, organization_id, subscription_id)
+    (saved_member_withdrew); staff's as saved_staff unless they name another saved_* outcome.
+    The plan covers the classes after the notice's date again: the lines the member waits in
+    for them run again (a seat left free while the notice passed them over is theirs)."""
+    subscription = subscription_for_update(
+        session, organization_id, subscription_id, may_end_at=now
+    )
     if not subscription.cancel_at_period_end or subscription.status not in NOTICE_STATUSES:
         raise conflict(codes.NOTICE_NOT_GIVEN, "there is no notice to withdraw")
     refuse_if_externally_billed(session, organization_id, locale)
@@ -266,4 +277,5 @@ def withdraw_notice(
         payload={"byMember": by_member, "outcome": outcome.value},
     )
     session.flush()
+    book.promote_where_waiting(session, organization_id, subscription.membership_id, now=now)
     return subscription
