@@ -416,6 +416,26 @@ def _last_non_charge(session: Session, obligation: str) -> tuple[tuple[int, str,
     return terms, bool(resolution.get("retryAuthorized"))
 
 
+def decides_retry(session: Session, transaction: PaymentTransaction) -> bool:
+    """The technical non-charge whose retry authorization the collector reads: the last
+    confirmed non-charge of the charge its subscription owes now (`_last_non_charge` of
+    `obligation_of`). Authorizing an older one, or one of a charge since paid or turned
+    into a debt, lets nothing through."""
+    subscription = session.get(Subscription, transaction.subscription_id)
+    if subscription is None:
+        return False
+    owed = obligation_of(subscription, kind_of(subscription))
+    if transaction.obligation_key != owed:
+        return False
+    last = session.scalar(
+        select(PaymentTransaction.id)
+        .where(*_confirmed_non_charges(owed))
+        .order_by(PaymentTransaction.created_at.desc())
+        .limit(1)
+    )
+    return last == transaction.id
+
+
 _UNRESOLVED_ATTEMPT = select(PaymentTransaction).where(
     PaymentTransaction.subscription_id == bindparam("id"),
     PaymentTransaction.status == TransactionStatus.pending,

@@ -186,6 +186,13 @@ def authorize_retry(
         )
     if resolution.get("retryAuthorized"):
         return {"outcome": "already_authorized", **describe(session, transaction, now=now)}
+    if is_technical_non_charge(transaction) and not attempts.decides_retry(session, transaction):
+        # The collector reads the last non-charge of the charge owed now: authorized here, the
+        # answer said retry_authorized and nothing was ever collected.
+        raise conflict(
+            codes.BILLING_RETRY_NOT_AVAILABLE,
+            "a later attempt of the charge now owed decides its retry: authorize that one",
+        )
     resolution.update(
         retryAuthorized=True,
         retryAuthorizedAt=now.isoformat(),

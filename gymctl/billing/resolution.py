@@ -203,7 +203,13 @@ def describe(session: Session, transaction: PaymentTransaction, *, now: datetime
             "confirmNoDebit": protected
             and state == "unresolved"
             and not attempts.approved_late(transaction),
-            "authorizeRetry": protected and state in ("not_charged_paused", "technical_non_charge"),
+            "authorizeRetry": protected
+            and (
+                state == "not_charged_paused"
+                or (
+                    state == "technical_non_charge" and attempts.decides_retry(session, transaction)
+                )
+            ),
             "settleContradiction": settles_contradiction(transaction, state, account=account),
         },
     }
