@@ -57,6 +57,32 @@ def require_top_tier(organization: Organization) -> None:
         )
 
 
+def may_have_app(organization: Organization | None) -> bool:
+    """A live gym on the top tier: what a build, an upload or a new candidate of its app needs
+    at the moment it happens, not only when it was asked for."""
+    return (
+        organization is not None
+        and organization.deleted_at is None
+        and organization.status is OrganizationStatus.active
+        and organization.tier == TOP_TIER
+    )
+
+
+def require_building(organization: Organization | None) -> None:
+    """A build or an upload starting: 404 organization_not_found for a gym deleted or inactive
+    since it was dispatched (spec A 2.12: they deny access; what a gym serves ends with it),
+    409 branded_app_tier_required for one moved below the top tier (`require_top_tier`)."""
+    if (
+        organization is None
+        or organization.deleted_at is not None
+        or organization.status is not OrganizationStatus.active
+    ):
+        raise not_found(
+            codes.ORGANIZATION_NOT_FOUND, "the gym is deleted or inactive: its app is not built"
+        )
+    require_top_tier(organization)
+
+
 def find_app(session: Session, organization_id: uuid.UUID) -> BrandedApp | None:
     return session.scalar(select(BrandedApp).where(BrandedApp.organization_id == organization_id))
 

@@ -36,7 +36,7 @@ from gymctl.models.releases import (
 )
 from gymctl.providers.storage import ObjectStore
 from gymctl.releases import approvals, codes
-from gymctl.releases.branded_apps import require_top_tier
+from gymctl.releases.branded_apps import may_have_app, require_top_tier
 from gymctl.releases.build_input import (
     NATIVE_VERSION,
     branding_part,
@@ -311,11 +311,14 @@ def replace_after_publish(
     """Spec A 3: "new candidate replaces it". The replacement keeps the superseded snapshot's
     source commit, app and configuration and binds the branding live now. None replaces it
     when something else moved too (config or intake revision: an operator cuts or the owner
-    approves first) or the live branding cannot be snapshotted; the tracker then shows none."""
+    approves first) or the live branding cannot be snapshotted; the tracker then shows none.
+    Nor for a gym that may no longer have the app (`may_have_app`: moved below the top tier,
+    inactive): a candidate is refused there, and the publish itself goes through."""
     previous = superseded.snapshot
     app = session.get(BrandedApp, request.branded_app_id)
     if (
-        previous.get("format") != SNAPSHOT_FORMAT
+        not may_have_app(session.get(Organization, request.organization_id))
+        or previous.get("format") != SNAPSHOT_FORMAT
         or app is None
         or previous["configRevision"] != app.config_revision
         or previous["submission"]["revision"] != request.submission_revision

@@ -36,7 +36,7 @@ from gymctl.models import Organization
 from gymctl.models.releases import ReleaseCandidate, ReleaseOperation, ReleaseRequest
 from gymctl.providers.storage import ObjectStore
 from gymctl.releases import approvals, ci_access, codes, evidence, switches
-from gymctl.releases.branded_apps import require_top_tier
+from gymctl.releases.branded_apps import require_building, require_top_tier
 from gymctl.releases.build_input import ASSET_DOWNLOAD_LIFETIME
 from gymctl.releases.candidates import is_current, require_current, require_dispatchable
 
@@ -116,7 +116,10 @@ def _operation(session: Session, operation_id: uuid.UUID) -> ReleaseOperation:
 
 def _require_still_current(session: Session, candidate: ReleaseCandidate) -> ReleaseRequest:
     """A publish, config or intake revision since the dispatch superseded what the operation
-    would build or upload: its approvals bound a snapshot that is no longer the gym's app."""
+    would build or upload: its approvals bound a snapshot that is no longer the gym's app. Nor
+    is it built for a gym deleted, inactive or moved below the top tier since the dispatch
+    (`require_building`): the claim handed such a run executor access and the gym's inputs."""
+    require_building(session.get(Organization, candidate.organization_id))
     request = session.get(ReleaseRequest, candidate.release_request_id)
     if not is_current(session, request, candidate):
         raise conflict(codes.RELEASE_CANDIDATE_STALE, "that candidate is no longer current")
