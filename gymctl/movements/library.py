@@ -112,12 +112,19 @@ def derived_pattern(category: str | None, force: str | None, muscle: str | None)
 
 
 def parse_library(data: bytes) -> list[LibraryEntry]:
-    """The entries of a library file; a malformed file is 400 library_file_invalid."""
-    if depth(data) > MAX_DEPTH:  # json.loads would recurse out of the stack
+    """The entries of a library file; a malformed file is 400 library_file_invalid. The text is
+    decoded as json.loads would (UTF-8, 16 or 32, told by its first bytes) before its depth is
+    measured: measured on UTF-16's bytes, a character holding the byte of a quote hid 100,000
+    levels of brackets, and the parser's RecursionError crashed the seed."""
+    try:
+        text = data.decode(json.detect_encoding(data))
+    except UnicodeDecodeError:
+        raise _invalid("the library file is not JSON") from None
+    if depth(text.encode()) > MAX_DEPTH:  # json.loads would recurse out of the stack
         raise _invalid(f"the library file nests deeper than {MAX_DEPTH} levels")
     try:
-        document = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+        document = json.loads(text)
+    except ValueError:
         raise _invalid("the library file is not JSON") from None
     if isinstance(document, dict) and document.get("format") == FORMAT:
         raw, mapper = document.get("movements"), _ours

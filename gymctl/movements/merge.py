@@ -34,7 +34,7 @@ from gymctl.movements.aliases import fold, merge_aliases
 from gymctl.movements.audit import ALIAS_CHANGED, alias_removals
 from gymctl.movements.embeddings import Embedder, embed_movements, embedding_parts
 from gymctl.movements.progress import SILENT, Progress
-from gymctl.movements.ranking import choose, video_id
+from gymctl.movements.ranking import choose, reported_out, video_id
 from gymctl.movements.references import repoint
 
 LIBRARY_LOCK = "movements:library"
@@ -285,6 +285,7 @@ def _merge(
         if chosen:
             winner.video_url, winner.video_status = chosen["url"], "auto"
     reports = _move_reports(session, loser, winner)
+    reported_out(session, winner, video_threshold, now=now)
     winner.updated_at = now
     loser.deleted_at = now
     loser.merged_into_id = winner.id

@@ -45,10 +45,26 @@ SCORING_PROMPT = (
 )
 
 
+# The paths that name a YouTube video by their next part (youtube.com/shorts/ID, /embed/ID...).
+_VIDEO_PATHS = ("shorts", "embed", "live", "v")
+
+
 def video_id(url: str) -> str:
-    """The video's id for the rejected list: the v= parameter, else the URL itself."""
-    values = parse_qs(urlsplit(url).query).get("v")
-    return values[0] if values else url
+    """The video's id for the rejected list, however its link is spelled: the v= parameter, a
+    youtu.be link's path, or the part after /shorts/, /embed/, /live/ or /v/; else the URL
+    itself. Discovery's candidates carry the bare id: a video demoted under another spelling
+    of its link was found again and shown."""
+    parts = urlsplit(url)
+    values = parse_qs(parts.query).get("v")
+    if values:
+        return values[0]
+    host = (parts.hostname or "").lower()
+    path = [part for part in parts.path.split("/") if part]
+    if host in ("youtu.be", "www.youtu.be") and path:
+        return path[0]
+    if host.endswith("youtube.com") and len(path) >= 2 and path[0] in _VIDEO_PATHS:
+        return path[1]
+    return url
 
 
 def choose(candidates: list[dict[str, Any]], threshold: float, rejected: set[str]):
@@ -261,10 +277,53 @@ def demote(
     """Reject the current video; the next scored candidate above the threshold takes its place,
     else the row shows none."""
     movement = movement or _movement(session, movement_id)
+    return _demote(
+        session,
+        movement,
+        settings.video_score_threshold,
+        now=now,
+        actor_user_id=actor_user_id,
+        reason=reason,
+    )
+
+
+def reported_out(
+    session: Session, movement: Movement, threshold: float, *, now: datetime
+) -> dict[str, Any] | None:
+    """The shown video holds three negative reports (a merge brought the loser's to the
+    winner): it is demoted as the third report would have, unless verified or manual. Left
+    shown, only a fourth person could demote it, each of the three's repeats changing nothing."""
+    url = movement.video_url
+    if url is None or movement.video_status in ("reviewed", "manual"):
+        return None
+    if _negatives(session, movement.id, url) < REPORTS_TO_DEMOTE:
+        return None
+    return _demote(session, movement, threshold, now=now, reason="member_reports")
+
+
+def _negatives(session: Session, movement_id: uuid.UUID, url: str) -> int:
+    return session.scalar(
+        select(func.count()).where(
+            MovementVideoReport.movement_id == movement_id,
+            MovementVideoReport.video_url == url,
+            MovementVideoReport.negative.is_(True),
+        )
+    )
+
+
+def _demote(
+    session: Session,
+    movement: Movement,
+    threshold: float,
+    *,
+    now: datetime,
+    actor_user_id: uuid.UUID | None = None,
+    reason: str,
+) -> dict[str, Any]:
     previous = _require_video(movement)
     rejected = [*(movement.video_rejected_ids or []), video_id(previous)]
     movement.video_rejected_ids = list(dict.fromkeys(rejected))
-    chosen = choose(movement.video_candidates or [], settings.video_score_threshold, set(rejected))
+    chosen = choose(movement.video_candidates or [], threshold, set(rejected))
     movement.video_url = chosen["url"] if chosen else None
     movement.video_status = "auto" if chosen else "none"
     movement.updated_at = now
@@ -312,13 +371,7 @@ def report_video(
         recorded = True
     except UniqueViolation:
         recorded = False  # one report per person and video; a repeat changes nothing
-    negatives = session.scalar(
-        select(func.count()).where(
-            MovementVideoReport.movement_id == movement.id,
-            MovementVideoReport.video_url == url,
-            MovementVideoReport.negative.is_(True),
-        )
-    )
+    negatives = _negatives(session, movement.id, url)
     demoted = None
     if (
         recorded

@@ -35,6 +35,7 @@ from gymctl.movements.embeddings import (
 )
 from gymctl.movements.library import LibraryEntry, parse_library
 from gymctl.movements.progress import SILENT, Progress
+from gymctl.movements.ranking import video_id
 from gymctl.movements.units import Checkpoint, keep
 from gymctl.providers.storage import ObjectStore, validate_key
 
@@ -165,9 +166,13 @@ def _apply(
         value = getattr(entry, name)
         if enriched or not getattr(row, name):
             setattr(row, name, value)
+    row.video_candidates = row.video_candidates or []
+    row.video_rejected_ids = row.video_rejected_ids or []
+    if entry.video_url and video_id(entry.video_url) in row.video_rejected_ids:
+        # Demoted since the file was published: a seed, plain or rebuild, never puts it back
+        # (as a removed alias), and put back as `manual` no rank or report could demote it.
+        return
     if enriched or (not row.video_url and entry.video_url):
         # A video named by the published file was chosen by a person: rank never touches it.
         row.video_url = entry.video_url
         row.video_status = "manual" if entry.video_url else "none"
-    row.video_candidates = row.video_candidates or []
-    row.video_rejected_ids = row.video_rejected_ids or []
