@@ -4,6 +4,7 @@ Listed in docs/error-codes.md (python -m gymctl.error_codes); tests/test_error_c
 checks every raised code is declared here and the listing is current."""
 
 BRIDGE_ACCOUNT_EMPTY = "bridge_account_empty"
+BRIDGE_ACCOUNT_CHANGED = "bridge_account_changed"
 BRIDGE_ACCOUNT_IN_USE = "bridge_account_in_use"
 BRIDGE_CANDIDATE_INVALID = "bridge_candidate_invalid"
 BRIDGE_CHECK_FAILED = "bridge_check_failed"

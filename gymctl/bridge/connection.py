@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, exists, select
+from sqlalchemy import delete, exists, func, select
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import codes, entity_map, queue
@@ -36,6 +36,7 @@ from gymctl.models.bridge import (
     EXTERNAL_GYM,
     WAITING,
     ConnectionStatus,
+    EntityLink,
     EntityType,
     IntegrationConnection,
     OpStatus,
@@ -153,9 +154,11 @@ def connect(
     actor_user_id: uuid.UUID | None = None,
     membership_type_id: str | None = None,
     timeout: float = 10.0,
+    switch_account: bool = False,
 ) -> IntegrationConnection:
     """Check the key with real calls, then store it encrypted (active, or pending when the
-    external system could not answer). A refused key (401) stores nothing."""
+    external system could not answer). A refused key (401) stores nothing. A key of another
+    external account than the gym's links name is refused unless `switch_account` (activate)."""
     api_key = api_key.strip()
     # Sent as the api-key header: printable ASCII only (a header carries no other character;
     # one the header cannot encode reached the HTTP client and answered 500).
@@ -193,7 +196,14 @@ def connect(
         api_key, row_id=str(connection.id), **CREDENTIALS
     )
     if account is not None:
-        activate(session, connection, account, now=now)
+        activate(
+            session,
+            connection,
+            account,
+            now=now,
+            switch_account=switch_account,
+            actor_user_id=actor_user_id,
+        )
     else:
         connection.status = ConnectionStatus.pending
         connection.last_error = f"key check unfinished: {problem}"
@@ -220,11 +230,19 @@ def connect(
 
 
 def activate(
-    session: Session, connection: IntegrationConnection, account: Account, *, now: datetime
+    session: Session,
+    connection: IntegrationConnection,
+    account: Account,
+    *,
+    now: datetime,
+    switch_account: bool = False,
+    actor_user_id: uuid.UUID | None = None,
 ) -> None:
     """The checked account becomes the connection's; 409 bridge_account_in_use when another
     gym is active on it (its members would be written into that gym's system, and its roster
-    imported as this gym's). The database holds the rule too (one active gym per account)."""
+    imported as this gym's). The database holds the rule too (one active gym per account).
+    Another account than the one the gym's links were made with is `_switched` to only when
+    asked."""
     in_use = session.scalar(
         select(IntegrationConnection.id).where(
             IntegrationConnection.provider == (connection.provider or EXTERNAL_GYM),
@@ -235,6 +253,9 @@ def activate(
     )
     if in_use is not None:
         raise account_in_use()
+    previous = connection.external_account_id
+    if previous is not None and previous != account.external_account_id:
+        _switched(session, connection, account, asked=switch_account, now=now, actor=actor_user_id)
     connection.status = ConnectionStatus.active
     connection.external_account_id = account.external_account_id
     connection.bridge_membership_type_id = account.bridge_membership_type_id
@@ -243,6 +264,61 @@ def activate(
     connection.schedule_poll_due_at = now
     connection.reconcile_due_at = now
     connection.updated_at = now
+
+
+def _switched(
+    session: Session,
+    connection: IntegrationConnection,
+    account: Account,
+    *,
+    asked: bool,
+    now: datetime,
+    actor: uuid.UUID | None,
+) -> None:
+    """The gym connects another external account than its links were made with (the key of
+    another gym pasted by mistake, or the gym moved accounts there). Its entity map names the
+    old account's classes, users, memberships and bookings: kept, the first poll took every
+    linked class missing from the new schedule for one removed there and cancelled it with
+    its members' seats, and a member's change went to the id the old account gave, which at
+    the new one names no one or a stranger. So it is 409 bridge_account_changed, nothing
+    written, unless the owner asks to switch: the old links are forgotten (audited, counted
+    by type); members are linked at the new account by the roster import, or parked
+    member_unmapped in the inbox until then, and classes by the next schedule poll."""
+    gym = connection.organization_id
+    counts = dict(
+        session.execute(
+            select(EntityLink.entity_type, func.count())
+            .where(EntityLink.organization_id == gym)
+            .group_by(EntityLink.entity_type)
+        ).all()
+    )
+    if not counts:
+        return  # nothing was linked to the old account: nothing to mistake
+    if not asked:
+        raise conflict(
+            codes.BRIDGE_ACCOUNT_CHANGED,
+            "this key is of another external account than the one the gym's links were made "
+            "with: connecting it would cancel the gym's classes and write its members' changes "
+            "to the wrong people; to move the gym to this account, connect with switchAccount "
+            "(--switch-account), which forgets the old account's links",
+            links=sum(counts.values()),
+        )
+    session.execute(delete(EntityLink).where(EntityLink.organization_id == gym))
+    emit(
+        session,
+        EventKind.audit,
+        "bridge.account_switched",
+        at=now,
+        aggregate_type="integration_connection",
+        aggregate_id=connection.id,
+        organization_id=connection.organization_id,
+        actor_user_id=actor,
+        payload={
+            "from": connection.external_account_id,
+            "to": account.external_account_id,
+            "linksForgotten": {str(kind): count for kind, count in counts.items()},
+        },
+    )
 
 
 def account_in_use() -> DomainError:

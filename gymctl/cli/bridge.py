@@ -226,6 +226,11 @@ def connect_command(
     membership_type: str | None = typer.Option(
         None, "--membership-type", help="The free non-recurring bridge membership type's id."
     ),
+    switch_account: bool = typer.Option(
+        False,
+        "--switch-account",
+        help="The key is of another external account than the gym's links: forget them.",
+    ),
     operator: str = OPERATOR,
     as_json: bool = JSON,
 ) -> None:
@@ -248,6 +253,7 @@ def connect_command(
                 now=clock.now(),
                 membership_type_id=membership_type,
                 actor_user_id=actor,
+                switch_account=switch_account,
             )
         )
         slug = gym.slug  # read in the session: the key check ended the transaction that read it

@@ -31,6 +31,7 @@ class Connect(Body):
     bridge_membership_type_id: str | None = Field(
         None, alias="bridgeMembershipTypeId", min_length=1, max_length=64
     )
+    switch_account: bool = Field(False, alias="switchAccount", strict=True)
 
 
 @bp.get("")
@@ -54,6 +55,7 @@ def connect(org_id):
         now=now(),
         actor_user_id=membership().user_id,
         membership_type_id=body.bridge_membership_type_id,
+        switch_account=body.switch_account,
     )
     status = 202 if row.status is ConnectionStatus.pending else 200
     return jsonify(connection=connection.describe(row)), status
