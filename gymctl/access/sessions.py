@@ -199,9 +199,12 @@ def _covers(cached: _Written, impersonated_by: str | None) -> bool:
 
 
 def _clean(value: str | None, limit: int) -> str | None:
+    """A header's text as the sign-in's record keeps it: what the client sent (a User-Agent, a
+    geo header a proxy let through), its control characters dropped. A NUL reached PostgreSQL,
+    which stores none, and answered every first request of the session 500."""
     if value is None:
         return None
-    value = value.strip()
+    value = "".join(ch for ch in value if ch.isprintable()).strip()
     return value[:limit] or None
 
 
