@@ -9,25 +9,18 @@ from datetime import timedelta
 import pytest
 
 from gymctl.billing import attempts
-from gymctl.bookings import book, schedule
+from gymctl.bookings import book
 from gymctl.errors import DomainError
 from gymctl.models import BookingStatus
 from gymctl.models.billing import PlanType
 from tests.billing.factories import make_billing_settings, make_subscription
 from tests.bookings.conftest import add_member, book_seat, cancel_own
+from tests.bookings.test_seats_after_a_plan_ends import _class_at
 from tests.conftest import NOW
 from tests.factories import Gym
 from tests.retention.conftest import give_notice
 
 pytestmark = pytest.mark.embedded
-
-
-def _class_at(session, gym, starts_at, capacity=5):
-    kind = schedule.create_class_type(
-        session, gym.organization.id, name="WOD", default_capacity=capacity,
-        duration_minutes=60, now=NOW,
-    )  # fmt: skip
-    return schedule.schedule_session(session, kind, starts_at=starts_at, now=NOW)
 
 
 @pytest.fixture

@@ -123,6 +123,18 @@ def test_the_owner_picks_the_external_class_over_http_and_the_booking_is_sent(
     assert booked.body["schedule_id"] == chosen
 
 
+def _seat_sent_to_the_first_of_two(session, org, fake, account, bridge_settings, clock):
+    """Two external classes at the session's time; the poll matches the first (its name) and
+    the member's seat is registered there. (first, the other, the platform session)"""
+    first = fake.add_class(account, "2026-11-22", time="07:00", name="WOD")
+    chosen = fake.add_class(account, "2026-11-22", time="07:00", name="Strength")
+    row, _booking = _booked_member(session, org)
+    run(session, org.id, bridge_settings, clock)
+    clock.set(NOW + timedelta(minutes=2))
+    run(session, org.id, bridge_settings, clock)
+    return first, chosen, row
+
+
 def _registered_at(account, class_id):
     return [r["user_id"] for r in account.registrations.values() if r["schedule_id"] == class_id]
 
@@ -135,12 +147,9 @@ def test_relinking_a_session_moves_its_registered_seats_to_the_new_class(
     is cancelled there and booked at the new one, not left registered in a class the session
     no longer books into (the external desk would count them twice, and never in the right
     class)."""
-    first = fake.add_class(account, "2026-11-22", time="07:00", name="WOD")
-    chosen = fake.add_class(account, "2026-11-22", time="07:00", name="Strength")
-    row, _booking = _booked_member(session, org)
-    run(session, org.id, bridge_settings, clock)
-    clock.set(NOW + timedelta(minutes=2))
-    run(session, org.id, bridge_settings, clock)
+    first, chosen, row = _seat_sent_to_the_first_of_two(
+        session, org, fake, account, bridge_settings, clock
+    )
     (user_id,) = _registered_at(account, first)
     linked = classes.link_class(session, org.id, row.id, chosen, now=clock.now())
     session.commit()
@@ -164,12 +173,9 @@ def test_relinking_a_session_moves_its_registered_seats_to_the_new_class(
 def test_relinking_moves_no_seat_of_a_class_already_held(
     session, org, connected, fake, account, bridge_settings, clock
 ):
-    first = fake.add_class(account, "2026-11-22", time="07:00", name="WOD")
-    chosen = fake.add_class(account, "2026-11-22", time="07:00", name="Strength")
-    row, _booking = _booked_member(session, org)
-    run(session, org.id, bridge_settings, clock)
-    clock.set(NOW + timedelta(minutes=2))
-    run(session, org.id, bridge_settings, clock)
+    first, chosen, row = _seat_sent_to_the_first_of_two(
+        session, org, fake, account, bridge_settings, clock
+    )
     after = STARTS + timedelta(hours=2)
     assert classes.link_class(session, org.id, row.id, chosen, now=after)["seatsMoved"] == 0
     assert len(_registered_at(account, first)) == 1

@@ -44,7 +44,11 @@ def _reconnected(session, org, fake, bridge_settings, clock, scene, **options): 
     disconnect(session, org.id, now=clock.now())
     session.commit()
     clock.set(clock.now() + timedelta(minutes=10))
-    return connect(session, org.id, OTHER_KEY, settings=bridge_settings, now=clock.now(), **options)
+    connected = connect(
+        session, org.id, OTHER_KEY, settings=bridge_settings, now=clock.now(), **options
+    )
+    session.commit()
+    return connected
 
 
 def test_another_accounts_key_is_refused_and_nothing_is_written(
@@ -86,7 +90,6 @@ def test_a_switch_forgets_the_old_links_and_cancels_no_class(
     scene,  # noqa: F811
 ):
     _reconnected(session, org, fake, bridge_settings, clock, scene, switch_account=True)
-    session.commit()
     assert _links(session, org) == 0
     (switched,) = session.scalars(
         select(AuditLog).where(AuditLog.action == "bridge.account_switched")
@@ -113,7 +116,6 @@ def test_after_a_switch_no_change_goes_to_the_old_accounts_user_id(
     scene,  # noqa: F811
 ):
     _reconnected(session, org, fake, bridge_settings, clock, scene, switch_account=True)
-    session.commit()
     person = session.get(User, scene.member.user_id)
     person.email = "dana.new@example.test"
     mirror.member_updated(session, person, now=clock.now())

@@ -5,42 +5,23 @@ publish below the top tier supersedes the candidate without cutting a replacemen
 
 from __future__ import annotations
 
-import pytest
 from sqlalchemy import func, select
 
 from gymctl.access import gyms, tiers
 from gymctl.branding import publishing, workspace
 from gymctl.models.organizations import Tier
 from gymctl.models.releases import ReleaseCandidate
-from gymctl.releases import operations
 from tests.conftest import NOW
-from tests.releases.helpers import approved_intake, cut
-
-
-@pytest.fixture
-def candidate(client, session, store, settings, branded, gym):
-    approved_intake(client, gym)
-    return cut(session, store, settings, gym)
-
-
-def _dispatch(session, settings, gym, kind="build"):
-    operation, nonce = operations.dispatch(
-        session, settings, gym.id, kind=kind, platform="android", now=NOW
-    )
-    session.commit()
-    return operation, nonce
-
-
-def _claim(client, token, operation, nonce):
-    return client.post(
-        "/ci/releases/claim",
-        json={"operationId": str(operation.id), "dispatchNonce": nonce},
-        headers={"Authorization": f"Bearer {token}"},
-    )
+from tests.releases.test_ci_access import _claim, _dispatch, candidate  # noqa: F401 (fixture)
 
 
 def test_a_deleted_gyms_dispatched_build_is_not_handed_to_ci(
-    client, session, settings, gym, candidate, ci
+    client,
+    session,
+    settings,
+    gym,
+    candidate,  # noqa: F811
+    ci,
 ):
     """Spec A 2.12 "Disabled apps and inactive or deleted organizations deny access"; s56: no
     build is made for a gym that may not have the app. A build dispatched before the owner
@@ -56,7 +37,12 @@ def test_a_deleted_gyms_dispatched_build_is_not_handed_to_ci(
 
 
 def test_a_gym_moved_below_the_top_tier_gets_no_build_claimed(
-    client, session, settings, gym, candidate, ci
+    client,
+    session,
+    settings,
+    gym,
+    candidate,  # noqa: F811
+    ci,
 ):
     """Spec A 1 "Organizations on the top tier can have a dedicated native mobile app"; decision
     s56 "Below elite the mapping, a candidate and a build dispatch answer 409
@@ -73,7 +59,12 @@ def test_a_gym_moved_below_the_top_tier_gets_no_build_claimed(
 
 
 def test_a_publish_below_the_top_tier_cuts_no_replacement_candidate(
-    client, session, store, settings, gym, candidate
+    client,
+    session,
+    store,
+    settings,
+    gym,
+    candidate,  # noqa: F811
 ):
     """Decision s56: below elite "a candidate ... answer[s] 409 branded_app_tier_required". The
     candidate a publish replaces (spec A 3) is a candidate all the same: a gym moved down a tier
