@@ -28,7 +28,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from daemons.jobs import AnyJob, JobResult, OwnTransactionsJob, select_jobs
-from gymctl import clock
+from gymctl import clock, migrate
 from gymctl.config import Settings
 from gymctl.db import advisory_lock, get_engine, job_lock
 from gymctl.db import session_factory as default_session_factory
@@ -289,6 +289,8 @@ def run_daemons(
     """
     settings.check()
     jobs = select_jobs(job_names)
+    if session_factory is None:  # the configured database: at this gymctl's revision
+        migrate.require_current(settings.resolved_database_url)
     if interval_seconds is not None:
         if interval_seconds < 1:
             raise ValueError("interval must be at least 1 second")

@@ -488,7 +488,7 @@ def _flock(path: Path, deadline: float) -> int | None:
     """A descriptor holding the exclusive flock of `path`, or None if another open file holds
     it past `deadline`. flock, not lockf: its lock belongs to the open file, so two opens in
     one process exclude each other too. The files stay (removing one races its next taker)."""
-    path.parent.mkdir(exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     descriptor = os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)
     try:
         while True:

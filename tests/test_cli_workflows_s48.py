@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
-from tests.test_quickstart import gymctl, home_env  # noqa: F401 (fixture)
+from tests.test_quickstart import GYMCTL, gymctl, home_env  # noqa: F401 (fixture)
 
 OPERATOR = ("--operator", "user_demo_owner")
 # A closed port on loopback: the search API answers nothing (ConnectError).
@@ -139,13 +142,16 @@ def unmigrated(request, home_env, tmp_path):  # noqa: F811
         ("bridge", "status", "demo-gym"),
         ("movements", "duplicates"),
         ("bridge", "retry", "1", *OPERATOR),
+        ("daemons", "run", "--once", "--job", "event_relay"),
     ],
 )
 def test_a_command_on_a_database_never_migrated_says_how_to_migrate(unmigrated, args):
     """Run outside the quick start's folder (GYMCTL_HOME is ./.gymctl), every command was a
     crash (exit 70: "no such table", or "unable to open database file"); now a configuration
     error naming the database and the command that migrates it, twice the same (the first
-    run must not leave a state the second reads differently)."""
+    run must not leave a state the second reads differently). The daemons crashed on their
+    lock folder, then failed every job with SQL errors; the server started, answering 503 and
+    401 to every request: both are refused before they start (s57)."""
     env, where = unmigrated
     for _ in range(2):
         told = gymctl(env, *args, check=False)
@@ -157,6 +163,33 @@ def test_a_command_on_a_database_never_migrated_says_how_to_migrate(unmigrated, 
         assert "gymctl db upgrade" in told.stderr
     as_json = json.loads(gymctl(env, *args, "--json", check=False).stdout)
     assert as_json["code"] == "configuration_error"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        (sys.executable, "-m", "daemons", "--once", "--job", "event_relay"),
+        (*GYMCTL, "serve", "--port", "1"),
+    ],
+    ids=["python -m daemons", "gymctl serve"],
+)
+def test_a_server_or_daemon_on_a_database_never_migrated_exits_2_before_it_starts(
+    unmigrated, command
+):
+    """`python -m daemons` (a daemon host's door) refuses as `gymctl daemons run` does, and the
+    server no longer starts to answer 503 and 401 to every request."""
+    env, where = unmigrated
+    told = subprocess.run(
+        command,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert told.returncode == 2, told.stderr
+    assert where in told.stderr
+    assert "never migrated" in told.stderr
 
 
 def test_a_json_refusal_of_a_command_with_progress_bars_leaves_stderr_empty(home_env):  # noqa: F811

@@ -196,7 +196,8 @@ def verify_account_command(
         return
     reason = f" ({answer['reason']})" if answer.get("reason") else ""
     console.print(
-        f"{subscription}: {answer['outcome']}{reason}" + (" [dry run]" if dry_run else "")
+        f"{subscription}: {answer['outcome']}{reason}" + (" [dry run]" if dry_run else ""),
+        markup=False,
     )
 
 
@@ -236,7 +237,8 @@ def repair_schedule_command(
     item = answer["data"]["item"]
     console.print(
         f"{subscription}: first charge at {item['nextChargeAt']}"
-        + (" [dry run]" if dry_run else "")
+        + (" [dry run]" if dry_run else ""),
+        markup=False,
     )
 
 

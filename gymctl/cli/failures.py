@@ -101,35 +101,15 @@ def report(error: BaseException, argv: list[str], *, as_json: bool) -> int:
 
 def _unmigrated(error: BaseException) -> str | None:
     """What to do when a command met a database gymctl has not migrated (yet, or to this
-    version), else None. The common case: `gymctl` run outside the folder the quick start ran
-    in, where the relative GYMCTL_HOME (./.gymctl) holds no database ("no such table" on
-    SQLite, "unable to open database file" when the folder is missing too). Only a database
-    error is looked into, and only the database's own revision decides (no message is parsed);
-    a database that cannot be reached stays a crash."""
+    version), else None (`migrate.behind`). Only a database error is looked into, and only the
+    database's own revision decides (no message is parsed); a database that cannot be reached
+    stays a crash."""
     exc = sys.modules.get("sqlalchemy.exc")
     if exc is None or not isinstance(error, exc.DBAPIError):
         return None
-    try:
-        from sqlalchemy.engine import make_url
+    from gymctl import migrate
 
-        from gymctl import migrate
-        from gymctl.config import get_settings
-
-        url = make_url(get_settings().resolved_database_url)
-        file = Path(url.database) if url.get_backend_name() == "sqlite" and url.database else None
-        # A missing SQLite file is at no revision: opening it to ask would create it.
-        current = None if file is not None and not file.is_file() else migrate.current(str(url))
-        head = migrate.head()
-    except Exception:  # the database cannot be reached: the crash it was
-        return None
-    if current == head:
-        return None
-    where = f"SQLite file {file.resolve()}" if file is not None else url.render_as_string()
-    return (
-        f"the database ({where}) is at revision {current or 'none: never migrated'}, "
-        f"this gymctl needs {head}: run `gymctl db upgrade` (or `gymctl quickstart` for the "
-        "demo gym), or set GYMCTL_HOME / GYMCTL_DATABASE_URL to the database you meant"
-    )
+    return migrate.behind()
 
 
 def stdout_closed() -> int:

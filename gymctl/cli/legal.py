@@ -55,7 +55,8 @@ def publish_command(
         return
     console.print(
         f"{result['type']} {result['version']} ({result['locale']}) {result['state']} "
-        f"from {result['publishedAt']}" + (" [dry run: nothing kept]" if dry_run else "")
+        f"from {result['publishedAt']}" + (" [dry run: nothing kept]" if dry_run else ""),
+        markup=False,
     )
 
 

@@ -16,6 +16,7 @@ from uuid import UUID
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from gymctl.cli import codes
 from gymctl.errors import invalid
@@ -107,11 +108,13 @@ def render_rows(
     if sum((width or 4) + 3 for width in widths) + 1 > console.width:
         _render_records(cells, columns, title)
         return
-    table = Table(title=title)
+    # Cells and title as plain text, never rich markup: "[dry run]" or "[truncated]" in a
+    # title, or a member's "[Tue] morning" in a cell, vanished as unknown tags.
+    table = Table(title=Text(title) if title else None)
     for column, width in zip(columns, widths, strict=True):
         table.add_column(column, overflow="fold", width=width or None)
     for line in cells:
-        table.add_row(*line)
+        table.add_row(*(Text(cell) for cell in line))
     console.print(table)
 
 

@@ -21,9 +21,11 @@ def serve(
     ),
 ) -> None:
     """Serve the webhooks and the client API with gunicorn."""
+    from gymctl import migrate
     from gymctl.config import get_settings
 
     get_settings().check()
+    migrate.require_current()
     err_console.print(f"serving on http://{host}:{port} with {workers} worker(s)")
     argv = [
         sys.executable, "-m", "gunicorn",
