@@ -417,14 +417,15 @@ def _last_non_charge(session: Session, obligation: str) -> tuple[tuple[int, str,
 
 
 def decides_retry(session: Session, transaction: PaymentTransaction) -> bool:
-    """The technical non-charge whose retry authorization the collector reads: the last
-    confirmed non-charge of the charge its subscription owes now (`_last_non_charge` of
-    `obligation_of`). Authorizing an older one, or one of a charge since paid or turned
-    into a debt, lets nothing through."""
+    """The technical non-charge whose retry authorization the next attempt of its kind reads
+    (`begin_attempt`'s `_last_non_charge`): the last confirmed non-charge of the charge that
+    kind would collect now (the collector's renewal or debt, the member's pay-debt of an ended
+    plan, the owner's manual charge). Authorizing an older one, or one of a charge since paid
+    or moved, lets nothing through."""
     subscription = session.get(Subscription, transaction.subscription_id)
-    if subscription is None:
+    if subscription is None or transaction.attempt_kind is None:
         return False
-    owed = obligation_of(subscription, kind_of(subscription))
+    owed = obligation_of(subscription, transaction.attempt_kind)
     if transaction.obligation_key != owed:
         return False
     last = session.scalar(

@@ -191,7 +191,8 @@ def authorize_retry(
         # answer said retry_authorized and nothing was ever collected.
         raise conflict(
             codes.BILLING_RETRY_NOT_AVAILABLE,
-            "a later attempt of the charge now owed decides its retry: authorize that one",
+            "this attempt no longer decides a retry: a later attempt of the same charge does "
+            "(authorize that one), or the charge was since paid or moved",
         )
     resolution.update(
         retryAuthorized=True,

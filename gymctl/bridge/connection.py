@@ -195,6 +195,13 @@ def connect(
     connection.credentials_ciphertext = cipher.encrypt(
         api_key, row_id=str(connection.id), **CREDENTIALS
     )
+    if switch_account and account is None:
+        # Kept pending, the switch would be checked later without the owner's word.
+        raise unavailable(
+            codes.BRIDGE_CHECK_FAILED,
+            f"the external system did not answer the key check ({problem}): switching a gym "
+            "to another account needs it; try again",
+        )
     if account is not None:
         activate(
             session,
@@ -266,6 +273,9 @@ def activate(
     connection.updated_at = now
 
 
+_SENT_OR_GONE = (OpStatus.succeeded, OpStatus.superseded, OpStatus.dismissed)
+
+
 def _switched(
     session: Session,
     connection: IntegrationConnection,
@@ -281,9 +291,10 @@ def _switched(
     linked class missing from the new schedule for one removed there and cancelled it with
     its members' seats, and a member's change went to the id the old account gave, which at
     the new one names no one or a stranger. So it is 409 bridge_account_changed, nothing
-    written, unless the owner asks to switch: the old links are forgotten (audited, counted
-    by type); members are linked at the new account by the roster import, or parked
-    member_unmapped in the inbox until then, and classes by the next schedule poll."""
+    written, unless the owner asks to switch: the old links and the history of the ops sent
+    there are forgotten (audited, counted), and the gym starts over as at a first connect:
+    each member, plan and seat goes to the new account at its next change (a member searched
+    for first), or is linked by the roster import; classes link at the next schedule poll."""
     gym = connection.organization_id
     counts = dict(
         session.execute(
@@ -304,6 +315,12 @@ def _switched(
             links=sum(counts.values()),
         )
     session.execute(delete(EntityLink).where(EntityLink.organization_id == gym))
+    # What was sent there: kept, the mirror read each member as created and each plan and
+    # seat as sent, and sent the new account nothing. Without it the gym starts over as at a
+    # first connect; ops still to send (or parked) stay, to go to the new account.
+    history = session.execute(
+        delete(SyncOp).where(SyncOp.organization_id == gym, SyncOp.status.in_(_SENT_OR_GONE))
+    ).rowcount
     emit(
         session,
         EventKind.audit,
@@ -317,6 +334,7 @@ def _switched(
             "from": connection.external_account_id,
             "to": account.external_account_id,
             "linksForgotten": {str(kind): count for kind, count in counts.items()},
+            "opsForgotten": history,
         },
     )
 

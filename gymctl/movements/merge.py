@@ -34,7 +34,7 @@ from gymctl.movements.aliases import fold, merge_aliases
 from gymctl.movements.audit import ALIAS_CHANGED, alias_removals
 from gymctl.movements.embeddings import Embedder, embed_movements, embedding_parts
 from gymctl.movements.progress import SILENT, Progress
-from gymctl.movements.ranking import choose, reported_out, video_id
+from gymctl.movements.ranking import choose, is_rejected, reported_out
 from gymctl.movements.references import repoint
 
 LIBRARY_LOCK = "movements:library"
@@ -268,11 +268,11 @@ def _merge(
     dropped = (
         winner.video_status == "auto"
         and winner.video_url
-        and video_id(winner.video_url) in rejected
+        and is_rejected(winner.video_url, rejected)
     )
     if dropped:
         winner.video_url, winner.video_status = None, "none"
-    carried = loser.video_url and video_id(loser.video_url) not in winner.video_rejected_ids
+    carried = loser.video_url and not is_rejected(loser.video_url, winner.video_rejected_ids)
     if not winner.video_url and carried:
         winner.video_url, winner.video_status = loser.video_url, loser.video_status
     known = {c.get("url") for c in winner.video_candidates or []}

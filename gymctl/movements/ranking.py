@@ -47,6 +47,7 @@ SCORING_PROMPT = (
 
 # The paths that name a YouTube video by their next part (youtube.com/shorts/ID, /embed/ID...).
 _VIDEO_PATHS = ("shorts", "embed", "live", "v")
+_YOUTUBE = ("youtube.com", "youtube-nocookie.com")
 
 
 def video_id(url: str) -> str:
@@ -58,13 +59,21 @@ def video_id(url: str) -> str:
     values = parse_qs(parts.query).get("v")
     if values:
         return values[0]
-    host = (parts.hostname or "").lower()
+    host = (parts.hostname or "").lower().removeprefix("www.")
     path = [part for part in parts.path.split("/") if part]
-    if host in ("youtu.be", "www.youtu.be") and path:
+    if host == "youtu.be" and path:
         return path[0]
-    if host.endswith("youtube.com") and len(path) >= 2 and path[0] in _VIDEO_PATHS:
+    youtube = host in _YOUTUBE or host.endswith(".youtube.com")
+    if youtube and len(path) >= 2 and path[0] in _VIDEO_PATHS and path[1] != "videoseries":
         return path[1]
     return url
+
+
+def is_rejected(url: str, rejected_ids: list[str] | None) -> bool:
+    """The video of `url` is on the rejected list: by its id, or by the whole link a row
+    rejected before video_id read every spelling stored."""
+    ids = rejected_ids or []
+    return video_id(url) in ids or url in ids
 
 
 def choose(candidates: list[dict[str, Any]], threshold: float, rejected: set[str]):

@@ -35,7 +35,7 @@ from gymctl.movements.embeddings import (
 )
 from gymctl.movements.library import LibraryEntry, parse_library
 from gymctl.movements.progress import SILENT, Progress
-from gymctl.movements.ranking import video_id
+from gymctl.movements.ranking import is_rejected
 from gymctl.movements.units import Checkpoint, keep
 from gymctl.providers.storage import ObjectStore, validate_key
 
@@ -168,7 +168,7 @@ def _apply(
             setattr(row, name, value)
     row.video_candidates = row.video_candidates or []
     row.video_rejected_ids = row.video_rejected_ids or []
-    if entry.video_url and video_id(entry.video_url) in row.video_rejected_ids:
+    if entry.video_url and is_rejected(entry.video_url, row.video_rejected_ids):
         # Demoted since the file was published: a seed, plain or rebuild, never puts it back
         # (as a removed alias), and put back as `manual` no rank or report could demote it.
         return

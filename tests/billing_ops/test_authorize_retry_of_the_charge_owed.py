@@ -16,7 +16,8 @@ import pytest
 from gymctl.billing import attempts, no_debit
 from gymctl.billing.resolution import describe
 from gymctl.errors import DomainError
-from gymctl.models.billing import TransactionStatus
+from gymctl.models import PaymentTransaction
+from gymctl.models.billing import AttemptKind, SubscriptionStatus, TransactionStatus
 from tests.billing.factories import TEST_CIPHER
 from tests.billing_ops.helpers import audit_rows, card_subscription, pending_attempt
 from tests.conftest import NOW
@@ -63,4 +64,42 @@ def test_only_the_last_non_charge_of_the_charge_owed_authorizes_its_retry(
     assert _authorize(session, gym, last)["outcome"] == "retry_authorized"
     session.flush()
     began = attempts.begin_attempt(session, subscription.id, now=NOW, cipher=TEST_CIPHER)
+    assert began.outcome == "started"
+
+
+def test_the_member_pay_debt_of_an_ended_plan_is_authorized_on_its_own_charge(
+    engine, session, gym, card_server
+):
+    """A plan cancelled for non-payment keeps its debt, which only the member's pay-debt
+    collects (a debt attempt of the debt's day 0): its last technical non-charge decides the
+    next pay-debt's retry, though the collector would charge nothing there."""
+    since = NOW - timedelta(days=10)
+    subscription = card_subscription(
+        session,
+        gym,
+        card_server,
+        status=SubscriptionStatus.cancelled,
+        debt_since=since,
+        debt_amount_in_cents=8000,
+    )
+    for minutes in (9, 8, 7, 6):
+        attempt = attempts.begin_attempt(
+            session,
+            subscription.id,
+            now=NOW - timedelta(minutes=minutes),
+            cipher=TEST_CIPHER,
+            kind=AttemptKind.debt,
+        )
+        assert attempt.outcome == "started", attempt
+        session.flush()
+        last = session.get(PaymentTransaction, attempt.transaction_id)
+        last.status = TransactionStatus.failed
+        last.billing_resolution = {"decision": "not_charged"}
+        session.flush()
+    assert describe(session, last, now=NOW)["actions"]["authorizeRetry"] is True
+    assert _authorize(session, gym, last)["outcome"] == "retry_authorized"
+    session.flush()
+    began = attempts.begin_attempt(
+        session, subscription.id, now=NOW, cipher=TEST_CIPHER, kind=AttemptKind.debt
+    )
     assert began.outcome == "started"

@@ -127,6 +127,12 @@ def test_after_a_switch_no_change_goes_to_the_old_accounts_user_id(
 
     patched = [str(c.body.get("user_id")) for c in fake.calls_to("PATCH /v3/users")]
     assert str(scene.user) not in patched
+    # The gym started over at the new account: the member is searched for there, then made.
+    made = [c for c in fake.calls_to("POST /v3/users") if c.account == "888"]
+    assert len(made) == 1
+    link = entity_map.find(session, org.id, EntityType.member, scene.member.id)
+    assert link is not None
+    assert link.external_id != str(scene.user)
 
 
 def test_the_owner_switches_over_http_and_a_flag_of_another_type_is_refused(
@@ -154,3 +160,25 @@ def test_the_owner_switches_over_http_and_a_flag_of_another_type_is_refused(
     switched = owner_app.put(path, json={"apiKey": OTHER_KEY, "switchAccount": True}, headers=owner)
     assert switched.status_code == 200, switched.json
     assert _links(session, gym) == 0
+
+
+def test_a_switch_the_external_system_cannot_check_is_refused_and_nothing_is_written(
+    session,
+    org,
+    connected,
+    fake,
+    account,
+    bridge_settings,
+    clock,
+    scene,  # noqa: F811
+):
+    """Kept pending, the switch would be checked later without the owner's word (the check
+    would then err the connection asking for the switch the owner had asked for)."""
+    linked = _links(session, org)
+    fake.fail("GET /v3/locations", 503, times=10)
+    with pytest.raises(DomainError) as refused:
+        _reconnected(session, org, fake, bridge_settings, clock, scene, switch_account=True)
+    assert (refused.value.code, refused.value.status) == ("bridge_check_failed", 503)
+    session.rollback()
+    assert find_connection(session, org.id).status is ConnectionStatus.revoked
+    assert _links(session, org) == linked
