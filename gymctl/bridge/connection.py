@@ -197,10 +197,10 @@ def connect(
     )
     if switch_account and account is None:
         # Kept pending, the switch would be checked later without the owner's word.
-        raise unavailable(
-            codes.BRIDGE_CHECK_FAILED,
+        raise conflict(
+            codes.BRIDGE_SWITCH_UNCHECKED,
             f"the external system did not answer the key check ({problem}): switching a gym "
-            "to another account needs it; try again",
+            "to another account needs it; nothing was stored, try again",
         )
     if account is not None:
         activate(

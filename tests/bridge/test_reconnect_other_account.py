@@ -178,7 +178,7 @@ def test_a_switch_the_external_system_cannot_check_is_refused_and_nothing_is_wri
     fake.fail("GET /v3/locations", 503, times=10)
     with pytest.raises(DomainError) as refused:
         _reconnected(session, org, fake, bridge_settings, clock, scene, switch_account=True)
-    assert (refused.value.code, refused.value.status) == ("bridge_check_failed", 503)
+    assert (refused.value.code, refused.value.status) == ("bridge_switch_unchecked", 409)
     session.rollback()
     assert find_connection(session, org.id).status is ConnectionStatus.revoked
     assert _links(session, org) == linked
