@@ -97,6 +97,10 @@ def user_updated(
 def user_deleted(
     session: Session, data: dict[str, Any], *, now: datetime, settings: Settings
 ) -> str:
+    """Under the login's lock, as its creation and updates: a user.created waiting on the
+    row the deletion writes went on with what it read before, and signed the deleted login up
+    (its address back, a pending staff invitation accepted)."""
+    _locked(session, data["id"])
     outcome = users.user_deleted(session, data, now=now, settings=settings)
     user = user_by_identity(session, data["id"]) if outcome == "deleted" else None
     if user is not None:

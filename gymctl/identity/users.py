@@ -94,23 +94,34 @@ def find_or_create(
             .limit(1)
         )
         if unlinked is not None:
-            unlinked.identity_id = identity_id
-            unlinked.image_url = image_url or unlinked.image_url
-            unlinked.updated_at = now
-            session.flush()
-            return unlinked, False
+
+            def link() -> None:
+                unlinked.identity_id = identity_id
+                unlinked.image_url = image_url or unlinked.image_url
+                unlinked.updated_at = now
+
+            return _claim(session, identity_id, link, unlinked, created=False)
     user = User(
         identity_id=identity_id, email=email, image_url=image_url, created_at=now, updated_at=now
     )
+    return _claim(session, identity_id, lambda: session.add(user), user, created=True)
+
+
+def _claim(
+    session: Session, identity_id: str, write: Callable[[], None], row: User, *, created: bool
+) -> tuple[User, bool]:
+    """`write` gives the login to `row` in a savepoint: a concurrent caller that gave it to
+    its own row first (the webhook and the login's first request) wins, and its row is read.
+    A link lost that race answered the webhook 500."""
     try:
         with unique_violation("uq_users_identity_id"), session.begin_nested():
-            session.add(user)
+            write()
     except UniqueViolation:
         winner = user_by_identity(session, identity_id)
         if winner is None:
             raise
         return winner, False
-    return user, True
+    return row, created
 
 
 def _storable(text: str) -> str:

@@ -44,6 +44,7 @@ from gymctl.providers.card_wire import (
     OK,
     REFUND,
     REUSED_UNIQUE_ID,
+    UNKNOWN_CURRENCY,
     UNKNOWN_PAGE,
     cents,
     coin_id,
@@ -307,8 +308,10 @@ def _card_token(info: Any, deal: dict[str, Any]) -> CardToken | None:
 
 
 def _money(deal: dict[str, Any]) -> tuple[int | None, str | None]:
-    amount = deal.get("Amount")
-    return (None if amount is None else cents(amount)), CURRENCIES.get(_int(deal.get("CoinId")))
+    """The deal's amount and currency; None for one the answer leaves out."""
+    amount, coin = deal.get("Amount"), deal.get("CoinId")
+    currency = None if coin is None else CURRENCIES.get(_int(coin), UNKNOWN_CURRENCY)
+    return (None if amount is None else cents(amount)), currency
 
 
 def _terminal_number(terminal: Terminal) -> int | str:

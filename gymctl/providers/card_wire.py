@@ -28,6 +28,10 @@ CREATE_TOKEN_ONLY = "CreateTokenOnly"  # noqa: S105
 # ISOCoinId: the provider's own 1 and 2 for shekels and dollars, ISO 4217 numbers otherwise.
 COIN_IDS = {"ILS": 1, "USD": 2, "EUR": 978, "GBP": 826}  # the keys are card.CURRENCIES
 CURRENCIES = {coin: currency for currency, coin in COIN_IDS.items()}
+# ISO 4217's "no currency": a deal in a coin not in COIN_IDS. It equals no currency a plan
+# or a charge is in, so such a deal never settles one (a coin read as None counted as the
+# plan's own, and 250.00 of another currency settled a checkout of 250.00 shekels).
+UNKNOWN_CURRENCY = "XXX"
 
 
 def major_units(amount_in_cents: int) -> float:

@@ -151,13 +151,15 @@ def record_outcome(
     lost_no_contact (a notice's lost_* is set by the sweep that ends the plan).
 
     The case is read again under its row lock, taken after its subscription's (the fixed
-    order: membership, subscription, then the case, as the notice's writers take them): read
+    order: the members waiting in its lines, membership, subscription, then the case, as the
+    notice's writers take them; the member's own first, then a waiting one's, deadlocked with a
+    removal taking them by id): read
     unlocked, two outcomes at once both closed it, the second overwriting the first, and one
     read before the member withdrew and gave notice again withdrew the new notice."""
     case = case_of(session, organization_id, case_id)
     notice = case.kind == CaseKind.cancellation_notice.value
-    if notice:
-        subscription_for_update(session, organization_id, case.subscription_id)
+    if notice:  # as the withdrawal locks it: the members waiting beside it first
+        subscription_for_update(session, organization_id, case.subscription_id, may_end_at=now)
     case = case_of(session, organization_id, case_id, lock=True)
     allowed = set(SAVED) - {RetentionOutcome.saved_member_withdrew}
     if not notice:
