@@ -115,11 +115,13 @@ def _normalize(
         raise work.refuse("brand_asset_source_format", "only PNG, JPEG and WebP are accepted")
     image = _probe(data, work)
     orientation = _orientation(image, work)
+    _refuse_thin(work, transform, orientation)
     report = _report(work)
     report["removeBackgroundRequested"] = transform.remove_background
 
     if _passthrough(data, work, image, transform, orientation):
         _decode(image, work)
+        _verify_chunks(data, work)
         _validate(image, len(data), work, max_bytes)
         report.update(
             passthrough=True, outputWidth=image.width, outputHeight=image.height, bytes=len(data)
@@ -162,9 +164,18 @@ def _probe(data: bytes, work: _Work) -> Image.Image:
     pixels = image.width * image.height
     if pixels > PROBE_PIXELS or pixels > MAX_SOURCE_PIXELS:
         raise work.refuse("brand_asset_source_too_large", "over 40 megapixels")
-    if getattr(image, "is_animated", False) or getattr(image, "n_frames", 1) > 1:
+    if _animated(image):
         raise work.refuse("brand_asset_source_format", "animated images are not accepted")
     return image
+
+
+def _animated(image: Image.Image) -> bool:
+    """More than one frame. A JPEG carrying a second picture (MPF: a phone's HDR gain map or
+    depth map, a stereo pair) opens as MPO with two frames; it is one still photo, and only its
+    first picture is ever decoded."""
+    if image.format == "MPO":
+        return False
+    return getattr(image, "is_animated", False) or getattr(image, "n_frames", 1) > 1
 
 
 def _orientation(image: Image.Image, work: _Work) -> int:
@@ -175,6 +186,21 @@ def _orientation(image: Image.Image, work: _Work) -> int:
     except _DECODE_ERRORS:
         raise work.refuse("brand_asset_source_format", "the file is damaged") from None
     return value if value in range(1, 9) else 1
+
+
+def _refuse_thin(work: _Work, transform: Transform, orientation: int) -> None:
+    """Rule 8's 64 px, known from the header: nothing is enlarged, so a crop that fitted
+    within 4096 has a side under 64 can only be refused, before the conversion and resampling
+    (a 1 x 40,000,000 px PNG of 80 KB held a normalization slot for 20 s). An empty crop is
+    left to the steps that refuse it (a damaged file first). Icons have rule 5."""
+    if work.slot is Slot.icon:
+        return
+    try:
+        box = _crop_box(_upright((work.width, work.height), orientation), transform.crop, work)
+    except AssetRefused:
+        return
+    if min(_fit_size(box)) < MIN_SIDE:
+        raise work.refuse("brand_asset_dimensions", "at least 64 px on each side")
 
 
 def _decode(image: Image.Image, work: _Work) -> Image.Image:
@@ -232,8 +258,20 @@ def _passthrough(
     if not data.endswith(PNG_END):
         return False
     if work.slot is Slot.icon:
-        return image.size == (ICON_SIZE, ICON_SIZE)
+        # An alpha channel, even an opaque one, is re-encoded away: app stores refuse an icon
+        # that has one, and the icon goes into the branded app's build as stored.
+        return image.size == (ICON_SIZE, ICON_SIZE) and not has_alpha(image)
     return max(image.size) <= FIT and min(image.size) >= MIN_SIDE
+
+
+def _verify_chunks(data: bytes, work: _Work) -> None:
+    """Every chunk's CRC, before a PNG is stored as it came: Pillow's decode skips the image
+    data's, which libpng (the apps', libvips') refuses, so a damaged file was stored and served."""
+    try:
+        with Image.open(io.BytesIO(data), formats=["PNG"]) as fresh:
+            fresh.verify()
+    except _DECODE_ERRORS:
+        raise work.refuse("brand_asset_source_format", "the file is damaged") from None
 
 
 def _crop_box(size: tuple[int, int], crop: Crop | None, work: _Work) -> tuple[int, int, int, int]:
@@ -330,8 +368,12 @@ def _fit(
     """The Pillow path of _fit_jpeg, for PNG, WebP and CMYK JPEG sources."""
     size = _fit_size(box)
     mode = "RGBA" if has_alpha(image) or transform.remove_background else "RGB"
-    if image.mode not in ("RGBA", "RGB"):
-        image = working(image, "RGBA" if has_alpha(image) else "RGB")
+    if image.mode != "RGBA" and has_alpha(image):
+        # A colour key (RGB with tRNS) becomes alpha before resampling: resampled as RGB, the
+        # key colour bled into the edges and no longer matched the key.
+        image = working(image, "RGBA")
+    elif image.mode != "RGB" and not has_alpha(image):
+        image = working(image, "RGB")
     if size != (box[2] - box[0], box[3] - box[1]):
         report["downscaled"] = True
         return _resize(image, size, box, mode)

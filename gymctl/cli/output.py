@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
@@ -73,13 +74,36 @@ def writable_file(value: Path | None) -> Path | None:
 
 
 def write_file(option: str, path: Path, write: Callable[[Path], object]) -> None:
-    """`write(path)`, a failure of the write told as a refusal (output_unwritable), not a
-    crash: the command checked the folder up front (writable_file), and ran."""
+    """`write` into a new file beside `path`, then put in its place: a write that fails part-way
+    (a full disk, a kill) leaves the file a run before wrote whole, not truncated to a torn one.
+    What is not a regular file (a pipe, /dev/stdout) is written as named. A failure is told as
+    a refusal (output_unwritable), not a crash: the command checked the folder up front
+    (writable_file), and ran."""
+    written: Path | None = None
     try:
-        write(path)
+        if path.exists() and not path.is_file():
+            write(path)
+            return
+        handle, name = tempfile.mkstemp(
+            dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix
+        )
+        os.close(handle)
+        written = Path(name)
+        write(written)
+        os.chmod(written, 0o666 & ~_umask())  # as a file opened by name would have
+        os.replace(written, path)
     except OSError as error:
         reason = error.strerror or str(error)
         raise invalid(codes.OUTPUT_UNWRITABLE, f"{option} {path}: {reason}") from None
+    finally:
+        if written is not None:
+            written.unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def print_json(data: Any) -> None:
