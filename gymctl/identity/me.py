@@ -26,6 +26,7 @@ from gymctl.models import (
     User,
 )
 from gymctl.models.identity import same_address
+from gymctl.models.organizations import OrganizationStatus
 from gymctl.providers.identity_admin import IdentityAdmin
 
 
@@ -87,6 +88,7 @@ _ME = (
         Membership.invitation_held,
         Organization.name,
         Organization.slug,
+        Organization.status.label("organization_status"),
         _LIVE_BRAND.label("brand_revision"),
         _LIVE_APP.label("app_version"),
     )
@@ -98,9 +100,16 @@ _ME = (
 
 
 def _active(memberships: list[Row], organization_id: uuid.UUID | None) -> Row | None:
-    """The organization context: the one asked for, else the earliest active membership.
-    Never a token claim (spec A 1)."""
-    usable = [m for m in memberships if m.status is MembershipStatus.active]
+    """The organization context: the one asked for, else the earliest active membership of
+    an active gym, the rule every organization route resolves a caller by
+    (memberships.resolve_membership): an inactive gym was the app's context, every call of
+    which answered 404. Never a token claim (spec A 1). The list shows every gym."""
+    usable = [
+        m
+        for m in memberships
+        if m.status is MembershipStatus.active
+        and m.organization_status is OrganizationStatus.active
+    ]
     if organization_id is None:
         return usable[0] if usable else None
     chosen = next((m for m in usable if m.organization_id == organization_id), None)
