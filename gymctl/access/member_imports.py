@@ -6,9 +6,9 @@ person to link, emailed by a sweep once its chunk commits): one request register
 before gunicorn's 30 s ended it and its transaction rolled back, so a large gym could not
 import at all. Now the request does what is refused up front (each row's syntax, the tier's
 cap on active members: spec A 8) and stores the rows; the `member_imports` daemon job
-registers them CHUNK_ROWS a transaction, with the same `import_row` as the CLI, each chunk's
-outcomes stored with it. The queue's rules (turns, retries, the asker's rights at each step)
-are gymctl.access.staff_queue's.
+registers them CHUNK_ROWS a transaction, each chunk's outcomes stored with it. The CLI's
+import queues its rows the same way and runs the same steps itself (import_here). The queue's
+rules (turns, retries, the asker's rights at each step) are gymctl.access.staff_queue's.
 
 The cap is checked again with each chunk: members who joined meanwhile can fill it, and the
 import then stops there (member_cap_exceeded), keeping what it registered.
@@ -66,15 +66,15 @@ def queue_import(
     *,
     now: datetime,
 ) -> MemberImport:
-    """Check and queue the rows; the caller commits. Refused up front as the CLI's import is
-    (the cap: member_cap_exceeded, nothing queued), counting the rows the gym's other queued
+    """Check and queue the rows; the caller commits. Refused up front (the cap:
+    member_cap_exceeded, nothing queued), counting the rows the gym's other queued
     imports have yet to register; rows refused by themselves are listed."""
     organization = registrar.organization
     if len(rows) > MAX_ROWS:
         raise unprocessable(
             codes.IMPORT_INVALID, f"an import takes at most {MAX_ROWS:,} rows: split the roster"
         )
-    # Serializes the gym's requests (and the CLI's imports): the count of unfinished imports and
+    # Serializes the gym's imports (HTTP's and the CLI's): the count of unfinished imports and
     # of their waiting rows, then the insert.
     unfinished, waiting = imports_in_flight(session, organization.id)
     if len(unfinished) >= UNFINISHED_PER_ORGANIZATION:
@@ -119,7 +119,7 @@ def find_import(session: Session, organization_id: uuid.UUID, import_id: uuid.UU
 
 
 def import_view(session: Session, job: MemberImport) -> dict[str, Any]:
-    """An import as the API shows it: the CLI's results so far (the rows done, by outcome, in
+    """An import as the API and the CLI show it: its results so far (the rows done, by outcome, in
     CSV order), the rows the gym erased meanwhile and the rows that failed by themselves when
     there are any, and why the import stopped short when it did."""
     results = ImportResults(invalid=job.invalid)
@@ -153,6 +153,37 @@ def import_view(session: Session, job: MemberImport) -> dict[str, Any]:
         "createdAt": job.created_at,
         "finishedAt": job.finished_at,
     }
+
+
+def import_here(
+    factory: sessionmaker[Session],
+    registrar: Registrar,
+    actor_membership_id: uuid.UUID,
+    rows: list[dict[str, str]],
+    *,
+    now: Callable[[], datetime],
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """The CLI's import: queued as the HTTP door queues one (refused up front the same way),
+    then registered here a chunk at a time with the daemon's own step, each chunk its own
+    transaction. One transaction for the whole roster held the gym's locks, and on the embedded
+    default the database's one write lock, for all of it: 1,200 rows kept every other writer
+    of every gym out for 8 s, 4,000 past the 30 s busy timeout (the API answered 503). A step
+    that fails waits for its retry: the daemons' job finishes the import then. The import as
+    the API shows it (import_view); `progress(done, total)` after each chunk."""
+    with factory() as session:
+        actor = session.get(Membership, actor_membership_id)
+        job = queue_import(session, registrar, actor, rows, now=now())
+        session.commit()
+        import_id, total = job.id, job.total
+    while True:
+        with factory() as session:
+            job = session.get(MemberImport, import_id)
+            if progress is not None:
+                progress(job.done, total)
+            if job.status != QUEUED or job.retry_at is not None:
+                return import_view(session, job)
+        import_next(factory, registrar.outreach, import_id, now=now())
 
 
 # --- The daemon's side -------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -455,27 +455,3 @@ def hold_registrations(session: Session, organization_id: uuid.UUID) -> None:
     missed them, and both went in (180 active members on a 150 tier)."""
     session.connection()  # the write transaction first (db.advisory_lock on SQLite)
     advisory_lock(session, f"registrations:{organization_id}")
-
-
-def import_members(
-    session: Session,
-    registrar: Registrar,
-    rows: Iterable[dict[str, str]],
-    *,
-    now: datetime,
-    progress: Callable[[int], None] | None = None,
-) -> ImportResults:
-    """Create an active member per row, in the caller's transaction (the CLI; the HTTP door
-    queues it: gymctl.access.member_imports). Refused up front, creating nothing, when the rows
-    that would become new active members, with the rows the gym's queued imports have yet to
-    register, exceed the tier's cap; refused addresses are listed."""
-    organization_id = registrar.organization.id
-    _, waiting = imports_in_flight(session, organization_id)
-    hold_registrations(session, organization_id)
-    plan = plan_import(session, registrar.organization, rows, waiting=waiting)
-    results = ImportResults(invalid=plan.invalid)
-    for done, (email, name) in enumerate(plan.rows, start=1):
-        results.add(import_row(session, registrar, email, name, now=now), email)
-        if progress:
-            progress(done)
-    return results

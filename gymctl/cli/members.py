@@ -12,8 +12,8 @@ from rich.progress import Progress
 
 from gymctl.cli import codes
 from gymctl.cli.inputs import read_given
-from gymctl.cli.output import JSON, console, print_json, render_rows
-from gymctl.errors import invalid
+from gymctl.cli.output import JSON, console, err_console, print_json, render_rows
+from gymctl.errors import DomainError, invalid
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -38,45 +38,54 @@ def import_command(
     from gymctl import clock
     from gymctl.access.gyms import resolve_organization
     from gymctl.access.invitations import Outreach
+    from gymctl.access.member_imports import QUEUED, import_here
     from gymctl.access.permissions import Module
-    from gymctl.access.registrations import (
-        MAX_ROSTER_BYTES,
-        Registrar,
-        import_members,
-        parse_members_csv,
-    )
+    from gymctl.access.registrations import MAX_ROSTER_BYTES, Registrar, parse_members_csv
     from gymctl.config import get_settings
-    from gymctl.db import session_factory, session_scope
+    from gymctl.db import READ_ONLY, session_factory
     from gymctl.providers.identity_admin import identity_admin_from_settings
     from gymctl.providers.mail import mailer_from_settings
 
     rows = parse_members_csv(read_given(file, "FILE", limit=MAX_ROSTER_BYTES))
-    with session_scope() as session:
+    factory = session_factory()
+    settings = get_settings()
+    outreach = Outreach(
+        settings, mailer_from_settings(settings), identity_admin_from_settings(settings, factory)
+    )
+    with factory() as session:  # reads only: the import's chunks take the write lock
+        session.connection(execution_options=READ_ONLY)
         gym = resolve_organization(session, organization)
-        staff_id = _acting_staff(session, gym.id, staff, Module.members).user_id
-        settings = get_settings()
-        outreach = Outreach(
-            settings,
-            mailer_from_settings(settings),
-            identity_admin_from_settings(settings, session_factory()),
+        actor = _acting_staff(session, gym.id, staff, Module.members)
+    registrar = Registrar(
+        organization=gym,
+        staff_user_id=actor.user_id,
+        ip=None,
+        path="cli: gymctl members import",
+        outreach=outreach,
+    )
+    with Progress(console=console, transient=True, disable=as_json) as progress:
+        task = progress.add_task("importing members", total=None)
+        job = import_here(
+            factory,
+            registrar,
+            actor.id,
+            rows,
+            now=clock.now,
+            progress=lambda done, total: progress.update(task, completed=done, total=total),
         )
-        registrar = Registrar(
-            organization=gym,
-            staff_user_id=staff_id,
-            ip=None,
-            path="cli: gymctl members import",
-            outreach=outreach,
+    summary = {"import": job["id"], "status": job["status"], **job["results"]}
+    stopped = job["error"]
+    if stopped is not None:  # the cap filled, or the staff lost the right, while it ran
+        raise DomainError(
+            stopped["code"],
+            f"the import stopped after {job['done']} of {job['total']} rows; those stay",
+            **summary,
         )
-        with Progress(console=console, transient=True, disable=as_json) as progress:
-            task = progress.add_task("importing members", total=len(rows))
-            results = import_members(
-                session,
-                registrar,
-                rows,
-                now=clock.now(),
-                progress=lambda done: progress.update(task, completed=done),
-            )
-    summary = results.as_dict()
+    if job["status"] == QUEUED:
+        err_console.print(
+            f"a step failed and waits for its retry: the daemons finish import {job['id']}",
+            markup=False,
+        )
     if as_json:
         print_json(summary)
         return

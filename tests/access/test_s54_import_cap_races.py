@@ -1,6 +1,6 @@
 """The tier cap (spec A 8: "Import | refused up front when it would exceed the tier's
 active-member cap") with a roster queued over HTTP, the CLI's import (`gymctl members import`,
-registrations.import_members) and the desk's registrations of the same gym. A hunt in s54 found
+member_imports.import_here) and the desk's registrations of the same gym. A hunt in s54 found
 the CLI's import counting none of the rows the gym's queued imports had yet to register (it
 passed the cap alone, and the queued import, accepted up front, stopped half done), and an
 import's chunk counting the gym's members before it held the gym's registrations lock
@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import func, select
 
 from gymctl.access import member_imports
-from gymctl.access.registrations import Registrar, import_members, register_member
+from gymctl.access.registrations import Registrar, register_member
 from gymctl.db import get_engine, session_factory
 from gymctl.errors import DomainError
 from gymctl.models import Membership, MembershipStatus, Organization, Role
@@ -61,12 +61,12 @@ def test_the_cli_import_counts_the_rows_a_queued_import_has_yet_to_register(
     rows = [{"email": f"b{n}@example.test", "name": ""} for n in range(100)]
     registrar = _cli_registrar(session, gym.id, gym[Role.owner].user.id)
     refused = None
-    try:
-        import_members(session, registrar, rows, now=NOW)  # 1 + 100 waiting + 100 > 150
-        session.commit()
+    try:  # 1 + 100 waiting + 100 > 150
+        member_imports.import_here(
+            session_factory, registrar, gym[Role.owner].membership.id, rows, now=lambda: NOW
+        )
     except DomainError as error:
         refused = error.code
-        session.rollback()
 
     work(app, session_factory)
     job = read(client, gym, queued.json["id"]).json
