@@ -103,7 +103,22 @@ COPIED_TABLES = (
     "cancellation_settlements",
     "retention_cases",
     "retention_contacts",
+    "class_types",
+    "class_sessions",
+    "bookings",
 )
+# Of the schedule, only what is still to come: a plan the forecast ends gives up its seats in
+# classes to come (lifecycle -> bookings.book.give_up_uncovered: the session back on the plan,
+# the line moved up), as the daemons do; without them its pack kept the session. Past classes
+# are history no sweep reads.
+UPCOMING = {
+    "class_sessions": lambda table, sessions, start: table.c.starts_at > start,
+    "bookings": lambda table, sessions, start: table.c.class_session_id.in_(
+        select(sessions.c.id).where(
+            sessions.c.organization_id == table.c.organization_id, sessions.c.starts_at > start
+        )
+    ),
+}
 ENDED = lifecycle.ENDED
 LIVE = tuple(status for status in SubscriptionStatus if status not in ENDED)
 
@@ -325,9 +340,12 @@ def next_tick(job: ForecastJob, at: datetime, *, strictly_after: bool = False) -
 # --- Copying one organization ------------------------------------------------------------------
 
 
-def _read_organization(source: Session, organization_id: uuid.UUID) -> list[tuple[Any, list]]:
-    """The organization's billing rows, table by table from the model metadata (a new column
-    follows without a change here), and the users those rows name."""
+def _read_organization(
+    source: Session, organization_id: uuid.UUID, start: datetime
+) -> list[tuple[Any, list]]:
+    """The organization's billing rows and its classes to come (at `start`, the forecast's),
+    table by table from the model metadata (a new column follows without a change here), and
+    the users those rows name."""
     tables = {t.name: t for t in Base.metadata.sorted_tables}
     users = tables["users"]
     user_ids: set[uuid.UUID] = set()
@@ -335,9 +353,10 @@ def _read_organization(source: Session, organization_id: uuid.UUID) -> list[tupl
     for name in COPIED_TABLES:
         table = tables[name]
         key = table.c.id if name == "organizations" else table.c.organization_id
-        rows = [
-            dict(r._mapping) for r in source.execute(select(table).where(key == organization_id))
-        ]
+        terms = [key == organization_id]
+        if name in UPCOMING:
+            terms.append(UPCOMING[name](table, tables["class_sessions"], start))
+        rows = [dict(r._mapping) for r in source.execute(select(table).where(*terms))]
         for column in table.c:
             if any(fk.column.table is users for fk in column.foreign_keys):
                 user_ids.update(row[column.name] for row in rows if row[column.name])
@@ -631,7 +650,7 @@ def simulate(
     # caller's transaction may hold the real database's write lock, and gymctl.db refuses a
     # second writer in one thread (even on another file).
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="forecast") as worker:
-        rows = _read_organization(source, organization_id)
+        rows = _read_organization(source, organization_id, now)
         if owned:
             # All is read: a transaction of its own ends here rather than holding a snapshot
             # open while the forecast runs (minutes for a large gym, on a daemon's connection).

@@ -346,7 +346,7 @@ def test_the_copy_puts_each_row_before_the_rows_that_name_it(session):
     copy): the read order is now the order of the keys."""
     gym = small_gym(session)
     session.commit()
-    found = fc._read_organization(session, gym.organization.id)
+    found = fc._read_organization(session, gym.organization.id, NOW)
     order = [table.name for table, _rows in found]
     assert order[0] == "users"
     assert order.count("users") == 1
