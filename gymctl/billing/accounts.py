@@ -45,6 +45,28 @@ def active_config(session: Session, organization_id: uuid.UUID) -> PaymentProvid
     return session.scalar(_ACTIVE_CONFIG, {"organization_id": organization_id})
 
 
+def original_account(
+    session: Session, organization_id: uuid.UUID, terminal: str | None
+) -> PaymentProviderConfig | None:
+    """The merchant account a payment went through: the organization's card-provider config on
+    that terminal, the active one or one since replaced (its credentials are kept), so an
+    operator can still ask about, or refund, what the old terminal took."""
+    if not terminal:
+        return None
+    accounts = session.scalars(
+        select(PaymentProviderConfig)
+        .where(
+            PaymentProviderConfig.organization_id == organization_id,
+            PaymentProviderConfig.provider == CARD_PROVIDER,
+            PaymentProviderConfig.credentials_ciphertext.is_not(None),
+        )
+        .order_by(PaymentProviderConfig.active.desc(), PaymentProviderConfig.created_at.desc())
+    )
+    # Compared here, not in SQL: a terminal the provider reported is its number, leading zeros
+    # aside, and the settings keep the owner's text.
+    return next((config for config in accounts if same_terminal(config.terminal, terminal)), None)
+
+
 def configure_provider(
     session: Session,
     organization_id: uuid.UUID,

@@ -31,9 +31,11 @@ from gymctl.billing.accounts import (
     CARD_PROVIDER,
     active_config,
     billing_settings,
+    original_account,
     saved_card,
     terminal_of,
 )
+from gymctl.billing.alerts import first_of_its_state
 from gymctl.bookings import book
 from gymctl.bridge import mirror
 from gymctl.clock import add_months
@@ -77,6 +79,11 @@ from gymctl.tasks import close_task, file_task
 PROTOCOL = 1
 TECHNICAL_RETRY_DELAYS = (timedelta(minutes=5), timedelta(minutes=15), timedelta(minutes=60))
 EXECUTING_GRACE = timedelta(seconds=90)  # spec B 8: an attempt this young may still be running
+# An attempt the provider could not be asked about for this long (its lookups refused or
+# unanswered: the account's API access revoked, an outage) is told to an operator, once: the
+# card may have been charged, and recovery alone cannot tell.
+UNANSWERED_ALERT_AFTER = timedelta(hours=1)
+UNANSWERED = "attempt_unanswered"
 PRESALE_CARD_AGE = timedelta(minutes=45)  # spec B 8: card saved 45 min after terminal_since
 LATE_POSITIVE_EVIDENCE = "late_positive_evidence"  # a collection hold: see release_hold
 NOT_CHARGED = "not_charged"  # billing_resolution.decision: the provider never charged it
@@ -794,19 +801,44 @@ def resolve_attempt(
     until = executing_until(attempt)
     if until is None or now < until:
         return Applied(AppliedOutcome.pending, transaction.id)
-    config = active_config(session, transaction.organization_id)
-    if config is None or not same_terminal(config.terminal, attempt.get("terminal")):
-        # The original merchant account is gone: only an operator can resolve this one.
-        return Applied(AppliedOutcome.pending, transaction.id, alert="original_account_unavailable")
+    # The account that sent it, also one the gym replaced since (its credentials are kept):
+    # asked on the new terminal's alone, a charge taken on the old one before a crash was
+    # never settled, and its member never had the period they paid for.
+    config = original_account(session, transaction.organization_id, attempt.get("terminal"))
+    if config is None:
+        # The original merchant account is gone: only an operator can resolve this one. Told
+        # once, not at every pass (the caller commits the mark).
+        gone = "original_account_unavailable"
+        told = transaction.subscription_id is None or not first_of_its_state(
+            session, transaction.subscription_id, gone
+        )
+        return Applied(AppliedOutcome.pending, transaction.id, alert=None if told else gone)
     # Read before the rollback: it expires the config, and reading it again would begin a
     # transaction (on the embedded default, the write lock) held across the provider call.
     on_terminal = terminal_of(config, cipher)
+    subscription_id = transaction.subscription_id
     session.rollback()  # no transaction is held across the provider call
     try:
         result = provider.lookup_charge(on_terminal, attempt["externalAttemptId"])
-    except ProviderUnavailable:
-        return Applied(AppliedOutcome.pending, transaction_id)
+    except ProviderUnavailable:  # ProviderRefused included: nothing known
+        return Applied(
+            AppliedOutcome.pending,
+            transaction_id,
+            alert=_unanswered(session, attempt, subscription_id, now),
+        )
     return apply_outcome(session, transaction_id, result, now=now)
+
+
+def _unanswered(
+    session: Session, attempt: dict[str, Any], subscription_id: uuid.UUID | None, now: datetime
+) -> str | None:
+    """attempt_unanswered once the attempt's lookups have gone unanswered for
+    UNANSWERED_ALERT_AFTER past its grace, the first time for its subscription (the caller
+    commits): it stayed pending for good, the member's period never granted nor anyone told."""
+    until = executing_until(attempt)
+    if until is None or now - until < UNANSWERED_ALERT_AFTER or subscription_id is None:
+        return None
+    return UNANSWERED if first_of_its_state(session, subscription_id, UNANSWERED) else None
 
 
 def settle(

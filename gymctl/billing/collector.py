@@ -157,17 +157,27 @@ def daily_sweep(
     return _collect_due(factory, provider, now=now, cipher=cipher, monotonic=monotonic)
 
 
-def pending_attempts(session: Session) -> list[uuid.UUID]:
-    """The ids of the pending protected attempts recovery asks the provider about, oldest
-    first, one batch."""
-    return list(
+RECOVERY_SECONDS = 300  # the recovery pass's cadence (daemons/jobs.py): a turn of its batch
+
+
+def pending_attempts(session: Session, *, now: datetime) -> list[uuid.UUID]:
+    """The ids of the pending protected attempts recovery asks the provider about: one batch,
+    oldest first; with more than a batch pending, the window turns by a batch each pass (`now`
+    names the pass), so every one is asked within a few passes. Attempts that stay pending for
+    good (a contradiction waiting for staff, lookups the provider refuses) kept the oldest
+    places for good, and a charge a crash left after a batch of them was never asked about:
+    taken, never settled, its period never granted."""
+    ids = list(
         session.scalars(
             select(PaymentTransaction.id)
             .where(*_pending())
-            .order_by(PaymentTransaction.updated_at)
-            .limit(RECOVERY_BATCH)
+            .order_by(PaymentTransaction.updated_at, PaymentTransaction.id)
         )
     )
+    if len(ids) <= RECOVERY_BATCH:
+        return ids
+    start = int(now.timestamp()) // RECOVERY_SECONDS * RECOVERY_BATCH % len(ids)
+    return (ids + ids)[start : start + RECOVERY_BATCH]
 
 
 def _pending() -> list[Any]:
@@ -204,7 +214,7 @@ def recover(
     summary = Summary()
     started = monotonic()  # the debts' charges begin after the lookups (charging_at)
     with factory() as session:
-        pending = pending_attempts(session)
+        pending = pending_attempts(session, now=now)
     for transaction_id in pending:
         with factory() as session:
             try:

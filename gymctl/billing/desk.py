@@ -28,13 +28,18 @@ from gymctl import ids
 from gymctl.access.codes import MEMBER_NOT_ACTIVE
 from gymctl.access.memberships import membership_of
 from gymctl.billing import attempts, codes, debt
-from gymctl.billing.accounts import CARD_PROVIDER, active_config, saved_card, terminal_of
+from gymctl.billing.accounts import (
+    CARD_PROVIDER,
+    active_config,
+    original_account,
+    saved_card,
+    terminal_of,
+)
 from gymctl.billing.alerts import raise_alert
 from gymctl.billing.idempotency import UNIQUE_KEY, by_key, require_uuid4
 from gymctl.billing.resolution import (
     DESK_CHARGE,
     organization_transaction,
-    original_account,
     refuse_if_protected,
 )
 from gymctl.crypto import FieldCipher

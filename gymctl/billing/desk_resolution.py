@@ -22,11 +22,10 @@ from sqlalchemy import and_, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.billing import attempts, codes
-from gymctl.billing.accounts import CARD_PROVIDER, terminal_of
+from gymctl.billing.accounts import CARD_PROVIDER, original_account, terminal_of
 from gymctl.billing.desk import DESK_CHARGE, answer_of, apply_result, transaction_json
 from gymctl.billing.resolution import (
     organization_transaction,
-    original_account,
     original_account_available,
     settles_contradiction,
 )

@@ -21,20 +21,19 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.billing import attempts, codes
-from gymctl.billing.accounts import CARD_PROVIDER, terminal_of
+from gymctl.billing.accounts import original_account, terminal_of
 from gymctl.billing.alerts import raise_alert
 from gymctl.billing.attempts import audit
 from gymctl.crypto import FieldCipher
 from gymctl.db import organization_row, release_for_outside_call
 from gymctl.errors import conflict, not_found
-from gymctl.models import Organization, PaymentProviderConfig, PaymentTransaction, Subscription
+from gymctl.models import Organization, PaymentTransaction, Subscription
 from gymctl.models.billing import AttemptKind, TransactionStatus
 from gymctl.providers.card import (
     CardProvider,
     ChargeResult,
     Outcome,
     ProviderUnavailable,
-    same_terminal,
 )
 
 PROTECTED_KINDS = (AttemptKind.recurring, AttemptKind.manual, AttemptKind.debt)
@@ -390,28 +389,6 @@ def refuse_if_executing(transaction: PaymentTransaction, now: datetime) -> None:
             "the attempt may still be on its way (90 second grace); try again shortly",
             retryAfterSeconds=int(attempts.EXECUTING_GRACE.total_seconds()),
         )
-
-
-def original_account(
-    session: Session, organization_id: uuid.UUID, terminal: str | None
-) -> PaymentProviderConfig | None:
-    """The merchant account a payment went through: the organization's card-provider config on
-    that terminal, the active one or one since replaced (its credentials are kept), so an
-    operator can still ask about, or refund, what the old terminal took."""
-    if not terminal:
-        return None
-    accounts = session.scalars(
-        select(PaymentProviderConfig)
-        .where(
-            PaymentProviderConfig.organization_id == organization_id,
-            PaymentProviderConfig.provider == CARD_PROVIDER,
-            PaymentProviderConfig.credentials_ciphertext.is_not(None),
-        )
-        .order_by(PaymentProviderConfig.active.desc(), PaymentProviderConfig.created_at.desc())
-    )
-    # Compared here, not in SQL: a terminal the provider reported is its number, leading zeros
-    # aside, and the settings keep the owner's text.
-    return next((config for config in accounts if same_terminal(config.terminal, terminal)), None)
 
 
 def original_account_available(session: Session, transaction: PaymentTransaction) -> bool:
