@@ -167,15 +167,18 @@ def readiness(
 
 
 def _page_filter(organization_id, cursor, only) -> list[Any]:
+    """The page's subscriptions: the live ones; `only` names one whatever its status (the
+    answer of an action on it: verify-account takes a paused or ended plan's card too, and its
+    answer read an empty page, a 500)."""
     conditions = [
         Subscription.organization_id == organization_id,
         Subscription.deleted_at.is_(None),
-        Subscription.status.in_(LIVE_STATUSES),
     ]
+    if only is not None:
+        return [*conditions, Subscription.id == only]
+    conditions.append(Subscription.status.in_(LIVE_STATUSES))
     if cursor is not None:
         conditions.append(Subscription.id > cursor)
-    if only is not None:
-        conditions.append(Subscription.id == only)
     return conditions
 
 

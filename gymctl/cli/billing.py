@@ -22,6 +22,7 @@ from gymctl.cli.billing_common import (
     ORG,
     SUBSCRIPTION,
     TRANSACTION,
+    as_written,
     day_or_instant,
 )
 from gymctl.cli.billing_common import instant as _instant
@@ -294,7 +295,7 @@ def transaction_confirm_no_debit(
     confirmation = no_debit.NoDebitConfirmation(
         request_id=request_id,
         provider_case_id=provider_case_id,
-        confirmed_at=no_debit.utc_instant(_instant(confirmed_at)),
+        confirmed_at=no_debit.utc_instant(as_written(confirmed_at)),
         external_attempt_id=external_attempt_id,
         terminal=terminal,
         amount_in_cents=amount_in_cents,

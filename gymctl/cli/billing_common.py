@@ -57,11 +57,24 @@ def instant(value: str) -> datetime:
     from gymctl.clock import ensure_utc
 
     try:
-        return ensure_utc(datetime.fromisoformat(value))
+        return ensure_utc(as_written(value))
     except (ValueError, OverflowError):  # OverflowError: 0001-01-01T00:00+01:00 is before year 1
-        raise invalid(
-            codes.TIMESTAMP_NOT_UTC, f"{value!r} is not an ISO time with an explicit UTC offset"
-        ) from None
+        raise _not_utc(value) from None
+
+
+def as_written(value: str) -> datetime:
+    """An ISO time with the offset it was written with: what evidence must state itself (a
+    confirmation time is explicit UTC; converted first, any offset passed as UTC)."""
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise _not_utc(value) from None
+
+
+def _not_utc(value: str) -> DomainError:
+    return invalid(
+        codes.TIMESTAMP_NOT_UTC, f"{value!r} is not an ISO time with an explicit UTC offset"
+    )
 
 
 def day_or_instant(value: str) -> date | datetime:
