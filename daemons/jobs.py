@@ -141,7 +141,7 @@ def outbox_prune(session: Session, now: datetime, settings: Settings) -> JobResu
 
 
 def rate_windows_prune(session: Session, now: datetime, settings: Settings) -> JobResult:
-    """Rate-limit windows older than an hour are never read again (the longest is 10 minutes)."""
+    """Rate-limit windows that began a day ago (ratelimit.LONGEST_WINDOW) have ended."""
     return {"deleted": ratelimit.prune(session, now=now)}
 
 
@@ -201,7 +201,7 @@ JOBS: tuple[AnyJob, ...] = (
     ),
     Job("job_runs_prune", 3600, job_runs_prune, "delete job_runs rows older than 14 days"),
     Job("outbox_prune", 300, outbox_prune, "delete outbox events delivered over 30 days ago"),
-    Job("rate_windows_prune", 3600, rate_windows_prune, "delete rate-limit windows past an hour"),
+    Job("rate_windows_prune", 3600, rate_windows_prune, "delete rate-limit windows past a day"),
     Job(
         "webhook_deliveries_prune",
         3600,

@@ -42,6 +42,7 @@ from gymctl.errors import DomainError, too_many_requests
 from gymctl.models import RateWindow
 
 KEY_CHARS = 256  # rate_windows.key
+LONGEST_WINDOW = timedelta(days=1)  # the longest any limit counts over (`prune` keeps it whole)
 T = TypeVar("T")
 APART_LOCK_TIMEOUT = "10s"  # take_apart's wait for the key (a slot is taken in milliseconds)
 
@@ -57,6 +58,7 @@ class Spent:
 def spend(session: Session, key: str, *, window: timedelta, now: datetime) -> Spent:
     """Count one attempt under `key` in the current window (an atomic upsert, so concurrent
     workers never lose a count)."""
+    _within_longest(window)
     now = ensure_utc(now)
     span = int(window.total_seconds() * 1000)
     start_ms = int(now.timestamp() * 1000) // span * span
@@ -71,6 +73,11 @@ def spend(session: Session, key: str, *, window: timedelta, now: datetime) -> Sp
     ).scalar_one()
     retry_after = max(1, math.ceil((window_start + window - now).total_seconds()))
     return Spent(count, retry_after)
+
+
+def _within_longest(window: timedelta) -> None:
+    if window > LONGEST_WINDOW:
+        raise ValueError(f"a window of {window} outlives what prune keeps ({LONGEST_WINDOW})")
 
 
 def refused(spent: Spent) -> DomainError:
@@ -102,6 +109,7 @@ def take(
 
     Serialized per key until the caller's transaction ends (an advisory lock on PostgreSQL; the
     write lock, and a process lock, on SQLite), so two workers never both take the last slot."""
+    _within_longest(window)
     now = ensure_utc(now)
     key = key[:KEY_CHARS]
     advisory_lock(session, f"ratelimit:{key}")
@@ -237,6 +245,10 @@ class Backoff:
             self._failures, self._retry_at = 0, None
 
 
-def prune(session: Session, *, now: datetime, keep: timedelta = timedelta(hours=1)) -> int:
-    """Old windows are never read again."""
-    return session.execute(delete(RateWindow).where(RateWindow.window_start < now - keep)).rowcount
+def prune(session: Session, *, now: datetime) -> int:
+    """Windows that began LONGEST_WINDOW ago have ended, and are never read again: pruned
+    an hour after they began, an invitation's day of resends was counted afresh each hour (18 in
+    a day against 10)."""
+    return session.execute(
+        delete(RateWindow).where(RateWindow.window_start < now - LONGEST_WINDOW)
+    ).rowcount

@@ -57,6 +57,7 @@ from gymctl.models import (
     RosterEntry,
     Task,
     User,
+    UserSession,
 )
 from gymctl.models.bridge import EntityType
 from gymctl.models.identity import same_address
@@ -128,8 +129,11 @@ def erase_personal_data(
         "userRowErased": False,
     }
     if not _held_elsewhere(session, organization.id, person):
-        _erase_row(person, now=now)
+        _erase_row(session, person, now=now)
         done["userRowErased"] = True
+    done["retiredRowsErased"] = _retired_rows(
+        session, organization.id, person, all_of_them=done["userRowErased"], now=now
+    )
     emit(
         session,
         EventKind.audit,
@@ -327,24 +331,62 @@ def _retention_texts(session: Session, org_id: uuid.UUID, person: User) -> int:
 
 
 def _held_elsewhere(session: Session, org_id: uuid.UUID, person: User) -> bool:
-    """Another gym holds the person, or a live login is theirs. A login the identity provider
-    deleted (user.deleted) is no one's: its row kept the name and address for good, seen by no
-    gym (rosters leave deleted rows out) and reached by no sign-in."""
+    """Another live gym holds the person, or a live login is theirs. A login the identity
+    provider deleted (user.deleted) is no one's: its row kept the name and address for good,
+    seen by no gym (rosters leave deleted rows out) and reached by no sign-in. A deleted gym's
+    memberships stay as they were, and no one can erase from it any more: counted, they kept the
+    row for good."""
     if person.identity_id is not None and person.deleted_at is None:
         return True
     other = session.scalar(
         select(func.count())
         .select_from(Membership)
+        .join(Organization, Organization.id == Membership.organization_id)
         .where(
             Membership.user_id == person.id,
             Membership.organization_id != org_id,
             Membership.status != MembershipStatus.cancelled,
+            Organization.deleted_at.is_(None),
         )
     )
     return bool(other)
 
 
-def _erase_row(person: User, *, now: datetime) -> None:
+def _retired_rows(
+    session: Session, org_id: uuid.UUID, person: User, *, all_of_them: bool, now: datetime
+) -> int:
+    """The rows a link retired into the person (users.folded_into_id): this gym's membership
+    kept there (ended, with the national id it collected) loses the id, and a row this gym made
+    (its desk's profile, the name it typed) is erased, every one when the person's own row
+    was. Left alone, the link kept on them what erasure took from the row that goes on. How
+    many rows were erased."""
+    retired = session.scalars(select(User).where(User.folded_into_id == person.id)).all()
+    if not retired:
+        return 0
+    session.execute(
+        update(Membership)
+        .where(
+            Membership.organization_id == org_id,
+            Membership.user_id.in_([row.id for row in retired]),
+        )
+        .values(national_id_ciphertext=None, invitation_held=False)
+    )
+    erased = 0
+    for row in retired:
+        if all_of_them or row.signup_organization_id == org_id:
+            _erase_row(session, row, now=now)
+            erased += 1
+    return erased
+
+
+def _erase_row(session: Session, person: User, *, now: datetime) -> None:
+    """The row no one else holds: its name, address and avatar, and where its sign-ins came
+    from (the IP, browser and city of each session; their times stay, the ownership trail's)."""
+    session.execute(
+        update(UserSession)
+        .where(UserSession.user_id == person.id)
+        .values(ip=None, user_agent=None, city=None, country=None)
+    )
     person.email = None
     person.name = None
     person.image_url = None

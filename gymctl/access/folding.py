@@ -11,8 +11,8 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session, aliased
 
 from gymctl.access.leaving import end_holdings
 from gymctl.access.memberships import end_sales_grant
@@ -24,6 +24,7 @@ from gymctl.models import (
     Booking,
     Membership,
     MembershipStatus,
+    MovementVideoReport,
     SalesGrant,
     Subscription,
     User,
@@ -34,9 +35,9 @@ from gymctl.models.bridge import EntityLink, EntityType
 from gymctl.retention.plan_change import charge_in_flight
 from gymctl.tasks import file_task
 
-# Rows naming a person that stay with the row they name: one membership per gym (folded
-# below), one consent per document and one report per video (the kept row's stand), and the
-# retired row's own provider sessions (the ownership trail of that login).
+# Rows naming a person that the column-by-column move leaves: one membership per gym and one
+# report per video (folded below: _fold_reports), one consent per document (the kept row's
+# stand), and the retired row's own provider sessions (the ownership trail of that login).
 _NOT_MOVED = {"memberships", "legal_consents", "movement_video_reports", "user_sessions"}
 # A membership that stands as it is whatever the other row holds: active, or suspended by the
 # gym (a link never lifts a suspension, as a public link does not: decisions, join).
@@ -87,6 +88,12 @@ def fold_person(session: Session, source: User, target: User, *, now: datetime) 
         session.execute(
             update(column.table).where(column == source.id).values({column.name: target.id})
         )
+    _fold_reports(session, source, target)
+    # The person goes on as the target: the source's own retired rows too (one step away).
+    session.execute(
+        update(User).where(User.folded_into_id == source.id).values(folded_into_id=target.id)
+    )
+    source.folded_into_id = target.id
     session.flush()
     for dropped, goes_on, plans, seats in moved:  # the bridge follows them to the kept member
         mirror.member_folded(session, dropped, goes_on, now=now)
@@ -98,6 +105,33 @@ def fold_person(session: Session, source: User, target: User, *, now: datetime) 
         end_sales_grant(session, membership, actor_user_id=None, now=now)
     for dropped, *_ in moved:  # last: after every seat given up there, end_holdings' too
         mirror.member_retired(session, dropped, now=now)
+
+
+def _fold_reports(session: Session, source: User, target: User) -> None:
+    """The retired row's video reports become the person's: one per person and video, so one
+    the target holds for the same video stands and the retired row's goes. Left on the retired
+    row they still counted, and the person reporting again counted twice toward a demotion."""
+    held = aliased(MovementVideoReport)
+    on_target = (
+        select(held.id)
+        .where(
+            held.user_id == target.id,
+            held.movement_id == MovementVideoReport.movement_id,
+            held.video_url == MovementVideoReport.video_url,
+        )
+        .exists()
+    )
+    session.execute(
+        delete(MovementVideoReport)
+        .where(MovementVideoReport.user_id == source.id, on_target)
+        .execution_options(synchronize_session=False)
+    )
+    session.execute(
+        update(MovementVideoReport)
+        .where(MovementVideoReport.user_id == source.id)
+        .values(user_id=target.id)
+        .execution_options(synchronize_session=False)
+    )
 
 
 def _never_started(session: Session, membership: Membership) -> bool:

@@ -49,6 +49,9 @@ class User(IdMixin, Base):
     # provider's updated_at (ms) of the newest user object applied (an older one writes nothing).
     signed_up_at: Mapped[datetime | None]
     identity_synced_at: Mapped[int | None] = mapped_column(BigInteger)
+    # A row retired by a link (access.folding): the row its person goes on as. Not a foreign
+    # key: no row is moved by it, and a copy of some users (the forecast's) names no other.
+    folded_into_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, index=True)
 
     __table_args__ = (Index("ix_users_email_lower", func.lower(email)),)
 
