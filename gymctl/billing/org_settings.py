@@ -19,12 +19,16 @@ from sqlalchemy.orm import Session
 
 from gymctl.billing import codes
 from gymctl.billing.accounts import billing_settings
+from gymctl.billing.attempts import lock_subscription
 from gymctl.billing.opening_day import edit_opening_day, first_instant
+from gymctl.billing.plans import set_term
 from gymctl.billing.resolution import lock_organization
+from gymctl.bridge import mirror
 from gymctl.errors import DomainError, unprocessable
 from gymctl.events import EventKind, emit
-from gymctl.models import BillingSettings, Subscription
-from gymctl.models.billing import SubscriptionStatus
+from gymctl.models import BillingSettings, Plan, Subscription
+from gymctl.models.billing import CollectionMethod, SubscriptionStatus
+from gymctl.retention.proration import OPENING_DELAY
 
 # The zones a gym's days may be counted in: the tz database's own names (zoneinfo's list: no
 # right/ zones, which count leap seconds that PostgreSQL's AT TIME ZONE adds and Python's
@@ -165,7 +169,8 @@ def update_settings(
     presales = _move_presales(
         session, organization_id, old_day, row.opening_day, actor_user_id=actor_user_id, now=now
     )
-    return {**after, "presales": presales}
+    terms = _move_desk_terms(session, organization_id, old_day, row.opening_day, now=now)
+    return {**after, "presales": presales, "deskTermsMoved": terms}
 
 
 def _move_presales(
@@ -210,6 +215,52 @@ def _move_presales(
         else:
             moved += edited is not None
     return {"moved": moved, "stayed": stayed}
+
+
+def _move_desk_terms(
+    session: Session,
+    organization_id: uuid.UUID,
+    old_day: datetime,
+    new_day: datetime,
+    *,
+    now: datetime,
+) -> int:
+    """The gym moved its opening day: the terms sold at the desk for the old day (active, from
+    that day, not begun) start on the new one. A cash plan's move later is recorded in its
+    cashPauses (reason opening_delay: days the member paid for, kept in the refund basis, spec
+    B 2.1). Locked in billing's order (membership, then subscription). How many moved."""
+    sold_for_the_day = session.scalars(
+        select(Subscription.id)
+        .where(
+            Subscription.organization_id == organization_id,
+            Subscription.status == SubscriptionStatus.active,
+            Subscription.current_period_start == old_day,
+            Subscription.started_at == old_day,
+            Subscription.deleted_at.is_(None),
+        )
+        .order_by(Subscription.membership_id, Subscription.id)
+    ).all()
+    moved = 0
+    for subscription_id in sold_for_the_day:
+        subscription = lock_subscription(session, subscription_id)
+        if (
+            subscription is None
+            or subscription.status != SubscriptionStatus.active
+            or subscription.current_period_start != old_day
+        ):
+            continue  # ended or changed meanwhile: no longer a term sold for the day
+        set_term(session, subscription, session.get(Plan, subscription.plan_id), new_day)
+        if subscription.payment_collection_method == CollectionMethod.cash and new_day > old_day:
+            delay = {
+                "reason": OPENING_DELAY,
+                "from": old_day.isoformat(),
+                "until": new_day.isoformat(),
+            }
+            subscription.cash_pauses = [*(subscription.cash_pauses or []), delay]
+        subscription.updated_at = now
+        mirror.subscription_changed(session, subscription, now=now)
+        moved += 1
+    return moved
 
 
 @functools.cache

@@ -308,12 +308,14 @@ def grant_plan(
     paid: bool = True,
     payment_due_at: datetime | None = None,
 ) -> Subscription:
-    """A desk sale by staff: active at once, its period from now; paid in cash (a manual
-    completed transaction with its TaxInvoiceAndReceipt, as every sale) or on pay-later terms
-    (unpaid balance due at `payment_due_at`, after now when there is one: spec B 3 puts a term
-    past its due instant in debt from that instant, so a sale due a month ago, a month
-    mistyped, was cancelled for non-payment by the next lifecycle pass; a free plan's due
-    instant names no debt)."""
+    """A desk sale by staff: active at once, its period from now, or from the gym's opening
+    day while that is ahead (as a card buyer's presale: a month sold three weeks before the
+    gym opens was three weeks spent on a closed gym; a move of the day moves it:
+    org_settings); paid in cash (a manual completed transaction with its
+    TaxInvoiceAndReceipt, as every sale) or on pay-later terms (unpaid balance due at
+    `payment_due_at`, after now when there is one: spec B 3 puts a term past its due instant
+    in debt from that instant, so a sale due a month ago, a month mistyped, was cancelled for
+    non-payment by the next lifecycle pass; a free plan's due instant names no debt)."""
     if (
         method == CollectionMethod.pay_later
         and plan.price_in_cents > 0
@@ -330,14 +332,9 @@ def grant_plan(
     subscription = new_subscription(
         session, plan, membership, status=SubscriptionStatus.active, method=method, now=now
     )
-    subscription.started_at = now
-    subscription.current_period_start = now
-    subscription.current_period_end = term_from(
-        plan, now, billing_settings(session, plan.organization_id).timezone
-    )
+    start = presale_opening_day(session, plan.organization_id, now, for_share=True) or now
+    set_term(session, subscription, plan, start)
     subscription.sessions_remaining = plan.sessions_quota
-    if method == CollectionMethod.cash:
-        subscription.cash_prepaid_through = subscription.current_period_end
     if method == CollectionMethod.pay_later:
         if payment_due_at is None:
             raise unprocessable(codes.PAYMENT_DUE_REQUIRED, "pay-later needs a due date")
@@ -376,6 +373,17 @@ def grant_plan(
     )
     mirror.subscription_changed(session, subscription, now=now)
     return subscription
+
+
+def set_term(session: Session, subscription: Subscription, plan: Plan, start: datetime) -> None:
+    """A desk-sold term from `start`: its end, and a cash plan's paid-through day."""
+    subscription.started_at = start
+    subscription.current_period_start = start
+    subscription.current_period_end = term_from(
+        plan, start, billing_settings(session, plan.organization_id).timezone
+    )
+    if subscription.payment_collection_method == CollectionMethod.cash:
+        subscription.cash_prepaid_through = subscription.current_period_end
 
 
 def is_presale(subscription: Subscription) -> bool:
