@@ -121,6 +121,9 @@ READ_ONLY = {"gymctl_read_only": True}
 # An engine's option: a file only this process's one thread writes (the forecast's scratch
 # copy). Its writer waits for no one, so it is never paced.
 UNSHARED = {"gymctl_unshared": True}
+# A statement's option: a write that only records when a sweep last looked (it changes what no
+# sweep decides), which the forecast does not count as a change that makes its jobs run again.
+BOOKKEEPING = {"gymctl_bookkeeping": True}
 
 
 class SecondWriterError(RuntimeError):

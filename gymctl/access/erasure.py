@@ -363,14 +363,19 @@ def _retired_rows(
     retired = session.scalars(select(User).where(User.folded_into_id == person.id)).all()
     if not retired:
         return 0
-    session.execute(
-        update(Membership)
-        .where(
-            Membership.organization_id == org_id,
-            Membership.user_id.in_([row.id for row in retired]),
-        )
-        .values(national_id_ciphertext=None, invitation_held=False)
-    )
+    addresses = {row.id: (row.email or "").strip() for row in retired}
+    kept_there = session.scalars(
+        select(Membership)
+        .where(Membership.organization_id == org_id, Membership.user_id.in_(list(addresses)))
+        .options(lazyload(Membership.organization))  # FOR UPDATE refuses the outer join
+        .order_by(Membership.id)
+        .with_for_update()
+    ).all()
+    for membership in kept_there:  # as the person's own: its id, its bridge ops, its roster copy
+        membership.national_id_ciphertext = None
+        membership.invitation_held = False
+        mirror.member_erased(session, membership, now=now)
+        _roster(session, org_id, membership, addresses[membership.user_id])
     erased = 0
     for row in retired:
         if all_of_them or row.signup_organization_id == org_id:

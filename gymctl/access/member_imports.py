@@ -43,7 +43,7 @@ from gymctl.access.registrations import (
     imports_in_flight,
     plan_import,
 )
-from gymctl.db import organization_row
+from gymctl.db import READ_ONLY, organization_row
 from gymctl.errors import DomainError, not_found, too_many_requests, unprocessable
 from gymctl.models import MemberImport, MemberImportRow, Membership
 
@@ -163,14 +163,16 @@ def import_here(
     *,
     now: Callable[[], datetime],
     progress: Callable[[int, int], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> dict[str, Any]:
     """The CLI's import: queued as the HTTP door queues one (refused up front the same way),
     then registered here a chunk at a time with the daemon's own step, each chunk its own
     transaction. One transaction for the whole roster held the gym's locks, and on the embedded
     default the database's one write lock, for all of it: 1,200 rows kept every other writer
     of every gym out for 8 s, 4,000 past the 30 s busy timeout (the API answered 503). A step
-    that fails waits for its retry: the daemons' job finishes the import then. The import as
-    the API shows it (import_view); `progress(done, total)` after each chunk."""
+    that fails waits for its retry here, as the daemons' job would (a lost try counted as
+    theirs is); a daemon may take a chunk meanwhile (the import's lock takes turns). The import
+    as the API shows it (import_view); `progress(done, total)` after each chunk."""
     with factory() as session:
         actor = session.get(Membership, actor_membership_id)
         job = queue_import(session, registrar, actor, rows, now=now())
@@ -178,12 +180,22 @@ def import_here(
         import_id, total = job.id, job.total
     while True:
         with factory() as session:
+            session.connection(execution_options=READ_ONLY)  # a look: no write lock
             job = session.get(MemberImport, import_id)
             if progress is not None:
                 progress(job.done, total)
-            if job.status != QUEUED or job.retry_at is not None:
+            if job.status != QUEUED:
                 return import_view(session, job)
-        import_next(factory, registrar.outreach, import_id, now=now())
+            retry_at = job.retry_at
+        at = now()
+        if retry_at is not None and retry_at > at:
+            sleep((retry_at - at).total_seconds())
+            at = max(now(), retry_at)
+        try:
+            import_next(factory, registrar.outreach, import_id, now=at)
+        except Exception:
+            logger.exception("import %s: a step failed", import_id)
+            _lost_try(factory, import_id, now=at)
 
 
 # --- The daemon's side -------------------------------------------------------------------------

@@ -807,9 +807,10 @@ def resolve_attempt(
     config = original_account(session, transaction.organization_id, attempt.get("terminal"))
     if config is None:
         # The original merchant account is gone: only an operator can resolve this one. Told
-        # once, not at every pass (the caller commits the mark).
+        # once, not at every pass (the caller commits the mark on its plan; one with no plan
+        # left, whose row was deleted, has nowhere to keep it and is told each pass).
         gone = "original_account_unavailable"
-        told = transaction.subscription_id is None or not first_of_its_state(
+        told = transaction.subscription_id is not None and not first_of_its_state(
             session, transaction.subscription_id, gone
         )
         return Applied(AppliedOutcome.pending, transaction.id, alert=None if told else gone)
@@ -834,10 +835,12 @@ def _unanswered(
 ) -> str | None:
     """attempt_unanswered once the attempt's lookups have gone unanswered for
     UNANSWERED_ALERT_AFTER past its grace, the first time for its subscription (the caller
-    commits): it stayed pending for good, the member's period never granted nor anyone told."""
+    commits the mark): it stayed pending for good, the period never granted nor anyone told."""
     until = executing_until(attempt)
-    if until is None or now - until < UNANSWERED_ALERT_AFTER or subscription_id is None:
+    if until is None or now - until < UNANSWERED_ALERT_AFTER:
         return None
+    if subscription_id is None:  # no plan left to keep the mark on: told each pass
+        return UNANSWERED
     return UNANSWERED if first_of_its_state(session, subscription_id, UNANSWERED) else None
 
 

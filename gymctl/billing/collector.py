@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
-from sqlalchemy import Integer, bindparam, func, select
+from sqlalchemy import Integer, bindparam, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.billing import attempts
@@ -27,7 +27,7 @@ from gymctl.billing.accounts import CARD_PROVIDER
 from gymctl.billing.alerts import first_of_its_state, raise_alert
 from gymctl.billing.attempts import AppliedOutcome, BeganOutcome
 from gymctl.crypto import FieldCipher
-from gymctl.db import READ_ONLY
+from gymctl.db import BOOKKEEPING, READ_ONLY
 from gymctl.models import PaymentProviderConfig, PaymentTransaction, Subscription
 from gymctl.models.billing import CollectionMethod, SubscriptionStatus, TransactionStatus
 from gymctl.providers.card import CardProvider
@@ -157,27 +157,25 @@ def daily_sweep(
     return _collect_due(factory, provider, now=now, cipher=cipher, monotonic=monotonic)
 
 
-RECOVERY_SECONDS = 300  # the recovery pass's cadence (daemons/jobs.py): a turn of its batch
-
-
-def pending_attempts(session: Session, *, now: datetime) -> list[uuid.UUID]:
+def pending_attempts(session: Session) -> list[uuid.UUID]:
     """The ids of the pending protected attempts recovery asks the provider about: one batch,
-    oldest first; with more than a batch pending, the window turns by a batch each pass (`now`
-    names the pass), so every one is asked within a few passes. Attempts that stay pending for
-    good (a contradiction waiting for staff, lookups the provider refuses) kept the oldest
-    places for good, and a charge a crash left after a batch of them was never asked about:
-    taken, never settled, its period never granted."""
-    ids = list(
+    those never asked first, then those asked longest ago (`asked_at`, stamped by `recover`
+    when an attempt stays pending). Oldest `updated_at` first alone, attempts pending for
+    good (a contradiction waiting for staff, lookups the provider refuses) kept the first
+    places, and a charge a crash left after a batch of them was never asked about: taken,
+    never settled, its period never granted."""
+    return list(
         session.scalars(
             select(PaymentTransaction.id)
             .where(*_pending())
-            .order_by(PaymentTransaction.updated_at, PaymentTransaction.id)
+            .order_by(
+                PaymentTransaction.asked_at.nulls_first(),
+                PaymentTransaction.updated_at,
+                PaymentTransaction.id,
+            )
+            .limit(RECOVERY_BATCH)
         )
     )
-    if len(ids) <= RECOVERY_BATCH:
-        return ids
-    start = int(now.timestamp()) // RECOVERY_SECONDS * RECOVERY_BATCH % len(ids)
-    return (ids + ids)[start : start + RECOVERY_BATCH]
 
 
 def _pending() -> list[Any]:
@@ -214,13 +212,15 @@ def recover(
     summary = Summary()
     started = monotonic()  # the debts' charges begin after the lookups (charging_at)
     with factory() as session:
-        pending = pending_attempts(session, now=now)
+        pending = pending_attempts(session)
     for transaction_id in pending:
         with factory() as session:
             try:
                 applied = attempts.resolve_attempt(
                     session, transaction_id, provider, now=now, cipher=cipher
                 )
+                if applied.outcome in (AppliedOutcome.pending, AppliedOutcome.contradiction):
+                    _asked(session, transaction_id, now)
                 session.commit()
             except Exception:
                 logger.exception("resolving attempt %s failed", transaction_id)
@@ -243,6 +243,19 @@ def recover(
         statuses=(SubscriptionStatus.debt,),
     )
     return _merge(summary, debts)
+
+
+def _asked(session: Session, transaction_id: uuid.UUID, now: datetime) -> None:
+    """Asked and still pending: behind the attempts not asked since, in the next batches."""
+    session.execute(
+        update(PaymentTransaction)
+        .where(
+            PaymentTransaction.id == transaction_id,
+            PaymentTransaction.status == TransactionStatus.pending,
+        )
+        .values(asked_at=now)
+        .execution_options(synchronize_session=False, **BOOKKEEPING)
+    )
 
 
 def side_effect_recovery(factory: sessionmaker[Session], *, now: datetime) -> Summary:

@@ -30,12 +30,15 @@ class day_n_ends(FunctionElement[datetime]):
 @compiles(day_n_ends, "postgresql")
 def _day_n_ends_pg(element, compiler, **kw) -> str:
     # timestamptz AT TIME ZONE tz is the local wall clock; its day + N + 1 at midnight, read
-    # AT TIME ZONE tz again, is that local midnight as an instant (DST included).
+    # AT TIME ZONE tz again, is that local midnight as an instant (DST included). A midnight
+    # the clocks repeat (Atlantic/Azores, America/Havana fall back from 01:00 to 00:00) is the
+    # first one, as zoneinfo reads it (fold 0): PostgreSQL reads the second, and the pass
+    # cancelled an hour after the booking refusal and the forecast said.
     since, days, tz = (compiler.process(clause, **kw) for clause in element.clauses)
-    return (
-        f"((date_trunc('day', {since} AT TIME ZONE {tz})"
-        f" + make_interval(days => ({days}) + 1)) AT TIME ZONE {tz})"
-    )
+    local = f"(date_trunc('day', {since} AT TIME ZONE {tz}) + make_interval(days => ({days}) + 1))"
+    read = f"({local} AT TIME ZONE {tz})"
+    earlier = f"({read} - interval '1 hour')"
+    return f"(CASE WHEN ({earlier} AT TIME ZONE {tz}) = {local} THEN {earlier} ELSE {read} END)"
 
 
 @compiles(day_n_ends, "sqlite")

@@ -45,7 +45,7 @@ def daily(session: Session, now: datetime) -> dict[str, Any]:
 def recovery(session: Session, now: datetime) -> dict[str, Any]:
     """Pending protected attempts it would ask about, the debts it would collect, the stored
     refunds it would send again and the desk charges it would reconcile."""
-    pending = collector.pending_attempts(session, now=now)
+    pending = collector.pending_attempts(session)
     debts = _due(session, now, statuses=(SubscriptionStatus.debt,))
     desk = [
         t.id

@@ -978,13 +978,17 @@ def final_state(engine: Engine) -> dict[str, list[dict[str, Any]]]:
 
 
 def _write_counter(engine: Engine) -> list[int]:
-    """Counts the statements that changed rows: a tick that wrote nothing changed nothing."""
+    """Counts the statements that changed rows: a tick that wrote nothing changed nothing. A
+    bookkeeping write (db.BOOKKEEPING: when recovery last asked about an attempt) is not a
+    change: counted, an attempt pending for good ran every job again after each pass."""
     writes = [0]
 
     @event.listens_for(engine, "after_cursor_execute")
     def counted(conn, cursor, statement, parameters, context, executemany) -> None:
-        changing = context is not None and (
-            context.isinsert or context.isupdate or context.isdelete
+        changing = (
+            context is not None
+            and (context.isinsert or context.isupdate or context.isdelete)
+            and not context.execution_options.get("gymctl_bookkeeping")
         )
         if changing and cursor.rowcount != 0:
             writes[0] += 1

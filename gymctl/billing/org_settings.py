@@ -14,7 +14,7 @@ import zoneinfo
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from gymctl.billing import codes
@@ -33,9 +33,14 @@ from gymctl.retention.proration import OPENING_DELAY
 # The zones a gym's days may be counted in: the tz database's own names (zoneinfo's list: no
 # right/ zones, which count leap seconds that PostgreSQL's AT TIME ZONE adds and Python's
 # does not, 27 s apart at every midnight; no posix/ copies), less the server's own zone
-# (/etc/localtime: a gym's days would move with the machine that runs it) and Factory (no
-# place's time).
-NOT_A_GYMS_ZONE = ("localtime", "Factory")
+# (/etc/localtime: a gym's days would move with the machine that runs it), Factory (no
+# place's time), and the tz database's old names PostgreSQL's AT TIME ZONE reads as
+# abbreviations, a fixed offset with no summer time (CET is UTC+1 all year there, Europe's
+# time in Python): every grace ended an hour apart on the two engines from spring to autumn.
+# A gym names its place (Europe/Paris); a gym that had one moved to it (migration 0024).
+LEGACY_ZONES = {"CET": "Europe/Brussels", "EET": "Europe/Athens", "MET": "Europe/Brussels",
+                "WET": "Europe/Lisbon"}  # fmt: skip
+NOT_A_GYMS_ZONE = ("localtime", "Factory", *LEGACY_ZONES)
 
 MAX_GRACE_DAYS = 60  # ours: two months of unpaid access is already generous
 LIFECYCLE_DAYS = range(1, 29)  # 1-28: a day every month has
@@ -166,14 +171,13 @@ def update_settings(
     session.flush()
     if old_day is None or row.opening_day is None or row.opening_day == old_day or old_day <= now:
         return after
-    presales = _move_presales(
+    presales, terms = _move_sold_for_the_day(
         session, organization_id, old_day, row.opening_day, actor_user_id=actor_user_id, now=now
     )
-    terms = _move_desk_terms(session, organization_id, old_day, row.opening_day, now=now)
     return {**after, "presales": presales, "deskTermsMoved": terms}
 
 
-def _move_presales(
+def _move_sold_for_the_day(
     session: Session,
     organization_id: uuid.UUID,
     old_day: datetime,
@@ -181,23 +185,40 @@ def _move_presales(
     *,
     actor_user_id: uuid.UUID | None,
     now: datetime,
-) -> dict[str, Any]:
-    """The gym's scheduled presales on `old_day` moved to `new_day`, one by one through the
-    per-presale edit (its locks: membership, then subscription, taken in that order here too);
-    the ones it refuses for a charge in flight stay, listed. They are chosen before their
-    locks: one withdrawn or given its own day meanwhile is no longer the gym's, left as is."""
-    sold_for_the_day = session.scalars(
-        select(Subscription.id)
+) -> tuple[dict[str, Any], int]:
+    """What was sold for the gym's `old_day`, moved to `new_day` in one membership order (each
+    locks its membership, then itself: billing's order, one order for the whole change):
+
+    - its scheduled presales, one by one through the per-presale edit; the ones it refuses for
+      a charge in flight stay, listed;
+    - the terms sold at the desk for the day (active, from that day, not begun): they start on
+      the new one; a cash plan's move later is recorded in its cashPauses (reason
+      opening_delay: days the member paid for, kept in the refund basis, spec B 2.1).
+
+    They are chosen before their locks: one withdrawn, ended or given its own day meanwhile is
+    no longer the gym's, left as is. The presales' answer, and how many terms moved."""
+    presale = and_(
+        Subscription.status == SubscriptionStatus.scheduled, Subscription.opening_day == old_day
+    )
+    desk_term = and_(
+        Subscription.status == SubscriptionStatus.active,
+        Subscription.current_period_start == old_day,
+        Subscription.started_at == old_day,
+    )
+    sold = session.execute(
+        select(Subscription.id, presale)
         .where(
             Subscription.organization_id == organization_id,
-            Subscription.status == SubscriptionStatus.scheduled,
-            Subscription.opening_day == old_day,
             Subscription.deleted_at.is_(None),
+            or_(presale, desk_term),
         )
         .order_by(Subscription.membership_id, Subscription.id)
     ).all()
-    moved, stayed = 0, []
-    for subscription_id in sold_for_the_day:
+    moved, stayed, terms = 0, [], 0
+    for subscription_id, is_presale in sold:
+        if not is_presale:
+            terms += _move_desk_term(session, subscription_id, old_day, new_day, now=now)
+            continue
         try:
             edited = edit_opening_day(
                 session,
@@ -214,53 +235,31 @@ def _move_presales(
             stayed.append({"subscriptionId": str(subscription_id), "code": refused.code})
         else:
             moved += edited is not None
-    return {"moved": moved, "stayed": stayed}
+    return {"moved": moved, "stayed": stayed}, terms
 
 
-def _move_desk_terms(
+def _move_desk_term(
     session: Session,
-    organization_id: uuid.UUID,
+    subscription_id: uuid.UUID,
     old_day: datetime,
     new_day: datetime,
     *,
     now: datetime,
-) -> int:
-    """The gym moved its opening day: the terms sold at the desk for the old day (active, from
-    that day, not begun) start on the new one. A cash plan's move later is recorded in its
-    cashPauses (reason opening_delay: days the member paid for, kept in the refund basis, spec
-    B 2.1). Locked in billing's order (membership, then subscription). How many moved."""
-    sold_for_the_day = session.scalars(
-        select(Subscription.id)
-        .where(
-            Subscription.organization_id == organization_id,
-            Subscription.status == SubscriptionStatus.active,
-            Subscription.current_period_start == old_day,
-            Subscription.started_at == old_day,
-            Subscription.deleted_at.is_(None),
-        )
-        .order_by(Subscription.membership_id, Subscription.id)
-    ).all()
-    moved = 0
-    for subscription_id in sold_for_the_day:
-        subscription = lock_subscription(session, subscription_id)
-        if (
-            subscription is None
-            or subscription.status != SubscriptionStatus.active
-            or subscription.current_period_start != old_day
-        ):
-            continue  # ended or changed meanwhile: no longer a term sold for the day
-        set_term(session, subscription, session.get(Plan, subscription.plan_id), new_day)
-        if subscription.payment_collection_method == CollectionMethod.cash and new_day > old_day:
-            delay = {
-                "reason": OPENING_DELAY,
-                "from": old_day.isoformat(),
-                "until": new_day.isoformat(),
-            }
-            subscription.cash_pauses = [*(subscription.cash_pauses or []), delay]
-        subscription.updated_at = now
-        mirror.subscription_changed(session, subscription, now=now)
-        moved += 1
-    return moved
+) -> bool:
+    subscription = lock_subscription(session, subscription_id)
+    if (
+        subscription is None
+        or subscription.status != SubscriptionStatus.active
+        or subscription.current_period_start != old_day
+    ):
+        return False  # ended or changed meanwhile: no longer a term sold for the day
+    set_term(session, subscription, session.get(Plan, subscription.plan_id), new_day)
+    if subscription.payment_collection_method == CollectionMethod.cash and new_day > old_day:
+        delay = {"reason": OPENING_DELAY, "from": old_day.isoformat(), "until": new_day.isoformat()}
+        subscription.cash_pauses = [*(subscription.cash_pauses or []), delay]
+    subscription.updated_at = now
+    mirror.subscription_changed(session, subscription, now=now)
+    return True
 
 
 @functools.cache

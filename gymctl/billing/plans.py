@@ -307,11 +307,13 @@ def grant_plan(
     documents: DocumentProvider,
     paid: bool = True,
     payment_due_at: datetime | None = None,
+    opening_day: datetime | None = None,
 ) -> Subscription:
     """A desk sale by staff: active at once, its period from now, or from the gym's opening
-    day while that is ahead (as a card buyer's presale: a month sold three weeks before the
-    gym opens was three weeks spent on a closed gym; a move of the day moves it:
-    org_settings); paid in cash (a manual completed transaction with its
+    day while that is ahead (`opening_day`, presale_opening_day's, read FOR SHARE by the
+    caller before the membership's lock, the order in which the owner's move of the day takes
+    them; as a card buyer's presale, and a month sold three weeks before the gym opened was
+    three weeks spent on a closed gym). Paid in cash (a manual completed transaction with its
     TaxInvoiceAndReceipt, as every sale) or on pay-later terms (unpaid balance due at
     `payment_due_at`, after now when there is one: spec B 3 puts a term past its due instant
     in debt from that instant, so a sale due a month ago, a month mistyped, was cancelled for
@@ -332,8 +334,7 @@ def grant_plan(
     subscription = new_subscription(
         session, plan, membership, status=SubscriptionStatus.active, method=method, now=now
     )
-    start = presale_opening_day(session, plan.organization_id, now, for_share=True) or now
-    set_term(session, subscription, plan, start)
+    set_term(session, subscription, plan, opening_day or now)
     subscription.sessions_remaining = plan.sessions_quota
     if method == CollectionMethod.pay_later:
         if payment_due_at is None:

@@ -74,10 +74,13 @@ def covered_until(row: Subscription) -> datetime | None:
 
 
 def covers(row: Subscription, starts_at: datetime) -> bool:
-    """The plan is live and still valid when the class starts (a class starting at the very
-    end of its validity is the last one it covers)."""
+    """The plan is live and valid when the class starts: not before its term began (a desk
+    sale before the gym's opening day starts on it) and not past its end (a class starting at
+    the very end of its validity is the last one it covers)."""
     if row.status not in BOOKABLE or unstarted(row):
         return False  # a presale in debt after its declined opening charge holds no quota
+    if row.started_at is not None and starts_at < row.started_at:
+        return False
     if row.ended_at is not None or row.deleted_at is not None:
         return False
     end = covered_until(row)
@@ -219,13 +222,17 @@ def give_back(
     no longer records it: a session is given back once. The plan's id, or None. A class before
     the plan's current period (or at its very start: the last instant the period before
     covered) spent the quota of a period renewed since, which lapsed with it
-    (plans.refill_sessions): the booking lets go of it, and nothing comes back."""
+    (plans.refill_sessions): the booking lets go of it, and nothing comes back. A first period
+    has none before it (a desk term from the gym's opening day: a class at that instant)."""
     subscription_id = booking.subscription_id
     booking.subscription_id = None
     plan = lock_plan(session, subscription_id) if subscription_id else None
     if plan is None or plan.sessions_remaining is None:
         return None
-    if plan.current_period_start is not None and row.starts_at <= plan.current_period_start:
+    renewed = plan.current_period_start is not None and plan.current_period_start != (
+        plan.started_at
+    )
+    if renewed and row.starts_at <= plan.current_period_start:
         return None
     plan.sessions_remaining += 1
     plan.updated_at = now

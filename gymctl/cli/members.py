@@ -12,7 +12,7 @@ from rich.progress import Progress
 
 from gymctl.cli import codes
 from gymctl.cli.inputs import read_given
-from gymctl.cli.output import JSON, console, err_console, print_json, render_rows
+from gymctl.cli.output import JSON, console, print_json, render_rows
 from gymctl.errors import DomainError, invalid
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def import_command(
     from gymctl import clock
     from gymctl.access.gyms import resolve_organization
     from gymctl.access.invitations import Outreach
-    from gymctl.access.member_imports import QUEUED, import_here
+    from gymctl.access.member_imports import import_here
     from gymctl.access.permissions import Module
     from gymctl.access.registrations import MAX_ROSTER_BYTES, Registrar, parse_members_csv
     from gymctl.config import get_settings
@@ -80,11 +80,6 @@ def import_command(
             stopped["code"],
             f"the import stopped after {job['done']} of {job['total']} rows; those stay",
             **summary,
-        )
-    if job["status"] == QUEUED:
-        err_console.print(
-            f"a step failed and waits for its retry: the daemons finish import {job['id']}",
-            markup=False,
         )
     if as_json:
         print_json(summary)

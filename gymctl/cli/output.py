@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
+import secrets
+import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
@@ -76,34 +77,29 @@ def writable_file(value: Path | None) -> Path | None:
 def write_file(option: str, path: Path, write: Callable[[Path], object]) -> None:
     """`write` into a new file beside `path`, then put in its place: a write that fails part-way
     (a full disk, a kill) leaves the file a run before wrote whole, not truncated to a torn one.
-    What is not a regular file (a pipe, /dev/stdout) is written as named. A failure is told as
-    a refusal (output_unwritable), not a crash: the command checked the folder up front
-    (writable_file), and ran."""
+    As a file written by name: through a symbolic link, with the mode an existing file had
+    (a new one gets the umask's), and what is not a regular file (a pipe, /dev/stdout) written
+    as named. A failure is told as a refusal (output_unwritable), not a crash: the command
+    checked the folder up front (writable_file), and ran."""
     written: Path | None = None
     try:
-        if path.exists() and not path.is_file():
-            write(path)
+        target = path.resolve() if path.is_symlink() else path
+        if target.exists() and not target.is_file():
+            write(target)
             return
-        handle, name = tempfile.mkstemp(
-            dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix
-        )
-        os.close(handle)
-        written = Path(name)
+        mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else None
+        written = target.with_name(f".{target.name}.{secrets.token_hex(6)}{target.suffix}")
+        os.close(os.open(written, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
         write(written)
-        os.chmod(written, 0o666 & ~_umask())  # as a file opened by name would have
-        os.replace(written, path)
+        if mode is not None:
+            os.chmod(written, mode)
+        os.replace(written, target)
     except OSError as error:
         reason = error.strerror or str(error)
         raise invalid(codes.OUTPUT_UNWRITABLE, f"{option} {path}: {reason}") from None
     finally:
         if written is not None:
             written.unlink(missing_ok=True)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def print_json(data: Any) -> None:

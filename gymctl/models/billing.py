@@ -343,6 +343,9 @@ class PaymentTransaction(IdMixin, Base):
     billing_resolution: Mapped[dict[str, Any] | None]
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+    # When recovery last asked the provider about this pending attempt and it stayed pending:
+    # a batch takes the attempts asked longest ago first (collector.pending_attempts).
+    asked_at: Mapped[datetime | None]
 
     __table_args__ = (
         CheckConstraint("amount_in_cents >= 0", name="amount_not_negative"),

@@ -294,7 +294,9 @@ def settle_one(
         charge = locked_row(session, PaymentTransaction, charge.id)
     charge_cents = charge.amount_in_cents if charge is not None else 0
     days = refund_days(
-        effective,
+        # From the term's start when it has not begun (a desk sale before the gym's opening
+        # day): the days before it were never paid for.
+        max(effective, subscription.current_period_start or effective),
         subscription.current_period_end,
         subscription.cash_pauses,
         timezone=billing_settings(session, subscription.organization_id).timezone,

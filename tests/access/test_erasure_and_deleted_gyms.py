@@ -18,9 +18,7 @@ from tests.factories import signed_in
 pytestmark = pytest.mark.embedded
 
 
-def test_a_deleted_gyms_membership_does_not_keep_the_erased_persons_row(
-    client, session, gym, idp
-):
+def test_a_deleted_gyms_membership_does_not_keep_the_erased_persons_row(client, session, gym, idp):
     person = factories.user(
         session, identity_id=None, email="dana@desk.example", name="Dana", signup_origin="desk"
     )

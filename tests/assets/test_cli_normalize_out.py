@@ -13,6 +13,7 @@ import resource
 import signal
 import subprocess
 
+import pytest
 from PIL import Image, ImageDraw
 
 from tests.test_quickstart import GYMCTL, gymctl, home_env  # noqa: F401 (fixture)
@@ -49,3 +50,39 @@ def test_a_failed_out_write_leaves_the_previous_output_whole(home_env, tmp_path)
     left = out.read_bytes()
     assert left == first, f"--out now holds {len(left)} bytes of a torn PNG"
     Image.open(io.BytesIO(left)).load()
+
+
+def test_a_file_written_beside_is_written_as_by_name(tmp_path):
+    """Through a symbolic link (the link stays), with an existing file's mode, a new one's from
+    the umask, and a write that fails leaves nothing beside the target."""
+    import os
+
+    from gymctl.cli.output import write_file
+    from gymctl.errors import DomainError
+
+    real = tmp_path / "real.png"
+    real.write_bytes(b"old")
+    real.chmod(0o600)
+    link = tmp_path / "link.png"
+    link.symlink_to(real)
+
+    write_file("--out", link, lambda path: path.write_bytes(b"new"))
+
+    assert link.is_symlink()
+    assert real.read_bytes() == b"new"
+    assert real.stat().st_mode & 0o777 == 0o600
+    fresh = tmp_path / "fresh.png"
+    write_file("--out", fresh, lambda path: path.write_bytes(b"x"))
+    mask = os.umask(0)
+    os.umask(mask)
+    assert fresh.stat().st_mode & 0o777 == 0o666 & ~mask
+
+    def fails(path):
+        path.write_bytes(b"half")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(DomainError) as refused:
+        write_file("--out", fresh, fails)
+    assert refused.value.code == "output_unwritable"
+    assert fresh.read_bytes() == b"x"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh.png", "link.png", "real.png"]

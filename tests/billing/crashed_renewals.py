@@ -2,33 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from sqlalchemy import select
 
 from gymctl.billing import collector
 from gymctl.models import PaymentTransaction
-from gymctl.models.billing import PlanType
-from tests.billing import factories as bf
-from tests.billing.cards import APPROVE, save_test_card
 from tests.billing.factories import TEST_CIPHER
-from tests.conftest import NOW
-
-DUE = NOW - timedelta(minutes=1)
-
-
-def due_subscription(session, gym, sandbox, card=APPROVE, **fields):
-    method = save_test_card(session, gym, sandbox.provider, sandbox.simulator, card)
-    values = {
-        "payment_method_id": method.id,
-        "next_charge_date": DUE,
-        "current_period_end": DUE,
-        "current_period_start": DUE - timedelta(days=30),
-        **fields,
-    }
-    subscription = bf.make_subscription(session, gym, PlanType.card, **values)
-    session.commit()
-    return subscription
+from tests.billing.test_collector import due_subscription  # noqa: F401 (the crash tests')
 
 
 def rows(session_factory, subscription_id):

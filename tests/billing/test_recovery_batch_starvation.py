@@ -1,7 +1,9 @@
-"""Recovery every 5 minutes takes one batch of pending attempts, oldest `updated_at` first. An
-attempt that stays pending for good (a contradiction waiting for staff) keeps its old
-`updated_at`, so once a batch's worth of them exists, an attempt a crash leaves afterwards is
-never asked about: its charge is never settled nor its period granted."""
+"""Recovery takes one batch of pending attempts a pass. Oldest `updated_at` first, an attempt
+that stays pending for good (a contradiction waiting for staff) kept its place for good, so
+once a batch's worth of them existed, an attempt a crash left afterwards was never asked about:
+its charge was never settled nor its period granted. A batch now takes the attempts never
+asked first, then those asked longest ago (`asked_at`), whatever the passes' cadence (a pass
+running long delays the next)."""
 
 from __future__ import annotations
 
@@ -68,8 +70,8 @@ def test_a_crashed_attempt_is_resolved_even_behind_a_batch_of_standing_contradic
 
     # Later, another renewal dies after the provider charged it.
     _crash_after_the_charge(session_factory, sandbox, crashed.id, at + timedelta(minutes=1))
-    for _ in range(12):  # an hour of recovery passes
-        at += timedelta(minutes=5)
+    for _ in range(3):  # passes ten minutes apart: each ran long
+        at += timedelta(minutes=10)
         collector.recover(session_factory, provider, now=at, cipher=TEST_CIPHER)
 
     (attempt,) = rows(session_factory, crashed.id)

@@ -1,7 +1,7 @@
 """A plan sold at the desk before the gym's opening day starts on that day (plans.grant_plan),
 as a card buyer's presale is first charged then: a cash month sold three weeks before the gym
 opened ran from the sale, and three of its four weeks were spent on a closed gym. The owner
-moving the day moves the terms sold for it (org_settings._move_desk_terms); a cash plan's
+moving the day moves the terms sold for it (org_settings._move_sold_for_the_day); a cash plan's
 move later is recorded in its cashPauses as opening_delay, days the member paid for (spec B
 2.1: "entries with reason opening_delay keep the refund basis")."""
 
@@ -12,7 +12,9 @@ from datetime import timedelta
 
 import pytest
 
+from gymctl.bookings import book, schedule
 from gymctl.clock import add_months
+from gymctl.errors import DomainError
 from gymctl.models import Role, Subscription
 from gymctl.models.billing import PlanType
 from tests.access.conftest import gym  # noqa: F401 (fixture)
@@ -124,3 +126,35 @@ def test_a_sale_once_the_gym_has_opened_starts_at_once(
     sold = _term(session, _sell(client, gym, gym[Role.member].user.id, opening_ahead, owner))
 
     assert sold.current_period_start == OPENING + D
+
+
+def test_a_term_not_begun_books_no_class_before_it_and_one_from_its_first_day(
+    client,
+    session,
+    gym,  # noqa: F811
+):
+    """A pack sold for the opening day pays for the classes of its term: one before it (a
+    soft-opening class) is refused as one past a plan's end is, and spends no session."""
+    set_up = client.patch(
+        f"/organizations/{gym.id}/billing/settings",
+        json={"openingDay": OPENING.isoformat(), "planRequiredToBook": True},
+        headers=gym[Role.owner].headers,
+    )
+    assert set_up.status_code == 200, set_up.json
+    pack = bf.make_plan(session, gym, PlanType.pack, sessions_quota=5)
+    session.commit()
+    sold = _term(session, _sell(client, gym, gym[Role.member].user.id, pack))
+    kind = schedule.create_class_type(
+        session, gym.id, name="WOD", default_capacity=5, duration_minutes=60, now=NOW
+    )
+    early = schedule.schedule_session(session, kind, starts_at=OPENING - D, now=NOW)
+    first = schedule.schedule_session(session, kind, starts_at=OPENING, now=NOW)
+    member = gym[Role.member].membership
+    booked = {"actor_user_id": member.user_id, "now": NOW}
+
+    with pytest.raises(DomainError) as refused:
+        book.book(session, gym.id, early.id, member, **booked)
+    seat = book.book(session, gym.id, first.id, member, **booked)
+
+    assert refused.value.code == "plan_ends_before_session"
+    assert (seat.subscription_id, sold.sessions_remaining) == (sold.id, 4)

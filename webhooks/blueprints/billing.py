@@ -280,6 +280,8 @@ def desk_sale(org_id: uuid.UUID):
     gym no longer serves (409 member_not_active, as the desk's charge answers)."""
     body = parse(DeskSaleBody)
     plan = plans.live_plan(db(), org_id, body.plan_id)
+    # The gym's day before the member's lock: a move of the day locks them in that order.
+    opening = plans.presale_opening_day(db(), org_id, now(), for_share=True)
     member = live_membership_of(db(), org_id, body.user_id)
     due = explicit_utc(body.payment_due_at) if body.payment_due_at else None
     subscription = plans.grant_plan(
@@ -291,6 +293,7 @@ def desk_sale(org_id: uuid.UUID):
         actor_user_id=membership().user_id,
         documents=default_document_provider(),
         payment_due_at=due,
+        opening_day=opening,
     )
     return jsonify(data=subscription_json(subscription)), 201
 

@@ -1,0 +1,78 @@
+"""Issue 24's forecast (SQLite scratch copy) against the real sweeps on PostgreSQL: "compares
+every subscription's status, dates and ledger: identical"."""
+
+from __future__ import annotations
+
+import pprint
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from gymctl.billing import forecast as fc
+from gymctl.db import get_engine, session_factory
+from tests.billing.factories import TEST_CIPHER
+from tests.billing.forecast_pg_gym import build, differences, real_state, run_daemons_hourly
+from tests.conftest import NOW
+
+DAYS = 60
+
+
+@pytest.mark.parametrize(("same_token", "rate", "seed"), [(False, 0.3, 7), (True, 0.5, 3)])
+def test_forecast_from_postgresql_is_what_the_daemons_do_on_postgresql(
+    committed_pg, tmp_path, same_token, rate, seed
+):
+    factory = session_factory(get_engine(committed_pg))
+    with factory() as session:
+        gym, labels = build(session, same_token=same_token)
+        org = gym.organization.id
+    until = NOW + timedelta(days=DAYS)
+    with factory() as session:
+        forecast = fc.simulate(
+            session, org, now=NOW, until=until, cipher=TEST_CIPHER,
+            decline_rate=rate, seed=seed, scratch_dir=tmp_path,
+        )  # fmt: skip
+    run_daemons_hourly(factory, until, fc.SeededCardProvider(rate, seed=seed))
+    with factory() as session:
+        subs, ledger, _bookings = real_state(session, org)
+    diff = differences(
+        forecast.final["subscriptions"],
+        subs,
+        forecast.final["payment_transactions"],
+        ledger,
+        labels,
+    )
+    assert diff == [], pprint.pformat(diff, width=120)
+
+
+@pytest.mark.parametrize(
+    ("zone", "base", "months", "days"),
+    [
+        # Across the clocks going forward in Jerusalem (March 26th 2027).
+        ("Asia/Jerusalem", datetime(2027, 3, 21, 9, tzinfo=UTC), 4, 45),
+        # The whole gym in the Azores across the clocks going back (October 25th 2026).
+        ("Atlantic/Azores", datetime(2026, 10, 23, 9, tzinfo=UTC), -1, 45),
+    ],
+    ids=["jerusalem-dst", "azores-fall-back"],
+)
+def test_the_whole_gym_across_a_clock_change(committed_pg, tmp_path, zone, base, months, days):
+    factory = session_factory(get_engine(committed_pg))
+    with factory() as session:
+        gym, labels = build(session, base=base, months=months, zone=zone)
+        org = gym.organization.id
+    until = base + timedelta(days=days)
+    with factory() as session:
+        forecast = fc.simulate(
+            session, org, now=base, until=until, cipher=TEST_CIPHER,
+            decline_rate=0.4, seed=5, scratch_dir=tmp_path,
+        )  # fmt: skip
+    run_daemons_hourly(factory, until, fc.SeededCardProvider(0.4, seed=5), start=base)
+    with factory() as session:
+        subs, ledger, _bookings = real_state(session, org)
+    diff = differences(
+        forecast.final["subscriptions"],
+        subs,
+        forecast.final["payment_transactions"],
+        ledger,
+        labels,
+    )
+    assert diff == [], pprint.pformat(diff, width=120)
