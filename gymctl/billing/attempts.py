@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Select, bindparam, func, select
+from sqlalchemy import Select, bindparam, func, select, update
 from sqlalchemy.orm import Session, aliased, lazyload
 
 from gymctl import ids
@@ -40,7 +40,7 @@ from gymctl.bookings import book
 from gymctl.bridge import mirror
 from gymctl.clock import add_months
 from gymctl.crypto import FieldCipher
-from gymctl.db import is_postgres
+from gymctl.db import BOOKKEEPING, is_postgres
 from gymctl.events import EventKind, emit
 from gymctl.models import (
     Booking,
@@ -775,6 +775,29 @@ def late_positive_evidence(
         movedToPending=newer is None,
     )
     return held
+
+
+# The order a recovery pass asks the provider in (collector, desk charges, stored refunds):
+# the rows never asked first, then those asked longest ago (`asked_at`, `mark_asked`), then the
+# oldest. Ordered by updated_at alone, rows pending for good (a contradiction waiting for
+# staff, lookups the provider refuses) kept the first places of every batch, and a row left
+# pending after a batch of them was never asked about.
+ASKING_ORDER = (
+    PaymentTransaction.asked_at.nulls_first(),
+    PaymentTransaction.updated_at,
+    PaymentTransaction.id,
+)
+
+
+def mark_asked(session: Session, transaction_id: uuid.UUID, now: datetime) -> None:
+    """Asked and still unresolved: behind the rows not asked since (ASKING_ORDER). The caller
+    commits. Bookkeeping (db.BOOKKEEPING): it changes what no sweep decides."""
+    session.execute(
+        update(PaymentTransaction)
+        .where(PaymentTransaction.id == transaction_id)
+        .values(asked_at=now)
+        .execution_options(synchronize_session=False, **BOOKKEEPING)
+    )
 
 
 def executing_until(attempt: dict[str, Any]) -> datetime | None:

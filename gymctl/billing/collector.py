@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
-from sqlalchemy import Integer, bindparam, func, select, update
+from sqlalchemy import Integer, bindparam, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.billing import attempts
@@ -27,7 +27,7 @@ from gymctl.billing.accounts import CARD_PROVIDER
 from gymctl.billing.alerts import first_of_its_state, raise_alert
 from gymctl.billing.attempts import AppliedOutcome, BeganOutcome
 from gymctl.crypto import FieldCipher
-from gymctl.db import BOOKKEEPING, READ_ONLY
+from gymctl.db import READ_ONLY
 from gymctl.models import PaymentProviderConfig, PaymentTransaction, Subscription
 from gymctl.models.billing import CollectionMethod, SubscriptionStatus, TransactionStatus
 from gymctl.providers.card import CardProvider
@@ -159,20 +159,12 @@ def daily_sweep(
 
 def pending_attempts(session: Session) -> list[uuid.UUID]:
     """The ids of the pending protected attempts recovery asks the provider about: one batch,
-    those never asked first, then those asked longest ago (`asked_at`, stamped by `recover`
-    when an attempt stays pending). Oldest `updated_at` first alone, attempts pending for
-    good (a contradiction waiting for staff, lookups the provider refuses) kept the first
-    places, and a charge a crash left after a batch of them was never asked about: taken,
-    never settled, its period never granted."""
+    in attempts.ASKING_ORDER (`recover` marks one that stays pending as asked)."""
     return list(
         session.scalars(
             select(PaymentTransaction.id)
             .where(*_pending())
-            .order_by(
-                PaymentTransaction.asked_at.nulls_first(),
-                PaymentTransaction.updated_at,
-                PaymentTransaction.id,
-            )
+            .order_by(*attempts.ASKING_ORDER)
             .limit(RECOVERY_BATCH)
         )
     )
@@ -220,7 +212,7 @@ def recover(
                     session, transaction_id, provider, now=now, cipher=cipher
                 )
                 if applied.outcome in (AppliedOutcome.pending, AppliedOutcome.contradiction):
-                    _asked(session, transaction_id, now)
+                    attempts.mark_asked(session, transaction_id, now)
                 session.commit()
             except Exception:
                 logger.exception("resolving attempt %s failed", transaction_id)
@@ -243,19 +235,6 @@ def recover(
         statuses=(SubscriptionStatus.debt,),
     )
     return _merge(summary, debts)
-
-
-def _asked(session: Session, transaction_id: uuid.UUID, now: datetime) -> None:
-    """Asked and still pending: behind the attempts not asked since, in the next batches."""
-    session.execute(
-        update(PaymentTransaction)
-        .where(
-            PaymentTransaction.id == transaction_id,
-            PaymentTransaction.status == TransactionStatus.pending,
-        )
-        .values(asked_at=now)
-        .execution_options(synchronize_session=False, **BOOKKEEPING)
-    )
 
 
 def side_effect_recovery(factory: sessionmaker[Session], *, now: datetime) -> Summary:

@@ -167,14 +167,15 @@ PENDING_DESK_CHARGE = and_(
 def unresolved_desk_charges(
     session: Session, *, now: datetime, limit: int = RECOVERY_BATCH
 ) -> list[PaymentTransaction]:
-    """Pending desk charges past the executing grace, oldest first: what recovery asks about."""
+    """Pending desk charges past the executing grace, in attempts.ASKING_ORDER: what recovery
+    asks about."""
     return list(
         session.scalars(
             select(PaymentTransaction)
             .where(
                 PENDING_DESK_CHARGE, PaymentTransaction.created_at <= now - attempts.EXECUTING_GRACE
             )
-            .order_by(PaymentTransaction.updated_at, PaymentTransaction.id)
+            .order_by(*attempts.ASKING_ORDER)
             .limit(limit)
         )
     )
@@ -210,15 +211,19 @@ def recover_desk_charges(
                     now=now,
                     documents=documents,
                 )
-            except DomainError:
+            except Exception as error:  # one charge's fault holds back no later one
+                if not isinstance(error, DomainError):
+                    logger.exception("recovering desk charge %s failed", transaction_id)
                 counts["errors"] += 1
+                session.rollback()
+                attempts.mark_asked(session, transaction_id, now)
+                session.commit()
                 continue
-            except Exception:  # one charge's fault holds back no later one (oldest come first)
-                logger.exception("recovering desk charge %s failed", transaction_id)
-                counts["errors"] += 1
-                continue
+            unresolved = answer["state"] in ("unresolved", "contradiction")
+            if unresolved:
+                attempts.mark_asked(session, transaction_id, now)
             session.commit()
-        counts["pending" if answer["state"] in ("unresolved", "contradiction") else "resolved"] += 1
+        counts["pending" if unresolved else "resolved"] += 1
     return counts
 
 

@@ -449,13 +449,13 @@ STORED_REFUND = and_(
 
 
 def pending_refunds(session: Session, *, now: datetime, limit: int) -> list[uuid.UUID]:
-    """Stored card refunds left unresolved past the executing grace, oldest first: what
-    recovery sends again under their stored ids."""
+    """Stored card refunds left unresolved past the executing grace, in
+    attempts.ASKING_ORDER: what recovery sends again under their stored ids."""
     return list(
         session.scalars(
             select(PaymentTransaction.id)
             .where(STORED_REFUND, PaymentTransaction.created_at <= now - attempts.EXECUTING_GRACE)
-            .order_by(PaymentTransaction.updated_at, PaymentTransaction.id)
+            .order_by(*attempts.ASKING_ORDER)
             .limit(limit)
         )
     )
@@ -485,10 +485,15 @@ def resume_refunds(
                 refund = execute_refund(
                     session, provider, cipher, refund_id, now=now, documents=documents
                 )
+                if refund.status == TransactionStatus.refund_pending:
+                    attempts.mark_asked(session, refund_id, now)
                 session.commit()
         except Exception:
             log.exception("resending refund %s failed, tried again next pass", refund_id)
             counts["errors"] += 1
+            with factory() as session:
+                attempts.mark_asked(session, refund_id, now)
+                session.commit()
             continue
         key = {TransactionStatus.refunded: "refunded", TransactionStatus.failed: "failed"}
         counts[key.get(refund.status, "pending")] += 1

@@ -11,8 +11,9 @@ from datetime import timedelta
 import pytest
 from typer.testing import CliRunner
 
+from gymctl.billing import attempts
 from gymctl.billing.desk import DeskChargeRequest
-from gymctl.billing.desk_resolution import recover_desk_charges
+from gymctl.billing.desk_resolution import recover_desk_charges, unresolved_desk_charges
 from gymctl.cli.billing import app as billing_app
 from gymctl.errors import DomainError
 from gymctl.models import PaymentTransaction
@@ -140,3 +141,34 @@ def test_the_cli_shows_and_reconciles_a_pending_desk_charge(
     assert reconciled.exit_code == 0, reconciled.output
     assert json.loads(reconciled.output)["outcome"] == "charged"
     assert card_server.requests(CHARGE) == 1
+
+
+def test_recovery_asks_about_the_desk_charges_asked_longest_ago_first(
+    session, session_factory, gym, card_server, provider, documents
+):
+    """A charge whose lookups keep failing is marked asked and goes behind the others: by
+    updated_at alone, a batch's worth of them kept every later charge from being asked."""
+    first = _lost_charge(session, session_factory, gym, card_server, provider, documents)
+    second = _lost_charge(session, session_factory, gym, card_server, provider, documents)
+    later = NOW + timedelta(minutes=5)
+
+    def batch():
+        with session_factory() as look:
+            return [t.id for t in unresolved_desk_charges(look, now=later, limit=1)]
+
+    assert batch() == [first]
+    card_server.inject(LOOKUP_CHARGE, Fault.error, times=None)
+    counts = recover_desk_charges(
+        session_factory, provider, TEST_CIPHER, now=later, documents=documents
+    )
+    assert counts["errors"] == 2
+    session.expire_all()
+    assert session.get(PaymentTransaction, first).asked_at == later
+    with session_factory() as s:
+        attempts.mark_asked(s, second, later + timedelta(minutes=1))
+        s.commit()
+    assert batch() == [first]  # asked longer ago than the second
+    with session_factory() as s:
+        attempts.mark_asked(s, first, later + timedelta(minutes=2))
+        s.commit()
+    assert batch() == [second]

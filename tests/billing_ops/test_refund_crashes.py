@@ -201,6 +201,8 @@ def test_a_refund_answered_608_stays_pending_and_is_sent_again_under_its_id(
     assert counts == {"selected": 1, "refunded": 0, "failed": 0, "pending": 1, "errors": 0}
     assert _fresh(session_factory, refund.id).status == TransactionStatus.refund_pending
     assert _fresh(session_factory, sale.id).status == TransactionStatus.refund_pending
+    # Marked asked: a pass takes the refunds asked longest ago first (attempts.ASKING_ORDER).
+    assert _fresh(session_factory, refund.id).asked_at == LATER
 
     counts = resume_refunds(
         session_factory, card_server.provider(), TEST_CIPHER, now=LATER, documents=documents
