@@ -13,7 +13,7 @@ from rich.progress import Progress
 from gymctl.cli import codes
 from gymctl.cli.inputs import read_given
 from gymctl.cli.output import JSON, console, print_json, render_rows
-from gymctl.errors import DomainError, invalid
+from gymctl.errors import conflict, invalid
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -76,7 +76,7 @@ def import_command(
     summary = {"import": job["id"], "status": job["status"], **job["results"]}
     stopped = job["error"]
     if stopped is not None:  # the cap filled, or the staff lost the right, while it ran
-        raise DomainError(
+        raise conflict(
             stopped["code"],
             f"the import stopped after {job['done']} of {job['total']} rows; those stay",
             **summary,

@@ -17,7 +17,7 @@ from tests.conftest import NOW
 DAYS = 60
 
 
-@pytest.mark.parametrize(("same_token", "rate", "seed"), [(False, 0.3, 7), (True, 0.5, 3)])
+@pytest.mark.parametrize(("same_token", "rate", "seed"), [(False, 0.3, 7)])
 def test_forecast_from_postgresql_is_what_the_daemons_do_on_postgresql(
     committed_pg, tmp_path, same_token, rate, seed
 ):
@@ -47,12 +47,13 @@ def test_forecast_from_postgresql_is_what_the_daemons_do_on_postgresql(
 @pytest.mark.parametrize(
     ("zone", "base", "months", "days"),
     [
-        # Across the clocks going forward in Jerusalem (March 26th 2027).
-        ("Asia/Jerusalem", datetime(2027, 3, 21, 9, tzinfo=UTC), 4, 45),
-        # The whole gym in the Azores across the clocks going back (October 25th 2026).
+        # The whole gym in the Azores across the clocks going back (October 25th 2026): the
+        # forecast cancelled a debt an hour before the daemons on PostgreSQL (days.py). A run
+        # across Jerusalem's clocks going forward (March 2027) and one of every card on one
+        # token at a rate of 0.5 were identical too (s58; left out of CI for its time).
         ("Atlantic/Azores", datetime(2026, 10, 23, 9, tzinfo=UTC), -1, 45),
     ],
-    ids=["jerusalem-dst", "azores-fall-back"],
+    ids=["azores-fall-back"],
 )
 def test_the_whole_gym_across_a_clock_change(committed_pg, tmp_path, zone, base, months, days):
     factory = session_factory(get_engine(committed_pg))
