@@ -17,21 +17,15 @@ from tests.conftest import NOW
 DAYS = 60
 
 
-@pytest.mark.parametrize(("same_token", "rate", "seed"), [(False, 0.3, 7)])
-def test_forecast_from_postgresql_is_what_the_daemons_do_on_postgresql(
-    committed_pg, tmp_path, same_token, rate, seed
-):
-    factory = session_factory(get_engine(committed_pg))
-    with factory() as session:
-        gym, labels = build(session, same_token=same_token)
-        org = gym.organization.id
-    until = NOW + timedelta(days=DAYS)
+def _forecast_is_the_daemons(factory, org, labels, *, start, until, rate, seed, tmp_path):
+    """Forecast the gym read from PostgreSQL, then run the daemons hourly on PostgreSQL itself
+    with the same provider answers, and assert every subscription and ledger row equal."""
     with factory() as session:
         forecast = fc.simulate(
-            session, org, now=NOW, until=until, cipher=TEST_CIPHER,
+            session, org, now=start, until=until, cipher=TEST_CIPHER,
             decline_rate=rate, seed=seed, scratch_dir=tmp_path,
         )  # fmt: skip
-    run_daemons_hourly(factory, until, fc.SeededCardProvider(rate, seed=seed))
+    run_daemons_hourly(factory, until, fc.SeededCardProvider(rate, seed=seed), start=start)
     with factory() as session:
         subs, ledger, _bookings = real_state(session, org)
     diff = differences(
@@ -42,6 +36,20 @@ def test_forecast_from_postgresql_is_what_the_daemons_do_on_postgresql(
         labels,
     )
     assert diff == [], pprint.pformat(diff, width=120)
+
+
+@pytest.mark.parametrize(("same_token", "rate", "seed"), [(False, 0.3, 7)])
+def test_forecast_from_postgresql_is_what_the_daemons_do_on_postgresql(
+    committed_pg, tmp_path, same_token, rate, seed
+):
+    factory = session_factory(get_engine(committed_pg))
+    with factory() as session:
+        gym, labels = build(session, same_token=same_token)
+        org = gym.organization.id
+    _forecast_is_the_daemons(
+        factory, org, labels, start=NOW, until=NOW + timedelta(days=DAYS),
+        rate=rate, seed=seed, tmp_path=tmp_path,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -60,20 +68,7 @@ def test_the_whole_gym_across_a_clock_change(committed_pg, tmp_path, zone, base,
     with factory() as session:
         gym, labels = build(session, base=base, months=months, zone=zone)
         org = gym.organization.id
-    until = base + timedelta(days=days)
-    with factory() as session:
-        forecast = fc.simulate(
-            session, org, now=base, until=until, cipher=TEST_CIPHER,
-            decline_rate=0.4, seed=5, scratch_dir=tmp_path,
-        )  # fmt: skip
-    run_daemons_hourly(factory, until, fc.SeededCardProvider(0.4, seed=5), start=base)
-    with factory() as session:
-        subs, ledger, _bookings = real_state(session, org)
-    diff = differences(
-        forecast.final["subscriptions"],
-        subs,
-        forecast.final["payment_transactions"],
-        ledger,
-        labels,
-    )
-    assert diff == [], pprint.pformat(diff, width=120)
+    _forecast_is_the_daemons(
+        factory, org, labels, start=base, until=base + timedelta(days=days),
+        rate=0.4, seed=5, tmp_path=tmp_path,
+    )  # fmt: skip

@@ -27,18 +27,9 @@ from tests import factories
 from tests.billing import factories as bf
 from tests.billing.cards import connect_card_provider
 from tests.billing.factories import TEST_CIPHER
+from tests.billing.forecast_pg_gym import run_daemons_hourly
 
 H = timedelta(hours=1)
-
-
-def _run_hourly(factory, start, until, provider):
-    jobs = fc.forecast_jobs(provider, TEST_CIPHER)
-    at = start
-    while at <= until:
-        for job in jobs:
-            if fc.next_tick(job, at) == at:
-                job.run(factory, at)
-        at += H
 
 
 def _gym_in_debt(session, zone, *, debt_since, retry_at):
@@ -133,7 +124,7 @@ def test_the_forecast_cancels_when_the_daemons_on_postgresql_do(
         forecast = fc.simulate(
             session, org, now=start, until=until, cipher=TEST_CIPHER, by="day", scratch_dir=tmp_path
         )
-    _run_hourly(factory, start, until, fc.SeededCardProvider())
+    run_daemons_hourly(factory, until, fc.SeededCardProvider(), start=start)
     with factory() as session:
         real = session.get(Subscription, sub.id)
         real_ledger = sorted(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import timedelta
+from datetime import timedelta, timezone
 
 import pytest
 from sqlalchemy.orm import sessionmaker
@@ -143,3 +143,28 @@ def test_transaction_show_confirm_no_debit_and_authorize_retry(world):
         row = session.get(PaymentTransaction, attempt.id)
         assert row.status == TransactionStatus.cancelled
         assert row.billing_resolution["retryAuthorized"] is True
+
+
+def test_cli_confirm_no_debit_refuses_a_confirmation_time_not_in_utc(world):
+    """Spec B 4.2 wants the confirmation timestamp in "explicit UTC", as the HTTP door enforces
+    (422 billing_confirmation_time_invalid for +02:00): the command line refuses the same."""
+    factory, gym, _, attempt = world
+    evidence = attempt.billing_attempt
+    local = (NOW - timedelta(minutes=1)).astimezone(timezone(timedelta(hours=2)))
+    result = _run(
+        "transaction", "confirm-no-debit", gym.organization.slug, str(attempt.id),
+        "--request-id", str(uuid.uuid4()),
+        "--provider-case-id", "CASE-9",
+        "--confirmed-at", local.isoformat(),  # ...+02:00: an instant, but not UTC
+        "--external-attempt-id", evidence["externalAttemptId"],
+        "--terminal", evidence["terminal"],
+        "--amount-in-cents", str(evidence["amountInCents"]),
+        "--currency", evidence["currency"],
+        "--attest-no-debit", "--attest-cannot-settle-later",
+        "--operator", str(gym.owner.id), "--json",
+    )  # fmt: skip
+
+    assert result.exit_code == 1, result.output
+    assert getattr(result.exception, "code", None) == "billing_confirmation_time_invalid"
+    with factory() as session:
+        assert session.get(PaymentTransaction, attempt.id).status == TransactionStatus.pending
