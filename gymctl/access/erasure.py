@@ -31,7 +31,7 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session, lazyload
 
 from gymctl.access import codes
-from gymctl.access.erased import ERASED_DOMAIN, ERASURE_ACTION
+from gymctl.access.erased import ERASED_DOMAIN, ERASURE_ACTION, is_erased
 from gymctl.access.join import checkout_task_title
 from gymctl.access.leaving import lock_leaving
 from gymctl.access.memberships import end_membership, membership_of
@@ -64,6 +64,7 @@ from gymctl.models.identity import same_address
 from gymctl.models.releases import PushRegistration
 
 ERASED = "erased"
+_PRIVATE_AUDIT_FIELDS = ("email", "ip")
 
 
 def _erased_address(user_id: uuid.UUID) -> str:
@@ -79,7 +80,12 @@ def erase_personal_data(
     actor_user_id: uuid.UUID,
     now: datetime,
 ) -> dict[str, Any]:
-    """Erase the person's personal data from `organization`; returns what was done (counts)."""
+    """Erase the person's personal data from `organization`; returns what was done: the rows
+    this request erased (counts; `userRowErased` says whether the person's row is erased).
+
+    A repeat (the membership still ended by an earlier erasure here) erases again what reached
+    the gym since (decisions s52) and is audited only when it erased something: one that found
+    nothing left answers its zeros and writes no second `personal_data.erased` row."""
     membership = membership_of(session, organization.id, target_user_id)
     if membership.role is Role.owner:
         raise conflict(codes.ERASURE_OWNER, "the owner's own data cannot be erased from their gym")
@@ -111,6 +117,7 @@ def erase_personal_data(
         .with_for_update()
         .execution_options(populate_existing=True)
     )
+    repeat = membership.status is MembershipStatus.cancelled and is_erased(session, membership)
     membership.invitation_held = False
     membership.national_id_ciphertext = None  # this gym's copy; another gym's stays with it
     done = {
@@ -128,12 +135,15 @@ def erase_personal_data(
         "pushRegistrations": _push_registrations(session, organization.id, person, now=now),
         "userRowErased": False,
     }
+    row_changed = False
     if not _held_elsewhere(session, organization.id, person):
-        _erase_row(session, person, now=now)
+        row_changed = _erase_row(session, person, now=now)
         done["userRowErased"] = True
     done["retiredRowsErased"] = _retired_rows(
         session, organization.id, person, all_of_them=done["userRowErased"], now=now
     )
+    if repeat and not row_changed and not any(n for k, n in done.items() if k != "userRowErased"):
+        return done
     emit(
         session,
         EventKind.audit,
@@ -169,10 +179,14 @@ def _leads_of(org_id: uuid.UUID, person: User, address: str):
 
 
 def _leads(session: Session, org_id: uuid.UUID, person: User, address: str) -> int:
+    erased = _erased_address(person.id)
     return session.execute(
         update(Lead)
-        .where(_leads_of(org_id, person, address))
-        .values(name=ERASED, email=_erased_address(person.id), status="closed")
+        .where(
+            _leads_of(org_id, person, address),
+            or_(Lead.name != ERASED, Lead.email != erased, Lead.status != "closed"),
+        )
+        .values(name=ERASED, email=erased, status="closed")
     ).rowcount
 
 
@@ -181,10 +195,11 @@ def _invitations(session: Session, org_id: uuid.UUID, person: User, address: str
     match = [Invitation.user_id == person.id, Invitation.profile_user_id == person.id]
     if address:
         match.append(same_address(Invitation.email, address))
+    erased = _erased_address(person.id)
     return session.execute(
         update(Invitation)
-        .where(Invitation.organization_id == org_id, or_(*match))
-        .values(email=_erased_address(person.id))
+        .where(Invitation.organization_id == org_id, or_(*match), Invitation.email != erased)
+        .values(email=erased)
     ).rowcount
 
 
@@ -267,9 +282,14 @@ def _roster(session: Session, org_id: uuid.UUID, membership: Membership, address
         match.append(same_address(RosterEntry.email, address))
     if not match:
         return 0
+    named = or_(
+        RosterEntry.first_name.is_not(None),
+        RosterEntry.last_name.is_not(None),
+        RosterEntry.email.is_not(None),
+    )
     return session.execute(
         update(RosterEntry)
-        .where(RosterEntry.organization_id == org_id, or_(*match))
+        .where(RosterEntry.organization_id == org_id, or_(*match), named)
         .values(first_name=None, last_name=None, email=None)
     ).rowcount
 
@@ -281,7 +301,9 @@ def _push_registrations(session: Session, org_id: uuid.UUID, person: User, *, no
     the device is a row of its own."""
     rows = session.scalars(
         select(PushRegistration).where(
-            PushRegistration.organization_id == org_id, PushRegistration.user_id == person.id
+            PushRegistration.organization_id == org_id,
+            PushRegistration.user_id == person.id,
+            PushRegistration.token != ERASED,  # forgotten by an earlier erasure
         )
     ).all()
     for row in rows:
@@ -299,9 +321,12 @@ def _audit_rows(session: Session, org_id: uuid.UUID, person: User, address: str)
     if address:
         about = about | same_address(AuditLog.data["email"].as_string(), address)
     rows = session.scalars(select(AuditLog).where(AuditLog.organization_id == org_id, about)).all()
+    scrubbed = 0
     for row in rows:
-        row.data = {k: v for k, v in (row.data or {}).items() if k not in ("email", "ip")}
-    return len(rows)
+        if any(k in (row.data or {}) for k in _PRIVATE_AUDIT_FIELDS):
+            row.data = {k: v for k, v in row.data.items() if k not in _PRIVATE_AUDIT_FIELDS}
+            scrubbed += 1
+    return scrubbed
 
 
 def _retention_texts(session: Session, org_id: uuid.UUID, person: User) -> int:
@@ -359,7 +384,7 @@ def _retired_rows(
     kept there (ended, with the national id it collected) loses the id, and a row this gym made
     (its desk's profile, the name it typed) is erased, every one when the person's own row
     was. Left alone, the link kept on them what erasure took from the row that goes on. How
-    many rows were erased."""
+    many rows this request erased (an earlier erasure's are not counted again)."""
     retired = session.scalars(select(User).where(User.folded_into_id == person.id)).all()
     if not retired:
         return 0
@@ -378,20 +403,39 @@ def _retired_rows(
         _roster(session, org_id, membership, addresses[membership.user_id])
     erased = 0
     for row in retired:
-        if all_of_them or row.signup_organization_id == org_id:
-            _erase_row(session, row, now=now)
+        if (all_of_them or row.signup_organization_id == org_id) and _erase_row(
+            session, row, now=now
+        ):
             erased += 1
     return erased
 
 
-def _erase_row(session: Session, person: User, *, now: datetime) -> None:
+def _erase_row(session: Session, person: User, *, now: datetime) -> bool:
     """The row no one else holds: its name, address and avatar, and where its sign-ins came
-    from (the IP, browser and city of each session; their times stay, the ownership trail's)."""
-    session.execute(
+    from (the IP, browser and city of each session; their times stay, the ownership trail's).
+    False when an earlier erasure left nothing of it to erase (the row is then not written)."""
+    sessions = session.execute(
         update(UserSession)
-        .where(UserSession.user_id == person.id)
+        .where(
+            UserSession.user_id == person.id,
+            or_(
+                UserSession.ip.is_not(None),
+                UserSession.user_agent.is_not(None),
+                UserSession.city.is_not(None),
+                UserSession.country.is_not(None),
+            ),
+        )
         .values(ip=None, user_agent=None, city=None, country=None)
+    ).rowcount
+    kept = (
+        person.email,
+        person.name,
+        person.image_url,
+        person.email_verified_at,
+        person.email_verified_by,
     )
+    if not sessions and person.deleted_at is not None and all(v is None for v in kept):
+        return False
     person.email = None
     person.name = None
     person.image_url = None
@@ -399,3 +443,4 @@ def _erase_row(session: Session, person: User, *, now: datetime) -> None:
     person.email_verified_by = None
     person.deleted_at = person.deleted_at or now
     person.updated_at = now
+    return True

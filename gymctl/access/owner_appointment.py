@@ -8,7 +8,9 @@ act of the gym (deleting it, onboarding, erasure, the payment integration) was o
 
 Both doors (`PUT /admin/organizations/:orgId/owner`, `gymctl members appoint-owner`) call
 `appoint_owner`. A gym with a live owner is refused (409 owner_exists): moving ownership away
-from a live owner stays the owner's own transfer."""
+from a live owner stays the owner's own transfer. An owner with no login (a profile the desk
+made, handed the gym by a transfer before s55 refused it) is no owner anyone can act as: the
+appointment replaces it too."""
 
 from __future__ import annotations
 
@@ -35,7 +37,9 @@ from gymctl.models import Membership, MembershipStatus, Organization, Role, User
 class Appointment:
     membership: Membership
     changed: bool  # False: the person was the owner already (a repeat), nothing was written
-    former_owner_user_id: uuid.UUID | None  # a deleted login's owner membership, ended now
+    # The owner replaced: a deleted login's (its membership ended now) or a profile's with no
+    # login (kept as admin)
+    former_owner_user_id: uuid.UUID | None
 
 
 def locked_organization(session: Session, org_id: uuid.UUID) -> Organization:
@@ -75,6 +79,11 @@ def _live_user(session: Session, user_id: uuid.UUID) -> bool:
     return user is not None and user.deleted_at is None
 
 
+def _signs_in(session: Session, user_id: uuid.UUID) -> bool:
+    """A live row with a login: someone can act as this owner."""
+    return _live_user(session, user_id) and session.get(User, user_id).identity_id is not None
+
+
 def appoint_owner(
     session: Session,
     organization: Organization | uuid.UUID,
@@ -83,21 +92,23 @@ def appoint_owner(
     actor_user_id: uuid.UUID | None,
     now: datetime,
 ) -> Appointment:
-    """Make the person's active membership of a gym without a live owner its owner.
+    """Make the person's active membership of a gym without an owner anyone can act as its owner.
 
     Refusals, each before anything is written: a deleted gym (404 organization_not_found); a
     person with no membership of this gym (404 member_not_found); a membership that is not
     active (invited or pending an invitation: they have not accepted; suspended; ended) or whose
-    login is deleted (409 member_not_active); a live owner who is someone else (409
-    owner_exists); a person who never signed in (409 owner_needs_login). The person already
+    login is deleted (409 member_not_active); an owner with a live login who is someone else
+    (409 owner_exists); a person who never signed in (409 owner_needs_login). The person already
     the owner is a repeat: answered as it is (changed False).
 
     An owner whose login the identity provider deleted is no owner anyone can act as: that
     membership ends (memberships.end_membership, as user.deleted ends every other one) and is
-    audited as removed by the platform admin. The appointment is what a role change writes:
-    the sales grant ends (owner is an implicit team manager), classes are released if the role
-    may not coach (never for owner), and `membership.role_changed` is audited with the actor
-    (`ownerAppointed`, `platformAdmin`: the ownership trail lists it)."""
+    audited as removed by the platform admin. Nor is an owner with no login (a desk profile): a
+    member of the gym, it stays one as admin (what a transfer leaves the former owner), audited
+    `membership.role_changed` with reason `owner_without_login`. The appointment is what a role
+    change writes: the sales grant ends (owner is an implicit team manager), classes are
+    released if the role may not coach (never for owner), and `membership.role_changed` is
+    audited with the actor (`ownerAppointed`, `platformAdmin`: the ownership trail lists it)."""
     org_id = organization.id if isinstance(organization, Organization) else organization
     locked_organization(session, org_id)
     target = membership_of(session, org_id, user_id)
@@ -110,10 +121,10 @@ def appoint_owner(
     ).all()
     _lock_memberships(session, {target.id, *(owner.id for owner in owners)})
     owners = [o for o in owners if o.role is Role.owner and o.status is MembershipStatus.active]
-    live = [o for o in owners if _live_user(session, o.user_id)]
-    if target in live:
+    acting = [o for o in owners if _signs_in(session, o.user_id)]
+    if target in acting:
         return Appointment(target, changed=False, former_owner_user_id=None)
-    if live:
+    if acting:
         raise conflict(
             codes.OWNER_EXISTS, "the gym has an owner; only the owner transfers ownership"
         )
@@ -121,9 +132,19 @@ def appoint_owner(
         raise conflict(codes.MEMBER_NOT_ACTIVE, "only an active member can be appointed owner")
     refuse_owner_without_login(session, target.user_id)
     former = None
-    for gone in owners:  # the deleted login's: at most one (one owner per organization)
-        ended = end_membership(session, gone, actor_user_id=actor_user_id, now=now)
+    for gone in owners:  # at most one (one owner per organization)
         former = gone.user_id
+        if _live_user(session, gone.user_id):  # a profile with no login
+            set_role(
+                session,
+                gone,
+                Role.admin,
+                actor_user_id=actor_user_id,
+                now=now,
+                audit={"platformAdmin": True, "reason": "owner_without_login"},
+            )
+            continue
+        ended = end_membership(session, gone, actor_user_id=actor_user_id, now=now)
         emit(
             session,
             EventKind.audit,
