@@ -1,7 +1,7 @@
 """users: folded_into_id, the row a retired row's person goes on as (access.folding), so an
 erasure reaches what a link left on the retired rows (the gym's ended membership with its
 national id, the gym's profile with the name its desk typed). Rows folded before this revision
-keep no mark (which row they went into is not recorded elsewhere in a form worth trusting).
+are marked by 0026_s59_folded_into_backfill, from the audit trail's user.linked rows.
 
 Revision ID: 0023_s58_folded_into
 Revises: 0022_s51_page_read_back
