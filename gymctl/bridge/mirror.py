@@ -478,9 +478,9 @@ def booking_changed(session: Session, booking: Booking, *, now: datetime) -> Non
 
 def class_relinked(session: Session, class_session: ClassSession, *, now: datetime) -> int:
     """The owner linked a class session to another external class (classes.link_class): each
-    seat sent to the old one is booked again, which moves it (operations.booking_create
-    cancels the registration at the class the session no longer books into, then books the new
-    one). A seat not sent yet goes to the new class anyway; a class held or called off is
+    seat sent to the old one is booked again, which moves it (operations.booking_create books
+    the new class, then cancels the registration at the class the session no longer books
+    into). A seat not sent yet goes to the new class anyway; a class held or called off is
     history, left be. How many seats move."""
     organization_id = class_session.organization_id
     if class_session.starts_at <= now or class_session.cancelled_at is not None:

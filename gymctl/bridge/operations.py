@@ -523,13 +523,24 @@ def booking_create(ctx: OpContext, op: SyncOp, payload: BookingPayload) -> str:
     attempt: the member may be registered there already (booked there directly, or by an
     earlier op whose answer was lost), which the external system refuses as a second booking;
     that registration is linked, not parked. The refusal's reason is never read (its body may
-    echo personal data), so any 4xx asks; one with no registration behind it still parks."""
+    echo personal data), so any 4xx asks; one with no registration behind it still parks.
+
+    A seat left at a class the session no longer books into (classes.link_class) moves by
+    booking the new class first: the old registration is cancelled only once the new one
+    stands, so a refused booking (a full class) parks with the member still registered there,
+    not nowhere. Its link names the old registration until then: a retry finds the new one
+    and cancels the old."""
     current = ctx.lookup(EntityType.booking, payload.booking_id)
+    left: Known | None = None  # the registration a relinked seat moves from
     if current is not None and current.data.get("status") == "booked":
-        if not _others(current, payload.member_id) and not _class_moved(ctx, current, payload):
+        if _others(current, payload.member_id):
+            # Left at the folded member's user: cancelled first, its seat in this very class
+            # may be the one the kept member needs.
+            _cancel_registration(ctx, payload, current)
+        elif _class_moved(ctx, current, payload):
+            left = current
+        else:
             return "already_booked"  # a cancelled link is a booking revived: booked again
-        # Left at the folded member's user, or at a class the session no longer books into.
-        _cancel_registration(ctx, payload, current)
     user = _member(ctx, payload.member_id)
     bridge = ctx.lookup(ACTIVE_BRIDGE, payload.member_id)
     if bridge is None:
@@ -543,6 +554,7 @@ def booking_create(ctx: OpContext, op: SyncOp, payload: BookingPayload) -> str:
     if op.attempts > 1:
         found = _registration(ctx, schedule, user.external_id)
         if found is not None:
+            _leave(ctx, left)
             ctx.link(EntityType.booking, payload.booking_id, found, data)
             return "found"
     try:
@@ -553,11 +565,21 @@ def booking_create(ctx: OpContext, op: SyncOp, payload: BookingPayload) -> str:
         found = _registration(ctx, schedule, user.external_id)
         if found is None:
             raise
+        _leave(ctx, left)
         ctx.link(EntityType.booking, payload.booking_id, found, data)
         return "already_registered"
+    _leave(ctx, left)
     ctx.link(EntityType.booking, payload.booking_id, booked, data, fresh=True)
     ctx.nudge_reconcile()
     return "booked"
+
+
+def _leave(ctx: OpContext, left: Known | None) -> None:
+    """Cancel the registration a relinked seat moved from, once its new one stands (see
+    booking_create). Its link is then moved to the new registration by the caller."""
+    if left is not None:
+        _cancel_at_external(ctx, left.external_id)
+        ctx.nudge_reconcile()
 
 
 def _class_moved(ctx: OpContext, current: Known, payload: BookingPayload) -> bool:
@@ -578,12 +600,17 @@ def booking_cancel(ctx: OpContext, op: SyncOp, payload: BookingPayload) -> str:
     return "cancelled"
 
 
-def _cancel_registration(ctx: OpContext, payload: BookingPayload, current: Known) -> None:
+def _cancel_at_external(ctx: OpContext, registration_id: str) -> None:
+    """Cancel a registration there; one already gone (404) is done."""
     try:
-        ctx.client.cancel_booking(current.external_id)
+        ctx.client.cancel_booking(registration_id)
     except ExternalCallError as error:
         if error.kind != CallFailure.not_found:
             raise
+
+
+def _cancel_registration(ctx: OpContext, payload: BookingPayload, current: Known) -> None:
+    _cancel_at_external(ctx, current.external_id)
     ctx.link(EntityType.booking, payload.booking_id, current.external_id, {"status": "cancelled"})
     ctx.nudge_reconcile()
 

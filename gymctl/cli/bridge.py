@@ -426,29 +426,36 @@ def link_command(
     operator: str = OPERATOR,
     as_json: bool = JSON,
 ) -> None:
-    """Link by hand (origin manual), e.g. to settle an identity_conflict before a retry."""
-    from gymctl.bridge import entity_map, inbound
+    """Link by hand (origin manual), e.g. to settle an identity_conflict before a retry. A
+    schedule link is a class session's pick of its external class, made as link-class makes
+    it (the map alone left the seats registered at the old external class)."""
+    from gymctl.bridge import classes, entity_map, inbound
     from gymctl.models.bridge import EntityType, Origin
 
     entity_type = choice(EntityType, entity_type, "ENTITY_TYPE")
     with _operator_write(operator, organization) as (session, gym, actor):
         entity_map.check_platform_id(session, gym.id, entity_type, platform_id)
         external_id = entity_map.check_external_id(external_id)
-        linked = {"entityType": entity_type.value, "platformId": platform_id,
-                  "externalId": external_id}  # fmt: skip
-        inbound.audit(session, gym.id, "bridge.linked_by_operator", linked, now=clock.now(),
-                      actor_user_id=actor)  # fmt: skip
-        row = entity_map.describe(
-            entity_map.link(
-                session,
-                gym.id,
-                entity_type,
-                platform_id=platform_id,
-                external_id=external_id,
-                origin=Origin.manual,
-                now=clock.now(),
+        if entity_type is EntityType.schedule:
+            row = classes.link_class(session, gym.id, uuid.UUID(platform_id), external_id,
+                                     now=clock.now(), actor_user_id=actor,
+                                     operator=operator)  # fmt: skip
+        else:
+            linked = {"entityType": entity_type.value, "platformId": platform_id,
+                      "externalId": external_id}  # fmt: skip
+            inbound.audit(session, gym.id, "bridge.linked_by_operator", linked,
+                          now=clock.now(), actor_user_id=actor)  # fmt: skip
+            row = entity_map.describe(
+                entity_map.link(
+                    session,
+                    gym.id,
+                    entity_type,
+                    platform_id=platform_id,
+                    external_id=external_id,
+                    origin=Origin.manual,
+                    now=clock.now(),
+                )
             )
-        )
     if not as_json:
         err_console.print(f"linked {entity_type.value} {platform_id} -> {external_id}")
     render_mapping(row, title="link", as_json=as_json)
