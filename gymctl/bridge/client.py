@@ -266,6 +266,10 @@ class ExternalGymClient:
         """One page of the account's users and the next page number (None at the end)."""
         body = self._call("GET", "/users", params={"page": page}, unwrap=False)
         rows = _data(body)
+        if not isinstance(rows, list) or not all(
+            isinstance(row, dict) and _is_id(row.get("id")) for row in rows
+        ):  # odd, as a class is (schedule_rows): kept, the roster held a user "None"
+            raise ExternalCallError(CallFailure.server, "/users")
         meta = body.get("meta", {}) if isinstance(body, dict) else {}
         return rows, meta.get("next_page")
 
@@ -278,7 +282,7 @@ class ExternalGymClient:
             "to_date": to_date.isoformat(),
             "registration_details": 1,
         }
-        return self._call("GET", "/schedule", params=params)
+        return schedule_rows(self._call("GET", "/schedule", params=params))
 
     def search_user(self, *, email: str | None = None, phone: str | None = None) -> list[Hit]:
         params = {"email": email} if email is not None else {"phone": phone}
@@ -407,6 +411,34 @@ def external_id_of(route: str, answer: Any) -> str:
     if not _is_id(found):
         raise ExternalCallError(CallFailure.server, route)
     return str(found)
+
+
+def schedule_rows(answer: Any) -> list[dict[str, Any]]:
+    """The classes GET /schedule answered, each with an id, its day as a date and its
+    registrations with theirs and their user's. Anything else is an odd answer of the external
+    system, refused as its failure (the poll stays due), as an odd write answer is
+    (external_id_of): kept, a null id became the class "None" and a day that is no date failed
+    every booking into the class; left out, the class would be taken for one removed there."""
+    if not isinstance(answer, list) or not all(map(_is_class, answer)):
+        raise ExternalCallError(CallFailure.server, "/schedule")
+    return answer
+
+
+def _is_class(row: Any) -> bool:
+    if not isinstance(row, dict) or not _is_id(row.get("id")) or not _is_day(row.get("date")):
+        return False
+    registrations = row.get("registrations", [])
+    return isinstance(registrations, list) and all(
+        isinstance(r, dict) and _is_id(r.get("id")) and _is_id(r.get("user_id"))
+        for r in registrations
+    )
+
+
+def _is_day(value: Any) -> bool:
+    try:
+        return isinstance(value, str) and date.fromisoformat(value).isoformat() == value
+    except ValueError:
+        return False
 
 
 def _is_id(found: Any) -> bool:

@@ -462,7 +462,6 @@ class FakeGym:
             return 200, [
                 {
                     "id": int(i),
-                    **item,
                     "registrations": [
                         {
                             "id": int(r),
@@ -472,6 +471,7 @@ class FakeGym:
                         for r, reg in account.registrations.items()
                         if reg["schedule_id"] == i
                     ],
+                    **item,  # a class's own fields win: a test's odd id or registrations
                 }
                 for i, item in account.classes.items()
                 if first <= item["date"] <= last

@@ -50,3 +50,23 @@ def test_a_next_page_given_as_digits_pages_on(session, connected, fake, account)
     with ExternalGymClient(fake.url, API_KEY, throttle=Throttle(None), account_id="777") as client:
         outcome = import_roster(session, connected, client, now=NOW)
     assert outcome["fetched"] == 3
+
+
+@pytest.mark.parametrize("odd", [None, "", {"n": 1}], ids=repr)
+def test_a_page_with_an_odd_user_id_is_the_external_systems_failure(
+    session, connected, fake, account, odd
+):
+    """A user whose id is none is refused as the schedule's odd class is (client.schedule_rows):
+    the roster import stored the user "None" for the gym's members to be matched against."""
+    from sqlalchemy import select
+
+    from gymctl.models.bridge import RosterEntry
+
+    fake.add_user(account, "kept@example.test")
+    fake.add_user(account, "odd@example.test", id=odd)
+    client = ExternalGymClient(fake.url, API_KEY, throttle=Throttle(None), account_id="777")
+    with client, pytest.raises(ExternalCallError) as failed:
+        import_roster(session, connected, client, now=NOW)
+    assert (failed.value.kind, failed.value.route) == ("server", "/users")
+    session.rollback()
+    assert session.scalars(select(RosterEntry.external_id)).all() == []
