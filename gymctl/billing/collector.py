@@ -239,8 +239,11 @@ def recover(
 
 def side_effect_recovery(factory: sessionmaker[Session], *, now: datetime) -> Summary:
     """Every 5 minutes: settled transactions whose delivered-effects record was left open
-    (a settlement review waits for staff) are reported until a person closes them."""
+    (a settlement review waits for staff) are reported until a person closes them: once per
+    state of their subscription (`first_of_its_state`), not every pass; one whose plan is gone
+    has nowhere to keep the mark and is told each pass."""
     summary = Summary()
+    reason = "settlement_side_effects_pending"
     with factory() as session:
         rows = session.scalars(
             select(PaymentTransaction).where(
@@ -254,11 +257,10 @@ def side_effect_recovery(factory: sessionmaker[Session], *, now: datetime) -> Su
             if {"subscription", "membership"} <= done:
                 continue
             summary.selected += 1
-            summary.alert(
-                "settlement_side_effects_pending",
-                transactionId=transaction.id,
-                subscriptionId=transaction.subscription_id,
-            )
+            subscription_id = transaction.subscription_id
+            if subscription_id is None or first_of_its_state(session, subscription_id, reason):
+                summary.alert(reason, transactionId=transaction.id, subscriptionId=subscription_id)
+        session.commit()
     return summary
 
 

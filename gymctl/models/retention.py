@@ -161,7 +161,7 @@ class CancellationSettlement(IdMixin, Base):
     days: Mapped[int]
     amount_in_cents: Mapped[int]
     currency: Mapped[str] = mapped_column(String(3))
-    mode: Mapped[str] = mapped_column(String(16))  # card, manual, none
+    mode: Mapped[str] = mapped_column(String(16))  # card, manual, none, balance (a pay-later term)
     execution: Mapped[str] = mapped_column(String(32))
     refund_transaction_id: Mapped[uuid.UUID | None] = mapped_column(
         ForeignKey("payment_transactions.id", ondelete="SET NULL")

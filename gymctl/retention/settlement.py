@@ -11,7 +11,10 @@ Per subscription, in one transaction under its row lock:
 4. settle the refund owed (gymctl.retention.proration): a card charge is refunded through the
    provider (its unique id derives from the charge, so a retry after a crash is answered with
    the original outcome, never a second refund); any other payment becomes an owner task due
-   in 3 days; a refund that throws becomes a high-priority owner task.
+   in 3 days; a refund that throws becomes a high-priority owner task, and so, once, does
+   one the provider leaves unanswered for an hour (a follow-up: it may have been made). A
+   pay-later term still unpaid is prorated alike, its share taken off the balance owed
+   (`mode` balance).
 Then, after the commit, the membership-ended email with the refund's real state: the only
 email about it. An email not handed over is retried by the next run; one that can never be
 sent (nobody to tell, refused for good) is given up.
@@ -33,12 +36,16 @@ from sqlalchemy.orm import Session, sessionmaker
 from gymctl import ids
 from gymctl.access.memberships import owner_of
 from gymctl.billing.accounts import CARD_PROVIDER, billing_settings
+from gymctl.billing.alerts import first_of_its_state
 from gymctl.billing.attempts import (
+    FOLLOW_UP,
     SETTLED,
+    UNANSWERED_ALERT_AFTER,
     emit_cancelled,
     lock_subscription,
     unresolved_attempt,
 )
+from gymctl.billing.debt import PAYMENT_DUE, restore_from_debt
 from gymctl.billing.lifecycle import ends_by_itself, no_unresolved_attempt
 from gymctl.billing.refunds import begin_refund, execute_refund, refundable_amount
 from gymctl.bookings import book
@@ -72,12 +79,15 @@ from gymctl.retention.overtaken import close_with_plan, lost_outcome
 from gymctl.retention.plan_change import NOTICE_STATUSES
 from gymctl.retention.proration import prorated_refund, refund_days
 from gymctl.retention.refund_owed import SEEN, refunds_of
-from gymctl.tasks import file_task
+from gymctl.tasks import close_task, file_task
 
 log = logging.getLogger("gymctl.retention")
 OWNER_TASK_DUE = timedelta(days=3)  # spec B 8: refund task / notice
 BATCH = 200
 NOTICE = "notice"
+# A settlement's card refund the provider has not answered: its owner task's reason, and the
+# ended plan's alert mark (told once).
+REFUND_UNANSWERED = "settlement_refund_unanswered"
 
 
 class StandingOrderError(Exception):
@@ -238,14 +248,17 @@ def _owner_task(
     detail: str,
     data: dict,
     now: datetime,
+    subject: tuple[str, str] | None = None,
 ):
+    """A task for the gym's owner on the subscription (or on `subject`: type and id)."""
+    subject_type, subject_id = subject or ("subscription", str(subscription.id))
     owner = owner_of(session, subscription.organization_id)
     task = file_task(
         session,
         organization_id=subscription.organization_id,
         kind=kind,
-        subject_type="subscription",
-        subject_id=str(subscription.id),
+        subject_type=subject_type,
+        subject_id=subject_id,
         title=title,
         priority=priority,
         due_at=now + OWNER_TASK_DUE,
@@ -301,11 +314,17 @@ def settle_one(
         subscription.cash_pauses,
         timezone=billing_settings(session, subscription.organization_id).timezone,
     )
+    balance = _unpaid_balance(subscription) if charge is None else 0
+    if balance:  # owed, not paid: prorated as a payment is (spec B 8), and taken off it
+        charge_cents = balance
     amount = prorated_refund(charge_cents, days)
     if charge is not None:
         amount = min(amount, left_of(session, charge))
     if amount <= 0:
         mode, execution = "none", "nothing_owed"
+    elif balance:
+        mode, execution = "balance", "balance_reduced"
+        _reduce_balance(subscription, amount, now=now)
     elif charge.provider == CARD_PROVIDER and charge.provider_transaction_id:
         mode, execution = "card", "pending"
     else:
@@ -388,6 +407,25 @@ def settle_one(
     return settlement
 
 
+def _unpaid_balance(subscription: Subscription) -> int:
+    """A pay-later term's balance still unpaid (0 for other plans): what its member owes for
+    the whole term, the unused days included."""
+    if subscription.payment_collection_method != CollectionMethod.pay_later:
+        return 0
+    return subscription.unpaid_amount_in_cents or 0
+
+
+def _reduce_balance(subscription: Subscription, amount: int, *, now: datetime) -> None:
+    """The unused days' share comes off the pay-later balance, and off its debt when the due
+    day has opened it (the debt is that balance): a card member paid the term and gets that
+    share back; this member owes the days used, no more (nothing, for a term not begun)."""
+    subscription.unpaid_amount_in_cents -= amount
+    if subscription.debt_reason == PAYMENT_DUE and subscription.debt_amount_in_cents:
+        subscription.debt_amount_in_cents = max(subscription.debt_amount_in_cents - amount, 0)
+        if not subscription.debt_amount_in_cents:
+            restore_from_debt(subscription, now=now)  # the plan has ended: only the columns
+
+
 def _refund_failed(
     session: Session,
     settlement: CancellationSettlement,
@@ -440,8 +478,52 @@ def execute_card_refund(
         elif refund.status == TransactionStatus.failed:
             subscription = session.get(Subscription, settlement.subscription_id)
             _refund_failed(session, settlement, subscription, "refund_declined", now=now)
+        elif now - refund.created_at >= UNANSWERED_ALERT_AFTER:
+            _refund_unanswered(session, settlement, now=now)
+        if refund.status != TransactionStatus.refund_pending:
+            close_task(  # its outcome known: refunded, or the owner's manual_refund task
+                session,
+                organization_id=settlement.organization_id,
+                kind=FOLLOW_UP,
+                subject_type="payment_transaction",
+                subject_id=str(refund.id),
+                because=f"refund_{refund.status.value}",
+                reason=REFUND_UNANSWERED,
+                now=now,
+            )
         session.commit()
         return settlement.execution
+
+
+def _refund_unanswered(
+    session: Session, settlement: CancellationSettlement, *, now: datetime
+) -> None:
+    """The card provider has left the refund unanswered for UNANSWERED_ALERT_AFTER: the owner
+    is told, once (the mark on the ended plan, `first_of_its_state`), that the member may be
+    owed money. A follow-up to check at the provider, not a manual_refund: the provider may
+    have made it, and the sweep keeps sending it under its own unique id."""
+    subscription = session.get(Subscription, settlement.subscription_id)
+    if not first_of_its_state(session, subscription.id, REFUND_UNANSWERED):
+        return
+    amount = emails.money(settlement.amount_in_cents, settlement.currency)
+    _owner_task(
+        session,
+        subscription,
+        kind=FOLLOW_UP,
+        title="Refund owed after a cancellation: the card provider has not answered",
+        priority="high",
+        detail=(
+            f"the refund of {amount} is unconfirmed; check it at the card provider (do not "
+            "refund again: it is resent under the same id until answered)"
+        ),
+        data={
+            "reason": REFUND_UNANSWERED,
+            "subscriptionId": str(subscription.id),
+            "amountInCents": settlement.amount_in_cents,
+        },
+        now=now,
+        subject=("payment_transaction", str(settlement.refund_transaction_id)),
+    )
 
 
 REFUND_STATE = {
@@ -450,6 +532,7 @@ REFUND_STATE = {
     "refund_pending": "processing",
     "owner_task": "processing",
     "nothing_owed": "none",
+    "balance_reduced": "reduced",
 }
 
 
