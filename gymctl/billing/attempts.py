@@ -84,6 +84,8 @@ EXECUTING_GRACE = timedelta(seconds=90)  # spec B 8: an attempt this young may s
 # card may have been charged, and recovery alone cannot tell.
 UNANSWERED_ALERT_AFTER = timedelta(hours=1)
 UNANSWERED = "attempt_unanswered"
+# The merchant account that sent an attempt is gone: only an operator can resolve it.
+ACCOUNT_GONE = "original_account_unavailable"
 PRESALE_CARD_AGE = timedelta(minutes=45)  # spec B 8: card saved 45 min after terminal_since
 LATE_POSITIVE_EVIDENCE = "late_positive_evidence"  # a collection hold: see release_hold
 NOT_CHARGED = "not_charged"  # billing_resolution.decision: the provider never charged it
@@ -832,11 +834,10 @@ def resolve_attempt(
         # The original merchant account is gone: only an operator can resolve this one. Told
         # once, not at every pass (the caller commits the mark on its plan; one with no plan
         # left, whose row was deleted, has nowhere to keep it and is told each pass).
-        gone = "original_account_unavailable"
         told = transaction.subscription_id is not None and not first_of_its_state(
-            session, transaction.subscription_id, gone
+            session, transaction.subscription_id, ACCOUNT_GONE
         )
-        return Applied(AppliedOutcome.pending, transaction.id, alert=None if told else gone)
+        return Applied(AppliedOutcome.pending, transaction.id, alert=None if told else ACCOUNT_GONE)
     # Read before the rollback: it expires the config, and reading it again would begin a
     # transaction (on the embedded default, the write lock) held across the provider call.
     on_terminal = terminal_of(config, cipher)
@@ -853,14 +854,20 @@ def resolve_attempt(
     return apply_outcome(session, transaction_id, result, now=now)
 
 
+def unanswered_too_long(attempt: dict[str, Any], now: datetime) -> bool:
+    """The attempt's lookups have gone unanswered for UNANSWERED_ALERT_AFTER past its grace:
+    an operator is to be told (the collector's attempts, and the desk's charges)."""
+    until = executing_until(attempt)
+    return until is not None and now - until >= UNANSWERED_ALERT_AFTER
+
+
 def _unanswered(
     session: Session, attempt: dict[str, Any], subscription_id: uuid.UUID | None, now: datetime
 ) -> str | None:
     """attempt_unanswered once the attempt's lookups have gone unanswered for
     UNANSWERED_ALERT_AFTER past its grace, the first time for its subscription (the caller
     commits the mark): it stayed pending for good, the period never granted nor anyone told."""
-    until = executing_until(attempt)
-    if until is None or now - until < UNANSWERED_ALERT_AFTER:
+    if not unanswered_too_long(attempt, now):
         return None
     if subscription_id is None:  # no plan left to keep the mark on: told each pass
         return UNANSWERED

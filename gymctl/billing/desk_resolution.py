@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.billing import attempts, codes
 from gymctl.billing.accounts import CARD_PROVIDER, original_account, terminal_of
+from gymctl.billing.alerts import raise_alert
 from gymctl.billing.desk import DESK_CHARGE, answer_of, apply_result, transaction_json
 from gymctl.billing.resolution import (
     organization_transaction,
@@ -189,7 +190,8 @@ def recover_desk_charges(
     now: datetime,
     documents: DocumentProvider,
 ) -> dict[str, int]:
-    """The recovery pass over pending desk charges, each in its own transaction."""
+    """The recovery pass over pending desk charges, each in its own transaction; one it cannot
+    resolve is told to an operator once (`_first_alert`)."""
     counts = {"selected": 0, "resolved": 0, "pending": 0, "errors": 0}
     with factory() as session:
         selected = [
@@ -217,7 +219,10 @@ def recover_desk_charges(
                 counts["errors"] += 1
                 session.rollback()
                 attempts.mark_asked(session, transaction_id, now)
+                alert = _first_alert(session, transaction_id, error, now)
                 session.commit()
+                if alert:
+                    raise_alert(alert, transactionId=transaction_id, organizationId=organization_id)
                 continue
             unresolved = answer["state"] in ("unresolved", "contradiction")
             if unresolved:
@@ -225,6 +230,39 @@ def recover_desk_charges(
             session.commit()
         counts["pending" if unresolved else "resolved"] += 1
     return counts
+
+
+def _first_alert(
+    session: Session, transaction_id: uuid.UUID, error: Exception, now: datetime
+) -> str | None:
+    """The alert a charge recovery could not resolve raises, as the collector's recovery tells
+    its attempts (attempts.resolve_attempt): its merchant account gone, or its lookups
+    unanswered for attempts.UNANSWERED_ALERT_AFTER past its grace; None when told already. A
+    desk charge has no plan row to keep the mark on: its stored attempt keeps the reason last
+    raised (the caller commits), so a charge stuck for days pages once, not every pass."""
+    if not isinstance(error, DomainError):
+        return None  # logged with its trace already
+    transaction = session.scalar(
+        select(PaymentTransaction)
+        .where(PaymentTransaction.id == transaction_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if transaction is None or transaction.status != TransactionStatus.pending:
+        return None
+    attempt = dict(transaction.billing_attempt or {})
+    if error.code == codes.BILLING_ORIGINAL_ACCOUNT_UNAVAILABLE:
+        reason = attempts.ACCOUNT_GONE
+    elif error.code == codes.BILLING_PROVIDER_UNAVAILABLE and attempts.unanswered_too_long(
+        attempt, now
+    ):
+        reason = attempts.UNANSWERED
+    else:
+        return None
+    if attempt.get("alert") == reason:
+        return None
+    transaction.billing_attempt = {**attempt, "alert": reason}
+    return reason
 
 
 def _executing(transaction: PaymentTransaction, now: datetime) -> bool:
