@@ -318,44 +318,78 @@ def cancel(
 
 def give_up_uncovered(session: Session, *subscriptions: Subscription, now: datetime) -> int:
     """The plans just ended: in a gym that requires a plan to book, each member's confirmed or
-    waitlisted seats in classes to come that no live plan of theirs covers now are given up as
+    waitlisted seats in classes to come that no live plan of theirs pays now are given up as
     staff give one up (cancel: the waitlist moves up, an unused session comes back), in the
     ending's transaction. A monthly plan booked past its period end (it renews), so ending
-    otherwise left those seats held. A class started, or a seat checked in to, is left as it
+    otherwise left those seats held. A seat a covering pack with a session left can pay is
+    kept on it instead: it spends that session, as booking it there would have
+    (`_pay_with_pack`), earlier classes first; one paid already (an unlimited plan, or the
+    pack it spent) stays as it is. A class started, or a seat checked in to, is left as it
     is; a membership that ended gives up all its seats itself (access.leaving.end_holdings).
     The caller holds each membership (lock_subscription, or the lifecycle's first step) and
     plan; the rest follow in billing's order, every lock of every plan's seats before the
-    first class's: the memberships (shared), the plans the seats spent, the waiting members,
-    then each session. The seats given up."""
-    uncovered: list[tuple[Any, Subscription]] = []
+    first class's: the memberships (shared), the plans the seats spent and the packs that may
+    pay them, the waiting members, then each session and its booking. The seats given up."""
+    unpaid: list[tuple[Any, Subscription, list[Subscription]]] = []
     for subscription in subscriptions:
-        uncovered += [(seat, subscription) for seat in _uncovered(session, subscription, now)]
-    for plan_id in sorted({seat.subscription_id for seat, _ in uncovered if seat.subscription_id}):
-        quota.lock_plan(session, plan_id)
-    lock_waiting_members(session, *{seat.class_session_id for seat, _ in uncovered})
+        seats = _unpaid(session, subscription, now)
+        unpaid += [(seat, subscription, packs) for seat, packs in seats]
+    plan_ids = {seat.subscription_id for seat, _, _ in unpaid if seat.subscription_id}
+    plan_ids.update(pack.id for _, _, packs in unpaid for pack in packs)
+    for plan_id in sorted(plan_ids):
+        quota.lock_plan(session, plan_id)  # read fresh: the packs' sessions left as they stand
+    lock_waiting_members(session, *{seat.class_session_id for seat, _, _ in unpaid})
     given_up = 0
-    for seat, subscription in uncovered:
-        try:
-            cancel(
-                session,
-                subscription.organization_id,
-                seat.id,
-                actor_user_id=None,
-                by_staff=True,
-                now=now,
-                planEnded=str(subscription.id),
-            )
-        except DomainError as error:
-            if error.code != codes.BOOKING_NOT_ACTIVE:
-                raise
-            continue  # its member's cancel committed first: nothing left to give up
+    for seat, subscription, packs in unpaid:
+        organization_id = subscription.organization_id
+        row = class_session_of(session, organization_id, seat.class_session_id, lock=True)
+        booking = booking_of(session, organization_id, seat.id, lock=True)
+        if not is_active(booking) or booking.subscription_id != seat.subscription_id:
+            continue  # its member's cancel committed first, or this call paid it already
+        if _pay_with_pack(session, booking, row, packs, now=now):
+            continue
+        cancel(
+            session,
+            organization_id,
+            seat.id,
+            actor_user_id=None,
+            by_staff=True,
+            now=now,
+            planEnded=str(subscription.id),
+        )
         given_up += 1
     return given_up
 
 
-def _uncovered(session: Session, subscription: Subscription, now: datetime) -> list[Any]:
-    """The seats to come of the plan's membership that no live plan of it covers, read under
-    the membership's lock (shared); none where the gym books without plans."""
+def _pay_with_pack(
+    session: Session,
+    booking: Booking,
+    row: ClassSession,
+    packs: list[Subscription],
+    *,
+    now: datetime,
+) -> bool:
+    """A seat no plan pays any more kept on a covering pack with a session left (quota.
+    paying_pack, its row locked): the booking spends that session and records the pack, so a
+    cancel before the class gives it back; a session it spent on a plan that ended is given
+    back first. Kept for free, the member had the class on a session the pack still counted,
+    and booked another with it. False when no pack pays it (it is given up)."""
+    pack = quota.paying_pack(packs, row.starts_at)
+    if pack is None:
+        return False
+    if booking.subscription_id is not None:
+        quota.give_back(session, booking, row, now=now)
+    quota.spend(booking, pack, now=now)
+    booking.updated_at = now
+    return True
+
+
+def _unpaid(
+    session: Session, subscription: Subscription, now: datetime
+) -> list[tuple[Any, list[Subscription]]]:
+    """The seats to come of the plan's membership that no live plan of it pays without a
+    session more, each with the packs (quota plans) of the membership that cover its class,
+    read under the membership's lock (shared); none where the gym books without plans."""
     if not billing_settings(session, subscription.organization_id).plan_required_to_book:
         return []
     status = session.scalar(
@@ -389,9 +423,16 @@ def _uncovered(session: Session, subscription: Subscription, now: datetime) -> l
         )
     ).all()
     return [
-        seat
+        (
+            seat,
+            [
+                plan
+                for plan in plans
+                if plan.sessions_remaining is not None and quota.covers(plan, seat.starts_at)
+            ],
+        )
         for seat in seats
-        if not any(quota.pays(plan, seat.starts_at, seat.subscription_id) for plan in plans)
+        if not quota.paid_without_spending(plans, seat.starts_at, seat.subscription_id)
     ]
 
 

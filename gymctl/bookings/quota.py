@@ -5,7 +5,9 @@ Only in a gym that requires a plan to book (plan_required_to_book). Among the me
 that cover the class (bookable, not ended, and valid when it starts), an unlimited one books
 without spending; else the pack or drop-in with a session left whose period ends first spends
 one (-1), recorded on the booking (bookings.subscription_id). A waitlisted booking spends too:
-its seat is held, so its promotion asks nothing again. The session is given back (+1) when the
+its seat is held, so its promotion asks nothing again. A seat kept when the unlimited plan
+that paid it ends, because a pack covers the class, spends a session of that pack the same
+way (book.give_up_uncovered, `paying_pack`). The session is given back (+1) when the
 booking ends unused: cancelled before the class starts and before a check-in, or its class
 cancelled, or still waitlisted when its waitlist closes (the class started or was cancelled:
 attendance.close_waitlists); never for a no-show, an attended class or a confirmed booking
@@ -90,11 +92,33 @@ def covers(row: Subscription, starts_at: datetime) -> bool:
 def pays(row: Subscription, starts_at: datetime, spent: uuid.UUID | None) -> bool:
     """The plan covers a seat in a class at `starts_at` and pays for it: unlimited, the quota
     plan the seat spent, or one with a session left. A used-up pack covers the class and pays
-    for no seat (a booking now is refused plan_sessions_used_up): a seat its unlimited plan
-    paid for was kept for free when that plan ended."""
+    for no seat (a booking now is refused plan_sessions_used_up)."""
     if not covers(row, starts_at):
         return False
     return row.sessions_remaining is None or row.id == spent or row.sessions_remaining > 0
+
+
+def paid_without_spending(plans, starts_at: datetime, spent: uuid.UUID | None) -> bool:
+    """One of `plans` pays a seat at `starts_at` with nothing more spent: an unlimited plan
+    that covers the class, or the quota plan the seat spent, still covering it."""
+    return any(
+        covers(row, starts_at) and (row.sessions_remaining is None or row.id == spent)
+        for row in plans
+    )
+
+
+def paying_pack(plans, starts_at: datetime) -> Subscription | None:
+    """The quota plan that pays a seat at `starts_at` which no plan pays any more (its
+    unlimited plan ended: book.give_up_uncovered), as plan_for_seat would choose it: one that
+    covers the class, with a session left, whose cover ends first. Rows locked by the caller."""
+    left = [
+        row
+        for row in plans
+        if row.sessions_remaining is not None
+        and row.sessions_remaining > 0
+        and covers(row, starts_at)
+    ]
+    return min(left, key=_order, default=None)
 
 
 def _order(row: Subscription) -> tuple:
