@@ -342,6 +342,10 @@ def give_up_uncovered(session: Session, *subscriptions: Subscription, now: datet
     given_up = 0
     for seat, subscription, packs in unpaid:
         organization_id = subscription.organization_id
+        # Those waiting now (one may have joined since the locks above) before the class, as
+        # cancel takes them (_lock_pair): a waiter's removal holds its membership, then waits
+        # for this class.
+        lock_waiting_members(session, seat.class_session_id)
         row = class_session_of(session, organization_id, seat.class_session_id, lock=True)
         booking = booking_of(session, organization_id, seat.id, lock=True)
         if not is_active(booking) or booking.subscription_id != seat.subscription_id:
