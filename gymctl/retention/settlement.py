@@ -36,7 +36,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from gymctl import ids
 from gymctl.access.memberships import owner_of
 from gymctl.billing.accounts import CARD_PROVIDER, billing_settings
-from gymctl.billing.alerts import first_of_its_state
 from gymctl.billing.attempts import (
     FOLLOW_UP,
     SETTLED,
@@ -417,8 +416,8 @@ def _unpaid_balance(subscription: Subscription) -> int:
 
 def _reduce_balance(subscription: Subscription, amount: int, *, now: datetime) -> None:
     """The unused days' share comes off the pay-later balance, and off its debt when the due
-    day has opened it (the debt is that balance): a card member paid the term and gets that
-    share back; this member owes the days used, no more (nothing, for a term not begun)."""
+    day has opened it (the debt is that balance): the share a card member who paid the term
+    would get back (spec B 8's proration, the same formula) is not owed."""
     subscription.unpaid_amount_in_cents -= amount
     if subscription.debt_reason == PAYMENT_DUE and subscription.debt_amount_in_cents:
         subscription.debt_amount_in_cents = max(subscription.debt_amount_in_cents - amount, 0)
@@ -499,12 +498,16 @@ def _refund_unanswered(
     session: Session, settlement: CancellationSettlement, *, now: datetime
 ) -> None:
     """The card provider has left the refund unanswered for UNANSWERED_ALERT_AFTER: the owner
-    is told, once (the mark on the ended plan, `first_of_its_state`), that the member may be
-    owed money. A follow-up to check at the provider, not a manual_refund: the provider may
-    have made it, and the sweep keeps sending it under its own unique id."""
-    subscription = session.get(Subscription, settlement.subscription_id)
-    if not first_of_its_state(session, subscription.id, REFUND_UNANSWERED):
+    is told, once, that the member may be owed money: the mark is kept in the settlement's
+    detail (its row is the caller's lock; the plan's, which billing locks before a payment's,
+    is only read, and its one alert mark is shared with the collector's alerts). A follow-up
+    to check at the provider, not a manual_refund: the provider may have made it, and the
+    sweep keeps sending it under its own unique id."""
+    detail = settlement.detail or {}
+    if detail.get(REFUND_UNANSWERED):
         return
+    settlement.detail = {**detail, REFUND_UNANSWERED: now.isoformat()}
+    subscription = session.get(Subscription, settlement.subscription_id)
     amount = emails.money(settlement.amount_in_cents, settlement.currency)
     _owner_task(
         session,
