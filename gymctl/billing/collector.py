@@ -241,26 +241,30 @@ def side_effect_recovery(factory: sessionmaker[Session], *, now: datetime) -> Su
     """Every 5 minutes: settled transactions whose delivered-effects record was left open
     (a settlement review waits for staff) are reported until a person closes them: once per
     state of their subscription (`first_of_its_state`), not every pass; one whose plan is gone
-    has nowhere to keep the mark and is told each pass."""
+    has nowhere to keep the mark and is told each pass. Each mark is committed on its own: a
+    plan's row is locked no longer than its own write, never several at once."""
     summary = Summary()
     reason = "settlement_side_effects_pending"
     with factory() as session:
-        rows = session.scalars(
-            select(PaymentTransaction).where(
+        rows = session.execute(
+            select(
+                PaymentTransaction.id,
+                PaymentTransaction.subscription_id,
+                PaymentTransaction.effects,
+            ).where(
                 PaymentTransaction.status == TransactionStatus.completed,
                 PaymentTransaction.effects.is_not(None),
                 PaymentTransaction.updated_at <= now - SIDE_EFFECTS_STALE,
             )
         ).all()
-        for transaction in rows:
-            done = set((transaction.effects or {}).get("done", []))
-            if {"subscription", "membership"} <= done:
+        session.rollback()
+        for transaction_id, subscription_id, effects in rows:
+            if {"subscription", "membership"} <= set((effects or {}).get("done", [])):
                 continue
             summary.selected += 1
-            subscription_id = transaction.subscription_id
             if subscription_id is None or first_of_its_state(session, subscription_id, reason):
-                summary.alert(reason, transactionId=transaction.id, subscriptionId=subscription_id)
-        session.commit()
+                summary.alert(reason, transactionId=transaction_id, subscriptionId=subscription_id)
+            session.commit()
     return summary
 
 
