@@ -415,7 +415,8 @@ def external_id_of(route: str, answer: Any) -> str:
 
 def schedule_rows(answer: Any) -> list[dict[str, Any]]:
     """The classes GET /schedule answered, each with an id, its day as a date and its
-    registrations with theirs and their user's. Anything else is an odd answer of the external
+    registrations with theirs (and a user_id key: a null one, say a lead's registration, names
+    no member of ours and is passed over). Anything else is an odd answer of the external
     system, refused as its failure (the poll stays due), as an odd write answer is
     (external_id_of): kept, a null id became the class "None" and a day that is no date failed
     every booking into the class; left out, the class would be taken for one removed there."""
@@ -429,8 +430,7 @@ def _is_class(row: Any) -> bool:
         return False
     registrations = row.get("registrations", [])
     return isinstance(registrations, list) and all(
-        isinstance(r, dict) and _is_id(r.get("id")) and _is_id(r.get("user_id"))
-        for r in registrations
+        isinstance(r, dict) and _is_id(r.get("id")) and "user_id" in r for r in registrations
     )
 
 
