@@ -69,6 +69,11 @@ from gymctl.providers.card import (
     Terminal,
     same_terminal,
 )
+from gymctl.providers.documents import (
+    TAX_INVOICE_AND_RECEIPT,
+    default_document_provider,
+    issue_document,
+)
 from gymctl.retention.overtaken import (
     close_paid_presale,
     end_overtaken_notice,
@@ -884,7 +889,9 @@ def settle(
 ) -> None:
     """A verified success: the ledger settles, and the membership and subscription are
     granted their period in the same transaction. Drift since the attempt began never holds
-    back the ledger: it records settlementReview and files an urgent follow-up instead."""
+    back the ledger: it records settlementReview and files an urgent follow-up instead.
+    The money taken gets its tax invoice and receipt as a desk sale's does (money received,
+    whatever the review says), numbered last: the document counter is the last lock taken."""
     attempt = dict(transaction.billing_attempt)
     owed = debt.owes(subscription)
     review = settlement_review(session, transaction, subscription)
@@ -951,6 +958,16 @@ def settle(
         book.promote_where_waiting(
             session, subscription.organization_id, subscription.membership_id, now=now
         )
+    document_sale(session, transaction, now=now)
+
+
+def document_sale(session: Session, transaction: PaymentTransaction, *, now: datetime) -> None:
+    """A card payment the provider took (a renewal, an opening-day charge, a debt retry, a
+    hosted page's charge): its TaxInvoiceAndReceipt, once. A refund of it is then a
+    TaxInvoiceAndReceiptRefund naming its number (refunds._document)."""
+    if transaction.document_number is None:
+        documents = default_document_provider()
+        issue_document(session, documents, transaction, TAX_INVOICE_AND_RECEIPT, now=now)
 
 
 PAID_TWICE = "paid_twice"

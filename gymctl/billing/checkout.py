@@ -427,6 +427,7 @@ def apply_page(
                 title="A page was paid for a plan that was not revived: refund the member",
                 now=now,
             )
+        attempts.document_sale(session, transaction, now=now)  # the document counter last
     elif revived and checkout.amount_in_cents == 0 and subscription.opening_day is None:
         attempts.grant_period(session, subscription, now=now)  # a free plan: the card is enough
     session.flush()

@@ -79,9 +79,10 @@ def clear_debt_at_desk(
     )
     session.add(transaction)
     session.flush()
-    issue_document(session, documents, transaction, TAX_INVOICE_AND_RECEIPT, now=now)
     _restore(session, subscription, now=now)
     book.promote_where_waiting(session, organization_id, subscription.membership_id, now=now)
+    # The document counter is the last lock taken, as a card charge's settle takes it.
+    issue_document(session, documents, transaction, TAX_INVOICE_AND_RECEIPT, now=now)
     emit(
         session,
         EventKind.audit,
