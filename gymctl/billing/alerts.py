@@ -27,11 +27,33 @@ logger = logging.getLogger("gymctl.billing.alerts")
 _SILENCED: ContextVar[bool] = ContextVar("billing_alerts_silenced", default=False)
 
 
+# Set while a pass gathers the alerts raised under it (`collected`).
+_COLLECTED: ContextVar[list[dict[str, str]] | None] = ContextVar(
+    "billing_alerts_collected", default=None
+)
+
+
 def raise_alert(reason: str, **ids: Any) -> dict[str, str]:
     entry = {"reason": reason, **{key: str(value) for key, value in ids.items()}}
     if not _SILENCED.get():
         logger.warning("billing alert %s", entry)
+    gathered = _COLLECTED.get()
+    if gathered is not None:
+        gathered.append(entry)
     return entry
+
+
+@contextmanager
+def collected() -> Iterator[list[dict[str, str]]]:
+    """The alerts raised inside, in order: a pass whose steps page from deep inside (a desk
+    charge's reconcile: a contradiction, late evidence, an account gone) reports them in its
+    summary as the collector's passes report theirs."""
+    gathered: list[dict[str, str]] = []
+    token = _COLLECTED.set(gathered)
+    try:
+        yield gathered
+    finally:
+        _COLLECTED.reset(token)
 
 
 @contextmanager

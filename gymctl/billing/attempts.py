@@ -71,6 +71,7 @@ from gymctl.providers.card import (
 )
 from gymctl.providers.documents import (
     TAX_INVOICE_AND_RECEIPT,
+    DocumentProvider,
     default_document_provider,
     issue_document,
 )
@@ -961,12 +962,19 @@ def settle(
     document_sale(session, transaction, now=now)
 
 
-def document_sale(session: Session, transaction: PaymentTransaction, *, now: datetime) -> None:
+def document_sale(
+    session: Session,
+    transaction: PaymentTransaction,
+    *,
+    now: datetime,
+    documents: DocumentProvider | None = None,
+) -> None:
     """A card payment the provider took (a renewal, an opening-day charge, a debt retry, a
-    hosted page's charge): its TaxInvoiceAndReceipt, once. A refund of it is then a
-    TaxInvoiceAndReceiptRefund naming its number (refunds._document)."""
+    hosted page's charge, a contradiction settled): its TaxInvoiceAndReceipt, once. A refund
+    of it is then a TaxInvoiceAndReceiptRefund naming its number (refunds._document). The
+    collector's doors carry no document provider: theirs is the default one."""
     if transaction.document_number is None:
-        documents = default_document_provider()
+        documents = documents or default_document_provider()
         issue_document(session, documents, transaction, TAX_INVOICE_AND_RECEIPT, now=now)
 
 

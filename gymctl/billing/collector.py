@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
-from sqlalchemy import Integer, bindparam, func, select
+from sqlalchemy import Integer, bindparam, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.billing import attempts
@@ -240,9 +240,13 @@ def recover(
 def side_effect_recovery(factory: sessionmaker[Session], *, now: datetime) -> Summary:
     """Every 5 minutes: settled transactions whose delivered-effects record was left open
     (a settlement review waits for staff) are reported until a person closes them: once per
-    state of their subscription (`first_of_its_state`), not every pass; one whose plan is gone
-    has nowhere to keep the mark and is told each pass. Each mark is committed on its own: a
-    plan's row is locked no longer than its own write, never several at once."""
+    state of their subscription (its collector alert mark, `billing_alert`), not every pass.
+    The told-once mark is the payment's own (`effects[TOLD]`, the plan's mark it was told
+    under): kept on the plan's one mark, it swapped with a collector alert of the same plan
+    (collection blocked), and both paged at every pass. A payment whose plan is gone is told
+    once. Each mark is written under the payment's own row lock, the effects and the plan's
+    mark read again there (two passes, or a collector alert committed since the batch was
+    read, tell it once), and committed on its own."""
     summary = Summary()
     reason = "settlement_side_effects_pending"
     with factory() as session:
@@ -251,21 +255,64 @@ def side_effect_recovery(factory: sessionmaker[Session], *, now: datetime) -> Su
                 PaymentTransaction.id,
                 PaymentTransaction.subscription_id,
                 PaymentTransaction.effects,
-            ).where(
+                Subscription.billing_alert,
+            )
+            .outerjoin(Subscription, Subscription.id == PaymentTransaction.subscription_id)
+            .where(
                 PaymentTransaction.status == TransactionStatus.completed,
                 PaymentTransaction.effects.is_not(None),
                 PaymentTransaction.updated_at <= now - SIDE_EFFECTS_STALE,
             )
         ).all()
         session.rollback()
-        for transaction_id, subscription_id, effects in rows:
-            if {"subscription", "membership"} <= set((effects or {}).get("done", [])):
+        for transaction_id, subscription_id, effects, state in rows:
+            if not effects_open(effects):
                 continue
             summary.selected += 1
-            if subscription_id is None or first_of_its_state(session, subscription_id, reason):
-                summary.alert(reason, transactionId=transaction_id, subscriptionId=subscription_id)
-            session.commit()
+            if _told_under(effects, state) or not _mark_told(session, transaction_id, now):
+                continue
+            summary.alert(reason, transactionId=transaction_id, subscriptionId=subscription_id)
     return summary
+
+
+TOLD = "toldPending"  # effects[TOLD]: the plan's alert mark the pending effects were told under
+
+
+def effects_open(effects: dict[str, Any] | None) -> bool:
+    """A settled payment's effects not all delivered: its plan or membership still owed."""
+    return not {"subscription", "membership"} <= set((effects or {}).get("done", []))
+
+
+def _told_under(effects: dict[str, Any], state: str | None) -> bool:
+    told = effects.get(TOLD)
+    return told is not None and told.get("state") == state
+
+
+def _mark_told(session: Session, transaction_id: uuid.UUID, now: datetime) -> bool:
+    """Mark the payment told under its plan's mark, committed; False when it needs no telling
+    now (closed or told meanwhile). Its row alone is locked, its key not (a settlement naming
+    it need not wait)."""
+    effects = session.scalar(
+        select(PaymentTransaction.effects)
+        .where(PaymentTransaction.id == transaction_id)
+        .with_for_update(key_share=True)
+    )
+    state = session.scalar(
+        select(Subscription.billing_alert)
+        .join(PaymentTransaction, PaymentTransaction.subscription_id == Subscription.id)
+        .where(PaymentTransaction.id == transaction_id)
+    )
+    if not effects_open(effects) or _told_under(effects, state):
+        session.rollback()
+        return False
+    session.execute(
+        update(PaymentTransaction)
+        .where(PaymentTransaction.id == transaction_id)
+        .values(effects={**effects, TOLD: {"state": state, "at": now.isoformat()}})
+        .execution_options(synchronize_session=False)
+    )
+    session.commit()
+    return True
 
 
 def ping_heartbeat(url: str | None, summary: Summary, *, name: str) -> bool:

@@ -7,8 +7,8 @@ two decisions:
 
 - accept: the gym takes what the provider took as the payment: the charge is recorded completed
   at the provider's amount (the stored amount kept in billingResolution); a checkout's page
-  completes as a verified completion would (card saved, the plan's period granted), a desk
-  charge gets its document. An overcharge is then given back with the ordinary refund.
+  completes as a verified completion would (card saved, the plan's period granted). An
+  overcharge is then given back with the ordinary refund.
 - refund: the gym gives all of it back: recorded completed at the provider's amount (the ledger
   holds what was taken), then a full refund stored in the same transaction and sent by the door
   after the commit (the refund protocol: stored before the provider is called, resent under
@@ -20,15 +20,16 @@ contradicted, is settled by the same door (reconcile waits for the provider to a
 stored terms, which it never will):
 
 - accept: the obligation is settled at the provider's amount as the charge would have settled
-  it (`attempts.settle`: the period granted or the debt cleared, once; drift reviewed as ever);
-  no document, as a collected charge files none.
+  it (`attempts.settle`: the period granted or the debt cleared, once; drift reviewed as ever).
 - refund: recorded completed at the provider's amount, a full refund stored and sent as above,
   and the obligation left unpaid as a decline leaves it (`attempts.leave_unpaid`: debt opened
   with day 0 at the decision, a debt keeping its own, retried daily), unless another payment
   settled it since (paid twice: nothing is owed) or it drifted (reviewed, with a follow-up).
   The card declined nothing: no decline is counted, no charge_failed event.
 
-Either way a late-evidence hold the attempt put is lifted and its "reconcile it" follow-up
+Either way the payment gets its TaxInvoiceAndReceipt at the provider's amount
+(`attempts.document_sale`; money was taken, and a refund's document then reverses it), and a
+late-evidence hold the attempt put is lifted and its "reconcile it" follow-up
 task done (its outcome is known).
 
 The operator states the amount and currency the provider took; the provider is asked again by
@@ -71,7 +72,7 @@ from gymctl.providers.card import (
     ProviderUnavailable,
     same_terminal,
 )
-from gymctl.providers.documents import TAX_INVOICE_AND_RECEIPT, DocumentProvider, issue_document
+from gymctl.providers.documents import DocumentProvider
 
 ACCEPT = "accept"
 REFUND = "refund"
@@ -176,8 +177,9 @@ def settle_contradiction(
     transaction.updated_at = now
     if checkout is not None:
         _settle_page(session, checkout, subscription, transaction, taken, decision, now, cipher)
-    elif transaction.attempt_kind is None:  # a desk charge gets its document
-        issue_document(session, documents, transaction, TAX_INVOICE_AND_RECEIPT, now=now)
+    # The money taken gets its document whatever the decision (a refund's then reverses it), as
+    # every card payment the provider took (an attempt accepted numbered it in settle).
+    attempts.document_sale(session, transaction, now=now, documents=documents)
     refund = None
     if decision == REFUND:
         refund = refunds.begin_refund(

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gymctl.billing import attempts, codes
 from gymctl.billing.accounts import CARD_PROVIDER, original_account, terminal_of
-from gymctl.billing.alerts import raise_alert
+from gymctl.billing.alerts import collected, raise_alert
 from gymctl.billing.desk import DESK_CHARGE, answer_of, apply_result, transaction_json
 from gymctl.billing.resolution import (
     organization_transaction,
@@ -189,9 +189,23 @@ def recover_desk_charges(
     *,
     now: datetime,
     documents: DocumentProvider,
-) -> dict[str, int]:
+) -> dict[str, Any]:
     """The recovery pass over pending desk charges, each in its own transaction; one it cannot
-    resolve is told to an operator once (`_first_alert`)."""
+    resolve is told to an operator once (`_first_alert`). Its counts, and every alert raised
+    on its way (`alerts`: the recovery pass reports them with the collector's)."""
+    with collected() as told:
+        counts = _recover_desk_charges(factory, provider, cipher, now=now, documents=documents)
+    return {**counts, "alerts": told}
+
+
+def _recover_desk_charges(
+    factory: sessionmaker[Session],
+    provider: CardProvider,
+    cipher: FieldCipher,
+    *,
+    now: datetime,
+    documents: DocumentProvider,
+) -> dict[str, int]:
     counts = {"selected": 0, "resolved": 0, "pending": 0, "errors": 0}
     with factory() as session:
         selected = [

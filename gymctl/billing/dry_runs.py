@@ -71,11 +71,7 @@ def side_effects(session: Session, now: datetime) -> dict[str, Any]:
             PaymentTransaction.updated_at <= now - collector.SIDE_EFFECTS_STALE,
         )
     ).all()
-    open_ = [
-        str(t.id)
-        for t in rows
-        if not {"subscription", "membership"} <= set((t.effects or {}).get("done", []))
-    ]
+    open_ = [str(t.id) for t in rows if collector.effects_open(t.effects)]
     return {"wouldAlert": open_}
 
 

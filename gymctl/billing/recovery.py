@@ -36,7 +36,13 @@ def recovery_pass(
     desk = desk_resolution.recover_desk_charges(
         factory, provider, cipher, now=now, documents=documents
     )
-    return {**summary, "refunds": resumed, "deskCharges": desk}
+    told = desk.pop("alerts")  # one list of the pass's alerts: the collector's, then the desk's
+    return {
+        **summary,
+        "alerts": [*summary["alerts"], *told],
+        "refunds": resumed,
+        "deskCharges": desk,
+    }
 
 
 _STORED = or_(refunds.STORED_REFUND, desk_resolution.PENDING_DESK_CHARGE)

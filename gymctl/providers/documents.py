@@ -79,7 +79,10 @@ class LocalDocumentProvider:
 
 def default_document_provider() -> DocumentProvider:
     """The local provider: the only implementation so far (a real document provider would be
-    chosen here by a setting, as the card provider is)."""
+    chosen here by a setting, as the card provider is). The collector's settle takes this one
+    (attempts.document_sale), inside the payment's locks and in the forecast too: a provider
+    that calls out must first be threaded through the collector's doors and called outside
+    them."""
     return LocalDocumentProvider()
 
 

@@ -263,7 +263,7 @@ def test_a_desk_charge_that_dies_is_reconciled_by_its_stored_id_and_charges_once
     counts = recover_desk_charges(
         session_factory, provider, TEST_CIPHER, now=RESTART, documents=documents
     )
-    assert counts == {"selected": 1, "resolved": 1, "pending": 0, "errors": 0}
+    assert counts == {"selected": 1, "resolved": 1, "pending": 0, "errors": 0, "alerts": []}
     replay = charge_at_desk(session_factory, club, provider, documents, request, now=RESTART)
     assert (replay["outcome"], replay["replayed"]) == ("charged" if after else "not_charged", True)
     if not after:  # never charged: a deliberate new charge needs a new key (spec B 4.3)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -57,10 +58,22 @@ def _lost_charge(session, session_factory, gym, card_server, documents) -> uuid.
     return uuid.UUID(pending.value.details["transactionId"])
 
 
-def _passes(session_factory, card_server, documents, *minutes: int) -> list[dict[str, int]]:
-    """Recovery passes at these minutes past NOW (the charge's start)."""
+def disconnect(session, gym) -> None:
+    """The gym's merchant accounts disconnected: nothing left to ask a charge's lookups with."""
+    for config in session.query(PaymentProviderConfig).filter_by(
+        organization_id=gym.organization.id
+    ):
+        config.credentials_ciphertext = None
+    session.commit()
+
+
+def passes(
+    session_factory, card_server, documents, *minutes: int, sweep=recover_desk_charges
+) -> list[dict[str, Any]]:
+    """Recovery passes (the desk charges', or `sweep`) at these minutes past NOW (the charge's
+    start)."""
     return [
-        recover_desk_charges(
+        sweep(
             session_factory,
             card_server.provider(),
             TEST_CIPHER,
@@ -82,11 +95,11 @@ def test_a_desk_charge_whose_lookups_go_unanswered_for_an_hour_is_told_once(
     transaction_id = _lost_charge(session, session_factory, gym, card_server, documents)
     card_server.inject(LOOKUP_CHARGE, Fault.error, times=None)  # an outage of the lookups
 
-    within = _passes(session_factory, card_server, documents, 5, 30, 60)
+    within = passes(session_factory, card_server, documents, 5, 30, 60)
     assert all(counts["errors"] == 1 for counts in within)
     assert _told(alerts, attempts.UNANSWERED, transaction_id) == []  # not within the hour
 
-    _passes(session_factory, card_server, documents, 65, 70, 75, 120, 180)  # hours of passes
+    passes(session_factory, card_server, documents, 65, 70, 75, 120, 180)  # hours of passes
 
     session.expire_all()
     row = session.get(PaymentTransaction, transaction_id)
@@ -99,13 +112,9 @@ def test_a_desk_charge_whose_merchant_account_is_gone_is_told_once(
 ):
     documents = LocalDocumentProvider()
     transaction_id = _lost_charge(session, session_factory, gym, card_server, documents)
-    for config in session.query(PaymentProviderConfig).filter_by(
-        organization_id=gym.organization.id
-    ):
-        config.credentials_ciphertext = None  # disconnected: nothing left to ask it with
-    session.commit()
+    disconnect(session, gym)
 
-    counts = _passes(session_factory, card_server, documents, 5, 10, 15, 90)
+    counts = passes(session_factory, card_server, documents, 5, 10, 15, 90)
 
     assert all(c["errors"] == 1 for c in counts)
     assert card_server.requests(LOOKUP_CHARGE) == 0

@@ -110,7 +110,7 @@ def test_recovery_resolves_a_pending_desk_charge_past_the_grace(
     counts = recover_desk_charges(
         session_factory, provider, TEST_CIPHER, now=NOW + timedelta(minutes=5), documents=documents
     )
-    assert counts == {"selected": 1, "resolved": 1, "pending": 0, "errors": 0}
+    assert counts == {"selected": 1, "resolved": 1, "pending": 0, "errors": 0, "alerts": []}
     session.expire_all()
     assert session.get(PaymentTransaction, transaction_id).status == TransactionStatus.completed
     assert card_server.requests(CHARGE) == 1

@@ -11,14 +11,20 @@ from datetime import timedelta
 
 import pytest
 from sqlalchemy import func, select
+from sqlalchemy.orm import sessionmaker
 
+from gymctl.db import get_engine
 from gymctl.models import DocumentCounter, PaymentTransaction, Role, Subscription
 from gymctl.models.billing import SubscriptionStatus, TransactionStatus, TransactionType
-from tests.billing.cards import APPROVE, DECLINE
+from tests.billing.cards import APPROVE, DECLINE, connect_card_provider
 from tests.billing.passes import collect
 from tests.billing.test_checkout_webhooks import app, create_plan, purchase, webhook  # noqa: F401
+from tests.billing_ops.contradictions import org_url, page_contradiction
 from tests.billing_ops.helpers import card_of, card_subscription
+from tests.bookings.conftest import add_member
 from tests.conftest import NOW
+from tests.factories import Gym, make_gym
+from tests.lock_order import run_together
 
 pytestmark = pytest.mark.embedded  # the demo gym reaches it: both engines
 
@@ -89,3 +95,70 @@ def test_a_declined_renewal_gets_no_document_and_the_paid_retry_takes_the_next_n
     assert paid.status == TransactionStatus.completed
     assert session.get(Subscription, subscription.id).status == SubscriptionStatus.active
     assert (paid.document_type, paid.document_number) == ("TaxInvoiceAndReceipt", "1")
+
+
+def test_two_renewals_of_one_gym_settled_at_once_take_two_numbers_on_postgresql(
+    committed_pg, card_server
+):
+    """Two collector processes settle two members' renewals of one gym at the same moment,
+    each paused just before numbering its document: the counter row serializes them, both
+    commit, and the numbers are 1 and 2 (no gap, no number twice)."""
+    engine = get_engine(committed_pg)
+    factory = sessionmaker(bind=engine, expire_on_commit=False)
+    with factory() as session:
+        gym = make_gym(session)
+        connect_card_provider(session, gym, since=NOW - timedelta(days=30))
+        renewing = [
+            card_subscription(session, Gym.of(add_member(session, gym.organization)), card_server)
+            for _ in range(2)
+        ]
+        session.commit()
+
+    def renewal(subscription):
+        def charge() -> None:
+            outcome = collect(factory, subscription, card_server.provider(timeout=5.0), NOW)
+            assert outcome == "charged", outcome
+
+        return charge
+
+    def numbering(statement: str, _parameters) -> bool:
+        return statement.startswith("INSERT INTO document_counters")
+
+    errors = run_together(
+        engine, {f"collector-{n}": (numbering, renewal(s)) for n, s in enumerate(renewing)}
+    )
+
+    assert errors == []
+    with factory() as session:
+        numbers = [_payments(session, s.id)[0].document_number for s in renewing]
+    assert sorted(numbers) == ["1", "2"]
+
+
+@pytest.mark.parametrize(
+    ("decision", "refund_document"),
+    [("accept", None), ("refund", ("TaxInvoiceAndReceiptRefund", "2"))],
+)
+def test_a_page_contradiction_settled_either_way_documents_the_money_taken(
+    client, org, card_server, session, decision, refund_document
+):
+    """A page the provider took at another amount, settled by the operator's door: the money
+    taken (250.00) gets its TaxInvoiceAndReceipt whatever the decision, and a refund of it all
+    reverses that document (a desk charge's contradiction did so already; a page's was a
+    ReceiptRefund of a payment that had none)."""
+    _, transaction_id = page_contradiction(client, org, card_server, session)
+    settled = client.post(
+        f"{org_url(org, transaction_id)}/settle-contradiction",
+        json={"decision": decision, "amountInCents": 25000, "currency": "ILS"},
+        headers=org[Role.owner].headers,
+    )
+    assert settled.status_code == 200, settled.json
+
+    session.expire_all()
+    taken = session.get(PaymentTransaction, transaction_id)
+    assert (taken.document_type, taken.document_number) == ("TaxInvoiceAndReceipt", "1")
+    refunds = session.scalars(
+        select(PaymentTransaction).where(PaymentTransaction.type == TransactionType.refund)
+    ).all()
+    assert [(r.document_type, r.document_number) for r in refunds] == (
+        [refund_document] if refund_document else []
+    )

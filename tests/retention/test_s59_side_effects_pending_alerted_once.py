@@ -22,9 +22,10 @@ PASS = timedelta(minutes=5)
 pytestmark = pytest.mark.embedded  # the demo gym's members pay by card
 
 
-def _review_waiting(session, gym):
-    """A card charge settled but not granted (a settlement review left its effects open)."""
-    subscription = bf.make_subscription(session, gym)
+def review_waiting(session, gym, subscription=None):
+    """A card charge settled but not granted (a settlement review left its effects open), of
+    `subscription` (a new one by default)."""
+    subscription = subscription or bf.make_subscription(session, gym)
     transaction = bf.make_transaction(
         session,
         gym,
@@ -42,7 +43,7 @@ def _reasons(summary) -> list[str]:
 
 
 def test_the_first_pass_alerts_and_the_next_stay_quiet(session, session_factory, gym):
-    subscription, transaction = _review_waiting(session, gym)
+    subscription, transaction = review_waiting(session, gym)
 
     first = side_effect_recovery(session_factory, now=NOW)
     assert first.alerts == [
@@ -61,7 +62,7 @@ def test_the_first_pass_alerts_and_the_next_stay_quiet(session, session_factory,
 def test_it_alerts_again_after_the_subscription_changed_state(session, session_factory, gym):
     """Another alert raised on the plan since (its collection blocked, say) is a new state:
     the pending effects are told again, once."""
-    subscription, _ = _review_waiting(session, gym)
+    subscription, _ = review_waiting(session, gym)
     assert _reasons(side_effect_recovery(session_factory, now=NOW)) == [
         "settlement_side_effects_pending"
     ]
