@@ -194,56 +194,46 @@ def recover_desk_charges(
     resolve is told to an operator once (`_first_alert`). Its counts, and every alert raised
     on its way (`alerts`: the recovery pass reports them with the collector's)."""
     with collected() as told:
-        counts = _recover_desk_charges(factory, provider, cipher, now=now, documents=documents)
-    return {**counts, "alerts": told}
-
-
-def _recover_desk_charges(
-    factory: sessionmaker[Session],
-    provider: CardProvider,
-    cipher: FieldCipher,
-    *,
-    now: datetime,
-    documents: DocumentProvider,
-) -> dict[str, int]:
-    counts = {"selected": 0, "resolved": 0, "pending": 0, "errors": 0}
-    with factory() as session:
-        selected = [
-            (t.organization_id, t.id)
-            for t in unresolved_desk_charges(session, now=now)
-            if (t.metadata_ or {}).get("source") == DESK_CHARGE
-        ]
-    for organization_id, transaction_id in selected:
-        counts["selected"] += 1
+        counts = {"selected": 0, "resolved": 0, "pending": 0, "errors": 0}
         with factory() as session:
-            try:
-                answer = reconcile_desk_charge(
-                    session,
-                    provider,
-                    cipher,
-                    organization_id=organization_id,
-                    transaction_id=transaction_id,
-                    actor_user_id=None,
-                    now=now,
-                    documents=documents,
-                )
-            except Exception as error:  # one charge's fault holds back no later one
-                if not isinstance(error, DomainError):
-                    logger.exception("recovering desk charge %s failed", transaction_id)
-                counts["errors"] += 1
-                session.rollback()
-                attempts.mark_asked(session, transaction_id, now)
-                alert = _first_alert(session, transaction_id, error, now)
+            selected = [
+                (t.organization_id, t.id)
+                for t in unresolved_desk_charges(session, now=now)
+                if (t.metadata_ or {}).get("source") == DESK_CHARGE
+            ]
+        for organization_id, transaction_id in selected:
+            counts["selected"] += 1
+            with factory() as session:
+                try:
+                    answer = reconcile_desk_charge(
+                        session,
+                        provider,
+                        cipher,
+                        organization_id=organization_id,
+                        transaction_id=transaction_id,
+                        actor_user_id=None,
+                        now=now,
+                        documents=documents,
+                    )
+                except Exception as error:  # one charge's fault holds back no later one
+                    if not isinstance(error, DomainError):
+                        logger.exception("recovering desk charge %s failed", transaction_id)
+                    counts["errors"] += 1
+                    session.rollback()
+                    attempts.mark_asked(session, transaction_id, now)
+                    alert = _first_alert(session, transaction_id, error, now)
+                    session.commit()
+                    if alert:
+                        raise_alert(
+                            alert, transactionId=transaction_id, organizationId=organization_id
+                        )
+                    continue
+                unresolved = answer["state"] in ("unresolved", "contradiction")
+                if unresolved:
+                    attempts.mark_asked(session, transaction_id, now)
                 session.commit()
-                if alert:
-                    raise_alert(alert, transactionId=transaction_id, organizationId=organization_id)
-                continue
-            unresolved = answer["state"] in ("unresolved", "contradiction")
-            if unresolved:
-                attempts.mark_asked(session, transaction_id, now)
-            session.commit()
-        counts["pending" if unresolved else "resolved"] += 1
-    return counts
+            counts["pending" if unresolved else "resolved"] += 1
+    return {**counts, "alerts": told}
 
 
 def _first_alert(
