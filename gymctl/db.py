@@ -19,7 +19,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -228,7 +228,7 @@ def release_for_outside_call(session: Session) -> None:
         return
     if session.new or session.dirty or session.deleted:
         return
-    if session.info.get("gymctl_process_locks"):
+    if session.info.get(_HELD):
         return  # an advisory lock is the transaction's to its end: ending it here would free it
     connection = session.connection()
     if connection.connection.dbapi_connection.total_changes != connection.info.get(_CHANGES):
@@ -375,23 +375,31 @@ def advisory_lock(session: Session, name: str, *, wait: bool = True) -> bool:
         result = session.execute(text(f"SELECT {fn}(:key)"), {"key": lock_key(name)}).scalar()
         return True if wait else bool(result)
     lock = _process_lock(name)
-    if lock in session.info.get("gymctl_process_locks", ()) and session.in_transaction():
+    if lock.release in session.info.get(_HELD, ()) and session.in_transaction():
         return True  # held by this transaction already: PostgreSQL's xact locks stack too
     if not lock.acquire(blocking=wait):
         return False
+    _until_transaction_end(session, lock.release)
+    return True
+
+
+_HELD = "gymctl_process_locks"  # session.info: how to release each lock its transaction holds
+
+
+def _until_transaction_end(session: Session, release: Callable[[], Any]) -> None:
+    """A lock the embedded default took for the session's transaction, released at its end."""
     if not session.in_transaction():
         session.begin()  # so that commit, rollback or close ends a transaction and releases
-    if "gymctl_process_locks" not in session.info:
-        session.info["gymctl_process_locks"] = []
+    if _HELD not in session.info:
+        session.info[_HELD] = []
         # The listener stays for the session's life: removing one while it runs is not allowed.
         event.listen(session, "after_transaction_end", _release_process_locks)
-    session.info["gymctl_process_locks"].append(lock)
-    return True
+    session.info[_HELD].append(release)
 
 
 @contextmanager
 def session_lock(
-    engine: Engine, name: str, *, wait_seconds: float = 0.0
+    bind: Engine | Connection, name: str, *, wait_seconds: float = 0.0
 ) -> Iterator[Connection | None]:
     """A connection holding the lock `name` for the block, or None if another holds it (after
     waiting up to `wait_seconds`), for work that commits as it goes. PostgreSQL: a
@@ -399,27 +407,35 @@ def session_lock(
     work runs (an idle_in_transaction_session_timeout cannot end it halfway) and the lock goes
     with the server session if the process dies; commits on the connection keep it. The
     embedded default: the process lock `advisory_lock` takes for the same name, and the
-    name's lock file for other processes (`_named_lock_held`)."""
+    name's lock file for other processes (`_named_lock_held`). `bind`: an engine (a
+    connection of its own, closed after), or a connection its caller keeps (the lock is taken
+    and released on it; its settings and a transaction open there are its caller's)."""
+    engine = bind.engine
+    borrowed = isinstance(bind, Connection)
     deadline = time.monotonic() + wait_seconds
     if engine.dialect.name != "postgresql":
         with _named_lock_held(engine, name, wait_seconds) as held:
             if not held:
                 yield None
-                return
-            with engine.connect() as connection:
-                yield connection
+            elif borrowed:
+                yield bind
+            else:
+                with engine.connect() as connection:
+                    yield connection
         return
-    connection = engine.connect()
+    connection = bind if borrowed else engine.connect()
+    ends = not connection.in_transaction()  # else the caller's, left to it
     key = lock_key(name)
     # An idle_session_timeout (PostgreSQL 14+) would end this idle session, and the lock with it.
-    keeps_idle = connection.dialect.server_version_info >= (14,)
+    keeps_idle = not borrowed and connection.dialect.server_version_info >= (14,)
     try:
         if keeps_idle:
             connection.execute(text("SET idle_session_timeout = 0"))
             connection.commit()
         while True:
             held = connection.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar()
-            connection.commit()
+            if ends:
+                connection.commit()
             if held or time.monotonic() >= deadline:
                 break
             time.sleep(0.2)
@@ -429,9 +445,34 @@ def session_lock(
         try:
             yield connection
         finally:
-            _unlock(connection, key, name, keeps_idle)
+            _unlock(connection, key, name, keeps_idle=keeps_idle, ends=ends)
     finally:
-        connection.close()
+        if not borrowed:
+            connection.close()
+
+
+def transaction_lock(session: Session, name: str, *, wait_seconds: float) -> bool:
+    """The lock `name` that session_lock's holders take, held by the session's transaction to
+    its end; False if another held it all of `wait_seconds`. PostgreSQL: the transaction-level
+    advisory lock (pg_try_advisory_xact_lock, tried until the deadline). The embedded default:
+    session_lock's process lock and the name's lock file (its holders may be other processes),
+    released when the transaction ends. Unlike `advisory_lock`, the holders it waits for are
+    not writers: a session_lock holder that waits for this transaction's write lock meanwhile
+    would stall both (up to `wait_seconds`)."""
+    deadline = time.monotonic() + wait_seconds
+    if is_postgres(session):
+        key = {"key": lock_key(name)}
+        while not session.execute(text("SELECT pg_try_advisory_xact_lock(:key)"), key).scalar():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(LOCK_POLL_SECONDS)
+        return True
+    held = ExitStack()
+    if not held.enter_context(_named_lock_held(session.get_bind().engine, name, wait_seconds)):
+        held.close()
+        return False
+    _until_transaction_end(session, held.close)
+    return True
 
 
 @contextmanager
@@ -510,16 +551,19 @@ def _flock(path: Path, deadline: float) -> int | None:
     return None
 
 
-def _unlock(connection: Connection, key: int, name: str, keeps_idle: bool) -> None:
+def _unlock(connection: Connection, key: int, name: str, *, keeps_idle: bool, ends: bool) -> None:
     """Release a session_lock; a lock found gone was lost while held (its server session
     ended: another holder may have run meanwhile), which is logged. A connection that cannot
-    be unlocked is thrown away, never returned to the pool holding the lock."""
+    be unlocked is thrown away, never returned to the pool holding the lock. `ends`: the
+    transactions on the connection are session_lock's (not a caller's it was taken in)."""
     try:
-        connection.rollback()
+        if ends:
+            connection.rollback()
         held = connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key}).scalar()
         if keeps_idle:
             connection.execute(text("RESET idle_session_timeout"))
-        connection.commit()
+        if ends:
+            connection.commit()
     except Exception:
         connection.invalidate()  # closing the server session releases the lock
         logger.error("lock %s: its session ended while the lock was held", name)
@@ -534,9 +578,9 @@ def _unlock(connection: Connection, key: int, name: str, keeps_idle: bool) -> No
 def _release_process_locks(session: Session, transaction) -> None:
     if transaction.parent is not None:
         return  # a savepoint ended; the transaction (and the lock) goes on
-    held = session.info.get("gymctl_process_locks", [])
+    held = session.info.get(_HELD, [])
     while held:
-        held.pop().release()
+        held.pop()()
 
 
 def server_version(connection: Connection) -> str:

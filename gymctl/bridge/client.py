@@ -20,6 +20,7 @@ import urllib.parse
 import urllib.request
 from collections import deque
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
@@ -240,9 +241,10 @@ class ExternalGymClient:
         self._timeout = timeout
         self._throttle = throttle
         self.account_id = account_id
-        # Called right before every request: the dispatcher ends any transaction still open
-        # there and checks the organization is still connected (it may raise to stop the call).
-        self.before_call: Callable[[], None] | None = None
+        # Entered right before every request and left when its answer is in: the dispatcher
+        # ends any transaction still open there, checks the organization is still connected
+        # (it may raise to stop the call) and holds it so until the answer (a disconnect waits).
+        self.around_call: Callable[[], AbstractContextManager[None]] | None = None
 
     def close(self) -> None:
         if self._owns_pool:
@@ -362,11 +364,11 @@ class ExternalGymClient:
         headers = self._headers if content is None else self._json_headers
         self._throttle.acquire()
         try:
-            if self.before_call is not None:  # after the wait for our turn: the last moment
-                self.before_call()
-            status, response_headers, data = self._pool.request(
-                method, target, content, headers, self._timeout
-            )
+            # After the wait for our turn: the last moment.
+            with self.around_call() if self.around_call is not None else nullcontext():
+                status, response_headers, data = self._pool.request(
+                    method, target, content, headers, self._timeout
+                )
         except TimeoutError:
             raise ExternalCallError(CallFailure.timeout, route) from None
         except (OSError, http.client.HTTPException):

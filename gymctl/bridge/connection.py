@@ -8,12 +8,15 @@ only in memory, for the calls; it is never written to a job config, a log line o
 
 from __future__ import annotations
 
+import logging
 import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, exists, func, select
+from sqlalchemy import Connection, Engine, delete, exists, func, select
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import codes, entity_map, queue
@@ -27,7 +30,7 @@ from gymctl.bridge.client import (
 )
 from gymctl.config import Settings
 from gymctl.crypto import FieldCipher, Keyring
-from gymctl.db import release_for_outside_call
+from gymctl.db import release_for_outside_call, session_lock, transaction_lock
 from gymctl.errors import DomainError, bad_gateway, conflict, invalid, not_found, unavailable
 from gymctl.events import EventKind, emit
 from gymctl.identity.users import address_keys
@@ -45,6 +48,8 @@ from gymctl.models.bridge import (
     SyncOp,
 )
 from gymctl.models.integrity import UniqueViolation, unique_violation
+
+logger = logging.getLogger("gymctl.bridge")
 
 CREDENTIALS = {"table": "integration_connections", "column": "credentials_ciphertext"}
 KEY_SETTING = "GYMCTL_BRIDGE_CREDENTIALS_KEY"
@@ -73,6 +78,44 @@ def find_connection(session: Session, organization_id: uuid.UUID) -> Integration
         select(IntegrationConnection).where(
             IntegrationConnection.organization_id == organization_id
         )
+    )
+
+
+# How long a disconnect waits for the call in flight, and a dispatcher for a disconnect's
+# commit: well past a call's longest (the dispatcher's Policy.timeout, 10 s).
+CALLS_WAIT_SECONDS = 30.0
+
+
+def _calls(organization_id: uuid.UUID) -> tuple[str, str]:
+    """The names of the gate to the organization's calls lock, and of the lock."""
+    return f"bridge:calls-gate:{organization_id}", f"bridge:calls:{organization_id}"
+
+
+@contextmanager
+def calls_held(bind: Engine | Connection, organization_id: uuid.UUID) -> Iterator[bool]:
+    """The dispatcher's side, around each call (from its check that the gym is still
+    connected to the call's answer): the organization's calls lock, which a disconnect takes
+    until it commits, so once one has committed no call of the gym is in flight or leaves
+    after it. False if a disconnect held it CALLS_WAIT_SECONDS. The lock is taken through a
+    gate a disconnect holds while it waits: a dispatcher sending call after call takes the
+    lock back within a moment of each answer, and the disconnect, trying now and then,
+    waited out the whole run. `bind`: the dispatcher's session's (session_lock)."""
+    gate, lock = _calls(organization_id)
+    with ExitStack() as held:
+        with session_lock(bind, gate, wait_seconds=CALLS_WAIT_SECONDS) as passed:
+            calls = passed and held.enter_context(
+                session_lock(bind, lock, wait_seconds=CALLS_WAIT_SECONDS)
+            )
+        yield calls is not None
+
+
+def stop_calls(session: Session, organization_id: uuid.UUID) -> bool:
+    """The disconnect's side (calls_held): the gate, then the calls lock once the call in
+    flight is answered, both to the end of the session's transaction; False if either was
+    held past CALLS_WAIT_SECONDS."""
+    gate, lock = _calls(organization_id)
+    return transaction_lock(session, gate, wait_seconds=CALLS_WAIT_SECONDS) and transaction_lock(
+        session, lock, wait_seconds=CALLS_WAIT_SECONDS
     )
 
 
@@ -356,7 +399,16 @@ def disconnect(
     because: str | None = None,
 ) -> IntegrationConnection:
     """Revoke: the key and the stored external roster are purged. Queued ops stay (nothing is
-    lost); they are sent again only after a new connect. `because`: why, when no one asked."""
+    lost); they are sent again only after a new connect. `because`: why, when no one asked.
+    A call in flight is waited for (stop_calls): none is made once this commits. A dispatcher
+    stuck past CALLS_WAIT_SECONDS in a call does not keep the gym connected: that call is
+    its last (it checks the status before each)."""
+    if not stop_calls(session, organization_id):
+        logger.warning(
+            "bridge disconnect of organization %s: a call held it for %.0f s; disconnected anyway",
+            organization_id,
+            CALLS_WAIT_SECONDS,
+        )
     connection = require_connection(session, organization_id)
     connection.status = ConnectionStatus.revoked
     connection.credentials_ciphertext = None

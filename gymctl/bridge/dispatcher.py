@@ -182,7 +182,7 @@ def drain(
                 summary.stopped = "pending"
                 return summary
             context = OpContext(session, client, connection, clock.now)
-            client.before_call = context.commit_before_call
+            client.around_call = context.calling
             sent = Outcomes(context, summary, clock)
             throttle.before_wait = sent.write
             while not (stop and stop.is_set()):

@@ -12,16 +12,18 @@ still in flight, whose next attempt searches before it sends.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import Connection, bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import classes, entity_map, queue
 from gymctl.bridge.client import CallFailure, ExternalCallError, ExternalGymClient, external_id_of
+from gymctl.bridge.connection import calls_held
 from gymctl.bridge.payloads import (
     BookingPayload,
     CoachPayload,
@@ -30,6 +32,7 @@ from gymctl.bridge.payloads import (
     parse_payload,
 )
 from gymctl.bridge.polling import timezone_of, window
+from gymctl.db import READ_ONLY, is_postgres
 from gymctl.errors import DomainError
 from gymctl.ids import new_id
 from gymctl.models.bridge import (
@@ -124,8 +127,8 @@ class OpContext:
     the organization's lock is the only writer of its mirror links), and later ops of the batch
     see earlier ones' links here. The links ops make or change are held as rows and written by
     `write_links`, with the batch's outcomes. A read the batch did not foresee opens a
-    transaction, which is committed before the next external call (the client's
-    `before_call`): never a transaction open across an HTTP call."""
+    transaction, which is committed before the next external call (`calling`, the client's
+    `around_call`): never a transaction open across an HTTP call."""
 
     session: Session
     client: ExternalGymClient
@@ -141,23 +144,50 @@ class OpContext:
     def organization_id(self) -> uuid.UUID:
         return self.connection.organization_id
 
-    def commit_before_call(self) -> None:
-        """Only a transaction the session really began (a read, a flush) is committed; links
-        merely held wait for the batch's write. Then the connection's status is read again:
-        once a disconnect has committed, no further call leaves for the organization. And a
-        user op's stored payload: the batch's copy was claimed before the ops ahead of it ran,
-        and an erasure committed since has scrubbed the stored one (Erased)."""
-        op = self.sending
-        personal = op is not None and op.op_type in _PERSONAL
-        status, stored = self.session.execute(
-            _STATUS, {"connection_id": self.connection.id, "op_id": op.id if personal else None}
-        ).one_or_none() or (None, None)
+    @contextmanager
+    def calling(self) -> Iterator[None]:
+        """Around each call (the client's `around_call`). Only a transaction the session really
+        began (a read, a flush) is committed; links merely held wait for the batch's write.
+        Then, under the organization's calls lock to the call's answer (a disconnect waits for
+        it: connection.calls_held), the connection's status is read again: once a disconnect
+        has committed, no further call leaves for the organization. And a user op's stored
+        payload: the batch's copy was claimed before the ops ahead of it ran, and an erasure
+        committed since has scrubbed the stored one (Erased)."""
         self.session.commit()
-        if status not in (ConnectionStatus.active, ConnectionStatus.pending):
-            self.disconnected = True
-            raise Disconnected(f"the connection is {status.value if status else 'gone'}")
-        if stored is not None and queue.erased(op.op_type, stored):
-            raise Erased(stored)
+        bind = self.session.get_bind()  # the organization lock's connection (the dispatcher's)
+        joined = isinstance(bind, Connection) and bind.in_transaction()
+        with calls_held(bind, self.organization_id) as held:
+            if not held:  # a disconnect has held it that long: this run stops, uncharged
+                self.disconnected = True
+                raise Disconnected("a disconnect holds the organization's calls")
+            status, stored = self._status_and_payload(joined)
+            if status not in (ConnectionStatus.active, ConnectionStatus.pending):
+                self.disconnected = True
+                raise Disconnected(f"the connection is {status.value if status else 'gone'}")
+            if stored is not None and queue.erased(self.sending.op_type, stored):
+                raise Erased(stored)
+            yield
+
+    def _status_and_payload(
+        self, joined: bool
+    ) -> tuple[ConnectionStatus | None, dict[str, Any] | None]:
+        """_STATUS, read with no transaction of the session's left open. On the embedded
+        default, from a read-only connection of its own: the session's transaction would begin
+        with SQLite's write lock, which a disconnect may hold while it waits for this call's
+        lock (unless the session joined its caller's, which holds what it holds)."""
+        op = self.sending
+        params = {
+            "connection_id": self.connection.id,
+            "op_id": op.id if op is not None and op.op_type in _PERSONAL else None,
+        }
+        if joined or is_postgres(self.session):
+            row = self.session.execute(_STATUS, params).one_or_none()
+            self.session.commit()
+        else:
+            with self.session.get_bind().engine.connect() as reader:
+                reader.execution_options(**READ_ONLY)
+                row = reader.execute(_STATUS, params).one_or_none()
+        return row or (None, None)
 
     def prefetch(self, ops: list[SyncOp]) -> None:
         """Two reads for the batch: the links its ops name, and their members' live bridge

@@ -1,44 +1,154 @@
-"""A disconnect stops a dispatcher that is already sending (real commits on PostgreSQL: the
-disconnect commits from another connection while the dispatcher's call is being answered)."""
+"""A disconnect stops a dispatcher that is already sending, on both engines (real commits: the
+disconnect commits from another connection while the dispatcher's call is being answered).
+
+Spec B 2.6: a disconnect revokes the key. The dispatcher holds the organization's calls lock
+(connection.calls_held) from its check that the gym is still connected to the answer of the
+call it then makes, and a disconnect takes that lock until it commits: once it has committed,
+no call of the gym is in flight or leaves after it (the chaos test's check of the wire)."""
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gymctl.bridge.connection import disconnect
+from gymctl.bridge import connection as bridge_connection
+from gymctl.bridge.connection import calls_held, disconnect, stop_calls
 from gymctl.bridge.dispatcher import drain
 from gymctl.clock import FixedClock
 from gymctl.db import get_engine
-from gymctl.models.bridge import OpStatus, SyncOp
+from gymctl.models.bridge import ConnectionStatus, IntegrationConnection, OpStatus, SyncOp
 from tests.bridge.conftest import API_KEY, FAST, committed_gym
 from tests.conftest import NOW
 
 
-def test_after_a_disconnect_commits_no_further_call_leaves(committed_pg, fake, bridge_settings):
-    """Spec B 2.6: a disconnect revokes the key; the dispatcher re-checks the connection
-    before every call, so nothing is sent for the organization once it has committed."""
-    engine = get_engine(committed_pg)
+def _drain(engine, org_id, settings, policy=FAST):
+    with Session(engine, expire_on_commit=False) as session:
+        summary = drain(session, org_id, settings=settings, policy=policy, runner="t",
+                        clock=FixedClock(NOW))  # fmt: skip
+        ops = session.execute(select(SyncOp.status, SyncOp.attempts).order_by(SyncOp.id)).all()
+    return summary, [tuple(op) for op in ops]
+
+
+def _status(engine, org_id) -> ConnectionStatus:
+    with Session(engine) as session:
+        return session.scalar(
+            select(IntegrationConnection.status).where(
+                IntegrationConnection.organization_id == org_id
+            )
+        )
+
+
+def test_a_disconnect_waits_for_the_call_in_flight_and_no_call_leaves_once_it_commits(
+    committed_database, fake, bridge_settings
+):
+    engine = get_engine(committed_database)
     fake.add_account(API_KEY)
     org, _ = committed_gym(engine, bridge_settings, name="Cut", ops=4)
     fake.calls.clear()
-    cut_at: list[int] = []
+    seen: list[tuple[str, int]] = []
+    asked = threading.Event()
+
+    def disconnect_now() -> None:
+        with Session(engine) as other:
+            asked.set()
+            disconnect(other, org.id, now=NOW)
+            other.commit()
+        seen.append(("committed", len(fake.calls)))
+
+    started: list[threading.Thread] = []
 
     def cut(call) -> None:
-        if (call.method, call.path) == ("POST", "/v3/users") and not cut_at:
-            with Session(engine) as other:
-                disconnect(other, org.id, now=NOW)
-                other.commit()
-            cut_at.append(len(fake.calls))
+        if (call.method, call.path) == ("POST", "/v3/users") and not started:
+            started.append(threading.Thread(target=disconnect_now))
+            started[0].start()
+            assert asked.wait(5)
+            time.sleep(1.0)  # the disconnect waits for this call meanwhile (its timeout: 5 s)
+            seen.append(("answered", len(fake.calls)))
 
     fake.on_call = cut
-    with Session(engine, expire_on_commit=False) as session:
-        summary = drain(session, org.id, settings=bridge_settings, policy=FAST, runner="t",
-                        clock=FixedClock(NOW))  # fmt: skip
-        statuses = session.scalars(select(SyncOp.status).order_by(SyncOp.id)).all()
-        attempts = session.scalars(select(SyncOp.attempts).order_by(SyncOp.id)).all()
-    assert cut_at
-    assert len(fake.calls) == cut_at[0]  # the call being answered was the last
+    summary, ops = _drain(engine, org.id, bridge_settings, replace(FAST, timeout=5.0))
+    started[0].join(10)
+
+    answered = seen[0][1]  # the calls so far (a create searches for its member first)
+    assert seen == [("answered", answered), ("committed", answered)]  # in this order
+    assert len(fake.calls) == answered  # the call being answered was the last
     assert summary.stopped == "disconnected"
-    assert statuses == [OpStatus.succeeded] + [OpStatus.pending] * 3
-    assert attempts[1:] == [0, 0, 0]  # not charged: they wait for a new connect
+    assert ops == [(OpStatus.succeeded, 1)] + [(OpStatus.pending, 0)] * 3  # they wait, uncharged
+
+
+# A dispatcher waiting at its call for a disconnect not yet committed: PostgreSQL's. On the
+# embedded default the disconnect's write lock holds a dispatcher at its run's first write,
+# before any call (the first test's order shows the calls lock on both engines).
+
+
+@pytest.mark.parametrize("ended", ["committed", "rolled back"])
+def test_a_dispatcher_waits_at_its_call_for_a_disconnect_being_made(
+    ended, committed_pg, fake, bridge_settings
+):
+    """Committed, nothing is sent; rolled back (say its request failed after it), the run
+    goes on and sends everything."""
+    engine = get_engine(committed_pg)
+    fake.add_account(API_KEY)
+    org, _ = committed_gym(engine, bridge_settings, name="Cut", ops=2)
+    fake.calls.clear()
+    with ThreadPoolExecutor(1) as pool, Session(engine) as other:
+        disconnect(other, org.id, now=NOW)  # not ended yet: it holds the calls
+        dispatcher = pool.submit(_drain, engine, org.id, bridge_settings)
+        time.sleep(0.5)
+        assert fake.calls == []  # the dispatcher waits at its first call
+        other.commit() if ended == "committed" else other.rollback()
+        summary, ops = dispatcher.result(30)
+
+    if ended == "committed":
+        assert fake.calls == []
+        assert summary.stopped == "disconnected"
+        assert ops == [(OpStatus.pending, 0)] * 2
+    else:
+        assert len([c for c in fake.calls if (c.method, c.path) == ("POST", "/v3/users")]) == 2
+        assert summary.stopped is None
+        assert ops == [(OpStatus.succeeded, 1)] * 2
+        assert _status(engine, org.id) is ConnectionStatus.active
+
+
+def test_a_disconnect_held_up_past_its_wait_disconnects_anyway_and_says_so(
+    committed_database, fake, bridge_settings, monkeypatch, caplog
+):
+    """A dispatcher stuck in a call does not keep a gym connected: the disconnect goes
+    ahead after CALLS_WAIT_SECONDS (the stuck call is the last: the status is read before
+    each)."""
+    monkeypatch.setattr(bridge_connection, "CALLS_WAIT_SECONDS", 0.3)
+    engine = get_engine(committed_database)
+    fake.add_account(API_KEY)
+    org, _ = committed_gym(engine, bridge_settings, name="Stuck", ops=1)
+    with calls_held(engine, org.id) as held, Session(engine) as other:
+        assert held  # as a dispatcher stuck in a call holds it
+        with caplog.at_level(logging.WARNING, logger="gymctl.bridge"):
+            disconnect(other, org.id, now=NOW)
+        other.commit()
+    assert _status(engine, org.id) is ConnectionStatus.revoked
+    assert "a call held it for 0 s; disconnected anyway" in caplog.text
+
+
+def test_a_dispatcher_held_up_past_its_wait_stops_its_run_uncharged(
+    committed_database, fake, bridge_settings, monkeypatch
+):
+    monkeypatch.setattr(bridge_connection, "CALLS_WAIT_SECONDS", 0.3)
+    engine = get_engine(committed_database)
+    fake.add_account(API_KEY)
+    org, _ = committed_gym(engine, bridge_settings, name="Waits", ops=2)
+    fake.calls.clear()
+    with Session(engine) as disconnecting:
+        assert stop_calls(disconnecting, org.id)  # as a disconnect's transaction holds them
+        summary, ops = _drain(engine, org.id, bridge_settings)
+    assert fake.calls == []
+    assert summary.stopped == "disconnected"
+    assert ops == [(OpStatus.pending, 0)] * 2
+    assert _status(engine, org.id) is ConnectionStatus.active  # nothing was disconnected
+    assert _drain(engine, org.id, bridge_settings)[1] == [(OpStatus.succeeded, 1)] * 2
