@@ -28,7 +28,7 @@ from gymctl.billing.alerts import first_of_its_state, raise_alert
 from gymctl.billing.attempts import AppliedOutcome, BeganOutcome
 from gymctl.crypto import FieldCipher
 from gymctl.db import READ_ONLY
-from gymctl.models import PaymentProviderConfig, PaymentTransaction, Subscription
+from gymctl.models import PaymentProviderConfig, PaymentTransaction, Subscription, Task
 from gymctl.models.billing import CollectionMethod, SubscriptionStatus, TransactionStatus
 from gymctl.providers.card import CardProvider
 
@@ -239,9 +239,9 @@ def recover(
 
 def side_effect_recovery(factory: sessionmaker[Session], *, now: datetime) -> Summary:
     """Every 5 minutes: settled transactions whose delivered-effects record was left open
-    (a settlement review waits for staff) are reported until a person closes them: once per
-    state of their subscription (its collector alert mark, `billing_alert`), not every pass.
-    The told-once mark is the payment's own (`effects[TOLD]`, the plan's mark it was told
+    (a settlement review waits for staff) are reported until a person closes them (marks the
+    payment's follow-up task done: `reviewed`): once per state of their subscription (its
+    collector alert mark, `billing_alert`), not every pass. The told-once mark is the payment's own (`effects[TOLD]`, the plan's mark it was told
     under): kept on the plan's one mark, it swapped with a collector alert of the same plan
     (collection blocked), and both paged at every pass. A payment whose plan is gone is told
     once. Each mark is written under the payment's own row lock, the effects and the plan's
@@ -264,9 +264,11 @@ def side_effect_recovery(factory: sessionmaker[Session], *, now: datetime) -> Su
                 PaymentTransaction.updated_at <= now - SIDE_EFFECTS_STALE,
             )
         ).all()
+        rows = [row for row in rows if effects_open(row.effects)]
+        done = reviewed(session, [row.id for row in rows])
         session.rollback()
         for transaction_id, subscription_id, effects, state in rows:
-            if not effects_open(effects):
+            if transaction_id in done:
                 continue
             summary.selected += 1
             if _told_under(effects, state) or not _mark_told(session, transaction_id, now):
@@ -281,6 +283,26 @@ TOLD = "toldPending"  # effects[TOLD]: the plan's alert mark the pending effects
 def effects_open(effects: dict[str, Any] | None) -> bool:
     """A settled payment's effects not all delivered: its plan or membership still owed."""
     return not {"subscription", "membership"} <= set((effects or {}).get("done", []))
+
+
+def reviewed(session: Session, transaction_ids: list[uuid.UUID]) -> set[uuid.UUID]:
+    """Of these settled payments, those whose follow-up task staff have marked done: what its
+    settlement review asked (a period to grant by hand, one of two payments to refund) is
+    done, so the payment is counted and told no more. Filed again (a new question on the same
+    payment), the task is open and the payment counted again."""
+    named = {str(transaction_id): transaction_id for transaction_id in transaction_ids}
+    if not named:
+        return set()
+    done = session.scalars(
+        select(Task.subject_id).where(
+            Task.kind == attempts.FOLLOW_UP,
+            Task.subject_type == "payment_transaction",
+            Task.subject_id.in_(list(named)),
+            Task.status == "done",
+            Task.deleted_at.is_(None),
+        )
+    )
+    return {named[subject_id] for subject_id in done}
 
 
 def _told_under(effects: dict[str, Any], state: str | None) -> bool:

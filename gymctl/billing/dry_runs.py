@@ -71,8 +71,9 @@ def side_effects(session: Session, now: datetime) -> dict[str, Any]:
             PaymentTransaction.updated_at <= now - collector.SIDE_EFFECTS_STALE,
         )
     ).all()
-    open_ = [str(t.id) for t in rows if collector.effects_open(t.effects)]
-    return {"wouldAlert": open_}
+    open_ = [t.id for t in rows if collector.effects_open(t.effects)]
+    done = collector.reviewed(session, open_)
+    return {"wouldAlert": [str(i) for i in open_ if i not in done]}
 
 
 def abandoned_checkouts(session: Session, now: datetime) -> dict[str, Any]:
