@@ -59,7 +59,7 @@ from gymctl.bridge.operations import (
 from gymctl.bridge.polling import serve_polls
 from gymctl.clock import Clock
 from gymctl.config import Settings
-from gymctl.db import READ_ONLY, session_lock
+from gymctl.db import READ_ONLY, locked_row, session_lock
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit, emit_many
 from gymctl.models.bridge import (
@@ -176,13 +176,14 @@ def drain(
     throttle = Throttle(policy.rate)
     try:
         with open_client(connection, settings, throttle, policy.timeout, pool) as client:
+            context = OpContext(session, client, connection, clock.now)
+            client.around_call = context.calling  # the key check's calls too
             if connection.status is ConnectionStatus.pending and not _check_pending(
                 session, connection, client, clock
             ):
-                summary.stopped = "pending"
+                revoked = context.disconnected or connection.status is ConnectionStatus.revoked
+                summary.stopped = "disconnected" if revoked else "pending"
                 return summary
-            context = OpContext(session, client, connection, clock.now)
-            client.around_call = context.calling
             sent = Outcomes(context, summary, clock)
             throttle.before_wait = sent.write
             while not (stop and stop.is_set()):
@@ -238,26 +239,49 @@ def _check_pending(
 ) -> bool:
     """A key stored while the external system was down: check it now (spec B 5). An account
     another gym is active on errs the connection (bridge_account_in_use), as any refusal of
-    the check does."""
+    the check does. A disconnect committed meanwhile stands: the check's calls stop at it
+    (the calls lock), and its outcome is written only to a connection read again, under its
+    row lock, still pending (the activation overwrote a revoke that landed during the calls:
+    active, with the key purged)."""
     session.commit()  # the connection was read: no transaction stays open across the calls
     try:
         account = check_account(client, connection.bridge_membership_type_id)
+        if not _still_pending(session, connection):
+            return False
         activate(session, connection, account, now=clock.now())
         with unique_violation(ACTIVE_ACCOUNT):
             session.commit()
+    except Disconnected:
+        return False
     except ExternalCallError as error:
+        if not _still_pending(session, connection):
+            return False
         if error.kind == CallFailure.unauthorized:
             _lose(connection, "the external system refused the api-key (401)", clock.now())
         else:
             connection.last_error = f"key check unfinished: {error}"
             connection.updated_at = clock.now()
     except DomainError as error:
+        if not _still_pending(session, connection):
+            return False
         _lose(connection, error.message, clock.now())
     except UniqueViolation:  # another gym's check activated the account first
         session.rollback()
+        if not _still_pending(session, connection):
+            return False
         _lose(connection, account_in_use().message, clock.now())
     session.commit()
     return connection.status is ConnectionStatus.active
+
+
+def _still_pending(session: Session, connection: IntegrationConnection) -> bool:
+    """The connection read again under its row lock (a transaction left open for the write
+    that follows): still waiting for its check, or the check's outcome is not written."""
+    locked_row(session, IntegrationConnection, connection.id)
+    if connection.status is ConnectionStatus.pending:
+        return True
+    session.commit()
+    return False
 
 
 def _lose(connection: IntegrationConnection, message: str, now: datetime) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -19,10 +20,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import connection as bridge_connection
-from gymctl.bridge.connection import calls_held, disconnect, stop_calls
+from gymctl.bridge.connection import calls_held, connect, disconnect, stop_calls
 from gymctl.bridge.dispatcher import drain
 from gymctl.clock import FixedClock
 from gymctl.db import get_engine
+from gymctl.models import Organization
 from gymctl.models.bridge import ConnectionStatus, IntegrationConnection, OpStatus, SyncOp
 from tests.bridge.conftest import API_KEY, FAST, committed_gym
 from tests.conftest import NOW
@@ -152,3 +154,42 @@ def test_a_dispatcher_held_up_past_its_wait_stops_its_run_uncharged(
     assert ops == [(OpStatus.pending, 0)] * 2
     assert _status(engine, org.id) is ConnectionStatus.active  # nothing was disconnected
     assert _drain(engine, org.id, bridge_settings)[1] == [(OpStatus.succeeded, 1)] * 2
+
+
+def test_a_key_check_overtaken_by_a_disconnect_leaves_the_gym_disconnected(
+    committed_database, fake, bridge_settings, monkeypatch
+):
+    """A pending key is checked by the dispatcher (spec B 5); a disconnect committed during
+    the check's last call (one that waited past CALLS_WAIT_SECONDS for it) stands: the check's
+    outcome is written only to a connection read again under its row lock and still pending.
+    The activation overwrote the revoke: active, with the key purged."""
+    monkeypatch.setattr(bridge_connection, "CALLS_WAIT_SECONDS", 0.2)
+    engine = get_engine(committed_database)
+    fake.add_account(API_KEY)
+    fake.fail("GET /v3/locations", 503)  # the connect's own check cannot finish: pending
+    with Session(engine, expire_on_commit=False) as session:
+        org = Organization(name="Late", slug=f"late-{uuid.uuid4().hex[:8]}")
+        session.add(org)
+        session.flush()
+        kept = connect(session, org.id, API_KEY, settings=bridge_settings, now=NOW)
+        session.commit()
+    assert kept.status is ConnectionStatus.pending
+
+    def cut(call) -> None:
+        if call.path == "/v3/membershipTypes":
+            with Session(engine) as other:
+                disconnect(other, org.id, now=NOW)
+                other.commit()
+
+    fake.on_call = cut
+    summary, _ = _drain(engine, org.id, bridge_settings)
+
+    assert summary.stopped == "disconnected"
+    with Session(engine) as session:
+        connection = session.scalar(
+            select(IntegrationConnection).where(IntegrationConnection.organization_id == org.id)
+        )
+        assert (connection.status, connection.credentials_ciphertext) == (
+            ConnectionStatus.revoked,
+            None,
+        )
