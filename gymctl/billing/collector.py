@@ -241,9 +241,10 @@ def side_effect_recovery(factory: sessionmaker[Session], *, now: datetime) -> Su
     """Every 5 minutes: settled transactions whose delivered-effects record was left open
     (a settlement review waits for staff) are reported until a person closes them (marks the
     payment's follow-up task done: `reviewed`): once per state of their subscription (its
-    collector alert mark, `billing_alert`), not every pass. The told-once mark is the payment's own (`effects[TOLD]`, the plan's mark it was told
-    under): kept on the plan's one mark, it swapped with a collector alert of the same plan
-    (collection blocked), and both paged at every pass. A payment whose plan is gone is told
+    collector alert mark, `billing_alert`), not every pass. The told-once mark is the
+    payment's own (`effects[TOLD]`, the plan's mark it was told under): kept on the plan's
+    one mark, it swapped with a collector alert of the same plan (collection blocked), and
+    both paged at every pass. A payment whose plan is gone is told
     once. Each mark is written under the payment's own row lock, the effects and the plan's
     mark read again there (two passes, or a collector alert committed since the batch was
     read, tell it once), and committed on its own."""

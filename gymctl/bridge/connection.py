@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, exists, func, select
+from sqlalchemy import Connection, Engine, bindparam, delete, exists, func, select
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import codes, entity_map, queue
@@ -30,7 +30,13 @@ from gymctl.bridge.client import (
 )
 from gymctl.config import Settings
 from gymctl.crypto import FieldCipher, Keyring
-from gymctl.db import release_for_outside_call, session_lock, transaction_lock
+from gymctl.db import (
+    READ_ONLY,
+    locked_row,
+    release_for_outside_call,
+    session_lock,
+    transaction_lock,
+)
 from gymctl.errors import DomainError, bad_gateway, conflict, invalid, not_found, unavailable
 from gymctl.events import EventKind, emit
 from gymctl.identity.users import address_keys
@@ -107,6 +113,69 @@ def calls_held(bind: Engine | Connection, organization_id: uuid.UUID) -> Iterato
                 session_lock(bind, lock, wait_seconds=CALLS_WAIT_SECONDS)
             )
         yield calls is not None
+
+
+class Disconnected(Exception):
+    """The organization was disconnected (or its key replaced) while a run of it held the
+    old key: no further call leaves with it."""
+
+
+LIVE = (ConnectionStatus.active, ConnectionStatus.pending)
+# The connection's status and key, and the stored payload of an op about to call (none:
+# NULL), in one read.
+_STATUS = select(
+    IntegrationConnection.status,
+    IntegrationConnection.credentials_ciphertext,
+    select(SyncOp.payload).where(SyncOp.id == bindparam("op_id")).scalar_subquery(),
+).where(IntegrationConnection.id == bindparam("connection_id"))
+
+
+@contextmanager
+def connected_calls(
+    session: Session,
+    connection: IntegrationConnection,
+    key: str | None,
+    *,
+    payload_of: uuid.UUID | None = None,
+) -> Iterator[dict[str, Any] | None]:
+    """Around each call with the key `key` (the ciphertext the client was opened from): the
+    session's transaction, if it began one, is committed (never one open across a call);
+    then, under the organization's calls lock to the call's answer (calls_held), the
+    connection is read again, and Disconnected is raised unless it is still connected with
+    that key: once a disconnect (or a new key) has committed, no call leaves with the old
+    one. Yields the stored payload of the op `payload_of` names (None without one)."""
+    session.commit()
+    bind = session.get_bind()  # a dispatcher's: the organization lock's connection
+    joined = isinstance(bind, Connection) and bind.in_transaction()
+    with calls_held(bind, connection.organization_id) as held:
+        if not held:  # a disconnect has held it that long
+            raise Disconnected("a disconnect holds the organization's calls")
+        params = {"connection_id": connection.id, "op_id": payload_of}
+        if joined or bind.dialect.name == "postgresql":
+            row = session.execute(_STATUS, params).one_or_none()
+            session.commit()
+        else:
+            # SQLite: the session's transaction would begin with the write lock, which a
+            # disconnect may hold while it waits for this call (unless the session joined
+            # its caller's transaction, which holds what it holds).
+            with bind.engine.connect() as reader:
+                reader.execution_options(**READ_ONLY)
+                row = reader.execute(_STATUS, params).one_or_none()
+        status, stored_key, stored = row or (None, None, None)
+        if status not in LIVE:
+            raise Disconnected(f"the connection is {status.value if status else 'gone'}")
+        if stored_key != key:
+            raise Disconnected("the connection's key was replaced")
+        yield stored
+
+
+def still_connected(session: Session, connection: IntegrationConnection, key: str | None) -> bool:
+    """The connection read again under its row lock (a transaction left open for the write
+    that follows): still connected with the key `key` (the ciphertext a client was opened
+    from). A disconnect or a new key committed since stands: what an answer to the old key
+    says is not written over it."""
+    locked_row(session, IntegrationConnection, connection.id)
+    return connection.status in LIVE and connection.credentials_ciphertext == key
 
 
 def stop_calls(session: Session, organization_id: uuid.UUID) -> bool:
@@ -479,17 +548,24 @@ def import_roster(
     session: Session, connection: IntegrationConnection, client: ExternalGymClient, *, now: datetime
 ) -> dict[str, int]:
     """Read the external users into the roster (no phone numbers), then link each platform
-    member whose email matches exactly one roster user (origin import)."""
+    member whose email matches exactly one roster user (origin import). Each page is stored,
+    and the members linked, only while the connection still stands as the import found it
+    (still_connected): a disconnect committed meanwhile purged the roster, and a page read
+    before it is not stored after it (Disconnected; the client's own calls stop at it when
+    its caller guards them, connected_calls)."""
     organization_id = connection.organization_id
+    key = connection.credentials_ciphertext
     # No transaction open across a call (the embedded default's one write lock; drift's rule):
     # each page is stored and committed before the next is asked for.
     session.commit()
     fetched = 0
     for rows in user_pages(client):
+        _still_importing(session, connection, key)
         for row in rows:
             _store_roster_row(session, organization_id, row, now)
             fetched += 1
         session.commit()
+    _still_importing(session, connection, key)
     # The external system's addresses meet ours by the project's one rule (address_keys, the
     # database's fold; decisions s48): str.lower() on theirs against SQL lower() on ours found
     # no one for 'Élodie@' on the embedded default (SQLite folds ASCII alone).
@@ -537,6 +613,11 @@ def import_roster(
             outcome["ambiguous" if len(matches) > 1 else "unmatched"] += 1
     session.commit()
     return outcome
+
+
+def _still_importing(session: Session, connection: IntegrationConnection, key: str | None) -> None:
+    if not still_connected(session, connection, key):
+        raise Disconnected("the organization was disconnected during the import")
 
 
 def _store_roster_row(

@@ -34,22 +34,22 @@ from gymctl.bridge.client import (
     CallFailure,
     ConnectionPool,
     ExternalCallError,
-    ExternalGymClient,
     Throttle,
 )
 from gymctl.bridge.connection import (
     ACTIVE_ACCOUNT,
     ORGANIZATION_DELETED,
+    Disconnected,
     account_in_use,
     activate,
     check_account,
     find_connection,
     open_client,
+    still_connected,
     wind_down,
 )
 from gymctl.bridge.operations import (
     Defer,
-    Disconnected,
     Erased,
     OpContext,
     Park,
@@ -59,7 +59,7 @@ from gymctl.bridge.operations import (
 from gymctl.bridge.polling import serve_polls
 from gymctl.clock import Clock
 from gymctl.config import Settings
-from gymctl.db import READ_ONLY, locked_row, session_lock
+from gymctl.db import READ_ONLY, session_lock
 from gymctl.errors import DomainError
 from gymctl.events import EventKind, emit, emit_many
 from gymctl.models.bridge import (
@@ -176,13 +176,11 @@ def drain(
     throttle = Throttle(policy.rate)
     try:
         with open_client(connection, settings, throttle, policy.timeout, pool) as client:
-            context = OpContext(session, client, connection, clock.now)
+            key = connection.credentials_ciphertext  # the client's: what its answers are about
+            context = OpContext(session, client, connection, clock.now, key)
             client.around_call = context.calling  # the key check's calls too
-            if connection.status is ConnectionStatus.pending and not _check_pending(
-                session, connection, client, clock
-            ):
-                revoked = context.disconnected or connection.status is ConnectionStatus.revoked
-                summary.stopped = "disconnected" if revoked else "pending"
+            if connection.status is ConnectionStatus.pending and not _check_pending(context, clock):
+                summary.stopped = "disconnected" if context.disconnected else "pending"
                 return summary
             sent = Outcomes(context, summary, clock)
             throttle.before_wait = sent.write
@@ -222,7 +220,7 @@ def drain(
                     summary.stopped = "unauthorized"
                     break
             if summary.stopped is None and not deleted:
-                summary.polls = _polls(session, connection, client, clock, summary)
+                summary.polls = _polls(context, clock, summary)
         if deleted:
             wind_down(session, organization_id, now=clock.now())
             session.commit()
@@ -234,19 +232,18 @@ def drain(
     return summary
 
 
-def _check_pending(
-    session: Session, connection: IntegrationConnection, client: ExternalGymClient, clock: Clock
-) -> bool:
-    """A key stored while the external system was down: check it now (spec B 5). An account
-    another gym is active on errs the connection (bridge_account_in_use), as any refusal of
-    the check does. A disconnect committed meanwhile stands: the check's calls stop at it
-    (the calls lock), and its outcome is written only to a connection read again, under its
-    row lock, still pending (the activation overwrote a revoke that landed during the calls:
-    active, with the key purged)."""
+def _check_pending(context: OpContext, clock: Clock) -> bool:
+    """A key stored while the external system was down: check it now (spec B 5); whether it
+    is active now. An account another gym is active on errs the connection
+    (bridge_account_in_use), as any refusal of the check does. A disconnect or a new key
+    committed meanwhile stands: the check's calls stop at it (the calls lock), and its
+    outcome is written only to a connection still as the run found it (`_as_found`; the
+    activation overwrote a revoke that landed during the calls: active, its key purged)."""
+    session, connection = context.session, context.connection
     session.commit()  # the connection was read: no transaction stays open across the calls
     try:
-        account = check_account(client, connection.bridge_membership_type_id)
-        if not _still_pending(session, connection):
+        account = check_account(context.client, connection.bridge_membership_type_id)
+        if not _as_found(context):
             return False
         activate(session, connection, account, now=clock.now())
         with unique_violation(ACTIVE_ACCOUNT):
@@ -254,40 +251,40 @@ def _check_pending(
     except Disconnected:
         return False
     except ExternalCallError as error:
-        if not _still_pending(session, connection):
-            return False
         if error.kind == CallFailure.unauthorized:
-            _lose(connection, "the external system refused the api-key (401)", clock.now())
-        else:
+            _lose(context, "the external system refused the api-key (401)", clock.now())
+        elif _as_found(context):
             connection.last_error = f"key check unfinished: {error}"
             connection.updated_at = clock.now()
     except DomainError as error:
-        if not _still_pending(session, connection):
-            return False
-        _lose(connection, error.message, clock.now())
+        _lose(context, error.message, clock.now())
     except UniqueViolation:  # another gym's check activated the account first
         session.rollback()
-        if not _still_pending(session, connection):
-            return False
-        _lose(connection, account_in_use().message, clock.now())
+        _lose(context, account_in_use().message, clock.now())
     session.commit()
-    return connection.status is ConnectionStatus.active
+    return connection.status is ConnectionStatus.active and not context.disconnected
 
 
-def _still_pending(session: Session, connection: IntegrationConnection) -> bool:
-    """The connection read again under its row lock (a transaction left open for the write
-    that follows): still waiting for its check, or the check's outcome is not written."""
-    locked_row(session, IntegrationConnection, connection.id)
-    if connection.status is ConnectionStatus.pending:
+def _as_found(context: OpContext) -> bool:
+    """The run's connection read again under its row lock (a transaction left open for the
+    write that follows): still connected with the key the run's client holds. Else the
+    transaction ends, and the run is to stop (context.disconnected): a disconnect or a new
+    key committed since stands, whatever an answer to the old key said."""
+    if still_connected(context.session, context.connection, context.key):
         return True
-    session.commit()
+    context.session.commit()
+    context.disconnected = True
     return False
 
 
-def _lose(connection: IntegrationConnection, message: str, now: datetime) -> None:
-    connection.status = ConnectionStatus.error
-    connection.last_error = message
-    connection.updated_at = now
+def _lose(context: OpContext, message: str, now: datetime) -> None:
+    """The key refused (or its check): the connection errs, if it is still as the run found
+    it (`_as_found`)."""
+    if _as_found(context):
+        connection = context.connection
+        connection.status = ConnectionStatus.error
+        connection.last_error = message
+        connection.updated_at = now
 
 
 class Outcomes:
@@ -405,7 +402,7 @@ def _run_op(
         outcome, http_status = error.kind, error.status
         if error.kind == CallFailure.unauthorized:
             values = queue.released(op, run_after=now())
-            _lose(context.connection, "the external system refused the api-key (401)", now())
+            _lose(context, "the external system refused the api-key (401)", now())
         elif error.kind == CallFailure.rate_limited:
             pause = error.retry_after or policy.pause_on_429
             throttle.pause(pause)
@@ -428,18 +425,13 @@ def _run_op(
     sent.add(op, values, report)
 
 
-def _polls(
-    session: Session,
-    connection: IntegrationConnection,
-    client: ExternalGymClient,
-    clock: Clock,
-    summary: RunSummary,
-) -> dict[str, Any]:
+def _polls(context: OpContext, clock: Clock, summary: RunSummary) -> dict[str, Any]:
+    session, connection = context.session, context.connection
     try:
         result = serve_polls(
             session,
             connection,
-            client,
+            context.client,
             clock.now,
             apply=lambda noticed: inbound.apply(session, connection, noticed, clock.now()),
         )
@@ -456,12 +448,14 @@ def _polls(
     except ExternalCallError as error:
         session.rollback()
         if error.kind == CallFailure.unauthorized:
-            _lose(connection, "the external system refused the api-key (401)", clock.now())
+            _lose(context, "the external system refused the api-key (401)", clock.now())
             summary.stopped = "unauthorized"
-        else:  # stays due: the next run polls again
+        elif _as_found(context):  # stays due: the next run polls again
             connection.last_error = f"poll: {error}"
             if error.kind == CallFailure.rate_limited:
                 summary.stopped = "rate_limited"
+        if context.disconnected:
+            summary.stopped = "disconnected"
         session.commit()
         return {"error": str(error)}
 

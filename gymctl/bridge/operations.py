@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import classes, entity_map, queue
 from gymctl.bridge.client import CallFailure, ExternalCallError, ExternalGymClient, external_id_of
-from gymctl.bridge.connection import calls_held
+from gymctl.bridge.connection import Disconnected, connected_calls
 from gymctl.bridge.payloads import (
     BookingPayload,
     CoachPayload,
@@ -32,11 +32,9 @@ from gymctl.bridge.payloads import (
     parse_payload,
 )
 from gymctl.bridge.polling import timezone_of, window
-from gymctl.db import READ_ONLY, is_postgres
 from gymctl.errors import DomainError
 from gymctl.ids import new_id
 from gymctl.models.bridge import (
-    ConnectionStatus,
     EntityLink,
     EntityType,
     IntegrationConnection,
@@ -66,10 +64,6 @@ class Defer(Exception):
         super().__init__(message)
 
 
-class Disconnected(Exception):
-    """The organization was disconnected while its dispatcher ran: no further call leaves."""
-
-
 class Erased(Exception):
     """The member of the op about to call was erased after its claim (mirror.member_erased
     scrubbed the stored op, `payload`): the worker's copy still names them, and never leaves."""
@@ -97,11 +91,6 @@ _LIVE_BRIDGE_MEMBERSHIPS = select(*_COLUMNS).where(
     _LINKS.c.metadata["status"].as_string() == "active",
 )
 _UPDATE_LINK = update(_LINKS).where(_LINKS.c.id == bindparam("link_id"))
-# The connection's status and the stored payload of the op about to call (none: NULL), in one.
-_STATUS = select(
-    IntegrationConnection.status,
-    select(SyncOp.payload).where(SyncOp.id == bindparam("op_id")).scalar_subquery(),
-).where(IntegrationConnection.id == bindparam("connection_id"))
 # The ops an erasure scrubs in flight (queue.erased): read again before each of their calls.
 _PERSONAL = (OpType.user_create, OpType.user_update)
 
@@ -134,6 +123,7 @@ class OpContext:
     client: ExternalGymClient
     connection: IntegrationConnection
     now: Callable[[], datetime]
+    key: str | None  # the credentials' ciphertext the client was opened from
     links: dict[tuple[str, str], Known | None] = field(default_factory=dict)
     disconnected: bool = False
     sending: SyncOp | None = None  # the op whose calls go out now (the dispatcher's _run_op)
@@ -146,48 +136,27 @@ class OpContext:
 
     @contextmanager
     def calling(self) -> Iterator[None]:
-        """Around each call (the client's `around_call`). Only a transaction the session really
-        began (a read, a flush) is committed; links merely held wait for the batch's write.
-        Then, under the organization's calls lock to the call's answer (a disconnect waits for
-        it: connection.calls_held), the connection's status is read again: once a disconnect
-        has committed, no further call leaves for the organization. And a user op's stored
-        payload: the batch's copy was claimed before the ops ahead of it ran, and an erasure
-        committed since has scrubbed the stored one (Erased)."""
-        self.session.commit()
-        bind = self.session.get_bind()  # the organization lock's connection (the dispatcher's)
-        joined = isinstance(bind, Connection) and bind.in_transaction()
-        with calls_held(bind, self.organization_id) as held:
-            if not held:  # a disconnect has held it that long: this run stops, uncharged
-                self.disconnected = True
-                raise Disconnected("a disconnect holds the organization's calls")
-            status, stored = self._status_and_payload(joined)
-            if status not in (ConnectionStatus.active, ConnectionStatus.pending):
-                self.disconnected = True
-                raise Disconnected(f"the connection is {status.value if status else 'gone'}")
-            if stored is not None and queue.erased(self.sending.op_type, stored):
-                raise Erased(stored)
-            yield
-
-    def _status_and_payload(
-        self, joined: bool
-    ) -> tuple[ConnectionStatus | None, dict[str, Any] | None]:
-        """_STATUS, read with no transaction of the session's left open. On the embedded
-        default, from a read-only connection of its own: the session's transaction would begin
-        with SQLite's write lock, which a disconnect may hold while it waits for this call's
-        lock (unless the session joined its caller's, which holds what it holds)."""
+        """Around each call (the client's `around_call`): connection.connected_calls, so no
+        call leaves once a disconnect has committed (the batch's links merely held wait for
+        its write). And a user op's stored payload, read with the connection: the batch's copy
+        was claimed before the ops ahead of it ran, and an erasure committed since has
+        scrubbed the stored one (Erased)."""
         op = self.sending
-        params = {
-            "connection_id": self.connection.id,
-            "op_id": op.id if op is not None and op.op_type in _PERSONAL else None,
-        }
-        if joined or is_postgres(self.session):
-            row = self.session.execute(_STATUS, params).one_or_none()
-            self.session.commit()
-        else:
-            with self.session.get_bind().engine.connect() as reader:
-                reader.execution_options(**READ_ONLY)
-                row = reader.execute(_STATUS, params).one_or_none()
-        return row or (None, None)
+        personal = op if op is not None and op.op_type in _PERSONAL else None
+        try:
+            with connected_calls(
+                self.session, self.connection, self.key, payload_of=personal and personal.id
+            ) as stored:
+                if (
+                    personal is not None
+                    and stored is not None
+                    and queue.erased(personal.op_type, stored)
+                ):
+                    raise Erased(stored)
+                yield
+        except Disconnected:
+            self.disconnected = True
+            raise
 
     def prefetch(self, ops: list[SyncOp]) -> None:
         """Two reads for the batch: the links its ops name, and their members' live bridge

@@ -71,10 +71,17 @@ def _op_action(action: str, op_id: int, operator: str, as_json: bool) -> None:
 def _locked_client(organization: str) -> Iterator[tuple[Session, Any, Any]]:
     """The organization's connection and a client at its rate, holding its dispatch lock (so
     no dispatcher calls for it meanwhile). The external system failing (down, an error, an
-    odd answer) is a refusal naming it, not a crash: what was read and committed stays."""
+    odd answer) is a refusal naming it, not a crash: what was read and committed stays. Each
+    call is a dispatcher's (connected_calls): none leaves once a disconnect has committed,
+    which is a refusal too."""
     from gymctl.access.gyms import resolve_organization
     from gymctl.bridge.client import ExternalCallError, Throttle
-    from gymctl.bridge.connection import open_client, require_connection
+    from gymctl.bridge.connection import (
+        Disconnected,
+        connected_calls,
+        open_client,
+        require_connection,
+    )
     from gymctl.bridge.dispatcher import organization_lock
     from gymctl.config import get_settings
     from gymctl.db import get_engine, session_factory, session_scope
@@ -90,11 +97,18 @@ def _locked_client(organization: str) -> Iterator[tuple[Session, Any, Any]]:
             bridge = require_connection(session, gym_id)
             throttle = Throttle(settings.bridge_rate)
             with open_client(bridge, settings, throttle, timeout=10.0) as client:
+                key = bridge.credentials_ciphertext
+                client.around_call = lambda: connected_calls(session, bridge, key)
                 try:
                     yield session, bridge, client
                 except ExternalCallError as error:
                     raise bad_gateway(
                         codes.BRIDGE_CALL_FAILED, f"the external system failed: {error}"
+                    ) from None
+                except Disconnected:
+                    raise conflict(
+                        codes.BRIDGE_NOT_CONNECTED,
+                        "the organization was disconnected meanwhile: nothing more was read",
                     ) from None
 
 

@@ -20,12 +20,29 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import connection as bridge_connection
-from gymctl.bridge.connection import calls_held, connect, disconnect, stop_calls
+from gymctl.bridge import dispatcher
+from gymctl.bridge.client import Throttle
+from gymctl.bridge.connection import (
+    Disconnected,
+    calls_held,
+    connect,
+    disconnect,
+    import_roster,
+    open_client,
+    require_connection,
+    stop_calls,
+)
 from gymctl.bridge.dispatcher import drain
 from gymctl.clock import FixedClock
 from gymctl.db import get_engine
 from gymctl.models import Organization
-from gymctl.models.bridge import ConnectionStatus, IntegrationConnection, OpStatus, SyncOp
+from gymctl.models.bridge import (
+    ConnectionStatus,
+    IntegrationConnection,
+    OpStatus,
+    RosterEntry,
+    SyncOp,
+)
 from tests.bridge.conftest import API_KEY, FAST, committed_gym
 from tests.conftest import NOW
 
@@ -193,3 +210,114 @@ def test_a_key_check_overtaken_by_a_disconnect_leaves_the_gym_disconnected(
             ConnectionStatus.revoked,
             None,
         )
+
+
+def test_a_401_answered_while_a_disconnect_waits_leaves_the_gym_disconnected(
+    committed_database, fake, bridge_settings, monkeypatch
+):
+    """The key was revoked at the external system, so the call in flight ends in a 401, while
+    the owner disconnects. The 401's error is written only to a connection still as the run
+    found it (read again under its row lock): the disconnect stands (it was overwritten with
+    `error`, which still queues the members' changes for the system the owner left). Here
+    the dispatcher writes after the disconnect has committed, as a slow one may."""
+    engine = get_engine(committed_database)
+    fake.add_account(API_KEY)
+    org, _ = committed_gym(engine, bridge_settings, name="Cut", ops=2)
+    fake.fail(None, 401)
+    committed = threading.Event()
+
+    def disconnect_now() -> None:
+        with Session(engine) as other:
+            disconnect(other, org.id, now=NOW)
+            other.commit()
+        committed.set()
+
+    started: list[threading.Thread] = []
+
+    def cut(_call) -> None:
+        if not started:
+            started.append(threading.Thread(target=disconnect_now))
+            started[0].start()
+
+    real = dispatcher._lose
+
+    def after_the_disconnect(*args, **kwargs):
+        assert committed.wait(10)
+        return real(*args, **kwargs)
+
+    fake.on_call = cut
+    monkeypatch.setattr(dispatcher, "_lose", after_the_disconnect)
+    summary, ops = _drain(engine, org.id, bridge_settings, replace(FAST, timeout=5.0))
+    started[0].join(10)
+
+    assert summary.stopped == "disconnected"
+    assert _status(engine, org.id) is ConnectionStatus.revoked
+    assert ops == [(OpStatus.pending, 0)] * 2  # waiting, uncharged, for a new connect
+
+
+def test_a_new_key_pasted_during_a_run_is_not_marked_refused_by_the_old_keys_401(
+    committed_database, fake, bridge_settings
+):
+    """The owner pastes a rotated key while a run holds the old one; the old key's 401 says
+    nothing of the new one (it was marked `error`: syncing stopped until the key was pasted
+    again). The run stops; the next holds the new key."""
+    engine = get_engine(committed_database)
+    account = fake.add_account(API_KEY)
+    org, _ = committed_gym(engine, bridge_settings, name="Rotated", ops=2)
+    rotated = "ak_live_iron_temple_rotated_0001"
+    fake.accounts[rotated] = account  # the same account, a new key
+    started: list[threading.Thread] = []
+
+    def paste_the_new_key() -> None:
+        with Session(engine) as other:
+            connect(other, org.id, rotated, settings=bridge_settings, now=NOW)
+            other.commit()
+
+    def cut(_call) -> None:
+        if not started:
+            started.append(threading.Thread(target=paste_the_new_key))
+            started[0].start()
+            started[0].join(10)
+            fake.fail(None, 401)  # this call, with the old key, is refused
+
+    fake.on_call = cut
+    summary, ops = _drain(engine, org.id, bridge_settings, replace(FAST, timeout=5.0))
+
+    assert summary.stopped == "disconnected"  # the connection it held a key for
+    assert _status(engine, org.id) is ConnectionStatus.active
+    assert ops == [(OpStatus.pending, 0)] * 2
+    fake.on_call = None
+    assert _drain(engine, org.id, bridge_settings)[1] == [(OpStatus.succeeded, 1)] * 2
+
+
+def test_a_disconnect_during_a_roster_import_leaves_no_roster_and_stops_it(
+    committed_database, fake, bridge_settings
+):
+    """The roster import (`gymctl bridge import`) stores each page only while the connection
+    stands as it found it: a page read before a disconnect is not stored after its purge."""
+    engine = get_engine(committed_database)
+    account = fake.add_account(API_KEY)
+    org, _ = committed_gym(engine, bridge_settings, name="Roster", ops=0)
+    for n in range(5):  # three pages of two
+        fake.add_user(account, f"person{n}@example.test")
+    done: list[bool] = []
+
+    def cut(call) -> None:
+        if call.path == "/v3/users" and call.query.get("page") == "2" and not done:
+            done.append(True)
+            with Session(engine) as other:
+                disconnect(other, org.id, now=NOW)
+                other.commit()
+
+    fake.on_call = cut
+    with Session(engine, expire_on_commit=False) as session:
+        bridge = require_connection(session, org.id)
+        with (
+            open_client(bridge, bridge_settings, Throttle(None), timeout=5.0) as client,
+            pytest.raises(Disconnected),
+        ):
+            import_roster(session, bridge, client, now=NOW)
+        session.rollback()
+    with Session(engine) as session:
+        assert session.scalars(select(RosterEntry)).all() == []
+    assert [c.query.get("page") for c in fake.calls if c.path == "/v3/users"] == ["1", "2"]
