@@ -244,10 +244,10 @@ def side_effect_recovery(factory: sessionmaker[Session], *, now: datetime) -> Su
     collector alert mark, `billing_alert`), not every pass. The told-once mark is the
     payment's own (`effects[TOLD]`, the plan's mark it was told under): kept on the plan's
     one mark, it swapped with a collector alert of the same plan (collection blocked), and
-    both paged at every pass. A payment whose plan is gone is told
-    once. Each mark is written under the payment's own row lock, the effects and the plan's
-    mark read again there (two passes, or a collector alert committed since the batch was
-    read, tell it once), and committed on its own."""
+    both paged at every pass. A payment whose plan is gone is told once. Each mark is
+    written under the payment's own row lock, the effects and the plan's mark read again
+    there (two passes, or a collector alert committed since the batch was read, tell it
+    once), and committed on its own."""
     summary = Summary()
     reason = "settlement_side_effects_pending"
     with factory() as session:
