@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -14,10 +15,11 @@ from sqlalchemy.orm import Session
 
 from gymctl.bookings import schedule
 from gymctl.bridge import enqueue, entity_map
+from gymctl.bridge.connection import disconnect
 from gymctl.crypto import generate_key_setting
 from gymctl.db import get_engine
 from gymctl.models import AuditLog, Organization, User
-from gymctl.models.bridge import EntityType, Origin
+from gymctl.models.bridge import EntityType, Origin, RosterEntry
 from tests import factories
 from tests.bridge.conftest import API_KEY, member_payload
 from tests.conftest import NOW
@@ -154,3 +156,51 @@ def test_an_operator_links_a_class_and_a_member_sets_a_cutover_and_disconnects(
             AuditLog.actor_user_id == operator)).all()  # fmt: skip
     assert {"bridge.connected", "bridge.class_linked", "bridge.linked_by_operator",
             "bridge.series_cutover_set", "bridge.disconnected"} <= set(audited)  # fmt: skip
+
+
+def test_an_import_a_disconnect_overtakes_is_refused_and_stores_nothing(
+    home_env,  # noqa: F811
+    fake,
+):
+    """`gymctl bridge import` while the owner disconnects (another process, here the test's):
+    the import's calls are a dispatcher's (the calls lock, the connection read again before
+    each) and its pages are stored only onto the connection it found, so it ends in 409
+    bridge_not_connected with no roster kept and no call after the disconnect committed."""
+    env, url = _home(home_env, fake)
+    account = fake.accounts[API_KEY]
+    for n in range(5):  # three pages of two
+        fake.add_user(account, f"person{n}@example.test")
+    with Session(get_engine(url), expire_on_commit=False) as session:
+        org = Organization(name="Iron Temple", slug="iron-temple")
+        session.add(org)
+        session.add(User(identity_id="user_ops", email="ops@example.test", created_at=NOW,
+                         updated_at=NOW))  # fmt: skip
+        session.commit()
+    as_operator = ("--operator", "user_ops", "--json")
+    subprocess.run(
+        [*GYMCTL, "bridge", "connect", "iron-temple", *as_operator],
+        env=env, input=API_KEY + "\n", capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    committed: list[int] = []
+
+    def disconnect_now() -> None:
+        with Session(get_engine(url)) as other:
+            disconnect(other, org.id, now=NOW)
+            other.commit()
+        committed.append(len(fake.calls))
+
+    started: list[threading.Thread] = []
+
+    def cut(call) -> None:
+        if call.path == "/v3/users" and call.query.get("page") == "2" and not started:
+            started.append(threading.Thread(target=disconnect_now))
+            started[0].start()
+
+    fake.on_call = cut
+    imported = gymctl(env, "bridge", "import", "iron-temple", *as_operator, check=False)
+    started[0].join(30)
+
+    assert (imported.returncode, json.loads(imported.stdout)["code"]) == (1, "bridge_not_connected")
+    assert len(fake.calls) == committed[0]  # nothing after the disconnect
+    with Session(get_engine(url)) as session:
+        assert session.scalars(select(RosterEntry)).all() == []
