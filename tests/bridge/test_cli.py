@@ -39,13 +39,20 @@ def _home(base_env, fake) -> tuple[dict[str, str], str]:
     return env, f"sqlite:///{env['GYMCTL_HOME']}/gymctl.db"
 
 
-def test_an_operator_connects_dispatches_and_retries_a_parked_op(home_env, fake):  # noqa: F811
-    env, url = _home(home_env, fake)
-    with Session(get_engine(url)) as session:
-        session.add(Organization(name="Iron Temple", slug="iron-temple"))
+def _gym_with_operator(url: str) -> Organization:
+    """The gym iron-temple and its operator user_ops, committed."""
+    with Session(get_engine(url), expire_on_commit=False) as session:
+        org = Organization(name="Iron Temple", slug="iron-temple")
+        session.add(org)
         session.add(User(identity_id="user_ops", email="ops@example.test", created_at=NOW,
                          updated_at=NOW))  # fmt: skip
         session.commit()
+    return org
+
+
+def test_an_operator_connects_dispatches_and_retries_a_parked_op(home_env, fake):  # noqa: F811
+    env, url = _home(home_env, fake)
+    _gym_with_operator(url)
     nobody = subprocess.run(
         [*GYMCTL, "bridge", "connect", "iron-temple", "--operator", "user_nobody"],
         env=env, input=API_KEY + "\n", capture_output=True, text=True, timeout=120,
@@ -114,12 +121,8 @@ def test_an_operator_links_a_class_and_a_member_sets_a_cutover_and_disconnects(
     """The operator writes that settle the inbox and move a series, each audited under the
     operator."""
     env, url = _home(home_env, fake)
+    org = _gym_with_operator(url)
     with Session(get_engine(url), expire_on_commit=False) as session:
-        org = Organization(name="Iron Temple", slug="iron-temple")
-        session.add(org)
-        session.add(User(identity_id="user_ops", email="ops@example.test", created_at=NOW,
-                         updated_at=NOW))  # fmt: skip
-        session.commit()
         kind = schedule.create_class_type(session, org.id, name="WOD", default_capacity=5,
                                           duration_minutes=60, now=NOW)  # fmt: skip
         row = schedule.schedule_session(session, kind, starts_at=NOW + timedelta(days=1), now=NOW)
@@ -170,12 +173,7 @@ def test_an_import_a_disconnect_overtakes_is_refused_and_stores_nothing(
     account = fake.accounts[API_KEY]
     for n in range(5):  # three pages of two
         fake.add_user(account, f"person{n}@example.test")
-    with Session(get_engine(url), expire_on_commit=False) as session:
-        org = Organization(name="Iron Temple", slug="iron-temple")
-        session.add(org)
-        session.add(User(identity_id="user_ops", email="ops@example.test", created_at=NOW,
-                         updated_at=NOW))  # fmt: skip
-        session.commit()
+    org = _gym_with_operator(url)
     as_operator = ("--operator", "user_ops", "--json")
     subprocess.run(
         [*GYMCTL, "bridge", "connect", "iron-temple", *as_operator],
