@@ -265,16 +265,21 @@ def _sending(session: Session, member_ids: set[str]) -> set[str]:
 
 
 def _links(session: Session, organization_id, entity_type, column, values) -> list[EntityLink]:
-    """The organization's links of a type whose `column` is one of `values`."""
+    """The organization's links of a type whose `column` is one of `values`, as they stand:
+    a dispatcher run polls in the session its ops ran in, whose links were written in bulk
+    (OpContext.write_links), past the rows the session had loaded (populate_existing; a
+    booking the run cancelled, read back as booked, was taken as cancelled externally)."""
     values = sorted(values)
     rows: list[EntityLink] = []
     for start in range(0, len(values), IN_CHUNK):
         rows += session.scalars(
-            select(EntityLink).where(
+            select(EntityLink)
+            .where(
                 EntityLink.organization_id == organization_id,
                 EntityLink.entity_type == entity_type,
                 column.in_(values[start : start + IN_CHUNK]),
             )
+            .execution_options(populate_existing=True)
         )
     return rows
 
