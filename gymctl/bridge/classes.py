@@ -179,13 +179,18 @@ def link_class(
         session.flush()
     entity_map.link(session, organization_id, EntityType.schedule, platform_id=session_id,
                     external_id=external.external_id, origin=Origin.manual, now=now)  # fmt: skip
+    # Under their locks, as they stand: one an operator dismisses meanwhile is no longer
+    # parked once its dismiss commits, and is left dismissed.
     parked = session.scalars(
-        select(SyncOp).where(
+        select(SyncOp)
+        .where(
             SyncOp.organization_id == organization_id,
             SyncOp.status == OpStatus.parked,
             SyncOp.issue_code == UNMATCHED,
             SyncOp.payload["sessionId"].as_string() == str(session_id),
         )
+        .with_for_update()
+        .execution_options(populate_existing=True)
     ).all()
     for op in parked:
         queue.retry(session, op.id, now=now, organization_id=organization_id,

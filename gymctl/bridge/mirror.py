@@ -536,10 +536,11 @@ def member_folded(session: Session, source: Membership, kept: Membership, *, now
     if is_postgres(session):  # the kept member's ops decide on this link: under their lock
         advisory_lock(session, f"bridge:aggregate:{member_key(kept.id)}")
     twin.platform_id, twin.updated_at = str(kept.id), now
-    waiting = session.scalar(
-        select(SyncOp).where(
-            SyncOp.dedupe_key == f"user.create:{kept.id}", SyncOp.status == OpStatus.parked
-        )
+    waiting = session.scalar(  # under its lock, as it stands (classes.link_class)
+        select(SyncOp)
+        .where(SyncOp.dedupe_key == f"user.create:{kept.id}", SyncOp.status == OpStatus.parked)
+        .with_for_update()
+        .execution_options(populate_existing=True)
     )
     if waiting is not None:
         queue.retry(session, waiting.id, now=now)

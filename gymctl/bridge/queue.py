@@ -34,7 +34,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from gymctl.bridge import codes
 from gymctl.bridge.payloads import dump, parse_payload
-from gymctl.db import advisory_lock, is_postgres
+from gymctl.db import advisory_lock, is_postgres, locked_row
 from gymctl.errors import conflict, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models.bridge import (
@@ -414,7 +414,9 @@ def rescue_organization(session: Session, organization_id: uuid.UUID, *, now: da
 
 
 def get_op(session: Session, op_id: int, organization_id: uuid.UUID | None = None) -> SyncOp:
-    op = session.get(SyncOp, op_id, with_for_update=True)
+    """The op under its row lock, read as it stands (a caller that read it before, unlocked,
+    got its earlier copy back: an op dismissed meanwhile still read parked, and was retried)."""
+    op = locked_row(session, SyncOp, op_id)
     if op is None or (organization_id is not None and op.organization_id != organization_id):
         raise not_found(codes.BRIDGE_OP_NOT_FOUND, f"no sync op {op_id}")
     return op

@@ -49,6 +49,12 @@ def validated(answer: dict[str, Any]) -> dict[str, list[str]] | None:
     return out
 
 
+def _still_to_fill(current: Movement | None, rebuild: bool) -> bool:
+    """The row as stored now still takes the answer: not merged away, and (without rebuild)
+    not filled meanwhile by a merge or another run."""
+    return current is not None and not current.deleted_at and (rebuild or short_of_counts(current))
+
+
 def write_cues(
     session: Session,
     llm: ChatModel | None,
@@ -84,12 +90,12 @@ def write_cues(
         answer, usage = llm.complete_json(PROMPT, user)
         cost += llm.cost_micros(usage)
         text = validated(answer)
+        current = None if dry_run or text is None else fresh(session, movement_id)
         if text is None:
             invalid.append(slug)
-        else:
+        elif dry_run or _still_to_fill(current, rebuild):
             filled += 1
             report.append({"id": str(movement_id), "slug": slug, **text})
-            current = None if dry_run else fresh(session, movement_id)
             if current is not None:
                 for key, items in text.items():
                     setattr(current, COLUMNS[key], items)

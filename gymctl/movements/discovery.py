@@ -197,9 +197,10 @@ def _search_one(
 def _save(
     session: Session, movement_id: uuid.UUID, candidates: list[dict[str, Any]], now: datetime
 ) -> int:
-    """Append the candidates the row as stored now has not seen; how many were added."""
+    """Append the candidates the row as stored now has not seen; how many were added. A row
+    merged away or made manual meanwhile is never touched (as ranking's)."""
     movement = fresh(session, movement_id)
-    if movement is None:
+    if movement is None or movement.deleted_at or movement.video_status == "manual":
         return 0
     known = {c.get("videoId") for c in movement.video_candidates or []}
     known |= set(movement.video_rejected_ids or [])
