@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -467,12 +468,28 @@ def transaction_lock(session: Session, name: str, *, wait_seconds: float) -> boo
                 return False
             time.sleep(LOCK_POLL_SECONDS)
         return True
+    if session.in_transaction() and any(
+        getattr(release, "name", None) == name for release in session.info.get(_HELD, ())
+    ):
+        return True  # held by this transaction already: PostgreSQL's xact locks stack too
     held = ExitStack()
     if not held.enter_context(_named_lock_held(session.get_bind().engine, name, wait_seconds)):
         held.close()
         return False
-    _until_transaction_end(session, held.close)
+    _until_transaction_end(session, _NamedRelease(name, held.close))
     return True
+
+
+@dataclass(frozen=True)
+class _NamedRelease:
+    """transaction_lock's release of the lock `name`, known by its name within the
+    transaction (a second take of it there is no wait)."""
+
+    name: str
+    release: Callable[[], Any]
+
+    def __call__(self) -> None:
+        self.release()
 
 
 @contextmanager

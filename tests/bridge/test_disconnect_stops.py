@@ -321,3 +321,21 @@ def test_a_disconnect_during_a_roster_import_leaves_no_roster_and_stops_it(
     with Session(engine) as session:
         assert session.scalars(select(RosterEntry)).all() == []
     assert [c.query.get("page") for c in fake.calls if c.path == "/v3/users"] == ["1", "2"]
+
+
+def test_a_transaction_that_stops_the_calls_twice_does_not_wait_on_itself(
+    committed_database, fake, bridge_settings, monkeypatch
+):
+    """Two disconnect-side takes in one transaction (a gym's deletion winding its bridge
+    down twice, say): the second is the first's, on both engines (PostgreSQL's advisory
+    locks stack; the embedded default's process lock would have waited out its bound)."""
+    engine = get_engine(committed_database)
+    fake.add_account(API_KEY)
+    org, _ = committed_gym(engine, bridge_settings, name="Twice", ops=0)
+    monkeypatch.setattr(bridge_connection, "CALLS_WAIT_SECONDS", 0.5)
+    with Session(engine) as session:
+        assert stop_calls(session, org.id)
+        assert stop_calls(session, org.id)  # it would have waited on itself, and given up
+        session.commit()
+    with calls_held(engine, org.id) as held:  # given back at the commit
+        assert held
