@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -375,27 +374,35 @@ def advisory_lock(session: Session, name: str, *, wait: bool = True) -> bool:
         fn = "pg_advisory_xact_lock" if wait else "pg_try_advisory_xact_lock"
         result = session.execute(text(f"SELECT {fn}(:key)"), {"key": lock_key(name)}).scalar()
         return True if wait else bool(result)
+    if _held_here(session, name):
+        return True
     lock = _process_lock(name)
-    if lock.release in session.info.get(_HELD, ()) and session.in_transaction():
-        return True  # held by this transaction already: PostgreSQL's xact locks stack too
     if not lock.acquire(blocking=wait):
         return False
-    _until_transaction_end(session, lock.release)
+    _until_transaction_end(session, name, lock.release)
     return True
 
 
-_HELD = "gymctl_process_locks"  # session.info: how to release each lock its transaction holds
+# session.info: the locks the embedded default took for the session's transaction, by name,
+# with how to release each.
+_HELD = "gymctl_process_locks"
 
 
-def _until_transaction_end(session: Session, release: Callable[[], Any]) -> None:
+def _held_here(session: Session, name: str) -> bool:
+    """The session's transaction holds the lock `name` already: a second take is the first
+    (PostgreSQL's advisory locks stack too)."""
+    return session.in_transaction() and name in session.info.get(_HELD, {})
+
+
+def _until_transaction_end(session: Session, name: str, release: Callable[[], Any]) -> None:
     """A lock the embedded default took for the session's transaction, released at its end."""
     if not session.in_transaction():
         session.begin()  # so that commit, rollback or close ends a transaction and releases
     if _HELD not in session.info:
-        session.info[_HELD] = []
+        session.info[_HELD] = {}
         # The listener stays for the session's life: removing one while it runs is not allowed.
         event.listen(session, "after_transaction_end", _release_process_locks)
-    session.info[_HELD].append(release)
+    session.info[_HELD][name] = release
 
 
 @contextmanager
@@ -468,28 +475,14 @@ def transaction_lock(session: Session, name: str, *, wait_seconds: float) -> boo
                 return False
             time.sleep(LOCK_POLL_SECONDS)
         return True
-    if session.in_transaction() and any(
-        getattr(release, "name", None) == name for release in session.info.get(_HELD, ())
-    ):
-        return True  # held by this transaction already: PostgreSQL's xact locks stack too
+    if _held_here(session, name):
+        return True
     held = ExitStack()
     if not held.enter_context(_named_lock_held(session.get_bind().engine, name, wait_seconds)):
         held.close()
         return False
-    _until_transaction_end(session, _NamedRelease(name, held.close))
+    _until_transaction_end(session, name, held.close)
     return True
-
-
-@dataclass(frozen=True)
-class _NamedRelease:
-    """transaction_lock's release of the lock `name`, known by its name within the
-    transaction (a second take of it there is no wait)."""
-
-    name: str
-    release: Callable[[], Any]
-
-    def __call__(self) -> None:
-        self.release()
 
 
 @contextmanager
@@ -595,9 +588,9 @@ def _unlock(connection: Connection, key: int, name: str, *, keeps_idle: bool, en
 def _release_process_locks(session: Session, transaction) -> None:
     if transaction.parent is not None:
         return  # a savepoint ended; the transaction (and the lock) goes on
-    held = session.info.get(_HELD, [])
+    held = session.info.get(_HELD, {})
     while held:
-        held.pop()()
+        held.popitem()[1]()  # the last taken first
 
 
 def server_version(connection: Connection) -> str:

@@ -32,6 +32,7 @@ from gymctl.config import Settings
 from gymctl.crypto import FieldCipher, Keyring
 from gymctl.db import (
     READ_ONLY,
+    is_postgres,
     locked_row,
     release_for_outside_call,
     session_lock,
@@ -151,7 +152,7 @@ def connected_calls(
         if not held:  # a disconnect has held it that long
             raise Disconnected("a disconnect holds the organization's calls")
         params = {"connection_id": connection.id, "op_id": payload_of}
-        if joined or bind.dialect.name == "postgresql":
+        if joined or is_postgres(session):
             row = session.execute(_STATUS, params).one_or_none()
             session.commit()
         else:

@@ -32,7 +32,7 @@ from gymctl.movements.clients import (
 )
 from gymctl.movements.progress import SILENT, Progress
 from gymctl.movements.targets import canonical_rows
-from gymctl.movements.units import Checkpoint, fresh, keep
+from gymctl.movements.units import Checkpoint, fresh, keep, left_alone
 
 MIN_SECONDS, MAX_SECONDS = 15, 240
 DISABLED = "video search is disabled: GYMCTL_VIDEO_SEARCH_KEY is unset"
@@ -200,7 +200,7 @@ def _save(
     """Append the candidates the row as stored now has not seen; how many were added. A row
     merged away or made manual meanwhile is never touched (as ranking's)."""
     movement = fresh(session, movement_id)
-    if movement is None or movement.deleted_at or movement.video_status == "manual":
+    if left_alone(movement):
         return 0
     known = {c.get("videoId") for c in movement.video_candidates or []}
     known |= set(movement.video_rejected_ids or [])

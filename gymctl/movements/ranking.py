@@ -32,7 +32,7 @@ from gymctl.movements.audit import audit, audit_library
 from gymctl.movements.clients import ChatModel, ProviderUnavailable
 from gymctl.movements.progress import SILENT, Progress
 from gymctl.movements.targets import canonical_rows
-from gymctl.movements.units import Checkpoint, fresh, keep
+from gymctl.movements.units import Checkpoint, fresh, keep, left_alone
 
 OUTCOMES = ("kept", "changed", "cleared", "filled", "still_none", "failed", "pending")
 MAX_FAILURES = 3  # model failures in one run before it stops calling the model
@@ -179,7 +179,7 @@ def rank(
                 continue
             cost += spent
         current = fresh(session, movement.id)
-        if current is None or current.deleted_at or current.video_status == "manual":
+        if left_alone(current):
             progress.advance()  # merged or made manual meanwhile: never touched
             continue
         movement = current

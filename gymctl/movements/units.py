@@ -36,3 +36,8 @@ def fresh(session: Session, movement_id: uuid.UUID) -> Movement | None:
         .with_for_update()
         .execution_options(populate_existing=True)
     )
+
+
+def left_alone(movement: Movement | None) -> bool:
+    """A row a unit never touches, as stored now: gone, merged away, or its video set by hand."""
+    return movement is None or bool(movement.deleted_at) or movement.video_status == "manual"
