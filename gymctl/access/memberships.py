@@ -275,10 +275,12 @@ def end_membership(
 ) -> dict[str, int]:
     """The membership ends (cancelled), with its sales grant, its live plans and its seats to
     come (leaving.end_holdings) and the gym's invitations still pending for the person; the
-    counts of those. Every membership its seats touch is locked first (lock_leaving)."""
+    counts of those. Every membership its seats touch is locked first (lock_leaving). One
+    already ended (an erasure's repeat) keeps the instant it ended as its updated_at."""
     lock_leaving(session, membership, now=now)
-    membership.status = MembershipStatus.cancelled
-    membership.updated_at = now
+    if membership.status is not MembershipStatus.cancelled:
+        membership.status = MembershipStatus.cancelled
+        membership.updated_at = now
     end_sales_grant(session, membership, actor_user_id=actor_user_id, now=now)
     ended = end_holdings(session, membership, actor_user_id=actor_user_id, now=now)
     return {**ended, "invitationsRevoked": revoke_pending_invitations(session, membership, now=now)}
