@@ -350,7 +350,7 @@ def give_up_uncovered(session: Session, *subscriptions: Subscription, now: datet
         booking = booking_of(session, organization_id, seat.id, lock=True)
         if not is_active(booking) or booking.subscription_id != seat.subscription_id:
             continue  # its member's cancel committed first, or this call paid it already
-        if _pay_with_pack(session, booking, row, packs, now=now):
+        if _pay_with_pack(session, booking, row, packs, ended=subscription, now=now):
             continue
         cancel(
             session,
@@ -371,20 +371,31 @@ def _pay_with_pack(
     row: ClassSession,
     packs: list[Subscription],
     *,
+    ended: Subscription,
     now: datetime,
 ) -> bool:
     """A seat no plan pays any more kept on a covering pack with a session left (quota.
     paying_pack, its row locked): the booking spends that session and records the pack, so a
     cancel before the class gives it back; a session it spent on a plan that ended is given
     back first. Kept for free, the member had the class on a session the pack still counted,
-    and booked another with it. False when no pack pays it (it is given up)."""
+    and booked another with it. `booking.plan_changed` says which plan pays it now (the pack's
+    count moved without the member's asking), as booking.created names the plan spent. False
+    when no pack pays it (it is given up)."""
     pack = quota.paying_pack(packs, row.starts_at)
     if pack is None:
         return False
-    if booking.subscription_id is not None:
-        quota.give_back(session, booking, row, now=now)
+    given_back = _give_back(session, booking, row, now=now)  # a class to come: it returns
     quota.spend(booking, pack, now=now)
     booking.updated_at = now
+    booking_event(
+        session,
+        "booking.plan_changed",
+        booking,
+        now=now,
+        subscriptionId=str(pack.id),
+        planEnded=str(ended.id),
+        **given_back,
+    )
     return True
 
 
