@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, bindparam, delete, exists, func, select
+from sqlalchemy import Connection, Engine, bindparam, delete, exists, func, select, update
 from sqlalchemy.orm import Session
 
 from gymctl.bridge import codes, entity_map, queue
@@ -177,6 +177,15 @@ def still_connected(session: Session, connection: IntegrationConnection, key: st
     says is not written over it."""
     locked_row(session, IntegrationConnection, connection.id)
     return connection.status in LIVE and connection.credentials_ciphertext == key
+
+
+def on_account(session: Session, connection: IntegrationConnection, account: str | None) -> bool:
+    """The connection read again under its row lock (a transaction left open for the write
+    that follows): still on the external account `account`, the one a run's answers came
+    from. A switch committed since (`_switched`) forgot the links made there: the ids the old
+    account answered name no one, or a stranger, at the new one, and are not written."""
+    locked_row(session, IntegrationConnection, connection.id)
+    return connection.external_account_id == account
 
 
 def stop_calls(session: Session, organization_id: uuid.UUID) -> bool:
@@ -407,7 +416,11 @@ def _switched(
     written, unless the owner asks to switch: the old links and the history of the ops sent
     there are forgotten (audited, counted), and the gym starts over as at a first connect:
     each member, plan and seat goes to the new account at its next change (a member searched
-    for first), or is linked by the roster import; classes link at the next schedule poll."""
+    for first), or is linked by the roster import; classes link at the next schedule poll.
+    As at a disconnect, the call in flight with the old key is waited for (stop_calls) and
+    the old account's stored roster is purged (an import matched addresses against both
+    accounts' rosters, linking members to the old one's users); an answer of the old account
+    held by a run is not written (the dispatcher's `on_account` check)."""
     gym = connection.organization_id
     counts = dict(
         session.execute(
@@ -427,13 +440,21 @@ def _switched(
             "(--switch-account), which forgets the old account's links",
             links=sum(counts.values()),
         )
+    if not stop_calls(session, gym):
+        logger.warning(
+            "bridge account switch of organization %s: a call held it for %.0f s; switched anyway",
+            gym,
+            CALLS_WAIT_SECONDS,
+        )
     session.execute(delete(EntityLink).where(EntityLink.organization_id == gym))
+    roster = session.execute(delete(RosterEntry).where(RosterEntry.organization_id == gym))
     # What was sent there: kept, the mirror read each member as created and each plan and
     # seat as sent, and sent the new account nothing. Without it the gym starts over as at a
     # first connect; ops still to send (or parked) stay, to go to the new account.
     history = session.execute(
         delete(SyncOp).where(SyncOp.organization_id == gym, SyncOp.status.in_(_SENT_OR_GONE))
     ).rowcount
+    _set_apart_counted_keys(session, gym)
     emit(
         session,
         EventKind.audit,
@@ -448,7 +469,34 @@ def _switched(
             "to": account.external_account_id,
             "linksForgotten": {str(kind): count for kind, count in counts.items()},
             "opsForgotten": history,
+            "rosterPurged": roster.rowcount,
         },
+    )
+
+
+# The mirror's dedupe keys that end in the count of the entity's ops (bridge.mirror): every
+# one but a member's create, which is read by its exact key.
+_COUNTED_KEY = ~SyncOp.dedupe_key.startswith("user.create:")
+_SWITCH_MARK = ":switch-"
+
+
+def _set_apart_counted_keys(session: Session, organization_id: uuid.UUID) -> None:
+    """The ops a switch keeps take a mark of that switch on their counted dedupe keys. The
+    mirror keys an entity's next op by how many ops it has; with the history forgotten
+    those counts fall back, and a new change keyed as an op kept from before was taken for
+    it (queue.enqueue answers an existing key with its op): a seat booked again after the
+    switch was never sent. A key marked by an earlier switch is apart already."""
+    mark = f"{_SWITCH_MARK}{uuid.uuid4().hex[:12]}"
+    session.execute(
+        update(SyncOp)
+        .where(
+            SyncOp.organization_id == organization_id,
+            SyncOp.dedupe_key.is_not(None),
+            _COUNTED_KEY,
+            ~SyncOp.dedupe_key.contains(_SWITCH_MARK),
+        )
+        .values(dedupe_key=SyncOp.dedupe_key + mark)
+        .execution_options(synchronize_session=False)
     )
 
 

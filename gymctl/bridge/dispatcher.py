@@ -44,6 +44,7 @@ from gymctl.bridge.connection import (
     activate,
     check_account,
     find_connection,
+    on_account,
     open_client,
     still_connected,
     wind_down,
@@ -177,7 +178,9 @@ def drain(
     try:
         with open_client(connection, settings, throttle, policy.timeout, pool) as client:
             key = connection.credentials_ciphertext  # the client's: what its answers are about
-            context = OpContext(session, client, connection, clock.now, key)
+            context = OpContext(
+                session, client, connection, clock.now, key, connection.external_account_id
+            )
             client.around_call = context.calling  # the key check's calls too
             if connection.status is ConnectionStatus.pending and not _check_pending(context, clock):
                 summary.stopped = "disconnected" if context.disconnected else "pending"
@@ -248,6 +251,7 @@ def _check_pending(context: OpContext, clock: Clock) -> bool:
         activate(session, connection, account, now=clock.now())
         with unique_violation(ACTIVE_ACCOUNT):
             session.commit()
+        context.account = connection.external_account_id
     except Disconnected:
         return False
     except ExternalCallError as error:
@@ -271,6 +275,17 @@ def _as_found(context: OpContext) -> bool:
     transaction ends, and the run is to stop (context.disconnected): a disconnect or a new
     key committed since stands, whatever an answer to the old key said."""
     if still_connected(context.session, context.connection, context.key):
+        return True
+    context.session.commit()
+    context.disconnected = True
+    return False
+
+
+def _on_account(context: OpContext) -> bool:
+    """The run's connection read again under its row lock: still on the external account the
+    run's answers came from (connection.on_account). Else the transaction ends, and the run
+    is to stop: the gym was switched to another account since (its key replaced, too)."""
+    if on_account(context.session, context.connection, context.account):
         return True
     context.session.commit()
     context.disconnected = True
@@ -311,6 +326,10 @@ class Outcomes:
     def write(self) -> None:
         now = self.clock.now()
         owner = self.summary.correlation_id
+        if self.held and not _on_account(self.context):
+            # Answered by the account the gym was switched away from: its links are not
+            # written, and the ops it took are sent again, to the new account (searched first).
+            self.drop()
         self.context.write_links()
         written = set(
             queue.record(
@@ -350,9 +369,10 @@ class Outcomes:
         self.broken = False
 
     def drop(self) -> None:
-        """After a rollback: the links of the ops that succeeded so far are gone, so those ops
-        are rescued (pending, attempt counted: they search first), not recorded as done. A
-        failed, parked or released op keeps its outcome (its next attempt searches anyway)."""
+        """After a rollback (or a switch of account): the links of the ops that succeeded so
+        far are gone, so those ops are rescued (pending, attempt counted: they search first),
+        not recorded as done. A failed, parked or released op keeps its outcome (its next
+        attempt searches anyway)."""
         now = self.clock.now()
         self.context.forget_writes()
         self.held = [
@@ -434,7 +454,11 @@ def _polls(context: OpContext, clock: Clock, summary: RunSummary) -> dict[str, A
             context.client,
             clock.now,
             apply=lambda noticed: inbound.apply(session, connection, noticed, clock.now()),
+            as_read=lambda: _on_account(context),
         )
+        if context.disconnected:
+            summary.stopped = "disconnected"
+            return {}
         if "schedule" in result:
             result["schedule"]["matched"] = classes.match_window(
                 session, connection, now=clock.now()

@@ -124,6 +124,7 @@ class OpContext:
     connection: IntegrationConnection
     now: Callable[[], datetime]
     key: str | None  # the credentials' ciphertext the client was opened from
+    account: str | None  # the external account its answers come from (connection.on_account)
     links: dict[tuple[str, str], Known | None] = field(default_factory=dict)
     disconnected: bool = False
     sending: SyncOp | None = None  # the op whose calls go out now (the dispatcher's _run_op)

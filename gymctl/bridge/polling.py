@@ -315,9 +315,13 @@ def serve_polls(
     client: ExternalGymClient,
     now: Callable[[], datetime],
     apply: Callable[[Noticed], dict[str, int]] | None = None,
+    as_read: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
     """The due poll and reconcile of one organization, on one schedule read. What they notice
-    is applied by `apply` in the same transaction: committed together, never dropped."""
+    is applied by `apply` in the same transaction: committed together, never dropped.
+    `as_read`, after the read: whether the gym is still on the account that answered it (a
+    switch committed during the call forgot that account's links); if not, nothing is
+    written and both stay due."""
     at = now()
     poll_due = connection.schedule_poll_due_at is not None and connection.schedule_poll_due_at <= at
     reconcile_due = connection.reconcile_due_at is not None and connection.reconcile_due_at <= at
@@ -326,6 +330,8 @@ def serve_polls(
     zone = timezone_of(session, connection.organization_id)
     session.commit()  # no transaction open across the call
     items = client.schedule(*window(at, zone))
+    if as_read is not None and not as_read():
+        return {}
     result: dict[str, Any] = {}
     noticed: Noticed = []
     if poll_due:
