@@ -18,7 +18,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gymctl.bookings import book
@@ -32,7 +32,6 @@ from gymctl.models import AuditLog, BookingStatus
 from gymctl.models.bridge import (
     EntityLink,
     EntityType,
-    IntegrationConnection,
     OpStatus,
     OpType,
     Origin,
@@ -131,9 +130,23 @@ def test_a_switch_purges_the_old_accounts_roster(
     assert entity_map.find(session, org.id, EntityType.member, leah.id).external_id == leah_there
 
 
-def _switch_during(fake, engine, org, bridge_settings, route: str) -> list[threading.Thread]:
-    """When `route` is called at account 777, the owner switches the gym to 888 from another
-    connection; the call is answered once the switch has checked its key and waits for it."""
+def _gym_at_777(engine, fake, bridge_settings, *, ops: int):
+    """A gym connected to account 777 with `ops` creates queued and one member linked there
+    (so a connect with 888's key is a switch, not a first connect); 888 is known too."""
+    old = fake.add_account(API_KEY, box_id="777")
+    fake.add_account(OTHER_KEY, box_id="888")
+    org, _ = committed_gym(engine, bridge_settings, name="Swap", ops=ops)
+    with Session(engine) as session:
+        entity_map.link(session, org.id, EntityType.member, platform_id=uuid.uuid4(),
+                        external_id="old-1", origin=Origin.import_, now=NOW)  # fmt: skip
+        session.commit()
+    return org, old
+
+
+def _run_switched_during(fake, engine, org, bridge_settings, route: str):
+    """A dispatcher run; when `route` is called at account 777, the owner switches the gym to
+    888 from another connection, and the call is answered once the switch has checked its
+    key and waits for it. The run's summary."""
     checked = threading.Event()
     started: list[threading.Thread] = []
 
@@ -153,7 +166,11 @@ def _switch_during(fake, engine, org, bridge_settings, route: str) -> list[threa
             time.sleep(0.5)  # the switch writes, then waits for this call to be answered
 
     fake.on_call = hook
-    return started
+    with Session(engine, expire_on_commit=False) as session:
+        summary = drain(session, org.id, settings=bridge_settings, policy=SLOW_CALLS,
+                        runner="t", clock=FixedClock(NOW))  # fmt: skip
+    started[0].join(30)
+    return summary
 
 
 def _links(engine, org) -> list[tuple]:
@@ -172,31 +189,16 @@ def test_a_batch_answered_by_the_old_account_writes_no_link_after_the_switch(
     its next call, and the user 777 made is not linked (its id names no one at 888); its op
     goes back to pending with the two not sent, to be sent to 888 (searched for first)."""
     engine = get_engine(committed_database)
-    old = fake.add_account(API_KEY, box_id="777")
-    fake.add_account(OTHER_KEY, box_id="888")
-    org, _ = committed_gym(engine, bridge_settings, name="Swap", ops=3)
-    with Session(engine) as session:  # something linked at 777: a switch, not a first connect
-        entity_map.link(session, org.id, EntityType.member, platform_id=uuid.uuid4(),
-                        external_id="old-1", origin=Origin.import_, now=NOW)  # fmt: skip
-        session.commit()
-    started = _switch_during(fake, engine, org, bridge_settings, "POST /v3/users")
+    org, old = _gym_at_777(engine, fake, bridge_settings, ops=3)
 
-    with Session(engine, expire_on_commit=False) as session:
-        summary = drain(session, org.id, settings=bridge_settings, policy=SLOW_CALLS,
-                        runner="t", clock=FixedClock(NOW))  # fmt: skip
-    started[0].join(30)
+    summary = _run_switched_during(fake, engine, org, bridge_settings, "POST /v3/users")
 
     assert len(old.users) == 1  # the create reached 777 before the switch committed
     assert _links(engine, org) == []
     assert summary.stopped == "disconnected"
     with Session(engine) as session:
+        assert find_connection(session, org.id).external_account_id == "888"
         statuses = session.scalars(select(SyncOp.status).order_by(SyncOp.id)).all()
-        account = session.scalar(
-            select(IntegrationConnection.external_account_id).where(
-                IntegrationConnection.organization_id == org.id
-            )
-        )
-    assert account == "888"
     assert statuses == [OpStatus.pending] * 3
 
 
@@ -206,20 +208,10 @@ def test_a_schedule_read_from_the_old_account_is_not_written_after_the_switch(
     """The poll's schedule read is answered by 777 while the switch waits for it: none of
     777's classes is stored, and the new account's poll stays due (not marked done)."""
     engine = get_engine(committed_database)
-    old = fake.add_account(API_KEY, box_id="777")
-    fake.add_account(OTHER_KEY, box_id="888")
+    org, old = _gym_at_777(engine, fake, bridge_settings, ops=0)
     fake.add_class(old, NOW.date().isoformat(), time="23:00")
-    org, _ = committed_gym(engine, bridge_settings, name="Poll", ops=0)
-    with Session(engine) as session:
-        entity_map.link(session, org.id, EntityType.member, platform_id=uuid.uuid4(),
-                        external_id="old-1", origin=Origin.import_, now=NOW)  # fmt: skip
-        session.commit()
-    started = _switch_during(fake, engine, org, bridge_settings, "GET /v3/schedule")
 
-    with Session(engine, expire_on_commit=False) as session:
-        summary = drain(session, org.id, settings=bridge_settings, policy=SLOW_CALLS,
-                        runner="t", clock=FixedClock(NOW))  # fmt: skip
-    started[0].join(30)
+    summary = _run_switched_during(fake, engine, org, bridge_settings, "GET /v3/schedule")
 
     assert summary.stopped == "disconnected"
     assert _links(engine, org) == []
@@ -227,4 +219,3 @@ def test_a_schedule_read_from_the_old_account_is_not_written_after_the_switch(
         connection = find_connection(session, org.id)
         assert connection.external_account_id == "888"
         assert connection.schedule_poll_due_at is not None
-        assert session.scalar(select(func.count()).select_from(EntityLink)) == 0
