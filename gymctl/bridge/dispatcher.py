@@ -274,22 +274,22 @@ def _as_found(context: OpContext) -> bool:
     write that follows): still connected with the key the run's client holds. Else the
     transaction ends, and the run is to stop (context.disconnected): a disconnect or a new
     key committed since stands, whatever an answer to the old key said."""
-    if still_connected(context.session, context.connection, context.key):
-        return True
-    context.session.commit()
-    context.disconnected = True
-    return False
+    return _goes_on(context, still_connected(context.session, context.connection, context.key))
 
 
 def _on_account(context: OpContext) -> bool:
     """The run's connection read again under its row lock: still on the external account the
-    run's answers came from (connection.on_account). Else the transaction ends, and the run
-    is to stop: the gym was switched to another account since (its key replaced, too)."""
-    if on_account(context.session, context.connection, context.account):
-        return True
-    context.session.commit()
-    context.disconnected = True
-    return False
+    run's answers came from (connection.on_account). Else, as `_as_found`: the gym was
+    switched to another account since (its key replaced, too)."""
+    return _goes_on(context, on_account(context.session, context.connection, context.account))
+
+
+def _goes_on(context: OpContext, found: bool) -> bool:
+    """A check's answer; one that failed ends the transaction and stops the run."""
+    if not found:
+        context.session.commit()
+        context.disconnected = True
+    return found
 
 
 def _lose(context: OpContext, message: str, now: datetime) -> None:
