@@ -1,6 +1,7 @@
 """Day counting in the organization's time zone (spec B 2.5, 3, 8): a debt's day N ends at the
 organization's local midnight, not UTC's. The same rule in Python (`grace_ends`) and as SQL
-(`day_n_ends`) for the set-based lifecycle, so the pass and the booking refusal agree."""
+(`day_n_ends`) for the set-based lifecycle, so the pass and the booking refusal agree; and a
+month on the gym's calendar as PostgreSQL's set-based roll says it (`months_later`)."""
 
 from __future__ import annotations
 
@@ -36,9 +37,30 @@ def _day_n_ends_pg(element, compiler, **kw) -> str:
     # cancelled an hour after the booking refusal and the forecast said.
     since, days, tz = (compiler.process(clause, **kw) for clause in element.clauses)
     local = f"(date_trunc('day', {since} AT TIME ZONE {tz}) + make_interval(days => ({days}) + 1))"
+    return _instant_pg(local, tz)
+
+
+def _instant_pg(local: str, tz: str) -> str:
+    """The instant of a local wall-clock time of `tz`, as zoneinfo reads it: a time the clocks
+    repeat is its first occurrence (fold 0), where PostgreSQL reads the second."""
     read = f"({local} AT TIME ZONE {tz})"
     earlier = f"({read} - interval '1 hour')"
     return f"(CASE WHEN ({earlier} AT TIME ZONE {tz}) = {local} THEN {earlier} ELSE {read} END)"
+
+
+class months_later(FunctionElement[datetime]):
+    """SQL (PostgreSQL): months_later(at, months, timezone), `clock.add_months` as a statement
+    says it: the same local wall-clock time that many months on, the day clamped to the
+    month's last."""
+
+    type = UTCDateTime()
+    inherit_cache = True
+
+
+@compiles(months_later, "postgresql")
+def _months_later_pg(element, compiler, **kw) -> str:
+    at, months, tz = (compiler.process(clause, **kw) for clause in element.clauses)
+    return _instant_pg(f"(({at} AT TIME ZONE {tz}) + make_interval(months => {months}))", tz)
 
 
 @compiles(day_n_ends, "sqlite")

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from dateutil.relativedelta import relativedelta
 from sqlalchemy import (
     ColumnElement,
     Integer,
@@ -41,18 +40,17 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
 from gymctl.billing import attempts, plans
-from gymctl.billing.days import day_n_ends
+from gymctl.billing.days import day_n_ends, months_later
 from gymctl.billing.debt import CASH_LAPSED, NOTICE_CANCELLED, NOTICE_OPENED, PAYMENT_DUE
 from gymctl.billing.transitions import (
     NON_PAYMENT,
     S,
     Transition,
     run_transition,
-    utc_wall_clock,
 )
 from gymctl.bookings import book
 from gymctl.bridge import mirror
-from gymctl.clock import ensure_utc
+from gymctl.clock import add_months, ensure_utc
 from gymctl.db import is_postgres
 from gymctl.models import (
     BillingSettings,
@@ -125,6 +123,8 @@ def _notice_by(instant: ColumnElement[datetime]) -> ColumnElement[bool]:
 # Subscriptions with their organization's billing settings (absent row: the defaults), joined
 # once rather than looked up per debt row.
 _WITH_SETTINGS = S.outerjoin(_SETTINGS, _SETTINGS.c.organization_id == S.c.organization_id)
+# The gym's time zone, read from `_WITH_SETTINGS` (no settings row: UTC).
+_GYM_ZONE = func.coalesce(_SETTINGS.c.timezone, "UTC")
 
 
 def _grace_ends() -> ColumnElement[datetime]:
@@ -132,7 +132,7 @@ def _grace_ends() -> ColumnElement[datetime]:
     organization's midnight that ends it (`gymctl.billing.days`). Reads the settings of
     `_WITH_SETTINGS`."""
     grace = func.coalesce(_SETTINGS.c.billing_grace_days, _DEFAULT_GRACE_DAYS)
-    return day_n_ends(S.c.debt_since, grace, func.coalesce(_SETTINGS.c.timezone, "UTC"))
+    return day_n_ends(S.c.debt_since, grace, _GYM_ZONE)
 
 
 # A zero-price open-ended card plan rolls on instead of ending (spec B 3). A card plan only: a
@@ -249,35 +249,33 @@ def _cancelled(now: datetime, _picked: Any = None) -> dict[str, Any]:
     }
 
 
-def _roll_intervals(now: datetime) -> dict[str, ColumnElement[int]]:
+def _roll_picks(now: datetime) -> dict[str, ColumnElement[Any]]:
     """How many whole intervals the roll advances: the fewest that end the period after `now`,
-    counted from the old end (month ends clamp, as `relativedelta` does on SQLite). The
-    calendar months between the two instants give a first guess that is exact or one short."""
-    end, now_utc = (
-        utc_wall_clock(S.c.current_period_end),
-        utc_wall_clock(literal(now, UTCDateTime())),
+    counted from the old end on the gym's calendar (month ends clamp, as `clock.add_months`
+    does on the embedded default). The calendar months between the two instants' local dates
+    give a first guess that is exact or one short. And the zone, for the new values."""
+    end, now_local = (
+        func.timezone(_GYM_ZONE, S.c.current_period_end),
+        func.timezone(_GYM_ZONE, literal(now, UTCDateTime())),
     )
     months = cast(
-        (extract("year", now_utc) - extract("year", end)) * 12
-        + extract("month", now_utc)
+        (extract("year", now_local) - extract("year", end)) * 12
+        + extract("month", now_local)
         - extract("month", end),
         Integer,
     )
     first = func.greatest(1, (months + S.c.interval_months - 1) // S.c.interval_months)
-    return {"intervals": first + case((_shifted(first) <= now_utc, 1), else_=0)}
-
-
-def _shifted(intervals) -> ColumnElement[datetime]:
-    """The old period end moved by whole intervals, as a UTC wall-clock timestamp."""
-    return utc_wall_clock(S.c.current_period_end) + func.make_interval(
-        0, intervals * S.c.interval_months
-    )
+    shifted = months_later(S.c.current_period_end, first * S.c.interval_months, _GYM_ZONE)
+    return {"intervals": first + case((shifted <= now, 1), else_=0), "zone": _GYM_ZONE}
 
 
 def _rolled_pg(now: datetime, picked) -> dict[str, Any]:
-    new_end = func.timezone("UTC", _shifted(picked.intervals))
+    def shifted(intervals):
+        return months_later(S.c.current_period_end, intervals * S.c.interval_months, picked.zone)
+
+    new_end = shifted(picked.intervals)
     return {
-        "current_period_start": func.timezone("UTC", _shifted(picked.intervals - 1)),
+        "current_period_start": shifted(picked.intervals - 1),
         "current_period_end": new_end,
         "next_charge_date": case((S.c.next_charge_date.is_(None), None), else_=new_end),
         "sessions_remaining": plans.refilled_sessions(),
@@ -286,13 +284,13 @@ def _rolled_pg(now: datetime, picked) -> dict[str, Any]:
 
 
 def _rolled_embedded(row: dict[str, Any], now: datetime) -> dict[str, Any]:
-    end, months = row["current_period_end"], row["interval_months"]
+    end, months, zone = row["current_period_end"], row["interval_months"], row["zone"]
     intervals = 1
-    while end + relativedelta(months=intervals * months) <= now:
+    while add_months(end, intervals * months, zone) <= now:
         intervals += 1
-    new_end = end + relativedelta(months=intervals * months)
+    new_end = add_months(end, intervals * months, zone)
     return {
-        "current_period_start": end + relativedelta(months=(intervals - 1) * months),
+        "current_period_start": add_months(end, (intervals - 1) * months, zone),
         "current_period_end": new_end,
         "next_charge_date": None if row["next_charge_date"] is None else new_end,
         "sessions_remaining": plans.refilled_sessions(),
@@ -491,8 +489,10 @@ TRANSITIONS: tuple[Transition, ...] = (
         "subscription.renewed",
         _rolled_payload,
         S.c.current_period_end,
-        picks=_roll_intervals,
+        source=_WITH_SETTINGS,
+        picks=_roll_picks,
         embedded_values=_rolled_embedded,
+        embedded_reads=(_GYM_ZONE.label("zone"),),
     ),
 )
 

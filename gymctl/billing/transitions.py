@@ -86,8 +86,10 @@ class Transition:
     notice: str | None = None
     # Columns computed once per picked row (PostgreSQL), for values that need them.
     picks: Callable[[datetime], dict[str, ColumnElement[Any]]] | None = None
-    # Per-row values computed in Python on the embedded default, where SQL cannot say them.
+    # Per-row values computed in Python on the embedded default, where SQL cannot say them,
+    # and the columns of `source` they read besides RETURNED.
     embedded_values: Callable[[dict[str, Any], datetime], dict[str, Any]] | None = None
+    embedded_reads: tuple[ColumnElement[Any], ...] = ()
 
     def new_values(self, now: datetime, picked: Any) -> dict[str, Any]:
         values = self.values(now, picked)
@@ -278,7 +280,7 @@ def _embedded_pick(t: Transition) -> Any:
     rebuilding its conditions, which cost more than SQLite running them."""
     if t.name not in _PICKS:
         _PICKS[t.name] = (
-            select(*RETURNED, S.c.debt_notice_stage.label("old_stage"))
+            select(*RETURNED, S.c.debt_notice_stage.label("old_stage"), *t.embedded_reads)
             .select_from(t.source)
             .where(t.where(bindparam("now")))
             .order_by(t.oldest_first, S.c.id)
