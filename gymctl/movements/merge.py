@@ -187,7 +187,8 @@ def _merge_in_order(
     for winner_id, loser_id in pairs:
         winner, loser = rows[winner_id], rows[loser_id]
         if loser.deleted_at is not None:
-            survivor = _survivor(session, loser)
+            # The very pair merged before is already merged, wherever its winner went since.
+            survivor = winner.id if loser.merged_into_id == winner.id else _survivor(session, loser)
             if survivor is not None and survivor != winner.id:
                 raise conflict(
                     codes.MERGE_LOSER_MERGED_ELSEWHERE,

@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gymctl.db import advisory_lock
 from gymctl.errors import not_found
 from gymctl.models import Movement
 from gymctl.movements import codes
@@ -34,6 +35,7 @@ from gymctl.movements.embeddings import (
     stored_model,
 )
 from gymctl.movements.library import LibraryEntry, parse_library
+from gymctl.movements.merge import LIBRARY_LOCK
 from gymctl.movements.progress import SILENT, Progress
 from gymctl.movements.ranking import is_rejected
 from gymctl.movements.units import Checkpoint, keep
@@ -82,9 +84,19 @@ def seed_library(
     """`rpm` paces a remote embedder's requests (`pacer` overrides it, for tests)."""
     checkpoint()  # the object store is an outside service too
     entries = read_library(store, key)
+    # The library lock, as a merge and an alias change take it, then the rows as stored now,
+    # locked in id order: a merge or alias change committed meanwhile is read, not written
+    # over, and a second seed waits for the first and updates the rows it created.
+    advisory_lock(session, LIBRARY_LOCK)
     existing = {
         row.slug: row
-        for row in session.scalars(select(Movement).where(Movement.organization_id.is_(None)))
+        for row in session.scalars(
+            select(Movement)
+            .where(Movement.organization_id.is_(None))
+            .order_by(Movement.id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
     }
     removed = alias_removals(session)
     counts = {"created": 0, "updated": 0, "unchanged": 0, "skippedDeleted": 0}
