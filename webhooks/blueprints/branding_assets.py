@@ -18,6 +18,7 @@ from gymctl.providers.storage import FolderObjectStore
 from webhooks import codes
 from webhooks.access import membership, org_route
 from webhooks.blueprints.branding import recorded
+from webhooks.bodies import reads_its_own_body
 from webhooks.context import db, now, services
 from webhooks.guard import public
 from webhooks.throttle import throttle
@@ -65,6 +66,7 @@ def _file_and_transform(slot: Slot) -> tuple[bytes, Transform]:
 
 
 @bp.post(f"{ORG}/branding/assets/<name>")
+@reads_its_own_body
 @org_route(Module.branding, Action.manage)
 @recorded("branding.assets.upload")
 def upload(org_id, name):

@@ -22,6 +22,7 @@ from gymctl.movements.services import Library, library_from_settings
 from gymctl.movements.views import describe
 from webhooks import codes
 from webhooks.access import membership, org_route, platform_admin_route, signed_in_user
+from webhooks.bodies import reads_its_own_body
 from webhooks.context import auth, db, now, services
 from webhooks.validation import Body, parse, parse_query
 
@@ -323,6 +324,7 @@ def _thumbnail_file() -> bytes:
 
 
 @bp.put(f"{ORG}/thumbnail")
+@reads_its_own_body
 @org_route(Module.programming, Action.manage)
 def upload_thumbnail(org_id, movement_id):
     data = _thumbnail_file()
