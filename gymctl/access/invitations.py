@@ -786,6 +786,11 @@ def _activate(session: Session, invitation: Invitation, user: User, *, now: date
     invitation.status = InvitationStatus.accepted
     invitation.accepted_at = now
     invitation.accepted_user_id = user.id
+    if invitation.user_id not in (None, user.id):
+        # Another login took it (the invited one moved to another address, the address's new
+        # holder accepted): the invited login's pending membership lived with the invitation
+        # (spec A 3), and no revoke or expiry reaches an accepted one.
+        _end_pending_membership(session, invitation, now=now)
     if invitation.profile_user_id is not None:
         _link_profile(session, invitation, user, now=now)
     if invitation.organization_id is not None:
