@@ -36,6 +36,7 @@ from gymctl.events import EventKind, emit
 from gymctl.models import (
     Membership,
     Organization,
+    OrganizationStatus,
     RetentionCase,
     RetentionDigest,
     Subscription,
@@ -111,9 +112,17 @@ def send_digests(
     """{orgsChecked, sent}: organizations with open cases, digests sent this run."""
     with factory() as session:
         session.connection(execution_options=READ_ONLY)
+        # Of live gyms only: a deleted or inactive gym's staff reach none of its routes, so
+        # a case its deletion left open (a withdrawn presale's) could never be closed, and
+        # its former owners were mailed about it daily for good.
         organization_ids = session.scalars(
             select(RetentionCase.organization_id)
-            .where(RetentionCase.status == "open")
+            .join(Organization, Organization.id == RetentionCase.organization_id)
+            .where(
+                RetentionCase.status == "open",
+                Organization.deleted_at.is_(None),
+                Organization.status == OrganizationStatus.active,
+            )
             .group_by(RetentionCase.organization_id)
             .order_by(func.min(RetentionCase.opened_at))
         ).all()
