@@ -44,32 +44,53 @@ from gymctl.bookings.eligibility import BOOKABLE, unstarted
 from gymctl.db import is_postgres
 from gymctl.errors import conflict
 from gymctl.models import Booking, BookingStatus, ClassSession, Membership, Subscription
-from gymctl.models.billing import CollectionMethod
+from gymctl.models.billing import CollectionMethod, PlanType
 
 
-def _bounded_by_period(row: Subscription) -> bool:
-    """A plan that does not renew itself ends with its period: a quota (pack, drop-in), a
-    fixed term (no renewal interval), one on pay-later terms (one term), or a priced card plan
-    with no next charge (its renewal end reached): the lifecycle ends those two at their period
-    end (term_ended; a free card plan rolls on instead)."""
+def _own_end(row: Subscription) -> datetime | None:
+    """When the lifecycle ends the plan by itself (expired, gift_ended, term_ended: the rules of
+    `lifecycle._term_over` and `_term_end`, read here per row), None while it renews (or rolls
+    on, or lapses into debt instead): a quota (pack, drop-in) or a fixed term (no renewal
+    interval) at its period end; on pay-later terms, one term; by the card provider, a priced
+    plan with nothing left to charge (no next charge: its renewal end reached) or no card to
+    charge (no saved card, no renewal ahead), and a free one that does not roll on (a fixed
+    term); in cash, one that does not renew at the desk, or a free one, at its paid-through
+    day. Other providers' and external billers' rows are theirs to end."""
+    end = row.current_period_end
+    if end is None:
+        return None
     if row.sessions_remaining is not None or row.interval_months is None:
-        return True
-    if row.payment_collection_method == CollectionMethod.pay_later:
-        return True
-    return (
-        row.payment_collection_method == CollectionMethod.card_provider
-        and row.price_in_cents > 0
-        and row.next_charge_date is None
-    )
+        return end
+    method = row.payment_collection_method
+    if method == CollectionMethod.pay_later:
+        return end
+    if method == CollectionMethod.card_provider:
+        if row.price_in_cents == 0:
+            rolls = row.plan_type == PlanType.card and row.open_ended and row.renewal_end is None
+            return None if rolls else end
+        no_card = row.payment_method_id is None and (
+            row.renewal_end is None or row.renewal_end <= end
+        )
+        return end if row.next_charge_date is None or no_card else None
+    if method == CollectionMethod.cash:
+        paid_through = row.cash_prepaid_through or end
+        renews = row.plan_type == PlanType.cash or (
+            row.plan_type == PlanType.card
+            and row.open_ended
+            and (row.renewal_end is None or row.renewal_end > paid_through)
+        )
+        return paid_through if row.price_in_cents == 0 or not renews else None
+    return None
 
 
 def covered_until(row: Subscription) -> datetime | None:
-    """The last instant a class of the plan may start, None when it renews without end: its
-    period end when it does not renew itself, and a notice's effective date (a plan under
+    """The last instant a class of the plan may start, None when it renews without end: when
+    the lifecycle ends it by itself (`_own_end`), and a notice's effective date (a plan under
     notice renews no more: the period-end sweep cancels it then), whichever comes first."""
     ends = []
-    if row.current_period_end is not None and _bounded_by_period(row):
-        ends.append(row.current_period_end)
+    own = _own_end(row)
+    if own is not None:
+        ends.append(own)
     if row.cancel_at_period_end and row.cancellation_effective_at is not None:
         ends.append(row.cancellation_effective_at)
     return min(ends) if ends else None
@@ -264,20 +285,34 @@ def give_back(
 
 
 def lock_plans_of_session(session: Session, class_session_id: uuid.UUID) -> None:
-    """Lock the plans the session's active bookings spent, before the session's own lock is
-    taken (billing's order): a class cancelled gives each of them a session back."""
+    """Lock the plans the session's bookings spent, before the session's own lock is taken
+    (billing's order): a class cancelled gives each of them a session back, the active
+    bookings' and the ones ended after a check-in (`give_back_kept`)."""
     ids = session.scalars(
         select(Booking.subscription_id)
         .where(
             Booking.class_session_id == class_session_id,
             Booking.subscription_id.is_not(None),
-            Booking.deleted_at.is_(None),
         )
         .distinct()
         .order_by(Booking.subscription_id)
     ).all()
     for subscription_id in ids:
         lock_plan(session, subscription_id)
+
+
+def give_back_kept(session: Session, row: ClassSession, *, now: datetime) -> int:
+    """A cancelled class's sessions that its ended bookings kept: a seat staff cancelled or
+    removed after its check-in at the door counted as used, but the class never took place
+    (gives_back), and the row can never be revived into it. Called once the active bookings
+    are cancelled (theirs came back then); the plans are locked (lock_plans_of_session). How
+    many came back."""
+    kept = session.scalars(
+        select(Booking)
+        .where(Booking.class_session_id == row.id, Booking.subscription_id.is_not(None))
+        .order_by(Booking.id)
+    ).all()
+    return sum(give_back(session, booking, row, now=now) is not None for booking in kept)
 
 
 def lock_plans_waiting(session: Session, ended) -> None:

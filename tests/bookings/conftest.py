@@ -8,8 +8,10 @@ from datetime import timedelta
 import pytest
 
 from gymctl.bookings import book, schedule
-from gymctl.models import Booking, Membership, Role
+from gymctl.models import Booking, Membership, Role, Subscription
+from gymctl.models.billing import PlanType
 from tests import factories
+from tests.billing.factories import make_card, make_subscription
 from tests.conftest import NOW
 
 TOMORROW = NOW + timedelta(days=1)
@@ -18,6 +20,14 @@ TOMORROW = NOW + timedelta(days=1)
 def add_member(session, organization) -> Membership:
     user = factories.user(session)
     return factories.membership(session, user=user, organization=organization, role=Role.member)
+
+
+def renewing_card_plan(session, gym, **fields) -> Subscription:
+    """A monthly card plan renewing on the member's saved card. One with no card renews on
+    nothing: the lifecycle ends it at its period end (spec B 3), so it books no class after it
+    (quota.covered_until)."""
+    card = make_card(session, gym)
+    return make_subscription(session, gym, PlanType.card, payment_method_id=card.id, **fields)
 
 
 def book_seat(session, gym, class_session, member: Membership | None = None, at=NOW) -> Booking:

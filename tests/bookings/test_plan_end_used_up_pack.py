@@ -14,7 +14,7 @@ from gymctl.errors import DomainError
 from gymctl.models import BookingStatus
 from gymctl.models.billing import PlanType
 from tests.billing.factories import make_billing_settings, make_subscription
-from tests.bookings.conftest import add_member, book_seat, cancel_own
+from tests.bookings.conftest import add_member, book_seat, cancel_own, renewing_card_plan
 from tests.bookings.test_seats_after_a_plan_ends import _class_at
 from tests.conftest import NOW
 from tests.factories import Gym
@@ -35,13 +35,13 @@ def test_a_seat_the_ended_unlimited_plan_paid_is_given_up_when_only_a_used_up_pa
     The monthly plan ends at once (attempts.end_plan). Booking that class now would be refused
     plan_sessions_used_up: no plan of theirs can pay the seat, so it must be given up (and the
     next in line takes it), not kept for free with the pack at 0 (or below)."""
-    monthly = make_subscription(session, gym, PlanType.card)
+    monthly = renewing_card_plan(session, gym)
     pack = make_subscription(session, gym, PlanType.pack, sessions_remaining=0)
     full = _class_at(session, gym, NOW + timedelta(days=2), capacity=1)
     seat = book_seat(session, gym, full)
     assert seat.subscription_id is None  # paid by the unlimited plan, nothing spent
     other = add_member(session, gym.organization)
-    make_subscription(session, Gym.of(other), PlanType.card)
+    renewing_card_plan(session, Gym.of(other))
     waiting = book_seat(session, gym, full, other, at=NOW + timedelta(seconds=1))
     assert waiting.status is BookingStatus.waitlisted
 
@@ -65,11 +65,11 @@ def test_a_waitlisted_seat_is_not_promoted_onto_a_used_up_pack(engine, session, 
     the member waited on their renewing unlimited plan, then gave notice ending it before the
     class; a pack with no session left covers the day and pays for nothing, so they are passed
     over, not given the seat for free."""
-    monthly = make_subscription(session, gym, PlanType.card)
+    monthly = renewing_card_plan(session, gym)
     make_subscription(session, gym, PlanType.pack, sessions_remaining=0)
     full = _class_at(session, gym, monthly.current_period_end + timedelta(days=1), capacity=1)
     other = add_member(session, gym.organization)
-    make_subscription(session, Gym.of(other), PlanType.card)
+    renewing_card_plan(session, Gym.of(other))
     seated = book_seat(session, gym, full, other)
     waiting = book_seat(session, gym, full, at=NOW + timedelta(seconds=1))
     assert (waiting.status, waiting.subscription_id) == (BookingStatus.waitlisted, None)

@@ -13,10 +13,9 @@ from sqlalchemy import func, select
 from gymctl.bookings import schedule
 from gymctl.errors import DomainError
 from gymctl.models import Booking, BookingStatus
-from gymctl.models.billing import PlanType
 from gymctl.retention.notices import give_notice, withdraw_notice
-from tests.billing.factories import make_billing_settings, make_subscription
-from tests.bookings.conftest import add_member, book_seat, cancel_own
+from tests.billing.factories import make_billing_settings
+from tests.bookings.conftest import add_member, book_seat, cancel_own, renewing_card_plan
 from tests.conftest import NOW
 from tests.factories import Gym
 
@@ -27,7 +26,7 @@ pytestmark = pytest.mark.embedded
 def card(session, gym):
     """A monthly card plan in a gym that requires a plan to book; the member gives notice."""
     make_billing_settings(session, gym.organization, plan_required_to_book=True)
-    plan = make_subscription(session, gym, PlanType.card)
+    plan = renewing_card_plan(session, gym)
     give_notice(
         session,
         gym.organization.id,
@@ -85,7 +84,7 @@ def test_a_freed_seat_passes_over_a_waitlisted_member_whose_plan_no_longer_cover
     before it. Booking it now is refused plan_ends_before_session, so the freed seat passes
     them over (they keep their place) and goes to the next in line."""
     make_billing_settings(session, gym.organization, plan_required_to_book=True)
-    card = make_subscription(session, gym, PlanType.card)
+    card = renewing_card_plan(session, gym)
     kind = schedule.create_class_type(
         session, gym.organization.id, name="WOD", default_capacity=1, duration_minutes=60, now=NOW
     )
@@ -94,7 +93,7 @@ def test_a_freed_seat_passes_over_a_waitlisted_member_whose_plan_no_longer_cover
     )
     seated, next_in_line = (add_member(session, gym.organization) for _ in range(2))
     for member in (seated, next_in_line):
-        make_subscription(session, Gym.of(member), PlanType.card)
+        renewing_card_plan(session, Gym.of(member))
     seat = book_seat(session, gym, late, seated)
     waiting = book_seat(session, gym, late, at=NOW + timedelta(seconds=1))
     after = book_seat(session, gym, late, next_in_line, at=NOW + timedelta(seconds=2))

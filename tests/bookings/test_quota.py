@@ -23,7 +23,7 @@ from gymctl.models.billing import PlanType
 from gymctl.models.bookings import CheckinMethod
 from gymctl.models.bridge import EntityLink, EntityType, Origin
 from tests.billing.factories import make_billing_settings, make_subscription
-from tests.bookings.conftest import TOMORROW, add_member, book_seat, cancel_own
+from tests.bookings.conftest import TOMORROW, add_member, book_seat, cancel_own, renewing_card_plan
 from tests.conftest import NOW
 
 pytestmark = pytest.mark.embedded
@@ -144,7 +144,7 @@ def test_a_pack_valid_now_refuses_a_class_after_its_validity(session, gym, requi
 
 def test_a_monthly_plan_books_a_class_past_its_period_end_since_it_renews(session, gym, required):
     """A renewing plan is not bounded by its period: next month's class books on it."""
-    card = make_subscription(session, gym, PlanType.card)
+    card = renewing_card_plan(session, gym)
     (late,) = _sessions(session, gym, 1, start=card.current_period_end + timedelta(days=3))
 
     booking = book_seat(session, gym, late)
@@ -154,7 +154,7 @@ def test_a_monthly_plan_books_a_class_past_its_period_end_since_it_renews(sessio
 
 def test_an_unlimited_plan_is_preferred_and_spends_nothing(session, gym, required):
     pack = make_subscription(session, gym, PlanType.pack, sessions_remaining=5)
-    make_subscription(session, gym, PlanType.card)
+    renewing_card_plan(session, gym)
     (a,) = _sessions(session, gym, 1)
 
     booking = book_seat(session, gym, a)

@@ -11,17 +11,18 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from gymctl.billing import attempts, lifecycle
 from gymctl.bookings import schedule
-from gymctl.models import BookingStatus, OutboxEvent
+from gymctl.errors import DomainError
+from gymctl.models import Booking, BookingStatus, OutboxEvent
 from gymctl.models.billing import PlanType, SubscriptionStatus
 from gymctl.retention.notices import give_notice
 from gymctl.retention.settlement import period_end_sweep
 from tests.billing.conftest import card_server  # noqa: F401 (fixture)
 from tests.billing.factories import make_billing_settings, make_plan, make_subscription
-from tests.bookings.conftest import add_member, book_seat
+from tests.bookings.conftest import add_member, book_seat, renewing_card_plan
 from tests.conftest import NOW
 from tests.factories import Gym
 from tests.retention.conftest import doors, mailer  # noqa: F401 (fixtures)
@@ -72,7 +73,7 @@ def test_a_matured_notice_gives_up_the_seats_after_its_effective_date(
     """Booked next month's class while the plan renewed, then gave notice effective at the
     period end: the period-end sweep cancels the plan and gives that seat up (the next in line
     takes it); a class before the effective date stays booked."""
-    card = make_subscription(session, gym, PlanType.card)
+    card = renewing_card_plan(session, gym)
     end = card.current_period_end
     before, after = (
         _class_at(session, gym, end - timedelta(days=2)),
@@ -81,7 +82,7 @@ def test_a_matured_notice_gives_up_the_seats_after_its_effective_date(
     kept = book_seat(session, gym, before)
     seat = book_seat(session, gym, after)
     other = add_member(session, gym.organization)
-    make_subscription(session, Gym.of(other), PlanType.card)
+    renewing_card_plan(session, Gym.of(other))
     waiting = book_seat(session, gym, after, other, at=NOW + timedelta(seconds=1))
     give_notice(
         session, gym.organization.id, card.id, initiator="member",
@@ -126,14 +127,14 @@ def test_a_plan_cancelled_for_non_payment_gives_up_its_seats_to_come(
 
 def _member_with_plan(session, gym):
     member = add_member(session, gym.organization)
-    make_subscription(session, Gym.of(member), PlanType.card)
+    renewing_card_plan(session, Gym.of(member))
     return member
 
 
 def test_a_seat_another_live_plan_covers_stays_booked(session, session_factory, gym, required):
     """The member holds a second monthly plan: the class is still paid for, the seat stays."""
     make_subscription(session, gym, PlanType.card, in_debt_since=NOW - timedelta(days=2))
-    make_subscription(session, gym, PlanType.card)
+    renewing_card_plan(session, gym)
     seat = book_seat(session, gym, _class_at(session, gym, NOW + timedelta(days=20)))
     session.commit()
 
@@ -180,21 +181,26 @@ def test_a_plan_ended_at_once_gives_the_pack_session_back_and_keeps_a_started_cl
     assert payload["sessionReturnedTo"] == payload["planEnded"] == str(pack.id)
 
 
-def test_a_plan_whose_term_ends_gives_up_the_seats_after_it(
+def test_a_free_cash_plan_books_up_to_the_term_the_lifecycle_ends(
     session, session_factory, gym, required
 ):
-    """A free monthly plan kept in cash books past its period end (it renews, as a monthly
-    plan does) but renews on nothing: the lifecycle ends its term (term_ended) at the period
-    end, and the seat of next month's class goes with it."""
+    """A free monthly plan kept in cash renews on nothing: the lifecycle ends its term
+    (term_ended) at the period end. Until s63 it booked next month's class (read as renewing,
+    as a priced monthly plan does) and the seat went when the term ended; the booking rules
+    now end it where the lifecycle does (quota.covered_until): the class after its end is
+    refused plan_ends_before_session, nothing written, and one at its very end is kept."""
     plan = make_plan(session, gym.organization, PlanType.cash, price_in_cents=0)
     free = make_subscription(session, gym, PlanType.cash, plan=plan)
-    seat = book_seat(
-        session, gym, _class_at(session, gym, free.current_period_end + timedelta(days=3))
-    )
+    late = _class_at(session, gym, free.current_period_end + timedelta(days=3))
+    with pytest.raises(DomainError) as refused:
+        book_seat(session, gym, late)
+    assert (refused.value.code, refused.value.status) == ("plan_ends_before_session", 409)
+    assert session.scalar(select(func.count()).select_from(Booking)) == 0
+    seat = book_seat(session, gym, _class_at(session, gym, free.current_period_end))
     session.commit()
 
     summary = _lifecycle(session_factory, free.current_period_end + timedelta(hours=1))
 
-    assert (summary["term_ended"], summary["seatsGivenUp"]) == (1, 1)
+    assert (summary["term_ended"], summary["seatsGivenUp"]) == (1, 0)
     session.expire_all()
-    assert seat.status is BookingStatus.cancelled
+    assert seat.status is BookingStatus.confirmed

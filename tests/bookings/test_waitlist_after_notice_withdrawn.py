@@ -9,10 +9,9 @@ import pytest
 
 from gymctl.bookings import book, schedule
 from gymctl.models import BookingStatus
-from gymctl.models.billing import PlanType
 from gymctl.retention import notices
-from tests.billing.factories import make_billing_settings, make_subscription
-from tests.bookings.conftest import add_member, book_seat, cancel_own
+from tests.billing.factories import make_billing_settings
+from tests.bookings.conftest import add_member, book_seat, cancel_own, renewing_card_plan
 from tests.conftest import NOW
 from tests.factories import Gym
 from tests.retention.conftest import give_notice
@@ -25,14 +24,14 @@ def test_a_withdrawn_notice_gives_the_waiting_member_the_seat_left_free(engine, 
     now would be refused plan_ends_before_session); withdrawn, the notice no longer ends it,
     so their turn comes, rather than the seat staying free until the class starts."""
     make_billing_settings(session, gym.organization, plan_required_to_book=True)
-    monthly = make_subscription(session, gym, PlanType.card)
+    monthly = renewing_card_plan(session, gym)
     kind = schedule.create_class_type(
         session, gym.organization.id, name="WOD", default_capacity=1, duration_minutes=60, now=NOW
     )
     starts = monthly.current_period_end + timedelta(days=1)
     row = schedule.schedule_session(session, kind, starts_at=starts, now=NOW)
     other = add_member(session, gym.organization)
-    make_subscription(session, Gym.of(other), PlanType.card)
+    renewing_card_plan(session, Gym.of(other))
     seated = book_seat(session, gym, row, other)
     waiting = book_seat(session, gym, row, at=NOW + timedelta(seconds=1))
     give_notice(session, gym, monthly)  # effective at the period's end, before the class
