@@ -42,7 +42,8 @@ def cancel_session(
     which a member being removed holds from their first seat given up while they wait for this
     class: the cancel waits for that removal before the class's lock, and the bookings are
     read under it (the removal's seat is cancelled already). cancelled_at is set before the
-    bookings are cancelled, so no seat freed here promotes anyone. The session and how many
+    bookings are cancelled, so no seat freed here promotes anyone; a seat that ended after its
+    check-in gives its session back too (quota.give_back_kept). The session and how many
     bookings were cancelled."""
     _open(class_session_of(session, organization_id, class_session_id), now)  # early, unlocked
     book.lock_waiting_members(session, class_session_id, seated=True)
@@ -62,6 +63,7 @@ def cancel_session(
             now=now,
             reason=SESSION_CANCELLED,
         )
+    quota.give_back_kept(session, row, now=now)
     emit(
         session,
         EventKind.domain,

@@ -191,6 +191,7 @@ def class_removed(session: Session, organization_id, row: EntityLink, now: datet
     for booking in active:  # the gym called it off, as staff do here: its members are pushed
         bookings.cancel(session, organization_id, booking.id, actor_user_id=None,
                         by_staff=True, now=now, reason=SESSION_CANCELLED)  # fmt: skip
+    quota.give_back_kept(session, target, now=now)
     _audit(session, "bridge.class_cancelled_externally", organization_id, "class_session",
            target.id, {"externalClassId": row.external_id, "cancelledBookings": len(active)},
            now)  # fmt: skip
