@@ -36,7 +36,7 @@ from gymctl.models.releases import (
 )
 from gymctl.providers.storage import ObjectStore
 from gymctl.releases import approvals, codes
-from gymctl.releases.branded_apps import may_have_app, require_top_tier
+from gymctl.releases.branded_apps import may_have_app, require_building
 from gymctl.releases.build_input import (
     NATIVE_VERSION,
     branding_part,
@@ -181,7 +181,7 @@ def cut_candidate(
     nothing it binds has changed)."""
     if not COMMIT.fullmatch(source_commit or ""):
         raise invalid(codes.RELEASE_SOURCE_COMMIT_INVALID, "a full lowercase hex commit id")
-    require_top_tier(session.get(Organization, organization_id))
+    require_building(session.get(Organization, organization_id))  # may_have_app's rule
     ahead = read_live_assets(session, store, organization_id)  # before the request's lock
     request = require_request(session, organization_id)
     session.refresh(request, with_for_update=True)
@@ -286,9 +286,16 @@ def supersede_on_publish(
     candidate it outdates is superseded in the same transaction, at the publish instant; after
     a publish (`store` given) a new candidate replaces it (spec A 3). Returns the replacement.
     Under the publish's lock `store` answers from what it read ahead (`replaces_on_publish`,
-    gymctl.assets.read_ahead): no write lock is held while the object store answers."""
+    gymctl.assets.read_ahead): no write lock is held while the object store answers.
+    The release request's lock first, as an operator's cut takes it before it supersedes:
+    without it the two superseded the same candidate in opposite orders (a deadlock), and a
+    cut committed between this look at the candidate and its refresh was replaced by a
+    rebuild of the older commit it had replaced."""
     request = session.scalar(
-        select(ReleaseRequest).where(ReleaseRequest.organization_id == organization_id)
+        select(ReleaseRequest)
+        .where(ReleaseRequest.organization_id == organization_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
     )
     if request is None:
         return None
