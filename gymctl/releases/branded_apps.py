@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from gymctl.branding.published import public_branding
 from gymctl.config import Settings
+from gymctl.db import advisory_lock
 from gymctl.errors import DomainError, conflict, invalid, not_found
 from gymctl.events import EventKind, emit
 from gymctl.models import Organization, OrganizationStatus
@@ -40,6 +41,7 @@ _ID_KEYS = tuple(
     f"uq_organization_branded_apps_{c}" for c in ("link_slug", "apple_bundle_id", "android_package")
 )
 _ONE_APP = "uq_organization_branded_apps_organization_id"
+MAPPING_LOCK = "branded_apps:mapping"  # create_app: one mapping at a time
 TOP_TIER = Tier.elite
 
 
@@ -119,6 +121,10 @@ def create_app(
     )
     if settings.multi_org_app_id in (apple, android):
         raise conflict(codes.BRANDED_APP_ID_TAKEN, "that is the container app's ID")
+    # The database's unique keys are per column: an Apple ID equal to another gym's Android
+    # package is caught only by this read, so mappings are made one at a time (two at once
+    # both committed, and the lookup answered either gym for the ID).
+    advisory_lock(session, MAPPING_LOCK)
     taken = session.scalar(
         select(BrandedApp.id).where(
             or_(
