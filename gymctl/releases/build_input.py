@@ -23,11 +23,12 @@ from gymctl.branding.published import live_app_version, live_brand
 from gymctl.config import Settings
 from gymctl.db import release_for_outside_call
 from gymctl.errors import conflict
+from gymctl.models import Organization
 from gymctl.models.releases import BrandedApp
 from gymctl.providers.storage import ObjectStore
 from gymctl.releases import codes, identifiers
 from gymctl.releases.associations import link_claims
-from gymctl.releases.branded_apps import require_app
+from gymctl.releases.branded_apps import require_app, require_building
 from gymctl.releases.requests import find_request
 
 NATIVE_VERSION = "1.0.6"  # spec A 9: earlier over-the-air updates cannot roll back into it
@@ -116,6 +117,9 @@ def build_input(
     settings: Settings,
     organization_id: uuid.UUID,
 ) -> dict[str, Any]:
+    """What a build of the gym's app reads, for a gym that may have the app now
+    (`require_building`: a deleted or inactive gym's is 404, below the top tier 409)."""
+    require_building(session.get(Organization, organization_id))
     return inputs_from(
         session, read_live_assets(session, store, organization_id), settings, organization_id
     )

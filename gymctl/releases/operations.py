@@ -36,7 +36,7 @@ from gymctl.models import Organization
 from gymctl.models.releases import ReleaseCandidate, ReleaseOperation, ReleaseRequest
 from gymctl.providers.storage import ObjectStore
 from gymctl.releases import approvals, ci_access, codes, evidence, switches
-from gymctl.releases.branded_apps import require_building, require_top_tier
+from gymctl.releases.branded_apps import require_building
 from gymctl.releases.build_input import ASSET_DOWNLOAD_LIFETIME
 from gymctl.releases.candidates import is_current, require_current, require_dispatchable
 
@@ -70,7 +70,7 @@ def dispatch(
         raise invalid(codes.RELEASE_OPERATION_KIND_INVALID, f"kinds: {', '.join(KINDS)}")
     if platform not in PLATFORMS:
         raise invalid(codes.RELEASE_TARGET_INVALID, "platform is ios or android")
-    require_top_tier(session.get(Organization, organization_id))
+    require_building(session.get(Organization, organization_id))  # may_have_app's rule
     expected = ci_access.expected_claims(settings)
     request, candidate = require_current(session, organization_id, now=now)
     require_dispatchable(candidate)
