@@ -15,12 +15,14 @@ from sqlalchemy import insert, text
 from gymctl.db import session_factory
 from gymctl.errors import DomainError
 from gymctl.models import Organization, Role
+from gymctl.models.organizations import Tier
 from gymctl.models.releases import BrandedApp, ReleaseCandidate, ReleaseRequest
-from gymctl.releases import approvals, candidates, owner, requests
+from gymctl.releases import approvals, branded_apps, candidates, owner, requests
 from gymctl.releases.canonical import sha256_of
+from tests import factories
 from tests.access.conftest import snapshot
 from tests.conftest import NOW
-from tests.releases.conftest import COMMIT, SUBMISSION
+from tests.releases.conftest import APP_CONFIG, COMMIT, SUBMISSION, publish_branding
 
 
 def refused(session, call, code: str, status: int) -> DomainError:
@@ -77,6 +79,20 @@ def cut(session, store, settings, gym, *, commit=COMMIT, at=NOW):
     )
     session.commit()
     return candidate
+
+
+def gym_with_a_candidate(session, store, settings) -> Organization:
+    """A gym on the top tier with an owner, its brand published, its app mapped and configured,
+    the intake approved and a candidate cut (COMMIT), as committed tests start from."""
+    gym = factories.organization(session, tier=Tier.elite)
+    person = factories.user(session)
+    factories.membership(session, user=person, organization=gym, role=Role.owner)
+    publish_branding(session, store, gym.id)
+    branded_apps.create_app(session, settings, gym, now=NOW)
+    branded_apps.configure(session, gym.id, APP_CONFIG, now=NOW)
+    approve_intake_in(session, gym.id)
+    candidates.cut_candidate(session, store, settings, gym.id, source_commit=COMMIT, now=NOW)
+    return gym
 
 
 def approve_intake_in(session, organization_id, *, actor_user_id=None) -> None:

@@ -7,14 +7,10 @@ import threading
 
 from gymctl.clock import FixedClock
 from gymctl.db import get_engine, session_factory
-from gymctl.models import Role
-from gymctl.models.organizations import Tier
 from gymctl.providers.storage import storage_from_settings
-from gymctl.releases import branded_apps, candidates, operations
-from tests import factories
+from gymctl.releases import operations
 from tests.conftest import NOW
-from tests.releases.conftest import APP_CONFIG, COMMIT, publish_branding
-from tests.releases.helpers import approve_intake_in
+from tests.releases.helpers import gym_with_a_candidate
 from webhooks.app import create_app
 
 
@@ -22,14 +18,7 @@ def test_two_simultaneous_claims_with_one_nonce_get_one_executor_access(committe
     factory = session_factory(get_engine(committed_pg))
     store = storage_from_settings(settings)
     with factory() as session:
-        gym = factories.organization(session, tier=Tier.elite)
-        person = factories.user(session)
-        factories.membership(session, user=person, organization=gym, role=Role.owner)
-        publish_branding(session, store, gym.id)
-        branded_apps.create_app(session, settings, gym, now=NOW)
-        branded_apps.configure(session, gym.id, APP_CONFIG, now=NOW)
-        approve_intake_in(session, gym.id)
-        candidates.cut_candidate(session, store, settings, gym.id, source_commit=COMMIT, now=NOW)
+        gym = gym_with_a_candidate(session, store, settings)
         operation, nonce = operations.dispatch(
             session, settings, gym.id, kind="build", platform="ios", now=NOW
         )

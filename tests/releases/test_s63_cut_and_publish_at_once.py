@@ -16,29 +16,18 @@ from sqlalchemy import select
 
 from gymctl.branding import publishing, workspace
 from gymctl.db import get_engine, session_factory
-from gymctl.models import Role
-from gymctl.models.organizations import Tier
 from gymctl.models.releases import CandidateSupersession, ReleaseCandidate
 from gymctl.providers.storage import storage_from_settings
-from gymctl.releases import branded_apps, candidates
-from tests import factories
+from gymctl.releases import candidates
 from tests.conftest import NOW
-from tests.releases.conftest import APP_CONFIG, COMMIT, publish_branding
-from tests.releases.helpers import _waiting_on_a_lock, approve_intake_in
+from tests.releases.helpers import _waiting_on_a_lock, gym_with_a_candidate
 
 NEW_COMMIT = "b" * 40
 
 
 def _gym(factory, store, settings):
     with factory() as session:
-        gym = factories.organization(session, tier=Tier.elite)
-        person = factories.user(session)
-        factories.membership(session, user=person, organization=gym, role=Role.owner)
-        publish_branding(session, store, gym.id)
-        branded_apps.create_app(session, settings, gym, now=NOW)
-        branded_apps.configure(session, gym.id, APP_CONFIG, now=NOW)
-        approve_intake_in(session, gym.id)
-        candidates.cut_candidate(session, store, settings, gym.id, source_commit=COMMIT, now=NOW)
+        gym = gym_with_a_candidate(session, store, settings)
         workspace.save_brand_draft(
             session,
             store,

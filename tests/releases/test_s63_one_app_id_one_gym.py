@@ -3,11 +3,9 @@ application-ID mapping"; the public lookup answers one gym for an ID). The datab
 are per column, so an Apple ID equal to another gym's Android package is refused only by
 create_app's read (branded_app_id_taken). A hunt in s63 found two mappings made at once both
 committing, that read seeing neither: mappings are now made one at a time (PostgreSQL,
-committed; the second is given two seconds and must wait for the first)."""
+committed: the second waits for the first)."""
 
 from __future__ import annotations
-
-import threading
 
 from sqlalchemy import or_, select
 
@@ -19,6 +17,7 @@ from gymctl.models.releases import BrandedApp
 from gymctl.releases import branded_apps
 from tests import factories
 from tests.conftest import NOW
+from tests.releases.helpers import race_writes, two_writers
 
 SHARED = "com.example.shared"
 
@@ -26,7 +25,8 @@ SHARED = "com.example.shared"
 def test_an_apple_id_and_another_gyms_android_package_mapped_at_once_map_one_gym(
     committed_pg, settings
 ):
-    factory = session_factory(get_engine(committed_pg))
+    engine = get_engine(committed_pg)
+    factory = session_factory(engine)
     with factory() as session:
         first_gym = factories.organization(session, tier=Tier.elite)
         second_gym = factories.organization(session, tier=Tier.elite)
@@ -34,8 +34,12 @@ def test_an_apple_id_and_another_gyms_android_package_mapped_at_once_map_one_gym
         ids = first_gym.id, second_gym.id
     answers: list[str] = []
 
-    def second_mapping() -> None:
-        with factory() as second:
+    with two_writers(engine) as (first, second):
+        branded_apps.create_app(
+            first, settings, first.get(Organization, ids[0]), apple_bundle_id=SHARED, now=NOW
+        )
+
+        def second_mapping() -> None:
             try:
                 branded_apps.create_app(second, settings, second.get(Organization, ids[1]),
                                         android_package=SHARED, now=NOW)  # fmt: skip
@@ -44,15 +48,7 @@ def test_an_apple_id_and_another_gyms_android_package_mapped_at_once_map_one_gym
             except DomainError as refused:
                 answers.append(refused.code)
 
-    with factory() as first:
-        branded_apps.create_app(
-            first, settings, first.get(Organization, ids[0]), apple_bundle_id=SHARED, now=NOW
-        )
-        rival = threading.Thread(target=second_mapping)
-        rival.start()
-        rival.join(2.0)
-        first.commit()
-    rival.join(30)
+        assert race_writes(engine, first, second_mapping) == []
 
     assert answers == ["branded_app_id_taken"]
     with factory() as session:
