@@ -46,6 +46,7 @@ AHEAD_ROUNDS = 3
 
 def lock_canonical(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Movement]:
     """The library lock, then the rows FOR UPDATE in id order; any id not canonical is 404."""
+    session.connection()  # the write transaction first (db.advisory_lock on SQLite)
     advisory_lock(session, LIBRARY_LOCK)
     wanted = sorted(set(ids))
     rows = session.scalars(

@@ -87,6 +87,7 @@ def seed_library(
     # The library lock, as a merge and an alias change take it, then the rows as stored now,
     # locked in id order: a merge or alias change committed meanwhile is read, not written
     # over, and a second seed waits for the first and updates the rows it created.
+    session.connection()  # the write transaction first (db.advisory_lock on SQLite)
     advisory_lock(session, LIBRARY_LOCK)
     existing = {
         row.slug: row
